@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * util.h - small helpers shared by every layer: time, parsing, base64.
+ * All functions are thread safe and allocate nothing unless stated.
+ */
+#ifndef SFS_UTIL_H
+#define SFS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define SFS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define SFS_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SFS_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Monotonic clock in nanoseconds / milliseconds. */
+uint64_t sfs_now_ns(void);
+static inline uint64_t sfs_now_ms(void)
+{
+	return sfs_now_ns() / 1000000u;
+}
+
+/*
+ * sfs_abstime - CLOCK_MONOTONIC deadline @ms from now, for
+ * pthread_cond_timedwait on a condvar made by sfs_cond_init.
+ */
+struct timespec sfs_abstime(uint64_t ms);
+
+/* sfs_cond_init - condvar that waits on CLOCK_MONOTONIC.  0 or -errno. */
+#include <pthread.h>
+int sfs_cond_init(pthread_cond_t *c);
+
+/*
+ * sfs_parse_hostport - split "HOST:PORT", "[V6]:PORT" or ":PORT" into
+ * @host (empty when absent) and @port.  Returns 0 or -EINVAL.
+ */
+int sfs_parse_hostport(const char *s, char *host, size_t hostlen, char *port,
+		       size_t portlen);
+
+/*
+ * sfs_parse_size - "4096", "64K", "1M", "2G", "1T" (powers of 1024,
+ * optional "iB"/"B").  Returns 0 or -EINVAL / -ERANGE.
+ */
+int sfs_parse_size(const char *s, uint64_t *out);
+
+/*
+ * sfs_parse_u64 - a whole decimal or 0x-prefixed hex number, nothing
+ * else.  Returns 0 or -EINVAL / -ERANGE.
+ */
+int sfs_parse_u64(const char *s, uint64_t *out);
+
+/* Base64 (RFC 4648, padded).  sfs_b64_enc_len includes the NUL. */
+size_t sfs_b64_enc_len(size_t n);
+void sfs_b64_encode(const void *src, size_t n, char *dst);
+/*
+ * sfs_b64_decode - strict: rejects bad characters, bad padding and
+ * non-canonical trailing bits.  @dst must hold len/4*3 bytes.
+ * Returns 0 and *outlen, or -EINVAL.
+ */
+int sfs_b64_decode(const char *src, size_t len, void *dst, size_t *outlen);
+
+/* Hex of @n bytes into @dst (2n+1 bytes); strict decode, 0 or -EINVAL. */
+void sfs_hex_encode(const void *src, size_t n, char *dst);
+int sfs_hex_decode(const char *src, void *dst, size_t cap, size_t *outlen);
+
+/* sfs_fmt_bytes - "1.5 GiB" style into @buf; returns @buf. */
+char *sfs_fmt_bytes(uint64_t n, char *buf, size_t len);
+
+/*
+ * sfs_grow - make room for @need elements of @elem bytes in *p (capacity
+ * *cap), growing geometrically.  Returns 0 or -ENOMEM (*p unchanged).
+ */
+int sfs_grow(void **p, size_t *cap, size_t need, size_t elem);
+
+#endif /* SFS_UTIL_H */

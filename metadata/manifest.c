@@ -1,0 +1,904 @@
+/* SPDX-License-Identifier: MIT */
+#include "manifest.h"
+
+#include "common/util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- builder ---------------------------------------------------------- */
+
+struct sfs_manifest *sfs_manifest_new(const char *model, uint64_t generation)
+{
+	struct sfs_manifest *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->version = SFS_MANIFEST_VERSION;
+	m->generation = generation;
+	m->model = strdup(model);
+	m->revision = strdup("");
+	if (!m->model || !m->revision) {
+		sfs_manifest_free(m);
+		return NULL;
+	}
+	return m;
+}
+
+int sfs_manifest_set_endpoint(struct sfs_manifest *m, const char *protocol,
+			      const char *provider, const void *addr,
+			      size_t len)
+{
+	if (len > sizeof(m->ep.addr) ||
+	    strlen(protocol) >= sizeof(m->ep.protocol) ||
+	    strlen(provider) >= sizeof(m->ep.provider))
+		return -EINVAL;
+	strcpy(m->ep.protocol, protocol);
+	strcpy(m->ep.provider, provider);
+	memcpy(m->ep.addr, addr, len);
+	m->ep.addr_len = len;
+	return 0;
+}
+
+int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len,
+			    uint64_t raddr, uint64_t key, uint32_t *id)
+{
+	if (m->nregions >= SFS_MF_MAX_REGIONS)
+		return -E2BIG;
+	if (sfs_grow((void **)&m->regions, &m->cap_regions, m->nregions + 1,
+		     sizeof(m->regions[0])))
+		return -ENOMEM;
+	m->regions[m->nregions] =
+		(struct sfs_region){ .len = len, .raddr = raddr, .key = key };
+	*id = (uint32_t)m->nregions++;
+	return 0;
+}
+
+int sfs_manifest_add_dir(struct sfs_manifest *m, const char *path)
+{
+	char *p;
+	if (sfs_grow((void **)&m->dirs, &m->cap_dirs, m->ndirs + 1,
+		     sizeof(m->dirs[0])))
+		return -ENOMEM;
+	if (!(p = strdup(path)))
+		return -ENOMEM;
+	m->dirs[m->ndirs++] = p;
+	return 0;
+}
+
+int sfs_manifest_add_file(struct sfs_manifest *m, const char *path,
+			  size_t *idx)
+{
+	struct sfs_mfile *f;
+	if (sfs_grow((void **)&m->files, &m->cap_files, m->nfiles + 1,
+		     sizeof(m->files[0])))
+		return -ENOMEM;
+	f = &m->files[m->nfiles];
+	memset(f, 0, sizeof(*f));
+	if (!(f->path = strdup(path)))
+		return -ENOMEM;
+	*idx = m->nfiles++;
+	return 0;
+}
+
+static struct sfs_extent *new_extent(struct sfs_manifest *m, size_t idx,
+				     uint64_t len)
+{
+	struct sfs_mfile *f = &m->files[idx];
+	struct sfs_extent *e;
+	if (len == 0 || f->size > SFS_MF_FILE_MAX - len)
+		return NULL;
+	if (sfs_grow((void **)&f->ext, &f->cap_ext, f->next + 1,
+		     sizeof(f->ext[0])))
+		return NULL;
+	e = &f->ext[f->next];
+	memset(e, 0, sizeof(*e));
+	e->off = f->size;
+	e->len = len;
+	return e;
+}
+
+int sfs_manifest_add_inline(struct sfs_manifest *m, size_t idx,
+			    const void *data, uint64_t len)
+{
+	struct sfs_extent *e = new_extent(m, idx, len);
+	if (!e)
+		return -ENOMEM;
+	if (!(e->data = malloc(len)))
+		return -ENOMEM;
+	memcpy(e->data, data, len);
+	e->kind = SFS_EXT_INLINE;
+	m->files[idx].next++;
+	m->files[idx].size += len;
+	return 0;
+}
+
+int sfs_manifest_add_remote(struct sfs_manifest *m, size_t idx,
+			    uint32_t region, uint64_t roff, uint64_t len)
+{
+	struct sfs_extent *e = new_extent(m, idx, len);
+	if (!e)
+		return -ENOMEM;
+	e->kind = SFS_EXT_REGION;
+	e->region = region;
+	e->roff = roff;
+	m->files[idx].next++;
+	m->files[idx].size += len;
+	return 0;
+}
+
+int sfs_manifest_add_tensor(struct sfs_manifest *m, const char *name,
+			    const char *dtype, uint32_t ndim,
+			    const uint64_t *shape, size_t file, uint64_t off,
+			    uint64_t len)
+{
+	struct sfs_mtensor *t;
+	if (ndim > SFS_ST_MAX_DIMS || strlen(dtype) >= SFS_DTYPE_MAX)
+		return -EINVAL;
+	if (sfs_grow((void **)&m->tensors, &m->cap_tensors, m->ntensors + 1,
+		     sizeof(m->tensors[0])))
+		return -ENOMEM;
+	t = &m->tensors[m->ntensors];
+	memset(t, 0, sizeof(*t));
+	if (!(t->name = strdup(name)))
+		return -ENOMEM;
+	strcpy(t->dtype, dtype);
+	t->ndim = ndim;
+	memcpy(t->shape, shape, ndim * sizeof(shape[0]));
+	t->file = file;
+	t->off = off;
+	t->len = len;
+	m->ntensors++;
+	return 0;
+}
+
+void sfs_manifest_free(struct sfs_manifest *m)
+{
+	if (!m)
+		return;
+	free(m->model);
+	free(m->revision);
+	free(m->regions);
+	for (size_t i = 0; i < m->ndirs; i++)
+		free(m->dirs[i]);
+	free(m->dirs);
+	for (size_t i = 0; i < m->nfiles; i++) {
+		struct sfs_mfile *f = &m->files[i];
+		for (size_t j = 0; j < f->next; j++)
+			free(f->ext[j].data);
+		free(f->ext);
+		free(f->path);
+	}
+	free(m->files);
+	for (size_t i = 0; i < m->ntensors; i++)
+		free(m->tensors[i].name);
+	free(m->tensors);
+	free(m);
+}
+
+ssize_t sfs_mfile_find_extent(const struct sfs_mfile *f, uint64_t off)
+{
+	size_t lo = 0, hi = f->next;
+	if (off >= f->size)
+		return -1;
+	while (lo + 1 < hi) { /* invariant: ext[lo].off <= off */
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->ext[mid].off <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return (ssize_t)lo;
+}
+
+/* ---- encode ----------------------------------------------------------- */
+
+static json_t *hex_u64(uint64_t v)
+{
+	char buf[24];
+	snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+	return json_string(buf);
+}
+
+static json_t *encode_extent(const struct sfs_extent *e)
+{
+	if (e->kind == SFS_EXT_INLINE) {
+		char *b64 = malloc(sfs_b64_enc_len(e->len));
+		if (!b64)
+			return NULL;
+		sfs_b64_encode(e->data, e->len, b64);
+		json_t *o = json_pack("{s:s}", "inline", b64);
+		free(b64);
+		return o;
+	}
+	return json_pack("{s:I,s:I,s:I}", "region", (json_int_t)e->region,
+			 "offset", (json_int_t)e->roff, "length",
+			 (json_int_t)e->len);
+}
+
+static json_t *encode_file(const struct sfs_mfile *f)
+{
+	json_t *ext = json_array();
+	for (size_t i = 0; ext && i < f->next; i++)
+		if (json_array_append_new(ext, encode_extent(&f->ext[i]))) {
+			json_decref(ext);
+			return NULL;
+		}
+	return json_pack("{s:s,s:I,s:o*}", "path", f->path, "size",
+			 (json_int_t)f->size, "extents", ext);
+}
+
+static json_t *encode_tensor(const struct sfs_manifest *m,
+			     const struct sfs_mtensor *t)
+{
+	json_t *shape = json_array();
+	for (uint32_t i = 0; shape && i < t->ndim; i++)
+		json_array_append_new(shape,
+				      json_integer((json_int_t)t->shape[i]));
+	return json_pack("{s:s,s:s,s:o*,s:s,s:I,s:I}", "name", t->name,
+			 "dtype", t->dtype, "shape", shape, "file",
+			 m->files[t->file].path, "offset", (json_int_t)t->off,
+			 "length", (json_int_t)t->len);
+}
+
+int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
+{
+	json_t *root, *regions, *dirs, *files, *tensors;
+	char addr[2 * SFS_MF_ADDR_MAX + 1];
+	int rc = -ENOMEM;
+
+	sfs_hex_encode(m->ep.addr, m->ep.addr_len, addr);
+	regions = json_array();
+	dirs = json_array();
+	files = json_array();
+	tensors = json_array();
+	root = json_pack("{s:i,s:s,s:s,s:I,s:{s:s,s:s,s:s},s:o*,s:o*,s:o*,"
+			 "s:o*}",
+			 "seedfs_manifest", (int)m->version, "model", m->model,
+			 "revision", m->revision, "generation",
+			 (json_int_t)m->generation, "endpoint", "protocol",
+			 m->ep.protocol, "provider", m->ep.provider, "address",
+			 addr, "regions", regions, "dirs", dirs, "files",
+			 files, "tensors", tensors);
+	if (!root)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nregions; i++) {
+		const struct sfs_region *r = &m->regions[i];
+		if (json_array_append_new(
+			    regions, json_pack("{s:I,s:I,s:o,s:o}", "id",
+					       (json_int_t)i, "length",
+					       (json_int_t)r->len, "address",
+					       hex_u64(r->raddr), "key",
+					       hex_u64(r->key))))
+			goto out;
+	}
+	for (size_t i = 0; i < m->ndirs; i++)
+		if (json_array_append_new(dirs, json_string(m->dirs[i])))
+			goto out;
+	for (size_t i = 0; i < m->nfiles; i++)
+		if (json_array_append_new(files, encode_file(&m->files[i])))
+			goto out;
+	for (size_t i = 0; i < m->ntensors; i++)
+		if (json_array_append_new(tensors,
+					  encode_tensor(m, &m->tensors[i])))
+			goto out;
+	*out = json_dumps(root, JSON_INDENT(1));
+	if (*out) {
+		*len = strlen(*out);
+		rc = 0;
+	}
+out:
+	json_decref(root);
+	return rc;
+}
+
+/* ---- validate --------------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4))) static int
+fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+int sfs_path_check(const char *path, const char **why)
+{
+	size_t n = strlen(path);
+	const char *c = path;
+
+	if (n == 0)
+		return *why = "empty", -EINVAL;
+	if (n > SFS_MF_PATH_MAX)
+		return *why = "longer than 4096 bytes", -EINVAL;
+	if (path[0] == '/')
+		return *why = "absolute", -EINVAL;
+	while (*c) {
+		const char *e = strchr(c, '/');
+		size_t l = e ? (size_t)(e - c) : strlen(c);
+		if (l == 0)
+			return *why = "empty component", -EINVAL;
+		if (l > SFS_MF_NAME_MAX)
+			return *why = "component longer than 255 bytes",
+			       -EINVAL;
+		if ((l == 1 && c[0] == '.') ||
+		    (l == 2 && c[0] == '.' && c[1] == '.'))
+			return *why = "'.' or '..' component", -EINVAL;
+		if (!e)
+			break;
+		c = e + 1;
+		if (!*c)
+			return *why = "trailing '/'", -EINVAL;
+	}
+	if (strncmp(path, SFS_MF_RESERVED, sizeof(SFS_MF_RESERVED) - 1) == 0 &&
+	    (path[sizeof(SFS_MF_RESERVED) - 1] == '\0' ||
+	     path[sizeof(SFS_MF_RESERVED) - 1] == '/'))
+		return *why = "'.seedfs' is reserved", -EINVAL;
+	return 0;
+}
+
+/* Parent of @path must be the root or a directory in @set. */
+static int parent_is_dir(json_t *set, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char buf[SFS_MF_PATH_MAX + 1];
+	if (!slash)
+		return 1;
+	size_t n = (size_t)(slash - path);
+	memcpy(buf, path, n);
+	buf[n] = '\0';
+	json_t *v = json_object_get(set, buf);
+	return v && json_integer_value(v) < 0; /* dirs are stored as -1 */
+}
+
+static int validate_file(const struct sfs_manifest *m, size_t i,
+			 size_t *total_ext, char *err, size_t errlen)
+{
+	const struct sfs_mfile *f = &m->files[i];
+	uint64_t at = 0;
+
+	if (f->size > SFS_MF_FILE_MAX)
+		return fail(err, errlen, "files[%zu] '%s': size %" PRIu64
+			    " exceeds the cap", i, f->path, f->size);
+	*total_ext += f->next;
+	if (*total_ext > SFS_MF_MAX_EXTENTS)
+		return fail(err, errlen, "files: more than %d extents in all",
+			    SFS_MF_MAX_EXTENTS);
+	for (size_t j = 0; j < f->next; j++) {
+		const struct sfs_extent *e = &f->ext[j];
+		if (e->len == 0)
+			return fail(err, errlen,
+				    "files[%zu].extents[%zu]: length is 0", i,
+				    j);
+		if (e->off != at || e->len > f->size - at)
+			return fail(err, errlen,
+				    "files[%zu].extents[%zu]: %" PRIu64
+				    " bytes at %" PRIu64
+				    " run past size %" PRIu64 " of '%s'",
+				    i, j, e->len, at, f->size, f->path);
+		if (e->kind == SFS_EXT_REGION) {
+			if (e->region >= m->nregions)
+				return fail(err, errlen,
+					    "files[%zu].extents[%zu].region: "
+					    "%u is not a region (%zu regions)",
+					    i, j, e->region, m->nregions);
+			const struct sfs_region *r = &m->regions[e->region];
+			if (e->roff > r->len || e->len > r->len - e->roff)
+				return fail(err, errlen,
+					    "files[%zu].extents[%zu]: offset "
+					    "%" PRIu64 " + length %" PRIu64
+					    " run past region %u (%" PRIu64
+					    " bytes)",
+					    i, j, e->roff, e->len, e->region,
+					    r->len);
+		} else if (e->kind != SFS_EXT_INLINE || !e->data) {
+			return fail(err, errlen,
+				    "files[%zu].extents[%zu]: bad kind", i, j);
+		}
+		at += e->len;
+	}
+	if (at != f->size)
+		return fail(err, errlen,
+			    "files[%zu] '%s': extents cover %" PRIu64
+			    " bytes, size says %" PRIu64,
+			    i, f->path, at, f->size);
+	return 0;
+}
+
+static int validate_tensor(const struct sfs_manifest *m, size_t i, char *err,
+			   size_t errlen)
+{
+	const struct sfs_mtensor *t = &m->tensors[i];
+	unsigned int esz = sfs_dtype_size(t->dtype);
+	uint64_t bytes;
+
+	if (!t->name[0] || strlen(t->name) > SFS_ST_NAME_MAX)
+		return fail(err, errlen, "tensors[%zu].name: empty or too long",
+			    i);
+	if (t->file >= m->nfiles)
+		return fail(err, errlen, "tensors[%zu].file: no such file", i);
+	if (!esz)
+		return fail(err, errlen, "tensors[%zu].dtype: unknown '%s'", i,
+			    t->dtype);
+	if (t->ndim > SFS_ST_MAX_DIMS)
+		return fail(err, errlen, "tensors[%zu].shape: too many dims",
+			    i);
+	if (sfs_st_tensor_bytes(t->shape, t->ndim, esz, &bytes) ||
+	    bytes != t->len)
+		return fail(err, errlen,
+			    "tensors[%zu] '%s': shape x %s is not length %" PRIu64,
+			    i, t->name, t->dtype, t->len);
+	uint64_t fsz = m->files[t->file].size;
+	if (t->off > fsz || t->len > fsz - t->off)
+		return fail(err, errlen,
+			    "tensors[%zu] '%s': bytes [%" PRIu64 ", +%" PRIu64
+			    ") run past file '%s' (%" PRIu64 " bytes)",
+			    i, t->name, t->off, t->len,
+			    m->files[t->file].path, fsz);
+	return 0;
+}
+
+int sfs_manifest_validate(const struct sfs_manifest *m, char *err,
+			  size_t errlen)
+{
+	const char *why;
+	size_t total_ext = 0;
+	json_t *set;
+	int rc = 0;
+
+	if (m->version != SFS_MANIFEST_VERSION)
+		return fail(err, errlen, "seedfs_manifest: version %u, this "
+			    "build reads %d", m->version,
+			    SFS_MANIFEST_VERSION);
+	if (sfs_path_check(m->model, &why) || strchr(m->model, '/'))
+		return fail(err, errlen, "model: '%.64s' is not a valid name",
+			    m->model);
+	if (m->nfiles > SFS_MF_MAX_FILES || m->ndirs > SFS_MF_MAX_FILES)
+		return fail(err, errlen, "files: more than %d entries",
+			    SFS_MF_MAX_FILES);
+	if (m->ntensors > SFS_MF_MAX_TENSORS)
+		return fail(err, errlen, "tensors: more than %d",
+			    SFS_MF_MAX_TENSORS);
+	for (size_t i = 0; i < m->nregions; i++) {
+		const struct sfs_region *r = &m->regions[i];
+		if (r->len == 0 || r->raddr > UINT64_MAX - r->len)
+			return fail(err, errlen,
+				    "regions[%zu]: length %" PRIu64
+				    " at address 0x%" PRIx64 " is invalid",
+				    i, r->len, r->raddr);
+	}
+	if (!(set = json_object()))
+		return -ENOMEM;
+	/* Directories first (value -1), then files (their index). */
+	for (size_t i = 0; i < m->ndirs && !rc; i++) {
+		const char *p = m->dirs[i];
+		if (sfs_path_check(p, &why))
+			rc = fail(err, errlen, "dirs[%zu] '%.64s': %s", i, p,
+				  why);
+		else if (json_object_get(set, p))
+			rc = fail(err, errlen, "dirs[%zu] '%.64s': duplicate",
+				  i, p);
+		else if (!parent_is_dir(set, p))
+			rc = fail(err, errlen,
+				  "dirs[%zu] '%.64s': parent not listed before "
+				  "it",
+				  i, p);
+		else
+			rc = json_object_set_new(set, p, json_integer(-1)) ?
+				     -ENOMEM :
+				     0;
+	}
+	for (size_t i = 0; i < m->nfiles && !rc; i++) {
+		const char *p = m->files[i].path;
+		if (sfs_path_check(p, &why))
+			rc = fail(err, errlen, "files[%zu].path '%.64s': %s",
+				  i, p, why);
+		else if (json_object_get(set, p))
+			rc = fail(err, errlen,
+				  "files[%zu].path '%.64s': duplicate", i, p);
+		else if (!parent_is_dir(set, p))
+			rc = fail(err, errlen,
+				  "files[%zu].path '%.64s': parent directory "
+				  "not listed",
+				  i, p);
+		else if (json_object_set_new(set, p,
+					     json_integer((json_int_t)i)))
+			rc = -ENOMEM;
+		else
+			rc = validate_file(m, i, &total_ext, err, errlen);
+	}
+	json_decref(set);
+	for (size_t i = 0; i < m->ntensors && !rc; i++)
+		rc = validate_tensor(m, i, err, errlen);
+	return rc;
+}
+
+/* ---- decode ----------------------------------------------------------- */
+
+/* A JSON integer in [0, max]. */
+static int get_u64(json_t *o, const char *key, uint64_t max, uint64_t *out)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    (uint64_t)json_integer_value(v) > max)
+		return -1;
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+/* A "0x..." (or decimal) string holding a full 64-bit value. */
+static int get_hex(json_t *o, const char *key, uint64_t *out)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_string(v) || json_string_length(v) > 18)
+		return -1;
+	return sfs_parse_u64(json_string_value(v), out) ? -1 : 0;
+}
+
+static const char *get_str(json_t *o, const char *key, size_t max)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_string(v) || json_string_length(v) > max ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return NULL;
+	return json_string_value(v);
+}
+
+static int decode_endpoint(struct sfs_manifest *m, json_t *ep, char *err,
+			   size_t errlen)
+{
+	const char *proto, *prov, *addr;
+	uint8_t buf[SFS_MF_ADDR_MAX];
+	size_t n;
+
+	if (!json_is_object(ep))
+		return fail(err, errlen, "endpoint: missing or not an object");
+	proto = get_str(ep, "protocol", sizeof(m->ep.protocol) - 1);
+	prov = get_str(ep, "provider", sizeof(m->ep.provider) - 1);
+	addr = get_str(ep, "address", 2 * SFS_MF_ADDR_MAX);
+	if (!proto || !*proto)
+		return fail(err, errlen,
+			    "endpoint.protocol: missing, empty or too long");
+	if (!prov)
+		return fail(err, errlen,
+			    "endpoint.provider: missing or too long");
+	if (!addr || sfs_hex_decode(addr, buf, sizeof(buf), &n) || n == 0)
+		return fail(err, errlen,
+			    "endpoint.address: missing, or not hex of 1..%d "
+			    "bytes",
+			    SFS_MF_ADDR_MAX);
+	return sfs_manifest_set_endpoint(m, proto, prov, buf, n);
+}
+
+static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
+			  size_t errlen)
+{
+	size_t i;
+	json_t *r;
+
+	if (!json_is_array(a))
+		return fail(err, errlen, "regions: missing or not an array");
+	if (json_array_size(a) > SFS_MF_MAX_REGIONS)
+		return fail(err, errlen, "regions: more than %d",
+			    SFS_MF_MAX_REGIONS);
+	json_array_foreach(a, i, r) {
+		uint64_t id, len, addr, key;
+		uint32_t got;
+		if (!json_is_object(r))
+			return fail(err, errlen, "regions[%zu]: not an object",
+				    i);
+		if (get_u64(r, "id", UINT32_MAX, &id) || id != i)
+			return fail(err, errlen,
+				    "regions[%zu].id: missing or not %zu", i,
+				    i);
+		if (get_u64(r, "length", INT64_MAX, &len) || len == 0)
+			return fail(err, errlen,
+				    "regions[%zu].length: missing or not a "
+				    "positive integer",
+				    i);
+		if (get_hex(r, "address", &addr))
+			return fail(err, errlen,
+				    "regions[%zu].address: missing or not a "
+				    "64-bit hex string",
+				    i);
+		if (get_hex(r, "key", &key))
+			return fail(err, errlen,
+				    "regions[%zu].key: missing or not a 64-bit "
+				    "hex string",
+				    i);
+		int rc = sfs_manifest_add_region(m, len, addr, key, &got);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int decode_extent(struct sfs_manifest *m, size_t fi, size_t j,
+			 json_t *e, char *err, size_t errlen)
+{
+	struct sfs_mfile *f = &m->files[fi];
+	json_t *in;
+
+	if (!json_is_object(e))
+		return fail(err, errlen, "files[%zu].extents[%zu]: not an "
+			    "object", fi, j);
+	in = json_object_get(e, "inline");
+	if (in) {
+		size_t n = json_string_length(in), got;
+		if (!json_is_string(in) || n == 0)
+			return fail(err, errlen,
+				    "files[%zu].extents[%zu].inline: not a "
+				    "non-empty string",
+				    fi, j);
+		uint8_t *buf = malloc(n / 4 * 3 + 3);
+		if (!buf)
+			return -ENOMEM;
+		if (sfs_b64_decode(json_string_value(in), n, buf, &got) ||
+		    got == 0 || f->size > SFS_MF_FILE_MAX - got) {
+			free(buf);
+			return fail(err, errlen,
+				    "files[%zu].extents[%zu].inline: not "
+				    "valid base64 of 1 or more bytes",
+				    fi, j);
+		}
+		int rc = sfs_manifest_add_inline(m, fi, buf, got);
+		free(buf);
+		return rc;
+	}
+	uint64_t region, off, len;
+	if (get_u64(e, "region", UINT32_MAX, &region))
+		return fail(err, errlen,
+			    "files[%zu].extents[%zu]: neither 'inline' nor a "
+			    "valid 'region'",
+			    fi, j);
+	if (get_u64(e, "offset", INT64_MAX, &off))
+		return fail(err, errlen,
+			    "files[%zu].extents[%zu].offset: missing or "
+			    "invalid",
+			    fi, j);
+	if (get_u64(e, "length", INT64_MAX, &len) || len == 0 ||
+	    f->size > SFS_MF_FILE_MAX - len)
+		return fail(err, errlen,
+			    "files[%zu].extents[%zu].length: missing, zero or "
+			    "too large",
+			    fi, j);
+	return sfs_manifest_add_remote(m, fi, (uint32_t)region, off, len);
+}
+
+static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
+			size_t errlen)
+{
+	size_t i, j, total = 0;
+	json_t *f, *e;
+
+	if (!json_is_array(a))
+		return fail(err, errlen, "files: missing or not an array");
+	if (json_array_size(a) > SFS_MF_MAX_FILES)
+		return fail(err, errlen, "files: more than %d",
+			    SFS_MF_MAX_FILES);
+	json_array_foreach(a, i, f) {
+		const char *path;
+		uint64_t size;
+		json_t *ext;
+		size_t idx;
+		int rc;
+
+		if (!json_is_object(f))
+			return fail(err, errlen, "files[%zu]: not an object",
+				    i);
+		path = get_str(f, "path", SFS_MF_PATH_MAX);
+		if (!path)
+			return fail(err, errlen,
+				    "files[%zu].path: missing, not a string or "
+				    "too long",
+				    i);
+		if (get_u64(f, "size", SFS_MF_FILE_MAX, &size))
+			return fail(err, errlen,
+				    "files[%zu].size: missing or out of range",
+				    i);
+		ext = json_object_get(f, "extents");
+		if (!json_is_array(ext))
+			return fail(err, errlen,
+				    "files[%zu].extents: missing or not an "
+				    "array",
+				    i);
+		total += json_array_size(ext);
+		if (total > SFS_MF_MAX_EXTENTS)
+			return fail(err, errlen,
+				    "files: more than %d extents in all",
+				    SFS_MF_MAX_EXTENTS);
+		if ((rc = sfs_manifest_add_file(m, path, &idx)))
+			return rc;
+		json_array_foreach(ext, j, e) {
+			if ((rc = decode_extent(m, idx, j, e, err, errlen)))
+				return rc;
+		}
+		if (m->files[idx].size != size)
+			return fail(err, errlen,
+				    "files[%zu].size: says %" PRIu64
+				    ", extents cover %" PRIu64,
+				    i, size, m->files[idx].size);
+	}
+	return 0;
+}
+
+static int decode_tensors(struct sfs_manifest *m, json_t *a, char *err,
+			  size_t errlen)
+{
+	json_t *byname, *t;
+	size_t i;
+	int rc = 0;
+
+	if (!json_is_array(a))
+		return fail(err, errlen, "tensors: missing or not an array");
+	if (json_array_size(a) > SFS_MF_MAX_TENSORS)
+		return fail(err, errlen, "tensors: more than %d",
+			    SFS_MF_MAX_TENSORS);
+	if (!(byname = json_object()))
+		return -ENOMEM;
+	for (i = 0; i < m->nfiles && !rc; i++)
+		if (json_object_set_new(byname, m->files[i].path,
+					json_integer((json_int_t)i)))
+			rc = -ENOMEM;
+	json_array_foreach(a, i, t) {
+		uint64_t shape[SFS_ST_MAX_DIMS], off, len;
+		const char *name, *dtype, *file;
+		json_t *sh, *fi;
+
+		if (rc)
+			break;
+		if (!json_is_object(t)) {
+			rc = fail(err, errlen, "tensors[%zu]: not an object",
+				  i);
+			break;
+		}
+		name = get_str(t, "name", SFS_ST_NAME_MAX);
+		dtype = get_str(t, "dtype", SFS_DTYPE_MAX - 1);
+		file = get_str(t, "file", SFS_MF_PATH_MAX);
+		sh = json_object_get(t, "shape");
+		fi = file ? json_object_get(byname, file) : NULL;
+		if (!name)
+			rc = fail(err, errlen, "tensors[%zu].name: missing or "
+				  "invalid", i);
+		else if (!dtype)
+			rc = fail(err, errlen, "tensors[%zu].dtype: missing or "
+				  "invalid", i);
+		else if (!fi)
+			rc = fail(err, errlen,
+				  "tensors[%zu].file: missing or not a file of "
+				  "the manifest",
+				  i);
+		else if (!json_is_array(sh) ||
+			 json_array_size(sh) > SFS_ST_MAX_DIMS)
+			rc = fail(err, errlen,
+				  "tensors[%zu].shape: missing or more than %d "
+				  "dims",
+				  i, SFS_ST_MAX_DIMS);
+		else if (get_u64(t, "offset", INT64_MAX, &off) ||
+			 get_u64(t, "length", INT64_MAX, &len))
+			rc = fail(err, errlen,
+				  "tensors[%zu]: offset/length missing or "
+				  "invalid",
+				  i);
+		if (rc)
+			break;
+		for (size_t d = 0; d < json_array_size(sh) && !rc; d++) {
+			json_t *v = json_array_get(sh, d);
+			if (!json_is_integer(v) || json_integer_value(v) < 0)
+				rc = fail(err, errlen,
+					  "tensors[%zu].shape[%zu]: not a "
+					  "non-negative integer",
+					  i, d);
+			else
+				shape[d] = (uint64_t)json_integer_value(v);
+		}
+		if (!rc)
+			rc = sfs_manifest_add_tensor(
+				m, name, dtype, (uint32_t)json_array_size(sh),
+				shape, (size_t)json_integer_value(fi), off,
+				len);
+	}
+	json_decref(byname);
+	return rc;
+}
+
+int sfs_manifest_decode(const char *json, size_t len,
+			struct sfs_manifest **out, char *err, size_t errlen)
+{
+	struct sfs_manifest *m = NULL;
+	json_error_t jerr;
+	json_t *root, *v;
+	uint64_t ver, gen;
+	const char *model, *rev;
+	size_t i;
+	int rc;
+
+	if (len > SFS_MANIFEST_MAX)
+		return fail(err, errlen, "manifest: %zu bytes exceeds the cap "
+			    "of %u", len, SFS_MANIFEST_MAX);
+	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return fail(err, errlen,
+			    "manifest: not valid JSON: %s (line %d column %d)",
+			    jerr.text, jerr.line, jerr.column);
+	rc = -EINVAL;
+	if (!json_is_object(root)) {
+		fail(err, errlen, "manifest: not a JSON object");
+		goto out;
+	}
+	if (get_u64(root, "seedfs_manifest", UINT32_MAX, &ver)) {
+		fail(err, errlen, "seedfs_manifest: missing version number");
+		goto out;
+	}
+	if (ver != SFS_MANIFEST_VERSION) {
+		fail(err, errlen,
+		     "seedfs_manifest: version %" PRIu64 ", this build reads "
+		     "%d",
+		     ver, SFS_MANIFEST_VERSION);
+		goto out;
+	}
+	model = get_str(root, "model", SFS_MF_NAME_MAX);
+	rev = get_str(root, "revision", SFS_MF_NAME_MAX);
+	if (!model) {
+		fail(err, errlen, "model: missing, not a string or too long");
+		goto out;
+	}
+	if (!rev) {
+		fail(err, errlen, "revision: missing or too long");
+		goto out;
+	}
+	if (get_u64(root, "generation", INT64_MAX, &gen)) {
+		fail(err, errlen, "generation: missing or not a non-negative "
+		     "integer");
+		goto out;
+	}
+	rc = -ENOMEM;
+	if (!(m = sfs_manifest_new(model, gen)))
+		goto out;
+	free(m->revision);
+	if (!(m->revision = strdup(rev)))
+		goto out;
+	if ((rc = decode_endpoint(m, json_object_get(root, "endpoint"), err,
+				  errlen)))
+		goto out;
+	if ((rc = decode_regions(m, json_object_get(root, "regions"), err,
+				 errlen)))
+		goto out;
+	v = json_object_get(root, "dirs");
+	if (!json_is_array(v) || json_array_size(v) > SFS_MF_MAX_FILES) {
+		rc = fail(err, errlen, "dirs: missing, not an array or too "
+			  "long");
+		goto out;
+	}
+	for (i = 0; i < json_array_size(v); i++) {
+		json_t *d = json_array_get(v, i);
+		if (!json_is_string(d) ||
+		    strlen(json_string_value(d)) != json_string_length(d)) {
+			rc = fail(err, errlen, "dirs[%zu]: not a string", i);
+			goto out;
+		}
+		if ((rc = sfs_manifest_add_dir(m, json_string_value(d))))
+			goto out;
+	}
+	if ((rc = decode_files(m, json_object_get(root, "files"), err,
+			       errlen)))
+		goto out;
+	if ((rc = decode_tensors(m, json_object_get(root, "tensors"), err,
+				 errlen)))
+		goto out;
+	rc = sfs_manifest_validate(m, err, errlen);
+out:
+	json_decref(root);
+	if (rc) {
+		sfs_manifest_free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * manifest.h - what a seed publishes: model, generation, endpoint,
+ * registered regions, files as extents, tensors.  docs/manifest.md is
+ * the wire format.
+ *
+ * The seed builds one with the sfs_manifest_add_* calls and encodes it;
+ * the replica decodes it.  Decoding treats the text as hostile: sizes are
+ * capped, every extent is checked against its region, every tensor
+ * against its file, every path is checked, and a failure names the
+ * field.  A decoded manifest is immutable and may be read from any
+ * number of threads.  The builder calls are not thread safe.
+ */
+#ifndef SFS_MANIFEST_H
+#define SFS_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "metadata/safetensors.h"
+
+#define SFS_MANIFEST_VERSION 1
+#define SFS_MANIFEST_MAX (256u << 20) /* bytes of JSON accepted */
+#define SFS_MF_MAX_FILES 1000000
+#define SFS_MF_MAX_REGIONS 1000000
+#define SFS_MF_MAX_EXTENTS 4000000 /* all files together */
+#define SFS_MF_MAX_TENSORS 4000000
+#define SFS_MF_NAME_MAX 255 /* one path component */
+#define SFS_MF_PATH_MAX 4096
+#define SFS_MF_FILE_MAX (1ull << 50)
+#define SFS_MF_ADDR_MAX 256
+#define SFS_MF_RESERVED ".seedfs" /* never a top-level entry */
+
+enum sfs_extent_kind {
+	SFS_EXT_INLINE = 1,
+	SFS_EXT_REGION = 2,
+};
+
+struct sfs_extent {
+	uint64_t off; /* offset in the file */
+	uint64_t len; /* > 0 */
+	enum sfs_extent_kind kind;
+	uint32_t region; /* REGION: index into regions[] */
+	uint64_t roff; /* REGION: offset in the region */
+	uint8_t *data; /* INLINE: @len bytes, owned */
+};
+
+struct sfs_mfile {
+	char *path; /* relative, '/'-separated, no "." or ".." */
+	uint64_t size;
+	size_t next, cap_ext;
+	struct sfs_extent *ext; /* tile [0, size) in order */
+};
+
+struct sfs_region {
+	uint64_t len; /* > 0 */
+	uint64_t raddr; /* remote address of byte 0 */
+	uint64_t key;
+};
+
+struct sfs_mtensor {
+	char *name;
+	char dtype[SFS_DTYPE_MAX];
+	uint32_t ndim;
+	uint64_t shape[SFS_ST_MAX_DIMS];
+	size_t file; /* index into files[] */
+	uint64_t off, len; /* byte range in that file */
+};
+
+struct sfs_endpoint {
+	char protocol[32];
+	char provider[64];
+	size_t addr_len;
+	uint8_t addr[SFS_MF_ADDR_MAX];
+};
+
+struct sfs_manifest {
+	uint32_t version;
+	char *model;
+	char *revision;
+	uint64_t generation;
+	struct sfs_endpoint ep;
+	size_t nregions, cap_regions;
+	struct sfs_region *regions;
+	size_t ndirs, cap_dirs;
+	char **dirs; /* every directory, parents before children */
+	size_t nfiles, cap_files;
+	struct sfs_mfile *files;
+	size_t ntensors, cap_tensors;
+	struct sfs_mtensor *tensors;
+};
+
+/* Builder.  Each returns 0 or -errno (-EINVAL names nothing: the seed
+ * validates the finished manifest with sfs_manifest_validate). */
+struct sfs_manifest *sfs_manifest_new(const char *model, uint64_t generation);
+int sfs_manifest_set_endpoint(struct sfs_manifest *m, const char *protocol,
+			      const char *provider, const void *addr,
+			      size_t len);
+int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len,
+			    uint64_t raddr, uint64_t key, uint32_t *id);
+int sfs_manifest_add_dir(struct sfs_manifest *m, const char *path);
+int sfs_manifest_add_file(struct sfs_manifest *m, const char *path,
+			  size_t *idx);
+/* Append an extent to file @idx: a copy of @data, or a region range. */
+int sfs_manifest_add_inline(struct sfs_manifest *m, size_t idx,
+			    const void *data, uint64_t len);
+int sfs_manifest_add_remote(struct sfs_manifest *m, size_t idx,
+			    uint32_t region, uint64_t roff, uint64_t len);
+int sfs_manifest_add_tensor(struct sfs_manifest *m, const char *name,
+			    const char *dtype, uint32_t ndim,
+			    const uint64_t *shape, size_t file, uint64_t off,
+			    uint64_t len);
+
+/*
+ * sfs_manifest_encode - JSON text into *out [new, NUL-terminated, free()]
+ * and its length into *len.  Returns 0 or -ENOMEM.
+ */
+int sfs_manifest_encode(const struct sfs_manifest *m, char **out,
+			size_t *len);
+
+/*
+ * sfs_manifest_decode - parse and validate @len bytes of JSON.
+ * *out [new] is freed with sfs_manifest_free.  Returns 0, -EINVAL with
+ * one line naming the field in @err, or -ENOMEM.
+ */
+int sfs_manifest_decode(const char *json, size_t len,
+			struct sfs_manifest **out, char *err, size_t errlen);
+
+/*
+ * sfs_manifest_validate - every rule decode applies, on a built
+ * manifest.  Returns 0 or -EINVAL with one line in @err.
+ */
+int sfs_manifest_validate(const struct sfs_manifest *m, char *err,
+			  size_t errlen);
+
+void sfs_manifest_free(struct sfs_manifest *m);
+
+/*
+ * sfs_mfile_find_extent - index of the extent of @f holding byte @off,
+ * or -1 when @off >= size.  O(log n).
+ */
+ssize_t sfs_mfile_find_extent(const struct sfs_mfile *f, uint64_t off);
+
+/*
+ * sfs_path_check - 0 if @path is a relative path of valid components
+ * (non-empty, no "." or "..", no NUL, each <= SFS_MF_NAME_MAX, total
+ * <= SFS_MF_PATH_MAX); else -EINVAL with the reason in @why.
+ */
+int sfs_path_check(const char *path, const char **why);
+
+#endif /* SFS_MANIFEST_H */

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages seedfs needs to build, test and demo.
+# Idempotent: does nothing when every package is already installed.
+# Usage: packaging/deps.sh [--rdma]   (--rdma adds the soft-RoCE VM tier)
+set -euo pipefail
+
+pkgs=(
+	build-essential cmake pkg-config
+	libfuse3-dev fuse3
+	libfabric-dev libfabric-bin
+	rdma-core libibverbs-dev ibverbs-utils
+	libjansson-dev libxxhash-dev check libsubunit-dev
+	libmicrohttpd-dev libcurl4-openssl-dev
+	curl procps psmisc util-linux coreutils
+)
+if [ "${1:-}" = "--rdma" ]; then
+	pkgs+=(qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 cpio)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+		grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps.sh: missing packages: ${missing[*]}; run as root" >&2
+	exit 1
+fi
+echo "deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,603 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fabric.c - the libfabric backend: RDM endpoints, fi_read, a progress
+ * thread per transport.  Protocols tcp (tcp;ofi_rxm), shm and sockets
+ * use it; the registry in transport.c names the provider.
+ *
+ * Facts this code relies on (docs/transports.md has the measurements):
+ * the target side makes no progress unless someone reads its CQ, so
+ * both roles run a progress thread; the first reads to a peer answer
+ * -FI_EAGAIN while the connection is set up; only the mr_mode bits the
+ * provider kept are obeyed.
+ */
+#include "xport_impl.h"
+
+#include "common/log.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#define FAB_API FI_VERSION(1, 14)
+#define FAB_CQ_BATCH 32
+#define FAB_SREAD_MS 100
+
+struct fab_req;
+
+struct fab_op {
+	struct fi_context2 fctx; /* must stay first: the CQ gives it back */
+	struct fab_req *req;
+};
+
+struct fab_req {
+	struct fab_req *prev, *next; /* protected by x->lock */
+	sfs_xport_done_fn done;
+	void *arg;
+	atomic_int pending; /* ops not completed, +1 while posting */
+	atomic_int status; /* first error */
+	size_t nops;
+	struct fab_op ops[];
+};
+
+struct fab_xport {
+	struct sfs_xport base;
+	const struct sfs_xport_proto *proto;
+	enum sfs_xport_role role;
+	unsigned int timeout_ms;
+
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	uint64_t mr_mode;
+	uint64_t max_msg;
+	int can_sread;
+	atomic_uint_fast64_t next_key;
+
+	pthread_t thread;
+	int thread_started;
+	atomic_bool stop;
+
+	pthread_mutex_t lock;
+	struct fab_req *inflight; /* protected by lock */
+
+	size_t addr_len;
+	uint8_t addr[SFS_XPORT_ADDR_MAX];
+};
+
+struct fab_mr {
+	struct sfs_xport_mr base;
+	struct fab_xport *x;
+	struct fid_mr *mr;
+	void *desc;
+	uint64_t raddr;
+	uint64_t key;
+};
+
+#define to_fab(p) ((struct fab_xport *)(p))
+
+/* Map a libfabric error (negative) to a negative errno, once, here. */
+static int fab_errno(ssize_t rc)
+{
+	long e = rc < 0 ? -rc : rc;
+	if (e == 0)
+		return 0;
+	return e < FI_ERRNO_OFFSET ? -(int)e : -EIO;
+}
+
+static void req_unlink(struct fab_xport *x, struct fab_req *r)
+{
+	pthread_mutex_lock(&x->lock);
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		x->inflight = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	pthread_mutex_unlock(&x->lock);
+}
+
+static void req_finish(struct fab_xport *x, struct fab_req *r)
+{
+	req_unlink(x, r);
+	r->done(r->arg, atomic_load(&r->status));
+	free(r);
+}
+
+static void req_put(struct fab_xport *x, struct fab_req *r, int n, int status)
+{
+	if (status) {
+		int zero = 0;
+		atomic_compare_exchange_strong(&r->status, &zero, status);
+	}
+	if (atomic_fetch_sub(&r->pending, n) == n)
+		req_finish(x, r);
+}
+
+static void fab_cq_error(struct fab_xport *x)
+{
+	struct fi_cq_err_entry e = { 0 };
+	char buf[256];
+	ssize_t rc = fi_cq_readerr(x->cq, &e, 0);
+
+	if (rc < 0) {
+		if (rc != -FI_EAGAIN)
+			SFS_LOG(SFS_WARN, "xport", "fi_cq_readerr: %s",
+				fi_strerror((int)-rc));
+		return;
+	}
+	struct fab_op *op = e.op_context;
+	int st = fab_errno(-(ssize_t)e.err);
+	if (!op) {
+		SFS_LOG(SFS_WARN, "xport", "completion error without context: flags 0x%llx len %zu: %s", (unsigned long long)e.flags, e.len,
+			fi_strerror(e.err));
+		return;
+	}
+	/* Log the cause once per request: the first failing op. */
+	if (atomic_load(&op->req->status) == 0)
+		SFS_LOG(SFS_WARN, "xport", "%s: read failed: %s (provider: %s)",
+			x->proto->name, fi_strerror(e.err),
+			fi_cq_strerror(x->cq, e.prov_errno, e.err_data, buf,
+				       sizeof(buf)));
+	req_put(x, op->req, 1, st ? st : -EIO);
+}
+
+static void *fab_progress(void *arg)
+{
+	struct fab_xport *x = arg;
+	struct fi_cq_entry ents[FAB_CQ_BATCH];
+	unsigned idle = 0;
+
+	while (!atomic_load(&x->stop)) {
+		ssize_t n;
+		if (x->can_sread)
+			n = fi_cq_sread(x->cq, ents, FAB_CQ_BATCH, NULL,
+					FAB_SREAD_MS);
+		else
+			n = fi_cq_read(x->cq, ents, FAB_CQ_BATCH);
+		if (n > 0) {
+			idle = 0;
+			for (ssize_t i = 0; i < n; i++) {
+				struct fab_op *op = ents[i].op_context;
+				req_put(x, op->req, 1, 0);
+			}
+		} else if (n == -FI_EAVAIL) {
+			fab_cq_error(x);
+		} else if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT ||
+			   n == -FI_EINTR) {
+			/* Polling providers: spin briefly, then nap. */
+			if (!x->can_sread && ++idle > 64) {
+				struct timespec ts = { 0, idle > 4096 ? 200000 :
+								       20000 };
+				nanosleep(&ts, NULL);
+			}
+		} else {
+			SFS_LOG(SFS_WARN, "xport", "%s: fi_cq_read: %s",
+				x->proto->name, fi_strerror((int)-n));
+			struct timespec ts = { 0, 10000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+static void fab_close(struct sfs_xport *base)
+{
+	struct fab_xport *x = to_fab(base);
+
+	if (!x)
+		return;
+	if (x->thread_started) {
+		atomic_store(&x->stop, 1);
+		pthread_join(x->thread, NULL);
+	}
+	/* Closing the endpoint discards what is in flight: nothing writes
+	 * into caller memory after this. */
+	if (x->ep && fi_close(&x->ep->fid))
+		SFS_LOG(SFS_WARN, "xport", "fi_close(ep) failed");
+	pthread_mutex_lock(&x->lock);
+	struct fab_req *r = x->inflight;
+	x->inflight = NULL;
+	pthread_mutex_unlock(&x->lock);
+	while (r) {
+		struct fab_req *next = r->next;
+		r->done(r->arg, -ECANCELED);
+		free(r);
+		r = next;
+	}
+	if (x->cq)
+		fi_close(&x->cq->fid);
+	if (x->av)
+		fi_close(&x->av->fid);
+	if (x->domain)
+		fi_close(&x->domain->fid);
+	if (x->fabric)
+		fi_close(&x->fabric->fid);
+	if (x->info)
+		fi_freeinfo(x->info);
+	pthread_mutex_destroy(&x->lock);
+	free(x);
+}
+
+static struct fi_info *fab_hints(const char *provider)
+{
+	struct fi_info *h = fi_allocinfo();
+	if (!h)
+		return NULL;
+	h->caps = FI_RMA | FI_READ | FI_REMOTE_READ;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->ep_attr->type = FI_EP_RDM;
+	h->domain_attr->threading = FI_THREAD_SAFE;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+				  FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+				  FI_MR_ENDPOINT;
+	h->fabric_attr->prov_name = strdup(provider);
+	if (!h->fabric_attr->prov_name) {
+		fi_freeinfo(h);
+		return NULL;
+	}
+	return h;
+}
+
+static int fab_open(const struct sfs_xport_proto *p,
+		    const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
+		    char *err, size_t errlen)
+{
+	struct fab_xport *x;
+	struct fi_info *hints;
+	const char *step;
+	int rc;
+
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->base.ops = &sfs_fabric_ops;
+	x->proto = p;
+	x->role = cfg->role;
+	x->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
+	atomic_init(&x->next_key, 1);
+	pthread_mutex_init(&x->lock, NULL);
+
+	hints = fab_hints(p->provider);
+	if (!hints) {
+		rc = -ENOMEM;
+		step = "fi_allocinfo";
+		goto err_msg;
+	}
+	/* Only IP providers take a node name; shm names itself. */
+	const char *node = strcmp(p->provider, "shm") ? cfg->node : NULL;
+	if (node && !*node)
+		node = NULL;
+	rc = fi_getinfo(FAB_API, node, NULL, node ? FI_SOURCE : 0, hints,
+			&x->info);
+	fi_freeinfo(hints);
+	if (rc) {
+		snprintf(err, errlen,
+			 "protocol %s: not available on this host "
+			 "(fi_getinfo provider=%s%s%s: %s); %s",
+			 p->name, p->provider, node ? " node=" : "",
+			 node ? node : "", fi_strerror(-rc), p->hint);
+		x->info = NULL;
+		rc = fab_errno(rc);
+		goto err;
+	}
+	x->mr_mode = x->info->domain_attr->mr_mode;
+	x->max_msg = x->info->ep_attr->max_msg_size;
+	if (x->max_msg == 0)
+		x->max_msg = 1u << 20;
+
+	step = "fi_fabric";
+	rc = fi_fabric(x->info->fabric_attr, &x->fabric, NULL);
+	if (rc)
+		goto err_fi;
+	step = "fi_domain";
+	rc = fi_domain(x->fabric, x->info, &x->domain, NULL);
+	if (rc)
+		goto err_fi;
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	step = "fi_av_open";
+	rc = fi_av_open(x->domain, &av_attr, &x->av, NULL);
+	if (rc)
+		goto err_fi;
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT,
+				      .wait_obj = FI_WAIT_UNSPEC };
+	step = "fi_cq_open";
+	rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
+	if (rc) {
+		/* No wait object here: poll instead. */
+		cq_attr.wait_obj = FI_WAIT_NONE;
+		rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
+	} else {
+		x->can_sread = 1;
+	}
+	if (rc)
+		goto err_fi;
+	step = "fi_endpoint";
+	rc = fi_endpoint(x->domain, x->info, &x->ep, NULL);
+	if (rc)
+		goto err_fi;
+	step = "fi_ep_bind(av)";
+	rc = fi_ep_bind(x->ep, &x->av->fid, 0);
+	if (rc)
+		goto err_fi;
+	step = "fi_ep_bind(cq)";
+	rc = fi_ep_bind(x->ep, &x->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (rc)
+		goto err_fi;
+	step = "fi_enable";
+	rc = fi_enable(x->ep);
+	if (rc)
+		goto err_fi;
+	x->addr_len = sizeof(x->addr);
+	step = "fi_getname";
+	rc = fi_getname(&x->ep->fid, x->addr, &x->addr_len);
+	if (rc)
+		goto err_fi;
+
+	rc = pthread_create(&x->thread, NULL, fab_progress, x);
+	if (rc) {
+		rc = -rc;
+		step = "pthread_create";
+		goto err_msg;
+	}
+	x->thread_started = 1;
+	SFS_LOG(SFS_INFO, "xport",
+		"%s: provider %s fabric %s domain %s mr_mode 0x%llx "
+		"max_msg %llu %s",
+		p->name, x->info->fabric_attr->prov_name,
+		x->info->fabric_attr->name, x->info->domain_attr->name,
+		(unsigned long long)x->mr_mode,
+		(unsigned long long)x->max_msg,
+		x->can_sread ? "blocking-cq" : "polling-cq");
+	*out = &x->base;
+	return 0;
+
+err_fi:
+	snprintf(err, errlen, "protocol %s: %s failed on provider %s: %s; %s",
+		 p->name, step, p->provider, fi_strerror(-rc), p->hint);
+	rc = fab_errno(rc);
+	goto err;
+err_msg:
+	snprintf(err, errlen, "protocol %s: %s failed: %s", p->name, step,
+		 strerror(-rc));
+err:
+	fab_close(&x->base);
+	return rc;
+}
+
+static void fab_info(struct sfs_xport *base, struct sfs_xport_info *info)
+{
+	struct fab_xport *x = to_fab(base);
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->protocol, sizeof(info->protocol), "%s", x->proto->name);
+	snprintf(info->provider, sizeof(info->provider), "%s",
+		 x->info->fabric_attr->prov_name);
+	snprintf(info->fabric, sizeof(info->fabric), "%s",
+		 x->info->fabric_attr->name);
+	snprintf(info->domain, sizeof(info->domain), "%s",
+		 x->info->domain_attr->name);
+	info->max_msg_size = x->max_msg;
+	info->mr_mode = x->mr_mode;
+	info->virt_addr = !!(x->mr_mode & FI_MR_VIRT_ADDR);
+	info->local_mr = !!(x->mr_mode & FI_MR_LOCAL);
+	info->addr_len = x->addr_len;
+	memcpy(info->addr, x->addr, x->addr_len);
+}
+
+static int fab_mr_reg(struct sfs_xport *base, void *buf, size_t len,
+		      unsigned int access, struct sfs_xport_mr **out)
+{
+	struct fab_xport *x = to_fab(base);
+	struct fab_mr *m;
+	uint64_t acc = 0, want_key = 0;
+	int rc;
+
+	if (access & SFS_XPORT_REMOTE_READ)
+		acc |= FI_REMOTE_READ;
+	if (access & SFS_XPORT_LOCAL_DST)
+		acc |= FI_READ;
+	if (!acc || len == 0)
+		return -EINVAL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->base.ops = &sfs_fabric_ops;
+	m->x = x;
+	if (!(x->mr_mode & FI_MR_PROV_KEY))
+		want_key = atomic_fetch_add(&x->next_key, 1);
+	rc = fi_mr_reg(x->domain, buf, len, acc, 0, want_key, 0, &m->mr, NULL);
+	if (rc) {
+		SFS_LOG(SFS_ERR, "xport", "%s: fi_mr_reg(%zu bytes): %s",
+			x->proto->name, len, fi_strerror(-rc));
+		goto err_free;
+	}
+	if (x->mr_mode & FI_MR_ENDPOINT) {
+		rc = fi_mr_bind(m->mr, &x->ep->fid, 0);
+		if (!rc)
+			rc = fi_mr_enable(m->mr);
+		if (rc) {
+			SFS_LOG(SFS_ERR, "xport", "%s: fi_mr_bind/enable: %s",
+				x->proto->name, fi_strerror(-rc));
+			goto err_close;
+		}
+	}
+	m->desc = fi_mr_desc(m->mr);
+	m->key = fi_mr_key(m->mr);
+	if (m->key == FI_KEY_NOTAVAIL) {
+		SFS_LOG(SFS_ERR, "xport", "%s: provider needs raw MR keys",
+			x->proto->name);
+		rc = -FI_ENOSYS;
+		goto err_close;
+	}
+	m->raddr = (x->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf :
+						     0;
+	*out = &m->base;
+	return 0;
+
+err_close:
+	fi_close(&m->mr->fid);
+err_free:
+	free(m);
+	return fab_errno(rc);
+}
+
+static void fab_mr_dereg(struct sfs_xport_mr *base)
+{
+	struct fab_mr *m = (struct fab_mr *)base;
+	int rc = fi_close(&m->mr->fid);
+	if (rc)
+		SFS_LOG(SFS_WARN, "xport", "fi_close(mr): %s",
+			fi_strerror(-rc));
+	free(m);
+}
+
+static void fab_mr_export(const struct sfs_xport_mr *base, uint64_t *raddr,
+			  uint64_t *key)
+{
+	const struct fab_mr *m = (const struct fab_mr *)base;
+	*raddr = m->raddr;
+	*key = m->key;
+}
+
+static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
+			uint64_t *peer)
+{
+	struct fab_xport *x = to_fab(base);
+	fi_addr_t fa = FI_ADDR_NOTAVAIL;
+
+	/* The peer runs the same protocol: its address has our form. */
+	if (len != x->addr_len) {
+		SFS_LOG(SFS_ERR, "xport",
+			"%s: peer address is %zu bytes, this provider uses %zu",
+			x->proto->name, len, x->addr_len);
+		return -EINVAL;
+	}
+	if (x->info->addr_format == FI_SOCKADDR_IN ||
+	    x->info->addr_format == FI_SOCKADDR_IN6) {
+		const struct sockaddr *sa = addr;
+		int fam = x->info->addr_format == FI_SOCKADDR_IN ? AF_INET :
+								   AF_INET6;
+		if (sa->sa_family != fam) {
+			SFS_LOG(SFS_ERR, "xport",
+				"%s: peer address family %d, expected %d",
+				x->proto->name, sa->sa_family, fam);
+			return -EINVAL;
+		}
+	}
+	int rc = fi_av_insert(x->av, addr, 1, &fa, 0, NULL);
+	if (rc != 1) {
+		SFS_LOG(SFS_ERR, "xport", "%s: fi_av_insert: %s",
+			x->proto->name,
+			rc < 0 ? fi_strerror(-rc) : "address not inserted");
+		return rc < 0 ? fab_errno(rc) : -EINVAL;
+	}
+	*peer = fa;
+	return 0;
+}
+
+static int fab_read(struct sfs_xport *base, uint64_t peer,
+		    const struct sfs_xport_rd *rds, size_t n,
+		    sfs_xport_done_fn done, void *arg)
+{
+	struct fab_xport *x = to_fab(base);
+	struct fab_req *r;
+	size_t nops = 0, posted = 0;
+	int status = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (rds[i].len == 0)
+			continue;
+		if ((x->mr_mode & FI_MR_LOCAL) && !rds[i].lmr)
+			return -EINVAL;
+		nops += 1 + (rds[i].len - 1) / x->max_msg;
+	}
+	r = malloc(sizeof(*r) + nops * sizeof(r->ops[0]));
+	if (!r)
+		return -ENOMEM;
+	r->done = done;
+	r->arg = arg;
+	r->nops = nops;
+	r->prev = NULL;
+	atomic_init(&r->pending, (int)nops + 1);
+	atomic_init(&r->status, 0);
+	pthread_mutex_lock(&x->lock);
+	r->next = x->inflight;
+	if (r->next)
+		r->next->prev = r;
+	x->inflight = r;
+	pthread_mutex_unlock(&x->lock);
+
+	uint64_t deadline = sfs_now_ms() + x->timeout_ms;
+	for (size_t i = 0; i < n && !status; i++) {
+		const struct sfs_xport_rd *rd = &rds[i];
+		void *desc = rd->lmr ? ((struct fab_mr *)rd->lmr)->desc : NULL;
+		for (size_t off = 0; off < rd->len && !status;) {
+			size_t len = SFS_MIN(rd->len - off, x->max_msg);
+			struct fab_op *op = &r->ops[posted];
+			op->req = r;
+			ssize_t rc;
+			unsigned spins = 0;
+			while ((rc = fi_read(x->ep, (char *)rd->local + off,
+					     len, desc, peer, rd->raddr + off,
+					     rd->rkey, &op->fctx)) ==
+			       -FI_EAGAIN) {
+				if (sfs_now_ms() > deadline) {
+					rc = -FI_ETIMEDOUT;
+					break;
+				}
+				if (++spins > 16) {
+					struct timespec ts = { 0, 50000 };
+					nanosleep(&ts, NULL);
+				}
+			}
+			if (rc) {
+				SFS_LOG(SFS_WARN, "xport",
+					"%s: fi_read(%zu bytes at 0x%llx): %s",
+					x->proto->name, len,
+					(unsigned long long)(rd->raddr + off),
+					fi_strerror((int)-rc));
+				status = fab_errno(rc);
+				break;
+			}
+			posted++;
+			off += len;
+		}
+	}
+	if (posted == 0 && status) {
+		req_unlink(x, r);
+		free(r);
+		return status;
+	}
+	/* Drop the ops never posted and the poster's own reference. */
+	req_put(x, r, (int)(nops - posted) + 1, status);
+	return 0;
+}
+
+const struct sfs_xport_ops sfs_fabric_ops = {
+	.name = "fabric",
+	.open = fab_open,
+	.close = fab_close,
+	.info = fab_info,
+	.mr_reg = fab_mr_reg,
+	.mr_dereg = fab_mr_dereg,
+	.mr_export = fab_mr_export,
+	.peer_add = fab_peer_add,
+	.read = fab_read,
+};

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * transport.h - one-sided reads from a seed's registered memory.
+ *
+ * A transport is opened by protocol name ("tcp", "shm", ...); the name
+ * picks a backend ops table and its parameters in one registry
+ * (transport.c).  Callers above this layer never see libfabric or verbs
+ * types.
+ *
+ * Seed side:    open(role SEED) -> mr_reg(REMOTE_READ) -> mr_export
+ *               -> local_addr, published in the manifest.  The transport
+ *               runs its own progress thread, so remote reads complete.
+ * Replica side: open(role REPLICA) -> peer_add(seed address) ->
+ *               read(peer, reads[], done, arg).  Completions are
+ *               delivered by the transport's progress thread.
+ *
+ * Every function returns 0 or a negative errno.  A struct sfs_xport is
+ * thread safe: any number of threads may post reads at once.
+ */
+#ifndef SFS_TRANSPORT_H
+#define SFS_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sfs_xport;
+struct sfs_xport_mr;
+
+enum sfs_xport_role {
+	SFS_XPORT_SEED,
+	SFS_XPORT_REPLICA,
+};
+
+/* Access bits for sfs_xport_mr_reg. */
+#define SFS_XPORT_REMOTE_READ 0x1u /* peers may read it (seed) */
+#define SFS_XPORT_LOCAL_DST 0x2u /* local destination of reads */
+
+#define SFS_XPORT_ADDR_MAX 256
+#define SFS_XPORT_ERR_MAX 512
+
+struct sfs_xport_cfg {
+	const char *protocol; /* registry name: "tcp", "shm", ... */
+	enum sfs_xport_role role;
+	const char *node; /* local address to bind, NULL: provider's */
+	unsigned int timeout_ms; /* bound on every internal wait */
+};
+
+/* What a transport tells about itself (published, logged, probed). */
+struct sfs_xport_info {
+	char protocol[32];
+	char provider[64];
+	char fabric[64];
+	char domain[64];
+	uint64_t max_msg_size; /* one read is split at this size */
+	uint64_t mr_mode; /* provider-specific bits, for logs */
+	int virt_addr; /* remote addresses are pointers, not offsets */
+	int local_mr; /* local buffers must be registered */
+	size_t addr_len;
+	uint8_t addr[SFS_XPORT_ADDR_MAX];
+};
+
+/* One read from a peer into local memory. */
+struct sfs_xport_rd {
+	void *local; /* destination */
+	struct sfs_xport_mr *lmr; /* registration covering @local, or NULL
+				     when info.local_mr is 0 */
+	uint64_t raddr; /* remote address (base from mr_export + offset) */
+	uint64_t rkey;
+	size_t len;
+};
+
+/*
+ * Completion callback: called exactly once per successful
+ * sfs_xport_read, from the progress thread (or from sfs_xport_close with
+ * -ECANCELED), with 0 or a negative errno.  Must not block for long and
+ * must not call sfs_xport_close.
+ */
+typedef void (*sfs_xport_done_fn)(void *arg, int status);
+
+/*
+ * sfs_xport_open - open @cfg->protocol.  On failure returns -errno and
+ * writes one line into @err (naming the protocol, the query that failed
+ * and its error, and what to try instead).  *out [new] is freed with
+ * sfs_xport_close.
+ */
+int sfs_xport_open(const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
+		   char *err, size_t errlen);
+
+/*
+ * sfs_xport_close - stop the progress thread, cancel reads still in
+ * flight (their callbacks get -ECANCELED), free everything.  NULL is
+ * fine.  No other call may run on @x concurrently.
+ */
+void sfs_xport_close(struct sfs_xport *x);
+
+/* sfs_xport_info - fill @info.  Thread safe. */
+void sfs_xport_info(struct sfs_xport *x, struct sfs_xport_info *info);
+
+/*
+ * sfs_xport_mr_reg - register [buf, buf+len) with @access bits.  A seed
+ * registers with SFS_XPORT_REMOTE_READ only: never remote write.
+ * *out [new], freed with sfs_xport_mr_dereg (NULL is fine) before the
+ * transport is closed.  Thread safe.
+ */
+int sfs_xport_mr_reg(struct sfs_xport *x, void *buf, size_t len,
+		     unsigned int access, struct sfs_xport_mr **out);
+void sfs_xport_mr_dereg(struct sfs_xport_mr *mr);
+
+/*
+ * sfs_xport_mr_export - what a peer needs to read this registration:
+ * the remote address of its first byte and its key.
+ */
+void sfs_xport_mr_export(const struct sfs_xport_mr *mr, uint64_t *raddr,
+			 uint64_t *key);
+
+/*
+ * sfs_xport_peer_add - make the seed at fabric address @addr readable;
+ * *peer is passed to sfs_xport_read.  Returns 0, -EINVAL for an address
+ * of the wrong form, or -errno.  Thread safe.
+ */
+int sfs_xport_peer_add(struct sfs_xport *x, const void *addr, size_t len,
+		       uint64_t *peer);
+
+/*
+ * sfs_xport_read - post @n reads from @peer, each split at the
+ * provider's max_msg_size.  Returns 0 when posted: @done(@arg, status)
+ * will then be called once when all of them completed (status is the
+ * first error).  Returns -errno when nothing was posted (@done is not
+ * called): -ETIMEDOUT when the provider stayed busy past the timeout.
+ * Destination memory belongs to the transport until @done runs.
+ * Thread safe.
+ */
+int sfs_xport_read(struct sfs_xport *x, uint64_t peer,
+		   const struct sfs_xport_rd *rds, size_t n,
+		   sfs_xport_done_fn done, void *arg);
+
+/*
+ * sfs_xport_known - 1 if @protocol is a registered name.  Fills @list
+ * (when non-NULL) with the names, comma separated.
+ */
+int sfs_xport_known(const char *protocol, char *list, size_t len);
+
+#endif /* SFS_TRANSPORT_H */

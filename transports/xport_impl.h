@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xport_impl.h - the contract between transport.c and its backends.
+ * Only files under transports/ include this.
+ */
+#ifndef SFS_XPORT_IMPL_H
+#define SFS_XPORT_IMPL_H
+
+#include "transport.h"
+
+struct sfs_xport_proto;
+
+/* One ops table per backend; found through struct sfs_xport_proto. */
+struct sfs_xport_ops {
+	const char *name;
+	int (*open)(const struct sfs_xport_proto *proto,
+		    const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
+		    char *err, size_t errlen);
+	void (*close)(struct sfs_xport *x);
+	void (*info)(struct sfs_xport *x, struct sfs_xport_info *info);
+	int (*mr_reg)(struct sfs_xport *x, void *buf, size_t len,
+		      unsigned int access, struct sfs_xport_mr **out);
+	void (*mr_dereg)(struct sfs_xport_mr *mr);
+	void (*mr_export)(const struct sfs_xport_mr *mr, uint64_t *raddr,
+			  uint64_t *key);
+	int (*peer_add)(struct sfs_xport *x, const void *addr, size_t len,
+			uint64_t *peer);
+	int (*read)(struct sfs_xport *x, uint64_t peer,
+		    const struct sfs_xport_rd *rds, size_t n,
+		    sfs_xport_done_fn done, void *arg);
+};
+
+/* A protocol name bound to a backend and its parameters. */
+struct sfs_xport_proto {
+	const char *name; /* "tcp" */
+	const struct sfs_xport_ops *ops;
+	const char *provider; /* backend parameter, e.g. "tcp;ofi_rxm" */
+	const char *hint; /* what to try when the host can't serve it */
+};
+
+/* Every backend object starts with this. */
+struct sfs_xport {
+	const struct sfs_xport_ops *ops;
+};
+
+struct sfs_xport_mr {
+	const struct sfs_xport_ops *ops;
+};
+
+extern const struct sfs_xport_ops sfs_fabric_ops;
+
+#endif /* SFS_XPORT_IMPL_H */

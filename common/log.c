@@ -17,8 +17,8 @@ static int log_fd = STDERR_FILENO;
 static int log_syslog;
 static const char *log_prog = "seedfs";
 
-static const char level_char[] = { 'E', 'W', 'I', 'D' };
-static const char *const level_name[] = { "err", "warn", "info", "debug" };
+static const char level_char[] = {'E', 'W', 'I', 'D'};
+static const char *const level_name[] = {"err", "warn", "info", "debug"};
 
 void sfs_log_write(int lvl, const char *subsys, const char *fmt, ...)
 {
@@ -37,8 +37,8 @@ void sfs_log_write(int lvl, const char *subsys, const char *fmt, ...)
 		lvl = SFS_DEBUG;
 
 	if (log_syslog) {
-		static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO,
-					    LOG_DEBUG };
+		static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO,
+					   LOG_DEBUG};
 		syslog(prio[lvl], "%s: %s", subsys, msg);
 		return;
 	}

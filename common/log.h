@@ -21,10 +21,10 @@ enum sfs_log_level {
 /* Current level; written only by sfs_log_init/sfs_log_set_level. */
 extern int sfs_log_level;
 
-#define SFS_LOG(lvl, subsys, ...)                                      \
-	do {                                                           \
-		if ((lvl) <= sfs_log_level)                            \
-			sfs_log_write((lvl), (subsys), __VA_ARGS__);   \
+#define SFS_LOG(lvl, subsys, ...)                                              \
+	do {                                                                   \
+		if ((lvl) <= sfs_log_level)                                    \
+			sfs_log_write((lvl), (subsys), __VA_ARGS__);           \
 	} while (0)
 
 /*

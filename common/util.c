@@ -18,8 +18,8 @@ uint64_t sfs_now_ns(void)
 struct timespec sfs_abstime(uint64_t ms)
 {
 	uint64_t t = sfs_now_ns() + ms * 1000000u;
-	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000u),
-			       .tv_nsec = (long)(t % 1000000000u) };
+	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000u),
+			      .tv_nsec = (long)(t % 1000000000u)};
 	return ts;
 }
 
@@ -105,11 +105,28 @@ int sfs_parse_size(const char *s, uint64_t *out)
 	if (errno == ERANGE)
 		return -ERANGE;
 	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (shift && *end == 'i')
 		end++;
@@ -249,7 +266,7 @@ int sfs_hex_decode(const char *src, void *dst, size_t cap, size_t *outlen)
 
 char *sfs_fmt_bytes(uint64_t n, char *buf, size_t len)
 {
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
 	double v = (double)n;
 	unsigned u = 0;
 	while (v >= 1024 && u + 1 < SFS_ARRAY_SIZE(unit)) {

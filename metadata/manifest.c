@@ -53,7 +53,7 @@ int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len,
 		     sizeof(m->regions[0])))
 		return -ENOMEM;
 	m->regions[m->nregions] =
-		(struct sfs_region){ .len = len, .raddr = raddr, .key = key };
+		(struct sfs_region){.len = len, .raddr = raddr, .key = key};
 	*id = (uint32_t)m->nregions++;
 	return 0;
 }
@@ -70,8 +70,7 @@ int sfs_manifest_add_dir(struct sfs_manifest *m, const char *path)
 	return 0;
 }
 
-int sfs_manifest_add_file(struct sfs_manifest *m, const char *path,
-			  size_t *idx)
+int sfs_manifest_add_file(struct sfs_manifest *m, const char *path, size_t *idx)
 {
 	struct sfs_mfile *f;
 	if (sfs_grow((void **)&m->files, &m->cap_files, m->nfiles + 1,
@@ -117,8 +116,8 @@ int sfs_manifest_add_inline(struct sfs_manifest *m, size_t idx,
 	return 0;
 }
 
-int sfs_manifest_add_remote(struct sfs_manifest *m, size_t idx,
-			    uint32_t region, uint64_t roff, uint64_t len)
+int sfs_manifest_add_remote(struct sfs_manifest *m, size_t idx, uint32_t region,
+			    uint64_t roff, uint64_t len)
 {
 	struct sfs_extent *e = new_extent(m, idx, len);
 	if (!e)
@@ -239,8 +238,8 @@ static json_t *encode_tensor(const struct sfs_manifest *m,
 	for (uint32_t i = 0; shape && i < t->ndim; i++)
 		json_array_append_new(shape,
 				      json_integer((json_int_t)t->shape[i]));
-	return json_pack("{s:s,s:s,s:o*,s:s,s:I,s:I}", "name", t->name,
-			 "dtype", t->dtype, "shape", shape, "file",
+	return json_pack("{s:s,s:s,s:o*,s:s,s:I,s:I}", "name", t->name, "dtype",
+			 t->dtype, "shape", shape, "file",
 			 m->files[t->file].path, "offset", (json_int_t)t->off,
 			 "length", (json_int_t)t->len);
 }
@@ -262,18 +261,18 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 			 "revision", m->revision, "generation",
 			 (json_int_t)m->generation, "endpoint", "protocol",
 			 m->ep.protocol, "provider", m->ep.provider, "address",
-			 addr, "regions", regions, "dirs", dirs, "files",
-			 files, "tensors", tensors);
+			 addr, "regions", regions, "dirs", dirs, "files", files,
+			 "tensors", tensors);
 	if (!root)
 		return -ENOMEM;
 	for (size_t i = 0; i < m->nregions; i++) {
 		const struct sfs_region *r = &m->regions[i];
 		if (json_array_append_new(
-			    regions, json_pack("{s:I,s:I,s:o,s:o}", "id",
-					       (json_int_t)i, "length",
-					       (json_int_t)r->len, "address",
-					       hex_u64(r->raddr), "key",
-					       hex_u64(r->key))))
+			    regions,
+			    json_pack("{s:I,s:I,s:o,s:o}", "id", (json_int_t)i,
+				      "length", (json_int_t)r->len, "address",
+				      hex_u64(r->raddr), "key",
+				      hex_u64(r->key))))
 			goto out;
 	}
 	for (size_t i = 0; i < m->ndirs; i++)
@@ -298,8 +297,8 @@ out:
 
 /* ---- validate --------------------------------------------------------- */
 
-__attribute__((format(printf, 3, 4))) static int
-fail(char *err, size_t errlen, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen,
+						      const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -364,8 +363,9 @@ static int validate_file(const struct sfs_manifest *m, size_t i,
 	uint64_t at = 0;
 
 	if (f->size > SFS_MF_FILE_MAX)
-		return fail(err, errlen, "files[%zu] '%s': size %" PRIu64
-			    " exceeds the cap", i, f->path, f->size);
+		return fail(err, errlen,
+			    "files[%zu] '%s': size %" PRIu64 " exceeds the cap",
+			    i, f->path, f->size);
 	*total_ext += f->next;
 	if (*total_ext > SFS_MF_MAX_EXTENTS)
 		return fail(err, errlen, "files: more than %d extents in all",
@@ -431,16 +431,17 @@ static int validate_tensor(const struct sfs_manifest *m, size_t i, char *err,
 			    i);
 	if (sfs_st_tensor_bytes(t->shape, t->ndim, esz, &bytes) ||
 	    bytes != t->len)
-		return fail(err, errlen,
-			    "tensors[%zu] '%s': shape x %s is not length %" PRIu64,
-			    i, t->name, t->dtype, t->len);
+		return fail(
+			err, errlen,
+			"tensors[%zu] '%s': shape x %s is not length %" PRIu64,
+			i, t->name, t->dtype, t->len);
 	uint64_t fsz = m->files[t->file].size;
 	if (t->off > fsz || t->len > fsz - t->off)
 		return fail(err, errlen,
 			    "tensors[%zu] '%s': bytes [%" PRIu64 ", +%" PRIu64
 			    ") run past file '%s' (%" PRIu64 " bytes)",
-			    i, t->name, t->off, t->len,
-			    m->files[t->file].path, fsz);
+			    i, t->name, t->off, t->len, m->files[t->file].path,
+			    fsz);
 	return 0;
 }
 
@@ -453,9 +454,10 @@ int sfs_manifest_validate(const struct sfs_manifest *m, char *err,
 	int rc = 0;
 
 	if (m->version != SFS_MANIFEST_VERSION)
-		return fail(err, errlen, "seedfs_manifest: version %u, this "
-			    "build reads %d", m->version,
-			    SFS_MANIFEST_VERSION);
+		return fail(err, errlen,
+			    "seedfs_manifest: version %u, this "
+			    "build reads %d",
+			    m->version, SFS_MANIFEST_VERSION);
 	if (sfs_path_check(m->model, &why) || strchr(m->model, '/'))
 		return fail(err, errlen, "model: '%.64s' is not a valid name",
 			    m->model);
@@ -490,15 +492,15 @@ int sfs_manifest_validate(const struct sfs_manifest *m, char *err,
 				  "it",
 				  i, p);
 		else
-			rc = json_object_set_new(set, p, json_integer(-1)) ?
-				     -ENOMEM :
-				     0;
+			rc = json_object_set_new(set, p, json_integer(-1))
+				     ? -ENOMEM
+				     : 0;
 	}
 	for (size_t i = 0; i < m->nfiles && !rc; i++) {
 		const char *p = m->files[i].path;
 		if (sfs_path_check(p, &why))
-			rc = fail(err, errlen, "files[%zu].path '%.64s': %s",
-				  i, p, why);
+			rc = fail(err, errlen, "files[%zu].path '%.64s': %s", i,
+				  p, why);
 		else if (json_object_get(set, p))
 			rc = fail(err, errlen,
 				  "files[%zu].path '%.64s': duplicate", i, p);
@@ -587,7 +589,7 @@ static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 	if (json_array_size(a) > SFS_MF_MAX_REGIONS)
 		return fail(err, errlen, "regions: more than %d",
 			    SFS_MF_MAX_REGIONS);
-	json_array_foreach(a, i, r) {
+	json_array_foreach (a, i, r) {
 		uint64_t id, len, addr, key;
 		uint32_t got;
 		if (!json_is_object(r))
@@ -619,15 +621,17 @@ static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 	return 0;
 }
 
-static int decode_extent(struct sfs_manifest *m, size_t fi, size_t j,
-			 json_t *e, char *err, size_t errlen)
+static int decode_extent(struct sfs_manifest *m, size_t fi, size_t j, json_t *e,
+			 char *err, size_t errlen)
 {
 	struct sfs_mfile *f = &m->files[fi];
 	json_t *in;
 
 	if (!json_is_object(e))
-		return fail(err, errlen, "files[%zu].extents[%zu]: not an "
-			    "object", fi, j);
+		return fail(err, errlen,
+			    "files[%zu].extents[%zu]: not an "
+			    "object",
+			    fi, j);
 	in = json_object_get(e, "inline");
 	if (in) {
 		size_t n = json_string_length(in), got;
@@ -682,7 +686,7 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 	if (json_array_size(a) > SFS_MF_MAX_FILES)
 		return fail(err, errlen, "files: more than %d",
 			    SFS_MF_MAX_FILES);
-	json_array_foreach(a, i, f) {
+	json_array_foreach (a, i, f) {
 		const char *path;
 		uint64_t size;
 		json_t *ext;
@@ -715,7 +719,7 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 				    SFS_MF_MAX_EXTENTS);
 		if ((rc = sfs_manifest_add_file(m, path, &idx)))
 			return rc;
-		json_array_foreach(ext, j, e) {
+		json_array_foreach (ext, j, e) {
 			if ((rc = decode_extent(m, idx, j, e, err, errlen)))
 				return rc;
 		}
@@ -746,7 +750,7 @@ static int decode_tensors(struct sfs_manifest *m, json_t *a, char *err,
 		if (json_object_set_new(byname, m->files[i].path,
 					json_integer((json_int_t)i)))
 			rc = -ENOMEM;
-	json_array_foreach(a, i, t) {
+	json_array_foreach (a, i, t) {
 		uint64_t shape[SFS_ST_MAX_DIMS], off, len;
 		const char *name, *dtype, *file;
 		json_t *sh, *fi;
@@ -764,11 +768,15 @@ static int decode_tensors(struct sfs_manifest *m, json_t *a, char *err,
 		sh = json_object_get(t, "shape");
 		fi = file ? json_object_get(byname, file) : NULL;
 		if (!name)
-			rc = fail(err, errlen, "tensors[%zu].name: missing or "
-				  "invalid", i);
+			rc = fail(err, errlen,
+				  "tensors[%zu].name: missing or "
+				  "invalid",
+				  i);
 		else if (!dtype)
-			rc = fail(err, errlen, "tensors[%zu].dtype: missing or "
-				  "invalid", i);
+			rc = fail(err, errlen,
+				  "tensors[%zu].dtype: missing or "
+				  "invalid",
+				  i);
 		else if (!fi)
 			rc = fail(err, errlen,
 				  "tensors[%zu].file: missing or not a file of "
@@ -808,8 +816,8 @@ static int decode_tensors(struct sfs_manifest *m, json_t *a, char *err,
 	return rc;
 }
 
-int sfs_manifest_decode(const char *json, size_t len,
-			struct sfs_manifest **out, char *err, size_t errlen)
+int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
+			char *err, size_t errlen)
 {
 	struct sfs_manifest *m = NULL;
 	json_error_t jerr;
@@ -820,8 +828,10 @@ int sfs_manifest_decode(const char *json, size_t len,
 	int rc;
 
 	if (len > SFS_MANIFEST_MAX)
-		return fail(err, errlen, "manifest: %zu bytes exceeds the cap "
-			    "of %u", len, SFS_MANIFEST_MAX);
+		return fail(err, errlen,
+			    "manifest: %zu bytes exceeds the cap "
+			    "of %u",
+			    len, SFS_MANIFEST_MAX);
 	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
 		return fail(err, errlen,
@@ -854,7 +864,8 @@ int sfs_manifest_decode(const char *json, size_t len,
 		goto out;
 	}
 	if (get_u64(root, "generation", INT64_MAX, &gen)) {
-		fail(err, errlen, "generation: missing or not a non-negative "
+		fail(err, errlen,
+		     "generation: missing or not a non-negative "
 		     "integer");
 		goto out;
 	}
@@ -872,7 +883,8 @@ int sfs_manifest_decode(const char *json, size_t len,
 		goto out;
 	v = json_object_get(root, "dirs");
 	if (!json_is_array(v) || json_array_size(v) > SFS_MF_MAX_FILES) {
-		rc = fail(err, errlen, "dirs: missing, not an array or too "
+		rc = fail(err, errlen,
+			  "dirs: missing, not an array or too "
 			  "long");
 		goto out;
 	}
@@ -886,8 +898,7 @@ int sfs_manifest_decode(const char *json, size_t len,
 		if ((rc = sfs_manifest_add_dir(m, json_string_value(d))))
 			goto out;
 	}
-	if ((rc = decode_files(m, json_object_get(root, "files"), err,
-			       errlen)))
+	if ((rc = decode_files(m, json_object_get(root, "files"), err, errlen)))
 		goto out;
 	if ((rc = decode_tensors(m, json_object_get(root, "tensors"), err,
 				 errlen)))

@@ -42,8 +42,8 @@ struct sfs_extent {
 	uint64_t len; /* > 0 */
 	enum sfs_extent_kind kind;
 	uint32_t region; /* REGION: index into regions[] */
-	uint64_t roff; /* REGION: offset in the region */
-	uint8_t *data; /* INLINE: @len bytes, owned */
+	uint64_t roff;	 /* REGION: offset in the region */
+	uint8_t *data;	 /* INLINE: @len bytes, owned */
 };
 
 struct sfs_mfile {
@@ -54,7 +54,7 @@ struct sfs_mfile {
 };
 
 struct sfs_region {
-	uint64_t len; /* > 0 */
+	uint64_t len;	/* > 0 */
 	uint64_t raddr; /* remote address of byte 0 */
 	uint64_t key;
 };
@@ -64,7 +64,7 @@ struct sfs_mtensor {
 	char dtype[SFS_DTYPE_MAX];
 	uint32_t ndim;
 	uint64_t shape[SFS_ST_MAX_DIMS];
-	size_t file; /* index into files[] */
+	size_t file;	   /* index into files[] */
 	uint64_t off, len; /* byte range in that file */
 };
 
@@ -105,8 +105,8 @@ int sfs_manifest_add_file(struct sfs_manifest *m, const char *path,
 /* Append an extent to file @idx: a copy of @data, or a region range. */
 int sfs_manifest_add_inline(struct sfs_manifest *m, size_t idx,
 			    const void *data, uint64_t len);
-int sfs_manifest_add_remote(struct sfs_manifest *m, size_t idx,
-			    uint32_t region, uint64_t roff, uint64_t len);
+int sfs_manifest_add_remote(struct sfs_manifest *m, size_t idx, uint32_t region,
+			    uint64_t roff, uint64_t len);
 int sfs_manifest_add_tensor(struct sfs_manifest *m, const char *name,
 			    const char *dtype, uint32_t ndim,
 			    const uint64_t *shape, size_t file, uint64_t off,
@@ -116,16 +116,15 @@ int sfs_manifest_add_tensor(struct sfs_manifest *m, const char *name,
  * sfs_manifest_encode - JSON text into *out [new, NUL-terminated, free()]
  * and its length into *len.  Returns 0 or -ENOMEM.
  */
-int sfs_manifest_encode(const struct sfs_manifest *m, char **out,
-			size_t *len);
+int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len);
 
 /*
  * sfs_manifest_decode - parse and validate @len bytes of JSON.
  * *out [new] is freed with sfs_manifest_free.  Returns 0, -EINVAL with
  * one line naming the field in @err, or -ENOMEM.
  */
-int sfs_manifest_decode(const char *json, size_t len,
-			struct sfs_manifest **out, char *err, size_t errlen);
+int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
+			char *err, size_t errlen);
 
 /*
  * sfs_manifest_validate - every rule decode applies, on a built

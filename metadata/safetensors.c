@@ -13,11 +13,10 @@ static const struct {
 	const char *name;
 	unsigned int size;
 } dtypes[] = {
-	{ "BOOL", 1 },	  { "U8", 1 },	     { "I8", 1 },   { "F8_E5M2", 1 },
-	{ "F8_E4M3", 1 }, { "F8_E8M0", 1 },  { "I16", 2 },  { "U16", 2 },
-	{ "F16", 2 },	  { "BF16", 2 },     { "I32", 4 },  { "U32", 4 },
-	{ "F32", 4 },	  { "F64", 8 },	     { "I64", 8 },  { "U64", 8 },
-	{ "C64", 8 },
+	{"BOOL", 1},	{"U8", 1},  {"I8", 1},	{"F8_E5M2", 1}, {"F8_E4M3", 1},
+	{"F8_E8M0", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},	{"BF16", 2},
+	{"I32", 4},	{"U32", 4}, {"F32", 4}, {"F64", 8},	{"I64", 8},
+	{"U64", 8},	{"C64", 8},
 };
 
 unsigned int sfs_dtype_size(const char *dtype)
@@ -28,8 +27,8 @@ unsigned int sfs_dtype_size(const char *dtype)
 	return 0;
 }
 
-int sfs_st_tensor_bytes(const uint64_t *shape, uint32_t ndim,
-			unsigned int elem, uint64_t *out)
+int sfs_st_tensor_bytes(const uint64_t *shape, uint32_t ndim, unsigned int elem,
+			uint64_t *out)
 {
 	uint64_t n = elem;
 	for (uint32_t i = 0; i < ndim; i++) {
@@ -41,8 +40,8 @@ int sfs_st_tensor_bytes(const uint64_t *shape, uint32_t ndim,
 	return 0;
 }
 
-__attribute__((format(printf, 3, 4))) static int
-fail(char *err, size_t errlen, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen,
+						      const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -98,8 +97,10 @@ static int parse_tensor(const char *name, json_t *v, uint64_t data_len,
 	uint64_t bytes;
 
 	if (!*name || strlen(name) > SFS_ST_NAME_MAX)
-		return fail(err, errlen, "tensor name of %zu bytes: must be "
-			    "1..%u", strlen(name), SFS_ST_NAME_MAX);
+		return fail(err, errlen,
+			    "tensor name of %zu bytes: must be "
+			    "1..%u",
+			    strlen(name), SFS_ST_NAME_MAX);
 	if (!json_is_object(v))
 		return fail(err, errlen, "tensor '%s': entry is not an object",
 			    name);
@@ -153,8 +154,7 @@ static int parse_tensor(const char *name, json_t *v, uint64_t data_len,
 			    "] run past the data section (%" PRIu64 " bytes)",
 			    name, t->begin, t->end, data_len);
 	if (sfs_st_tensor_bytes(t->shape, t->ndim, esz, &bytes))
-		return fail(err, errlen, "tensor '%s': shape overflows",
-			    name);
+		return fail(err, errlen, "tensor '%s': shape overflows", name);
 	if (bytes != t->end - t->begin)
 		return fail(err, errlen,
 			    "tensor '%s': shape x %s is %" PRIu64
@@ -183,7 +183,7 @@ static int check_metadata(json_t *md, char *err, size_t errlen)
 
 	if (!json_is_object(md))
 		return fail(err, errlen, "__metadata__ is not an object");
-	json_object_foreach(md, k, v) {
+	json_object_foreach (md, k, v) {
 		if (!json_is_string(v))
 			return fail(err, errlen,
 				    "__metadata__: value of '%.64s' is not a "
@@ -263,7 +263,7 @@ int sfs_st_parse(const char *json, uint64_t json_len, uint64_t file_size,
 	h->data_off = 8 + json_len;
 	uint64_t data_len = file_size - h->data_off;
 	rc = 0;
-	json_object_foreach(root, k, v) {
+	json_object_foreach (root, k, v) {
 		if (strcmp(k, "__metadata__") == 0) {
 			rc = check_metadata(v, err, errlen);
 		} else {

@@ -32,7 +32,7 @@ struct sfs_st_tensor {
 struct sfs_st_header {
 	uint64_t json_len; /* N */
 	uint64_t data_off; /* 8 + N: where the data section starts */
-	size_t ntensors; /* sorted by begin */
+	size_t ntensors;   /* sorted by begin */
 	struct sfs_st_tensor *tensors;
 };
 
@@ -46,8 +46,8 @@ unsigned int sfs_dtype_size(const char *dtype);
  * sfs_st_tensor_bytes - product of @shape times @elem into *out.
  * Returns 0 or -EOVERFLOW.
  */
-int sfs_st_tensor_bytes(const uint64_t *shape, uint32_t ndim,
-			unsigned int elem, uint64_t *out);
+int sfs_st_tensor_bytes(const uint64_t *shape, uint32_t ndim, unsigned int elem,
+			uint64_t *out);
 
 /*
  * sfs_st_header_len - read N from the first 8 bytes of a file of

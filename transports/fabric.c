@@ -48,7 +48,7 @@ struct fab_req {
 	sfs_xport_done_fn done;
 	void *arg;
 	atomic_int pending; /* ops not completed, +1 while posting */
-	atomic_int status; /* first error */
+	atomic_int status;  /* first error */
 	size_t nops;
 	struct fab_op ops[];
 };
@@ -132,7 +132,7 @@ static void req_put(struct fab_xport *x, struct fab_req *r, int n, int status)
 
 static void fab_cq_error(struct fab_xport *x)
 {
-	struct fi_cq_err_entry e = { 0 };
+	struct fi_cq_err_entry e = {0};
 	char buf[256];
 	ssize_t rc = fi_cq_readerr(x->cq, &e, 0);
 
@@ -145,8 +145,9 @@ static void fab_cq_error(struct fab_xport *x)
 	struct fab_op *op = e.op_context;
 	int st = fab_errno(-(ssize_t)e.err);
 	if (!op) {
-		SFS_LOG(SFS_WARN, "xport", "completion error without context: flags 0x%llx len %zu: %s", (unsigned long long)e.flags, e.len,
-			fi_strerror(e.err));
+		SFS_LOG(SFS_WARN, "xport",
+			"completion error without context: flags 0x%llx len %zu: %s",
+			(unsigned long long)e.flags, e.len, fi_strerror(e.err));
 		return;
 	}
 	/* Log the cause once per request: the first failing op. */
@@ -183,34 +184,38 @@ static void *fab_progress(void *arg)
 			   n == -FI_EINTR) {
 			/* Polling providers: spin briefly, then nap. */
 			if (!x->can_sread && ++idle > 64) {
-				struct timespec ts = { 0, idle > 4096 ? 200000 :
-								       20000 };
+				struct timespec ts = {0, idle > 4096 ? 200000
+								     : 20000};
 				nanosleep(&ts, NULL);
 			}
 		} else {
 			SFS_LOG(SFS_WARN, "xport", "%s: fi_cq_read: %s",
 				x->proto->name, fi_strerror((int)-n));
-			struct timespec ts = { 0, 10000000 };
+			struct timespec ts = {0, 10000000};
 			nanosleep(&ts, NULL);
 		}
 	}
 	return NULL;
 }
 
-static void fab_close(struct sfs_xport *base)
+static void fab_quiesce(struct sfs_xport *base)
 {
 	struct fab_xport *x = to_fab(base);
 
-	if (!x)
-		return;
 	if (x->thread_started) {
 		atomic_store(&x->stop, 1);
 		pthread_join(x->thread, NULL);
+		x->thread_started = 0;
 	}
 	/* Closing the endpoint discards what is in flight: nothing writes
 	 * into caller memory after this. */
-	if (x->ep && fi_close(&x->ep->fid))
-		SFS_LOG(SFS_WARN, "xport", "fi_close(ep) failed");
+	if (x->ep) {
+		int rc = fi_close(&x->ep->fid);
+		if (rc)
+			SFS_LOG(SFS_WARN, "xport", "fi_close(ep): %s",
+				fi_strerror(-rc));
+		x->ep = NULL;
+	}
 	pthread_mutex_lock(&x->lock);
 	struct fab_req *r = x->inflight;
 	x->inflight = NULL;
@@ -221,6 +226,15 @@ static void fab_close(struct sfs_xport *base)
 		free(r);
 		r = next;
 	}
+}
+
+static void fab_close(struct sfs_xport *base)
+{
+	struct fab_xport *x = to_fab(base);
+
+	if (!x)
+		return;
+	fab_quiesce(base);
 	if (x->cq)
 		fi_close(&x->cq->fid);
 	if (x->av)
@@ -310,13 +324,13 @@ static int fab_open(const struct sfs_xport_proto *p,
 	rc = fi_domain(x->fabric, x->info, &x->domain, NULL);
 	if (rc)
 		goto err_fi;
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	step = "fi_av_open";
 	rc = fi_av_open(x->domain, &av_attr, &x->av, NULL);
 	if (rc)
 		goto err_fi;
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT,
-				      .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT,
+				     .wait_obj = FI_WAIT_UNSPEC};
 	step = "fi_cq_open";
 	rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
 	if (rc) {
@@ -362,8 +376,7 @@ static int fab_open(const struct sfs_xport_proto *p,
 		"max_msg %llu %s",
 		p->name, x->info->fabric_attr->prov_name,
 		x->info->fabric_attr->name, x->info->domain_attr->name,
-		(unsigned long long)x->mr_mode,
-		(unsigned long long)x->max_msg,
+		(unsigned long long)x->mr_mode, (unsigned long long)x->max_msg,
 		x->can_sread ? "blocking-cq" : "polling-cq");
 	*out = &x->base;
 	return 0;
@@ -446,8 +459,8 @@ static int fab_mr_reg(struct sfs_xport *base, void *buf, size_t len,
 		rc = -FI_ENOSYS;
 		goto err_close;
 	}
-	m->raddr = (x->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf :
-						     0;
+	m->raddr =
+		(x->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf : 0;
 	*out = &m->base;
 	return 0;
 
@@ -492,8 +505,8 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 	if (x->info->addr_format == FI_SOCKADDR_IN ||
 	    x->info->addr_format == FI_SOCKADDR_IN6) {
 		const struct sockaddr *sa = addr;
-		int fam = x->info->addr_format == FI_SOCKADDR_IN ? AF_INET :
-								   AF_INET6;
+		int fam = x->info->addr_format == FI_SOCKADDR_IN ? AF_INET
+								 : AF_INET6;
 		if (sa->sa_family != fam) {
 			SFS_LOG(SFS_ERR, "xport",
 				"%s: peer address family %d, expected %d",
@@ -563,7 +576,7 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 					break;
 				}
 				if (++spins > 16) {
-					struct timespec ts = { 0, 50000 };
+					struct timespec ts = {0, 50000};
 					nanosleep(&ts, NULL);
 				}
 			}
@@ -593,6 +606,7 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 const struct sfs_xport_ops sfs_fabric_ops = {
 	.name = "fabric",
 	.open = fab_open,
+	.quiesce = fab_quiesce,
 	.close = fab_close,
 	.info = fab_info,
 	.mr_reg = fab_mr_reg,

@@ -7,18 +7,18 @@
 #include <string.h>
 
 static const struct sfs_xport_proto protocols[] = {
-	{ .name = "tcp",
-	  .ops = &sfs_fabric_ops,
-	  .provider = "tcp;ofi_rxm",
-	  .hint = "try --protocol shm on one host" },
-	{ .name = "shm",
-	  .ops = &sfs_fabric_ops,
-	  .provider = "shm",
-	  .hint = "try --protocol tcp" },
-	{ .name = "sockets",
-	  .ops = &sfs_fabric_ops,
-	  .provider = "sockets",
-	  .hint = "try --protocol tcp" },
+	{.name = "tcp",
+	 .ops = &sfs_fabric_ops,
+	 .provider = "tcp;ofi_rxm",
+	 .hint = "try --protocol shm on one host"},
+	{.name = "shm",
+	 .ops = &sfs_fabric_ops,
+	 .provider = "shm",
+	 .hint = "try --protocol tcp"},
+	{.name = "sockets",
+	 .ops = &sfs_fabric_ops,
+	 .provider = "sockets",
+	 .hint = "try --protocol tcp"},
 };
 
 static const struct sfs_xport_proto *find_proto(const char *name)
@@ -34,8 +34,8 @@ int sfs_xport_known(const char *protocol, char *list, size_t len)
 	if (list && len) {
 		size_t o = 0;
 		list[0] = '\0';
-		for (size_t i = 0;
-		     i < sizeof(protocols) / sizeof(protocols[0]); i++) {
+		for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]);
+		     i++) {
 			int n = snprintf(list + o, len - o, "%s%s",
 					 i ? ", " : "", protocols[i].name);
 			if (n < 0 || (size_t)n >= len - o)
@@ -54,7 +54,8 @@ int sfs_xport_open(const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
 	if (!p) {
 		char names[128];
 		sfs_xport_known(NULL, names, sizeof(names));
-		snprintf(err, errlen, "protocol %s: unknown protocol; known: %s",
+		snprintf(err, errlen,
+			 "protocol %s: unknown protocol; known: %s",
 			 cfg->protocol, names);
 		return -EPROTONOSUPPORT;
 	}
@@ -65,6 +66,12 @@ void sfs_xport_close(struct sfs_xport *x)
 {
 	if (x)
 		x->ops->close(x);
+}
+
+void sfs_xport_quiesce(struct sfs_xport *x)
+{
+	if (x)
+		x->ops->quiesce(x);
 }
 
 void sfs_xport_info(struct sfs_xport *x, struct sfs_xport_info *info)

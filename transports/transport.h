@@ -33,7 +33,7 @@ enum sfs_xport_role {
 
 /* Access bits for sfs_xport_mr_reg. */
 #define SFS_XPORT_REMOTE_READ 0x1u /* peers may read it (seed) */
-#define SFS_XPORT_LOCAL_DST 0x2u /* local destination of reads */
+#define SFS_XPORT_LOCAL_DST 0x2u   /* local destination of reads */
 
 #define SFS_XPORT_ADDR_MAX 256
 #define SFS_XPORT_ERR_MAX 512
@@ -41,7 +41,7 @@ enum sfs_xport_role {
 struct sfs_xport_cfg {
 	const char *protocol; /* registry name: "tcp", "shm", ... */
 	enum sfs_xport_role role;
-	const char *node; /* local address to bind, NULL: provider's */
+	const char *node;	 /* local address to bind, NULL: provider's */
 	unsigned int timeout_ms; /* bound on every internal wait */
 };
 
@@ -52,16 +52,16 @@ struct sfs_xport_info {
 	char fabric[64];
 	char domain[64];
 	uint64_t max_msg_size; /* one read is split at this size */
-	uint64_t mr_mode; /* provider-specific bits, for logs */
-	int virt_addr; /* remote addresses are pointers, not offsets */
-	int local_mr; /* local buffers must be registered */
+	uint64_t mr_mode;      /* provider-specific bits, for logs */
+	int virt_addr;	       /* remote addresses are pointers, not offsets */
+	int local_mr;	       /* local buffers must be registered */
 	size_t addr_len;
 	uint8_t addr[SFS_XPORT_ADDR_MAX];
 };
 
 /* One read from a peer into local memory. */
 struct sfs_xport_rd {
-	void *local; /* destination */
+	void *local;		  /* destination */
 	struct sfs_xport_mr *lmr; /* registration covering @local, or NULL
 				     when info.local_mr is 0 */
 	uint64_t raddr; /* remote address (base from mr_export + offset) */
@@ -92,6 +92,14 @@ int sfs_xport_open(const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
  * fine.  No other call may run on @x concurrently.
  */
 void sfs_xport_close(struct sfs_xport *x);
+
+/*
+ * sfs_xport_quiesce - stop the progress thread and cancel reads in
+ * flight (their callbacks get -ECANCELED); registrations stay valid so
+ * they can be deregistered before sfs_xport_close.  Idempotent.  No
+ * read may be posted concurrently or afterwards.
+ */
+void sfs_xport_quiesce(struct sfs_xport *x);
 
 /* sfs_xport_info - fill @info.  Thread safe. */
 void sfs_xport_info(struct sfs_xport *x, struct sfs_xport_info *info);

@@ -16,6 +16,7 @@ struct sfs_xport_ops {
 	int (*open)(const struct sfs_xport_proto *proto,
 		    const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
 		    char *err, size_t errlen);
+	void (*quiesce)(struct sfs_xport *x);
 	void (*close)(struct sfs_xport *x);
 	void (*info)(struct sfs_xport *x, struct sfs_xport_info *info);
 	int (*mr_reg)(struct sfs_xport *x, void *buf, size_t len,
@@ -35,7 +36,7 @@ struct sfs_xport_proto {
 	const char *name; /* "tcp" */
 	const struct sfs_xport_ops *ops;
 	const char *provider; /* backend parameter, e.g. "tcp;ofi_rxm" */
-	const char *hint; /* what to try when the host can't serve it */
+	const char *hint;     /* what to try when the host can't serve it */
 };
 
 /* Every backend object starts with this. */

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache.h - a chunk cache in registered memory.
+ *
+ * Remote regions are cut into fixed-size chunks; a chunk is keyed by
+ * (source, region, chunk index) and pulled with one transport read (split
+ * by the transport as the provider needs).  Concurrent readers of a
+ * missing chunk wait for one pull (single flight).  Memory is one
+ * registered slab of --cache-size bytes, never exceeded; unpinned
+ * chunks are evicted least recently used first.  Every wait is bounded
+ * by the configured timeout.
+ *
+ * The cache knows regions and bytes, never files.  All functions are
+ * thread safe.
+ */
+#ifndef SFS_CACHE_H
+#define SFS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sfs_cache;
+struct sfs_chunk;
+struct sfs_xport;
+
+struct sfs_cache_cfg {
+	struct sfs_xport *xport; /* borrowed; outlives the cache */
+	uint64_t size;		 /* bytes of chunk memory */
+	uint32_t chunk_size;	 /* power of two, >= 4 KiB */
+	unsigned int timeout_ms; /* bound on every wait */
+};
+
+/* One remote region as the seed published it. */
+struct sfs_cache_region {
+	uint64_t len;
+	uint64_t raddr;
+	uint64_t key;
+};
+
+struct sfs_cache_stats {
+	uint64_t size, used, chunk_size;
+	uint64_t hits, misses, pulls, bytes_pulled;
+	uint64_t errors, timeouts;
+};
+
+/*
+ * sfs_cache_new - allocate and register the slab.  *out [new] is freed
+ * with sfs_cache_free.  Returns 0 or -errno with one line in @err.
+ */
+int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
+		  char *err, size_t errlen);
+
+/*
+ * sfs_cache_free - wait (bounded) for pulls in flight, then free.
+ * Pinned chunks must have been put.  NULL is fine.
+ */
+void sfs_cache_free(struct sfs_cache *c);
+
+/*
+ * sfs_cache_add_source - a peer and its regions (copied); @label
+ * (copied) names it in logs, e.g. "seed 10.0.0.1:7070".  *src is used in
+ * later calls.  Returns 0 or -ENOMEM.
+ */
+int sfs_cache_add_source(struct sfs_cache *c, uint64_t peer, const char *label,
+			 const struct sfs_cache_region *r, size_t n,
+			 uint32_t *src);
+
+/*
+ * sfs_cache_prefetch - start pulls for the missing chunks covering
+ * [off, off+len) of a region and return without waiting for them.  Best
+ * effort: returns 0, or -errno when nothing could be started.
+ */
+int sfs_cache_prefetch(struct sfs_cache *c, uint32_t src, uint32_t region,
+		       uint64_t off, uint64_t len);
+
+/*
+ * sfs_cache_get - pin the chunk holding byte @off of @region, pulling
+ * it if needed, and point *data at that byte; *avail is the number of
+ * valid bytes from there to the end of the chunk.  *ch [borrowed, pinned]
+ * must be released with sfs_cache_put.  Returns 0, -EINVAL for a range
+ * outside the region, -ETIMEDOUT when the pull did not finish within the
+ * timeout, or the pull's error (-EIO, -ECONNREFUSED, ...).
+ */
+int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
+		  uint64_t off, struct sfs_chunk **ch, const uint8_t **data,
+		  size_t *avail);
+
+void sfs_cache_put(struct sfs_cache *c, struct sfs_chunk *ch);
+
+void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st);
+
+#endif /* SFS_CACHE_H */

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fsops.h - FUSE low-level operations over a tree and a chunk cache.
+ * The only place that converts errors into FUSE replies.
+ */
+#ifndef SFS_FSOPS_H
+#define SFS_FSOPS_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include <stdint.h>
+#include <time.h>
+
+struct sfs_tree;
+struct sfs_cache;
+
+struct sfs_fs {
+	const struct sfs_tree *tree; /* borrowed, immutable */
+	struct sfs_cache *cache;     /* borrowed */
+	double entry_timeout; /* seconds the kernel may cache names/attrs */
+	unsigned int max_background; /* 0: kernel default */
+	uid_t uid;
+	gid_t gid;
+	struct timespec mtime; /* of every inode: when mounted */
+	uint64_t total_bytes;  /* for statfs */
+};
+
+/* The operations table; userdata is a struct sfs_fs. */
+extern const struct fuse_lowlevel_ops sfs_fs_ops;
+
+#endif /* SFS_FSOPS_H */

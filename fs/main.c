@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/* main.c - `seedfs COMMAND ...`: one binary, one subcommand each. */
+#include "common/log.h"
+#include "fs/mount.h"
+#include "seed/seed.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: seedfs COMMAND [options]\n"
+		"\n"
+		"seedfs shows the model a running seed publishes as an\n"
+		"ordinary, read-only directory; reads are one-sided reads of\n"
+		"the seed's registered memory.\n"
+		"\n"
+		"commands:\n"
+		"  seed     publish a model directory\n"
+		"  mount    mount what a seed publishes\n"
+		"  version  print the version\n"
+		"\n"
+		"seedfs COMMAND --help shows a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "seed") == 0) {
+		sfs_log_program("seedfs-seed");
+		return sfs_seed_main(argc - 1, argv + 1);
+	}
+	if (strcmp(cmd, "mount") == 0) {
+		sfs_log_program("seedfs-mount");
+		return sfs_mount_main(argc - 1, argv + 1);
+	}
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("seedfs %s\n", SEEDFS_VERSION);
+		return 0;
+	}
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
+	    strcmp(cmd, "-h") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "seedfs: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return 2;
+}

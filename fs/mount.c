@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mount.c - `seedfs mount --seed HOST:PORT MOUNTPOINT`.
+ *
+ * Everything that can fail (fetching and checking the manifest, opening
+ * the transport, registering the cache, mounting) happens before the
+ * command returns; with -f absent the work runs in a child that tells
+ * the waiting parent through a pipe when the mount is ready, so the
+ * exit status and the one error line are those of the real attempt.
+ */
+#include "fs/mount.h"
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fs/fsops.h"
+#include "fs/tree.h"
+#include "metadata/control.h"
+#include "metadata/manifest.h"
+#include "transports/transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct mount_opts {
+	char *seed;
+	char *protocol;
+	char *timeout;
+	char *cache_size;
+	char *chunk_size;
+	char *read_ahead_kb;
+	char *max_background;
+	char *log_level;
+	char *log_file;
+	int help;
+	int version;
+};
+
+#define OPT(t, f)                                                              \
+	{                                                                      \
+		t, offsetof(struct mount_opts, f), 0                           \
+	}
+
+static const struct fuse_opt mount_spec[] = {
+	OPT("--seed=%s", seed),
+	OPT("--seed %s", seed),
+	OPT("--protocol=%s", protocol),
+	OPT("--protocol %s", protocol),
+	OPT("--timeout=%s", timeout),
+	OPT("--timeout %s", timeout),
+	OPT("--cache-size=%s", cache_size),
+	OPT("--cache-size %s", cache_size),
+	OPT("--chunk-size=%s", chunk_size),
+	OPT("--chunk-size %s", chunk_size),
+	OPT("--read-ahead-kb=%s", read_ahead_kb),
+	OPT("--read-ahead-kb %s", read_ahead_kb),
+	OPT("--max-background=%s", max_background),
+	OPT("--max-background %s", max_background),
+	OPT("--log-level=%s", log_level),
+	OPT("--log-level %s", log_level),
+	OPT("--log-file=%s", log_file),
+	OPT("--log-file %s", log_file),
+	{"-h", offsetof(struct mount_opts, help), 1},
+	{"--help", offsetof(struct mount_opts, help), 1},
+	{"-V", offsetof(struct mount_opts, version), 1},
+	{"--version", offsetof(struct mount_opts, version), 1},
+	FUSE_OPT_END};
+
+/* Resolved settings. */
+struct mount_cfg {
+	const char *seed;
+	const char *protocol; /* NULL: what the seed publishes */
+	unsigned int timeout_ms;
+	uint64_t cache_size;
+	uint32_t chunk_size;
+	unsigned int read_ahead_kb;
+	unsigned int max_background;
+};
+
+static void usage(void)
+{
+	char names[128];
+	sfs_xport_known(NULL, names, sizeof(names));
+	printf("usage: seedfs mount --seed HOST:PORT MOUNTPOINT [options]\n"
+	       "\n"
+	       "Mount the model a seed publishes at MOUNTPOINT/NAME, read-only.\n"
+	       "Reads become one-sided reads of the seed's memory.  Goes to\n"
+	       "the background once mounted (unless -f); fusermount3 -u\n"
+	       "MOUNTPOINT or SIGTERM unmounts.\n"
+	       "\n"
+	       "seedfs options:\n"
+	       "    --seed HOST:PORT       the seed's control port (required)\n"
+	       "    --protocol NAME        %s; default: what the seed\n"
+	       "                           publishes, or $SEEDFS_PROTOCOL\n"
+	       "    --timeout SECONDS      a read that needs an unreachable\n"
+	       "                           seed fails with EIO after this\n"
+	       "                           (default 10)\n"
+	       "    --cache-size SIZE      chunk cache in registered memory\n"
+	       "                           (default 256M)\n"
+	       "    --chunk-size SIZE      bytes per pull, power of two\n"
+	       "                           (default 1M)\n"
+	       "    --read-ahead-kb N      kernel read-ahead for the mount\n"
+	       "                           (default 16384; 0 keeps the kernel's)\n"
+	       "    --max-background N     FUSE requests in flight (default:\n"
+	       "                           the kernel's)\n"
+	       "    --log-level LEVEL      err, warn, info, debug (default info)\n"
+	       "    --log-file FILE        log here; default: stderr with -f,\n"
+	       "                           syslog in the background\n"
+	       "    -h, --help             this text\n"
+	       "    -V, --version          version\n"
+	       "\n",
+	       names);
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}
+
+/* Parse an optional numeric option; one line on stderr when invalid. */
+static int num_opt(const char *val, const char *name,
+		   int (*parse)(const char *, uint64_t *), uint64_t lo,
+		   uint64_t hi, uint64_t *out)
+{
+	if (!val)
+		return 0;
+	if (parse(val, out) || *out < lo || *out > hi) {
+		fprintf(stderr, "seedfs mount: invalid value '%s' for %s\n",
+			val, name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int resolve(const struct mount_opts *o, struct mount_cfg *c)
+{
+	uint64_t v;
+	c->seed = o->seed;
+	c->protocol = o->protocol ? o->protocol : getenv("SEEDFS_PROTOCOL");
+	if (c->protocol && !*c->protocol)
+		c->protocol = NULL;
+	c->timeout_ms = 10000;
+	c->cache_size = 256u << 20;
+	c->chunk_size = 1u << 20;
+	c->read_ahead_kb = 16384;
+	c->max_background = 0;
+	if (!c->seed) {
+		fprintf(stderr, "seedfs mount: --seed HOST:PORT is required "
+				"(seedfs mount --help)\n");
+		return -EINVAL;
+	}
+	char h[256], p[16];
+	if (sfs_parse_hostport(c->seed, h, sizeof(h), p, sizeof(p)) || !*h) {
+		fprintf(stderr, "seedfs mount: --seed '%s' is not HOST:PORT\n",
+			c->seed);
+		return -EINVAL;
+	}
+	if (num_opt(o->timeout, "--timeout", sfs_parse_u64, 1, 3600, &v))
+		return -EINVAL;
+	if (o->timeout)
+		c->timeout_ms = (unsigned int)v * 1000;
+	if (num_opt(o->cache_size, "--cache-size", sfs_parse_size, 16u << 20,
+		    1ull << 42, &v))
+		return -EINVAL;
+	if (o->cache_size)
+		c->cache_size = v;
+	if (num_opt(o->chunk_size, "--chunk-size", sfs_parse_size, 4096,
+		    64u << 20, &v))
+		return -EINVAL;
+	if (o->chunk_size) {
+		if (v & (v - 1)) {
+			fprintf(stderr,
+				"seedfs mount: --chunk-size %s is not "
+				"a power of two\n",
+				o->chunk_size);
+			return -EINVAL;
+		}
+		c->chunk_size = (uint32_t)v;
+	}
+	if (num_opt(o->read_ahead_kb, "--read-ahead-kb", sfs_parse_u64, 0,
+		    1u << 20, &v))
+		return -EINVAL;
+	if (o->read_ahead_kb)
+		c->read_ahead_kb = (unsigned int)v;
+	if (num_opt(o->max_background, "--max-background", sfs_parse_u64, 0,
+		    65535, &v))
+		return -EINVAL;
+	if (o->max_background)
+		c->max_background = (unsigned int)v;
+	if (c->protocol && !sfs_xport_known(c->protocol, NULL, 0)) {
+		char names[128];
+		sfs_xport_known(NULL, names, sizeof(names));
+		fprintf(stderr,
+			"seedfs mount: unknown protocol '%s'; known: "
+			"%s\n",
+			c->protocol, names);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Raise the kernel read-ahead of our mount so buffered reads reach us as
+ * 1 MiB requests instead of 128 KiB ones.  The device number comes from
+ * mountinfo: stat() on the mount point would wait for our own INIT.
+ */
+static void set_read_ahead(const char *mnt, unsigned int kb)
+{
+	char line[4096], path[128], want[PATH_MAX * 4];
+	unsigned int major = 0, minor = 0;
+	int found = 0;
+	FILE *f;
+
+	/* mountinfo escapes space, tab, newline and backslash as \ooo */
+	size_t o = 0;
+	for (const char *s = mnt; *s && o + 5 < sizeof(want); s++) {
+		if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\\')
+			o += (size_t)sprintf(want + o, "\\%03o",
+					     (unsigned char)*s);
+		else
+			want[o++] = *s;
+	}
+	want[o] = '\0';
+	if (!(f = fopen("/proc/self/mountinfo", "r")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char mp[PATH_MAX * 4];
+		unsigned int ma, mi;
+		/* id parent major:minor root mountpoint ... - fstype ... */
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &ma, &mi, mp) ==
+			    3 &&
+		    strcmp(mp, want) == 0 && strstr(line, " - fuse")) {
+			major = ma;
+			minor = mi;
+			found = 1; /* the last match is the newest mount */
+		}
+	}
+	fclose(f);
+	if (!found) {
+		SFS_LOG(SFS_WARN, "fs", "read_ahead_kb: %s not in mountinfo",
+			mnt);
+		return;
+	}
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
+		 major, minor);
+	if (!(f = fopen(path, "w"))) {
+		SFS_LOG(SFS_WARN, "fs", "read_ahead_kb: %s: %s", path,
+			strerror(errno));
+		return;
+	}
+	fprintf(f, "%u\n", kb);
+	if (fclose(f))
+		SFS_LOG(SFS_WARN, "fs", "read_ahead_kb: writing %s: %s", path,
+			strerror(errno));
+	else
+		SFS_LOG(SFS_DEBUG, "fs", "read_ahead_kb of %s set to %u", mnt,
+			kb);
+}
+
+struct replica {
+	char *json;
+	size_t json_len;
+	struct sfs_manifest *m;
+	struct sfs_xport *x;
+	struct sfs_cache *cache;
+	struct sfs_tree *tree;
+	struct sfs_fs fs;
+};
+
+static void replica_close(struct replica *r)
+{
+	/* In-flight pulls write into the cache: cancel them first, then
+	 * free the cache (and its registration), then the transport. */
+	sfs_xport_quiesce(r->x);
+	sfs_cache_free(r->cache);
+	sfs_xport_close(r->x);
+	sfs_tree_free(r->tree);
+	sfs_manifest_free(r->m);
+	free(r->json);
+}
+
+/* Fetch, check, connect, build.  One line on stderr on failure. */
+static int replica_open(const struct mount_cfg *c, struct replica *r)
+{
+	char err[SFS_XPORT_ERR_MAX];
+	int rc;
+
+	rc = sfs_control_get(c->seed, "/v1/manifest", c->timeout_ms,
+			     SFS_MANIFEST_MAX, &r->json, &r->json_len, err,
+			     sizeof(err));
+	if (rc) {
+		fprintf(stderr, "seedfs mount: cannot fetch the manifest: %s\n",
+			err);
+		return rc;
+	}
+	rc = sfs_manifest_decode(r->json, r->json_len, &r->m, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "seedfs mount: bad manifest from %s: %s\n",
+			c->seed, err);
+		return rc;
+	}
+	const char *proto = r->m->ep.protocol;
+	if (c->protocol && strcmp(c->protocol, proto) != 0) {
+		fprintf(stderr,
+			"seedfs mount: this replica asks for protocol %s, but "
+			"the seed at %s serves %s; use --protocol %s or start "
+			"the seed with --protocol %s\n",
+			c->protocol, c->seed, proto, proto, c->protocol);
+		return -EPROTONOSUPPORT;
+	}
+	struct sfs_xport_cfg xc = {.protocol = proto,
+				   .role = SFS_XPORT_REPLICA,
+				   .timeout_ms = c->timeout_ms};
+	rc = sfs_xport_open(&xc, &r->x, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "seedfs mount: %s\n", err);
+		return rc;
+	}
+	uint64_t peer;
+	rc = sfs_xport_peer_add(r->x, r->m->ep.addr, r->m->ep.addr_len, &peer);
+	if (rc) {
+		fprintf(stderr,
+			"seedfs mount: the seed's fabric address cannot be "
+			"used with protocol %s: %s\n",
+			proto, strerror(-rc));
+		return rc;
+	}
+	struct sfs_cache_cfg cc = {.xport = r->x,
+				   .size = c->cache_size,
+				   .chunk_size = c->chunk_size,
+				   .timeout_ms = c->timeout_ms};
+	rc = sfs_cache_new(&cc, &r->cache, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "seedfs mount: %s\n", err);
+		return rc;
+	}
+	struct sfs_cache_region *regs =
+		calloc(r->m->nregions ? r->m->nregions : 1, sizeof(*regs));
+	if (!regs)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->m->nregions; i++)
+		regs[i] = (struct sfs_cache_region){
+			.len = r->m->regions[i].len,
+			.raddr = r->m->regions[i].raddr,
+			.key = r->m->regions[i].key,
+		};
+	char label[300];
+	uint32_t src;
+	snprintf(label, sizeof(label), "seed %s (%s)", c->seed, r->m->model);
+	rc = sfs_cache_add_source(r->cache, peer, label, regs, r->m->nregions,
+				  &src);
+	free(regs);
+	if (!rc)
+		rc = sfs_tree_new(&r->tree);
+	if (!rc)
+		rc = sfs_tree_add_model(r->tree, r->m, src, r->json,
+					r->json_len);
+	if (rc) {
+		fprintf(stderr, "seedfs mount: cannot build the tree: %s\n",
+			strerror(-rc));
+		return rc;
+	}
+	sfs_tree_finish(r->tree);
+	for (size_t i = 0; i < r->tree->n; i++)
+		r->fs.total_bytes += r->tree->nodes[i].size;
+	SFS_LOG(SFS_INFO, "mount",
+		"model %s generation %llu from %s: %zu files, %zu tensors, "
+		"protocol %s",
+		r->m->model, (unsigned long long)r->m->generation, c->seed,
+		r->m->nfiles, r->m->ntensors, proto);
+	return 0;
+}
+
+static void tell_parent(int *fd, char status)
+{
+	if (*fd < 0)
+		return;
+	if (write(*fd, &status, 1) != 1)
+		SFS_LOG(SFS_WARN, "mount", "cannot signal the parent");
+	close(*fd);
+	*fd = -1;
+}
+
+static void detach_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR);
+	if (fd < 0)
+		return;
+	dup2(fd, STDIN_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDERR_FILENO);
+	if (fd > STDERR_FILENO)
+		close(fd);
+}
+
+static int serve(const struct mount_cfg *c, struct fuse_args *args,
+		 struct fuse_cmdline_opts *cmd, const char *log_file,
+		 int ready_fd)
+{
+	struct replica r;
+	struct fuse_session *se;
+	int rc = 1;
+
+	memset(&r, 0, sizeof(r));
+	if (replica_open(c, &r))
+		goto out;
+	r.fs.tree = r.tree;
+	r.fs.cache = r.cache;
+	r.fs.entry_timeout = 86400.0;
+	r.fs.max_background = c->max_background;
+	r.fs.uid = getuid();
+	r.fs.gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &r.fs.mtime);
+
+	se = fuse_session_new(args, &sfs_fs_ops, sizeof(sfs_fs_ops), &r.fs);
+	if (!se) {
+		fprintf(stderr, "seedfs mount: cannot create the FUSE "
+				"session (see the line above)\n");
+		goto out;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		fprintf(stderr, "seedfs mount: cannot set signal handlers\n");
+		goto out_destroy;
+	}
+	if (fuse_session_mount(se, cmd->mountpoint)) {
+		fprintf(stderr, "seedfs mount: cannot mount on %s\n",
+			cmd->mountpoint);
+		goto out_signals;
+	}
+	if (c->read_ahead_kb)
+		set_read_ahead(cmd->mountpoint, c->read_ahead_kb);
+	SFS_LOG(SFS_INFO, "mount", "mounted %s on %s", r.m->model,
+		cmd->mountpoint);
+	if (ready_fd >= 0) {
+		if (!log_file)
+			sfs_log_to_syslog("seedfs");
+		if (chdir("/"))
+			SFS_LOG(SFS_WARN, "mount", "chdir /: %s",
+				strerror(errno));
+		tell_parent(&ready_fd, 'R');
+		detach_stdio();
+	}
+
+	if (cmd->singlethread) {
+		rc = fuse_session_loop(se);
+	} else {
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+		fuse_loop_cfg_set_clone_fd(lc, cmd->clone_fd);
+		fuse_loop_cfg_set_max_threads(lc, cmd->max_threads);
+		fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads);
+		rc = fuse_session_loop_mt(se, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
+	SFS_LOG(SFS_INFO, "mount", "unmounting %s", cmd->mountpoint);
+	fuse_session_unmount(se);
+	rc = rc ? 1 : 0;
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_destroy:
+	fuse_session_destroy(se);
+out:
+	replica_close(&r);
+	tell_parent(&ready_fd, 'F');
+	return rc;
+}
+
+int sfs_mount_main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts cmd;
+	struct mount_opts o;
+	struct mount_cfg c;
+	int rc = 2;
+
+	memset(&o, 0, sizeof(o));
+	memset(&cmd, 0, sizeof(cmd));
+	if (fuse_opt_parse(&args, &o, mount_spec, NULL) == -1)
+		goto out;
+	if (o.help) {
+		usage();
+		rc = 0;
+		goto out;
+	}
+	if (o.version) {
+		printf("seedfs %s, FUSE library %s\n", SEEDFS_VERSION,
+		       fuse_pkgversion());
+		rc = 0;
+		goto out;
+	}
+	if (o.log_level && sfs_log_set_level(o.log_level)) {
+		fprintf(stderr, "seedfs mount: invalid --log-level '%s'\n",
+			o.log_level);
+		goto out;
+	}
+	if (o.log_file) {
+		int lrc = sfs_log_to_file(o.log_file);
+		if (lrc) {
+			fprintf(stderr, "seedfs mount: --log-file %s: %s\n",
+				o.log_file, strerror(-lrc));
+			goto out;
+		}
+	}
+	if (resolve(&o, &c))
+		goto out;
+	if (fuse_parse_cmdline(&args, &cmd) != 0)
+		goto out;
+	if (!cmd.mountpoint) {
+		fprintf(stderr, "seedfs mount: MOUNTPOINT is required "
+				"(seedfs mount --help)\n");
+		goto out;
+	}
+	/* Read-only, named after the seed, visible as seedfs in mount(8). */
+	char fsname[300];
+	snprintf(fsname, sizeof(fsname), "-oro,subtype=seedfs,fsname=seedfs@%s",
+		 c.seed);
+	if (fuse_opt_add_arg(&args, fsname) ||
+	    (cmd.debug && fuse_opt_add_arg(&args, "-odebug")))
+		goto out;
+	if (sfs_control_init()) {
+		fprintf(stderr, "seedfs mount: cannot initialize libcurl\n");
+		goto out;
+	}
+
+	if (cmd.foreground) {
+		rc = serve(&c, &args, &cmd, o.log_file, -1);
+		goto out;
+	}
+	/* Background: the child does the work; we wait for its verdict. */
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC)) {
+		perror("seedfs mount: pipe");
+		goto out;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("seedfs mount: fork");
+		goto out;
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		setsid();
+		rc = serve(&c, &args, &cmd, o.log_file, pfd[1]);
+		goto out;
+	}
+	close(pfd[1]);
+	char st = 0;
+	ssize_t n;
+	while ((n = read(pfd[0], &st, 1)) < 0 && errno == EINTR)
+		;
+	close(pfd[0]);
+	rc = (n == 1 && st == 'R') ? 0 : 1;
+out:
+	free(cmd.mountpoint);
+	fuse_opt_free_args(&args);
+	free(o.seed);
+	free(o.protocol);
+	free(o.timeout);
+	free(o.cache_size);
+	free(o.chunk_size);
+	free(o.read_ahead_kb);
+	free(o.max_background);
+	free(o.log_level);
+	free(o.log_file);
+	return rc;
+}

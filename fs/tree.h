@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tree.h - the mount's inode table, built once from manifests.
+ *
+ *   ino 1                 the mount point
+ *   ino 1/NAME            one directory per published model
+ *   NAME/...              the model's directories and files
+ *   NAME/.seedfs/         debug view: manifest.json (as fetched)
+ *
+ * Inode numbers are indexes + 1 and never change while mounted.  After
+ * sfs_tree_finish the tree is immutable and may be read from any number
+ * of threads without locks.  No FUSE types here.
+ */
+#ifndef SFS_TREE_H
+#define SFS_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metadata/manifest.h"
+
+#define SFS_ROOT_INO 1
+
+enum sfs_node_kind {
+	SFS_NODE_DIR,
+	SFS_NODE_FILE, /* a manifest file: bytes come from extents */
+	SFS_NODE_BLOB, /* bytes held in memory (debug view) */
+};
+
+struct sfs_node {
+	uint64_t parent;
+	char *name; /* owned */
+	char *path; /* owned: "model/dir/file", for logs */
+	enum sfs_node_kind kind;
+	uint64_t size;
+	const struct sfs_mfile *file; /* FILE [borrowed from the manifest] */
+	uint32_t src;		      /* FILE: cache source of its regions */
+	const uint8_t *blob;	      /* BLOB [borrowed] */
+	size_t nchild, cap_child;
+	uint64_t *child; /* DIR: inos, sorted by name after finish */
+};
+
+struct sfs_tree {
+	size_t n, cap;
+	struct sfs_node *nodes; /* ino i is nodes[i - 1] */
+};
+
+/* sfs_tree_new - a tree holding only the root.  *out [new]. */
+int sfs_tree_new(struct sfs_tree **out);
+
+/*
+ * sfs_tree_add_model - add m->model and everything the manifest lists,
+ * plus NAME/.seedfs/manifest.json showing @json.  @m and @json are
+ * borrowed and must outlive the tree; @src is the cache source for the
+ * model's regions.  Returns 0, -EEXIST (model already present) or
+ * -ENOMEM.
+ */
+int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
+		       uint32_t src, const char *json, size_t json_len);
+
+/* sfs_tree_finish - sort children for lookup; call once, last. */
+void sfs_tree_finish(struct sfs_tree *t);
+
+/* sfs_tree_get - node of @ino or NULL. */
+static inline struct sfs_node *sfs_tree_get(const struct sfs_tree *t,
+					    uint64_t ino)
+{
+	return ino >= 1 && ino <= t->n ? &t->nodes[ino - 1] : NULL;
+}
+
+/* sfs_tree_lookup - ino of @name in directory @parent, or 0. */
+uint64_t sfs_tree_lookup(const struct sfs_tree *t, uint64_t parent,
+			 const char *name);
+
+void sfs_tree_free(struct sfs_tree *t);
+
+#endif /* SFS_TREE_H */

@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: MIT */
+#include "seed.h"
+
+#include "common/log.h"
+#include "common/util.h"
+#include "metadata/manifest.h"
+#include "metadata/safetensors.h"
+#include "seed/walk.h"
+#include "transports/transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SEED_INLINE_HDR_MAX (16u << 20) /* larger headers stay remote */
+
+struct seed_file {
+	void *map; /* whole file, read-only; NULL for inline/empty */
+	uint64_t size;
+	size_t nmr;
+	struct sfs_xport_mr **mr;
+};
+
+struct sfs_seed {
+	struct sfs_xport *x;
+	struct sfs_manifest *m;
+	char *json;
+	size_t json_len;
+	size_t nfiles;
+	struct seed_file *files;
+	uint64_t total_bytes;
+};
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Validate a safetensors file; add its tensors to the manifest. */
+static int add_safetensors(struct sfs_seed *s, size_t fidx, const char *rel,
+			   const uint8_t *map, uint64_t size,
+			   uint64_t *data_off, char *err, size_t errlen)
+{
+	struct sfs_st_header *h;
+	char why[400];
+	uint64_t n;
+	int rc;
+
+	rc = sfs_st_header_len(map, size, &n, why, sizeof(why));
+	if (!rc)
+		rc = sfs_st_parse((const char *)map + 8, n, size, &h, why,
+				  sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "refusing %s: %s", rel, why);
+		return rc;
+	}
+	for (size_t i = 0; i < h->ntensors && !rc; i++) {
+		const struct sfs_st_tensor *t = &h->tensors[i];
+		rc = sfs_manifest_add_tensor(
+			s->m, t->name, t->dtype, t->ndim, t->shape, fidx,
+			h->data_off + t->begin, t->end - t->begin);
+	}
+	*data_off = h->data_off;
+	sfs_st_free(h);
+	return rc;
+}
+
+/* Register @f in pieces; each piece becomes one manifest region. */
+static int register_file(struct sfs_seed *s, struct seed_file *f,
+			 uint64_t piece, uint32_t *first)
+{
+	size_t n = (size_t)((f->size + piece - 1) / piece);
+	int rc;
+
+	if (!(f->mr = calloc(n, sizeof(f->mr[0]))))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off = i * piece;
+		uint64_t len = SFS_MIN(piece, f->size - off);
+		uint64_t raddr, key;
+		uint32_t id;
+		rc = sfs_xport_mr_reg(s->x, (char *)f->map + off, len,
+				      SFS_XPORT_REMOTE_READ, &f->mr[i]);
+		if (rc)
+			return rc;
+		f->nmr++;
+		sfs_xport_mr_export(f->mr[i], &raddr, &key);
+		rc = sfs_manifest_add_region(s->m, len, raddr, key, &id);
+		if (rc)
+			return rc;
+		if (i == 0)
+			*first = id;
+	}
+	return 0;
+}
+
+/* File bytes [a, b) as region extents, split at piece boundaries. */
+static int add_remote_range(struct sfs_manifest *m, size_t fidx, uint32_t first,
+			    uint64_t piece, uint64_t a, uint64_t b)
+{
+	while (a < b) {
+		uint64_t k = a / piece, roff = a % piece;
+		uint64_t len = SFS_MIN(b - a, piece - roff);
+		int rc = sfs_manifest_add_remote(m, fidx, first + (uint32_t)k,
+						 roff, len);
+		if (rc)
+			return rc;
+		a += len;
+	}
+	return 0;
+}
+
+static int publish_file(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
+			const struct sfs_walk_entry *e, struct seed_file *f,
+			char *err, size_t errlen)
+{
+	uint64_t data_off = 0;
+	size_t fidx;
+	int fd, rc;
+
+	rc = sfs_manifest_add_file(s->m, e->rel, &fidx);
+	if (rc)
+		return rc;
+	fd = open(e->abs, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot open %s: %s", e->rel,
+			 strerror(errno));
+		return rc;
+	}
+	struct stat st;
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		close(fd);
+		snprintf(err, errlen, "cannot stat %s: %s", e->rel,
+			 strerror(-rc));
+		return rc;
+	}
+	f->size = (uint64_t)st.st_size;
+	if (f->size == 0) {
+		close(fd);
+		return 0;
+	}
+	f->map = mmap(NULL, f->size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (f->map == MAP_FAILED) {
+		f->map = NULL;
+		snprintf(err, errlen, "cannot map %s: %s", e->rel,
+			 strerror(errno));
+		return -errno;
+	}
+	if (ends_with(e->rel, ".safetensors")) {
+		rc = add_safetensors(s, fidx, e->rel, f->map, f->size,
+				     &data_off, err, errlen);
+		if (rc)
+			return rc;
+		if (data_off > SEED_INLINE_HDR_MAX)
+			data_off = 0;
+	}
+	s->total_bytes += f->size;
+	if (f->size <= cfg->inline_max) {
+		rc = sfs_manifest_add_inline(s->m, fidx, f->map, f->size);
+		munmap(f->map, f->size);
+		f->map = NULL;
+		return rc;
+	}
+	/* Header inline, the rest one remote range over the whole file's
+	 * registration: the published file is byte-identical. */
+	uint32_t first = 0;
+	rc = register_file(s, f, cfg->mr_max, &first);
+	if (rc) {
+		snprintf(err, errlen, "cannot register %s with protocol %s: %s",
+			 e->rel, cfg->protocol, strerror(-rc));
+		return rc;
+	}
+	if (data_off)
+		rc = sfs_manifest_add_inline(s->m, fidx, f->map, data_off);
+	if (!rc)
+		rc = add_remote_range(s->m, fidx, first, cfg->mr_max, data_off,
+				      f->size);
+	return rc;
+}
+
+int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
+		  char *err, size_t errlen)
+{
+	struct sfs_walk *w = NULL;
+	struct sfs_seed *s;
+	char *name_buf = NULL;
+	const char *name = cfg->name;
+	int rc;
+
+	if (!(s = calloc(1, sizeof(*s))))
+		return -ENOMEM;
+	rc = sfs_walk_dir(cfg->model_dir, &w, err, errlen);
+	if (rc)
+		goto err;
+	if (!name) {
+		char *tmp = strdup(cfg->model_dir);
+		if (!tmp) {
+			rc = -ENOMEM;
+			goto err;
+		}
+		/* basename of the path without trailing slashes */
+		size_t l = strlen(tmp);
+		while (l > 1 && tmp[l - 1] == '/')
+			tmp[--l] = '\0';
+		name_buf = strdup(basename(tmp));
+		free(tmp);
+		name = name_buf;
+	}
+	const char *why;
+	if (!name || sfs_path_check(name, &why) || strchr(name, '/')) {
+		snprintf(err, errlen,
+			 "model name '%s' is not a valid directory name; use "
+			 "--name",
+			 name ? name : "");
+		rc = -EINVAL;
+		goto err;
+	}
+
+	struct sfs_xport_cfg xcfg = {.protocol = cfg->protocol,
+				     .role = SFS_XPORT_SEED,
+				     .node = cfg->fabric_node,
+				     .timeout_ms = cfg->timeout_ms};
+	rc = sfs_xport_open(&xcfg, &s->x, err, errlen);
+	if (rc)
+		goto err;
+	struct sfs_xport_info info;
+	sfs_xport_info(s->x, &info);
+	rc = -ENOMEM;
+	if (!(s->m = sfs_manifest_new(name, 1)))
+		goto err;
+	rc = sfs_manifest_set_endpoint(s->m, info.protocol, info.provider,
+				       info.addr, info.addr_len);
+	if (rc)
+		goto err;
+	if (!(s->files = calloc(w->n ? w->n : 1, sizeof(s->files[0]))))
+		goto err;
+	for (size_t i = 0; i < w->n; i++) {
+		const struct sfs_walk_entry *e = &w->e[i];
+		if (e->type == SFS_WALK_DIR) {
+			rc = sfs_manifest_add_dir(s->m, e->rel);
+		} else {
+			rc = publish_file(s, cfg, e, &s->files[s->nfiles], err,
+					  errlen);
+			s->nfiles++;
+		}
+		if (rc) {
+			if (rc == -ENOMEM)
+				snprintf(err, errlen, "out of memory");
+			goto err;
+		}
+	}
+	char why2[400];
+	rc = sfs_manifest_validate(s->m, why2, sizeof(why2));
+	if (rc) {
+		snprintf(err, errlen, "manifest self-check failed: %s", why2);
+		goto err;
+	}
+	rc = sfs_manifest_encode(s->m, &s->json, &s->json_len);
+	if (rc)
+		goto err;
+	if (s->json_len > SFS_MANIFEST_MAX) {
+		snprintf(err, errlen,
+			 "manifest of %zu bytes exceeds the cap of %u: too "
+			 "many files or tensors",
+			 s->json_len, SFS_MANIFEST_MAX);
+		rc = -E2BIG;
+		goto err;
+	}
+	sfs_walk_free(w);
+	free(name_buf);
+	*out = s;
+	return 0;
+err:
+	sfs_walk_free(w);
+	free(name_buf);
+	sfs_seed_close(s);
+	return rc;
+}
+
+void sfs_seed_manifest(const struct sfs_seed *s, const char **json, size_t *len)
+{
+	*json = s->json;
+	*len = s->json_len;
+}
+
+void sfs_seed_summary(const struct sfs_seed *s, char *buf, size_t len)
+{
+	char b[32];
+	snprintf(buf, len,
+		 "model %s generation %" PRIu64
+		 ", %zu files, %s, %zu tensors, %zu regions",
+		 s->m->model, s->m->generation, s->m->nfiles,
+		 sfs_fmt_bytes(s->total_bytes, b, sizeof(b)), s->m->ntensors,
+		 s->m->nregions);
+}
+
+void sfs_seed_close(struct sfs_seed *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nfiles; i++) {
+		struct seed_file *f = &s->files[i];
+		for (size_t j = 0; j < f->nmr; j++)
+			sfs_xport_mr_dereg(f->mr[j]);
+		free(f->mr);
+		if (f->map)
+			munmap(f->map, f->size);
+	}
+	free(s->files);
+	sfs_xport_close(s->x);
+	sfs_manifest_free(s->m);
+	free(s->json);
+	free(s);
+}

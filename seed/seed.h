@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * seed.h - publish a model directory: validate it, map and register its
+ * files read-only with the transport, build and encode the manifest,
+ * serve it on the control port.
+ */
+#ifndef SFS_SEED_H
+#define SFS_SEED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sfs_seed;
+
+struct sfs_seed_cfg {
+	const char *model_dir;
+	const char *name;	 /* model name; NULL: basename of model_dir */
+	const char *protocol;	 /* transport registry name */
+	const char *fabric_node; /* local address for the fabric, or NULL */
+	unsigned int timeout_ms;
+	uint64_t inline_max; /* files up to this size go inline */
+	uint64_t mr_max;     /* register files in pieces of at most this */
+};
+
+/*
+ * sfs_seed_open - do everything but serve.  A bad safetensors file or a
+ * transport the host cannot serve fails here with one line in @err.
+ * *out [new] is freed with sfs_seed_close.  Not thread safe.
+ */
+int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
+		  char *err, size_t errlen);
+
+/* sfs_seed_manifest - the encoded manifest [borrowed, lives with @s]. */
+void sfs_seed_manifest(const struct sfs_seed *s, const char **json,
+		       size_t *len);
+
+/* sfs_seed_summary - one human line: model, generation, files, bytes. */
+void sfs_seed_summary(const struct sfs_seed *s, char *buf, size_t len);
+
+/* sfs_seed_close - deregister, unmap, close the transport.  NULL ok. */
+void sfs_seed_close(struct sfs_seed *s);
+
+/*
+ * The control port: HTTP/1.1, GET /v1/manifest and GET /v1/health.
+ * sfs_ctl_start binds @host:@port ("" host: all addresses; port "0":
+ * any) and fills *bound_port.  Returns 0 or -errno with a line in @err.
+ */
+struct sfs_ctl;
+int sfs_ctl_start(struct sfs_seed *s, const char *host, const char *port,
+		  struct sfs_ctl **out, unsigned int *bound_port, char *err,
+		  size_t errlen);
+void sfs_ctl_stop(struct sfs_ctl *c);
+
+/* sfs_seed_main - `seedfs seed ...`; returns the exit status. */
+int sfs_seed_main(int argc, char **argv);
+
+#endif /* SFS_SEED_H */

@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -422,6 +423,12 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 				"session (see the line above)\n");
 		goto out;
 	}
+	/* libinfinipath (loaded with Debian's libfabric for psm) installs
+	 * SIGINT/SIGTERM/SIGHUP handlers when it loads; libfuse installs
+	 * its own only over SIG_DFL.  Take them back so a signal unmounts. */
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	if (fuse_set_signal_handlers(se)) {
 		fprintf(stderr, "seedfs mount: cannot set signal handlers\n");
 		goto out_destroy;
@@ -450,14 +457,24 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	} else {
 		struct fuse_loop_config *lc = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_clone_fd(lc, cmd->clone_fd);
-		fuse_loop_cfg_set_max_threads(lc, cmd->max_threads);
-		fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads);
+		/* UINT_MAX: not given on the command line. */
+		if (cmd->max_threads && cmd->max_threads != UINT_MAX)
+			fuse_loop_cfg_set_max_threads(lc, cmd->max_threads);
+		if (cmd->max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(lc,
+						       cmd->max_idle_threads);
 		rc = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
-	SFS_LOG(SFS_INFO, "mount", "unmounting %s", cmd->mountpoint);
+	/* libfuse returns the signal number when a signal ended the loop:
+	 * that is a clean stop, not an error. */
+	if (rc > 0)
+		SFS_LOG(SFS_INFO, "mount", "signal %d: unmounting %s", rc,
+			cmd->mountpoint);
+	else
+		SFS_LOG(SFS_INFO, "mount", "unmounting %s", cmd->mountpoint);
 	fuse_session_unmount(se);
-	rc = rc ? 1 : 0;
+	rc = rc < 0 ? 1 : 0;
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_destroy:

@@ -22,8 +22,10 @@
 #define SEED_INLINE_HDR_MAX (16u << 20) /* larger headers stay remote */
 
 struct seed_file {
-	void *map; /* whole file, read-only; NULL for inline/empty */
+	void *map; /* whole file, read-only; NULL when empty */
 	uint64_t size;
+	size_t fidx;	   /* index in the manifest */
+	uint64_t data_off; /* safetensors: bytes of header to inline */
 	size_t nmr;
 	struct sfs_xport_mr **mr;
 };
@@ -118,30 +120,23 @@ static int add_remote_range(struct sfs_manifest *m, size_t fidx, uint32_t first,
 	return 0;
 }
 
-static int publish_file(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
-			const struct sfs_walk_entry *e, struct seed_file *f,
-			char *err, size_t errlen)
+/* Pass 1: map the file, validate it, list it and its tensors. */
+static int map_file(struct sfs_seed *s, const struct sfs_walk_entry *e,
+		    struct seed_file *f, char *err, size_t errlen)
 {
-	uint64_t data_off = 0;
-	size_t fidx;
+	struct stat st;
 	int fd, rc;
 
-	rc = sfs_manifest_add_file(s->m, e->rel, &fidx);
+	rc = sfs_manifest_add_file(s->m, e->rel, &f->fidx);
 	if (rc)
 		return rc;
 	fd = open(e->abs, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	if (fd < 0 || fstat(fd, &st)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot open %s: %s", e->rel,
 			 strerror(errno));
-		return rc;
-	}
-	struct stat st;
-	if (fstat(fd, &st)) {
-		rc = -errno;
-		close(fd);
-		snprintf(err, errlen, "cannot stat %s: %s", e->rel,
-			 strerror(-rc));
+		if (fd >= 0)
+			close(fd);
 		return rc;
 	}
 	f->size = (uint64_t)st.st_size;
@@ -157,35 +152,46 @@ static int publish_file(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
 			 strerror(errno));
 		return -errno;
 	}
-	if (ends_with(e->rel, ".safetensors")) {
-		rc = add_safetensors(s, fidx, e->rel, f->map, f->size,
-				     &data_off, err, errlen);
-		if (rc)
-			return rc;
-		if (data_off > SEED_INLINE_HDR_MAX)
-			data_off = 0;
-	}
 	s->total_bytes += f->size;
+	if (ends_with(e->rel, ".safetensors")) {
+		rc = add_safetensors(s, f->fidx, e->rel, f->map, f->size,
+				     &f->data_off, err, errlen);
+		if (f->data_off > SEED_INLINE_HDR_MAX)
+			f->data_off = 0;
+	}
+	return rc;
+}
+
+/* Pass 2: small files inline; others registered, header inline. */
+static int publish_file(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
+			const struct sfs_walk_entry *e, struct seed_file *f,
+			char *err, size_t errlen)
+{
+	uint32_t first = 0;
+	int rc;
+
+	if (f->size == 0)
+		return 0;
 	if (f->size <= cfg->inline_max) {
-		rc = sfs_manifest_add_inline(s->m, fidx, f->map, f->size);
+		rc = sfs_manifest_add_inline(s->m, f->fidx, f->map, f->size);
 		munmap(f->map, f->size);
 		f->map = NULL;
 		return rc;
 	}
-	/* Header inline, the rest one remote range over the whole file's
-	 * registration: the published file is byte-identical. */
-	uint32_t first = 0;
 	rc = register_file(s, f, cfg->mr_max, &first);
 	if (rc) {
 		snprintf(err, errlen, "cannot register %s with protocol %s: %s",
 			 e->rel, cfg->protocol, strerror(-rc));
 		return rc;
 	}
-	if (data_off)
-		rc = sfs_manifest_add_inline(s->m, fidx, f->map, data_off);
+	/* The published file is byte-identical: the header inline, the
+	 * rest remote ranges over the file's own registration. */
+	if (f->data_off)
+		rc = sfs_manifest_add_inline(s->m, f->fidx, f->map,
+					     f->data_off);
 	if (!rc)
-		rc = add_remote_range(s->m, fidx, first, cfg->mr_max, data_off,
-				      f->size);
+		rc = add_remote_range(s->m, f->fidx, first, cfg->mr_max,
+				      f->data_off, f->size);
 	return rc;
 }
 
@@ -227,6 +233,25 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 		goto err;
 	}
 
+	rc = -ENOMEM;
+	if (!(s->m = sfs_manifest_new(name, 1)))
+		goto err;
+	if (!(s->files = calloc(w->n ? w->n : 1, sizeof(s->files[0]))))
+		goto err;
+	/* Validate everything before touching the fabric: a bad file is
+	 * the one line the user sees. */
+	for (size_t i = 0; i < w->n; i++) {
+		const struct sfs_walk_entry *e = &w->e[i];
+		if (e->type == SFS_WALK_DIR) {
+			rc = sfs_manifest_add_dir(s->m, e->rel);
+		} else {
+			rc = map_file(s, e, &s->files[s->nfiles], err, errlen);
+			s->nfiles++;
+		}
+		if (rc)
+			goto err_msg;
+	}
+
 	struct sfs_xport_cfg xcfg = {.protocol = cfg->protocol,
 				     .role = SFS_XPORT_SEED,
 				     .node = cfg->fabric_node,
@@ -236,29 +261,17 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 		goto err;
 	struct sfs_xport_info info;
 	sfs_xport_info(s->x, &info);
-	rc = -ENOMEM;
-	if (!(s->m = sfs_manifest_new(name, 1)))
-		goto err;
 	rc = sfs_manifest_set_endpoint(s->m, info.protocol, info.provider,
 				       info.addr, info.addr_len);
 	if (rc)
 		goto err;
-	if (!(s->files = calloc(w->n ? w->n : 1, sizeof(s->files[0]))))
-		goto err;
-	for (size_t i = 0; i < w->n; i++) {
+	for (size_t i = 0, k = 0; i < w->n; i++) {
 		const struct sfs_walk_entry *e = &w->e[i];
-		if (e->type == SFS_WALK_DIR) {
-			rc = sfs_manifest_add_dir(s->m, e->rel);
-		} else {
-			rc = publish_file(s, cfg, e, &s->files[s->nfiles], err,
-					  errlen);
-			s->nfiles++;
-		}
-		if (rc) {
-			if (rc == -ENOMEM)
-				snprintf(err, errlen, "out of memory");
-			goto err;
-		}
+		if (e->type != SFS_WALK_FILE)
+			continue;
+		rc = publish_file(s, cfg, e, &s->files[k++], err, errlen);
+		if (rc)
+			goto err_msg;
 	}
 	char why2[400];
 	rc = sfs_manifest_validate(s->m, why2, sizeof(why2));
@@ -281,6 +294,9 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 	free(name_buf);
 	*out = s;
 	return 0;
+err_msg:
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
 err:
 	sfs_walk_free(w);
 	free(name_buf);

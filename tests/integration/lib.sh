@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Shared helpers for integration tests on real mounts.
+#   source lib.sh BUILD_DIR
+# Everything a test starts is recorded and undone on exit, pass or fail:
+# mounts are unmounted, processes (by PID) killed, the work dir removed.
+set -euo pipefail
+
+BUILD=$(cd "$1" && pwd)
+SEEDFS=$BUILD/seedfs
+GENMODEL=$BUILD/tests/genmodel
+READCHECK=$BUILD/tests/readcheck
+HTTPFILE=$BUILD/tests/httpfile
+WORK=$(mktemp -d /tmp/seedfs-test.XXXXXX)
+PIDS=()
+MOUNTS=()
+
+# Sanitizer reports of every process go to files we check at the end.
+export ASAN_OPTIONS="log_path=$WORK/asan:detect_leaks=1:abort_on_error=0"
+export UBSAN_OPTIONS="log_path=$WORK/ubsan:print_stacktrace=1"
+export LSAN_OPTIONS="suppressions=$(dirname "${BASH_SOURCE[0]}")/lsan.supp:print_suppressions=0"
+
+cleanup() {
+	local m p
+	for m in "${MOUNTS[@]}"; do
+		if grep -q " $m fuse" /proc/mounts; then
+			fusermount3 -u "$m" 2>/dev/null ||
+				fusermount3 -u -z "$m" 2>/dev/null || true
+		fi
+	done
+	for p in "${PIDS[@]}"; do
+		{ kill -9 "$p" && wait "$p"; } 2>/dev/null || true
+	done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	local f
+	for f in "$WORK"/*.log "$WORK"/*.err; do
+		[ -s "$f" ] || continue
+		echo "--- $f (last lines)" >&2
+		tail -n 15 "$f" >&2
+	done
+	exit 1
+}
+
+ok() { echo "ok: $*"; }
+
+# now_ms: monotonic-enough wall clock in milliseconds
+now_ms() { date +%s%3N; }
+
+# start_seed DIR [seed args...]: sets SEED_PID and SEED_PORT
+start_seed() {
+	local dir=$1
+	shift
+	"$SEEDFS" seed --model-dir "$dir" --listen 127.0.0.1:0 "$@" \
+		>"$WORK/seed.out" 2>"$WORK/seed.err" &
+	SEED_PID=$!
+	PIDS+=("$SEED_PID")
+	local i
+	for i in $(seq 200); do
+		grep -q ready "$WORK/seed.out" 2>/dev/null && break
+		kill -0 "$SEED_PID" 2>/dev/null || fail "seed exited: $(cat "$WORK/seed.err")"
+		sleep 0.05
+	done
+	SEED_PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
+	[ -n "$SEED_PORT" ] || fail "seed did not report ready"
+}
+
+# mount_seed MNT [mount args...]: background mount; sets MOUNT_PID
+mount_seed() {
+	local mnt=$1
+	shift
+	mkdir -p "$mnt"
+	MOUNTS+=("$mnt")
+	: >"$WORK/mount.log"
+	"$SEEDFS" mount --seed "127.0.0.1:$SEED_PORT" "$mnt" \
+		--log-file "$WORK/mount.log" "$@" 2>"$WORK/mount.err" ||
+		fail "mount failed: $(cat "$WORK/mount.err")"
+	grep -q " $mnt fuse" /proc/mounts || fail "not in /proc/mounts"
+	MOUNT_PID=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' \
+		"$WORK/mount.log" | tail -n 1)
+	[ -n "$MOUNT_PID" ] || fail "no pid in the mount log"
+	PIDS+=("$MOUNT_PID")
+}
+
+# unmount_check MNT PID: unmount, the daemon exits, nothing is left
+unmount_check() {
+	local mnt=$1 pid=$2 i
+	fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt"
+	for i in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -0 "$pid" 2>/dev/null && fail "mount daemon $pid still running"
+	grep -q " $mnt fuse" /proc/mounts && fail "$mnt still mounted"
+	[ -z "$(ls -A "$mnt")" ] || fail "$mnt not empty after unmount"
+	return 0
+}
+
+# sanitizers_clean: fail if any process wrote a sanitizer report
+sanitizers_clean() {
+	local f found=0
+	for f in "$WORK"/asan.* "$WORK"/ubsan.*; do
+		[ -e "$f" ] || continue
+		echo "--- sanitizer report $f" >&2
+		head -n 40 "$f" >&2
+		found=1
+	done
+	[ $found -eq 0 ] || fail "sanitizer reports"
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * httpfile - serve one file to every HTTP request on 127.0.0.1, so tests
+ * can hand a replica a manifest of their choosing.
+ *
+ *   httpfile FILE [STATUS]     prints "port N", then serves until killed
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: httpfile FILE [STATUS]\n");
+		return 2;
+	}
+	FILE *f = fopen(argv[1], "rb");
+	if (!f) {
+		perror(argv[1]);
+		return 1;
+	}
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	rewind(f);
+	char *body = malloc((size_t)n + 1);
+	if (!body || fread(body, 1, (size_t)n, f) != (size_t)n)
+		return 1;
+	fclose(f);
+	int status = argc > 2 ? atoi(argv[2]) : 200;
+
+	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 16) ||
+	    getsockname(s, (struct sockaddr *)&a, &al)) {
+		perror("httpfile: listen");
+		return 1;
+	}
+	printf("port %u\n", ntohs(a.sin_port));
+	fflush(stdout);
+	for (;;) {
+		int c = accept(s, NULL, NULL);
+		char req[4096], head[256];
+		if (c < 0)
+			continue;
+		if (read(c, req, sizeof(req)) < 0) {
+			close(c);
+			continue;
+		}
+		int hl = snprintf(head, sizeof(head),
+				  "HTTP/1.1 %d X\r\nContent-Length: %ld\r\n"
+				  "Connection: close\r\n\r\n",
+				  status, n);
+		if (write(c, head, (size_t)hl) < 0 ||
+		    write(c, body, (size_t)n) < 0)
+			perror("httpfile: write");
+		close(c);
+	}
+}

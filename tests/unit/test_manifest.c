@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests: manifest round trip, one test per rejection rule, extent
+ * lookup at every boundary.
+ */
+#include "metadata/manifest.h"
+
+#include <check.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char err[512];
+static const uint8_t addr[16] = {2, 0, 0x1f, 0x90, 127, 0, 0, 1};
+static const char hdr[10] = "0123456789";
+
+/* A manifest using every feature: inline and region extents, split
+ * files, an empty file, nested directories, tensors. */
+static struct sfs_manifest *sample(void)
+{
+	struct sfs_manifest *m = sfs_manifest_new("tiny", 7);
+	uint32_t r0, r1;
+	size_t f;
+	uint64_t shape[2] = {3, 5}, zero[1] = {0};
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(sfs_manifest_set_endpoint(m, "tcp", "tcp;ofi_rxm",
+						   addr, sizeof(addr)),
+			 0);
+	ck_assert_int_eq(
+		sfs_manifest_add_region(m, 1000, 0x7f0000001000ull, 0x11, &r0),
+		0);
+	ck_assert_int_eq(
+		sfs_manifest_add_region(m, 300, 0, UINT64_MAX - 1, &r1), 0);
+	ck_assert_int_eq(sfs_manifest_add_dir(m, "sub"), 0);
+	ck_assert_int_eq(sfs_manifest_add_dir(m, "sub/deeper"), 0);
+	ck_assert_int_eq(sfs_manifest_add_file(m, "config.json", &f), 0);
+	ck_assert_int_eq(sfs_manifest_add_inline(m, f, "{}", 2), 0);
+	ck_assert_int_eq(sfs_manifest_add_file(m, "model.safetensors", &f), 0);
+	ck_assert_int_eq(sfs_manifest_add_inline(m, f, hdr, 10), 0);
+	ck_assert_int_eq(sfs_manifest_add_remote(m, f, r0, 10, 990), 0);
+	ck_assert_int_eq(
+		sfs_manifest_add_tensor(m, "w", "F32", 2, shape, f, 10, 60), 0);
+	ck_assert_int_eq(
+		sfs_manifest_add_tensor(m, "zero", "BF16", 1, zero, f, 70, 0),
+		0);
+	ck_assert_int_eq(sfs_manifest_add_file(m, "sub/empty", &f), 0);
+	ck_assert_int_eq(sfs_manifest_add_file(m, "sub/deeper/big.bin", &f), 0);
+	ck_assert_int_eq(sfs_manifest_add_remote(m, f, r1, 0, 100), 0);
+	ck_assert_int_eq(sfs_manifest_add_inline(m, f, "x", 1), 0);
+	ck_assert_int_eq(sfs_manifest_add_remote(m, f, r1, 100, 200), 0);
+	return m;
+}
+
+START_TEST(round_trip)
+{
+	struct sfs_manifest *m = sample(), *d;
+	char *a, *b;
+	size_t al, bl;
+
+	ck_assert_int_eq(sfs_manifest_validate(m, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_manifest_encode(m, &a, &al), 0);
+	ck_assert_int_eq(sfs_manifest_decode(a, al, &d, err, sizeof(err)), 0);
+	ck_assert_str_eq(d->model, "tiny");
+	ck_assert_uint_eq(d->generation, 7);
+	ck_assert_str_eq(d->ep.protocol, "tcp");
+	ck_assert_str_eq(d->ep.provider, "tcp;ofi_rxm");
+	ck_assert_uint_eq(d->ep.addr_len, sizeof(addr));
+	ck_assert_mem_eq(d->ep.addr, addr, sizeof(addr));
+	ck_assert_uint_eq(d->nregions, 2);
+	ck_assert_uint_eq(d->regions[0].raddr, 0x7f0000001000ull);
+	ck_assert_uint_eq(d->regions[1].key, UINT64_MAX - 1);
+	ck_assert_uint_eq(d->ndirs, 2);
+	ck_assert_uint_eq(d->nfiles, 4);
+	ck_assert_str_eq(d->files[1].path, "model.safetensors");
+	ck_assert_uint_eq(d->files[1].size, 1000);
+	ck_assert_uint_eq(d->files[1].next, 2);
+	ck_assert_int_eq(d->files[1].ext[0].kind, SFS_EXT_INLINE);
+	ck_assert_mem_eq(d->files[1].ext[0].data, hdr, 10);
+	ck_assert_int_eq(d->files[1].ext[1].kind, SFS_EXT_REGION);
+	ck_assert_uint_eq(d->files[1].ext[1].roff, 10);
+	ck_assert_uint_eq(d->files[2].size, 0);
+	ck_assert_uint_eq(d->files[3].size, 301);
+	ck_assert_uint_eq(d->ntensors, 2);
+	ck_assert_uint_eq(d->tensors[0].file, 1);
+	ck_assert_uint_eq(d->tensors[0].shape[1], 5);
+	ck_assert_int_eq(sfs_manifest_encode(d, &b, &bl), 0);
+	ck_assert_str_eq(a, b);
+	free(a);
+	free(b);
+	sfs_manifest_free(m);
+	sfs_manifest_free(d);
+}
+END_TEST
+
+/* Encode the sample, let @mutate damage the JSON, expect a rejection
+ * whose message contains @needle. */
+static void expect_reject(void (*mutate)(json_t *), const char *needle)
+{
+	struct sfs_manifest *m = sample(), *d = NULL;
+	char *text, *bad;
+	size_t len;
+
+	ck_assert_int_eq(sfs_manifest_encode(m, &text, &len), 0);
+	json_t *root = json_loads(text, 0, NULL);
+	ck_assert_ptr_nonnull(root);
+	mutate(root);
+	bad = json_dumps(root, 0);
+	err[0] = '\0';
+	ck_assert_int_eq(
+		sfs_manifest_decode(bad, strlen(bad), &d, err, sizeof(err)),
+		-EINVAL);
+	ck_assert_ptr_null(d);
+	ck_assert_msg(strstr(err, needle), "error '%s' lacks '%s'", err,
+		      needle);
+	json_decref(root);
+	free(text);
+	free(bad);
+	sfs_manifest_free(m);
+}
+
+#define AT(r, key, i) json_array_get(json_object_get((r), (key)), (i))
+#define SET(o, k, v) json_object_set_new((o), (k), (v))
+
+#define REJECT(name, needle, body)                                             \
+	static void mut_##name(json_t *r)                                      \
+	{                                                                      \
+		body;                                                          \
+	}                                                                      \
+	START_TEST(name)                                                       \
+	{                                                                      \
+		expect_reject(mut_##name, needle);                             \
+	}                                                                      \
+	END_TEST
+
+REJECT(version_missing, "seedfs_manifest",
+       json_object_del(r, "seedfs_manifest"))
+REJECT(version_unknown, "version 2", SET(r, "seedfs_manifest", json_integer(2)))
+REJECT(model_missing, "model:", json_object_del(r, "model"))
+REJECT(model_slash, "model:", SET(r, "model", json_string("a/b")))
+REJECT(model_dotdot, "model:", SET(r, "model", json_string("..")))
+REJECT(model_empty, "model:", SET(r, "model", json_string("")))
+REJECT(generation_negative, "generation",
+       SET(r, "generation", json_integer(-1)))
+REJECT(endpoint_missing, "endpoint", json_object_del(r, "endpoint"))
+REJECT(protocol_empty, "endpoint.protocol",
+       SET(json_object_get(r, "endpoint"), "protocol", json_string("")))
+REJECT(address_not_hex, "endpoint.address",
+       SET(json_object_get(r, "endpoint"), "address", json_string("zz")))
+REJECT(regions_not_array, "regions", SET(r, "regions", json_object()))
+REJECT(region_id_mismatch, "regions[1].id",
+       SET(AT(r, "regions", 1), "id", json_integer(0)))
+REJECT(region_length_zero, "regions[0].length",
+       SET(AT(r, "regions", 0), "length", json_integer(0)))
+REJECT(region_address_number, "regions[0].address",
+       SET(AT(r, "regions", 0), "address", json_integer(4096)))
+REJECT(region_key_garbage, "regions[0].key",
+       SET(AT(r, "regions", 0), "key", json_string("0xfoo")))
+REJECT(region_wraps, "regions[0]",
+       SET(AT(r, "regions", 0), "address", json_string("0xfffffffffffffff0")))
+REJECT(dirs_missing, "dirs", json_object_del(r, "dirs"))
+REJECT(dir_absolute, "dirs[0]",
+       json_array_set_new(json_object_get(r, "dirs"), 0, json_string("/x")))
+REJECT(dir_dotdot, "dirs[0]",
+       json_array_set_new(json_object_get(r, "dirs"), 0, json_string("../x")))
+REJECT(dir_empty_component, "dirs[1]",
+       json_array_set_new(json_object_get(r, "dirs"), 1, json_string("sub//x")))
+REJECT(dir_duplicate, "duplicate",
+       json_array_append_new(json_object_get(r, "dirs"), json_string("sub")))
+REJECT(dir_parent_missing, "parent",
+       json_array_remove(json_object_get(r, "dirs"), 0))
+REJECT(file_reserved_name, "'.seedfs' is reserved",
+       SET(AT(r, "files", 0), "path", json_string(".seedfs/x")))
+REJECT(file_dotdot, "files[0].path",
+       SET(AT(r, "files", 0), "path", json_string("sub/../../etc/passwd")))
+REJECT(file_duplicate, "duplicate",
+       SET(AT(r, "files", 2), "path", json_string("config.json")))
+REJECT(file_is_dir, "duplicate",
+       SET(AT(r, "files", 2), "path", json_string("sub/deeper")))
+REJECT(file_parent_missing, "parent directory",
+       SET(AT(r, "files", 2), "path", json_string("nodir/empty")))
+REJECT(file_size_mismatch, "files[1].size",
+       SET(AT(r, "files", 1), "size", json_integer(999)))
+REJECT(file_size_over_cap, "files[1].size",
+       SET(AT(r, "files", 1), "size", json_integer(1ll << 51)))
+REJECT(extents_missing, "files[0].extents",
+       json_object_del(AT(r, "files", 0), "extents"))
+REJECT(extent_neither, "files[0].extents[0]",
+       json_array_set_new(json_object_get(AT(r, "files", 0), "extents"), 0,
+			  json_object()))
+REJECT(extent_bad_base64, "inline",
+       SET(json_array_get(json_object_get(AT(r, "files", 0), "extents"), 0),
+	   "inline", json_string("e30")))
+REJECT(extent_noncanonical_base64, "inline",
+       SET(json_array_get(json_object_get(AT(r, "files", 0), "extents"), 0),
+	   "inline", json_string("e31=")))
+REJECT(extent_region_unknown, "is not a region",
+       SET(json_array_get(json_object_get(AT(r, "files", 1), "extents"), 1),
+	   "region", json_integer(5)))
+REJECT(extent_past_region, "run past region",
+       SET(json_array_get(json_object_get(AT(r, "files", 1), "extents"), 1),
+	   "offset", json_integer(11)))
+REJECT(extent_length_zero, "length",
+       SET(json_array_get(json_object_get(AT(r, "files", 1), "extents"), 1),
+	   "length", json_integer(0)))
+REJECT(tensor_file_unknown, "tensors[0].file",
+       SET(AT(r, "tensors", 0), "file", json_string("nope")))
+REJECT(tensor_dtype_unknown, "tensors[0].dtype",
+       SET(AT(r, "tensors", 0), "dtype", json_string("F7")))
+REJECT(tensor_shape_mismatch, "tensors[0]",
+       SET(AT(r, "tensors", 0), "length", json_integer(64)))
+REJECT(tensor_past_file, "run past file",
+       SET(AT(r, "tensors", 1), "offset", json_integer(1001)))
+REJECT(tensor_shape_negative, "tensors[0].shape[0]",
+       json_array_set_new(json_object_get(AT(r, "tensors", 0), "shape"), 0,
+			  json_integer(-3)))
+
+START_TEST(reject_not_json)
+{
+	struct sfs_manifest *d;
+	ck_assert_int_eq(
+		sfs_manifest_decode("{\"a\":", 5, &d, err, sizeof(err)),
+		-EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "not valid JSON"));
+	ck_assert_int_eq(sfs_manifest_decode("[]", 2, &d, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "not a JSON object"));
+}
+END_TEST
+
+START_TEST(reject_oversize)
+{
+	struct sfs_manifest *d;
+	ck_assert_int_eq(sfs_manifest_decode("{}", SFS_MANIFEST_MAX + 1ul, &d,
+					     err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "exceeds the cap"));
+}
+END_TEST
+
+START_TEST(extent_lookup_boundaries)
+{
+	struct sfs_manifest *m = sample();
+	/* sub/deeper/big.bin: [0,100) region, [100,101) inline,
+	 * [101,301) region */
+	const struct sfs_mfile *f = &m->files[3];
+	static const struct {
+		uint64_t off;
+		ssize_t want;
+	} cases[] = {{0, 0},	{1, 0},		 {99, 0},  {100, 1},
+		     {101, 2},	{102, 2},	 {300, 2}, {301, -1},
+		     {302, -1}, {UINT64_MAX, -1}};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		ck_assert_msg(sfs_mfile_find_extent(f, cases[i].off) ==
+				      cases[i].want,
+			      "offset %llu", (unsigned long long)cases[i].off);
+	/* model.safetensors: [0,10) inline, [10,1000) region */
+	f = &m->files[1];
+	ck_assert_int_eq(sfs_mfile_find_extent(f, 9), 0);
+	ck_assert_int_eq(sfs_mfile_find_extent(f, 10), 1);
+	ck_assert_int_eq(sfs_mfile_find_extent(f, 999), 1);
+	ck_assert_int_eq(sfs_mfile_find_extent(f, 1000), -1);
+	/* an empty file has no extent at all */
+	ck_assert_int_eq(sfs_mfile_find_extent(&m->files[2], 0), -1);
+	sfs_manifest_free(m);
+}
+END_TEST
+
+START_TEST(path_rules)
+{
+	const char *why;
+	ck_assert_int_eq(sfs_path_check("a/b.c", &why), 0);
+	ck_assert_int_eq(sfs_path_check(".hidden/x", &why), 0);
+	ck_assert_int_eq(sfs_path_check("", &why), -EINVAL);
+	ck_assert_int_eq(sfs_path_check("a/", &why), -EINVAL);
+	ck_assert_int_eq(sfs_path_check("./a", &why), -EINVAL);
+	ck_assert_int_eq(sfs_path_check(".seedfs", &why), -EINVAL);
+	ck_assert_int_eq(sfs_path_check("x/.seedfs", &why), 0);
+	char longname[300];
+	memset(longname, 'a', 256);
+	longname[256] = '\0';
+	ck_assert_int_eq(sfs_path_check(longname, &why), -EINVAL);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("manifest");
+	TCase *t = tcase_create("codec"), *b = tcase_create("reject");
+	tcase_add_test(t, round_trip);
+	tcase_add_test(t, extent_lookup_boundaries);
+	tcase_add_test(t, path_rules);
+	tcase_add_test(b, reject_not_json);
+	tcase_add_test(b, reject_oversize);
+	tcase_add_test(b, version_missing);
+	tcase_add_test(b, version_unknown);
+	tcase_add_test(b, model_missing);
+	tcase_add_test(b, model_slash);
+	tcase_add_test(b, model_dotdot);
+	tcase_add_test(b, model_empty);
+	tcase_add_test(b, generation_negative);
+	tcase_add_test(b, endpoint_missing);
+	tcase_add_test(b, protocol_empty);
+	tcase_add_test(b, address_not_hex);
+	tcase_add_test(b, regions_not_array);
+	tcase_add_test(b, region_id_mismatch);
+	tcase_add_test(b, region_length_zero);
+	tcase_add_test(b, region_address_number);
+	tcase_add_test(b, region_key_garbage);
+	tcase_add_test(b, region_wraps);
+	tcase_add_test(b, dirs_missing);
+	tcase_add_test(b, dir_absolute);
+	tcase_add_test(b, dir_dotdot);
+	tcase_add_test(b, dir_empty_component);
+	tcase_add_test(b, dir_duplicate);
+	tcase_add_test(b, dir_parent_missing);
+	tcase_add_test(b, file_reserved_name);
+	tcase_add_test(b, file_dotdot);
+	tcase_add_test(b, file_duplicate);
+	tcase_add_test(b, file_is_dir);
+	tcase_add_test(b, file_parent_missing);
+	tcase_add_test(b, file_size_mismatch);
+	tcase_add_test(b, file_size_over_cap);
+	tcase_add_test(b, extents_missing);
+	tcase_add_test(b, extent_neither);
+	tcase_add_test(b, extent_bad_base64);
+	tcase_add_test(b, extent_noncanonical_base64);
+	tcase_add_test(b, extent_region_unknown);
+	tcase_add_test(b, extent_past_region);
+	tcase_add_test(b, extent_length_zero);
+	tcase_add_test(b, tensor_file_unknown);
+	tcase_add_test(b, tensor_dtype_unknown);
+	tcase_add_test(b, tensor_shape_mismatch);
+	tcase_add_test(b, tensor_past_file);
+	tcase_add_test(b, tensor_shape_negative);
+	suite_add_tcase(s, t);
+	suite_add_tcase(s, b);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? 1 : 0;
+}

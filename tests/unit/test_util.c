@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests: parsers and codecs in common/util. */
+#include "common/util.h"
+
+#include <check.h>
+#include <errno.h>
+#include <string.h>
+
+START_TEST(hostport)
+{
+	char h[64], p[8];
+	ck_assert_int_eq(
+		sfs_parse_hostport("10.0.0.1:7070", h, sizeof(h), p, sizeof(p)),
+		0);
+	ck_assert_str_eq(h, "10.0.0.1");
+	ck_assert_str_eq(p, "7070");
+	ck_assert_int_eq(
+		sfs_parse_hostport("[::1]:80", h, sizeof(h), p, sizeof(p)), 0);
+	ck_assert_str_eq(h, "::1");
+	ck_assert_int_eq(sfs_parse_hostport(":0", h, sizeof(h), p, sizeof(p)),
+			 0);
+	ck_assert_str_eq(h, "");
+	ck_assert_str_eq(p, "0");
+	ck_assert_int_eq(sfs_parse_hostport("host", h, sizeof(h), p, sizeof(p)),
+			 -EINVAL);
+	ck_assert_int_eq(
+		sfs_parse_hostport("host:", h, sizeof(h), p, sizeof(p)),
+		-EINVAL);
+	ck_assert_int_eq(
+		sfs_parse_hostport("host:65536", h, sizeof(h), p, sizeof(p)),
+		-EINVAL);
+	ck_assert_int_eq(
+		sfs_parse_hostport("::1:80", h, sizeof(h), p, sizeof(p)),
+		-EINVAL);
+	ck_assert_int_eq(sfs_parse_hostport("h:8x", h, sizeof(h), p, sizeof(p)),
+			 -EINVAL);
+}
+END_TEST
+
+START_TEST(sizes)
+{
+	uint64_t v;
+	ck_assert_int_eq(sfs_parse_size("4096", &v), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(sfs_parse_size("64K", &v), 0);
+	ck_assert_uint_eq(v, 65536);
+	ck_assert_int_eq(sfs_parse_size("1MiB", &v), 0);
+	ck_assert_uint_eq(v, 1 << 20);
+	ck_assert_int_eq(sfs_parse_size("2G", &v), 0);
+	ck_assert_uint_eq(v, 2ull << 30);
+	ck_assert_int_eq(sfs_parse_size("", &v), -EINVAL);
+	ck_assert_int_eq(sfs_parse_size("-1", &v), -EINVAL);
+	ck_assert_int_eq(sfs_parse_size("1X", &v), -EINVAL);
+	ck_assert_int_eq(sfs_parse_size("99999999999T", &v), -ERANGE);
+	ck_assert_int_eq(sfs_parse_u64("0x10", &v), 0);
+	ck_assert_uint_eq(v, 16);
+	ck_assert_int_eq(sfs_parse_u64("0xffffffffffffffff", &v), 0);
+	ck_assert_uint_eq(v, UINT64_MAX);
+	ck_assert_int_eq(sfs_parse_u64("0x", &v), -EINVAL);
+	ck_assert_int_eq(sfs_parse_u64("12 ", &v), -EINVAL);
+	ck_assert_int_eq(sfs_parse_u64("0x1ffffffffffffffff", &v), -ERANGE);
+}
+END_TEST
+
+START_TEST(base64)
+{
+	static const char *plain[] = {"",     "f",     "fo",	"foo",
+				      "foob", "fooba", "foobar"};
+	static const char *enc[] = {"",		"Zg==",	    "Zm8=",    "Zm9v",
+				    "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+	char buf[32];
+	size_t n;
+	for (size_t i = 0; i < 7; i++) {
+		sfs_b64_encode(plain[i], strlen(plain[i]), buf);
+		ck_assert_str_eq(buf, enc[i]);
+		ck_assert_int_eq(
+			sfs_b64_decode(enc[i], strlen(enc[i]), buf, &n), 0);
+		ck_assert_uint_eq(n, strlen(plain[i]));
+		ck_assert_mem_eq(buf, plain[i], n);
+	}
+	ck_assert_int_eq(sfs_b64_decode("Zg=", 3, buf, &n), -EINVAL);
+	ck_assert_int_eq(sfs_b64_decode("Zh==", 4, buf, &n), -EINVAL);
+	ck_assert_int_eq(sfs_b64_decode("Z===", 4, buf, &n), -EINVAL);
+	ck_assert_int_eq(sfs_b64_decode("Zg==Zg==", 8, buf, &n), -EINVAL);
+	ck_assert_int_eq(sfs_b64_decode("Zm9*", 4, buf, &n), -EINVAL);
+}
+END_TEST
+
+START_TEST(hex)
+{
+	uint8_t b[4];
+	char s[9];
+	size_t n;
+	sfs_hex_encode("\x01\xab\xff", 3, s);
+	ck_assert_str_eq(s, "01abff");
+	ck_assert_int_eq(sfs_hex_decode("01ABff", b, sizeof(b), &n), 0);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_mem_eq(b, "\x01\xab\xff", 3);
+	ck_assert_int_eq(sfs_hex_decode("0", b, sizeof(b), &n), -EINVAL);
+	ck_assert_int_eq(sfs_hex_decode("0g", b, sizeof(b), &n), -EINVAL);
+	ck_assert_int_eq(sfs_hex_decode("0011223344", b, sizeof(b), &n),
+			 -EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("util");
+	TCase *t = tcase_create("util");
+	tcase_add_test(t, hostport);
+	tcase_add_test(t, sizes);
+	tcase_add_test(t, base64);
+	tcase_add_test(t, hex);
+	suite_add_tcase(s, t);
+	SRunner *r = srunner_create(s);
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? 1 : 0;
+}

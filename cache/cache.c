@@ -185,8 +185,10 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	rc = -ENOMEM;
 	if (!c->slots || !c->buckets)
 		goto err_free;
+	/* Prefaulted: the first touch of fresh memory is slow, and pulls
+	 * should not pay for it. */
 	c->slab = mmap(NULL, c->slab_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (c->slab == MAP_FAILED) {
 		c->slab = NULL;
 		rc = -errno;

@@ -293,6 +293,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
+	SFS_LOG(SFS_DEBUG, "fs", "read %s [%jd, +%zu)", n->path, (intmax_t)off,
+		size);
 	uint64_t end = SFS_MIN(n->size, (uint64_t)off + size);
 	if (n->kind == SFS_NODE_BLOB) {
 		fuse_reply_buf(req, (const char *)n->blob + off,

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,8 +110,8 @@ static void usage(void)
 	       "                           (default 1M)\n"
 	       "    --read-ahead-kb N      kernel read-ahead for the mount\n"
 	       "                           (default 16384; 0 keeps the kernel's)\n"
-	       "    --max-background N     FUSE requests in flight (default:\n"
-	       "                           the kernel's)\n"
+	       "    --max-background N     FUSE requests the kernel keeps in\n"
+	       "                           flight (default 32)\n"
 	       "    --log-level LEVEL      err, warn, info, debug (default info)\n"
 	       "    --log-file FILE        log here; default: stderr with -f,\n"
 	       "                           syslog in the background\n"
@@ -148,7 +149,7 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	c->cache_size = 256u << 20;
 	c->chunk_size = 1u << 20;
 	c->read_ahead_kb = 16384;
-	c->max_background = 0;
+	c->max_background = 32; /* kernel default 12; 32 measured faster */
 	if (!c->seed) {
 		fprintf(stderr, "seedfs mount: --seed HOST:PORT is required "
 				"(seedfs mount --help)\n");
@@ -398,6 +399,40 @@ static void detach_stdio(void)
 		close(fd);
 }
 
+/*
+ * Runs beside the session loop.  stat() on the mount point returns only
+ * once the kernel has processed our INIT reply; read_ahead_kb must be
+ * raised after that, because INIT lowers it to what it offered us.  Only
+ * then is the mount ready and the waiting parent told so.
+ */
+struct ready_arg {
+	struct fuse_session *se;
+	const char *mountpoint;
+	unsigned int read_ahead_kb;
+	int ready_fd;
+};
+
+static void *ready_thread(void *p)
+{
+	struct ready_arg *a = p;
+	struct stat st;
+
+	if (stat(a->mountpoint, &st)) {
+		SFS_LOG(SFS_ERR, "mount", "mount point %s is not usable: %s",
+			a->mountpoint, strerror(errno));
+		tell_parent(&a->ready_fd, 'F');
+		fuse_session_exit(a->se);
+		return NULL;
+	}
+	if (a->read_ahead_kb)
+		set_read_ahead(a->mountpoint, a->read_ahead_kb);
+	if (a->ready_fd >= 0) {
+		tell_parent(&a->ready_fd, 'R');
+		detach_stdio();
+	}
+	return NULL;
+}
+
 static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		 struct fuse_cmdline_opts *cmd, const char *log_file,
 		 int ready_fd)
@@ -438,8 +473,6 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 			cmd->mountpoint);
 		goto out_signals;
 	}
-	if (c->read_ahead_kb)
-		set_read_ahead(cmd->mountpoint, c->read_ahead_kb);
 	SFS_LOG(SFS_INFO, "mount", "mounted %s on %s", r.m->model,
 		cmd->mountpoint);
 	if (ready_fd >= 0) {
@@ -448,9 +481,19 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		if (chdir("/"))
 			SFS_LOG(SFS_WARN, "mount", "chdir /: %s",
 				strerror(errno));
-		tell_parent(&ready_fd, 'R');
-		detach_stdio();
 	}
+	struct ready_arg ra = {.se = se,
+			       .mountpoint = cmd->mountpoint,
+			       .read_ahead_kb = c->read_ahead_kb,
+			       .ready_fd = ready_fd};
+	pthread_t ready_tid;
+	int ready_started =
+		!pthread_create(&ready_tid, NULL, ready_thread, &ra);
+	if (!ready_started) {
+		SFS_LOG(SFS_ERR, "mount", "cannot start the ready thread");
+		goto out_unmount;
+	}
+	ready_fd = -1; /* the ready thread owns it now */
 
 	if (cmd->singlethread) {
 		rc = fuse_session_loop(se);
@@ -473,8 +516,14 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 			cmd->mountpoint);
 	else
 		SFS_LOG(SFS_INFO, "mount", "unmounting %s", cmd->mountpoint);
-	fuse_session_unmount(se);
 	rc = rc < 0 ? 1 : 0;
+	/* Unmounting aborts the connection, which also releases a ready
+	 * thread still waiting in stat(); join it before the session goes. */
+	fuse_session_unmount(se);
+	pthread_join(ready_tid, NULL);
+	goto out_signals;
+out_unmount:
+	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_destroy:

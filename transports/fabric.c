@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,7 +35,7 @@
 
 #define FAB_API FI_VERSION(1, 14)
 #define FAB_CQ_BATCH 32
-#define FAB_SREAD_MS 100
+#define FAB_WAIT_MS 100 /* longest nap of the progress thread */
 
 struct fab_req;
 
@@ -67,7 +68,7 @@ struct fab_xport {
 	struct fid_ep *ep;
 	uint64_t mr_mode;
 	uint64_t max_msg;
-	int can_sread;
+	int wait_fd; /* CQ wait fd (FI_WAIT_FD), or -1: poll with naps */
 	atomic_uint_fast64_t next_key;
 
 	pthread_t thread;
@@ -159,39 +160,51 @@ static void fab_cq_error(struct fab_xport *x)
 	req_put(x, op->req, 1, st ? st : -EIO);
 }
 
+/*
+ * The progress thread: reads the CQ (which also drives the provider's
+ * progress, without which the seed serves nothing) and completes
+ * requests.  When idle it sleeps in poll() on the CQ's wait fd after
+ * fi_trywait says it may; providers without one are polled with short
+ * naps.  (fi_cq_sread is not used: shm's waits by spinning in
+ * sched_yield and ignored its timeout.)
+ */
 static void *fab_progress(void *arg)
 {
 	struct fab_xport *x = arg;
 	struct fi_cq_entry ents[FAB_CQ_BATCH];
-	unsigned idle = 0;
+	unsigned int idle = 0;
 
 	while (!atomic_load(&x->stop)) {
-		ssize_t n;
-		if (x->can_sread)
-			n = fi_cq_sread(x->cq, ents, FAB_CQ_BATCH, NULL,
-					FAB_SREAD_MS);
-		else
-			n = fi_cq_read(x->cq, ents, FAB_CQ_BATCH);
+		ssize_t n = fi_cq_read(x->cq, ents, FAB_CQ_BATCH);
 		if (n > 0) {
 			idle = 0;
 			for (ssize_t i = 0; i < n; i++) {
 				struct fab_op *op = ents[i].op_context;
 				req_put(x, op->req, 1, 0);
 			}
-		} else if (n == -FI_EAVAIL) {
+			continue;
+		}
+		if (n == -FI_EAVAIL) {
 			fab_cq_error(x);
-		} else if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT ||
-			   n == -FI_EINTR) {
-			/* Polling providers: spin briefly, then nap. */
-			if (!x->can_sread && ++idle > 64) {
-				struct timespec ts = {0, idle > 4096 ? 200000
-								     : 20000};
-				nanosleep(&ts, NULL);
-			}
-		} else {
+			continue;
+		}
+		if (n != -FI_EAGAIN) {
 			SFS_LOG(SFS_WARN, "xport", "%s: fi_cq_read: %s",
 				x->proto->name, fi_strerror((int)-n));
 			struct timespec ts = {0, 10000000};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		if (x->wait_fd >= 0) {
+			struct fid *f = &x->cq->fid;
+			if (fi_trywait(x->fabric, &f, 1) == FI_SUCCESS) {
+				struct pollfd p = {.fd = x->wait_fd,
+						   .events = POLLIN};
+				poll(&p, 1, FAB_WAIT_MS);
+			}
+		} else if (++idle > 64) {
+			/* Spin briefly after activity, then nap. */
+			struct timespec ts = {0, idle > 4096 ? 200000 : 20000};
 			nanosleep(&ts, NULL);
 		}
 	}
@@ -330,15 +343,20 @@ static int fab_open(const struct sfs_xport_proto *p,
 	if (rc)
 		goto err_fi;
 	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT,
-				     .wait_obj = FI_WAIT_UNSPEC};
+				     .wait_obj = FI_WAIT_FD};
 	step = "fi_cq_open";
+	x->wait_fd = -1;
 	rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
+	if (!rc && fi_control(&x->cq->fid, FI_GETWAIT, &x->wait_fd)) {
+		fi_close(&x->cq->fid);
+		x->cq = NULL;
+		x->wait_fd = -1;
+		rc = -FI_ENOSYS;
+	}
 	if (rc) {
-		/* No wait object here: poll instead. */
+		/* No fd to sleep on here: the progress thread polls. */
 		cq_attr.wait_obj = FI_WAIT_NONE;
 		rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
-	} else {
-		x->can_sread = 1;
 	}
 	if (rc)
 		goto err_fi;
@@ -377,7 +395,7 @@ static int fab_open(const struct sfs_xport_proto *p,
 		p->name, x->info->fabric_attr->prov_name,
 		x->info->fabric_attr->name, x->info->domain_attr->name,
 		(unsigned long long)x->mr_mode, (unsigned long long)x->max_msg,
-		x->can_sread ? "blocking-cq" : "polling-cq");
+		x->wait_fd >= 0 ? "cq wait fd" : "cq polled");
 	*out = &x->base;
 	return 0;
 

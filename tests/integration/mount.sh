@@ -2,9 +2,11 @@
 # A real seed and a real FUSE mount over libfabric on loopback: the tree,
 # byte-exact contents (sha256, random preads across extent boundaries,
 # mmap, 4 concurrent readers), the debug view, read-only, clean unmount.
-#   mount_tcp.sh BUILD_DIR [PROTOCOL]
+#   mount.sh BUILD_DIR [PROTOCOL [SEED ARGS...]]
 source "$(dirname "$0")/lib.sh" "$1"
 PROTO=${2:-tcp}
+shift $(($# < 2 ? $# : 2))
+SEED_ARGS=("$@")
 
 MODEL=$WORK/llama-test
 "$GENMODEL" "$MODEL" --size 40M --shards 3 --seed 7
@@ -13,12 +15,13 @@ ln -s extra "$MODEL/extra-link"                     # inside dir: followed
 ln -s /etc/hostname "$MODEL/outside-link"           # outside: skipped
 ln -s . "$MODEL/extra/loop"                         # loop: skipped
 
-start_seed "$MODEL" --protocol "$PROTO"
+start_seed "$MODEL" --protocol "$PROTO" "${SEED_ARGS[@]}"
 grep -q "skipping symlink outside-link: it points outside" "$WORK/seed.err" ||
 	fail "outside symlink not reported"
 grep -q "skipping extra/loop: it loops back" "$WORK/seed.err" ||
 	fail "symlink loop not reported"
-ok "seed ready on port $SEED_PORT ($PROTO)"
+ok "$(cat "$WORK/seed.out") ${SEED_ARGS[*]}"
+grep -q "regions" "$WORK/seed.out" || fail "no summary in the ready line"
 
 MNT=$WORK/mnt
 mount_seed "$MNT" --protocol "$PROTO"

@@ -364,6 +364,7 @@ static struct sfs_chunk *find_or_pull(struct sfs_cache *c, uint32_t src,
 				      int *rc)
 {
 	struct cache_source *s = &c->sources[src];
+	/* regions[] is its own allocation: stable while the cache lives. */
 	const struct sfs_cache_region *r = &s->regions[region];
 	uint64_t deadline = sfs_now_ms() + c->timeout_ms;
 	struct sfs_chunk *ch;
@@ -396,6 +397,8 @@ static struct sfs_chunk *find_or_pull(struct sfs_cache *c, uint32_t src,
 		struct timespec ts = sfs_abstime(deadline - now);
 		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 	}
+	/* The wait dropped the lock: sources may have been reallocated. */
+	s = &c->sources[src];
 	if (ch->state != CH_FREE) { /* found in the hash */
 		if (pin) {
 			if (ch->refs == 0 && ch->state == CH_READY)

@@ -5,6 +5,8 @@
  */
 #include "metadata/manifest.h"
 
+#include "check_run.h"
+
 #include <check.h>
 #include <errno.h>
 #include <jansson.h>
@@ -341,9 +343,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-	SRunner *r = srunner_create(suite());
-	srunner_run_all(r, CK_NORMAL);
-	int failed = srunner_ntests_failed(r);
-	srunner_free(r);
-	return failed ? 1 : 0;
+	return sfs_check_run(suite());
 }

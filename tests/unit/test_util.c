@@ -2,6 +2,8 @@
 /* Unit tests: parsers and codecs in common/util. */
 #include "common/util.h"
 
+#include "check_run.h"
+
 #include <check.h>
 #include <errno.h>
 #include <string.h>
@@ -112,9 +114,5 @@ int main(void)
 	tcase_add_test(t, base64);
 	tcase_add_test(t, hex);
 	suite_add_tcase(s, t);
-	SRunner *r = srunner_create(s);
-	srunner_run_all(r, CK_NORMAL);
-	int failed = srunner_ntests_failed(r);
-	srunner_free(r);
-	return failed ? 1 : 0;
+	return sfs_check_run(s);
 }

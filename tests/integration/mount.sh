@@ -64,7 +64,7 @@ unmount_check "$MNT" "$MOUNT_PID"
 ok "unmounted, daemon gone, mount point empty"
 
 # A fresh (cold) mount: 4 concurrent readers over all shards, then sha256.
-mount_seed "$MNT" --protocol "$PROTO"
+mount_seed "$MNT" --protocol "$PROTO" --log-level debug
 pairs=()
 for f in $files; do pairs+=("$MODEL/$f" "$M/$f"); done
 "$READCHECK" threads 4 "${pairs[@]}" || fail "concurrent readers"
@@ -75,6 +75,13 @@ for f in $files; do
 	[ "$a" = "$b" ] || fail "sha256 of $f"
 done
 ok "sha256 of every file matches"
+# Read-ahead was raised after INIT: sequential reads arrive as 1 MiB
+# requests, not the kernel's default 128 KiB.
+big=$(grep -c 'fs: read .*, +1048576)' "$WORK/mount.log" || true)
+small=$(grep -c 'fs: read .*, +131072)' "$WORK/mount.log" || true)
+[ "$big" -gt 20 ] && [ "$big" -gt "$small" ] ||
+	fail "read requests: $big of 1 MiB, $small of 128 KiB"
+ok "read requests: $big of 1 MiB, $small of 128 KiB"
 unmount_check "$MNT" "$MOUNT_PID"
 
 kill -INT "$SEED_PID"

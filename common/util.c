@@ -299,3 +299,12 @@ int sfs_grow(void **p, size_t *cap, size_t need, size_t elem)
 	*cap = n;
 	return 0;
 }
+
+char *sfs_fmt_size_limit(uint64_t n, char *buf, size_t len)
+{
+	if (n >= (1ull << 62)) {
+		snprintf(buf, len, "unlimited");
+		return buf;
+	}
+	return sfs_fmt_bytes(n, buf, len);
+}

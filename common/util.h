@@ -67,6 +67,9 @@ int sfs_hex_decode(const char *src, void *dst, size_t cap, size_t *outlen);
 /* sfs_fmt_bytes - "1.5 GiB" style into @buf; returns @buf. */
 char *sfs_fmt_bytes(uint64_t n, char *buf, size_t len);
 
+/* sfs_fmt_size_limit - like sfs_fmt_bytes, "unlimited" from 2^62 up. */
+char *sfs_fmt_size_limit(uint64_t n, char *buf, size_t len);
+
 /*
  * sfs_grow - make room for @need elements of @elem bytes in *p (capacity
  * *cap), growing geometrically.  Returns 0 or -ENOMEM (*p unchanged).

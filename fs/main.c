@@ -2,6 +2,7 @@
 /* main.c - `seedfs COMMAND ...`: one binary, one subcommand each. */
 #include "common/log.h"
 #include "fs/mount.h"
+#include "fs/probe.h"
 #include "seed/seed.h"
 
 #include <stdio.h>
@@ -19,6 +20,7 @@ static void usage(FILE *out)
 		"commands:\n"
 		"  seed     publish a model directory\n"
 		"  mount    mount what a seed publishes\n"
+		"  probe    which protocols this host can serve, or why not\n"
 		"  version  print the version\n"
 		"\n"
 		"seedfs COMMAND --help shows a command's options.\n");
@@ -39,6 +41,8 @@ int main(int argc, char **argv)
 		sfs_log_program("seedfs-mount");
 		return sfs_mount_main(argc - 1, argv + 1);
 	}
+	if (strcmp(cmd, "probe") == 0)
+		return sfs_probe_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
 		printf("seedfs %s\n", SEEDFS_VERSION);
 		return 0;

@@ -99,8 +99,9 @@ static void usage(void)
 	       "\n"
 	       "seedfs options:\n"
 	       "    --seed HOST:PORT       the seed's control port (required)\n"
-	       "    --protocol NAME        %s; default: what the seed\n"
-	       "                           publishes, or $SEEDFS_PROTOCOL\n"
+	       "    --protocol NAME        %s; default\n"
+	       "                           $SEEDFS_PROTOCOL, else (and for\n"
+	       "                           auto) what the seed publishes\n"
 	       "    --timeout SECONDS      a read that needs an unreachable\n"
 	       "                           seed fails with EIO after this\n"
 	       "                           (default 10)\n"
@@ -142,8 +143,9 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 {
 	uint64_t v;
 	c->seed = o->seed;
-	c->protocol = o->protocol ? o->protocol : getenv("SEEDFS_PROTOCOL");
-	if (c->protocol && !*c->protocol)
+	c->protocol = sfs_xport_choose(o->protocol, getenv("SEEDFS_PROTOCOL"));
+	/* auto on a replica: whatever the seed serves. */
+	if (c->protocol && !strcmp(c->protocol, SFS_XPORT_AUTO))
 		c->protocol = NULL;
 	c->timeout_ms = 10000;
 	c->cache_size = 256u << 20;

@@ -310,6 +310,11 @@ void sfs_seed_manifest(const struct sfs_seed *s, const char **json, size_t *len)
 	*len = s->json_len;
 }
 
+const char *sfs_seed_protocol(const struct sfs_seed *s)
+{
+	return s->m->ep.protocol;
+}
+
 void sfs_seed_summary(const struct sfs_seed *s, char *buf, size_t len)
 {
 	char b[32];

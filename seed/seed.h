@@ -34,6 +34,9 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 void sfs_seed_manifest(const struct sfs_seed *s, const char **json,
 		       size_t *len);
 
+/* sfs_seed_protocol - the protocol it serves (what "auto" chose). */
+const char *sfs_seed_protocol(const struct sfs_seed *s);
+
 /* sfs_seed_summary - one human line: model, generation, files, bytes. */
 void sfs_seed_summary(const struct sfs_seed *s, char *buf, size_t len);
 

@@ -31,8 +31,10 @@ static void usage(FILE *out)
 		"  --name NAME          model name (default: DIR's basename)\n"
 		"  --listen HOST:PORT   control port (default 0.0.0.0:7070;\n"
 		"                       port 0 picks a free one)\n"
-		"  --protocol NAME      transport: %s (default tcp,\n"
-		"                       or $SEEDFS_PROTOCOL)\n"
+		"  --protocol NAME      transport: %s\n"
+		"                       (default $SEEDFS_PROTOCOL, else tcp;\n"
+		"                       auto: the first of efa, rdma, tcp\n"
+		"                       this host can serve)\n"
 		"  --fabric-addr HOST   local address for the fabric endpoint\n"
 		"                       (default: the --listen host if given)\n"
 		"  --inline-max SIZE    files up to SIZE travel in the manifest\n"
@@ -93,7 +95,7 @@ int sfs_seed_main(int argc, char **argv)
 	uint64_t v;
 	int c, rc;
 
-	cfg.protocol = getenv("SEEDFS_PROTOCOL");
+	const char *opt_protocol = NULL;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
 		switch (c) {
@@ -107,7 +109,7 @@ int sfs_seed_main(int argc, char **argv)
 			listen = optarg;
 			break;
 		case OPT_PROTOCOL:
-			cfg.protocol = optarg;
+			opt_protocol = optarg;
 			break;
 		case OPT_FABRIC_ADDR:
 			fabric_addr = optarg;
@@ -157,7 +159,9 @@ int sfs_seed_main(int argc, char **argv)
 				"(seedfs seed --help)\n");
 		return 2;
 	}
-	if (!cfg.protocol || !*cfg.protocol)
+	cfg.protocol =
+		sfs_xport_choose(opt_protocol, getenv("SEEDFS_PROTOCOL"));
+	if (!cfg.protocol)
 		cfg.protocol = "tcp";
 	if (sfs_parse_hostport(listen, host, sizeof(host), port, sizeof(port)))
 		return bad("--listen", listen);
@@ -192,7 +196,7 @@ int sfs_seed_main(int argc, char **argv)
 	int v6 = strchr(host, ':') != NULL;
 	printf("seedfs seed: ready on %s%s%s:%u: %s; protocol %s\n",
 	       v6 ? "[" : "", *host ? host : "0.0.0.0", v6 ? "]" : "", bound,
-	       summary, cfg.protocol);
+	       summary, sfs_seed_protocol(s));
 	fflush(stdout);
 	SFS_LOG(SFS_INFO, "seed", "serving %s on port %u", summary, bound);
 

@@ -262,6 +262,34 @@ static void fab_close(struct sfs_xport *base)
 	free(x);
 }
 
+/* The mr_mode bits seedfs obeys, by name. */
+static void mr_mode_desc(uint64_t mode, char *buf, size_t len)
+{
+	static const struct {
+		uint64_t bit;
+		const char *name;
+	} bits[] = {{FI_MR_LOCAL, "LOCAL"},
+		    {FI_MR_VIRT_ADDR, "VIRT_ADDR"},
+		    {FI_MR_ALLOCATED, "ALLOCATED"},
+		    {FI_MR_PROV_KEY, "PROV_KEY"},
+		    {FI_MR_ENDPOINT, "ENDPOINT"},
+		    {FI_MR_RAW, "RAW"},
+		    {FI_MR_HMEM, "HMEM"}};
+	size_t o = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < SFS_ARRAY_SIZE(bits); i++) {
+		if (!(mode & bits[i].bit))
+			continue;
+		int k = snprintf(buf + o, len - o, "%s%s", o ? "|" : "",
+				 bits[i].name);
+		if (k < 0 || (size_t)k >= len - o)
+			break;
+		o += (size_t)k;
+	}
+	if (!o)
+		snprintf(buf, len, "none");
+}
+
 static struct fi_info *fab_hints(const char *provider)
 {
 	struct fi_info *h = fi_allocinfo();
@@ -307,8 +335,9 @@ static int fab_open(const struct sfs_xport_proto *p,
 		step = "fi_allocinfo";
 		goto err_msg;
 	}
-	/* Only IP providers take a node name; shm names itself. */
-	const char *node = strcmp(p->provider, "shm") ? cfg->node : NULL;
+	/* Only IP providers take a node name (shm and efa name
+	 * themselves). */
+	const char *node = p->ip_node ? cfg->node : NULL;
 	if (node && !*node)
 		node = NULL;
 	rc = fi_getinfo(FAB_API, node, NULL, node ? FI_SOURCE : 0, hints,
@@ -316,9 +345,8 @@ static int fab_open(const struct sfs_xport_proto *p,
 	fi_freeinfo(hints);
 	if (rc) {
 		snprintf(err, errlen,
-			 "protocol %s: not available on this host "
-			 "(fi_getinfo provider=%s%s%s: %s); %s",
-			 p->name, p->provider, node ? " node=" : "",
+			 "protocol %s: %s (fi_getinfo provider=%s%s%s: %s); %s",
+			 p->name, p->missing, p->provider, node ? " node=" : "",
 			 node ? node : "", fi_strerror(-rc), p->hint);
 		x->info = NULL;
 		rc = fab_errno(rc);
@@ -389,12 +417,13 @@ static int fab_open(const struct sfs_xport_proto *p,
 		goto err_msg;
 	}
 	x->thread_started = 1;
+	char mr[96], mm[32];
+	mr_mode_desc(x->mr_mode, mr, sizeof(mr));
 	SFS_LOG(SFS_INFO, "xport",
-		"%s: provider %s fabric %s domain %s mr_mode 0x%llx "
-		"max_msg %llu %s",
+		"%s: provider %s fabric %s domain %s mr_mode %s max_msg %s, %s",
 		p->name, x->info->fabric_attr->prov_name,
-		x->info->fabric_attr->name, x->info->domain_attr->name,
-		(unsigned long long)x->mr_mode, (unsigned long long)x->max_msg,
+		x->info->fabric_attr->name, x->info->domain_attr->name, mr,
+		sfs_fmt_size_limit(x->max_msg, mm, sizeof(mm)),
 		x->wait_fd >= 0 ? "cq wait fd" : "cq polled");
 	*out = &x->base;
 	return 0;
@@ -426,6 +455,7 @@ static void fab_info(struct sfs_xport *base, struct sfs_xport_info *info)
 		 x->info->domain_attr->name);
 	info->max_msg_size = x->max_msg;
 	info->mr_mode = x->mr_mode;
+	mr_mode_desc(x->mr_mode, info->mr_desc, sizeof(info->mr_desc));
 	info->virt_addr = !!(x->mr_mode & FI_MR_VIRT_ADDR);
 	info->local_mr = !!(x->mr_mode & FI_MR_LOCAL);
 	info->addr_len = x->addr_len;

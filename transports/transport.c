@@ -2,31 +2,74 @@
 /* transport.c - the protocol registry and dispatch to backends. */
 #include "xport_impl.h"
 
+#include "common/log.h"
+#include "common/util.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+/* Every protocol seedfs speaks, by the name users type.  Order matters
+ * only for listing. */
 static const struct sfs_xport_proto protocols[] = {
+	{.name = "efa",
+	 .ops = &sfs_fabric_ops,
+	 .missing = "no EFA device",
+	 .provider = "efa",
+	 .hint = "try --protocol tcp"},
+	{.name = "rdma-fabric",
+	 .ops = &sfs_fabric_ops,
+	 .ip_node = 1,
+	 .missing = "no RDMA device for libfabric verbs",
+	 .provider = "verbs;ofi_rxm",
+	 .hint = "try --protocol tcp"},
 	{.name = "tcp",
 	 .ops = &sfs_fabric_ops,
+	 .ip_node = 1,
+	 .missing = "no libfabric tcp provider",
 	 .provider = "tcp;ofi_rxm",
 	 .hint = "try --protocol shm on one host"},
 	{.name = "shm",
 	 .ops = &sfs_fabric_ops,
+	 .missing = "no libfabric shm provider",
 	 .provider = "shm",
 	 .hint = "try --protocol tcp"},
 	{.name = "sockets",
 	 .ops = &sfs_fabric_ops,
+	 .ip_node = 1,
+	 .missing = "no libfabric sockets provider",
 	 .provider = "sockets",
 	 .hint = "try --protocol tcp"},
 };
 
+/* What "auto" tries, in order: the fastest fabric a host can serve. */
+static const char *const auto_order[] = {"efa", "tcp"};
+
 static const struct sfs_xport_proto *find_proto(const char *name)
 {
-	for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]); i++)
+	for (size_t i = 0; i < SFS_ARRAY_SIZE(protocols); i++)
 		if (strcmp(protocols[i].name, name) == 0)
 			return &protocols[i];
 	return NULL;
+}
+
+const char *sfs_xport_choose(const char *option, const char *env)
+{
+	if (option && *option)
+		return option;
+	if (env && *env)
+		return env;
+	return NULL;
+}
+
+size_t sfs_xport_count(void)
+{
+	return SFS_ARRAY_SIZE(protocols);
+}
+
+const char *sfs_xport_name(size_t i)
+{
+	return i < SFS_ARRAY_SIZE(protocols) ? protocols[i].name : NULL;
 }
 
 int sfs_xport_known(const char *protocol, char *list, size_t len)
@@ -34,16 +77,48 @@ int sfs_xport_known(const char *protocol, char *list, size_t len)
 	if (list && len) {
 		size_t o = 0;
 		list[0] = '\0';
-		for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]);
-		     i++) {
-			int n = snprintf(list + o, len - o, "%s%s",
-					 i ? ", " : "", protocols[i].name);
-			if (n < 0 || (size_t)n >= len - o)
+		for (size_t i = 0; i <= SFS_ARRAY_SIZE(protocols); i++) {
+			const char *n = i < SFS_ARRAY_SIZE(protocols)
+						? protocols[i].name
+						: SFS_XPORT_AUTO;
+			int k = snprintf(list + o, len - o, "%s%s",
+					 i ? ", " : "", n);
+			if (k < 0 || (size_t)k >= len - o)
 				break;
-			o += (size_t)n;
+			o += (size_t)k;
 		}
 	}
-	return protocol && find_proto(protocol) != NULL;
+	return protocol &&
+	       (find_proto(protocol) || !strcmp(protocol, SFS_XPORT_AUTO));
+}
+
+/* auto: the first of auto_order this host can open; says why. */
+static int open_auto(const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
+		     char *err, size_t errlen)
+{
+	char why[3 * SFS_XPORT_ERR_MAX] = "";
+	size_t o = 0;
+
+	for (size_t i = 0; i < SFS_ARRAY_SIZE(auto_order); i++) {
+		const struct sfs_xport_proto *p = find_proto(auto_order[i]);
+		struct sfs_xport_cfg c = *cfg;
+		char e[SFS_XPORT_ERR_MAX];
+		c.protocol = p->name;
+		if (p->ops->open(p, &c, out, e, sizeof(e)) == 0) {
+			SFS_LOG(SFS_INFO, "xport",
+				"protocol auto: chose %s%s%s", p->name,
+				o ? "; not available: " : "", why);
+			return 0;
+		}
+		SFS_LOG(SFS_INFO, "xport", "protocol auto: %s", e);
+		int k = snprintf(why + o, sizeof(why) - o, "%s%s",
+				 o ? "; " : "", e);
+		if (k > 0 && (size_t)k < sizeof(why) - o)
+			o += (size_t)k;
+	}
+	snprintf(err, errlen, "protocol auto: no protocol is available (%s)",
+		 why);
+	return -ENODEV;
 }
 
 int sfs_xport_open(const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
@@ -51,6 +126,8 @@ int sfs_xport_open(const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
 {
 	const struct sfs_xport_proto *p = find_proto(cfg->protocol);
 
+	if (!strcmp(cfg->protocol, SFS_XPORT_AUTO))
+		return open_auto(cfg, out, err, errlen);
 	if (!p) {
 		char names[128];
 		sfs_xport_known(NULL, names, sizeof(names));

@@ -39,7 +39,8 @@ enum sfs_xport_role {
 #define SFS_XPORT_ERR_MAX 512
 
 struct sfs_xport_cfg {
-	const char *protocol; /* registry name: "tcp", "shm", ... */
+	const char *protocol; /* registry name ("tcp", "shm", ...) or "auto":
+				 the first of efa, rdma, tcp that opens */
 	enum sfs_xport_role role;
 	const char *node;	 /* local address to bind, NULL: provider's */
 	unsigned int timeout_ms; /* bound on every internal wait */
@@ -53,6 +54,7 @@ struct sfs_xport_info {
 	char domain[64];
 	uint64_t max_msg_size; /* one read is split at this size */
 	uint64_t mr_mode;      /* provider-specific bits, for logs */
+	char mr_desc[96];      /* the same, spelled out: "LOCAL|VIRT_ADDR" */
 	int virt_addr;	       /* remote addresses are pointers, not offsets */
 	int local_mr;	       /* local buffers must be registered */
 	size_t addr_len;
@@ -142,10 +144,23 @@ int sfs_xport_read(struct sfs_xport *x, uint64_t peer,
 		   const struct sfs_xport_rd *rds, size_t n,
 		   sfs_xport_done_fn done, void *arg);
 
+#define SFS_XPORT_AUTO "auto"
+
 /*
- * sfs_xport_known - 1 if @protocol is a registered name.  Fills @list
- * (when non-NULL) with the names, comma separated.
+ * sfs_xport_known - 1 if @protocol is a registered name or "auto".
+ * Fills @list (when non-NULL) with every name, comma separated.
  */
 int sfs_xport_known(const char *protocol, char *list, size_t len);
+
+/*
+ * sfs_xport_choose - the protocol asked for: @option when given (non-NULL,
+ * non-empty), else @env (SEEDFS_PROTOCOL), else NULL (the caller's
+ * default).  The option always wins.
+ */
+const char *sfs_xport_choose(const char *option, const char *env);
+
+/* The registered protocols, for listing and probing: 0..count-1. */
+size_t sfs_xport_count(void);
+const char *sfs_xport_name(size_t i);
 
 #endif /* SFS_TRANSPORT_H */

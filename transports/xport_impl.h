@@ -36,7 +36,9 @@ struct sfs_xport_proto {
 	const char *name; /* "tcp" */
 	const struct sfs_xport_ops *ops;
 	const char *provider; /* backend parameter, e.g. "tcp;ofi_rxm" */
-	const char *hint;     /* what to try when the host can't serve it */
+	int ip_node; /* the provider binds to an IP address (cfg->node) */
+	const char *missing; /* what this host lacks when it can't open */
+	const char *hint;    /* what to try instead */
 };
 
 /* Every backend object starts with this. */

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Protocol selection end to end: --protocol beats SEEDFS_PROTOCOL on seed
+# and mount, "auto" on the seed picks what this host serves and says so,
+# "auto" on a replica takes what the seed serves, probe tells the truth.
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 2M --shards 1
+MNT=$WORK/mnt
+mkdir -p "$MNT"
+
+# probe: tcp, shm, sockets here; efa and libfabric verbs not, with why.
+"$SEEDFS" probe >"$WORK/probe.out" || fail "probe exit status"
+grep -Eq '^tcp +yes +provider tcp;ofi_rxm' "$WORK/probe.out" || fail "probe tcp: $(cat "$WORK/probe.out")"
+grep -Eq '^shm +yes' "$WORK/probe.out" || fail "probe shm"
+grep -Eq '^sockets +yes' "$WORK/probe.out" || fail "probe sockets"
+if ! fi_info -p efa >/dev/null 2>&1; then
+	grep -Eq '^efa +no +protocol efa: no EFA device \(fi_getinfo provider=efa: No data available\); try --protocol tcp$' \
+		"$WORK/probe.out" || fail "probe efa: $(grep ^efa "$WORK/probe.out")"
+fi
+grep -Eq '^auto +yes +chooses ' "$WORK/probe.out" || fail "probe auto"
+ok "probe: $(grep -c ' yes ' "$WORK/probe.out") available, $(grep -c ' no ' "$WORK/probe.out") not"
+
+# Seed: the environment picks when no option is given; the option wins.
+SEEDFS_PROTOCOL=shm start_seed "$MODEL"
+grep -q "protocol shm$" "$WORK/seed.out" || fail "env ignored: $(cat "$WORK/seed.out")"
+kill "$SEED_PID"
+SEEDFS_PROTOCOL=shm start_seed "$MODEL" --protocol sockets
+grep -q "protocol sockets$" "$WORK/seed.out" || fail "option lost: $(cat "$WORK/seed.out")"
+kill "$SEED_PID"
+ok "seed: --protocol beats SEEDFS_PROTOCOL"
+
+# Seed auto: the first of efa, rdma, tcp this host serves, and why.
+start_seed "$MODEL" --protocol auto
+want=tcp
+fi_info -p efa >/dev/null 2>&1 && want=efa
+grep -q "protocol $want$" "$WORK/seed.out" || fail "auto: $(cat "$WORK/seed.out")"
+grep -q "protocol auto: chose $want" "$WORK/seed.err" || fail "auto did not say what it chose"
+ok "seed auto chose $want: $(grep -o 'chose.*' "$WORK/seed.err" | cut -c1-100)"
+
+# Mount: auto takes what the seed serves; the option beats the env.
+mount_seed "$MNT" --protocol auto
+cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read via auto"
+unmount_check "$MNT" "$MOUNT_PID"
+st=0
+SEEDFS_PROTOCOL=shm "$SEEDFS" mount --seed "127.0.0.1:$SEED_PORT" \
+	--protocol sockets "$MNT" 2>"$WORK/err" || st=$?
+[ $st -ne 0 ] || fail "mismatch mounted"
+grep -q "asks for protocol sockets, but the seed at 127.0.0.1:$SEED_PORT serves $want" "$WORK/err" ||
+	fail "option did not win: $(cat "$WORK/err")"
+SEEDFS_PROTOCOL=$want mount_seed "$MNT"
+unmount_check "$MNT" "$MOUNT_PID"
+ok "mount: auto follows the seed; --protocol beats SEEDFS_PROTOCOL"
+sanitizers_clean

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests: protocol names, option/environment precedence, "auto",
+ * and the one-line error of each protocol this host cannot serve.  The
+ * transports are opened for real; where a stack exists (an EFA host) the
+ * test checks that it opens instead of checking the error.
+ */
+#include "check_run.h"
+
+#include "common/log.h"
+#include "transports/transport.h"
+
+#include <check.h>
+#include <errno.h>
+#include <rdma/fabric.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* 1 if libfabric has @provider on this host. */
+static int provider_present(const char *provider)
+{
+	struct fi_info *h = fi_allocinfo(), *i = NULL;
+	h->fabric_attr->prov_name = strdup(provider);
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_RMA | FI_READ | FI_REMOTE_READ;
+	int rc = fi_getinfo(FI_VERSION(1, 14), NULL, NULL, 0, h, &i);
+	fi_freeinfo(h);
+	fi_freeinfo(i);
+	return rc == 0;
+}
+
+static int lines(const char *s)
+{
+	int n = 1;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+START_TEST(choose_precedence)
+{
+	ck_assert_str_eq(sfs_xport_choose("tcp", "shm"), "tcp");
+	ck_assert_str_eq(sfs_xport_choose(NULL, "shm"), "shm");
+	ck_assert_str_eq(sfs_xport_choose("", "shm"), "shm");
+	ck_assert_ptr_null(sfs_xport_choose(NULL, NULL));
+	ck_assert_ptr_null(sfs_xport_choose(NULL, ""));
+	ck_assert_str_eq(sfs_xport_choose("auto", NULL), "auto");
+}
+END_TEST
+
+START_TEST(names)
+{
+	char list[200];
+	static const char *const want[] = {"efa", "rdma-fabric", "tcp",
+					   "shm", "sockets",	 "auto"};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		ck_assert_msg(sfs_xport_known(want[i], NULL, 0), "%s", want[i]);
+	ck_assert(!sfs_xport_known("rdma2", NULL, 0));
+	ck_assert(!sfs_xport_known("", NULL, 0));
+	ck_assert(!sfs_xport_known(NULL, list, sizeof(list)));
+	ck_assert_str_eq(list, "efa, rdma-fabric, tcp, shm, sockets, auto");
+	ck_assert_uint_eq(sfs_xport_count(), 5);
+	ck_assert_ptr_null(sfs_xport_name(sfs_xport_count()));
+}
+END_TEST
+
+START_TEST(unknown_protocol_message)
+{
+	struct sfs_xport_cfg c = {.protocol = "carrier-pigeon",
+				  .role = SFS_XPORT_REPLICA};
+	struct sfs_xport *x = NULL;
+	char err[SFS_XPORT_ERR_MAX];
+	ck_assert_int_eq(sfs_xport_open(&c, &x, err, sizeof(err)),
+			 -EPROTONOSUPPORT);
+	ck_assert_ptr_null(x);
+	ck_assert_str_eq(err,
+			 "protocol carrier-pigeon: unknown protocol; "
+			 "known: efa, rdma-fabric, tcp, shm, sockets, auto");
+}
+END_TEST
+
+/* A protocol this host lacks: one line naming it, the query, the
+ * error text and what to try; a host that has it opens it. */
+static void absent_or_opens(const char *proto, const char *provider,
+			    const char *missing)
+{
+	struct sfs_xport_cfg c = {
+		.protocol = proto, .role = SFS_XPORT_SEED, .timeout_ms = 2000};
+	struct sfs_xport *x = NULL;
+	char err[SFS_XPORT_ERR_MAX] = "";
+	char want[256];
+	int rc = sfs_xport_open(&c, &x, err, sizeof(err));
+
+	if (provider_present(provider)) {
+		ck_assert_msg(rc == 0, "%s present but: %s", provider, err);
+		sfs_xport_close(x);
+		return;
+	}
+	ck_assert_int_ne(rc, 0);
+	ck_assert_ptr_null(x);
+	ck_assert_int_le(lines(err), 3);
+	snprintf(want, sizeof(want),
+		 "protocol %s: %s (fi_getinfo provider=%s: ", proto, missing,
+		 provider);
+	ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "got '%s'", err);
+	ck_assert_msg(strstr(err, "No data available); try --protocol tcp"),
+		      "got '%s'", err);
+}
+
+START_TEST(efa_absent_message)
+{
+	absent_or_opens("efa", "efa", "no EFA device");
+}
+END_TEST
+
+START_TEST(rdma_fabric_absent_message)
+{
+	absent_or_opens("rdma-fabric", "verbs;ofi_rxm",
+			"no RDMA device for libfabric verbs");
+}
+END_TEST
+
+START_TEST(auto_chooses_and_says_why)
+{
+	char path[] = "/tmp/sfs-xport-log.XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(sfs_log_to_file(path), 0);
+
+	struct sfs_xport_cfg c = {.protocol = "auto",
+				  .role = SFS_XPORT_SEED,
+				  .node = "127.0.0.1",
+				  .timeout_ms = 2000};
+	struct sfs_xport *x = NULL;
+	struct sfs_xport_info in;
+	char err[SFS_XPORT_ERR_MAX] = "", log[4096] = "";
+	ck_assert_msg(sfs_xport_open(&c, &x, err, sizeof(err)) == 0, "%s", err);
+	sfs_xport_info(x, &in);
+	sfs_xport_close(x);
+
+	FILE *f = fopen(path, "r");
+	size_t n = fread(log, 1, sizeof(log) - 1, f);
+	log[n] = '\0';
+	fclose(f);
+	unlink(path);
+	char want[64];
+	snprintf(want, sizeof(want), "protocol auto: chose %s", in.protocol);
+	ck_assert_msg(strstr(log, want), "log: %s", log);
+	if (!provider_present("efa")) {
+		ck_assert_str_eq(in.protocol, "tcp");
+		ck_assert_msg(strstr(log, "not available: protocol efa: no EFA "
+					  "device"),
+			      "log: %s", log);
+	} else {
+		ck_assert_str_eq(in.protocol, "efa");
+	}
+}
+END_TEST
+
+START_TEST(tcp_opens_and_describes)
+{
+	struct sfs_xport_cfg c = {.protocol = "tcp",
+				  .role = SFS_XPORT_REPLICA,
+				  .timeout_ms = 2000};
+	struct sfs_xport *x = NULL;
+	struct sfs_xport_info in;
+	char err[SFS_XPORT_ERR_MAX];
+	ck_assert_msg(sfs_xport_open(&c, &x, err, sizeof(err)) == 0, "%s", err);
+	sfs_xport_info(x, &in);
+	ck_assert_str_eq(in.protocol, "tcp");
+	ck_assert_str_eq(in.provider, "tcp;ofi_rxm");
+	ck_assert_uint_gt(in.addr_len, 0);
+	ck_assert_uint_gt(in.max_msg_size, 0);
+	ck_assert_uint_gt(strlen(in.mr_desc), 0);
+	sfs_xport_close(x);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("transport");
+	TCase *t = tcase_create("select");
+	tcase_set_timeout(t, 30);
+	tcase_add_test(t, choose_precedence);
+	tcase_add_test(t, names);
+	tcase_add_test(t, unknown_protocol_message);
+	tcase_add_test(t, efa_absent_message);
+	tcase_add_test(t, rdma_fabric_absent_message);
+	tcase_add_test(t, auto_chooses_and_says_why);
+	tcase_add_test(t, tcp_opens_and_describes);
+	suite_add_tcase(s, t);
+	return sfs_check_run(s);
+}

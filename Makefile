@@ -3,6 +3,8 @@
 #   make test     install missing Debian packages, build, run every test
 #                 (normal build and an ASan+UBSan build)
 #   make demo     install, build, publish a generated model, mount it
+#   make test-rdma  the soft-RoCE VM tier alone: raw verbs and libfabric
+#                 verbs on a real kernel RDMA stack (qemu, TCG)
 #   make bench    throughput table (BENCH_SIZE=1G by default)
 #   make format   clang-format every C file in place
 
@@ -11,9 +13,11 @@ ASAN    ?= build-asan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all deps test test-fast demo bench format check-format clean
+.PHONY: all deps test test-fast test-rdma demo bench format check-format clean
+RDMA_PROTOCOLS ?= rdma-fabric
 
 all:
+	@packaging/deps.sh --build-only
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
@@ -33,10 +37,13 @@ test: deps check-format
 test-fast: all
 	cd $(BUILD) && ctest $(CTEST_FLAGS)
 
-demo: deps all
+test-rdma: deps all
+	tests/vm/run.sh $(BUILD) tests/vm/guest-rdma.sh $(RDMA_PROTOCOLS)
+
+demo: all
 	@tests/demo.sh $(BUILD)
 
-bench: deps all
+bench: all
 	@bench/run.sh $(BUILD)
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages seedfs needs to build, test and demo.
 # Idempotent: does nothing when every package is already installed.
-# Usage: packaging/deps.sh [--rdma]   (--rdma adds the soft-RoCE VM tier)
+# Usage: packaging/deps.sh [--build-only]
+#   default       everything, including the soft-RoCE VM test tier (qemu,
+#                 Debian's kernel, busybox) that make test runs
+#   --build-only  what building and running seedfs need
 set -euo pipefail
 
 pkgs=(
@@ -13,8 +16,9 @@ pkgs=(
 	libmicrohttpd-dev libcurl4-openssl-dev
 	curl procps psmisc util-linux coreutils
 )
-if [ "${1:-}" = "--rdma" ]; then
-	pkgs+=(qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 cpio)
+if [ "${1:-}" != "--build-only" ]; then
+	pkgs+=(qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
+		cpio gzip)
 fi
 
 missing=()

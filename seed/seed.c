@@ -38,6 +38,7 @@ struct sfs_seed {
 	size_t nfiles;
 	struct seed_file *files;
 	uint64_t total_bytes;
+	size_t private_maps; /* files mapped writable for the provider */
 };
 
 static int ends_with(const char *s, const char *suffix)
@@ -76,8 +77,38 @@ static int add_safetensors(struct sfs_seed *s, size_t fidx, const char *rel,
 }
 
 /* Register @f in pieces; each piece becomes one manifest region. */
+/*
+ * Some providers (libfabric verbs under rxm) add local write access to
+ * every registration, and the kernel cannot pin a read-only mapping for
+ * that: they answer EFAULT.  Such a file is mapped again privately and
+ * writable (copy on write; nothing is ever written through it, and
+ * remote peers still get read access only), at the cost of memory.
+ */
+static int map_writable(struct sfs_seed *s, struct seed_file *f,
+			const char *abs, const char *rel)
+{
+	int fd = open(abs, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	void *p =
+		mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	munmap(f->map, f->size);
+	f->map = p;
+	if (!s->private_maps++)
+		SFS_LOG(SFS_INFO, "seed",
+			"the %s provider cannot register read-only file "
+			"mappings: publishing private copies (first: %s)",
+			sfs_seed_protocol(s), rel);
+	return 0;
+}
+
+/* Register @f in pieces; each piece becomes one manifest region. */
 static int register_file(struct sfs_seed *s, struct seed_file *f,
-			 uint64_t piece, uint32_t *first)
+			 const struct sfs_walk_entry *e, uint64_t piece,
+			 uint32_t *first)
 {
 	size_t n = (size_t)((f->size + piece - 1) / piece);
 	int rc;
@@ -89,8 +120,21 @@ static int register_file(struct sfs_seed *s, struct seed_file *f,
 		uint64_t len = SFS_MIN(piece, f->size - off);
 		uint64_t raddr, key;
 		uint32_t id;
-		rc = sfs_xport_mr_reg(s->x, (char *)f->map + off, len,
-				      SFS_XPORT_REMOTE_READ, &f->mr[i]);
+		/* Once the provider has refused a read-only mapping, map
+		 * the next files writable straight away. */
+		rc = i == 0 && s->private_maps
+			     ? map_writable(s, f, e->abs, e->rel)
+			     : 0;
+		if (!rc)
+			rc = sfs_xport_mr_reg(s->x, (char *)f->map + off, len,
+					      SFS_XPORT_REMOTE_READ, &f->mr[i]);
+		if (rc == -EFAULT && i == 0 && !s->private_maps) {
+			rc = map_writable(s, f, e->abs, e->rel);
+			if (!rc)
+				rc = sfs_xport_mr_reg(s->x, f->map, len,
+						      SFS_XPORT_REMOTE_READ,
+						      &f->mr[i]);
+		}
 		if (rc)
 			return rc;
 		f->nmr++;
@@ -178,7 +222,7 @@ static int publish_file(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
 		f->map = NULL;
 		return rc;
 	}
-	rc = register_file(s, f, cfg->mr_max, &first);
+	rc = register_file(s, f, e, cfg->mr_max, &first);
 	if (rc) {
 		snprintf(err, errlen, "cannot register %s with protocol %s: %s",
 			 e->rel, cfg->protocol, strerror(-rc));

@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <infiniband/verbs.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -290,6 +291,48 @@ static void mr_mode_desc(uint64_t mode, char *buf, size_t len)
 		snprintf(buf, len, "none");
 }
 
+/*
+ * rxm sizes its verbs CQs from FI_UNIVERSE_SIZE (default 256); soft-RoCE
+ * allows 32767 CQ entries and fi_enable then fails with EINVAL ("Unable
+ * to create verbs CQ"): 64 works, 128 does not.  Unless the user chose a
+ * value, derive one from the smallest max_cqe of the RDMA devices here,
+ * before libfabric reads it (its first fi_getinfo).  Once per process.
+ */
+static void fab_universe_once(void)
+{
+	struct ibv_device **devs;
+	int n = 0, min_cqe = 0;
+
+	if (getenv("FI_UNIVERSE_SIZE"))
+		return;
+	devs = ibv_get_device_list(&n);
+	for (int i = 0; devs && i < n; i++) {
+		struct ibv_context *ctx = ibv_open_device(devs[i]);
+		struct ibv_device_attr a;
+		if (!ctx)
+			continue;
+		if (!ibv_query_device(ctx, &a) &&
+		    (min_cqe == 0 || a.max_cqe < min_cqe))
+			min_cqe = a.max_cqe;
+		ibv_close_device(ctx);
+	}
+	if (devs)
+		ibv_free_device_list(devs);
+	if (min_cqe == 0)
+		return; /* no RDMA device: nothing to size */
+	int u = min_cqe / 512;
+	u = u < 4 ? 4 : u > 256 ? 256 : u;
+	char v[16];
+	snprintf(v, sizeof(v), "%d", u);
+	setenv("FI_UNIVERSE_SIZE", v, 0);
+	SFS_LOG(SFS_INFO, "xport",
+		"FI_UNIVERSE_SIZE=%d (smallest max_cqe of the RDMA devices here "
+		"is %d)",
+		u, min_cqe);
+}
+
+static pthread_once_t fab_once = PTHREAD_ONCE_INIT;
+
 static struct fi_info *fab_hints(const char *provider)
 {
 	struct fi_info *h = fi_allocinfo();
@@ -319,6 +362,7 @@ static int fab_open(const struct sfs_xport_proto *p,
 	const char *step;
 	int rc;
 
+	pthread_once(&fab_once, fab_universe_once);
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
@@ -485,8 +529,11 @@ static int fab_mr_reg(struct sfs_xport *base, void *buf, size_t len,
 		want_key = atomic_fetch_add(&x->next_key, 1);
 	rc = fi_mr_reg(x->domain, buf, len, acc, 0, want_key, 0, &m->mr, NULL);
 	if (rc) {
-		SFS_LOG(SFS_ERR, "xport", "%s: fi_mr_reg(%zu bytes): %s",
-			x->proto->name, len, fi_strerror(-rc));
+		/* EFAULT is expected on read-only memory for some providers:
+		 * the caller decides what it means. */
+		SFS_LOG(rc == -FI_EFAULT ? SFS_DEBUG : SFS_ERR, "xport",
+			"%s: fi_mr_reg(%zu bytes): %s", x->proto->name, len,
+			fi_strerror(-rc));
 		goto err_free;
 	}
 	if (x->mr_mode & FI_MR_ENDPOINT) {

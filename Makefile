@@ -14,7 +14,7 @@ JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
 .PHONY: all deps test test-fast test-rdma demo bench format check-format clean
-RDMA_PROTOCOLS ?= rdma-fabric
+RDMA_PROTOCOLS ?= rdma rdma-fabric
 
 all:
 	@packaging/deps.sh --build-only

@@ -83,8 +83,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sfs-rawread: %s\n", err);
 		return 1;
 	}
-	if (sfs_xport_peer_add(x, m->ep.addr, m->ep.addr_len, &peer)) {
-		fprintf(stderr, "sfs-rawread: bad seed address\n");
+	if (sfs_control_connect(seed, x, &m->ep, 10000, &peer, err,
+				sizeof(err))) {
+		fprintf(stderr, "sfs-rawread: %s\n", err);
 		return 1;
 	}
 	/* A ring of depth buffers, prefaulted and registered once. */

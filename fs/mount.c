@@ -325,12 +325,10 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 		return rc;
 	}
 	uint64_t peer;
-	rc = sfs_xport_peer_add(r->x, r->m->ep.addr, r->m->ep.addr_len, &peer);
+	rc = sfs_control_connect(c->seed, r->x, &r->m->ep, c->timeout_ms, &peer,
+				 err, sizeof(err));
 	if (rc) {
-		fprintf(stderr,
-			"seedfs mount: the seed's fabric address cannot be "
-			"used with protocol %s: %s\n",
-			proto, strerror(-rc));
+		fprintf(stderr, "seedfs mount: %s\n", err);
 		return rc;
 	}
 	struct sfs_cache_cfg cc = {.xport = r->x,

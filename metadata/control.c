@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "control.h"
 
+#include "common/util.h"
+#include "metadata/manifest.h"
+#include "transports/transport.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -43,12 +47,14 @@ int sfs_control_init(void)
 	return curl_global_init(CURL_GLOBAL_DEFAULT) ? -EIO : 0;
 }
 
-int sfs_control_get(const char *hostport, const char *path,
-		    unsigned int timeout_ms, size_t cap, char **body,
-		    size_t *len, char *err, size_t errlen)
+/* One HTTP exchange; @body NULL for GET. */
+static int request(const char *hostport, const char *path, const void *body,
+		   size_t blen, unsigned int timeout_ms, size_t cap, char **out,
+		   size_t *len, char *err, size_t errlen)
 {
 	struct body b = {.limit = cap};
 	char url[600], cerr[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdr = NULL;
 	long code = 0;
 	CURLcode cc;
 	CURL *h;
@@ -65,9 +71,17 @@ int sfs_control_get(const char *hostport, const char *path,
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
 	curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never via a proxy */
+	if (body) {
+		hdr = curl_slist_append(
+			NULL, "Content-Type: application/octet-stream");
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)blen);
+	}
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	curl_easy_cleanup(h);
+	curl_slist_free_all(hdr);
 
 	int rc = 0;
 	if (b.too_big) {
@@ -81,7 +95,12 @@ int sfs_control_get(const char *hostport, const char *path,
 		     : cc == CURLE_COULDNT_CONNECT  ? -ECONNREFUSED
 						    : -EIO;
 	} else if (code != 200) {
-		snprintf(err, errlen, "%s: HTTP status %ld", url, code);
+		/* The seed explains itself in a short text body. */
+		size_t n = b.len;
+		while (n && (b.buf[n - 1] == '\n' || b.buf[n - 1] == '\r'))
+			n--;
+		snprintf(err, errlen, "%s: HTTP status %ld%s%.*s", url, code,
+			 n ? ": " : "", (int)SFS_MIN(n, 200), n ? b.buf : "");
 		rc = -EPROTO;
 	} else if (!b.buf) {
 		snprintf(err, errlen, "%s: empty response", url);
@@ -91,7 +110,64 @@ int sfs_control_get(const char *hostport, const char *path,
 		free(b.buf);
 		return rc;
 	}
-	*body = b.buf;
+	*out = b.buf;
 	*len = b.len;
 	return 0;
+}
+
+int sfs_control_get(const char *hostport, const char *path,
+		    unsigned int timeout_ms, size_t cap, char **body,
+		    size_t *len, char *err, size_t errlen)
+{
+	return request(hostport, path, NULL, 0, timeout_ms, cap, body, len, err,
+		       errlen);
+}
+
+int sfs_control_post(const char *hostport, const char *path, const void *body,
+		     size_t len, unsigned int timeout_ms, size_t cap,
+		     char **resp, size_t *rlen, char *err, size_t errlen)
+{
+	return request(hostport, path, body, len, timeout_ms, cap, resp, rlen,
+		       err, errlen);
+}
+
+int sfs_control_connect(const char *hostport, struct sfs_xport *x,
+			const struct sfs_endpoint *ep, unsigned int timeout_ms,
+			uint64_t *peer, char *err, size_t errlen)
+{
+	uint8_t hello[SFS_XPORT_HELLO_MAX];
+	size_t hl = sizeof(hello), rl;
+	char path[128], *reply;
+	int rc;
+
+	if (!sfs_xport_needs_hello(x)) {
+		rc = sfs_xport_peer_add(x, ep->addr, ep->addr_len, peer);
+		if (rc)
+			snprintf(err, errlen,
+				 "the seed's fabric address cannot be used "
+				 "with protocol %s: %s",
+				 ep->protocol, strerror(-rc));
+		return rc;
+	}
+	rc = sfs_xport_hello(x, hello, &hl);
+	if (rc) {
+		snprintf(err, errlen,
+			 "protocol %s: cannot start a connection: "
+			 "%s",
+			 ep->protocol, strerror(-rc));
+		return rc;
+	}
+	snprintf(path, sizeof(path), "/v1/connect?protocol=%s", ep->protocol);
+	rc = sfs_control_post(hostport, path, hello, hl, timeout_ms,
+			      SFS_XPORT_HELLO_MAX, &reply, &rl, err, errlen);
+	if (rc)
+		return rc;
+	rc = sfs_xport_peer_add(x, reply, rl, peer);
+	free(reply);
+	if (rc)
+		snprintf(err, errlen,
+			 "protocol %s: the seed at %s answered, but its "
+			 "connection data is unusable: %s",
+			 ep->protocol, hostport, strerror(-rc));
+	return rc;
 }

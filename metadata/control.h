@@ -6,6 +6,7 @@
 #define SFS_CONTROL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * sfs_control_get - GET http://@hostport@path within @timeout_ms,
@@ -16,6 +17,29 @@
 int sfs_control_get(const char *hostport, const char *path,
 		    unsigned int timeout_ms, size_t cap, char **body,
 		    size_t *len, char *err, size_t errlen);
+
+/*
+ * sfs_control_post - POST @len bytes of @body (application/octet-stream)
+ * to http://@hostport@path; same rules and results as sfs_control_get.
+ * A non-200 answer puts its (short, text) body into @err.
+ */
+int sfs_control_post(const char *hostport, const char *path, const void *body,
+		     size_t len, unsigned int timeout_ms, size_t cap,
+		     char **resp, size_t *rlen, char *err, size_t errlen);
+
+struct sfs_xport;
+struct sfs_endpoint;
+
+/*
+ * sfs_control_connect - make the seed at @hostport readable through @x:
+ * the published address for backends that need nothing more, else the
+ * hello/accept exchange over the control port (POST /v1/connect).
+ * *peer is for sfs_xport_read.  Returns 0 or -errno with one line in
+ * @err.  Thread safe.
+ */
+int sfs_control_connect(const char *hostport, struct sfs_xport *x,
+			const struct sfs_endpoint *ep, unsigned int timeout_ms,
+			uint64_t *peer, char *err, size_t errlen);
 
 /* sfs_control_init - process-wide setup; call once before threads. */
 int sfs_control_init(void);

@@ -7,6 +7,7 @@
 #include "seed.h"
 
 #include "common/log.h"
+#include "transports/transport.h"
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -37,6 +38,49 @@ static enum MHD_Result reply_text(struct MHD_Connection *conn,
 	return ret;
 }
 
+/* A POST body being received (at most SFS_XPORT_HELLO_MAX bytes). */
+struct post {
+	size_t len;
+	int too_big;
+	uint8_t buf[SFS_XPORT_HELLO_MAX];
+};
+
+static enum MHD_Result
+connect_reply(struct sfs_ctl *c, struct MHD_Connection *conn, struct post *p)
+{
+	const char *proto = MHD_lookup_connection_value(
+		conn, MHD_GET_ARGUMENT_KIND, "protocol");
+	uint8_t reply[SFS_XPORT_HELLO_MAX];
+	size_t rlen = sizeof(reply);
+
+	if (p->too_big)
+		return reply_text(conn, MHD_HTTP_CONTENT_TOO_LARGE,
+				  "hello too large\n");
+	int rc = sfs_seed_accept(c->seed, proto, p->buf, p->len, reply, &rlen);
+	if (rc == -EPROTONOSUPPORT)
+		return reply_text(conn, MHD_HTTP_NOT_FOUND,
+				  "this seed takes no connection for that "
+				  "protocol\n");
+	if (rc == -EINVAL)
+		return reply_text(conn, MHD_HTTP_BAD_REQUEST,
+				  "malformed connection hello\n");
+	if (rc == -EMFILE)
+		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+				  "too many replicas connected\n");
+	if (rc)
+		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+				  "cannot create a connection (see the seed's "
+				  "log)\n");
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		rlen, reply, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "application/octet-stream");
+	enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 			      const char *url, const char *method,
 			      const char *version, const char *upload_data,
@@ -44,9 +88,29 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 {
 	struct sfs_ctl *c = cls;
 
+	if (strcmp(method, "POST") == 0 && strcmp(url, "/v1/connect") == 0) {
+		struct post *p = *req_cls;
+		if (!p) { /* first call: headers only */
+			if (!(p = calloc(1, sizeof(*p))))
+				return MHD_NO;
+			*req_cls = p;
+			return MHD_YES;
+		}
+		if (*upload_size) { /* a piece of the body */
+			if (p->len + *upload_size > sizeof(p->buf))
+				p->too_big = 1;
+			else
+				memcpy(p->buf + p->len, upload_data,
+				       *upload_size);
+			p->len += *upload_size;
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		return connect_reply(c, conn, p);
+	}
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-				  "only GET\n");
+				  "GET /v1/manifest, or POST /v1/connect\n");
 	if (strcmp(url, "/v1/manifest") == 0) {
 		SFS_LOG(SFS_DEBUG, "ctl", "GET /v1/manifest");
 		return MHD_queue_response(conn, MHD_HTTP_OK, c->manifest);
@@ -55,6 +119,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 		return reply_text(conn, MHD_HTTP_OK, "ok\n");
 	return reply_text(conn, MHD_HTTP_NOT_FOUND,
 			  "not found; try /v1/manifest\n");
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+		      enum MHD_RequestTerminationCode why)
+{
+	free(*req_cls);
+	*req_cls = NULL;
 }
 
 /* Bind and listen ourselves: port 0 works and the error is ours. */
@@ -138,7 +209,8 @@ int sfs_ctl_start(struct sfs_seed *s, const char *host, const char *port,
 	c->d = MHD_start_daemon(
 		flags, 0, NULL, NULL, handle, c, MHD_OPTION_LISTEN_SOCKET,
 		c->fd, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-		MHD_OPTION_CONNECTION_LIMIT, 256u, MHD_OPTION_END);
+		MHD_OPTION_CONNECTION_LIMIT, 256u, MHD_OPTION_NOTIFY_COMPLETED,
+		completed, NULL, MHD_OPTION_END);
 	if (!c->d) {
 		snprintf(err, errlen,
 			 "control port %s:%s: cannot start HTTP "

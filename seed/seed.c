@@ -188,7 +188,10 @@ static int map_file(struct sfs_seed *s, const struct sfs_walk_entry *e,
 		close(fd);
 		return 0;
 	}
-	f->map = mmap(NULL, f->size, PROT_READ, MAP_SHARED, fd, 0);
+	/* Private and read-only: the page cache's pages, never copied (we
+	 * never write), and pinnable for RDMA with remote read access
+	 * alone, which a shared file mapping is not (EFAULT on 6.1). */
+	f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (f->map == MAP_FAILED) {
 		f->map = NULL;
@@ -357,6 +360,15 @@ void sfs_seed_manifest(const struct sfs_seed *s, const char **json, size_t *len)
 const char *sfs_seed_protocol(const struct sfs_seed *s)
 {
 	return s->m->ep.protocol;
+}
+
+int sfs_seed_accept(struct sfs_seed *s, const char *protocol, const void *hello,
+		    size_t len, void *reply, size_t *rlen)
+{
+	if (!protocol || strcmp(protocol, s->m->ep.protocol) ||
+	    !sfs_xport_needs_hello(s->x))
+		return -EPROTONOSUPPORT;
+	return sfs_xport_accept(s->x, hello, len, reply, rlen);
 }
 
 void sfs_seed_summary(const struct sfs_seed *s, char *buf, size_t len)

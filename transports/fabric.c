@@ -11,6 +11,7 @@
  * provider kept are obeyed.
  */
 #include "xport_impl.h"
+#include "xreq.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -38,21 +39,9 @@
 #define FAB_CQ_BATCH 32
 #define FAB_WAIT_MS 100 /* longest nap of the progress thread */
 
-struct fab_req;
-
 struct fab_op {
 	struct fi_context2 fctx; /* must stay first: the CQ gives it back */
-	struct fab_req *req;
-};
-
-struct fab_req {
-	struct fab_req *prev, *next; /* protected by x->lock */
-	sfs_xport_done_fn done;
-	void *arg;
-	atomic_int pending; /* ops not completed, +1 while posting */
-	atomic_int status;  /* first error */
-	size_t nops;
-	struct fab_op ops[];
+	struct sfs_xreq *req;
 };
 
 struct fab_xport {
@@ -76,8 +65,7 @@ struct fab_xport {
 	int thread_started;
 	atomic_bool stop;
 
-	pthread_mutex_t lock;
-	struct fab_req *inflight; /* protected by lock */
+	struct sfs_xreq_list inflight;
 
 	size_t addr_len;
 	uint8_t addr[SFS_XPORT_ADDR_MAX];
@@ -101,35 +89,6 @@ static int fab_errno(ssize_t rc)
 	if (e == 0)
 		return 0;
 	return e < FI_ERRNO_OFFSET ? -(int)e : -EIO;
-}
-
-static void req_unlink(struct fab_xport *x, struct fab_req *r)
-{
-	pthread_mutex_lock(&x->lock);
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		x->inflight = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	pthread_mutex_unlock(&x->lock);
-}
-
-static void req_finish(struct fab_xport *x, struct fab_req *r)
-{
-	req_unlink(x, r);
-	r->done(r->arg, atomic_load(&r->status));
-	free(r);
-}
-
-static void req_put(struct fab_xport *x, struct fab_req *r, int n, int status)
-{
-	if (status) {
-		int zero = 0;
-		atomic_compare_exchange_strong(&r->status, &zero, status);
-	}
-	if (atomic_fetch_sub(&r->pending, n) == n)
-		req_finish(x, r);
 }
 
 static void fab_cq_error(struct fab_xport *x)
@@ -158,7 +117,7 @@ static void fab_cq_error(struct fab_xport *x)
 			x->proto->name, fi_strerror(e.err),
 			fi_cq_strerror(x->cq, e.prov_errno, e.err_data, buf,
 				       sizeof(buf)));
-	req_put(x, op->req, 1, st ? st : -EIO);
+	sfs_xreq_put(&x->inflight, op->req, 1, st ? st : -EIO);
 }
 
 /*
@@ -181,7 +140,7 @@ static void *fab_progress(void *arg)
 			idle = 0;
 			for (ssize_t i = 0; i < n; i++) {
 				struct fab_op *op = ents[i].op_context;
-				req_put(x, op->req, 1, 0);
+				sfs_xreq_put(&x->inflight, op->req, 1, 0);
 			}
 			continue;
 		}
@@ -230,16 +189,7 @@ static void fab_quiesce(struct sfs_xport *base)
 				fi_strerror(-rc));
 		x->ep = NULL;
 	}
-	pthread_mutex_lock(&x->lock);
-	struct fab_req *r = x->inflight;
-	x->inflight = NULL;
-	pthread_mutex_unlock(&x->lock);
-	while (r) {
-		struct fab_req *next = r->next;
-		r->done(r->arg, -ECANCELED);
-		free(r);
-		r = next;
-	}
+	sfs_xreq_cancel_all(&x->inflight);
 }
 
 static void fab_close(struct sfs_xport *base)
@@ -259,7 +209,7 @@ static void fab_close(struct sfs_xport *base)
 		fi_close(&x->fabric->fid);
 	if (x->info)
 		fi_freeinfo(x->info);
-	pthread_mutex_destroy(&x->lock);
+	pthread_mutex_destroy(&x->inflight.lock);
 	free(x);
 }
 
@@ -371,7 +321,7 @@ static int fab_open(const struct sfs_xport_proto *p,
 	x->role = cfg->role;
 	x->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	atomic_init(&x->next_key, 1);
-	pthread_mutex_init(&x->lock, NULL);
+	pthread_mutex_init(&x->inflight.lock, NULL);
 
 	hints = fab_hints(p->provider);
 	if (!hints) {
@@ -625,7 +575,7 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 		    sfs_xport_done_fn done, void *arg)
 {
 	struct fab_xport *x = to_fab(base);
-	struct fab_req *r;
+	struct sfs_xreq *r;
 	size_t nops = 0, posted = 0;
 	int status = 0;
 
@@ -636,21 +586,9 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 			return -EINVAL;
 		nops += 1 + (rds[i].len - 1) / x->max_msg;
 	}
-	r = malloc(sizeof(*r) + nops * sizeof(r->ops[0]));
+	r = sfs_xreq_new(&x->inflight, nops, sizeof(struct fab_op), done, arg);
 	if (!r)
 		return -ENOMEM;
-	r->done = done;
-	r->arg = arg;
-	r->nops = nops;
-	r->prev = NULL;
-	atomic_init(&r->pending, (int)nops + 1);
-	atomic_init(&r->status, 0);
-	pthread_mutex_lock(&x->lock);
-	r->next = x->inflight;
-	if (r->next)
-		r->next->prev = r;
-	x->inflight = r;
-	pthread_mutex_unlock(&x->lock);
 
 	uint64_t deadline = sfs_now_ms() + x->timeout_ms;
 	for (size_t i = 0; i < n && !status; i++) {
@@ -658,7 +596,7 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 		void *desc = rd->lmr ? ((struct fab_mr *)rd->lmr)->desc : NULL;
 		for (size_t off = 0; off < rd->len && !status;) {
 			size_t len = SFS_MIN(rd->len - off, x->max_msg);
-			struct fab_op *op = &r->ops[posted];
+			struct fab_op *op = sfs_xreq_op(r, posted, sizeof(*op));
 			op->req = r;
 			ssize_t rc;
 			unsigned spins = 0;
@@ -689,12 +627,11 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 		}
 	}
 	if (posted == 0 && status) {
-		req_unlink(x, r);
-		free(r);
+		sfs_xreq_discard(&x->inflight, r);
 		return status;
 	}
 	/* Drop the ops never posted and the poster's own reference. */
-	req_put(x, r, (int)(nops - posted) + 1, status);
+	sfs_xreq_put(&x->inflight, r, (int)(nops - posted) + 1, status);
 	return 0;
 }
 

@@ -17,6 +17,11 @@ static const struct sfs_xport_proto protocols[] = {
 	 .missing = "no EFA device",
 	 .provider = "efa",
 	 .hint = "try --protocol tcp"},
+	{.name = "rdma",
+	 .ops = &sfs_verbs_ops,
+	 .ip_node = 1,
+	 .missing = "no RDMA device",
+	 .hint = "try --protocol tcp"},
 	{.name = "rdma-fabric",
 	 .ops = &sfs_fabric_ops,
 	 .ip_node = 1,
@@ -43,7 +48,7 @@ static const struct sfs_xport_proto protocols[] = {
 };
 
 /* What "auto" tries, in order: the fastest fabric a host can serve. */
-static const char *const auto_order[] = {"efa", "tcp"};
+static const char *const auto_order[] = {"efa", "rdma", "tcp"};
 
 static const struct sfs_xport_proto *find_proto(const char *name)
 {
@@ -185,4 +190,21 @@ int sfs_xport_read(struct sfs_xport *x, uint64_t peer,
 		   sfs_xport_done_fn done, void *arg)
 {
 	return x->ops->read(x, peer, rds, n, done, arg);
+}
+
+int sfs_xport_needs_hello(struct sfs_xport *x)
+{
+	return x->ops->hello != NULL;
+}
+
+int sfs_xport_hello(struct sfs_xport *x, void *buf, size_t *len)
+{
+	return x->ops->hello ? x->ops->hello(x, buf, len) : -EOPNOTSUPP;
+}
+
+int sfs_xport_accept(struct sfs_xport *x, const void *hello, size_t len,
+		     void *reply, size_t *rlen)
+{
+	return x->ops->accept ? x->ops->accept(x, hello, len, reply, rlen)
+			      : -EOPNOTSUPP;
 }

@@ -144,6 +144,26 @@ int sfs_xport_read(struct sfs_xport *x, uint64_t peer,
 		   const struct sfs_xport_rd *rds, size_t n,
 		   sfs_xport_done_fn done, void *arg);
 
+/*
+ * Connection exchange, for backends whose peers must set up a connection
+ * together (raw verbs RC queue pairs).  The replica makes a hello
+ * (sfs_xport_hello), the seed's control port hands it to sfs_xport_accept,
+ * and the reply is given to sfs_xport_peer_add in place of the published
+ * address.  Hellos and replies are untrusted input and are validated.
+ *
+ * sfs_xport_needs_hello - 1 for such backends, 0 otherwise.
+ * sfs_xport_hello - replica: up to SFS_XPORT_HELLO_MAX bytes into @buf,
+ *   length into *len.  0 or -errno.  Thread safe.
+ * sfs_xport_accept - seed: answer @hello with a reply (up to
+ *   SFS_XPORT_HELLO_MAX bytes).  0, -EINVAL for a bad hello, -EMFILE
+ *   when too many peers are connected, or -errno.  Thread safe.
+ */
+#define SFS_XPORT_HELLO_MAX 256
+int sfs_xport_needs_hello(struct sfs_xport *x);
+int sfs_xport_hello(struct sfs_xport *x, void *buf, size_t *len);
+int sfs_xport_accept(struct sfs_xport *x, const void *hello, size_t len,
+		     void *reply, size_t *rlen);
+
 #define SFS_XPORT_AUTO "auto"
 
 /*

@@ -26,6 +26,10 @@ struct sfs_xport_ops {
 			  uint64_t *key);
 	int (*peer_add)(struct sfs_xport *x, const void *addr, size_t len,
 			uint64_t *peer);
+	/* Optional (NULL: no exchange needed): see sfs_xport_hello. */
+	int (*hello)(struct sfs_xport *x, void *buf, size_t *len);
+	int (*accept)(struct sfs_xport *x, const void *hello, size_t len,
+		      void *reply, size_t *rlen);
 	int (*read)(struct sfs_xport *x, uint64_t peer,
 		    const struct sfs_xport_rd *rds, size_t n,
 		    sfs_xport_done_fn done, void *arg);
@@ -51,5 +55,6 @@ struct sfs_xport_mr {
 };
 
 extern const struct sfs_xport_ops sfs_fabric_ops;
+extern const struct sfs_xport_ops sfs_verbs_ops;
 
 #endif /* SFS_XPORT_IMPL_H */

@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <infiniband/verbs.h>
 #include <rdma/fabric.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,8 +61,9 @@ START_TEST(names)
 	ck_assert(!sfs_xport_known("rdma2", NULL, 0));
 	ck_assert(!sfs_xport_known("", NULL, 0));
 	ck_assert(!sfs_xport_known(NULL, list, sizeof(list)));
-	ck_assert_str_eq(list, "efa, rdma-fabric, tcp, shm, sockets, auto");
-	ck_assert_uint_eq(sfs_xport_count(), 5);
+	ck_assert_str_eq(list,
+			 "efa, rdma, rdma-fabric, tcp, shm, sockets, auto");
+	ck_assert_uint_eq(sfs_xport_count(), 6);
 	ck_assert_ptr_null(sfs_xport_name(sfs_xport_count()));
 }
 END_TEST
@@ -77,7 +79,8 @@ START_TEST(unknown_protocol_message)
 	ck_assert_ptr_null(x);
 	ck_assert_str_eq(err,
 			 "protocol carrier-pigeon: unknown protocol; "
-			 "known: efa, rdma-fabric, tcp, shm, sockets, auto");
+			 "known: efa, rdma, rdma-fabric, tcp, shm, sockets, "
+			 "auto");
 }
 END_TEST
 
@@ -122,6 +125,37 @@ START_TEST(rdma_fabric_absent_message)
 }
 END_TEST
 
+/* Raw verbs without a device: the line the notes ask for. */
+START_TEST(rdma_absent_message)
+{
+	struct sfs_xport_cfg c = {.protocol = "rdma",
+				  .role = SFS_XPORT_REPLICA,
+				  .timeout_ms = 2000};
+	struct sfs_xport *x = NULL;
+	char err[SFS_XPORT_ERR_MAX] = "";
+	int n = 0;
+	struct ibv_device **d = ibv_get_device_list(&n);
+	if (d)
+		ibv_free_device_list(d);
+	int rc = sfs_xport_open(&c, &x, err, sizeof(err));
+	if (d && n > 0) {
+		ck_assert_msg(rc == 0, "device present but: %s", err);
+		sfs_xport_close(x);
+		return;
+	}
+	ck_assert_int_ne(rc, 0);
+	ck_assert_ptr_null(x);
+	ck_assert_int_eq(lines(err), 1);
+	ck_assert_msg(!strncmp(err,
+			       "protocol rdma: no RDMA device "
+			       "(ibv_get_device_list: ",
+			       strlen("protocol rdma: no RDMA device "
+				      "(ibv_get_device_list: ")),
+		      "got '%s'", err);
+	ck_assert_msg(strstr(err, "); try --protocol tcp"), "got '%s'", err);
+}
+END_TEST
+
 START_TEST(auto_chooses_and_says_why)
 {
 	char path[] = "/tmp/sfs-xport-log.XXXXXX";
@@ -153,6 +187,8 @@ START_TEST(auto_chooses_and_says_why)
 		ck_assert_str_eq(in.protocol, "tcp");
 		ck_assert_msg(strstr(log, "not available: protocol efa: no EFA "
 					  "device"),
+			      "log: %s", log);
+		ck_assert_msg(strstr(log, "protocol rdma: no RDMA device"),
 			      "log: %s", log);
 	} else {
 		ck_assert_str_eq(in.protocol, "efa");
@@ -189,6 +225,7 @@ int main(void)
 	tcase_add_test(t, unknown_protocol_message);
 	tcase_add_test(t, efa_absent_message);
 	tcase_add_test(t, rdma_fabric_absent_message);
+	tcase_add_test(t, rdma_absent_message);
 	tcase_add_test(t, auto_chooses_and_says_why);
 	tcase_add_test(t, tcp_opens_and_describes);
 	suite_add_tcase(s, t);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Inside the soft-RoCE VM: a guest-only link with rxe on it, then the
-# mount integration suite over each RDMA protocol given.
+# mount integration suite and the kill -9 test over each RDMA protocol.
 #   guest-rdma.sh BUILD_DIR PROTOCOL...
 set -euo pipefail
 BUILD=$1
@@ -19,13 +19,15 @@ export SEEDFS_TEST_HOST=10.0.0.1
 export SEEDFS_TEST_MODEL_SIZE=${SEEDFS_TEST_MODEL_SIZE:-4M}
 status=0
 for p in "$@"; do
-	echo "vm: mount suite over $p"
-	t0=$(date +%s)
-	if bash "$HERE/../integration/mount.sh" "$BUILD" "$p"; then
-		echo "vm: $p passed in $(($(date +%s) - t0)) s"
-	else
-		echo "vm: $p FAILED"
-		status=1
-	fi
+	for t in mount seed_death; do
+		echo "vm: $t over $p"
+		t0=$(date +%s)
+		if bash "$HERE/../integration/$t.sh" "$BUILD" "$p"; then
+			echo "vm: $t over $p passed in $(($(date +%s) - t0)) s"
+		else
+			echo "vm: $t over $p FAILED"
+			status=1
+		fi
+	done
 done
 exit $status

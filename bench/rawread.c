@@ -3,7 +3,8 @@
  * sfs-rawread - the baseline: read every byte a seed publishes with the
  * transport alone (no FUSE, no cache), as fast as it goes.
  *
- *   sfs-rawread --seed HOST:PORT [--chunk SIZE] [--depth N]
+ *   sfs-rawread --seed HOST:PORT [--protocol NAME] [--chunk SIZE]
+ *               [--depth N]
  *
  * Prints "bytes B seconds S GB/s G".  Uses the same manifest fetch,
  * transport and provider as the mount.
@@ -42,20 +43,23 @@ static void done(void *arg, int status)
 
 int main(int argc, char **argv)
 {
-	const char *seed = NULL;
+	const char *seed = NULL, *protocol = NULL;
 	uint64_t chunk = 1 << 20, depth = 8;
 	char err[512];
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			seed = argv[++i];
+		else if (!strcmp(argv[i], "--protocol") && i + 1 < argc)
+			protocol = argv[++i];
 		else if (!strcmp(argv[i], "--chunk") && i + 1 < argc)
 			sfs_parse_size(argv[++i], &chunk);
 		else if (!strcmp(argv[i], "--depth") && i + 1 < argc)
 			sfs_parse_u64(argv[++i], &depth);
 		else {
 			fprintf(stderr, "usage: sfs-rawread --seed HOST:PORT "
-					"[--chunk SIZE] [--depth N]\n");
+					"[--protocol NAME] [--chunk SIZE] "
+					"[--depth N]\n");
 			return 2;
 		}
 	}
@@ -75,16 +79,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	struct sfs_xport *x;
-	struct sfs_xport_cfg xc = {.protocol = m->ep.protocol,
-				   .role = SFS_XPORT_REPLICA,
-				   .timeout_ms = 10000};
 	uint64_t peer;
-	if (sfs_xport_open(&xc, &x, err, sizeof(err))) {
-		fprintf(stderr, "sfs-rawread: %s\n", err);
-		return 1;
-	}
-	if (sfs_control_connect(seed, x, &m->ep, 10000, &peer, err,
-				sizeof(err))) {
+	size_t ep;
+	if (sfs_control_open(seed, m, protocol, 10000, &x, &ep, &peer, err,
+			     sizeof(err))) {
 		fprintf(stderr, "sfs-rawread: %s\n", err);
 		return 1;
 	}
@@ -115,8 +113,8 @@ int main(int argc, char **argv)
 			struct sfs_xport_rd rd = {
 				.local = buf + (n++ % depth) * chunk,
 				.lmr = mr,
-				.raddr = rg->raddr + off,
-				.rkey = rg->key,
+				.raddr = rg->rem[ep].raddr + off,
+				.rkey = rg->rem[ep].key,
 				.len = (size_t)SFS_MIN(chunk, rg->len - off),
 			};
 			int rc = sfs_xport_read(x, peer, &rd, 1, done, &slot);

@@ -307,30 +307,15 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 			c->seed, err);
 		return rc;
 	}
-	const char *proto = r->m->ep.protocol;
-	if (c->protocol && strcmp(c->protocol, proto) != 0) {
-		fprintf(stderr,
-			"seedfs mount: this replica asks for protocol %s, but "
-			"the seed at %s serves %s; use --protocol %s or start "
-			"the seed with --protocol %s\n",
-			c->protocol, c->seed, proto, proto, c->protocol);
-		return -EPROTONOSUPPORT;
-	}
-	struct sfs_xport_cfg xc = {.protocol = proto,
-				   .role = SFS_XPORT_REPLICA,
-				   .timeout_ms = c->timeout_ms};
-	rc = sfs_xport_open(&xc, &r->x, err, sizeof(err));
-	if (rc) {
-		fprintf(stderr, "seedfs mount: %s\n", err);
-		return rc;
-	}
+	size_t ep;
 	uint64_t peer;
-	rc = sfs_control_connect(c->seed, r->x, &r->m->ep, c->timeout_ms, &peer,
-				 err, sizeof(err));
+	rc = sfs_control_open(c->seed, r->m, c->protocol, c->timeout_ms, &r->x,
+			      &ep, &peer, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "seedfs mount: %s\n", err);
 		return rc;
 	}
+	const char *proto = r->m->eps[ep].protocol;
 	struct sfs_cache_cfg cc = {.xport = r->x,
 				   .size = c->cache_size,
 				   .chunk_size = c->chunk_size,
@@ -347,8 +332,8 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	for (size_t i = 0; i < r->m->nregions; i++)
 		regs[i] = (struct sfs_cache_region){
 			.len = r->m->regions[i].len,
-			.raddr = r->m->regions[i].raddr,
-			.key = r->m->regions[i].key,
+			.raddr = r->m->regions[i].rem[ep].raddr,
+			.key = r->m->regions[i].rem[ep].key,
 		};
 	char label[300];
 	uint32_t src;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "control.h"
 
+#include "common/log.h"
 #include "common/util.h"
 #include "metadata/manifest.h"
 #include "transports/transport.h"
@@ -131,7 +132,8 @@ int sfs_control_post(const char *hostport, const char *path, const void *body,
 		       err, errlen);
 }
 
-int sfs_control_connect(const char *hostport, struct sfs_xport *x,
+/* Make the seed readable through @x: its address, or the exchange. */
+static int connect_peer(const char *hostport, struct sfs_xport *x,
 			const struct sfs_endpoint *ep, unsigned int timeout_ms,
 			uint64_t *peer, char *err, size_t errlen)
 {
@@ -169,5 +171,80 @@ int sfs_control_connect(const char *hostport, struct sfs_xport *x,
 			 "protocol %s: the seed at %s answered, but its "
 			 "connection data is unusable: %s",
 			 ep->protocol, hostport, strerror(-rc));
+	return rc;
+}
+
+static int open_one(const char *hostport, const struct sfs_manifest *m,
+		    size_t i, unsigned int timeout_ms, struct sfs_xport **x,
+		    uint64_t *peer, char *err, size_t errlen)
+{
+	struct sfs_xport_cfg xc = {.protocol = m->eps[i].protocol,
+				   .role = SFS_XPORT_REPLICA,
+				   .timeout_ms = timeout_ms};
+	int rc = sfs_xport_open(&xc, x, err, errlen);
+	if (rc)
+		return rc;
+	rc = connect_peer(hostport, *x, &m->eps[i], timeout_ms, peer, err,
+			  errlen);
+	if (rc) {
+		sfs_xport_close(*x);
+		*x = NULL;
+	}
+	return rc;
+}
+
+int sfs_control_open(const char *hostport, const struct sfs_manifest *m,
+		     const char *protocol, unsigned int timeout_ms,
+		     struct sfs_xport **x, size_t *ep, uint64_t *peer,
+		     char *err, size_t errlen)
+{
+	char served[SFS_MF_MAX_ENDPOINTS * 32];
+	int rc = -ENODEV;
+
+	sfs_manifest_protocols(m, served, sizeof(served));
+	if (protocol && strcmp(protocol, SFS_XPORT_AUTO)) {
+		ssize_t i = sfs_manifest_endpoint(m, protocol);
+		if (i < 0) {
+			snprintf(err, errlen,
+				 "this replica asks for protocol %s, but the "
+				 "seed at %s serves %s; use --protocol %s or "
+				 "start the seed with --protocol %s",
+				 protocol, hostport, served, m->eps[0].protocol,
+				 protocol);
+			return -EPROTONOSUPPORT;
+		}
+		*ep = (size_t)i;
+		return open_one(hostport, m, *ep, timeout_ms, x, peer, err,
+				errlen);
+	}
+	/* The seed's order is its preference: the first that works here. */
+	char why[1024] = "";
+	size_t o = 0;
+	for (size_t i = 0; i < m->neps; i++) {
+		char e[512];
+		rc = open_one(hostport, m, i, timeout_ms, x, peer, e,
+			      sizeof(e));
+		if (!rc) {
+			*ep = i;
+			if (o)
+				SFS_LOG(SFS_INFO, "mount",
+					"using protocol %s; %s",
+					m->eps[i].protocol, why);
+			return 0;
+		}
+		SFS_LOG(SFS_INFO, "mount", "not using protocol %s: %s",
+			m->eps[i].protocol, e);
+		int k = snprintf(why + o, sizeof(why) - o, "%s%s",
+				 o ? "; " : "", e);
+		if (k > 0 && (size_t)k < sizeof(why) - o)
+			o += (size_t)k;
+	}
+	if (m->neps == 1)
+		snprintf(err, errlen, "%s", why);
+	else
+		snprintf(err, errlen,
+			 "none of the protocols the seed at %s serves (%s) "
+			 "works here: %s",
+			 hostport, served, why);
 	return rc;
 }

@@ -28,18 +28,21 @@ int sfs_control_post(const char *hostport, const char *path, const void *body,
 		     char **resp, size_t *rlen, char *err, size_t errlen);
 
 struct sfs_xport;
-struct sfs_endpoint;
+struct sfs_manifest;
 
 /*
- * sfs_control_connect - make the seed at @hostport readable through @x:
- * the published address for backends that need nothing more, else the
- * hello/accept exchange over the control port (POST /v1/connect).
- * *peer is for sfs_xport_read.  Returns 0 or -errno with one line in
- * @err.  Thread safe.
+ * sfs_control_open - open a transport to the seed at @hostport that
+ * published @m, and connect to it.  @protocol: one the seed serves (else
+ * -EPROTONOSUPPORT, one line naming both sides), or NULL / "auto": the
+ * seed's endpoints in its order, the first this host can open.  The
+ * hello/accept exchange (POST /v1/connect) is done for backends that
+ * need it.  On success *x [new], *ep (endpoint index) and *peer (for
+ * sfs_xport_read).  Returns 0 or -errno with one line in @err.
  */
-int sfs_control_connect(const char *hostport, struct sfs_xport *x,
-			const struct sfs_endpoint *ep, unsigned int timeout_ms,
-			uint64_t *peer, char *err, size_t errlen);
+int sfs_control_open(const char *hostport, const struct sfs_manifest *m,
+		     const char *protocol, unsigned int timeout_ms,
+		     struct sfs_xport **x, size_t *ep, uint64_t *peer,
+		     char *err, size_t errlen);
 
 /* sfs_control_init - process-wide setup; call once before threads. */
 int sfs_control_init(void);

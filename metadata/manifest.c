@@ -29,33 +29,66 @@ struct sfs_manifest *sfs_manifest_new(const char *model, uint64_t generation)
 	return m;
 }
 
-int sfs_manifest_set_endpoint(struct sfs_manifest *m, const char *protocol,
+int sfs_manifest_add_endpoint(struct sfs_manifest *m, const char *protocol,
 			      const char *provider, const void *addr,
 			      size_t len)
 {
-	if (len > sizeof(m->ep.addr) ||
-	    strlen(protocol) >= sizeof(m->ep.protocol) ||
-	    strlen(provider) >= sizeof(m->ep.provider))
+	struct sfs_endpoint *e = &m->eps[m->neps];
+	if (m->neps >= SFS_MF_MAX_ENDPOINTS)
+		return -E2BIG;
+	if (len > sizeof(e->addr) || strlen(protocol) >= sizeof(e->protocol) ||
+	    strlen(provider) >= sizeof(e->provider))
 		return -EINVAL;
-	strcpy(m->ep.protocol, protocol);
-	strcpy(m->ep.provider, provider);
-	memcpy(m->ep.addr, addr, len);
-	m->ep.addr_len = len;
+	strcpy(e->protocol, protocol);
+	strcpy(e->provider, provider);
+	memcpy(e->addr, addr, len);
+	e->addr_len = len;
+	m->neps++;
 	return 0;
 }
 
-int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len,
-			    uint64_t raddr, uint64_t key, uint32_t *id)
+int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len, uint32_t *id)
 {
 	if (m->nregions >= SFS_MF_MAX_REGIONS)
 		return -E2BIG;
 	if (sfs_grow((void **)&m->regions, &m->cap_regions, m->nregions + 1,
 		     sizeof(m->regions[0])))
 		return -ENOMEM;
-	m->regions[m->nregions] =
-		(struct sfs_region){.len = len, .raddr = raddr, .key = key};
+	memset(&m->regions[m->nregions], 0, sizeof(m->regions[0]));
+	m->regions[m->nregions].len = len;
 	*id = (uint32_t)m->nregions++;
 	return 0;
+}
+
+void sfs_manifest_set_remote(struct sfs_manifest *m, uint32_t id, size_t ep,
+			     uint64_t raddr, uint64_t key)
+{
+	m->regions[id].rem[ep] =
+		(struct sfs_remote){.raddr = raddr, .key = key};
+}
+
+ssize_t sfs_manifest_endpoint(const struct sfs_manifest *m,
+			      const char *protocol)
+{
+	for (size_t i = 0; i < m->neps; i++)
+		if (!strcmp(m->eps[i].protocol, protocol))
+			return (ssize_t)i;
+	return -1;
+}
+
+char *sfs_manifest_protocols(const struct sfs_manifest *m, char *buf,
+			     size_t len)
+{
+	size_t o = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < m->neps; i++) {
+		int k = snprintf(buf + o, len - o, "%s%s", i ? ", " : "",
+				 m->eps[i].protocol);
+		if (k < 0 || (size_t)k >= len - o)
+			break;
+		o += (size_t)k;
+	}
+	return buf;
 }
 
 int sfs_manifest_add_dir(struct sfs_manifest *m, const char *path)
@@ -244,37 +277,54 @@ static json_t *encode_tensor(const struct sfs_manifest *m,
 			 "length", (json_int_t)t->len);
 }
 
+static json_t *encode_endpoint(const struct sfs_endpoint *e)
+{
+	char addr[2 * SFS_MF_ADDR_MAX + 1];
+	sfs_hex_encode(e->addr, e->addr_len, addr);
+	return json_pack("{s:s,s:s,s:s}", "protocol", e->protocol, "provider",
+			 e->provider, "address", addr);
+}
+
+static json_t *encode_region(const struct sfs_manifest *m, size_t i)
+{
+	const struct sfs_region *r = &m->regions[i];
+	json_t *rem = json_array();
+	for (size_t j = 0; rem && j < m->neps; j++)
+		if (json_array_append_new(
+			    rem, json_pack("{s:o,s:o}", "address",
+					   hex_u64(r->rem[j].raddr), "key",
+					   hex_u64(r->rem[j].key)))) {
+			json_decref(rem);
+			return NULL;
+		}
+	return json_pack("{s:I,s:I,s:o*}", "id", (json_int_t)i, "length",
+			 (json_int_t)r->len, "remote", rem);
+}
+
 int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 {
-	json_t *root, *regions, *dirs, *files, *tensors;
-	char addr[2 * SFS_MF_ADDR_MAX + 1];
+	json_t *root, *eps, *regions, *dirs, *files, *tensors;
 	int rc = -ENOMEM;
 
-	sfs_hex_encode(m->ep.addr, m->ep.addr_len, addr);
+	eps = json_array();
 	regions = json_array();
 	dirs = json_array();
 	files = json_array();
 	tensors = json_array();
-	root = json_pack("{s:i,s:s,s:s,s:I,s:{s:s,s:s,s:s},s:o*,s:o*,s:o*,"
-			 "s:o*}",
+	root = json_pack("{s:i,s:s,s:s,s:I,s:o*,s:o*,s:o*,s:o*,s:o*}",
 			 "seedfs_manifest", (int)m->version, "model", m->model,
 			 "revision", m->revision, "generation",
-			 (json_int_t)m->generation, "endpoint", "protocol",
-			 m->ep.protocol, "provider", m->ep.provider, "address",
-			 addr, "regions", regions, "dirs", dirs, "files", files,
-			 "tensors", tensors);
+			 (json_int_t)m->generation, "endpoints", eps, "regions",
+			 regions, "dirs", dirs, "files", files, "tensors",
+			 tensors);
 	if (!root)
 		return -ENOMEM;
-	for (size_t i = 0; i < m->nregions; i++) {
-		const struct sfs_region *r = &m->regions[i];
-		if (json_array_append_new(
-			    regions,
-			    json_pack("{s:I,s:I,s:o,s:o}", "id", (json_int_t)i,
-				      "length", (json_int_t)r->len, "address",
-				      hex_u64(r->raddr), "key",
-				      hex_u64(r->key))))
+	for (size_t i = 0; i < m->neps; i++)
+		if (json_array_append_new(eps, encode_endpoint(&m->eps[i])))
 			goto out;
-	}
+	for (size_t i = 0; i < m->nregions; i++)
+		if (json_array_append_new(regions, encode_region(m, i)))
+			goto out;
 	for (size_t i = 0; i < m->ndirs; i++)
 		if (json_array_append_new(dirs, json_string(m->dirs[i])))
 			goto out;
@@ -467,13 +517,32 @@ int sfs_manifest_validate(const struct sfs_manifest *m, char *err,
 	if (m->ntensors > SFS_MF_MAX_TENSORS)
 		return fail(err, errlen, "tensors: more than %d",
 			    SFS_MF_MAX_TENSORS);
+	if (m->neps == 0 || m->neps > SFS_MF_MAX_ENDPOINTS)
+		return fail(err, errlen, "endpoints: %zu, must be 1..%d",
+			    m->neps, SFS_MF_MAX_ENDPOINTS);
+	for (size_t i = 0; i < m->neps; i++) {
+		if (!m->eps[i].protocol[0] || !m->eps[i].addr_len)
+			return fail(err, errlen,
+				    "endpoints[%zu]: empty protocol or address",
+				    i);
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(m->eps[i].protocol, m->eps[j].protocol))
+				return fail(err, errlen,
+					    "endpoints[%zu]: protocol %s "
+					    "listed twice",
+					    i, m->eps[i].protocol);
+	}
 	for (size_t i = 0; i < m->nregions; i++) {
 		const struct sfs_region *r = &m->regions[i];
-		if (r->len == 0 || r->raddr > UINT64_MAX - r->len)
-			return fail(err, errlen,
-				    "regions[%zu]: length %" PRIu64
-				    " at address 0x%" PRIx64 " is invalid",
-				    i, r->len, r->raddr);
+		if (r->len == 0)
+			return fail(err, errlen, "regions[%zu]: length 0", i);
+		for (size_t j = 0; j < m->neps; j++)
+			if (r->rem[j].raddr > UINT64_MAX - r->len)
+				return fail(err, errlen,
+					    "regions[%zu].remote[%zu]: length "
+					    "%" PRIu64 " at address 0x%" PRIx64
+					    " wraps",
+					    i, j, r->len, r->rem[j].raddr);
 	}
 	if (!(set = json_object()))
 		return -ENOMEM;
@@ -552,37 +621,56 @@ static const char *get_str(json_t *o, const char *key, size_t max)
 	return json_string_value(v);
 }
 
-static int decode_endpoint(struct sfs_manifest *m, json_t *ep, char *err,
-			   size_t errlen)
+static int decode_endpoints(struct sfs_manifest *m, json_t *a, char *err,
+			    size_t errlen)
 {
-	const char *proto, *prov, *addr;
-	uint8_t buf[SFS_MF_ADDR_MAX];
-	size_t n;
+	size_t i;
+	json_t *ep;
 
-	if (!json_is_object(ep))
-		return fail(err, errlen, "endpoint: missing or not an object");
-	proto = get_str(ep, "protocol", sizeof(m->ep.protocol) - 1);
-	prov = get_str(ep, "provider", sizeof(m->ep.provider) - 1);
-	addr = get_str(ep, "address", 2 * SFS_MF_ADDR_MAX);
-	if (!proto || !*proto)
+	if (!json_is_array(a) || json_array_size(a) == 0 ||
+	    json_array_size(a) > SFS_MF_MAX_ENDPOINTS)
 		return fail(err, errlen,
-			    "endpoint.protocol: missing, empty or too long");
-	if (!prov)
-		return fail(err, errlen,
-			    "endpoint.provider: missing or too long");
-	if (!addr || sfs_hex_decode(addr, buf, sizeof(buf), &n) || n == 0)
-		return fail(err, errlen,
-			    "endpoint.address: missing, or not hex of 1..%d "
-			    "bytes",
-			    SFS_MF_ADDR_MAX);
-	return sfs_manifest_set_endpoint(m, proto, prov, buf, n);
+			    "endpoints: missing, or not an array of 1..%d",
+			    SFS_MF_MAX_ENDPOINTS);
+	json_array_foreach (a, i, ep) {
+		const char *proto, *prov, *addr;
+		uint8_t buf[SFS_MF_ADDR_MAX];
+		size_t n;
+		if (!json_is_object(ep))
+			return fail(err, errlen,
+				    "endpoints[%zu]: not an object", i);
+		proto = get_str(ep, "protocol", sizeof(m->eps[0].protocol) - 1);
+		prov = get_str(ep, "provider", sizeof(m->eps[0].provider) - 1);
+		addr = get_str(ep, "address", 2 * SFS_MF_ADDR_MAX);
+		if (!proto || !*proto)
+			return fail(
+				err, errlen,
+				"endpoints[%zu].protocol: missing, empty or "
+				"too long",
+				i);
+		if (!prov)
+			return fail(err, errlen,
+				    "endpoints[%zu].provider: missing or too "
+				    "long",
+				    i);
+		if (!addr || sfs_hex_decode(addr, buf, sizeof(buf), &n) ||
+		    n == 0)
+			return fail(err, errlen,
+				    "endpoints[%zu].address: missing, or not "
+				    "hex of 1..%d bytes",
+				    i, SFS_MF_ADDR_MAX);
+		int rc = sfs_manifest_add_endpoint(m, proto, prov, buf, n);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 			  size_t errlen)
 {
-	size_t i;
-	json_t *r;
+	size_t i, j;
+	json_t *r, *rem, *x;
 
 	if (!json_is_array(a))
 		return fail(err, errlen, "regions: missing or not an array");
@@ -604,19 +692,30 @@ static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 				    "regions[%zu].length: missing or not a "
 				    "positive integer",
 				    i);
-		if (get_hex(r, "address", &addr))
+		rem = json_object_get(r, "remote");
+		if (!json_is_array(rem) || json_array_size(rem) != m->neps)
 			return fail(err, errlen,
-				    "regions[%zu].address: missing or not a "
-				    "64-bit hex string",
-				    i);
-		if (get_hex(r, "key", &key))
-			return fail(err, errlen,
-				    "regions[%zu].key: missing or not a 64-bit "
-				    "hex string",
-				    i);
-		int rc = sfs_manifest_add_region(m, len, addr, key, &got);
+				    "regions[%zu].remote: missing, or not one "
+				    "entry per endpoint (%zu)",
+				    i, m->neps);
+		int rc = sfs_manifest_add_region(m, len, &got);
 		if (rc)
 			return rc;
+		json_array_foreach (rem, j, x) {
+			if (!json_is_object(x) || get_hex(x, "address", &addr))
+				return fail(
+					err, errlen,
+					"regions[%zu].remote[%zu].address: "
+					"missing or not a 64-bit hex string",
+					i, j);
+			if (get_hex(x, "key", &key))
+				return fail(
+					err, errlen,
+					"regions[%zu].remote[%zu].key: "
+					"missing or not a 64-bit hex string",
+					i, j);
+			sfs_manifest_set_remote(m, got, j, addr, key);
+		}
 	}
 	return 0;
 }
@@ -875,8 +974,8 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	free(m->revision);
 	if (!(m->revision = strdup(rev)))
 		goto out;
-	if ((rc = decode_endpoint(m, json_object_get(root, "endpoint"), err,
-				  errlen)))
+	if ((rc = decode_endpoints(m, json_object_get(root, "endpoints"), err,
+				   errlen)))
 		goto out;
 	if ((rc = decode_regions(m, json_object_get(root, "regions"), err,
 				 errlen)))

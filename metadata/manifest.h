@@ -20,7 +20,7 @@
 
 #include "metadata/safetensors.h"
 
-#define SFS_MANIFEST_VERSION 1
+#define SFS_MANIFEST_VERSION 2
 #define SFS_MANIFEST_MAX (256u << 20) /* bytes of JSON accepted */
 #define SFS_MF_MAX_FILES 1000000
 #define SFS_MF_MAX_REGIONS 1000000
@@ -30,6 +30,7 @@
 #define SFS_MF_PATH_MAX 4096
 #define SFS_MF_FILE_MAX (1ull << 50)
 #define SFS_MF_ADDR_MAX 256
+#define SFS_MF_MAX_ENDPOINTS 8	  /* protocols one seed serves at once */
 #define SFS_MF_RESERVED ".seedfs" /* never a top-level entry */
 
 enum sfs_extent_kind {
@@ -53,10 +54,15 @@ struct sfs_mfile {
 	struct sfs_extent *ext; /* tile [0, size) in order */
 };
 
-struct sfs_region {
-	uint64_t len;	/* > 0 */
+/* Where a region is, for one endpoint. */
+struct sfs_remote {
 	uint64_t raddr; /* remote address of byte 0 */
 	uint64_t key;
+};
+
+struct sfs_region {
+	uint64_t len;				     /* > 0 */
+	struct sfs_remote rem[SFS_MF_MAX_ENDPOINTS]; /* [i]: endpoint i */
 };
 
 struct sfs_mtensor {
@@ -80,7 +86,8 @@ struct sfs_manifest {
 	char *model;
 	char *revision;
 	uint64_t generation;
-	struct sfs_endpoint ep;
+	size_t neps; /* 1..SFS_MF_MAX_ENDPOINTS, the seed's preference order */
+	struct sfs_endpoint eps[SFS_MF_MAX_ENDPOINTS];
 	size_t nregions, cap_regions;
 	struct sfs_region *regions;
 	size_t ndirs, cap_dirs;
@@ -94,11 +101,14 @@ struct sfs_manifest {
 /* Builder.  Each returns 0 or -errno (-EINVAL names nothing: the seed
  * validates the finished manifest with sfs_manifest_validate). */
 struct sfs_manifest *sfs_manifest_new(const char *model, uint64_t generation);
-int sfs_manifest_set_endpoint(struct sfs_manifest *m, const char *protocol,
+int sfs_manifest_add_endpoint(struct sfs_manifest *m, const char *protocol,
 			      const char *provider, const void *addr,
 			      size_t len);
-int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len,
-			    uint64_t raddr, uint64_t key, uint32_t *id);
+/* A region of @len bytes; its remote address and key for endpoint @ep
+ * are set with sfs_manifest_set_remote. */
+int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len, uint32_t *id);
+void sfs_manifest_set_remote(struct sfs_manifest *m, uint32_t id, size_t ep,
+			     uint64_t raddr, uint64_t key);
 int sfs_manifest_add_dir(struct sfs_manifest *m, const char *path);
 int sfs_manifest_add_file(struct sfs_manifest *m, const char *path,
 			  size_t *idx);
@@ -140,6 +150,16 @@ void sfs_manifest_free(struct sfs_manifest *m);
  * or -1 when @off >= size.  O(log n).
  */
 ssize_t sfs_mfile_find_extent(const struct sfs_mfile *f, uint64_t off);
+
+/*
+ * sfs_manifest_endpoint - index of the endpoint serving @protocol, or -1.
+ * sfs_manifest_protocols - "tcp, rdma": the protocols served, for
+ * messages; returns @buf.
+ */
+ssize_t sfs_manifest_endpoint(const struct sfs_manifest *m,
+			      const char *protocol);
+char *sfs_manifest_protocols(const struct sfs_manifest *m, char *buf,
+			     size_t len);
 
 /*
  * sfs_path_check - 0 if @path is a relative path of valid components

@@ -27,18 +27,20 @@ struct seed_file {
 	size_t fidx;	   /* index in the manifest */
 	uint64_t data_off; /* safetensors: bytes of header to inline */
 	size_t nmr;
-	struct sfs_xport_mr **mr;
+	struct sfs_xport_mr **mr; /* piece p, transport t: [p * nx + t] */
 };
 
 struct sfs_seed {
-	struct sfs_xport *x;
+	size_t nx; /* transports served, = manifest endpoints, same order */
+	struct sfs_xport *x[SFS_MF_MAX_ENDPOINTS];
+	int writable; /* some transport needs writable memory */
+	char protocols[SFS_MF_MAX_ENDPOINTS * 32];
 	struct sfs_manifest *m;
 	char *json;
 	size_t json_len;
 	size_t nfiles;
 	struct seed_file *files;
 	uint64_t total_bytes;
-	size_t private_maps; /* files mapped writable for the provider */
 };
 
 static int ends_with(const char *s, const char *suffix)
@@ -79,13 +81,30 @@ static int add_safetensors(struct sfs_seed *s, size_t fidx, const char *rel,
 /* Register @f in pieces; each piece becomes one manifest region. */
 /*
  * Some providers (libfabric verbs under rxm) add local write access to
- * every registration, and the kernel cannot pin a read-only mapping for
- * that: they answer EFAULT.  Such a file is mapped again privately and
- * writable (copy on write; nothing is ever written through it, and
- * remote peers still get read access only), at the cost of memory.
+ * every registration, and the kernel cannot pin read-only memory for
+ * that (EFAULT).  Find out once per transport with one page of
+ * read-only memory, which fails the same way a read-only file mapping
+ * does (measured on soft-RoCE).
  */
-static int map_writable(struct sfs_seed *s, struct seed_file *f,
-			const char *abs, const char *rel)
+static int needs_writable(struct sfs_xport *x)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	struct sfs_xport_mr *mr;
+	char *p = mmap(NULL, (size_t)pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	if (p == MAP_FAILED)
+		return 0;
+	(void)*(volatile char *)p; /* map it */
+	int rc = sfs_xport_mr_reg(x, p, (size_t)pg, SFS_XPORT_REMOTE_READ, &mr);
+	if (!rc)
+		sfs_xport_mr_dereg(mr);
+	munmap(p, (size_t)pg);
+	return rc == -EFAULT;
+}
+
+/* Map @f again, privately and writable: copy on write when pinned,
+ * nothing ever writes through it.  Remote peers still only read. */
+static int map_writable(struct seed_file *f, const char *abs)
 {
 	int fd = open(abs, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -97,53 +116,39 @@ static int map_writable(struct sfs_seed *s, struct seed_file *f,
 		return -errno;
 	munmap(f->map, f->size);
 	f->map = p;
-	if (!s->private_maps++)
-		SFS_LOG(SFS_INFO, "seed",
-			"the %s provider cannot register read-only file "
-			"mappings: publishing private copies (first: %s)",
-			sfs_seed_protocol(s), rel);
 	return 0;
 }
 
-/* Register @f in pieces; each piece becomes one manifest region. */
+/* Register @f in pieces with every transport; each piece becomes one
+ * region with one remote address and key per endpoint. */
 static int register_file(struct sfs_seed *s, struct seed_file *f,
-			 const struct sfs_walk_entry *e, uint64_t piece,
-			 uint32_t *first)
+			 uint64_t piece, uint32_t *first)
 {
 	size_t n = (size_t)((f->size + piece - 1) / piece);
 	int rc;
 
-	if (!(f->mr = calloc(n, sizeof(f->mr[0]))))
+	if (!(f->mr = calloc(n * s->nx, sizeof(f->mr[0]))))
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t off = i * piece;
 		uint64_t len = SFS_MIN(piece, f->size - off);
-		uint64_t raddr, key;
 		uint32_t id;
-		/* Once the provider has refused a read-only mapping, map
-		 * the next files writable straight away. */
-		rc = i == 0 && s->private_maps
-			     ? map_writable(s, f, e->abs, e->rel)
-			     : 0;
-		if (!rc)
-			rc = sfs_xport_mr_reg(s->x, (char *)f->map + off, len,
-					      SFS_XPORT_REMOTE_READ, &f->mr[i]);
-		if (rc == -EFAULT && i == 0 && !s->private_maps) {
-			rc = map_writable(s, f, e->abs, e->rel);
-			if (!rc)
-				rc = sfs_xport_mr_reg(s->x, f->map, len,
-						      SFS_XPORT_REMOTE_READ,
-						      &f->mr[i]);
-		}
-		if (rc)
-			return rc;
-		f->nmr++;
-		sfs_xport_mr_export(f->mr[i], &raddr, &key);
-		rc = sfs_manifest_add_region(s->m, len, raddr, key, &id);
+		rc = sfs_manifest_add_region(s->m, len, &id);
 		if (rc)
 			return rc;
 		if (i == 0)
 			*first = id;
+		for (size_t t = 0; t < s->nx; t++) {
+			struct sfs_xport_mr **mr = &f->mr[i * s->nx + t];
+			uint64_t raddr, key;
+			rc = sfs_xport_mr_reg(s->x[t], (char *)f->map + off,
+					      len, SFS_XPORT_REMOTE_READ, mr);
+			if (rc)
+				return rc;
+			f->nmr = i * s->nx + t + 1;
+			sfs_xport_mr_export(*mr, &raddr, &key);
+			sfs_manifest_set_remote(s->m, id, t, raddr, key);
+		}
 	}
 	return 0;
 }
@@ -225,10 +230,12 @@ static int publish_file(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
 		f->map = NULL;
 		return rc;
 	}
-	rc = register_file(s, f, e, cfg->mr_max, &first);
+	rc = s->writable ? map_writable(f, e->abs) : 0;
+	if (!rc)
+		rc = register_file(s, f, cfg->mr_max, &first);
 	if (rc) {
 		snprintf(err, errlen, "cannot register %s with protocol %s: %s",
-			 e->rel, cfg->protocol, strerror(-rc));
+			 e->rel, s->protocols, strerror(-rc));
 		return rc;
 	}
 	/* The published file is byte-identical: the header inline, the
@@ -240,6 +247,67 @@ static int publish_file(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
 		rc = add_remote_range(s->m, f->fidx, first, cfg->mr_max,
 				      f->data_off, f->size);
 	return rc;
+}
+
+/*
+ * Open every protocol of @cfg->protocol ("tcp", "tcp,rdma", "auto"), one
+ * manifest endpoint each, in that order.
+ */
+static int open_transports(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
+			   char *err, size_t errlen)
+{
+	char list[256], *save = NULL;
+	size_t o = 0;
+
+	snprintf(list, sizeof(list), "%s", cfg->protocol);
+	for (char *p = strtok_r(list, ",", &save); p;
+	     p = strtok_r(NULL, ",", &save)) {
+		struct sfs_xport_cfg xc = {.protocol = p,
+					   .role = SFS_XPORT_SEED,
+					   .node = cfg->fabric_node,
+					   .timeout_ms = cfg->timeout_ms};
+		struct sfs_xport_info info;
+		int rc;
+		if (s->nx == SFS_MF_MAX_ENDPOINTS) {
+			snprintf(err, errlen, "more than %d protocols",
+				 SFS_MF_MAX_ENDPOINTS);
+			return -E2BIG;
+		}
+		rc = sfs_xport_open(&xc, &s->x[s->nx], err, errlen);
+		if (rc)
+			return rc;
+		sfs_xport_info(s->x[s->nx], &info);
+		if (sfs_manifest_endpoint(s->m, info.protocol) >= 0) {
+			snprintf(err, errlen, "protocol %s listed twice",
+				 info.protocol);
+			sfs_xport_close(s->x[s->nx]);
+			return -EINVAL;
+		}
+		rc = sfs_manifest_add_endpoint(s->m, info.protocol,
+					       info.provider, info.addr,
+					       info.addr_len);
+		if (rc) {
+			sfs_xport_close(s->x[s->nx]);
+			return rc;
+		}
+		if (needs_writable(s->x[s->nx]) && !s->writable) {
+			s->writable = 1;
+			SFS_LOG(SFS_INFO, "seed",
+				"protocol %s registers memory with local write "
+				"access: model files are mapped privately and "
+				"writable (copied when registered)",
+				info.protocol);
+		}
+		o += (size_t)snprintf(s->protocols + o,
+				      sizeof(s->protocols) - o, "%s%s",
+				      s->nx ? "," : "", info.protocol);
+		s->nx++;
+	}
+	if (!s->nx) {
+		snprintf(err, errlen, "no protocol given");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
@@ -299,17 +367,7 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 			goto err_msg;
 	}
 
-	struct sfs_xport_cfg xcfg = {.protocol = cfg->protocol,
-				     .role = SFS_XPORT_SEED,
-				     .node = cfg->fabric_node,
-				     .timeout_ms = cfg->timeout_ms};
-	rc = sfs_xport_open(&xcfg, &s->x, err, errlen);
-	if (rc)
-		goto err;
-	struct sfs_xport_info info;
-	sfs_xport_info(s->x, &info);
-	rc = sfs_manifest_set_endpoint(s->m, info.protocol, info.provider,
-				       info.addr, info.addr_len);
+	rc = open_transports(s, cfg, err, errlen);
 	if (rc)
 		goto err;
 	for (size_t i = 0, k = 0; i < w->n; i++) {
@@ -359,16 +417,16 @@ void sfs_seed_manifest(const struct sfs_seed *s, const char **json, size_t *len)
 
 const char *sfs_seed_protocol(const struct sfs_seed *s)
 {
-	return s->m->ep.protocol;
+	return s->protocols;
 }
 
 int sfs_seed_accept(struct sfs_seed *s, const char *protocol, const void *hello,
 		    size_t len, void *reply, size_t *rlen)
 {
-	if (!protocol || strcmp(protocol, s->m->ep.protocol) ||
-	    !sfs_xport_needs_hello(s->x))
+	ssize_t i = protocol ? sfs_manifest_endpoint(s->m, protocol) : -1;
+	if (i < 0 || !sfs_xport_needs_hello(s->x[i]))
 		return -EPROTONOSUPPORT;
-	return sfs_xport_accept(s->x, hello, len, reply, rlen);
+	return sfs_xport_accept(s->x[i], hello, len, reply, rlen);
 }
 
 void sfs_seed_summary(const struct sfs_seed *s, char *buf, size_t len)
@@ -395,7 +453,8 @@ void sfs_seed_close(struct sfs_seed *s)
 			munmap(f->map, f->size);
 	}
 	free(s->files);
-	sfs_xport_close(s->x);
+	for (size_t i = 0; i < s->nx; i++)
+		sfs_xport_close(s->x[i]);
 	sfs_manifest_free(s->m);
 	free(s->json);
 	free(s);

@@ -27,14 +27,17 @@ static struct sfs_manifest *sample(void)
 	uint64_t shape[2] = {3, 5}, zero[1] = {0};
 
 	ck_assert_ptr_nonnull(m);
-	ck_assert_int_eq(sfs_manifest_set_endpoint(m, "tcp", "tcp;ofi_rxm",
+	ck_assert_int_eq(sfs_manifest_add_endpoint(m, "tcp", "tcp;ofi_rxm",
 						   addr, sizeof(addr)),
 			 0);
 	ck_assert_int_eq(
-		sfs_manifest_add_region(m, 1000, 0x7f0000001000ull, 0x11, &r0),
-		0);
-	ck_assert_int_eq(
-		sfs_manifest_add_region(m, 300, 0, UINT64_MAX - 1, &r1), 0);
+		sfs_manifest_add_endpoint(m, "rdma", "ibverbs", addr, 4), 0);
+	ck_assert_int_eq(sfs_manifest_add_region(m, 1000, &r0), 0);
+	sfs_manifest_set_remote(m, r0, 0, 0x7f0000001000ull, 0x11);
+	sfs_manifest_set_remote(m, r0, 1, 0x7f0000002000ull, 0x22);
+	ck_assert_int_eq(sfs_manifest_add_region(m, 300, &r1), 0);
+	sfs_manifest_set_remote(m, r1, 0, 0, UINT64_MAX - 1);
+	sfs_manifest_set_remote(m, r1, 1, 0x1000, 7);
 	ck_assert_int_eq(sfs_manifest_add_dir(m, "sub"), 0);
 	ck_assert_int_eq(sfs_manifest_add_dir(m, "sub/deeper"), 0);
 	ck_assert_int_eq(sfs_manifest_add_file(m, "config.json", &f), 0);
@@ -66,13 +69,22 @@ START_TEST(round_trip)
 	ck_assert_int_eq(sfs_manifest_decode(a, al, &d, err, sizeof(err)), 0);
 	ck_assert_str_eq(d->model, "tiny");
 	ck_assert_uint_eq(d->generation, 7);
-	ck_assert_str_eq(d->ep.protocol, "tcp");
-	ck_assert_str_eq(d->ep.provider, "tcp;ofi_rxm");
-	ck_assert_uint_eq(d->ep.addr_len, sizeof(addr));
-	ck_assert_mem_eq(d->ep.addr, addr, sizeof(addr));
+	ck_assert_uint_eq(d->neps, 2);
+	ck_assert_str_eq(d->eps[0].protocol, "tcp");
+	ck_assert_str_eq(d->eps[0].provider, "tcp;ofi_rxm");
+	ck_assert_uint_eq(d->eps[0].addr_len, sizeof(addr));
+	ck_assert_mem_eq(d->eps[0].addr, addr, sizeof(addr));
+	ck_assert_str_eq(d->eps[1].protocol, "rdma");
+	ck_assert_uint_eq(d->eps[1].addr_len, 4);
+	ck_assert_int_eq(sfs_manifest_endpoint(d, "rdma"), 1);
+	ck_assert_int_eq(sfs_manifest_endpoint(d, "shm"), -1);
+	char served[64];
+	ck_assert_str_eq(sfs_manifest_protocols(d, served, sizeof(served)),
+			 "tcp, rdma");
 	ck_assert_uint_eq(d->nregions, 2);
-	ck_assert_uint_eq(d->regions[0].raddr, 0x7f0000001000ull);
-	ck_assert_uint_eq(d->regions[1].key, UINT64_MAX - 1);
+	ck_assert_uint_eq(d->regions[0].rem[0].raddr, 0x7f0000001000ull);
+	ck_assert_uint_eq(d->regions[0].rem[1].key, 0x22);
+	ck_assert_uint_eq(d->regions[1].rem[0].key, UINT64_MAX - 1);
 	ck_assert_uint_eq(d->ndirs, 2);
 	ck_assert_uint_eq(d->nfiles, 4);
 	ck_assert_str_eq(d->files[1].path, "model.safetensors");
@@ -138,29 +150,42 @@ static void expect_reject(void (*mutate)(json_t *), const char *needle)
 
 REJECT(version_missing, "seedfs_manifest",
        json_object_del(r, "seedfs_manifest"))
-REJECT(version_unknown, "version 2", SET(r, "seedfs_manifest", json_integer(2)))
+REJECT(version_unknown, "version 3", SET(r, "seedfs_manifest", json_integer(3)))
+REJECT(version_old, "version 1, this build reads 2",
+       SET(r, "seedfs_manifest", json_integer(1)))
 REJECT(model_missing, "model:", json_object_del(r, "model"))
 REJECT(model_slash, "model:", SET(r, "model", json_string("a/b")))
 REJECT(model_dotdot, "model:", SET(r, "model", json_string("..")))
 REJECT(model_empty, "model:", SET(r, "model", json_string("")))
 REJECT(generation_negative, "generation",
        SET(r, "generation", json_integer(-1)))
-REJECT(endpoint_missing, "endpoint", json_object_del(r, "endpoint"))
-REJECT(protocol_empty, "endpoint.protocol",
-       SET(json_object_get(r, "endpoint"), "protocol", json_string("")))
-REJECT(address_not_hex, "endpoint.address",
-       SET(json_object_get(r, "endpoint"), "address", json_string("zz")))
+REJECT(endpoints_missing, "endpoints", json_object_del(r, "endpoints"))
+REJECT(endpoints_empty, "endpoints", SET(r, "endpoints", json_array()))
+REJECT(endpoints_too_many, "endpoints", {
+	json_t *e = json_object_get(r, "endpoints");
+	for (int i = 0; i < 7; i++)
+		json_array_append(e, json_array_get(e, 0));
+})
+REJECT(protocol_empty, "endpoints[0].protocol",
+       SET(AT(r, "endpoints", 0), "protocol", json_string("")))
+REJECT(protocol_twice, "protocol tcp listed twice",
+       SET(AT(r, "endpoints", 1), "protocol", json_string("tcp")))
+REJECT(address_not_hex, "endpoints[1].address",
+       SET(AT(r, "endpoints", 1), "address", json_string("zz")))
 REJECT(regions_not_array, "regions", SET(r, "regions", json_object()))
 REJECT(region_id_mismatch, "regions[1].id",
        SET(AT(r, "regions", 1), "id", json_integer(0)))
 REJECT(region_length_zero, "regions[0].length",
        SET(AT(r, "regions", 0), "length", json_integer(0)))
-REJECT(region_address_number, "regions[0].address",
-       SET(AT(r, "regions", 0), "address", json_integer(4096)))
-REJECT(region_key_garbage, "regions[0].key",
-       SET(AT(r, "regions", 0), "key", json_string("0xfoo")))
-REJECT(region_wraps, "regions[0]",
-       SET(AT(r, "regions", 0), "address", json_string("0xfffffffffffffff0")))
+REJECT(region_remote_count, "regions[1].remote",
+       json_array_remove(json_object_get(AT(r, "regions", 1), "remote"), 1))
+REJECT(region_address_number, "regions[0].remote[1].address",
+       SET(AT(AT(r, "regions", 0), "remote", 1), "address", json_integer(4096)))
+REJECT(region_key_garbage, "regions[0].remote[0].key",
+       SET(AT(AT(r, "regions", 0), "remote", 0), "key", json_string("0xfoo")))
+REJECT(region_wraps, "regions[0].remote[0]",
+       SET(AT(AT(r, "regions", 0), "remote", 0), "address",
+	   json_string("0xfffffffffffffff0")))
 REJECT(dirs_missing, "dirs", json_object_del(r, "dirs"))
 REJECT(dir_absolute, "dirs[0]",
        json_array_set_new(json_object_get(r, "dirs"), 0, json_string("/x")))
@@ -297,17 +322,22 @@ static Suite *suite(void)
 	tcase_add_test(b, reject_oversize);
 	tcase_add_test(b, version_missing);
 	tcase_add_test(b, version_unknown);
+	tcase_add_test(b, version_old);
 	tcase_add_test(b, model_missing);
 	tcase_add_test(b, model_slash);
 	tcase_add_test(b, model_dotdot);
 	tcase_add_test(b, model_empty);
 	tcase_add_test(b, generation_negative);
-	tcase_add_test(b, endpoint_missing);
+	tcase_add_test(b, endpoints_missing);
+	tcase_add_test(b, endpoints_empty);
+	tcase_add_test(b, endpoints_too_many);
 	tcase_add_test(b, protocol_empty);
+	tcase_add_test(b, protocol_twice);
 	tcase_add_test(b, address_not_hex);
 	tcase_add_test(b, regions_not_array);
 	tcase_add_test(b, region_id_mismatch);
 	tcase_add_test(b, region_length_zero);
+	tcase_add_test(b, region_remote_count);
 	tcase_add_test(b, region_address_number);
 	tcase_add_test(b, region_key_garbage);
 	tcase_add_test(b, region_wraps);

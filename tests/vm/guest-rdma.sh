@@ -30,4 +30,14 @@ for p in "$@"; do
 		fi
 	done
 done
+# One seed serving every RDMA protocol given and tcp at once.
+all=$(IFS=,; echo "$*"),tcp
+echo "vm: multi over $all"
+t0=$(date +%s)
+if bash "$HERE/../integration/multi.sh" "$BUILD" "$all"; then
+	echo "vm: multi over $all passed in $(($(date +%s) - t0)) s"
+else
+	echo "vm: multi over $all FAILED"
+	status=1
+fi
 exit $status

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # make bench: one run, one table.  For a generated model of BENCH_SIZE
-# bytes (default 1G) on tmpfs, served by a local seed over PROTOCOL
-# (default tcp) on loopback:
+# bytes (default 1G) on tmpfs, served by one local seed over every
+# protocol of BENCH_PROTOCOLS (default tcp,shm,sockets) on loopback:
 #   raw        sfs-rawread: every byte with the transport alone, no FUSE
 #   cold       first sequential read through a fresh mount
+# for each protocol, then once (the page cache does not care):
 #   warm       the same read again (kernel page cache)
 #   tmpfs      the same files read from tmpfs directly
-# then the ratios cold/raw and warm/tmpfs.  Each is measured RUNS times
+# and the ratios cold/raw (per protocol) and warm/tmpfs.  Each is measured RUNS times
 # (default 3; cold on a fresh mount each time) and the median reported
 # with the range: on small VMs the first touch of fresh memory makes
 # single runs noisy.  No thresholds: numbers.
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 SIZE=${BENCH_SIZE:-1G}
-PROTO=${BENCH_PROTOCOL:-tcp}
+PROTOS=${BENCH_PROTOCOLS:-tcp,shm,sockets}
 MOUNT_OPTS=${BENCH_MOUNT_OPTS:-}
 RUNS=${BENCH_RUNS:-3}
 SEEDFS=$BUILD/seedfs
@@ -34,7 +35,7 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo "generating a $SIZE model on tmpfs..."
 "$BUILD/tests/genmodel" "$WORK/model" --size "$SIZE" --shards 4 >/dev/null
 "$SEEDFS" seed --model-dir "$WORK/model" --listen 127.0.0.1:0 \
-	--protocol "$PROTO" --log-level warn >"$WORK/seed.out" 2>"$WORK/seed.err" &
+	--protocol "$PROTOS" --log-level warn >"$WORK/seed.out" 2>"$WORK/seed.err" &
 SEED_PID=$!
 for _ in $(seq 200); do grep -q ready "$WORK/seed.out" && break; sleep 0.05; done
 PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
@@ -53,40 +54,46 @@ median_of() {
 	printf '%s\n' "${vals[@]}" | sort -g | awk -v b="$bytes" \
 		'{ a[NR] = $1 } END { print a[int((NR + 1) / 2)], a[1], a[NR], b }'
 }
-mount_it() {
+mount_it() { # PROTOCOL
 	# shellcheck disable=SC2086
-	"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --log-level warn $MOUNT_OPTS
+	"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --protocol "$1" \
+		--log-level warn $MOUNT_OPTS
 }
-cold_read() { # a fresh mount: nothing cached
-	mount_it
+cold_read() { # PROTOCOL: a fresh mount, nothing cached
+	mount_it "$1"
 	"$BUILD/bench/sfs-readall" "$MNT/model"
 	fusermount3 -u "$MNT"
 }
-
-raw=$(median_of "$BUILD/bench/sfs-rawread" --seed "127.0.0.1:$PORT" --chunk 1M --depth 8)
-cold=$(median_of cold_read)
-mount_it
+col() { echo "$1" | awk -v i="$2" '{ print $i }'; }
+declare -A raw cold
+for p in ${PROTOS//,/ }; do
+	echo "measuring $p..."
+	raw[$p]=$(median_of "$BUILD/bench/sfs-rawread" --seed "127.0.0.1:$PORT" \
+		--protocol "$p" --chunk 1M --depth 8)
+	cold[$p]=$(median_of cold_read "$p")
+done
+first=${PROTOS%%,*}
+mount_it "$first"
 "$BUILD/bench/sfs-readall" "$MNT/model" >/dev/null
 warm=$(median_of "$BUILD/bench/sfs-readall" "$MNT/model")
 fusermount3 -u "$MNT"
 tmpfs=$(median_of "$BUILD/bench/sfs-readall" "$WORK/model")
-
-col() { echo "$1" | awk -v i="$2" '{ print $i }'; }
-r=$(col "$raw" 1)
-c=$(col "$cold" 1)
-w=$(col "$warm" 1)
-t=$(col "$tmpfs" 1)
-bytes=$(col "$cold" 4)
+bytes=$(col "$warm" 4)
 row() { printf '| %-38s | %6s | %11s |\n' "$1" "$(col "$2" 1)" "$(col "$2" 2)-$(col "$2" 3)"; }
-printf '\nseedfs bench: %s bytes, protocol %s, %s cores, %s\n\n' \
-	"$bytes" "$PROTO" "$(nproc)" "$(date -u +%Y-%m-%d)"
+printf '\nseedfs bench: %s bytes, %s cores, %s\n\n' \
+	"$bytes" "$(nproc)" "$(date -u +%Y-%m-%d)"
 printf '| %-38s | %6s | %11s |\n' "read (median of $RUNS)" "GB/s" "range"
 printf '|%s|%s|%s|\n' "----------------------------------------" "--------" "-------------"
-row "raw transport (sfs-rawread, no FUSE)" "$raw"
-row "mount, cold (fresh mount, first read)" "$cold"
+for p in ${PROTOS//,/ }; do
+	row "$p: raw transport (no FUSE)" "${raw[$p]}"
+	row "$p: mount, cold (fresh mount)" "${cold[$p]}"
+done
 row "mount, warm (page cache)" "$warm"
 row "tmpfs (same files)" "$tmpfs"
 printf '\n| %-38s | %6s |\n' "ratio of medians" "x"
 printf '|%s|%s|\n' "----------------------------------------" "--------"
-printf '| %-38s | %6s |\n' "mount cold / raw transport" "$(div "$c" "$r")"
-printf '| %-38s | %6s |\n' "mount warm / tmpfs" "$(div "$w" "$t")"
+for p in ${PROTOS//,/ }; do
+	printf '| %-38s | %6s |\n' "$p: mount cold / raw transport" \
+		"$(div "$(col "${cold[$p]}" 1)" "$(col "${raw[$p]}" 1)")"
+done
+printf '| %-38s | %6s |\n' "mount warm / tmpfs" "$(div "$(col "$warm" 1)" "$(col "$tmpfs" 1)")"

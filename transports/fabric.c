@@ -11,6 +11,7 @@
  * provider kept are obeyed.
  */
 #include "xport_impl.h"
+#include "efa.h"
 #include "xreq.h"
 
 #include "common/log.h"
@@ -59,6 +60,7 @@ struct fab_xport {
 	uint64_t mr_mode;
 	uint64_t max_msg;
 	int wait_fd; /* CQ wait fd (FI_WAIT_FD), or -1: poll with naps */
+	int hmem;    /* opened with FI_HMEM */
 	atomic_uint_fast64_t next_key;
 
 	pthread_t thread;
@@ -283,7 +285,7 @@ static void fab_universe_once(void)
 
 static pthread_once_t fab_once = PTHREAD_ONCE_INIT;
 
-static struct fi_info *fab_hints(const char *provider)
+static struct fi_info *fab_hints(const char *provider, int hmem)
 {
 	struct fi_info *h = fi_allocinfo();
 	if (!h)
@@ -295,6 +297,10 @@ static struct fi_info *fab_hints(const char *provider)
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
 				  FI_MR_ALLOCATED | FI_MR_PROV_KEY |
 				  FI_MR_ENDPOINT;
+	if (hmem) { /* GPU memory: fi_mr(3), fi_efa(7) */
+		h->caps |= FI_HMEM;
+		h->domain_attr->mr_mode |= FI_MR_HMEM;
+	}
 	h->fabric_attr->prov_name = strdup(provider);
 	if (!h->fabric_attr->prov_name) {
 		fi_freeinfo(h);
@@ -323,7 +329,27 @@ static int fab_open(const struct sfs_xport_proto *p,
 	atomic_init(&x->next_key, 1);
 	pthread_mutex_init(&x->inflight.lock, NULL);
 
-	hints = fab_hints(p->provider);
+	if (!strcmp(p->provider, "efa")) {
+		/* Ask the device, not the instance type, whether it can
+		 * serve RDMA read; refuse a setting that would abort. */
+		struct sfs_efa_caps caps;
+		sfs_efa_query(&caps);
+		if (caps.devices)
+			SFS_LOG(SFS_INFO, "xport",
+				"efa: %d device(s), %s: RDMA read %s, "
+				"max_rdma_size %u",
+				caps.devices, caps.name,
+				caps.rdma_read ? "yes"
+					       : "no (reads are emulated with "
+						 "messages by the seed)",
+				caps.max_rdma_size);
+		rc = sfs_efa_env_check(&caps, getenv("FI_EFA_USE_DEVICE_RDMA"),
+				       err, errlen);
+		if (rc)
+			goto err;
+	}
+	hints = fab_hints(p->provider, cfg->hmem);
+	x->hmem = cfg->hmem;
 	if (!hints) {
 		rc = -ENOMEM;
 		step = "fi_allocinfo";
@@ -516,6 +542,62 @@ err_free:
 	return fab_errno(rc);
 }
 
+/* fi_mr_regattr with iface FI_HMEM_CUDA and device.cuda (a CUdevice),
+ * as fi_mr(3) describes; the rest as fab_mr_reg.  Cannot run here. */
+static int fab_mr_reg_cuda(struct sfs_xport *base, void *buf, size_t len,
+			   int device, unsigned int access,
+			   struct sfs_xport_mr **out, char *err, size_t errlen)
+{
+	struct fab_xport *x = to_fab(base);
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct fi_mr_attr attr = {.mr_iov = &iov,
+				  .iov_count = 1,
+				  .iface = FI_HMEM_CUDA,
+				  .device.cuda = device};
+	struct fab_mr *m;
+	int rc;
+
+	if (!x->hmem) {
+		snprintf(err, errlen,
+			 "protocol %s was opened without FI_HMEM (set hmem in "
+			 "its configuration)",
+			 x->proto->name);
+		return -EOPNOTSUPP;
+	}
+	if (access & SFS_XPORT_REMOTE_READ)
+		attr.access |= FI_REMOTE_READ;
+	if (access & SFS_XPORT_LOCAL_DST)
+		attr.access |= FI_READ;
+	if (!(x->mr_mode & FI_MR_PROV_KEY))
+		attr.requested_key = atomic_fetch_add(&x->next_key, 1);
+	if (!(m = calloc(1, sizeof(*m))))
+		return -ENOMEM;
+	m->base.ops = &sfs_fabric_ops;
+	m->x = x;
+	rc = fi_mr_regattr(x->domain, &attr, 0, &m->mr);
+	if (!rc && (x->mr_mode & FI_MR_ENDPOINT)) {
+		rc = fi_mr_bind(m->mr, &x->ep->fid, 0);
+		if (!rc)
+			rc = fi_mr_enable(m->mr);
+		if (rc)
+			fi_close(&m->mr->fid);
+	}
+	if (rc) {
+		snprintf(err, errlen,
+			 "protocol %s: fi_mr_regattr(FI_HMEM_CUDA, "
+			 "device %d, %zu bytes): %s",
+			 x->proto->name, device, len, fi_strerror(-rc));
+		free(m);
+		return fab_errno(rc);
+	}
+	m->desc = fi_mr_desc(m->mr);
+	m->key = fi_mr_key(m->mr);
+	m->raddr =
+		(x->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf : 0;
+	*out = &m->base;
+	return 0;
+}
+
 static void fab_mr_dereg(struct sfs_xport_mr *base)
 {
 	struct fab_mr *m = (struct fab_mr *)base;
@@ -642,6 +724,7 @@ const struct sfs_xport_ops sfs_fabric_ops = {
 	.close = fab_close,
 	.info = fab_info,
 	.mr_reg = fab_mr_reg,
+	.mr_reg_cuda = fab_mr_reg_cuda,
 	.mr_dereg = fab_mr_dereg,
 	.mr_export = fab_mr_export,
 	.peer_add = fab_peer_add,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* transport.c - the protocol registry and dispatch to backends. */
 #include "xport_impl.h"
+#include "hmem.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -165,6 +166,27 @@ int sfs_xport_mr_reg(struct sfs_xport *x, void *buf, size_t len,
 		     unsigned int access, struct sfs_xport_mr **out)
 {
 	return x->ops->mr_reg(x, buf, len, access, out);
+}
+
+int sfs_xport_mr_reg_cuda(struct sfs_xport *x, void *dptr, size_t len,
+			  unsigned int access, struct sfs_xport_mr **out,
+			  char *err, size_t errlen)
+{
+	struct sfs_xport_info info;
+	int dev, rc;
+
+	sfs_xport_info(x, &info);
+	if (!x->ops->mr_reg_cuda) {
+		snprintf(err, errlen,
+			 "protocol %s cannot register GPU memory; use efa or "
+			 "rdma-fabric",
+			 info.protocol);
+		return -EOPNOTSUPP;
+	}
+	rc = sfs_hmem_cuda_device(dptr, &dev, err, errlen);
+	if (rc)
+		return rc;
+	return x->ops->mr_reg_cuda(x, dptr, len, dev, access, out, err, errlen);
 }
 
 void sfs_xport_mr_dereg(struct sfs_xport_mr *mr)

@@ -44,6 +44,7 @@ struct sfs_xport_cfg {
 	enum sfs_xport_role role;
 	const char *node;	 /* local address to bind, NULL: provider's */
 	unsigned int timeout_ms; /* bound on every internal wait */
+	int hmem;		 /* will register GPU memory: ask for FI_HMEM */
 };
 
 /* What a transport tells about itself (published, logged, probed). */
@@ -115,6 +116,17 @@ void sfs_xport_info(struct sfs_xport *x, struct sfs_xport_info *info);
 int sfs_xport_mr_reg(struct sfs_xport *x, void *buf, size_t len,
 		     unsigned int access, struct sfs_xport_mr **out);
 void sfs_xport_mr_dereg(struct sfs_xport_mr *mr);
+
+/*
+ * sfs_xport_mr_reg_cuda - register CUDA device memory (a seed publishing
+ * an engine's GPU-resident weights) with @access, through fi_mr_regattr
+ * and FI_HMEM_CUDA.  Needs a build with -DSEEDFS_CUDA=ON and a transport
+ * opened with cfg.hmem.  Returns 0, or -EOPNOTSUPP / -ENODEV / -EINVAL
+ * with one line in @err.  Thread safe.
+ */
+int sfs_xport_mr_reg_cuda(struct sfs_xport *x, void *dptr, size_t len,
+			  unsigned int access, struct sfs_xport_mr **out,
+			  char *err, size_t errlen);
 
 /*
  * sfs_xport_mr_export - what a peer needs to read this registration:

@@ -21,6 +21,10 @@ struct sfs_xport_ops {
 	void (*info)(struct sfs_xport *x, struct sfs_xport_info *info);
 	int (*mr_reg)(struct sfs_xport *x, void *buf, size_t len,
 		      unsigned int access, struct sfs_xport_mr **out);
+	/* Optional (NULL: this backend cannot register GPU memory). */
+	int (*mr_reg_cuda)(struct sfs_xport *x, void *buf, size_t len,
+			   int device, unsigned int access,
+			   struct sfs_xport_mr **out, char *err, size_t errlen);
 	void (*mr_dereg)(struct sfs_xport_mr *mr);
 	void (*mr_export)(const struct sfs_xport_mr *mr, uint64_t *raddr,
 			  uint64_t *key);

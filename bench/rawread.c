@@ -86,6 +86,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sfs-rawread: %s\n", err);
 		return 1;
 	}
+	uint64_t *keys = calloc(m->nregions ? m->nregions : 1, sizeof(*keys));
+	for (size_t r = 0; keys && r < m->nregions; r++)
+		if (sfs_control_remote_key(x, &m->regions[r].rem[ep],
+					   &keys[r])) {
+			fprintf(stderr,
+				"sfs-rawread: cannot import a raw key\n");
+			return 1;
+		}
 	/* A ring of depth buffers, prefaulted and registered once. */
 	size_t buflen = (size_t)(chunk * depth);
 	uint8_t *buf = mmap(NULL, buflen, PROT_READ | PROT_WRITE,
@@ -114,7 +122,7 @@ int main(int argc, char **argv)
 				.local = buf + (n++ % depth) * chunk,
 				.lmr = mr,
 				.raddr = rg->rem[ep].raddr + off,
-				.rkey = rg->rem[ep].key,
+				.rkey = keys[r],
 				.len = (size_t)SFS_MIN(chunk, rg->len - off),
 			};
 			int rc = sfs_xport_read(x, peer, &rd, 1, done, &slot);

@@ -329,12 +329,20 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 		calloc(r->m->nregions ? r->m->nregions : 1, sizeof(*regs));
 	if (!regs)
 		return -ENOMEM;
-	for (size_t i = 0; i < r->m->nregions; i++)
-		regs[i] = (struct sfs_cache_region){
-			.len = r->m->regions[i].len,
-			.raddr = r->m->regions[i].rem[ep].raddr,
-			.key = r->m->regions[i].rem[ep].key,
-		};
+	for (size_t i = 0; i < r->m->nregions && !rc; i++) {
+		const struct sfs_remote *rem = &r->m->regions[i].rem[ep];
+		regs[i].len = r->m->regions[i].len;
+		regs[i].raddr = rem->raddr;
+		rc = sfs_control_remote_key(r->x, rem, &regs[i].key);
+	}
+	if (rc) {
+		fprintf(stderr,
+			"seedfs mount: protocol %s: cannot use the "
+			"seed's raw keys: %s\n",
+			proto, strerror(-rc));
+		free(regs);
+		return rc;
+	}
 	char label[300];
 	uint32_t src;
 	snprintf(label, sizeof(label), "seed %s (%s)", c->seed, r->m->model);

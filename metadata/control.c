@@ -248,3 +248,13 @@ int sfs_control_open(const char *hostport, const struct sfs_manifest *m,
 			 hostport, served, why);
 	return rc;
 }
+
+int sfs_control_remote_key(struct sfs_xport *x, const struct sfs_remote *r,
+			   uint64_t *key)
+{
+	if (!r->raw_len) {
+		*key = r->key;
+		return 0;
+	}
+	return sfs_xport_key_import(x, r->raddr, r->raw, r->raw_len, key);
+}

@@ -44,6 +44,15 @@ int sfs_control_open(const char *hostport, const struct sfs_manifest *m,
 		     struct sfs_xport **x, size_t *ep, uint64_t *peer,
 		     char *err, size_t errlen);
 
+/*
+ * sfs_control_remote_key - the key to read a region through @x: the
+ * published one, or a raw key imported with sfs_xport_key_import.
+ * Returns 0 or -errno.  Thread safe.
+ */
+struct sfs_remote;
+int sfs_control_remote_key(struct sfs_xport *x, const struct sfs_remote *r,
+			   uint64_t *key);
+
 /* sfs_control_init - process-wide setup; call once before threads. */
 int sfs_control_init(void);
 

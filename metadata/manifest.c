@@ -63,8 +63,25 @@ int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len, uint32_t *id)
 void sfs_manifest_set_remote(struct sfs_manifest *m, uint32_t id, size_t ep,
 			     uint64_t raddr, uint64_t key)
 {
-	m->regions[id].rem[ep] =
-		(struct sfs_remote){.raddr = raddr, .key = key};
+	struct sfs_remote *r = &m->regions[id].rem[ep];
+	free(r->raw);
+	*r = (struct sfs_remote){.raddr = raddr, .key = key};
+}
+
+int sfs_manifest_set_remote_raw(struct sfs_manifest *m, uint32_t id, size_t ep,
+				uint64_t raddr, const uint8_t *raw, size_t len)
+{
+	struct sfs_remote *r = &m->regions[id].rem[ep];
+	uint8_t *copy;
+	if (len == 0 || len > SFS_MF_RAWKEY_MAX)
+		return -EINVAL;
+	if (!(copy = malloc(len)))
+		return -ENOMEM;
+	memcpy(copy, raw, len);
+	free(r->raw);
+	*r = (struct sfs_remote){
+		.raddr = raddr, .raw_len = (uint32_t)len, .raw = copy};
+	return 0;
 }
 
 ssize_t sfs_manifest_endpoint(const struct sfs_manifest *m,
@@ -194,6 +211,9 @@ void sfs_manifest_free(struct sfs_manifest *m)
 		return;
 	free(m->model);
 	free(m->revision);
+	for (size_t i = 0; i < m->nregions; i++)
+		for (size_t j = 0; j < SFS_MF_MAX_ENDPOINTS; j++)
+			free(m->regions[i].rem[j].raw);
 	free(m->regions);
 	for (size_t i = 0; i < m->ndirs; i++)
 		free(m->dirs[i]);
@@ -289,14 +309,23 @@ static json_t *encode_region(const struct sfs_manifest *m, size_t i)
 {
 	const struct sfs_region *r = &m->regions[i];
 	json_t *rem = json_array();
-	for (size_t j = 0; rem && j < m->neps; j++)
-		if (json_array_append_new(
-			    rem, json_pack("{s:o,s:o}", "address",
-					   hex_u64(r->rem[j].raddr), "key",
-					   hex_u64(r->rem[j].key)))) {
+	for (size_t j = 0; rem && j < m->neps; j++) {
+		const struct sfs_remote *x = &r->rem[j];
+		json_t *e;
+		if (x->raw_len) {
+			char hex[2 * SFS_MF_RAWKEY_MAX + 1];
+			sfs_hex_encode(x->raw, x->raw_len, hex);
+			e = json_pack("{s:o,s:s}", "address", hex_u64(x->raddr),
+				      "raw_key", hex);
+		} else {
+			e = json_pack("{s:o,s:o}", "address", hex_u64(x->raddr),
+				      "key", hex_u64(x->key));
+		}
+		if (json_array_append_new(rem, e)) {
 			json_decref(rem);
 			return NULL;
 		}
+	}
 	return json_pack("{s:I,s:I,s:o*}", "id", (json_int_t)i, "length",
 			 (json_int_t)r->len, "remote", rem);
 }
@@ -708,6 +737,26 @@ static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 					"regions[%zu].remote[%zu].address: "
 					"missing or not a 64-bit hex string",
 					i, j);
+			if (json_object_get(x, "raw_key")) {
+				const char *raw = get_str(
+					x, "raw_key", 2 * SFS_MF_RAWKEY_MAX);
+				uint8_t bytes[SFS_MF_RAWKEY_MAX];
+				size_t n;
+				if (!raw ||
+				    sfs_hex_decode(raw, bytes, sizeof(bytes),
+						   &n) ||
+				    n == 0)
+					return fail(err, errlen,
+						    "regions[%zu].remote[%zu]."
+						    "raw_key: not hex of 1..%d "
+						    "bytes",
+						    i, j, SFS_MF_RAWKEY_MAX);
+				rc = sfs_manifest_set_remote_raw(
+					m, got, j, addr, bytes, n);
+				if (rc)
+					return rc;
+				continue;
+			}
 			if (get_hex(x, "key", &key))
 				return fail(
 					err, errlen,

@@ -54,10 +54,14 @@ struct sfs_mfile {
 	struct sfs_extent *ext; /* tile [0, size) in order */
 };
 
+#define SFS_MF_RAWKEY_MAX 64
+
 /* Where a region is, for one endpoint. */
 struct sfs_remote {
-	uint64_t raddr; /* remote address of byte 0 */
-	uint64_t key;
+	uint64_t raddr;	  /* remote address of byte 0 */
+	uint64_t key;	  /* when raw_len == 0 */
+	uint32_t raw_len; /* a raw key (FI_MR_RAW) of this many bytes: */
+	uint8_t *raw;	  /* owned */
 };
 
 struct sfs_region {
@@ -109,6 +113,9 @@ int sfs_manifest_add_endpoint(struct sfs_manifest *m, const char *protocol,
 int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len, uint32_t *id);
 void sfs_manifest_set_remote(struct sfs_manifest *m, uint32_t id, size_t ep,
 			     uint64_t raddr, uint64_t key);
+/* The same with a raw key of @len (1..SFS_MF_RAWKEY_MAX) bytes. */
+int sfs_manifest_set_remote_raw(struct sfs_manifest *m, uint32_t id, size_t ep,
+				uint64_t raddr, const uint8_t *raw, size_t len);
 int sfs_manifest_add_dir(struct sfs_manifest *m, const char *path);
 int sfs_manifest_add_file(struct sfs_manifest *m, const char *path,
 			  size_t *idx);

@@ -140,14 +140,23 @@ static int register_file(struct sfs_seed *s, struct seed_file *f,
 			*first = id;
 		for (size_t t = 0; t < s->nx; t++) {
 			struct sfs_xport_mr **mr = &f->mr[i * s->nx + t];
+			uint8_t raw[SFS_XPORT_RAWKEY_MAX];
 			uint64_t raddr, key;
+			size_t rl;
 			rc = sfs_xport_mr_reg(s->x[t], (char *)f->map + off,
 					      len, SFS_XPORT_REMOTE_READ, mr);
 			if (rc)
 				return rc;
 			f->nmr = i * s->nx + t + 1;
-			sfs_xport_mr_export(*mr, &raddr, &key);
-			sfs_manifest_set_remote(s->m, id, t, raddr, key);
+			sfs_xport_mr_export(*mr, &raddr, &key, raw, &rl);
+			if (rl)
+				rc = sfs_manifest_set_remote_raw(
+					s->m, id, t, raddr, raw, rl);
+			else
+				sfs_manifest_set_remote(s->m, id, t, raddr,
+							key);
+			if (rc)
+				return rc;
 		}
 	}
 	return 0;

@@ -61,6 +61,8 @@ struct fab_xport {
 	uint64_t max_msg;
 	int wait_fd; /* CQ wait fd (FI_WAIT_FD), or -1: poll with naps */
 	int hmem;    /* opened with FI_HMEM */
+	size_t nmapped, cap_mapped; /* protected by inflight.lock */
+	uint64_t *mapped;	    /* raw keys mapped with fi_mr_map_raw */
 	atomic_uint_fast64_t next_key;
 
 	pthread_t thread;
@@ -80,6 +82,8 @@ struct fab_mr {
 	void *desc;
 	uint64_t raddr;
 	uint64_t key;
+	size_t raw_len; /* FI_MR_RAW: the key's bytes, else 0 */
+	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
 };
 
 #define to_fab(p) ((struct fab_xport *)(p))
@@ -201,6 +205,9 @@ static void fab_close(struct sfs_xport *base)
 	if (!x)
 		return;
 	fab_quiesce(base);
+	for (size_t i = 0; i < x->nmapped; i++)
+		fi_mr_unmap_key(x->domain, x->mapped[i]);
+	free(x->mapped);
 	if (x->cq)
 		fi_close(&x->cq->fid);
 	if (x->av)
@@ -296,7 +303,7 @@ static struct fi_info *fab_hints(const char *provider, int hmem)
 	h->domain_attr->threading = FI_THREAD_SAFE;
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
 				  FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-				  FI_MR_ENDPOINT;
+				  FI_MR_ENDPOINT | FI_MR_RAW;
 	if (hmem) { /* GPU memory: fi_mr(3), fi_efa(7) */
 		h->caps |= FI_HMEM;
 		h->domain_attr->mr_mode |= FI_MR_HMEM;
@@ -524,8 +531,22 @@ static int fab_mr_reg(struct sfs_xport *base, void *buf, size_t len,
 	}
 	m->desc = fi_mr_desc(m->mr);
 	m->key = fi_mr_key(m->mr);
+	if (x->mr_mode & FI_MR_RAW) {
+		/* Raw keys: base address and key bytes (fi_mr(3)). */
+		uint64_t raw_base = 0;
+		m->raw_len = sizeof(m->raw);
+		rc = fi_mr_raw_attr(m->mr, &raw_base, m->raw, &m->raw_len, 0);
+		if (rc) {
+			SFS_LOG(SFS_ERR, "xport", "%s: fi_mr_raw_attr: %s",
+				x->proto->name, fi_strerror(-rc));
+			goto err_close;
+		}
+		m->raddr = raw_base;
+		*out = &m->base;
+		return 0;
+	}
 	if (m->key == FI_KEY_NOTAVAIL) {
-		SFS_LOG(SFS_ERR, "xport", "%s: provider needs raw MR keys",
+		SFS_LOG(SFS_ERR, "xport", "%s: no key for the registration",
 			x->proto->name);
 		rc = -FI_ENOSYS;
 		goto err_close;
@@ -609,11 +630,41 @@ static void fab_mr_dereg(struct sfs_xport_mr *base)
 }
 
 static void fab_mr_export(const struct sfs_xport_mr *base, uint64_t *raddr,
-			  uint64_t *key)
+			  uint64_t *key, uint8_t *raw, size_t *raw_len)
 {
 	const struct fab_mr *m = (const struct fab_mr *)base;
 	*raddr = m->raddr;
 	*key = m->key;
+	if (m->raw_len) {
+		memcpy(raw, m->raw, m->raw_len);
+		*raw_len = m->raw_len;
+	}
+}
+
+/* fi_mr_map_raw (fi_mr(3)): a raw key of a peer into a usable key. */
+static int fab_key_import(struct sfs_xport *base, uint64_t raddr,
+			  const uint8_t *raw, size_t len, uint64_t *key)
+{
+	struct fab_xport *x = to_fab(base);
+	uint8_t copy[SFS_XPORT_RAWKEY_MAX];
+
+	if (!(x->mr_mode & FI_MR_RAW))
+		return -EOPNOTSUPP;
+	if (len == 0 || len > sizeof(copy))
+		return -EINVAL;
+	memcpy(copy, raw, len);
+	int rc = fi_mr_map_raw(x->domain, raddr, copy, len, key, 0);
+	if (rc) {
+		SFS_LOG(SFS_ERR, "xport", "%s: fi_mr_map_raw: %s",
+			x->proto->name, fi_strerror(-rc));
+		return fab_errno(rc);
+	}
+	pthread_mutex_lock(&x->inflight.lock);
+	if (!sfs_grow((void **)&x->mapped, &x->cap_mapped, x->nmapped + 1,
+		      sizeof(x->mapped[0])))
+		x->mapped[x->nmapped++] = *key;
+	pthread_mutex_unlock(&x->inflight.lock);
+	return 0;
 }
 
 static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
@@ -727,6 +778,7 @@ const struct sfs_xport_ops sfs_fabric_ops = {
 	.mr_reg_cuda = fab_mr_reg_cuda,
 	.mr_dereg = fab_mr_dereg,
 	.mr_export = fab_mr_export,
+	.key_import = fab_key_import,
 	.peer_add = fab_peer_add,
 	.read = fab_read,
 };

@@ -196,9 +196,17 @@ void sfs_xport_mr_dereg(struct sfs_xport_mr *mr)
 }
 
 void sfs_xport_mr_export(const struct sfs_xport_mr *mr, uint64_t *raddr,
-			 uint64_t *key)
+			 uint64_t *key, uint8_t *raw, size_t *raw_len)
 {
-	mr->ops->mr_export(mr, raddr, key);
+	*raw_len = 0;
+	mr->ops->mr_export(mr, raddr, key, raw, raw_len);
+}
+
+int sfs_xport_key_import(struct sfs_xport *x, uint64_t raddr,
+			 const uint8_t *raw, size_t len, uint64_t *key)
+{
+	return x->ops->key_import ? x->ops->key_import(x, raddr, raw, len, key)
+				  : -EOPNOTSUPP;
 }
 
 int sfs_xport_peer_add(struct sfs_xport *x, const void *addr, size_t len,

@@ -128,12 +128,26 @@ int sfs_xport_mr_reg_cuda(struct sfs_xport *x, void *dptr, size_t len,
 			  unsigned int access, struct sfs_xport_mr **out,
 			  char *err, size_t errlen);
 
+#define SFS_XPORT_RAWKEY_MAX 64
+
 /*
  * sfs_xport_mr_export - what a peer needs to read this registration:
- * the remote address of its first byte and its key.
+ * the remote address of its first byte and its key.  Providers that use
+ * raw keys (FI_MR_RAW) give the key's bytes in @raw and their count in
+ * *raw_len (up to SFS_XPORT_RAWKEY_MAX; 0 for a plain 64-bit *key), and
+ * a peer turns them into a key with sfs_xport_key_import.
  */
 void sfs_xport_mr_export(const struct sfs_xport_mr *mr, uint64_t *raddr,
-			 uint64_t *key);
+			 uint64_t *key, uint8_t *raw, size_t *raw_len);
+
+/*
+ * sfs_xport_key_import - the key to read a peer's registration exported
+ * with raw key bytes (@raw, @len) at remote address @raddr.  Keys are
+ * released when the transport closes.  Returns 0, -EOPNOTSUPP when this
+ * backend has no raw keys, or -errno.  Thread safe.
+ */
+int sfs_xport_key_import(struct sfs_xport *x, uint64_t raddr,
+			 const uint8_t *raw, size_t len, uint64_t *key);
 
 /*
  * sfs_xport_peer_add - make the seed at fabric address @addr readable;

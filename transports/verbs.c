@@ -505,7 +505,7 @@ static void vb_mr_dereg(struct sfs_xport_mr *base)
 }
 
 static void vb_mr_export(const struct sfs_xport_mr *base, uint64_t *raddr,
-			 uint64_t *key)
+			 uint64_t *key, uint8_t *raw, size_t *raw_len)
 {
 	const struct vb_mr *m = (const struct vb_mr *)base;
 	*raddr = (uint64_t)(uintptr_t)m->mr->addr;

@@ -16,6 +16,7 @@
 static char err[512];
 static const uint8_t addr[16] = {2, 0, 0x1f, 0x90, 127, 0, 0, 1};
 static const char hdr[10] = "0123456789";
+static const uint8_t rawkey[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0xff};
 
 /* A manifest using every feature: inline and region extents, split
  * files, an empty file, nested directories, tensors. */
@@ -37,7 +38,10 @@ static struct sfs_manifest *sample(void)
 	sfs_manifest_set_remote(m, r0, 1, 0x7f0000002000ull, 0x22);
 	ck_assert_int_eq(sfs_manifest_add_region(m, 300, &r1), 0);
 	sfs_manifest_set_remote(m, r1, 0, 0, UINT64_MAX - 1);
-	sfs_manifest_set_remote(m, r1, 1, 0x1000, 7);
+	/* A provider with raw keys (FI_MR_RAW) on the second endpoint. */
+	ck_assert_int_eq(sfs_manifest_set_remote_raw(m, r1, 1, 0x1000, rawkey,
+						     sizeof(rawkey)),
+			 0);
 	ck_assert_int_eq(sfs_manifest_add_dir(m, "sub"), 0);
 	ck_assert_int_eq(sfs_manifest_add_dir(m, "sub/deeper"), 0);
 	ck_assert_int_eq(sfs_manifest_add_file(m, "config.json", &f), 0);
@@ -85,6 +89,10 @@ START_TEST(round_trip)
 	ck_assert_uint_eq(d->regions[0].rem[0].raddr, 0x7f0000001000ull);
 	ck_assert_uint_eq(d->regions[0].rem[1].key, 0x22);
 	ck_assert_uint_eq(d->regions[1].rem[0].key, UINT64_MAX - 1);
+	ck_assert_uint_eq(d->regions[1].rem[0].raw_len, 0);
+	ck_assert_uint_eq(d->regions[1].rem[1].raddr, 0x1000);
+	ck_assert_uint_eq(d->regions[1].rem[1].raw_len, sizeof(rawkey));
+	ck_assert_mem_eq(d->regions[1].rem[1].raw, rawkey, sizeof(rawkey));
 	ck_assert_uint_eq(d->ndirs, 2);
 	ck_assert_uint_eq(d->nfiles, 4);
 	ck_assert_str_eq(d->files[1].path, "model.safetensors");
@@ -183,6 +191,13 @@ REJECT(region_address_number, "regions[0].remote[1].address",
        SET(AT(AT(r, "regions", 0), "remote", 1), "address", json_integer(4096)))
 REJECT(region_key_garbage, "regions[0].remote[0].key",
        SET(AT(AT(r, "regions", 0), "remote", 0), "key", json_string("0xfoo")))
+REJECT(raw_key_not_hex, "regions[1].remote[1].raw_key",
+       SET(AT(AT(r, "regions", 1), "remote", 1), "raw_key", json_string("zz")))
+REJECT(raw_key_too_long, "regions[1].remote[1].raw_key",
+       SET(AT(AT(r, "regions", 1), "remote", 1), "raw_key",
+	   json_string("00112233445566778899aabbccddeeff00112233445566778899"
+		       "aabbccddeeff00112233445566778899aabbccddeeff0011223344"
+		       "5566778899aabbccddeeff00")))
 REJECT(region_wraps, "regions[0].remote[0]",
        SET(AT(AT(r, "regions", 0), "remote", 0), "address",
 	   json_string("0xfffffffffffffff0")))
@@ -338,6 +353,8 @@ static Suite *suite(void)
 	tcase_add_test(b, region_id_mismatch);
 	tcase_add_test(b, region_length_zero);
 	tcase_add_test(b, region_remote_count);
+	tcase_add_test(b, raw_key_not_hex);
+	tcase_add_test(b, raw_key_too_long);
 	tcase_add_test(b, region_address_number);
 	tcase_add_test(b, region_key_garbage);
 	tcase_add_test(b, region_wraps);

@@ -759,13 +759,7 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 			off += len;
 		}
 	}
-	if (posted == 0 && status) {
-		sfs_xreq_discard(&x->inflight, r);
-		return status;
-	}
-	/* Drop the ops never posted and the poster's own reference. */
-	sfs_xreq_put(&x->inflight, r, (int)(nops - posted) + 1, status);
-	return 0;
+	return sfs_xreq_end_post(&x->inflight, r, nops, posted, status);
 }
 
 const struct sfs_xport_ops sfs_fabric_ops = {

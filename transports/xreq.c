@@ -50,10 +50,16 @@ void sfs_xreq_put(struct sfs_xreq_list *l, struct sfs_xreq *r, int n,
 	free(r);
 }
 
-void sfs_xreq_discard(struct sfs_xreq_list *l, struct sfs_xreq *r)
+int sfs_xreq_end_post(struct sfs_xreq_list *l, struct sfs_xreq *r, size_t nops,
+		      size_t posted, int status)
 {
-	unlink_req(l, r);
-	free(r);
+	if (posted == 0 && status) {
+		unlink_req(l, r);
+		free(r);
+		return status;
+	}
+	sfs_xreq_put(l, r, (int)(nops - posted) + 1, status);
+	return 0;
 }
 
 void sfs_xreq_cancel_all(struct sfs_xreq_list *l)

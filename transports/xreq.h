@@ -49,9 +49,16 @@ static inline void *sfs_xreq_op(struct sfs_xreq *r, size_t i, size_t op_size)
 void sfs_xreq_put(struct sfs_xreq_list *l, struct sfs_xreq *r, int n,
 		  int status);
 
-/* sfs_xreq_discard - unlink and free a request nothing was posted for;
- * done() is not called. */
-void sfs_xreq_discard(struct sfs_xreq_list *l, struct sfs_xreq *r);
+/*
+ * sfs_xreq_end_post - the poster is done: @posted of the @nops
+ * operations went out, posting stopped at @status.  When nothing went
+ * out the request is freed and @status returned (done() is not called);
+ * otherwise the operations never posted and the poster's own reference
+ * are dropped and 0 returned (done() runs when the posted ones
+ * complete).  The return value of a backend's read.
+ */
+int sfs_xreq_end_post(struct sfs_xreq_list *l, struct sfs_xreq *r, size_t nops,
+		      size_t posted, int status);
 
 /* sfs_xreq_cancel_all - complete every request in @l with -ECANCELED.
  * Only once nothing can complete them any more. */

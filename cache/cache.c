@@ -404,8 +404,6 @@ static struct sfs_chunk *find_or_pull(struct sfs_cache *c, uint32_t src,
 			if (ch->refs == 0 && ch->state == CH_READY)
 				list_del(&c->lru, ch);
 			ch->refs++;
-			if (ch->state == CH_READY)
-				c->st.hits++;
 		}
 		return ch;
 	}
@@ -422,7 +420,6 @@ static struct sfs_chunk *find_or_pull(struct sfs_cache *c, uint32_t src,
 	ch->hnext = c->buckets[b];
 	c->buckets[b] = ch;
 	c->loading++;
-	c->st.misses += pin ? 1 : 0;
 
 	struct sfs_xport_rd rd = {.local = ch->data,
 				  .lmr = c->mr,
@@ -498,6 +495,12 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
+	/* A hit: the bytes were there.  A miss: this reader waits for a
+	 * pull (its own, a read-ahead's or another reader's). */
+	if (ch->state == CH_READY)
+		c->st.hits++;
+	else
+		c->st.misses++;
 	/* Bounded from when the pull started, not from when we came. */
 	uint64_t deadline = ch->started_ms + c->timeout_ms;
 	while (ch->state == CH_LOADING) {
@@ -550,5 +553,8 @@ void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st)
 	for (struct sfs_chunk *ch = c->free.head; ch; ch = ch->next)
 		nfree++;
 	st->used = (c->nslots - nfree) * (uint64_t)c->chunk_size;
+	st->sources_down = 0;
+	for (size_t i = 0; i < c->nsources; i++)
+		st->sources_down += c->sources[i].down_until_ms != 0;
 	pthread_mutex_unlock(&c->lock);
 }

@@ -41,6 +41,7 @@ struct sfs_cache_stats {
 	uint64_t size, used, chunk_size;
 	uint64_t hits, misses, pulls, bytes_pulled;
 	uint64_t errors, timeouts;
+	uint64_t sources_down; /* sources failing fast right now */
 };
 
 /*

@@ -16,6 +16,11 @@
 
 #define READ_IOV_STACK 32
 
+struct status_buf {
+	char *text;
+	size_t len;
+};
+
 static struct sfs_fs *fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
@@ -177,6 +182,23 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	if (n->kind == SFS_NODE_STATUS) {
+		/* A snapshot per open, read to EOF whatever stat says. */
+		struct sfs_fs *fs = fs_of(req);
+		struct status_buf *b = calloc(1, sizeof(*b));
+		int rc = b && fs->status
+				 ? fs->status(fs->status_arg, &b->text, &b->len)
+				 : -ENOMEM;
+		if (rc) {
+			free(b);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		fi->fh = (uint64_t)(uintptr_t)b;
+		fi->direct_io = 1;
+		fuse_reply_open(req, fi);
+		return;
+	}
 	/* One generation never changes: keep the page cache across opens. */
 	fi->keep_cache = 1;
 	fi->noflush = 1;
@@ -289,6 +311,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, n ? EISDIR : ENOENT);
 		return;
 	}
+	if (n->kind == SFS_NODE_STATUS) {
+		struct status_buf *b = (struct status_buf *)(uintptr_t)fi->fh;
+		size_t o =
+			off >= 0 && (size_t)off < b->len ? (size_t)off : b->len;
+		fuse_reply_buf(req, b->text + o, SFS_MIN(size, b->len - o));
+		return;
+	}
 	if (off < 0 || (uint64_t)off >= n->size || size == 0) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -318,6 +347,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ctx_release(fs->cache, &r);
 }
 
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	const struct sfs_node *n = sfs_tree_get(fs_of(req)->tree, ino);
+	if (n && n->kind == SFS_NODE_STATUS && fi->fh) {
+		struct status_buf *b = (struct status_buf *)(uintptr_t)fi->fh;
+		free(b->text);
+		free(b);
+	}
+	fuse_reply_err(req, 0);
+}
+
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	const struct sfs_fs *fs = fs_of(req);
@@ -341,5 +382,6 @@ const struct fuse_lowlevel_ops sfs_fs_ops = {
 	.readdir = op_readdir,
 	.open = op_open,
 	.read = op_read,
+	.release = op_release,
 	.statfs = op_statfs,
 };

@@ -24,6 +24,9 @@ struct sfs_fs {
 	gid_t gid;
 	struct timespec mtime; /* of every inode: when mounted */
 	uint64_t total_bytes;  /* for statfs */
+	/* Renders .seedfs/status: *text [new, free()], 0 or -errno. */
+	int (*status)(void *arg, char **text, size_t *len);
+	void *status_arg;
 };
 
 /* The operations table; userdata is a struct sfs_fs. */

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fs/fsops.h"
+#include "fs/status.h"
 #include "fs/tree.h"
 #include "metadata/control.h"
 #include "metadata/manifest.h"
@@ -266,6 +267,7 @@ static void set_read_ahead(const char *mnt, unsigned int kb)
 }
 
 struct replica {
+	struct sfs_status status;
 	char *json;
 	size_t json_len;
 	struct sfs_manifest *m;
@@ -283,6 +285,8 @@ static void replica_close(struct replica *r)
 	sfs_cache_free(r->cache);
 	sfs_xport_close(r->x);
 	sfs_tree_free(r->tree);
+	if (r->status.m)
+		sfs_status_destroy(&r->status);
 	sfs_manifest_free(r->m);
 	free(r->json);
 }
@@ -359,6 +363,23 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 			strerror(-rc));
 		return rc;
 	}
+	if (!rc)
+		rc = sfs_tree_add_status(r->tree);
+	if (rc) {
+		fprintf(stderr, "seedfs mount: cannot build the tree: %s\n",
+			strerror(-rc));
+		return rc;
+	}
+	struct sfs_xport_info info;
+	sfs_xport_info(r->x, &info);
+	r->status.seed = c->seed;
+	r->status.m = r->m;
+	r->status.cache = r->cache;
+	snprintf(r->status.protocol, sizeof(r->status.protocol), "%s",
+		 info.protocol);
+	snprintf(r->status.provider, sizeof(r->status.provider), "%s",
+		 info.provider);
+	sfs_status_init(&r->status);
 	sfs_tree_finish(r->tree);
 	for (size_t i = 0; i < r->tree->n; i++)
 		r->fs.total_bytes += r->tree->nodes[i].size;
@@ -440,6 +461,8 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	r.fs.tree = r.tree;
 	r.fs.cache = r.cache;
 	r.fs.entry_timeout = 86400.0;
+	r.fs.status = sfs_status_render;
+	r.fs.status_arg = &r.status;
 	r.fs.max_background = c->max_background;
 	r.fs.uid = getuid();
 	r.fs.gid = getgid();

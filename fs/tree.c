@@ -140,6 +140,15 @@ int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
 	return rc;
 }
 
+int sfs_tree_add_status(struct sfs_tree *t)
+{
+	uint64_t dbg, ino;
+	int rc = add_node(t, SFS_ROOT_INO, SFS_MF_RESERVED, SFS_NODE_DIR, &dbg);
+	if (!rc)
+		rc = add_node(t, dbg, "status", SFS_NODE_STATUS, &ino);
+	return rc;
+}
+
 static int cmp_child(const void *a, const void *b)
 {
 	const struct sfs_tree *t = sort_tree;

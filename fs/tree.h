@@ -23,8 +23,9 @@
 
 enum sfs_node_kind {
 	SFS_NODE_DIR,
-	SFS_NODE_FILE, /* a manifest file: bytes come from extents */
-	SFS_NODE_BLOB, /* bytes held in memory (debug view) */
+	SFS_NODE_FILE,	 /* a manifest file: bytes come from extents */
+	SFS_NODE_BLOB,	 /* bytes held in memory (debug view) */
+	SFS_NODE_STATUS, /* rendered when opened: .seedfs/status */
 };
 
 struct sfs_node {
@@ -57,6 +58,10 @@ int sfs_tree_new(struct sfs_tree **out);
  */
 int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
 		       uint32_t src, const char *json, size_t json_len);
+
+/* sfs_tree_add_status - the mount's own MOUNTPOINT/.seedfs/status.
+ * Returns 0 or -ENOMEM. */
+int sfs_tree_add_status(struct sfs_tree *t);
 
 /* sfs_tree_finish - sort children for lookup; call once, last. */
 void sfs_tree_finish(struct sfs_tree *t);

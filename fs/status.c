@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+#include "fs/status.h"
+
+#include "cache/cache.h"
+#include "common/util.h"
+#include "metadata/manifest.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void sfs_status_init(struct sfs_status *s)
+{
+	pthread_mutex_init(&s->lock, NULL);
+	s->mounted = time(NULL);
+	s->mounted_ns = sfs_now_ns();
+	s->last_ns = s->mounted_ns;
+}
+
+void sfs_status_destroy(struct sfs_status *s)
+{
+	pthread_mutex_destroy(&s->lock);
+}
+
+int sfs_status_render(void *arg, char **text, size_t *len)
+{
+	struct sfs_status *s = arg;
+	struct sfs_cache_stats st;
+	char when[32], b1[32], b2[32];
+	FILE *f;
+
+	sfs_cache_stats(s->cache, &st);
+	uint64_t now = sfs_now_ns();
+	double up = (double)(now - s->mounted_ns) / 1e9;
+	/* The current rate: over the time since the last look, if that
+	 * is long enough to mean something, else the last value. */
+	pthread_mutex_lock(&s->lock);
+	if (now - s->last_ns >= 200000000u) {
+		s->rate_now = (double)(st.bytes_pulled - s->last_bytes) /
+			      ((double)(now - s->last_ns) / 1e9);
+		s->last_ns = now;
+		s->last_bytes = st.bytes_pulled;
+	}
+	double rate_now = s->rate_now;
+	pthread_mutex_unlock(&s->lock);
+
+	if (!(f = open_memstream(text, len)))
+		return -ENOMEM;
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&s->mounted));
+	uint64_t total = 0;
+	for (size_t i = 0; i < s->m->nfiles; i++)
+		total += s->m->files[i].size;
+	uint64_t lookups = st.hits + st.misses;
+	fprintf(f, "seedfs: %s\n", SEEDFS_VERSION);
+	fprintf(f, "mounted: %s (%.0f s ago)\n", when, up);
+	fprintf(f, "seed: %s (%s)\n", s->seed,
+		st.sources_down ? "unreachable" : "reachable");
+	fprintf(f, "protocol: %s (%s)\n", s->protocol, s->provider);
+	fprintf(f,
+		"model: %s generation %" PRIu64 " files %zu bytes %" PRIu64
+		" tensors %zu\n",
+		s->m->model, s->m->generation, s->m->nfiles, total,
+		s->m->ntensors);
+	fprintf(f, "cache_size: %" PRIu64 " (%s)\n", st.size,
+		sfs_fmt_bytes(st.size, b1, sizeof(b1)));
+	fprintf(f, "cache_used: %" PRIu64 " (%s)\n", st.used,
+		sfs_fmt_bytes(st.used, b2, sizeof(b2)));
+	fprintf(f, "chunk_size: %" PRIu64 "\n", st.chunk_size);
+	fprintf(f, "cache_hits: %" PRIu64 "\n", st.hits);
+	fprintf(f, "cache_misses: %" PRIu64 "\n", st.misses);
+	fprintf(f, "cache_hit_rate: %.3f\n",
+		lookups ? (double)st.hits / (double)lookups : 0.0);
+	fprintf(f, "pulls: %" PRIu64 "\n", st.pulls);
+	fprintf(f, "bytes_pulled: %" PRIu64 " (%s)\n", st.bytes_pulled,
+		sfs_fmt_bytes(st.bytes_pulled, b1, sizeof(b1)));
+	fprintf(f, "pull_rate_now: %.1f MB/s\n", rate_now / 1e6);
+	fprintf(f, "pull_rate_avg: %.1f MB/s\n",
+		up > 0 ? (double)st.bytes_pulled / up / 1e6 : 0.0);
+	fprintf(f, "errors_pull: %" PRIu64 "\n", st.errors);
+	fprintf(f, "errors_timeout: %" PRIu64 "\n", st.timeouts);
+	if (fclose(f))
+		return -ENOMEM;
+	return 0;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * status.h - MOUNTPOINT/.seedfs/status: what this mount is doing, for an
+ * SRE with cat and grep.  One "key: value" per line.
+ */
+#ifndef SFS_STATUS_H
+#define SFS_STATUS_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+struct sfs_cache;
+struct sfs_manifest;
+
+struct sfs_status {
+	const char *seed;	      /* HOST:PORT [borrowed] */
+	const struct sfs_manifest *m; /* [borrowed] */
+	char protocol[32];
+	char provider[64];
+	struct sfs_cache *cache; /* [borrowed] */
+	time_t mounted;		 /* wall clock */
+	uint64_t mounted_ns;	 /* monotonic */
+	pthread_mutex_t lock;
+	uint64_t last_ns, last_bytes; /* protected by lock */
+	double rate_now;	      /* bytes/s; protected by lock */
+};
+
+/* sfs_status_init - set the clocks and the lock; fill the rest first. */
+void sfs_status_init(struct sfs_status *s);
+void sfs_status_destroy(struct sfs_status *s);
+
+/*
+ * sfs_status_render - the text, into *text [new, free()].  @arg is a
+ * struct sfs_status.  Returns 0 or -ENOMEM.  Thread safe.
+ */
+int sfs_status_render(void *arg, char **text, size_t *len);
+
+#endif /* SFS_STATUS_H */

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the chunk cache over a real transport: a "seed" endpoint
+ * and a "replica" endpoint of libfabric tcp on loopback in one process.
+ * Single flight (one pull per chunk whatever the readers), byte-exact
+ * data, eviction within the bound.
+ */
+#include "check_run.h"
+
+#include "cache/cache.h"
+#include "common/util.h"
+#include "transports/transport.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define CHUNK (64u << 10)
+#define NCHUNKS 48
+
+static struct sfs_xport *seed, *replica;
+static struct sfs_xport_mr *seed_mr;
+static uint8_t *data;
+static size_t data_len = (size_t)CHUNK * NCHUNKS - 1234; /* odd tail */
+static uint64_t peer;
+static struct sfs_cache_region region;
+
+static void setup(void)
+{
+	char err[SFS_XPORT_ERR_MAX];
+	struct sfs_xport_cfg sc = {.protocol = "tcp",
+				   .role = SFS_XPORT_SEED,
+				   .node = "127.0.0.1",
+				   .timeout_ms = 5000};
+	struct sfs_xport_cfg rc = {.protocol = "tcp",
+				   .role = SFS_XPORT_REPLICA,
+				   .timeout_ms = 5000};
+	struct sfs_xport_info in;
+	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+	size_t rl;
+
+	ck_assert_msg(sfs_xport_open(&sc, &seed, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_msg(sfs_xport_open(&rc, &replica, err, sizeof(err)) == 0,
+		      "%s", err);
+	data = mmap(NULL, data_len, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	for (size_t i = 0; i < data_len; i++)
+		data[i] = (uint8_t)(i * 131 + (i >> 16));
+	ck_assert_int_eq(sfs_xport_mr_reg(seed, data, data_len,
+					  SFS_XPORT_REMOTE_READ, &seed_mr),
+			 0);
+	sfs_xport_mr_export(seed_mr, &region.raddr, &region.key, raw, &rl);
+	region.len = data_len;
+	sfs_xport_info(seed, &in);
+	ck_assert_int_eq(
+		sfs_xport_peer_add(replica, in.addr, in.addr_len, &peer), 0);
+}
+
+static void teardown(void)
+{
+	sfs_xport_close(replica);
+	sfs_xport_mr_dereg(seed_mr);
+	sfs_xport_close(seed);
+	munmap(data, data_len);
+}
+
+static struct sfs_cache *new_cache(size_t nchunks, uint32_t *src)
+{
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * nchunks,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 5000};
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(
+		sfs_cache_add_source(c, peer, "test seed", &region, 1, src), 0);
+	return c;
+}
+
+/* Read [off, off+len) through the cache and compare. */
+static int read_check(struct sfs_cache *c, uint32_t src, uint64_t off,
+		      uint64_t len)
+{
+	while (len) {
+		struct sfs_chunk *ch;
+		const uint8_t *p;
+		size_t avail;
+		int rc = sfs_cache_get(c, src, 0, off, &ch, &p, &avail);
+		if (rc)
+			return rc;
+		size_t n = avail < len ? avail : (size_t)len;
+		int bad = memcmp(p, data + off, n) != 0;
+		sfs_cache_put(c, ch);
+		if (bad)
+			return -EBADMSG;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+struct reader {
+	struct sfs_cache *c;
+	uint32_t src;
+	unsigned seed;
+	int rc;
+};
+
+static void *reader(void *arg)
+{
+	struct reader *r = arg;
+	/* Every chunk, in an order of this reader's own. */
+	for (unsigned k = 0; k < NCHUNKS && !r->rc; k++) {
+		unsigned i = (k * 7 + r->seed * 13) % NCHUNKS;
+		uint64_t off = (uint64_t)i * CHUNK + (r->seed % 5) * 17;
+		uint64_t len = SFS_MIN(3000u, data_len - off);
+		r->rc = read_check(r->c, r->src, off, len);
+	}
+	return NULL;
+}
+
+START_TEST(single_flight)
+{
+	uint32_t src;
+	struct sfs_cache *c = new_cache(NCHUNKS + 8, &src);
+	pthread_t th[8];
+	struct reader rd[8];
+	for (int i = 0; i < 8; i++) {
+		rd[i] = (struct reader){
+			.c = c, .src = src, .seed = (unsigned)i};
+		pthread_create(&th[i], NULL, reader, &rd[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(rd[i].rc, 0);
+	}
+	struct sfs_cache_stats st;
+	sfs_cache_stats(c, &st);
+	/* 8 readers of 48 chunks: 48 pulls, every byte exactly once. */
+	ck_assert_uint_eq(st.pulls, NCHUNKS);
+	ck_assert_uint_eq(st.bytes_pulled, data_len);
+	ck_assert_uint_eq(st.hits + st.misses, 8 * NCHUNKS);
+	ck_assert_uint_eq(st.errors, 0);
+	sfs_cache_free(c);
+}
+END_TEST
+
+START_TEST(eviction_within_bound)
+{
+	uint32_t src;
+	struct sfs_cache *c = new_cache(16, &src); /* a third of the data */
+	for (int pass = 0; pass < 2; pass++)
+		ck_assert_int_eq(read_check(c, src, 0, data_len), 0);
+	struct sfs_cache_stats st;
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_le(st.used, st.size);
+	ck_assert_uint_eq(st.size, 16ull * CHUNK);
+	/* Nothing survives a pass over three times the cache: 2 x 48. */
+	ck_assert_uint_eq(st.pulls, 2 * NCHUNKS);
+	/* Ranges outside the region are refused. */
+	struct sfs_chunk *ch;
+	const uint8_t *p;
+	size_t avail;
+	ck_assert_int_eq(sfs_cache_get(c, src, 0, data_len, &ch, &p, &avail),
+			 -EINVAL);
+	ck_assert_int_eq(sfs_cache_get(c, src, 1, 0, &ch, &p, &avail), -EINVAL);
+	sfs_cache_free(c);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("cache");
+	TCase *t = tcase_create("tcp");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, single_flight);
+	tcase_add_test(t, eviction_within_bound);
+	suite_add_tcase(s, t);
+	return sfs_check_run(s);
+}

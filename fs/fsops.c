@@ -4,10 +4,12 @@
 #include "cache/cache.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fs/readahead.h"
 #include "fs/tree.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,12 @@
 struct status_buf {
 	char *text;
 	size_t len;
+};
+
+/* An open model file: its read-ahead state. */
+struct open_file {
+	pthread_mutex_t lock;
+	struct sfs_ra ra; /* protected by lock */
 };
 
 static struct sfs_fs *fs_of(fuse_req_t req)
@@ -199,6 +207,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_open(req, fi);
 		return;
 	}
+	if (n->kind == SFS_NODE_FILE) {
+		struct open_file *h = calloc(1, sizeof(*h));
+		if (!h) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		pthread_mutex_init(&h->lock, NULL);
+		fi->fh = (uint64_t)(uintptr_t)h;
+	}
 	/* One generation never changes: keep the page cache across opens. */
 	fi->keep_cache = 1;
 	fi->noflush = 1;
@@ -252,6 +269,25 @@ static void ctx_release(struct sfs_cache *c, struct read_ctx *r)
 	}
 }
 
+/* Start the pulls of the bytes [off, end) of @n; wait for none. */
+static void pull_range(struct sfs_fs *fs, const struct sfs_node *n,
+		       uint64_t off, uint64_t end)
+{
+	const struct sfs_mfile *f = n->file;
+	ssize_t first = sfs_mfile_find_extent(f, off);
+
+	for (size_t i = (size_t)first;
+	     first >= 0 && i < f->next && f->ext[i].off < end; i++) {
+		const struct sfs_extent *e = &f->ext[i];
+		if (e->kind != SFS_EXT_REGION)
+			continue;
+		uint64_t a = SFS_MAX(off, e->off);
+		uint64_t b = SFS_MIN(end, e->off + e->len);
+		sfs_cache_prefetch(fs->cache, n->src, e->region,
+				   e->roff + (a - e->off), b - a);
+	}
+}
+
 /* Pin the bytes [off, end) of @n, extent by extent, into @r. */
 static int gather(struct sfs_fs *fs, const struct sfs_node *n, uint64_t off,
 		  uint64_t end, struct read_ctx *r)
@@ -260,17 +296,6 @@ static int gather(struct sfs_fs *fs, const struct sfs_node *n, uint64_t off,
 	ssize_t first = sfs_mfile_find_extent(f, off);
 	int rc = 0;
 
-	/* Start every pull this read needs before waiting for any. */
-	for (size_t i = (size_t)first; i < f->next && f->ext[i].off < end;
-	     i++) {
-		const struct sfs_extent *e = &f->ext[i];
-		if (e->kind != SFS_EXT_REGION)
-			continue;
-		uint64_t a = SFS_MAX(off, e->off),
-			 b = SFS_MIN(end, e->off + e->len);
-		sfs_cache_prefetch(fs->cache, n->src, e->region,
-				   e->roff + (a - e->off), b - a);
-	}
 	for (size_t i = (size_t)first;
 	     i < f->next && f->ext[i].off < end && !rc; i++) {
 		const struct sfs_extent *e = &f->ext[i];
@@ -334,6 +359,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	r.pins = r.pins_stack;
 	r.n = 0;
 	r.cap = READ_IOV_STACK;
+	/* Start every pull this read needs, then those of the read-ahead
+	 * window, before waiting for any. */
+	pull_range(fs, n, (uint64_t)off, end);
+	struct open_file *h = (struct open_file *)(uintptr_t)fi->fh;
+	if (h && fs->ra_max) {
+		uint64_t a, b;
+		pthread_mutex_lock(&h->lock);
+		sfs_ra_step(&h->ra, (uint64_t)off, end, n->size, fs->ra_min,
+			    fs->ra_max, &a, &b);
+		pthread_mutex_unlock(&h->lock);
+		if (a < b)
+			pull_range(fs, n, a, b);
+	}
 	rc = gather(fs, n, (uint64_t)off, end, &r);
 	if (rc) {
 		SFS_LOG(SFS_WARN, "fs", "read %s [%jd, +%zu): %s", n->path,
@@ -355,6 +393,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		struct status_buf *b = (struct status_buf *)(uintptr_t)fi->fh;
 		free(b->text);
 		free(b);
+	} else if (n && n->kind == SFS_NODE_FILE && fi->fh) {
+		struct open_file *h = (struct open_file *)(uintptr_t)fi->fh;
+		pthread_mutex_destroy(&h->lock);
+		free(h);
 	}
 	fuse_reply_err(req, 0);
 }

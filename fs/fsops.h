@@ -22,8 +22,9 @@ struct sfs_fs {
 	unsigned int max_background; /* 0: kernel default */
 	uid_t uid;
 	gid_t gid;
-	struct timespec mtime; /* of every inode: when mounted */
-	uint64_t total_bytes;  /* for statfs */
+	struct timespec mtime;	 /* of every inode: when mounted */
+	uint64_t total_bytes;	 /* for statfs */
+	uint64_t ra_min, ra_max; /* read-ahead window; ra_max 0: off */
 	/* Renders .seedfs/status: *text [new, free()], 0 or -errno. */
 	int (*status)(void *arg, char **text, size_t *len);
 	void *status_arg;

@@ -40,6 +40,7 @@ struct mount_opts {
 	char *chunk_size;
 	char *read_ahead_kb;
 	char *max_background;
+	char *ahead;
 	char *log_level;
 	char *log_file;
 	int help;
@@ -66,6 +67,8 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--read-ahead-kb %s", read_ahead_kb),
 	OPT("--max-background=%s", max_background),
 	OPT("--max-background %s", max_background),
+	OPT("--ahead=%s", ahead),
+	OPT("--ahead %s", ahead),
 	OPT("--log-level=%s", log_level),
 	OPT("--log-level %s", log_level),
 	OPT("--log-file=%s", log_file),
@@ -85,6 +88,7 @@ struct mount_cfg {
 	uint32_t chunk_size;
 	unsigned int read_ahead_kb;
 	unsigned int max_background;
+	uint64_t ahead; /* largest read-ahead window; 0: off */
 };
 
 static void usage(void)
@@ -114,6 +118,9 @@ static void usage(void)
 	       "                           (default 16384; 0 keeps the kernel's)\n"
 	       "    --max-background N     FUSE requests the kernel keeps in\n"
 	       "                           flight (default 32)\n"
+	       "    --ahead SIZE           pull up to SIZE ahead of a sequential\n"
+	       "                           reader (default 64M, at most a\n"
+	       "                           quarter of the cache; 0: off)\n"
 	       "    --log-level LEVEL      err, warn, info, debug (default info)\n"
 	       "    --log-file FILE        log here; default: stderr with -f,\n"
 	       "                           syslog in the background\n"
@@ -196,6 +203,11 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		return -EINVAL;
 	if (o->max_background)
 		c->max_background = (unsigned int)v;
+	c->ahead = 64u << 20;
+	if (num_opt(o->ahead, "--ahead", sfs_parse_size, 0, 1ull << 40, &v))
+		return -EINVAL;
+	if (o->ahead)
+		c->ahead = v;
 	if (c->protocol && !sfs_xport_known(c->protocol, NULL, 0)) {
 		char names[128];
 		sfs_xport_known(NULL, names, sizeof(names));
@@ -461,6 +473,8 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	r.fs.tree = r.tree;
 	r.fs.cache = r.cache;
 	r.fs.entry_timeout = 86400.0;
+	r.fs.ra_max = SFS_MIN(c->ahead, c->cache_size / 4);
+	r.fs.ra_min = SFS_MIN(4ull * c->chunk_size, r.fs.ra_max);
 	r.fs.status = sfs_status_render;
 	r.fs.status_arg = &r.status;
 	r.fs.max_background = c->max_background;
@@ -645,6 +659,7 @@ out:
 	free(o.chunk_size);
 	free(o.read_ahead_kb);
 	free(o.max_background);
+	free(o.ahead);
 	free(o.log_level);
 	free(o.log_file);
 	return rc;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <xxhash.h>
 
 enum chunk_state {
 	CH_FREE,
@@ -27,6 +28,7 @@ struct sfs_chunk {
 	uint32_t src, region;
 	uint64_t idx;
 	uint32_t len;
+	int retried; /* a checksum mismatch was pulled again once */
 	enum chunk_state state;
 	int refs; /* readers pinning it */
 	int err;
@@ -60,6 +62,7 @@ struct sfs_cache {
 	uint32_t chunk_size;
 	unsigned int chunk_shift;
 	unsigned int timeout_ms;
+	int verify; /* check pulled chunks against the seed's checksums */
 	int local_mr;
 
 	pthread_mutex_t lock;
@@ -172,6 +175,7 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	c->chunk_size = cfg->chunk_size;
 	c->chunk_shift = (unsigned int)__builtin_ctz(cfg->chunk_size);
 	c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
+	c->verify = !cfg->no_verify;
 	c->nslots = cfg->size / cfg->chunk_size;
 	c->slab_len = c->nslots * (size_t)cfg->chunk_size;
 	pthread_mutex_init(&c->lock, NULL);
@@ -265,6 +269,10 @@ int sfs_cache_add_source(struct sfs_cache *c, uint64_t peer, const char *label,
 	struct cache_source s = {.peer = peer, .nregions = n};
 	int rc = -ENOMEM;
 
+	for (size_t i = 0; i < n; i++)
+		if (r[i].xxh3 && r[i].csum_shift > c->chunk_shift)
+			return -EINVAL;
+
 	s.label = strdup(label);
 	s.regions = malloc((n ? n : 1) * sizeof(*r));
 	if (!s.label || !s.regions)
@@ -307,11 +315,46 @@ static void source_ok(struct sfs_cache *c, struct cache_source *s)
 	s->down_until_ms = 0;
 }
 
+/* 0 when every checksum chunk of @ch matches the seed's, else -EBADMSG.
+ * Runs outside the lock: the slot is owned by the pull until READY. */
+static int verify(struct sfs_cache *c, struct sfs_chunk *ch,
+		  const struct sfs_cache_region *r)
+{
+	if (!r->xxh3)
+		return 0;
+	uint64_t cs = 1ull << r->csum_shift;
+	uint64_t base = ch->idx << c->chunk_shift;
+	for (uint64_t o = 0; o < ch->len; o += cs) {
+		size_t n = (size_t)SFS_MIN(cs, ch->len - o);
+		if (XXH3_64bits(ch->data + o, n) !=
+		    r->xxh3[(base + o) >> r->csum_shift]) {
+			SFS_LOG(SFS_WARN, "cache",
+				"checksum mismatch: region %u bytes [%" PRIu64
+				", +%zu) from %s",
+				ch->region, base + o, n,
+				c->sources[ch->src].label);
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
 static void on_pulled(void *arg, int status)
 {
 	struct sfs_chunk *ch = arg;
 	struct sfs_cache *c = ch->c;
 
+	if (!status) {
+		pthread_mutex_lock(&c->lock);
+		const struct sfs_cache_region r =
+			c->sources[ch->src].regions[ch->region];
+		pthread_mutex_unlock(&c->lock);
+		if (c->verify && (status = verify(c, ch, &r))) {
+			pthread_mutex_lock(&c->lock);
+			c->st.checksum_errors++;
+			pthread_mutex_unlock(&c->lock);
+		}
+	}
 	pthread_mutex_lock(&c->lock);
 	c->loading--;
 	if (status) {
@@ -324,7 +367,9 @@ static void on_pulled(void *arg, int status)
 		ch->state = CH_FAILED;
 		ch->err = status;
 		c->st.errors++;
-		source_failed(c, &c->sources[ch->src], status);
+		/* Wrong bytes came from a live seed: not an outage. */
+		if (status != -EBADMSG)
+			source_failed(c, &c->sources[ch->src], status);
 	} else {
 		source_ok(c, &c->sources[ch->src]);
 		ch->state = CH_READY;
@@ -352,6 +397,46 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 		ch->state = CH_FREE;
 	}
 	return ch;
+}
+
+/*
+ * Start the pull of @ch (hashed, not yet LOADING).  Called with c->lock
+ * held; drops it to post.  Returns 0, or the post's error with @ch
+ * FAILED.
+ */
+static int post_pull(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	const struct cache_source *s = &c->sources[ch->src];
+	const struct sfs_cache_region *r = &s->regions[ch->region];
+	uint64_t off = ch->idx << c->chunk_shift;
+	struct sfs_xport_rd rd = {.local = ch->data,
+				  .lmr = c->mr,
+				  .raddr = r->raddr + off,
+				  .rkey = r->key,
+				  .len = ch->len};
+	uint64_t peer = s->peer;
+
+	ch->state = CH_LOADING;
+	ch->err = 0;
+	ch->started_ms = sfs_now_ms();
+	c->loading++;
+	pthread_mutex_unlock(&c->lock);
+	int prc = sfs_xport_read(c->x, peer, &rd, 1, on_pulled, ch);
+	pthread_mutex_lock(&c->lock);
+	if (prc) {
+		SFS_LOG(SFS_WARN, "cache",
+			"cannot pull region %u bytes [%" PRIu64 ", +%u) from "
+			"%s: %s",
+			ch->region, off, ch->len, c->sources[ch->src].label,
+			strerror(-prc));
+		c->loading--;
+		ch->state = CH_FAILED;
+		ch->err = prc;
+		c->st.errors++;
+		source_failed(c, &c->sources[ch->src], prc);
+		pthread_cond_broadcast(&c->cond);
+	}
+	return prc;
 }
 
 /*
@@ -412,36 +497,13 @@ static struct sfs_chunk *find_or_pull(struct sfs_cache *c, uint32_t src,
 	ch->region = region;
 	ch->idx = idx;
 	ch->len = (uint32_t)SFS_MIN((uint64_t)c->chunk_size, r->len - off);
-	ch->state = CH_LOADING;
-	ch->err = 0;
+	ch->retried = 0;
 	ch->refs = pin ? 1 : 0;
-	ch->started_ms = sfs_now_ms();
 	size_t b = bucket_of(c, src, region, idx);
 	ch->hnext = c->buckets[b];
 	c->buckets[b] = ch;
-	c->loading++;
-
-	struct sfs_xport_rd rd = {.local = ch->data,
-				  .lmr = c->mr,
-				  .raddr = r->raddr + off,
-				  .rkey = r->key,
-				  .len = ch->len};
-	uint64_t peer = s->peer;
-	pthread_mutex_unlock(&c->lock);
-	int prc = sfs_xport_read(c->x, peer, &rd, 1, on_pulled, ch);
-	pthread_mutex_lock(&c->lock);
+	int prc = post_pull(c, ch);
 	if (prc) {
-		SFS_LOG(SFS_WARN, "cache",
-			"cannot pull region %u bytes [%" PRIu64 ", +%u) from "
-			"%s: %s",
-			region, off, ch->len, c->sources[src].label,
-			strerror(-prc));
-		c->loading--;
-		ch->state = CH_FAILED;
-		ch->err = prc;
-		c->st.errors++;
-		source_failed(c, &c->sources[src], prc);
-		pthread_cond_broadcast(&c->cond);
 		if (!pin)
 			settle(c, ch);
 		*rc = prc;
@@ -501,14 +563,27 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 		c->st.hits++;
 	else
 		c->st.misses++;
-	/* Bounded from when the pull started, not from when we came. */
-	uint64_t deadline = ch->started_ms + c->timeout_ms;
-	while (ch->state == CH_LOADING) {
-		uint64_t now = sfs_now_ms();
-		if (now >= deadline)
+	for (;;) {
+		/* Bounded from when the pull started, not from when we
+		 * came. */
+		uint64_t deadline = ch->started_ms + c->timeout_ms;
+		while (ch->state == CH_LOADING) {
+			uint64_t now = sfs_now_ms();
+			if (now >= deadline)
+				break;
+			struct timespec ts = sfs_abstime(deadline - now);
+			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+		}
+		/* Bytes that did not match: pull them once more. */
+		if (ch->state != CH_FAILED || ch->err != -EBADMSG ||
+		    ch->retried)
 			break;
-		struct timespec ts = sfs_abstime(deadline - now);
-		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+		ch->retried = 1;
+		SFS_LOG(SFS_INFO, "cache",
+			"pulling region %u chunk %" PRIu64 " again after a "
+			"checksum mismatch",
+			region, ch->idx);
+		post_pull(c, ch);
 	}
 	if (ch->state == CH_READY) {
 		uint64_t in = off - (ch->idx << c->chunk_shift);

@@ -28,6 +28,7 @@ struct sfs_cache_cfg {
 	uint64_t size;		 /* bytes of chunk memory */
 	uint32_t chunk_size;	 /* power of two, >= 4 KiB */
 	unsigned int timeout_ms; /* bound on every wait */
+	int no_verify; /* serve pulled chunks without checking checksums */
 };
 
 /* One remote region as the seed published it. */
@@ -35,13 +36,19 @@ struct sfs_cache_region {
 	uint64_t len;
 	uint64_t raddr;
 	uint64_t key;
+	/* The seed's XXH3-64 of every 1 << csum_shift bytes [borrowed, must
+	 * outlive the cache], or NULL: chunks are verified before they are
+	 * served.  The cache's chunk size must be a multiple. */
+	uint32_t csum_shift;
+	const uint64_t *xxh3;
 };
 
 struct sfs_cache_stats {
 	uint64_t size, used, chunk_size;
 	uint64_t hits, misses, pulls, bytes_pulled;
 	uint64_t errors, timeouts;
-	uint64_t sources_down; /* sources failing fast right now */
+	uint64_t checksum_errors; /* pulled chunks that did not match */
+	uint64_t sources_down;	  /* sources failing fast right now */
 };
 
 /*
@@ -58,9 +65,10 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 void sfs_cache_free(struct sfs_cache *c);
 
 /*
- * sfs_cache_add_source - a peer and its regions (copied); @label
+  * sfs_cache_add_source - a peer and its regions (copied); @label
  * (copied) names it in logs, e.g. "seed 10.0.0.1:7070".  *src is used in
- * later calls.  Returns 0 or -ENOMEM.
+ * later calls.  Returns 0, -ENOMEM, or -EINVAL when a region's checksum
+ * chunks are larger than the cache's chunks.
  */
 int sfs_cache_add_source(struct sfs_cache *c, uint64_t peer, const char *label,
 			 const struct sfs_cache_region *r, size_t n,
@@ -76,11 +84,12 @@ int sfs_cache_prefetch(struct sfs_cache *c, uint32_t src, uint32_t region,
 
 /*
  * sfs_cache_get - pin the chunk holding byte @off of @region, pulling
- * it if needed, and point *data at that byte; *avail is the number of
+  * it if needed, and point *data at that byte; *avail is the number of
  * valid bytes from there to the end of the chunk.  *ch [borrowed, pinned]
  * must be released with sfs_cache_put.  Returns 0, -EINVAL for a range
  * outside the region, -ETIMEDOUT when the pull did not finish within the
- * timeout, or the pull's error (-EIO, -ECONNREFUSED, ...).
+ * timeout, -EBADMSG when the bytes did not match the seed's checksum
+ * twice (pulled, retried once), or the pull's error (-EIO, ...).
  */
 int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 		  uint64_t off, struct sfs_chunk **ch, const uint8_t **data,

@@ -375,7 +375,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	rc = gather(fs, n, (uint64_t)off, end, &r);
 	if (rc) {
 		SFS_LOG(SFS_WARN, "fs", "read %s [%jd, +%zu): %s", n->path,
-			(intmax_t)off, size, strerror(-rc));
+			(intmax_t)off, size,
+			rc == -EBADMSG
+				? "bytes do not match the seed's checksum "
+				  "(refused)"
+				: strerror(-rc));
 		/* Whatever went wrong below, the reader sees an I/O error;
 		 * the cause is in the log above. */
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);

@@ -41,6 +41,7 @@ struct mount_opts {
 	char *read_ahead_kb;
 	char *max_background;
 	char *ahead;
+	int no_verify;
 	char *log_level;
 	char *log_file;
 	int help;
@@ -69,6 +70,7 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--max-background %s", max_background),
 	OPT("--ahead=%s", ahead),
 	OPT("--ahead %s", ahead),
+	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
 	OPT("--log-level=%s", log_level),
 	OPT("--log-level %s", log_level),
 	OPT("--log-file=%s", log_file),
@@ -89,6 +91,7 @@ struct mount_cfg {
 	unsigned int read_ahead_kb;
 	unsigned int max_background;
 	uint64_t ahead; /* largest read-ahead window; 0: off */
+	int no_verify;
 };
 
 static void usage(void)
@@ -118,6 +121,8 @@ static void usage(void)
 	       "                           (default 16384; 0 keeps the kernel's)\n"
 	       "    --max-background N     FUSE requests the kernel keeps in\n"
 	       "                           flight (default 32)\n"
+	       "    --no-verify            serve pulled bytes without checking\n"
+	       "                           them against the seed's checksums\n"
 	       "    --ahead SIZE           pull up to SIZE ahead of a sequential\n"
 	       "                           reader (default 64M, at most a\n"
 	       "                           quarter of the cache; 0: off)\n"
@@ -203,6 +208,7 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		return -EINVAL;
 	if (o->max_background)
 		c->max_background = (unsigned int)v;
+	c->no_verify = o->no_verify;
 	c->ahead = 64u << 20;
 	if (num_opt(o->ahead, "--ahead", sfs_parse_size, 0, 1ull << 40, &v))
 		return -EINVAL;
@@ -332,10 +338,20 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 		return rc;
 	}
 	const char *proto = r->m->eps[ep].protocol;
+	/* Chunks are verified whole: at least one checksum chunk each. */
+	uint32_t chunk = c->chunk_size;
+	for (size_t i = 0; i < r->m->nregions; i++)
+		if (r->m->regions[i].csum_shift &&
+		    (1u << r->m->regions[i].csum_shift) > chunk)
+			chunk = 1u << r->m->regions[i].csum_shift;
+	if (chunk != c->chunk_size)
+		SFS_LOG(SFS_INFO, "mount",
+			"chunk size %u: the seed's checksum chunks", chunk);
 	struct sfs_cache_cfg cc = {.xport = r->x,
 				   .size = c->cache_size,
-				   .chunk_size = c->chunk_size,
-				   .timeout_ms = c->timeout_ms};
+				   .chunk_size = chunk,
+				   .timeout_ms = c->timeout_ms,
+				   .no_verify = c->no_verify};
 	rc = sfs_cache_new(&cc, &r->cache, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "seedfs mount: %s\n", err);
@@ -349,6 +365,8 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 		const struct sfs_remote *rem = &r->m->regions[i].rem[ep];
 		regs[i].len = r->m->regions[i].len;
 		regs[i].raddr = rem->raddr;
+		regs[i].csum_shift = r->m->regions[i].csum_shift;
+		regs[i].xxh3 = r->m->regions[i].xxh3;
 		rc = sfs_control_remote_key(r->x, rem, &regs[i].key);
 	}
 	if (rc) {

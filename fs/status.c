@@ -79,6 +79,7 @@ int sfs_status_render(void *arg, char **text, size_t *len)
 		up > 0 ? (double)st.bytes_pulled / up / 1e6 : 0.0);
 	fprintf(f, "errors_pull: %" PRIu64 "\n", st.errors);
 	fprintf(f, "errors_timeout: %" PRIu64 "\n", st.timeouts);
+	fprintf(f, "errors_checksum: %" PRIu64 "\n", st.checksum_errors);
 	if (fclose(f))
 		return -ENOMEM;
 	return 0;

@@ -68,6 +68,23 @@ void sfs_manifest_set_remote(struct sfs_manifest *m, uint32_t id, size_t ep,
 	*r = (struct sfs_remote){.raddr = raddr, .key = key};
 }
 
+int sfs_manifest_set_checksums(struct sfs_manifest *m, uint32_t id,
+			       uint32_t shift, const uint64_t *sums, size_t n)
+{
+	struct sfs_region *r = &m->regions[id];
+	if (shift < SFS_MF_CSUM_MIN_SHIFT || shift > SFS_MF_CSUM_MAX_SHIFT ||
+	    n != sfs_csum_count(r->len, shift))
+		return -EINVAL;
+	uint64_t *copy = malloc(n * sizeof(*copy));
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, sums, n * sizeof(*copy));
+	free(r->xxh3);
+	r->xxh3 = copy;
+	r->csum_shift = shift;
+	return 0;
+}
+
 int sfs_manifest_set_remote_raw(struct sfs_manifest *m, uint32_t id, size_t ep,
 				uint64_t raddr, const uint8_t *raw, size_t len)
 {
@@ -211,9 +228,11 @@ void sfs_manifest_free(struct sfs_manifest *m)
 		return;
 	free(m->model);
 	free(m->revision);
-	for (size_t i = 0; i < m->nregions; i++)
+	for (size_t i = 0; i < m->nregions; i++) {
 		for (size_t j = 0; j < SFS_MF_MAX_ENDPOINTS; j++)
 			free(m->regions[i].rem[j].raw);
+		free(m->regions[i].xxh3);
+	}
 	free(m->regions);
 	for (size_t i = 0; i < m->ndirs; i++)
 		free(m->dirs[i]);
@@ -326,8 +345,29 @@ static json_t *encode_region(const struct sfs_manifest *m, size_t i)
 			return NULL;
 		}
 	}
-	return json_pack("{s:I,s:I,s:o*}", "id", (json_int_t)i, "length",
-			 (json_int_t)r->len, "remote", rem);
+	json_t *o = json_pack("{s:I,s:I,s:o*}", "id", (json_int_t)i, "length",
+			      (json_int_t)r->len, "remote", rem);
+	if (o && r->csum_shift) {
+		uint64_t n = sfs_csum_count(r->len, r->csum_shift);
+		char *hex = malloc(16 * n + 1);
+		if (!hex) {
+			json_decref(o);
+			return NULL;
+		}
+		for (uint64_t k = 0; k < n; k++)
+			snprintf(hex + 16 * k, 17, "%016" PRIx64, r->xxh3[k]);
+		if (json_object_set_new(
+			    o, "checksum",
+			    json_pack("{s:s,s:I,s:s}", "algorithm", "xxh3-64",
+				      "chunk_size",
+				      (json_int_t)(1ll << r->csum_shift),
+				      "values", hex))) {
+			json_decref(o);
+			o = NULL;
+		}
+		free(hex);
+	}
+	return o;
 }
 
 int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
@@ -695,6 +735,61 @@ static int decode_endpoints(struct sfs_manifest *m, json_t *a, char *err,
 	return 0;
 }
 
+/* {"algorithm": "xxh3-64", "chunk_size": 2^k, "values": 16 hex/chunk} */
+static int decode_checksum(struct sfs_manifest *m, uint32_t id, size_t i,
+			   json_t *cs, char *err, size_t errlen)
+{
+	const struct sfs_region *r = &m->regions[id];
+	const char *algo = get_str(cs, "algorithm", 16);
+	uint64_t size, n;
+	json_t *v = json_object_get(cs, "values");
+
+	if (!json_is_object(cs) || !algo || strcmp(algo, "xxh3-64"))
+		return fail(err, errlen,
+			    "regions[%zu].checksum.algorithm: not xxh3-64", i);
+	if (get_u64(cs, "chunk_size", 1ull << SFS_MF_CSUM_MAX_SHIFT, &size) ||
+	    size < (1u << SFS_MF_CSUM_MIN_SHIFT) || (size & (size - 1)))
+		return fail(err, errlen,
+			    "regions[%zu].checksum.chunk_size: not a power of "
+			    "two in 4 KiB..1 GiB",
+			    i);
+	uint32_t shift = (uint32_t)__builtin_ctzll(size);
+	n = sfs_csum_count(r->len, shift);
+	if (!json_is_string(v) || json_string_length(v) != 16 * n)
+		return fail(err, errlen,
+			    "regions[%zu].checksum.values: not %" PRIu64
+			    " hex values of 16 digits",
+			    i, n);
+	const char *hex = json_string_value(v);
+	uint64_t *sums = malloc((size_t)(n ? n : 1) * sizeof(*sums));
+	if (!sums)
+		return -ENOMEM;
+	for (uint64_t k = 0; k < n; k++) {
+		char one[17];
+		memcpy(one, hex + 16 * k, 16);
+		one[16] = '\0';
+		uint64_t x = 0;
+		for (int d = 0; d < 16; d++) {
+			int c = one[d];
+			int val = c >= '0' && c <= '9'	 ? c - '0'
+				  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+							 : -1;
+			if (val < 0) {
+				free(sums);
+				return fail(err, errlen,
+					    "regions[%zu].checksum.values: "
+					    "not lowercase hex",
+					    i);
+			}
+			x = x << 4 | (uint64_t)val;
+		}
+		sums[k] = x;
+	}
+	int rc = sfs_manifest_set_checksums(m, id, shift, sums, (size_t)n);
+	free(sums);
+	return rc;
+}
+
 static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 			  size_t errlen)
 {
@@ -729,6 +824,9 @@ static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 				    i, m->neps);
 		int rc = sfs_manifest_add_region(m, len, &got);
 		if (rc)
+			return rc;
+		json_t *cs = json_object_get(r, "checksum");
+		if (cs && (rc = decode_checksum(m, got, i, cs, err, errlen)))
 			return rc;
 		json_array_foreach (rem, j, x) {
 			if (!json_is_object(x) || get_hex(x, "address", &addr))

@@ -64,8 +64,15 @@ struct sfs_remote {
 	uint8_t *raw;	  /* owned */
 };
 
+#define SFS_MF_CSUM_MIN_SHIFT 12 /* checksum chunks of 4 KiB .. */
+#define SFS_MF_CSUM_MAX_SHIFT 30 /* .. 1 GiB */
+
 struct sfs_region {
-	uint64_t len;				     /* > 0 */
+	uint64_t len; /* > 0 */
+	/* XXH3-64 of every chunk of 1 << csum_shift bytes (the last one
+	 * shorter); csum_shift 0: none published. */
+	uint32_t csum_shift;
+	uint64_t *xxh3; /* owned, ceil(len / chunk) values */
 	struct sfs_remote rem[SFS_MF_MAX_ENDPOINTS]; /* [i]: endpoint i */
 };
 
@@ -113,6 +120,16 @@ int sfs_manifest_add_endpoint(struct sfs_manifest *m, const char *protocol,
 int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len, uint32_t *id);
 void sfs_manifest_set_remote(struct sfs_manifest *m, uint32_t id, size_t ep,
 			     uint64_t raddr, uint64_t key);
+/* Checksums of region @id: @n XXH3-64 values of 1 << @shift bytes each
+ * (copied).  Returns 0, -EINVAL or -ENOMEM. */
+int sfs_manifest_set_checksums(struct sfs_manifest *m, uint32_t id,
+			       uint32_t shift, const uint64_t *sums, size_t n);
+/* The number of checksum chunks of a region of @len bytes. */
+static inline uint64_t sfs_csum_count(uint64_t len, uint32_t shift)
+{
+	return (len + (1ull << shift) - 1) >> shift;
+}
+
 /* The same with a raw key of @len (1..SFS_MF_RAWKEY_MAX) bytes. */
 int sfs_manifest_set_remote_raw(struct sfs_manifest *m, uint32_t id, size_t ep,
 				uint64_t raddr, const uint8_t *raw, size_t len);

@@ -9,6 +9,7 @@
 #include "transports/transport.h"
 
 #include <errno.h>
+#include <xxhash.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
@@ -122,7 +123,8 @@ static int map_writable(struct seed_file *f, const char *abs)
 /* Register @f in pieces with every transport; each piece becomes one
  * region with one remote address and key per endpoint. */
 static int register_file(struct sfs_seed *s, struct seed_file *f,
-			 uint64_t piece, uint32_t *first)
+			 uint64_t piece, uint32_t shift, const uint64_t *sums,
+			 uint32_t *first)
 {
 	size_t n = (size_t)((f->size + piece - 1) / piece);
 	int rc;
@@ -138,6 +140,11 @@ static int register_file(struct sfs_seed *s, struct seed_file *f,
 			return rc;
 		if (i == 0)
 			*first = id;
+		/* Pieces are whole checksum chunks: a slice of the file's. */
+		if (sums && (rc = sfs_manifest_set_checksums(
+				     s->m, id, shift, sums + (off >> shift),
+				     (size_t)sfs_csum_count(len, shift))))
+			return rc;
 		for (size_t t = 0; t < s->nx; t++) {
 			struct sfs_xport_mr **mr = &f->mr[i * s->nx + t];
 			uint8_t raw[SFS_XPORT_RAWKEY_MAX];
@@ -239,9 +246,32 @@ static int publish_file(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
 		f->map = NULL;
 		return rc;
 	}
-	rc = s->writable ? map_writable(f, e->abs) : 0;
+	/* Checksums of what is on disk, before anything else happens. */
+	uint64_t *sums = NULL;
+	if (cfg->csum_shift) {
+		uint64_t cs = 1ull << cfg->csum_shift;
+		size_t n = (size_t)sfs_csum_count(f->size, cfg->csum_shift);
+		if (!(sums = malloc(n * sizeof(*sums))))
+			return -ENOMEM;
+		for (size_t k = 0; k < n; k++)
+			sums[k] = XXH3_64bits(
+				(const char *)f->map + k * cs,
+				(size_t)SFS_MIN(cs, f->size - k * cs));
+	}
+	int corrupt = cfg->test_corrupt_path &&
+		      !strcmp(cfg->test_corrupt_path, e->rel) &&
+		      cfg->test_corrupt_off < f->size;
+	rc = s->writable || corrupt ? map_writable(f, e->abs) : 0;
+	if (!rc && corrupt) {
+		((volatile uint8_t *)f->map)[cfg->test_corrupt_off] ^= 0xff;
+		SFS_LOG(SFS_WARN, "seed",
+			"test: published byte %" PRIu64 " of %s is corrupt",
+			cfg->test_corrupt_off, e->rel);
+	}
 	if (!rc)
-		rc = register_file(s, f, cfg->mr_max, &first);
+		rc = register_file(s, f, cfg->mr_max, cfg->csum_shift, sums,
+				   &first);
+	free(sums);
 	if (rc) {
 		snprintf(err, errlen, "cannot register %s with protocol %s: %s",
 			 e->rel, s->protocols, strerror(-rc));

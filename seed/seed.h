@@ -20,6 +20,11 @@ struct sfs_seed_cfg {
 	unsigned int timeout_ms;
 	uint64_t inline_max; /* files up to this size go inline */
 	uint64_t mr_max;     /* register files in pieces of at most this */
+	uint32_t csum_shift; /* XXH3-64 per 1 << shift bytes; 0: none */
+	/* Tests only: flip the published byte at this offset of this file
+	 * (after the checksums), to prove replicas refuse it. */
+	const char *test_corrupt_path;
+	uint64_t test_corrupt_off;
 };
 
 /*

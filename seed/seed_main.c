@@ -41,7 +41,12 @@ static void usage(FILE *out)
 		"                       (default 64K)\n"
 		"  --mr-max SIZE        register files in pieces of at most\n"
 		"                       SIZE (default 1G)\n"
+		"  --checksum-chunk SIZE  publish an XXH3-64 per SIZE bytes\n"
+		"                       (power of two, default 1M; 0: none);\n"
+		"                       --mr-max must be a multiple\n"
 		"  --timeout SECONDS    bound on transport waits (default 10)\n"
+		"  --test-corrupt FILE:OFFSET  tests only: flip that published\n"
+		"                       byte after checksumming\n"
 		"  --log-level LEVEL    err, warn, info, debug (default info)\n"
 		"  --log-file FILE      log here instead of stderr\n"
 		"  -h, --help           this text\n",
@@ -59,6 +64,8 @@ enum {
 	OPT_TIMEOUT,
 	OPT_LOG_LEVEL,
 	OPT_LOG_FILE,
+	OPT_CHECKSUM_CHUNK,
+	OPT_TEST_CORRUPT,
 };
 
 static const struct option long_opts[] = {
@@ -72,6 +79,8 @@ static const struct option long_opts[] = {
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	{"log-file", required_argument, NULL, OPT_LOG_FILE},
+	{"checksum-chunk", required_argument, NULL, OPT_CHECKSUM_CHUNK},
+	{"test-corrupt", required_argument, NULL, OPT_TEST_CORRUPT},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -84,7 +93,8 @@ static int bad(const char *opt, const char *val)
 
 int sfs_seed_main(int argc, char **argv)
 {
-	struct sfs_seed_cfg cfg = {.inline_max = 64 << 10,
+	struct sfs_seed_cfg cfg = {.csum_shift = 20,
+				   .inline_max = 64 << 10,
 				   .mr_max = 1ull << 30,
 				   .timeout_ms = 10000};
 	const char *listen = "0.0.0.0:7070", *fabric_addr = NULL;
@@ -141,6 +151,22 @@ int sfs_seed_main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case OPT_CHECKSUM_CHUNK:
+			if (sfs_parse_size(optarg, &v) ||
+			    (v && ((v & (v - 1)) || v < (1u << 12) ||
+				   v > (1u << 30))))
+				return bad("--checksum-chunk", optarg);
+			cfg.csum_shift = v ? (uint32_t)__builtin_ctzll(v) : 0;
+			break;
+		case OPT_TEST_CORRUPT: {
+			char *colon = strrchr(optarg, ':');
+			if (!colon || sfs_parse_u64(colon + 1, &v))
+				return bad("--test-corrupt", optarg);
+			*colon = '\0';
+			cfg.test_corrupt_path = optarg;
+			cfg.test_corrupt_off = v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -152,6 +178,11 @@ int sfs_seed_main(int argc, char **argv)
 	if (optind < argc) {
 		fprintf(stderr, "seedfs seed: unexpected argument '%s'\n",
 			argv[optind]);
+		return 2;
+	}
+	if (cfg.csum_shift && cfg.mr_max % (1ull << cfg.csum_shift)) {
+		fprintf(stderr, "seedfs seed: --mr-max must be a multiple of "
+				"--checksum-chunk\n");
 		return 2;
 	}
 	if (!cfg.model_dir) {

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <xxhash.h>
 
 #define CHUNK (64u << 10)
 #define NCHUNKS 48
@@ -175,6 +176,47 @@ START_TEST(eviction_within_bound)
 }
 END_TEST
 
+START_TEST(checksums_verified_and_mismatch_refused)
+{
+	uint32_t shift = 14; /* 16 KiB checksum chunks in 64 KiB chunks */
+	size_t n = (size_t)((data_len + (1u << shift) - 1) >> shift);
+	uint64_t *sums = malloc(n * sizeof(*sums));
+	for (size_t k = 0; k < n; k++) {
+		size_t len =
+			SFS_MIN((size_t)1 << shift, data_len - (k << shift));
+		sums[k] = XXH3_64bits(data + (k << shift), len);
+	}
+	sums[9] ^= 1; /* the seed "published" a wrong one: chunk 2's */
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 16,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 5000};
+	struct sfs_cache_region reg = region;
+	uint32_t src;
+	reg.csum_shift = shift;
+	reg.xxh3 = sums;
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_cache_add_source(c, peer, "test", &reg, 1, &src),
+			 0);
+	/* Chunks 0, 1 and 3 verify and read right. */
+	ck_assert_int_eq(read_check(c, src, 0, 2 * CHUNK), 0);
+	ck_assert_int_eq(read_check(c, src, 3 * CHUNK, CHUNK), 0);
+	/* Chunk 2 never: pulled, pulled once more, refused. */
+	ck_assert_int_eq(read_check(c, src, 2 * CHUNK + 100, 10), -EBADMSG);
+	struct sfs_cache_stats st;
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.checksum_errors, 2);
+	/* Checksum chunks larger than cache chunks cannot be verified. */
+	reg.csum_shift = 20;
+	ck_assert_int_eq(sfs_cache_add_source(c, peer, "t", &reg, 1, &src),
+			 -EINVAL);
+	sfs_cache_free(c);
+	free(sums);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -183,6 +225,7 @@ int main(void)
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, single_flight);
 	tcase_add_test(t, eviction_within_bound);
+	tcase_add_test(t, checksums_verified_and_mismatch_refused);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# A seed publishes one wrong byte (test option, after checksumming): a
+# read of it fails with EIO after one retry, nothing wrong is served,
+# the log names file, offset and seed; the rest of the file reads; a
+# replica that opts out of verification gets the wrong byte (so the
+# check is what protects the others).
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 12M --shards 2
+F=model-00002-of-00002.safetensors
+BAD=$((3 * 1048576 + 12345))
+start_seed "$MODEL" --test-corrupt "$F:$BAD"
+grep -q "test: published byte $BAD of $F is corrupt" "$WORK/seed.err" ||
+	fail "seed did not corrupt"
+MNT=$WORK/mnt
+mount_seed "$MNT"
+M=$MNT/m
+
+t0=$(now_ms)
+if dd if="$M/$F" of="$WORK/out" bs=4096 skip=$((BAD / 4096)) count=1 \
+	2>"$WORK/dd.err"; then
+	fail "the corrupt byte was served"
+fi
+grep -q "Input/output error" "$WORK/dd.err" || fail "not EIO: $(cat "$WORK/dd.err")"
+grep -q "checksum mismatch: region .* from seed $HOST:$SEED_PORT" "$WORK/mount.log" ||
+	fail "cache did not log the mismatch"
+grep -q "pulling region .* again after a checksum mismatch" "$WORK/mount.log" ||
+	fail "no retry"
+grep -q "read m/$F \[[0-9]*, +[0-9]*): bytes do not match the seed's checksum" \
+	"$WORK/mount.log" || fail "no file-level log line"
+ok "corrupt chunk: EIO after $(($(now_ms) - t0)) ms, logged with file, offset and seed"
+
+# Everything outside that chunk reads, byte-exact.
+cmp -n $((BAD / 1048576 * 1048576)) "$MODEL/$F" "$M/$F" || fail "bytes before the bad chunk"
+cmp "$MODEL/model-00001-of-00002.safetensors" "$M/model-00001-of-00002.safetensors" ||
+	fail "the other shard"
+errs=$(awk '$1 == "errors_checksum:" { print $2 }' "$MNT/.seedfs/status")
+[ "$errs" -ge 2 ] || fail "status errors_checksum $errs"
+ok "the rest reads byte-exact; status errors_checksum $errs"
+unmount_check "$MNT" "$MOUNT_PID"
+
+# Without verification the wrong byte does come through.
+mount_seed "$MNT" --no-verify
+dd if="$M/$F" of="$WORK/out" bs=1 skip=$BAD count=1 2>/dev/null || fail "read"
+want=$(dd if="$MODEL/$F" bs=1 skip=$BAD count=1 2>/dev/null | od -An -tu1)
+got=$(od -An -tu1 <"$WORK/out")
+[ "$want" != "$got" ] || fail "--no-verify: expected the corrupt byte"
+ok "--no-verify serves the corrupt byte (${want// /} became ${got// /})"
+unmount_check "$MNT" "$MOUNT_PID"
+sanitizers_clean

@@ -3,6 +3,7 @@
 #include "common/log.h"
 #include "fs/mount.h"
 #include "fs/probe.h"
+#include "fs/pull.h"
 #include "seed/seed.h"
 
 #include <stdio.h>
@@ -20,6 +21,7 @@ static void usage(FILE *out)
 		"commands:\n"
 		"  seed     publish a model directory\n"
 		"  mount    mount what a seed publishes\n"
+		"  pull     copy a published model to a local directory\n"
 		"  probe    which protocols this host can serve, or why not\n"
 		"  version  print the version\n"
 		"\n"
@@ -40,6 +42,10 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "mount") == 0) {
 		sfs_log_program("seedfs-mount");
 		return sfs_mount_main(argc - 1, argv + 1);
+	}
+	if (strcmp(cmd, "pull") == 0) {
+		sfs_log_program("seedfs-pull");
+		return sfs_pull_main(argc - 1, argv + 1);
 	}
 	if (strcmp(cmd, "probe") == 0)
 		return sfs_probe_main(argc - 1, argv + 1);

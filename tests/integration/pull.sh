@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# seedfs pull: a byte-identical copy (empty files and directories too),
+# verified against the seed's checksums, with progress on stderr; clear
+# refusals for a wrong name, a non-empty destination, a corrupt seed.
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 24M --shards 3
+start_seed "$MODEL" --protocol tcp,shm
+for p in tcp shm; do
+	"$SEEDFS" pull --seed "$HOST:$SEED_PORT" --protocol $p m "$WORK/copy-$p" \
+		2>"$WORK/pull.err" || fail "pull over $p: $(cat "$WORK/pull.err")"
+	diff -r "$MODEL" "$WORK/copy-$p" >"$WORK/diff" || fail "copy differs: $(head "$WORK/diff")"
+	[ -d "$WORK/copy-$p/extra/deep" ] && [ -f "$WORK/copy-$p/extra/empty.bin" ] ||
+		fail "empty dirs or files missing"
+	grep -q "^pull m: done, " "$WORK/pull.err" || fail "no final progress line"
+	ok "pull over $p: identical ($(tail -n 1 "$WORK/pull.err"))"
+done
+
+st=0
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" other "$WORK/x" 2>"$WORK/err" || st=$?
+[ $st -ne 0 ] && grep -q "publishes m, not other" "$WORK/err" || fail "wrong name: $(cat "$WORK/err")"
+st=0
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" m "$WORK/copy-tcp" 2>"$WORK/err" || st=$?
+[ $st -ne 0 ] && grep -q "copy-tcp: not empty" "$WORK/err" || fail "non-empty: $(cat "$WORK/err")"
+ok "refusals: $(tr '\n' ' ' <"$WORK/err")"
+kill "$SEED_PID"
+
+F=model-00002-of-00003.safetensors
+start_seed "$MODEL" --test-corrupt "$F:5000000"
+st=0
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" m "$WORK/bad" 2>"$WORK/err" || st=$?
+[ $st -ne 0 ] || fail "a corrupt seed was pulled"
+grep -q "seedfs pull: $F: bytes do not match the seed's checksum" "$WORK/err" ||
+	fail "no checksum line: $(cat "$WORK/err")"
+ok "corrupt seed: $(grep 'seedfs pull:' "$WORK/err")"
+sanitizers_clean

@@ -3,6 +3,7 @@
 # bytes (default 1G) on tmpfs, served by one local seed over every
 # protocol of BENCH_PROTOCOLS (default tcp,shm,sockets) on loopback:
 #   raw        sfs-rawread: every byte with the transport alone, no FUSE
+#   pull       seedfs pull into a directory on tmpfs (verified, written)
 #   cold       first sequential read through a fresh mount
 # for each protocol, then once (the page cache does not care):
 #   warm       the same read again (kernel page cache)
@@ -59,17 +60,29 @@ mount_it() { # PROTOCOL
 	"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --protocol "$1" \
 		--log-level warn $MOUNT_OPTS
 }
+pull_it() { # PROTOCOL: seedfs pull to tmpfs, timed here
+	rm -rf "$WORK/pulled"
+	local t0 t1
+	t0=$(date +%s%N)
+	"$SEEDFS" pull --seed "127.0.0.1:$PORT" --protocol "$1" model \
+		"$WORK/pulled" 2>/dev/null
+	t1=$(date +%s%N)
+	awk -v b="$(du -sb "$WORK/model" | cut -f1)" -v ns=$((t1 - t0)) \
+		'BEGIN { printf "bytes %d seconds %.3f GB/s %.2f\n", b, ns / 1e9, b / ns }'
+	rm -rf "$WORK/pulled"
+}
 cold_read() { # PROTOCOL: a fresh mount, nothing cached
 	mount_it "$1"
 	"$BUILD/bench/sfs-readall" "$MNT/model"
 	fusermount3 -u "$MNT"
 }
 col() { echo "$1" | awk -v i="$2" '{ print $i }'; }
-declare -A raw cold
+declare -A raw pull cold
 for p in ${PROTOS//,/ }; do
 	echo "measuring $p..."
 	raw[$p]=$(median_of "$BUILD/bench/sfs-rawread" --seed "127.0.0.1:$PORT" \
 		--protocol "$p" --chunk 1M --depth 8)
+		pull[$p]=$(median_of pull_it "$p")
 	cold[$p]=$(median_of cold_read "$p")
 done
 first=${PROTOS%%,*}
@@ -85,7 +98,8 @@ printf '\nseedfs bench: %s bytes, %s cores, %s\n\n' \
 printf '| %-38s | %6s | %11s |\n' "read (median of $RUNS)" "GB/s" "range"
 printf '|%s|%s|%s|\n' "----------------------------------------" "--------" "-------------"
 for p in ${PROTOS//,/ }; do
-	row "$p: raw transport (no FUSE)" "${raw[$p]}"
+		row "$p: raw transport (no FUSE)" "${raw[$p]}"
+	row "$p: seedfs pull (to tmpfs)" "${pull[$p]}"
 	row "$p: mount, cold (fresh mount)" "${cold[$p]}"
 done
 row "mount, warm (page cache)" "$warm"
@@ -93,6 +107,10 @@ row "tmpfs (same files)" "$tmpfs"
 printf '\n| %-38s | %6s |\n' "ratio of medians" "x"
 printf '|%s|%s|\n' "----------------------------------------" "--------"
 for p in ${PROTOS//,/ }; do
+	printf '| %-38s | %6s |\n' "$p: pull / raw transport" \
+		"$(div "$(col "${pull[$p]}" 1)" "$(col "${raw[$p]}" 1)")"
+	printf '| %-38s | %6s |\n' "$p: mount cold / pull" \
+		"$(div "$(col "${cold[$p]}" 1)" "$(col "${pull[$p]}" 1)")"
 	printf '| %-38s | %6s |\n' "$p: mount cold / raw transport" \
 		"$(div "$(col "${cold[$p]}" 1)" "$(col "${raw[$p]}" 1)")"
 done

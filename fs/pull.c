@@ -52,7 +52,7 @@ static void usage(FILE *out)
 		"  --seed HOST:PORT     the seed's control port (required)\n"
 		"  --protocol NAME      as for mount (default: the seed's first\n"
 		"                       protocol this host can use)\n"
-		"  --cache-size SIZE    memory for chunks in flight (default 512M)\n"
+		"  --cache-size SIZE    memory for chunks in flight (default 64M)\n"
 		"  --timeout SECONDS    bound on every wait (default 10)\n"
 		"  --log-level LEVEL    err, warn, info, debug (default warn)\n"
 		"  -h, --help           this text\n");
@@ -165,7 +165,7 @@ int sfs_pull_main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	const char *seed = NULL, *protocol = NULL;
-	uint64_t cache_size = 512u << 20, v;
+	uint64_t cache_size = 64u << 20, v;
 	unsigned int timeout_ms = 10000;
 	char err[SFS_XPORT_ERR_MAX];
 	int c;

@@ -380,12 +380,14 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 	dirs = json_array();
 	files = json_array();
 	tensors = json_array();
-	root = json_pack("{s:i,s:s,s:s,s:I,s:o*,s:o*,s:o*,s:o*,s:o*}",
+	root = json_pack("{s:i,s:s,s:s,s:I,s:o,s:I,s:o*,s:o*,s:o*,s:o*,s:o*}",
 			 "seedfs_manifest", (int)m->version, "model", m->model,
 			 "revision", m->revision, "generation",
-			 (json_int_t)m->generation, "endpoints", eps, "regions",
-			 regions, "dirs", dirs, "files", files, "tensors",
-			 tensors);
+			 (json_int_t)m->generation, "instance",
+			 hex_u64(m->instance), "grace_seconds",
+			 (json_int_t)m->grace_seconds, "endpoints", eps,
+			 "regions", regions, "dirs", dirs, "files", files,
+			 "tensors", tensors);
 	if (!root)
 		return -ENOMEM;
 	for (size_t i = 0; i < m->neps; i++)
@@ -1121,6 +1123,17 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	free(m->revision);
 	if (!(m->revision = strdup(rev)))
 		goto out;
+	/* Optional: a seed of an earlier build does not send them. */
+	if (json_object_get(root, "instance") &&
+	    get_hex(root, "instance", &m->instance)) {
+		rc = fail(err, errlen, "instance: not a 64-bit hex string");
+		goto out;
+	}
+	if (json_object_get(root, "grace_seconds") &&
+	    get_u64(root, "grace_seconds", 1u << 30, &m->grace_seconds)) {
+		rc = fail(err, errlen, "grace_seconds: not a small integer");
+		goto out;
+	}
 	if ((rc = decode_endpoints(m, json_object_get(root, "endpoints"), err,
 				   errlen)))
 		goto out;

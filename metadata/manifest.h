@@ -97,6 +97,8 @@ struct sfs_manifest {
 	char *model;
 	char *revision;
 	uint64_t generation;
+	uint64_t instance;	/* random per seed run: tells restarts apart */
+	uint64_t grace_seconds; /* a superseded generation stays served */
 	size_t neps; /* 1..SFS_MF_MAX_ENDPOINTS, the seed's preference order */
 	struct sfs_endpoint eps[SFS_MF_MAX_ENDPOINTS];
 	size_t nregions, cap_regions;

@@ -2,11 +2,15 @@
 /*
  * ctl.c - the seed's control port: a small HTTP/1.1 server (libmicrohttpd)
  * that serves the manifest.  curl can debug it:
- *   curl http://seedhost:7070/v1/manifest
+ *   curl http://seedhost:7070/v1/manifest       the current generation's
+ *   curl http://seedhost:7070/v1/manifest?generation=3
+ *   curl http://seedhost:7070/v1/generation     current and served ones
+ *   POST /v1/connect?protocol=rdma              a replica's connection
  */
 #include "seed.h"
 
 #include "common/log.h"
+#include "common/util.h"
 #include "transports/transport.h"
 
 #include <errno.h>
@@ -21,7 +25,6 @@
 struct sfs_ctl {
 	struct MHD_Daemon *d;
 	struct sfs_seed *seed;
-	struct MHD_Response *manifest;
 	int fd;
 };
 
@@ -81,6 +84,37 @@ connect_reply(struct sfs_ctl *c, struct MHD_Connection *conn, struct post *p)
 	return ret;
 }
 
+/* GET /v1/manifest[?generation=N]: a copy, the seed may republish. */
+static enum MHD_Result manifest_reply(struct sfs_ctl *c,
+				      struct MHD_Connection *conn)
+{
+	const char *g = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+						    "generation");
+	uint64_t gen = 0;
+	char *json;
+	size_t len;
+
+	if (g && (sfs_parse_u64(g, &gen) || gen == 0))
+		return reply_text(conn, MHD_HTTP_BAD_REQUEST,
+				  "generation must be a positive integer\n");
+	int rc = sfs_seed_manifest_copy(c->seed, gen, &json, &len);
+	if (rc == -ENOENT)
+		return reply_text(conn, MHD_HTTP_NOT_FOUND,
+				  "that generation is no longer served\n");
+	if (rc)
+		return MHD_NO;
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		len, json, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(json);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 			      const char *url, const char *method,
 			      const char *version, const char *upload_data,
@@ -111,9 +145,21 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
 				  "GET /v1/manifest, or POST /v1/connect\n");
-	if (strcmp(url, "/v1/manifest") == 0) {
-		SFS_LOG(SFS_DEBUG, "ctl", "GET /v1/manifest");
-		return MHD_queue_response(conn, MHD_HTTP_OK, c->manifest);
+	if (strcmp(url, "/v1/manifest") == 0)
+		return manifest_reply(c, conn);
+	if (strcmp(url, "/v1/generation") == 0) {
+		char buf[1024];
+		if (sfs_seed_generations(c->seed, buf, sizeof(buf)))
+			return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+					  "too many generations\n");
+		struct MHD_Response *r = MHD_create_response_from_buffer(
+			strlen(buf), buf, MHD_RESPMEM_MUST_COPY);
+		if (!r)
+			return MHD_NO;
+		MHD_add_response_header(r, "Content-Type", "application/json");
+		enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+		MHD_destroy_response(r);
+		return ret;
 	}
 	if (strcmp(url, "/v1/health") == 0)
 		return reply_text(conn, MHD_HTTP_OK, "ok\n");
@@ -179,26 +225,14 @@ int sfs_ctl_start(struct sfs_seed *s, const char *host, const char *port,
 		  size_t errlen)
 {
 	struct sfs_ctl *c;
-	const char *json;
-	size_t len;
 	int family = AF_INET;
 
 	if (!(c = calloc(1, sizeof(*c))))
 		return -ENOMEM;
 	c->seed = s;
-	sfs_seed_manifest(s, &json, &len);
-	c->manifest = MHD_create_response_from_buffer(len, (void *)json,
-						      MHD_RESPMEM_PERSISTENT);
-	if (!c->manifest) {
-		free(c);
-		return -ENOMEM;
-	}
-	MHD_add_response_header(c->manifest, "Content-Type",
-				"application/json");
 	c->fd = listen_on(host, port, &family, bound_port, err, errlen);
 	if (c->fd < 0) {
 		int rc = c->fd;
-		MHD_destroy_response(c->manifest);
 		free(c);
 		return rc;
 	}
@@ -217,7 +251,6 @@ int sfs_ctl_start(struct sfs_seed *s, const char *host, const char *port,
 			 "server",
 			 host, port);
 		close(c->fd);
-		MHD_destroy_response(c->manifest);
 		free(c);
 		return -EIO;
 	}
@@ -234,6 +267,5 @@ void sfs_ctl_stop(struct sfs_ctl *c)
 	MHD_stop_daemon(c->d);
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);
-	MHD_destroy_response(c->manifest);
 	free(c);
 }

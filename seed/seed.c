@@ -1,85 +1,47 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * seed.c - the seed: its transports, opened once, and the generations
+ * of the model it serves.  The newest generation is current; the ones
+ * before it stay registered (readable) for the grace period, then are
+ * released.  The control port reads the generations from its own
+ * threads, under s->lock.
+ */
 #include "seed.h"
 
 #include "common/log.h"
 #include "common/util.h"
 #include "metadata/manifest.h"
-#include "metadata/safetensors.h"
-#include "seed/walk.h"
+#include "seed/publish.h"
 #include "transports/transport.h"
 
 #include <errno.h>
-#include <xxhash.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
+#include <sys/random.h>
 #include <unistd.h>
 
-#define SEED_INLINE_HDR_MAX (16u << 20) /* larger headers stay remote */
-
-struct seed_file {
-	void *map; /* whole file, read-only; NULL when empty */
-	uint64_t size;
-	size_t fidx;	   /* index in the manifest */
-	uint64_t data_off; /* safetensors: bytes of header to inline */
-	size_t nmr;
-	struct sfs_xport_mr **mr; /* piece p, transport t: [p * nx + t] */
-};
+#define SEED_MAX_GENS 8 /* generations alive at once */
 
 struct sfs_seed {
-	size_t nx; /* transports served, = manifest endpoints, same order */
+	struct sfs_seed_cfg cfg; /* strings borrowed from the caller */
+	char *name;
+	uint64_t instance;
+	size_t nx; /* transports, = manifest endpoints, same order */
 	struct sfs_xport *x[SFS_MF_MAX_ENDPOINTS];
+	char pname[SFS_MF_MAX_ENDPOINTS][32];
 	int writable; /* some transport needs writable memory */
 	char protocols[SFS_MF_MAX_ENDPOINTS * 32];
-	struct sfs_manifest *m;
-	char *json;
-	size_t json_len;
-	size_t nfiles;
-	struct seed_file *files;
-	uint64_t total_bytes;
+	pthread_mutex_t lock;
+	size_t ngens;			      /* protected by lock */
+	struct seed_gen *gens[SEED_MAX_GENS]; /* protected by lock; the
+						 last one is current */
 };
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-	return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* Validate a safetensors file; add its tensors to the manifest. */
-static int add_safetensors(struct sfs_seed *s, size_t fidx, const char *rel,
-			   const uint8_t *map, uint64_t size,
-			   uint64_t *data_off, char *err, size_t errlen)
-{
-	struct sfs_st_header *h;
-	char why[400];
-	uint64_t n;
-	int rc;
-
-	rc = sfs_st_header_len(map, size, &n, why, sizeof(why));
-	if (!rc)
-		rc = sfs_st_parse((const char *)map + 8, n, size, &h, why,
-				  sizeof(why));
-	if (rc) {
-		snprintf(err, errlen, "refusing %s: %s", rel, why);
-		return rc;
-	}
-	for (size_t i = 0; i < h->ntensors && !rc; i++) {
-		const struct sfs_st_tensor *t = &h->tensors[i];
-		rc = sfs_manifest_add_tensor(
-			s->m, t->name, t->dtype, t->ndim, t->shape, fidx,
-			h->data_off + t->begin, t->end - t->begin);
-	}
-	*data_off = h->data_off;
-	sfs_st_free(h);
-	return rc;
-}
-
-/* Register @f in pieces; each piece becomes one manifest region. */
 /*
  * Some providers (libfabric verbs under rxm) add local write access to
  * every registration, and the kernel cannot pin read-only memory for
@@ -101,191 +63,6 @@ static int needs_writable(struct sfs_xport *x)
 		sfs_xport_mr_dereg(mr);
 	munmap(p, (size_t)pg);
 	return rc == -EFAULT;
-}
-
-/* Map @f again, privately and writable: copy on write when pinned,
- * nothing ever writes through it.  Remote peers still only read. */
-static int map_writable(struct seed_file *f, const char *abs)
-{
-	int fd = open(abs, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	void *p =
-		mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		return -errno;
-	munmap(f->map, f->size);
-	f->map = p;
-	return 0;
-}
-
-/* Register @f in pieces with every transport; each piece becomes one
- * region with one remote address and key per endpoint. */
-static int register_file(struct sfs_seed *s, struct seed_file *f,
-			 uint64_t piece, uint32_t shift, const uint64_t *sums,
-			 uint32_t *first)
-{
-	size_t n = (size_t)((f->size + piece - 1) / piece);
-	int rc;
-
-	if (!(f->mr = calloc(n * s->nx, sizeof(f->mr[0]))))
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t off = i * piece;
-		uint64_t len = SFS_MIN(piece, f->size - off);
-		uint32_t id;
-		rc = sfs_manifest_add_region(s->m, len, &id);
-		if (rc)
-			return rc;
-		if (i == 0)
-			*first = id;
-		/* Pieces are whole checksum chunks: a slice of the file's. */
-		if (sums && (rc = sfs_manifest_set_checksums(
-				     s->m, id, shift, sums + (off >> shift),
-				     (size_t)sfs_csum_count(len, shift))))
-			return rc;
-		for (size_t t = 0; t < s->nx; t++) {
-			struct sfs_xport_mr **mr = &f->mr[i * s->nx + t];
-			uint8_t raw[SFS_XPORT_RAWKEY_MAX];
-			uint64_t raddr, key;
-			size_t rl;
-			rc = sfs_xport_mr_reg(s->x[t], (char *)f->map + off,
-					      len, SFS_XPORT_REMOTE_READ, mr);
-			if (rc)
-				return rc;
-			f->nmr = i * s->nx + t + 1;
-			sfs_xport_mr_export(*mr, &raddr, &key, raw, &rl);
-			if (rl)
-				rc = sfs_manifest_set_remote_raw(
-					s->m, id, t, raddr, raw, rl);
-			else
-				sfs_manifest_set_remote(s->m, id, t, raddr,
-							key);
-			if (rc)
-				return rc;
-		}
-	}
-	return 0;
-}
-
-/* File bytes [a, b) as region extents, split at piece boundaries. */
-static int add_remote_range(struct sfs_manifest *m, size_t fidx, uint32_t first,
-			    uint64_t piece, uint64_t a, uint64_t b)
-{
-	while (a < b) {
-		uint64_t k = a / piece, roff = a % piece;
-		uint64_t len = SFS_MIN(b - a, piece - roff);
-		int rc = sfs_manifest_add_remote(m, fidx, first + (uint32_t)k,
-						 roff, len);
-		if (rc)
-			return rc;
-		a += len;
-	}
-	return 0;
-}
-
-/* Pass 1: map the file, validate it, list it and its tensors. */
-static int map_file(struct sfs_seed *s, const struct sfs_walk_entry *e,
-		    struct seed_file *f, char *err, size_t errlen)
-{
-	struct stat st;
-	int fd, rc;
-
-	rc = sfs_manifest_add_file(s->m, e->rel, &f->fidx);
-	if (rc)
-		return rc;
-	fd = open(e->abs, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot open %s: %s", e->rel,
-			 strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return rc;
-	}
-	f->size = (uint64_t)st.st_size;
-	if (f->size == 0) {
-		close(fd);
-		return 0;
-	}
-	/* Private and read-only: the page cache's pages, never copied (we
-	 * never write), and pinnable for RDMA with remote read access
-	 * alone, which a shared file mapping is not (EFAULT on 6.1). */
-	f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (f->map == MAP_FAILED) {
-		f->map = NULL;
-		snprintf(err, errlen, "cannot map %s: %s", e->rel,
-			 strerror(errno));
-		return -errno;
-	}
-	s->total_bytes += f->size;
-	if (ends_with(e->rel, ".safetensors")) {
-		rc = add_safetensors(s, f->fidx, e->rel, f->map, f->size,
-				     &f->data_off, err, errlen);
-		if (f->data_off > SEED_INLINE_HDR_MAX)
-			f->data_off = 0;
-	}
-	return rc;
-}
-
-/* Pass 2: small files inline; others registered, header inline. */
-static int publish_file(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
-			const struct sfs_walk_entry *e, struct seed_file *f,
-			char *err, size_t errlen)
-{
-	uint32_t first = 0;
-	int rc;
-
-	if (f->size == 0)
-		return 0;
-	if (f->size <= cfg->inline_max) {
-		rc = sfs_manifest_add_inline(s->m, f->fidx, f->map, f->size);
-		munmap(f->map, f->size);
-		f->map = NULL;
-		return rc;
-	}
-	/* Checksums of what is on disk, before anything else happens. */
-	uint64_t *sums = NULL;
-	if (cfg->csum_shift) {
-		uint64_t cs = 1ull << cfg->csum_shift;
-		size_t n = (size_t)sfs_csum_count(f->size, cfg->csum_shift);
-		if (!(sums = malloc(n * sizeof(*sums))))
-			return -ENOMEM;
-		for (size_t k = 0; k < n; k++)
-			sums[k] = XXH3_64bits(
-				(const char *)f->map + k * cs,
-				(size_t)SFS_MIN(cs, f->size - k * cs));
-	}
-	int corrupt = cfg->test_corrupt_path &&
-		      !strcmp(cfg->test_corrupt_path, e->rel) &&
-		      cfg->test_corrupt_off < f->size;
-	rc = s->writable || corrupt ? map_writable(f, e->abs) : 0;
-	if (!rc && corrupt) {
-		((volatile uint8_t *)f->map)[cfg->test_corrupt_off] ^= 0xff;
-		SFS_LOG(SFS_WARN, "seed",
-			"test: published byte %" PRIu64 " of %s is corrupt",
-			cfg->test_corrupt_off, e->rel);
-	}
-	if (!rc)
-		rc = register_file(s, f, cfg->mr_max, cfg->csum_shift, sums,
-				   &first);
-	free(sums);
-	if (rc) {
-		snprintf(err, errlen, "cannot register %s with protocol %s: %s",
-			 e->rel, s->protocols, strerror(-rc));
-		return rc;
-	}
-	/* The published file is byte-identical: the header inline, the
-	 * rest remote ranges over the file's own registration. */
-	if (f->data_off)
-		rc = sfs_manifest_add_inline(s->m, f->fidx, f->map,
-					     f->data_off);
-	if (!rc)
-		rc = add_remote_range(s->m, f->fidx, first, cfg->mr_max,
-				      f->data_off, f->size);
-	return rc;
 }
 
 /*
@@ -316,19 +93,16 @@ static int open_transports(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
 		if (rc)
 			return rc;
 		sfs_xport_info(s->x[s->nx], &info);
-		if (sfs_manifest_endpoint(s->m, info.protocol) >= 0) {
-			snprintf(err, errlen, "protocol %s listed twice",
-				 info.protocol);
-			sfs_xport_close(s->x[s->nx]);
-			return -EINVAL;
-		}
-		rc = sfs_manifest_add_endpoint(s->m, info.protocol,
-					       info.provider, info.addr,
-					       info.addr_len);
-		if (rc) {
-			sfs_xport_close(s->x[s->nx]);
-			return rc;
-		}
+		for (size_t i = 0; i < s->nx; i++)
+			if (!strcmp(s->pname[i], info.protocol)) {
+				snprintf(err, errlen,
+					 "protocol %s listed twice",
+					 info.protocol);
+				sfs_xport_close(s->x[s->nx]);
+				return -EINVAL;
+			}
+		snprintf(s->pname[s->nx], sizeof(s->pname[0]), "%s",
+			 info.protocol);
 		if (needs_writable(s->x[s->nx]) && !s->writable) {
 			s->writable = 1;
 			SFS_LOG(SFS_INFO, "seed",
@@ -349,109 +123,177 @@ static int open_transports(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
 	return 0;
 }
 
+/* The model's name: --name, or the directory's basename. */
+static int resolve_name(struct sfs_seed *s, char *err, size_t errlen)
+{
+	const char *why;
+	if (s->cfg.name) {
+		s->name = strdup(s->cfg.name);
+	} else {
+		char *tmp = strdup(s->cfg.model_dir);
+		if (tmp) {
+			size_t l = strlen(tmp);
+			while (l > 1 && tmp[l - 1] == '/')
+				tmp[--l] = '\0';
+			s->name = strdup(basename(tmp));
+			free(tmp);
+		}
+	}
+	if (!s->name)
+		return -ENOMEM;
+	if (sfs_path_check(s->name, &why) || strchr(s->name, '/')) {
+		snprintf(err, errlen,
+			 "model name '%s' is not a valid directory name; use "
+			 "--name",
+			 s->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 		  char *err, size_t errlen)
 {
-	struct sfs_walk *w = NULL;
+	struct seed_gen *g = NULL;
 	struct sfs_seed *s;
-	char *name_buf = NULL;
-	const char *name = cfg->name;
 	int rc;
 
 	if (!(s = calloc(1, sizeof(*s))))
 		return -ENOMEM;
-	rc = sfs_walk_dir(cfg->model_dir, &w, err, errlen);
-	if (rc)
-		goto err;
-	if (!name) {
-		char *tmp = strdup(cfg->model_dir);
-		if (!tmp) {
-			rc = -ENOMEM;
-			goto err;
-		}
-		/* basename of the path without trailing slashes */
-		size_t l = strlen(tmp);
-		while (l > 1 && tmp[l - 1] == '/')
-			tmp[--l] = '\0';
-		name_buf = strdup(basename(tmp));
-		free(tmp);
-		name = name_buf;
-	}
-	const char *why;
-	if (!name || sfs_path_check(name, &why) || strchr(name, '/')) {
-		snprintf(err, errlen,
-			 "model name '%s' is not a valid directory name; use "
-			 "--name",
-			 name ? name : "");
-		rc = -EINVAL;
-		goto err;
-	}
-
-	rc = -ENOMEM;
-	if (!(s->m = sfs_manifest_new(name, 1)))
-		goto err;
-	if (!(s->files = calloc(w->n ? w->n : 1, sizeof(s->files[0]))))
+	s->cfg = *cfg;
+	pthread_mutex_init(&s->lock, NULL);
+	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
+	    sizeof(s->instance))
+		s->instance = sfs_now_ns() ^ (uint64_t)getpid() << 32;
+	if ((rc = resolve_name(s, err, errlen)))
 		goto err;
 	/* Validate everything before touching the fabric: a bad file is
 	 * the one line the user sees. */
-	for (size_t i = 0; i < w->n; i++) {
-		const struct sfs_walk_entry *e = &w->e[i];
-		if (e->type == SFS_WALK_DIR) {
-			rc = sfs_manifest_add_dir(s->m, e->rel);
-		} else {
-			rc = map_file(s, e, &s->files[s->nfiles], err, errlen);
-			s->nfiles++;
-		}
-		if (rc)
-			goto err_msg;
-	}
-
-	rc = open_transports(s, cfg, err, errlen);
-	if (rc)
+	if ((rc = seed_gen_prepare(cfg, s->name, 1, s->instance, cfg->grace_s,
+				   &g, err, errlen)))
 		goto err;
-	for (size_t i = 0, k = 0; i < w->n; i++) {
-		const struct sfs_walk_entry *e = &w->e[i];
-		if (e->type != SFS_WALK_FILE)
-			continue;
-		rc = publish_file(s, cfg, e, &s->files[k++], err, errlen);
-		if (rc)
-			goto err_msg;
-	}
-	char why2[400];
-	rc = sfs_manifest_validate(s->m, why2, sizeof(why2));
-	if (rc) {
-		snprintf(err, errlen, "manifest self-check failed: %s", why2);
+	if ((rc = open_transports(s, cfg, err, errlen)))
 		goto err;
-	}
-	rc = sfs_manifest_encode(s->m, &s->json, &s->json_len);
-	if (rc)
+	if ((rc = seed_gen_publish(g, cfg, s->nx, s->x, s->writable,
+				   s->protocols, err, errlen)))
 		goto err;
-	if (s->json_len > SFS_MANIFEST_MAX) {
-		snprintf(err, errlen,
-			 "manifest of %zu bytes exceeds the cap of %u: too "
-			 "many files or tensors",
-			 s->json_len, SFS_MANIFEST_MAX);
-		rc = -E2BIG;
-		goto err;
-	}
-	sfs_walk_free(w);
-	free(name_buf);
+	s->gens[s->ngens++] = g;
 	*out = s;
 	return 0;
-err_msg:
-	if (rc == -ENOMEM)
-		snprintf(err, errlen, "out of memory");
 err:
-	sfs_walk_free(w);
-	free(name_buf);
+	seed_gen_free(g);
 	sfs_seed_close(s);
 	return rc;
 }
 
-void sfs_seed_manifest(const struct sfs_seed *s, const char **json, size_t *len)
+int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
 {
-	*json = s->json;
-	*len = s->json_len;
+	struct seed_gen *g = NULL, *cur;
+	uint64_t number;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	number = s->gens[s->ngens - 1]->number + 1;
+	pthread_mutex_unlock(&s->lock);
+	rc = seed_gen_prepare(&s->cfg, s->name, number, s->instance,
+			      s->cfg.grace_s, &g, err, errlen);
+	if (!rc)
+		rc = seed_gen_publish(g, &s->cfg, s->nx, s->x, s->writable,
+				      s->protocols, err, errlen);
+	if (rc) {
+		seed_gen_free(g);
+		return rc;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (s->ngens == SEED_MAX_GENS) {
+		pthread_mutex_unlock(&s->lock);
+		snprintf(err, errlen,
+			 "%d generations are still served; wait for the "
+			 "grace period (--grace) to end",
+			 SEED_MAX_GENS);
+		seed_gen_free(g);
+		return -EBUSY;
+	}
+	cur = s->gens[s->ngens - 1];
+	cur->expires_ms = sfs_now_ms() + (uint64_t)s->cfg.grace_s * 1000;
+	s->gens[s->ngens++] = g;
+	uint64_t old = cur->number;
+	pthread_mutex_unlock(&s->lock);
+	SFS_LOG(SFS_INFO, "seed",
+		"generation %" PRIu64 " published; generation %" PRIu64
+		" stays served for %u s",
+		number, old, s->cfg.grace_s);
+	return 0;
+}
+
+int64_t sfs_seed_reap(struct sfs_seed *s)
+{
+	struct seed_gen *dead[SEED_MAX_GENS];
+	size_t ndead = 0, keep = 0;
+	int64_t next = -1;
+	uint64_t now = sfs_now_ms();
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->ngens; i++) {
+		struct seed_gen *g = s->gens[i];
+		int current = i + 1 == s->ngens;
+		if (!current && g->expires_ms <= now) {
+			dead[ndead++] = g;
+			continue;
+		}
+		if (!current &&
+		    (next < 0 || (int64_t)(g->expires_ms - now) < next))
+			next = (int64_t)(g->expires_ms - now);
+		s->gens[keep++] = g;
+	}
+	s->ngens = keep;
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < ndead; i++) {
+		SFS_LOG(SFS_INFO, "seed",
+			"generation %" PRIu64 " is no longer served",
+			dead[i]->number);
+		seed_gen_free(dead[i]);
+	}
+	return next;
+}
+
+int sfs_seed_manifest_copy(struct sfs_seed *s, uint64_t generation, char **json,
+			   size_t *len)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->ngens; i++) {
+		struct seed_gen *g = s->gens[i];
+		if (generation ? g->number != generation : i + 1 != s->ngens)
+			continue;
+		*json = malloc(g->json_len + 1);
+		rc = *json ? 0 : -ENOMEM;
+		if (*json) {
+			memcpy(*json, g->json, g->json_len + 1);
+			*len = g->json_len;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int sfs_seed_generations(struct sfs_seed *s, char *buf, size_t len)
+{
+	size_t o = 0;
+	pthread_mutex_lock(&s->lock);
+	o += (size_t)snprintf(
+		buf, len,
+		"{\"model\": \"%s\", \"generation\": %" PRIu64
+		", \"instance\": \"0x%" PRIx64 "\", \"served\": [",
+		s->name, s->gens[s->ngens - 1]->number, s->instance);
+	for (size_t i = 0; i < s->ngens && o < len; i++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%" PRIu64,
+				      i ? ", " : "", s->gens[i]->number);
+	if (o < len)
+		o += (size_t)snprintf(buf + o, len - o, "]}\n");
+	pthread_mutex_unlock(&s->lock);
+	return o < len ? 0 : -ENOSPC;
 }
 
 const char *sfs_seed_protocol(const struct sfs_seed *s)
@@ -462,39 +304,38 @@ const char *sfs_seed_protocol(const struct sfs_seed *s)
 int sfs_seed_accept(struct sfs_seed *s, const char *protocol, const void *hello,
 		    size_t len, void *reply, size_t *rlen)
 {
-	ssize_t i = protocol ? sfs_manifest_endpoint(s->m, protocol) : -1;
-	if (i < 0 || !sfs_xport_needs_hello(s->x[i]))
-		return -EPROTONOSUPPORT;
-	return sfs_xport_accept(s->x[i], hello, len, reply, rlen);
+	for (size_t i = 0; protocol && i < s->nx; i++)
+		if (!strcmp(s->pname[i], protocol))
+			return sfs_xport_needs_hello(s->x[i])
+				       ? sfs_xport_accept(s->x[i], hello, len,
+							  reply, rlen)
+				       : -EPROTONOSUPPORT;
+	return -EPROTONOSUPPORT;
 }
 
-void sfs_seed_summary(const struct sfs_seed *s, char *buf, size_t len)
+void sfs_seed_summary(struct sfs_seed *s, char *buf, size_t len)
 {
 	char b[32];
+	pthread_mutex_lock(&s->lock);
+	const struct seed_gen *g = s->gens[s->ngens - 1];
 	snprintf(buf, len,
 		 "model %s generation %" PRIu64
 		 ", %zu files, %s, %zu tensors, %zu regions",
-		 s->m->model, s->m->generation, s->m->nfiles,
-		 sfs_fmt_bytes(s->total_bytes, b, sizeof(b)), s->m->ntensors,
-		 s->m->nregions);
+		 g->m->model, g->number, g->m->nfiles,
+		 sfs_fmt_bytes(g->total_bytes, b, sizeof(b)), g->m->ntensors,
+		 g->m->nregions);
+	pthread_mutex_unlock(&s->lock);
 }
 
 void sfs_seed_close(struct sfs_seed *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nfiles; i++) {
-		struct seed_file *f = &s->files[i];
-		for (size_t j = 0; j < f->nmr; j++)
-			sfs_xport_mr_dereg(f->mr[j]);
-		free(f->mr);
-		if (f->map)
-			munmap(f->map, f->size);
-	}
-	free(s->files);
+	for (size_t i = 0; i < s->ngens; i++)
+		seed_gen_free(s->gens[i]);
 	for (size_t i = 0; i < s->nx; i++)
 		sfs_xport_close(s->x[i]);
-	sfs_manifest_free(s->m);
-	free(s->json);
+	pthread_mutex_destroy(&s->lock);
+	free(s->name);
 	free(s);
 }

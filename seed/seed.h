@@ -21,6 +21,7 @@ struct sfs_seed_cfg {
 	uint64_t inline_max; /* files up to this size go inline */
 	uint64_t mr_max;     /* register files in pieces of at most this */
 	uint32_t csum_shift; /* XXH3-64 per 1 << shift bytes; 0: none */
+	uint32_t grace_s;    /* a superseded generation stays served */
 	/* Tests only: flip the published byte at this offset of this file
 	 * (after the checksums), to prove replicas refuse it. */
 	const char *test_corrupt_path;
@@ -35,9 +36,31 @@ struct sfs_seed_cfg {
 int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 		  char *err, size_t errlen);
 
-/* sfs_seed_manifest - the encoded manifest [borrowed, lives with @s]. */
-void sfs_seed_manifest(const struct sfs_seed *s, const char **json,
-		       size_t *len);
+/*
+ * sfs_seed_manifest_copy - the manifest of @generation (0: the current
+ * one) into *json [new, free()].  -ENOENT when that generation is no
+ * longer served.  Thread safe.
+ */
+int sfs_seed_manifest_copy(struct sfs_seed *s, uint64_t generation, char **json,
+			   size_t *len);
+
+/* sfs_seed_generations - one line of JSON: model, current generation,
+ * instance, generations served.  0 or -ENOSPC.  Thread safe. */
+int sfs_seed_generations(struct sfs_seed *s, char *buf, size_t len);
+
+/*
+ * sfs_seed_republish - walk, validate and publish the model again as the
+ * next generation; the current one stays served for the grace period.
+ * On failure the current generation goes on being served and @err says
+ * why.  Returns 0 or -errno.  Not thread safe with itself.
+ */
+int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen);
+
+/*
+ * sfs_seed_reap - release the generations whose grace period ended.
+ * Returns the milliseconds until the next one ends, or -1.
+ */
+int64_t sfs_seed_reap(struct sfs_seed *s);
 
 /* sfs_seed_protocol - the protocol it serves (what "auto" chose). */
 const char *sfs_seed_protocol(const struct sfs_seed *s);
@@ -51,7 +74,7 @@ int sfs_seed_accept(struct sfs_seed *s, const char *protocol, const void *hello,
 		    size_t len, void *reply, size_t *rlen);
 
 /* sfs_seed_summary - one human line: model, generation, files, bytes. */
-void sfs_seed_summary(const struct sfs_seed *s, char *buf, size_t len);
+void sfs_seed_summary(struct sfs_seed *s, char *buf, size_t len);
 
 /* sfs_seed_close - deregister, unmap, close the transport.  NULL ok. */
 void sfs_seed_close(struct sfs_seed *s);

@@ -9,7 +9,12 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <ftw.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +29,8 @@ static void usage(FILE *out)
 		"Publish the model in DIR: validate its safetensors files,\n"
 		"register them read-only with the fabric and serve the\n"
 		"manifest on the control port.  Prints a line containing\n"
-		"'ready' when serving; SIGINT or SIGTERM stop it.\n"
+		"'ready' when serving; SIGHUP publishes the next generation;\n"
+		"SIGINT or SIGTERM stop it.\n"
 		"\n"
 		"options:\n"
 		"  --model-dir DIR      model directory to publish (required)\n"
@@ -44,6 +50,10 @@ static void usage(FILE *out)
 		"  --checksum-chunk SIZE  publish an XXH3-64 per SIZE bytes\n"
 		"                       (power of two, default 1M; 0: none);\n"
 		"                       --mr-max must be a multiple\n"
+		"  --watch              publish a new generation when the model\n"
+		"                       directory changes (also on SIGHUP)\n"
+		"  --grace SECONDS      a superseded generation stays served\n"
+		"                       this long (default 60)\n"
 		"  --timeout SECONDS    bound on transport waits (default 10)\n"
 		"  --test-corrupt FILE:OFFSET  tests only: flip that published\n"
 		"                       byte after checksumming\n"
@@ -66,6 +76,8 @@ enum {
 	OPT_LOG_FILE,
 	OPT_CHECKSUM_CHUNK,
 	OPT_TEST_CORRUPT,
+	OPT_GRACE,
+	OPT_WATCH,
 };
 
 static const struct option long_opts[] = {
@@ -81,9 +93,113 @@ static const struct option long_opts[] = {
 	{"log-file", required_argument, NULL, OPT_LOG_FILE},
 	{"checksum-chunk", required_argument, NULL, OPT_CHECKSUM_CHUNK},
 	{"test-corrupt", required_argument, NULL, OPT_TEST_CORRUPT},
+	{"grace", required_argument, NULL, OPT_GRACE},
+	{"watch", no_argument, NULL, OPT_WATCH},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
+
+/* Publish the next generation; one line on stdout when it is served. */
+static void republish(struct sfs_seed *s, const char *why)
+{
+	char err[SFS_XPORT_ERR_MAX], summary[256];
+	if (sfs_seed_republish(s, err, sizeof(err))) {
+		SFS_LOG(SFS_ERR, "seed",
+			"%s: not republished, the current generation is still "
+			"served: %s",
+			why, err);
+		return;
+	}
+	sfs_seed_summary(s, summary, sizeof(summary));
+	printf("seedfs seed: published %s (%s)\n", summary, why);
+	fflush(stdout);
+}
+
+/* Watch every directory of the model (again after each republish:
+ * new subdirectories). */
+static int watch_fd;
+static int add_watch(const char *path, const struct stat *st, int type,
+		     struct FTW *ftw)
+{
+	if (type == FTW_D &&
+	    inotify_add_watch(watch_fd, path,
+			      IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM |
+				      IN_CREATE | IN_DELETE | IN_ATTRIB) < 0)
+		SFS_LOG(SFS_WARN, "seed", "cannot watch %s: %s", path,
+			strerror(errno));
+	return 0;
+}
+
+#define WATCH_SETTLE_MS 1000 /* quiet time after the last change */
+
+/*
+ * The seed's life after ready: SIGHUP republishes; with @watch_dir,
+ * changes to the model directory do too, once it has been quiet for a
+ * second (a checkpoint is many writes); superseded generations are
+ * released when their grace period ends.  SIGINT and SIGTERM end it.
+ */
+static int serve(struct sfs_seed *s, const sigset_t *set, const char *watch_dir)
+{
+	int sfd = signalfd(-1, set, SFD_CLOEXEC);
+	uint64_t settle_at = 0;
+
+	if (sfd < 0) {
+		SFS_LOG(SFS_ERR, "seed", "signalfd: %s", strerror(errno));
+		return 1;
+	}
+	watch_fd = -1;
+	if (watch_dir) {
+		watch_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+		if (watch_fd < 0)
+			SFS_LOG(SFS_ERR, "seed", "--watch: inotify: %s",
+				strerror(errno));
+		else
+			nftw(watch_dir, add_watch, 16, FTW_PHYS);
+	}
+	for (;;) {
+		int64_t reap = sfs_seed_reap(s);
+		int64_t wait = reap;
+		if (settle_at) {
+			int64_t left =
+				(int64_t)settle_at - (int64_t)sfs_now_ms();
+			left = left < 0 ? 0 : left;
+			wait = wait < 0 || left < wait ? left : wait;
+		}
+		struct pollfd p[2] = {{.fd = sfd, .events = POLLIN},
+				      {.fd = watch_fd, .events = POLLIN}};
+		int n = poll(p, watch_fd >= 0 ? 2 : 1,
+			     wait < 0 ? -1 : (int)SFS_MIN(wait, 60000));
+		if (n < 0 && errno != EINTR)
+			break;
+		if (p[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo != SIGHUP) {
+					SFS_LOG(SFS_INFO, "seed",
+						"signal %u: stopping",
+						si.ssi_signo);
+					break;
+				}
+				republish(s, "SIGHUP");
+			}
+		}
+		if (watch_fd >= 0 && (p[1].revents & POLLIN)) {
+			char buf[4096];
+			while (read(watch_fd, buf, sizeof(buf)) > 0)
+				;
+			settle_at = sfs_now_ms() + WATCH_SETTLE_MS;
+		}
+		if (settle_at && sfs_now_ms() >= settle_at) {
+			settle_at = 0;
+			republish(s, "the model directory changed");
+			nftw(watch_dir, add_watch, 16, FTW_PHYS);
+		}
+	}
+	if (watch_fd >= 0)
+		close(watch_fd);
+	close(sfd);
+	return 0;
+}
 
 static int bad(const char *opt, const char *val)
 {
@@ -93,7 +209,9 @@ static int bad(const char *opt, const char *val)
 
 int sfs_seed_main(int argc, char **argv)
 {
-	struct sfs_seed_cfg cfg = {.csum_shift = 20,
+	int watch = 0;
+	struct sfs_seed_cfg cfg = {.grace_s = 60,
+				   .csum_shift = 20,
 				   .inline_max = 64 << 10,
 				   .mr_max = 1ull << 30,
 				   .timeout_ms = 10000};
@@ -150,6 +268,14 @@ int sfs_seed_main(int argc, char **argv)
 					optarg, strerror(-rc));
 				return 2;
 			}
+			break;
+		case OPT_GRACE:
+			if (sfs_parse_u64(optarg, &v) || v > 86400)
+				return bad("--grace", optarg);
+			cfg.grace_s = (uint32_t)v;
+			break;
+		case OPT_WATCH:
+			watch = 1;
 			break;
 		case OPT_CHECKSUM_CHUNK:
 			if (sfs_parse_size(optarg, &v) ||
@@ -231,15 +357,8 @@ int sfs_seed_main(int argc, char **argv)
 	fflush(stdout);
 	SFS_LOG(SFS_INFO, "seed", "serving %s on port %u", summary, bound);
 
-	int sig = 0;
-	do {
-		sigwait(&set, &sig);
-		if (sig == SIGHUP)
-			SFS_LOG(SFS_INFO, "seed",
-				"SIGHUP: republishing is not supported yet");
-	} while (sig == SIGHUP);
-	SFS_LOG(SFS_INFO, "seed", "signal %d: stopping", sig);
+	rc = serve(s, &set, watch ? cfg.model_dir : NULL);
 	sfs_ctl_stop(ctl);
 	sfs_seed_close(s);
-	return 0;
+	return rc;
 }

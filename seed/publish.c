@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+#include "seed/publish.h"
+
+#include "common/log.h"
+#include "common/util.h"
+#include "metadata/manifest.h"
+#include "metadata/safetensors.h"
+#include "seed/walk.h"
+#include "transports/transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define SEED_INLINE_HDR_MAX (16u << 20) /* larger headers stay remote */
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Validate a safetensors file; add its tensors to the manifest. */
+static int add_safetensors(struct seed_gen *s, size_t fidx, const char *rel,
+			   const uint8_t *map, uint64_t size,
+			   uint64_t *data_off, char *err, size_t errlen)
+{
+	struct sfs_st_header *h;
+	char why[400];
+	uint64_t n;
+	int rc;
+
+	rc = sfs_st_header_len(map, size, &n, why, sizeof(why));
+	if (!rc)
+		rc = sfs_st_parse((const char *)map + 8, n, size, &h, why,
+				  sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "refusing %s: %s", rel, why);
+		return rc;
+	}
+	for (size_t i = 0; i < h->ntensors && !rc; i++) {
+		const struct sfs_st_tensor *t = &h->tensors[i];
+		rc = sfs_manifest_add_tensor(
+			s->m, t->name, t->dtype, t->ndim, t->shape, fidx,
+			h->data_off + t->begin, t->end - t->begin);
+	}
+	*data_off = h->data_off;
+	sfs_st_free(h);
+	return rc;
+}
+
+/* Register @f in pieces; each piece becomes one manifest region. */
+/* Map @f again, privately and writable: copy on write when pinned,
+ * nothing ever writes through it.  Remote peers still only read. */
+static int map_writable(struct seed_file *f, const char *abs)
+{
+	int fd = open(abs, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	void *p =
+		mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	munmap(f->map, f->size);
+	f->map = p;
+	return 0;
+}
+
+/* Register @f in pieces with every transport; each piece becomes one
+ * region with one remote address and key per endpoint. */
+static int register_file(struct seed_gen *s, struct seed_file *f,
+			 uint64_t piece, uint32_t shift, const uint64_t *sums,
+			 uint32_t *first)
+{
+	size_t n = (size_t)((f->size + piece - 1) / piece);
+	int rc;
+
+	if (!(f->mr = calloc(n * s->nx, sizeof(f->mr[0]))))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off = i * piece;
+		uint64_t len = SFS_MIN(piece, f->size - off);
+		uint32_t id;
+		rc = sfs_manifest_add_region(s->m, len, &id);
+		if (rc)
+			return rc;
+		if (i == 0)
+			*first = id;
+		/* Pieces are whole checksum chunks: a slice of the file's. */
+		if (sums && (rc = sfs_manifest_set_checksums(
+				     s->m, id, shift, sums + (off >> shift),
+				     (size_t)sfs_csum_count(len, shift))))
+			return rc;
+		for (size_t t = 0; t < s->nx; t++) {
+			struct sfs_xport_mr **mr = &f->mr[i * s->nx + t];
+			uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+			uint64_t raddr, key;
+			size_t rl;
+			rc = sfs_xport_mr_reg(s->x[t], (char *)f->map + off,
+					      len, SFS_XPORT_REMOTE_READ, mr);
+			if (rc)
+				return rc;
+			f->nmr = i * s->nx + t + 1;
+			sfs_xport_mr_export(*mr, &raddr, &key, raw, &rl);
+			if (rl)
+				rc = sfs_manifest_set_remote_raw(
+					s->m, id, t, raddr, raw, rl);
+			else
+				sfs_manifest_set_remote(s->m, id, t, raddr,
+							key);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* File bytes [a, b) as region extents, split at piece boundaries. */
+static int add_remote_range(struct sfs_manifest *m, size_t fidx, uint32_t first,
+			    uint64_t piece, uint64_t a, uint64_t b)
+{
+	while (a < b) {
+		uint64_t k = a / piece, roff = a % piece;
+		uint64_t len = SFS_MIN(b - a, piece - roff);
+		int rc = sfs_manifest_add_remote(m, fidx, first + (uint32_t)k,
+						 roff, len);
+		if (rc)
+			return rc;
+		a += len;
+	}
+	return 0;
+}
+
+/* Pass 1: map the file, validate it, list it and its tensors. */
+static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
+		    struct seed_file *f, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd, rc;
+
+	rc = sfs_manifest_add_file(s->m, e->rel, &f->fidx);
+	if (rc)
+		return rc;
+	fd = open(e->abs, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot open %s: %s", e->rel,
+			 strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	f->size = (uint64_t)st.st_size;
+	if (f->size == 0) {
+		close(fd);
+		return 0;
+	}
+	/* Private and read-only: the page cache's pages, never copied (we
+	 * never write), and pinnable for RDMA with remote read access
+	 * alone, which a shared file mapping is not (EFAULT on 6.1). */
+	f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (f->map == MAP_FAILED) {
+		f->map = NULL;
+		snprintf(err, errlen, "cannot map %s: %s", e->rel,
+			 strerror(errno));
+		return -errno;
+	}
+	s->total_bytes += f->size;
+	if (ends_with(e->rel, ".safetensors")) {
+		rc = add_safetensors(s, f->fidx, e->rel, f->map, f->size,
+				     &f->data_off, err, errlen);
+		if (f->data_off > SEED_INLINE_HDR_MAX)
+			f->data_off = 0;
+	}
+	return rc;
+}
+
+/* Pass 2: small files inline; others registered, header inline. */
+static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
+			const struct sfs_walk_entry *e, struct seed_file *f,
+			char *err, size_t errlen)
+{
+	uint32_t first = 0;
+	int rc;
+
+	if (f->size == 0)
+		return 0;
+	if (f->size <= cfg->inline_max) {
+		rc = sfs_manifest_add_inline(s->m, f->fidx, f->map, f->size);
+		munmap(f->map, f->size);
+		f->map = NULL;
+		return rc;
+	}
+	/* Checksums of what is on disk, before anything else happens. */
+	uint64_t *sums = NULL;
+	if (cfg->csum_shift) {
+		uint64_t cs = 1ull << cfg->csum_shift;
+		size_t n = (size_t)sfs_csum_count(f->size, cfg->csum_shift);
+		if (!(sums = malloc(n * sizeof(*sums))))
+			return -ENOMEM;
+		for (size_t k = 0; k < n; k++)
+			sums[k] = XXH3_64bits(
+				(const char *)f->map + k * cs,
+				(size_t)SFS_MIN(cs, f->size - k * cs));
+	}
+	int corrupt = cfg->test_corrupt_path &&
+		      !strcmp(cfg->test_corrupt_path, e->rel) &&
+		      cfg->test_corrupt_off < f->size;
+	rc = s->writable || corrupt ? map_writable(f, e->abs) : 0;
+	if (!rc && corrupt) {
+		((volatile uint8_t *)f->map)[cfg->test_corrupt_off] ^= 0xff;
+		SFS_LOG(SFS_WARN, "seed",
+			"test: published byte %" PRIu64 " of %s is corrupt",
+			cfg->test_corrupt_off, e->rel);
+	}
+	if (!rc)
+		rc = register_file(s, f, cfg->mr_max, cfg->csum_shift, sums,
+				   &first);
+	free(sums);
+	if (rc) {
+		snprintf(err, errlen, "cannot register %s with protocol %s: %s",
+			 e->rel, s->protocols, strerror(-rc));
+		return rc;
+	}
+	/* The published file is byte-identical: the header inline, the
+	 * rest remote ranges over the file's own registration. */
+	if (f->data_off)
+		rc = sfs_manifest_add_inline(s->m, f->fidx, f->map,
+					     f->data_off);
+	if (!rc)
+		rc = add_remote_range(s->m, f->fidx, first, cfg->mr_max,
+				      f->data_off, f->size);
+	return rc;
+}
+
+int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
+		     uint64_t number, uint64_t instance, uint64_t grace_s,
+		     struct seed_gen **out, char *err, size_t errlen)
+{
+	struct seed_gen *s;
+	int rc;
+
+	if (!(s = calloc(1, sizeof(*s))))
+		return -ENOMEM;
+	s->number = number;
+	rc = sfs_walk_dir(cfg->model_dir, &s->w, err, errlen);
+	if (rc)
+		goto err;
+	rc = -ENOMEM;
+	if (!(s->m = sfs_manifest_new(name, number)))
+		goto err_msg;
+	s->m->instance = instance;
+	s->m->grace_seconds = grace_s;
+	if (!(s->files = calloc(s->w->n ? s->w->n : 1, sizeof(s->files[0]))))
+		goto err_msg;
+	for (size_t i = 0; i < s->w->n; i++) {
+		const struct sfs_walk_entry *e = &s->w->e[i];
+		if (e->type == SFS_WALK_DIR) {
+			rc = sfs_manifest_add_dir(s->m, e->rel);
+		} else {
+			rc = map_file(s, e, &s->files[s->nfiles], err, errlen);
+			s->nfiles++;
+		}
+		if (rc)
+			goto err_msg;
+	}
+	*out = s;
+	return 0;
+err_msg:
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+err:
+	seed_gen_free(s);
+	return rc;
+}
+
+int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
+		     size_t nx, struct sfs_xport *const *x, int writable,
+		     const char *protocols, char *err, size_t errlen)
+{
+	char why[400];
+	int rc = 0;
+
+	s->nx = nx;
+	s->x = x;
+	s->writable = writable;
+	s->protocols = protocols;
+	for (size_t t = 0; t < nx && !rc; t++) {
+		struct sfs_xport_info info;
+		sfs_xport_info(x[t], &info);
+		rc = sfs_manifest_add_endpoint(s->m, info.protocol,
+					       info.provider, info.addr,
+					       info.addr_len);
+	}
+	for (size_t i = 0, k = 0; i < s->w->n && !rc; i++) {
+		const struct sfs_walk_entry *e = &s->w->e[i];
+		if (e->type == SFS_WALK_FILE)
+			rc = publish_file(s, cfg, e, &s->files[k++], err,
+					  errlen);
+	}
+	if (rc) {
+		if (rc == -ENOMEM)
+			snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	rc = sfs_manifest_validate(s->m, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "manifest self-check failed: %s", why);
+		return rc;
+	}
+	rc = sfs_manifest_encode(s->m, &s->json, &s->json_len);
+	if (rc)
+		return rc;
+	if (s->json_len > SFS_MANIFEST_MAX) {
+		snprintf(err, errlen,
+			 "manifest of %zu bytes exceeds the cap of %u: too "
+			 "many files or tensors",
+			 s->json_len, SFS_MANIFEST_MAX);
+		return -E2BIG;
+	}
+	sfs_walk_free(s->w);
+	s->w = NULL;
+	return 0;
+}
+
+void seed_gen_free(struct seed_gen *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nfiles; i++) {
+		struct seed_file *f = &s->files[i];
+		for (size_t j = 0; j < f->nmr; j++)
+			sfs_xport_mr_dereg(f->mr[j]);
+		free(f->mr);
+		if (f->map)
+			munmap(f->map, f->size);
+	}
+	free(s->files);
+	sfs_walk_free(s->w);
+	sfs_manifest_free(s->m);
+	free(s->json);
+	free(s);
+}

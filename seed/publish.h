@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * publish.h - one generation of a published model: its files mapped and
+ * registered with the seed's transports, its manifest.  Built in two
+ * steps so that a bad file is refused before the fabric is touched:
+ * prepare (walk, map, validate: no fabric) and publish (register,
+ * checksum, encode).  Only seed/ includes this.  Not thread safe: the
+ * seed builds a generation in one thread, then shares it read-only.
+ */
+#ifndef SFS_PUBLISH_H
+#define SFS_PUBLISH_H
+
+#include "seed/seed.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sfs_manifest;
+struct sfs_walk;
+struct sfs_xport;
+struct sfs_xport_mr;
+
+struct seed_file {
+	void *map; /* whole file, read-only; NULL when empty */
+	uint64_t size;
+	size_t fidx;	   /* index in the manifest */
+	uint64_t data_off; /* safetensors: bytes of header to inline */
+	size_t nmr;
+	struct sfs_xport_mr **mr; /* piece p, transport t: [p * nx + t] */
+};
+
+struct seed_gen {
+	uint64_t number;
+	uint64_t expires_ms; /* monotonic; 0 while it is the current one */
+	struct sfs_manifest *m;
+	char *json; /* encoded manifest */
+	size_t json_len;
+	size_t nfiles;
+	struct seed_file *files;
+	uint64_t total_bytes;
+	struct sfs_walk *w; /* between prepare and publish */
+	/* The seed's transports [borrowed], set by publish. */
+	size_t nx;
+	struct sfs_xport *const *x;
+	int writable; /* map files writable before registering */
+	const char *protocols;
+};
+
+/*
+ * seed_gen_prepare - walk @cfg->model_dir, map and validate every file,
+ * list files, dirs and tensors.  *out [new], freed with seed_gen_free.
+ * Returns 0 or -errno with one line in @err.
+ */
+int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
+		     uint64_t number, uint64_t instance, uint64_t grace_s,
+		     struct seed_gen **out, char *err, size_t errlen);
+
+/*
+ * seed_gen_publish - register everything with the @nx transports @x
+ * (one manifest endpoint each, same order), checksum, encode.  Returns 0
+ * or -errno with one line in @err.
+ */
+int seed_gen_publish(struct seed_gen *g, const struct sfs_seed_cfg *cfg,
+		     size_t nx, struct sfs_xport *const *x, int writable,
+		     const char *protocols, char *err, size_t errlen);
+
+/* seed_gen_free - deregister, unmap, free.  NULL is fine. */
+void seed_gen_free(struct seed_gen *g);
+
+#endif /* SFS_PUBLISH_H */

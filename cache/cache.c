@@ -48,6 +48,7 @@ struct cache_source {
 	 * error within the timeout.  Then one pull probes again. */
 	uint64_t down_until_ms; /* protected by c->lock */
 	int down_err;		/* protected by c->lock */
+	int retired;		/* protected by c->lock: no longer served */
 };
 
 struct list {
@@ -518,7 +519,27 @@ static int check_range(struct sfs_cache *c, uint32_t src, uint32_t region,
 	if (src >= c->nsources || region >= c->sources[src].nregions ||
 	    off >= c->sources[src].regions[region].len)
 		return -EINVAL;
-	return 0;
+	return c->sources[src].retired ? -ESTALE : 0;
+}
+
+void sfs_cache_retire_source(struct sfs_cache *c, uint32_t src)
+{
+	pthread_mutex_lock(&c->lock);
+	if (src < c->nsources) {
+		c->sources[src].retired = 1;
+		/* Its unpinned chunks are of no use to anyone now. */
+		for (struct sfs_chunk *ch = c->lru.head, *next; ch; ch = next) {
+			next = ch->next;
+			if (ch->src == src) {
+				list_del(&c->lru, ch);
+				unhash(c, ch);
+				ch->state = CH_FREE;
+				list_add_tail(&c->free, ch);
+			}
+		}
+		pthread_cond_broadcast(&c->cond);
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 int sfs_cache_prefetch(struct sfs_cache *c, uint32_t src, uint32_t region,
@@ -548,9 +569,9 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if (check_range(c, src, region, off)) {
+	if ((rc = check_range(c, src, region, off))) {
 		pthread_mutex_unlock(&c->lock);
-		return -EINVAL;
+		return rc;
 	}
 	ch = find_or_pull(c, src, region, off >> c->chunk_shift, 1, &rc);
 	if (!ch) {

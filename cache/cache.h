@@ -97,6 +97,13 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 
 void sfs_cache_put(struct sfs_cache *c, struct sfs_chunk *ch);
 
+/*
+ * sfs_cache_retire_source - the seed no longer serves @src: later gets
+ * and prefetches of it fail with -ESTALE, and its unpinned chunks are
+ * freed.  Thread safe.
+ */
+void sfs_cache_retire_source(struct sfs_cache *c, uint32_t src);
+
 void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st);
 
 #endif /* SFS_CACHE_H */

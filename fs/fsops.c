@@ -1,16 +1,28 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * fsops.c - the FUSE low-level operations.
+ *
+ * Names and attributes come from the tree, under fs->lock (a new
+ * generation rewrites it).  An open file holds the generation it was
+ * opened in and reads only through it, never through the tree: its
+ * bytes are that generation's until the seed stops serving it, then
+ * ESTALE.  Opening a file that a newer generation replaced answers
+ * ESTALE too: the kernel then walks the path again with revalidation
+ * and opens the new inode (close-to-open, as with NFS).
+ */
 #include "fsops.h"
 
 #include "cache/cache.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fs/gens.h"
 #include "fs/readahead.h"
 #include "fs/tree.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,15 +30,18 @@
 
 #define READ_IOV_STACK 32
 
-struct status_buf {
-	char *text;
-	size_t len;
-};
-
-/* An open model file: its read-ahead state. */
+/* What an open file needs, copied from the tree at open. */
 struct open_file {
+	enum sfs_node_kind kind;
+	struct sfs_view *view;	      /* FILE, BLOB: holds a reference */
+	const struct sfs_mfile *file; /* FILE: in view->m */
+	uint32_t src;		      /* FILE: the view's cache source */
+	const char *path;	      /* for logs; the node's, stable */
+	uint64_t size;
+	const uint8_t *blob; /* BLOB: in view->json */
+	char *text;	     /* STATUS: the snapshot, owned */
 	pthread_mutex_t lock;
-	struct sfs_ra ra; /* protected by lock */
+	struct sfs_ra ra; /* FILE: protected by lock */
 };
 
 static struct sfs_fs *fs_of(fuse_req_t req)
@@ -63,7 +78,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * keeps several requests in flight. */
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
-	/* Files never change within a generation. */
+	/* An inode's bytes never change: a new generation's changed
+	 * files are new inodes. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	if (fs->max_background)
 		conn->max_background = fs->max_background;
@@ -77,22 +93,21 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct sfs_fs *fs = fs_of(req);
-	uint64_t ino = sfs_tree_lookup(fs->tree, parent, name);
 	struct fuse_entry_param e;
 
-	if (!ino) {
-		/* Negative entries may be cached as long as positive ones. */
-		memset(&e, 0, sizeof(e));
-		e.entry_timeout = fs->entry_timeout;
-		fuse_reply_entry(req, &e);
-		return;
-	}
 	memset(&e, 0, sizeof(e));
-	e.ino = ino;
-	e.generation = 1;
-	e.attr_timeout = fs->entry_timeout;
+	/* Names may change with a generation: kept briefly.  An inode's
+	 * attributes never change: kept long. */
 	e.entry_timeout = fs->entry_timeout;
-	fill_attr(fs, ino, sfs_tree_get(fs->tree, ino), &e.attr);
+	pthread_rwlock_rdlock(&fs->lock);
+	uint64_t ino = sfs_tree_lookup(fs->tree, parent, name);
+	if (ino) {
+		e.ino = ino;
+		e.generation = 1;
+		e.attr_timeout = fs->attr_timeout;
+		fill_attr(fs, ino, sfs_tree_get(fs->tree, ino), &e.attr);
+	}
+	pthread_rwlock_unlock(&fs->lock);
 	fuse_reply_entry(req, &e);
 }
 
@@ -100,47 +115,53 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct sfs_fs *fs = fs_of(req);
-	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	struct stat st;
 
-	if (!n) {
+	pthread_rwlock_rdlock(&fs->lock);
+	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+	if (n)
+		fill_attr(fs, ino, n, &st);
+	pthread_rwlock_unlock(&fs->lock);
+	if (n)
+		fuse_reply_attr(req, &st, fs->attr_timeout);
+	else
 		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	fill_attr(fs, ino, n, &st);
-	fuse_reply_attr(req, &st, fs->entry_timeout);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	const struct sfs_node *n = sfs_tree_get(fs_of(req)->tree, ino);
-
-	if (!n)
-		fuse_reply_err(req, ENOENT);
-	else if (n->kind != SFS_NODE_DIR)
-		fuse_reply_err(req, ENOTDIR);
-	else {
-		fi->cache_readdir = 1;
-		fi->keep_cache = 1;
-		fuse_reply_open(req, fi);
+	struct sfs_fs *fs = fs_of(req);
+	pthread_rwlock_rdlock(&fs->lock);
+	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+	int err = !n ? ENOENT : n->kind != SFS_NODE_DIR ? ENOTDIR : 0;
+	pthread_rwlock_unlock(&fs->lock);
+	if (err) {
+		fuse_reply_err(req, err);
+		return;
 	}
+	/* Listings may change with a generation: cached per open only. */
+	fi->cache_readdir = 1;
+	fuse_reply_open(req, fi);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	struct sfs_fs *fs = fs_of(req);
-	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	size_t used = 0;
-	char *buf;
+	char *buf = malloc(size);
 
-	if (!n || n->kind != SFS_NODE_DIR) {
-		fuse_reply_err(req, ENOTDIR);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (!(buf = malloc(size))) {
-		fuse_reply_err(req, ENOMEM);
+	pthread_rwlock_rdlock(&fs->lock);
+	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+	if (!n || n->kind != SFS_NODE_DIR) {
+		pthread_rwlock_unlock(&fs->lock);
+		free(buf);
+		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
 	/* Offsets: 0 "." , 1 "..", 2+i child i; each entry carries the
@@ -170,54 +191,83 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			break;
 		used += len;
 	}
+	pthread_rwlock_unlock(&fs->lock);
 	fuse_reply_buf(req, buf, used);
 	free(buf);
 }
 
+static void open_file_free(struct sfs_fs *fs, struct open_file *h)
+{
+	if (!h)
+		return;
+	if (h->view)
+		sfs_gens_unref(fs->gens, h->view);
+	free(h->text);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+/* Bind @h to what the tree says of @ino now (c->lock held). */
+static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
+{
+	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+	if (!n)
+		return ENOENT;
+	if (n->kind == SFS_NODE_DIR)
+		return EISDIR;
+	/* A newer generation replaced it: the kernel walks the path
+	 * again and finds the new inode. */
+	if (n->superseded)
+		return ESTALE;
+	h->kind = n->kind;
+	h->path = n->path;
+	h->size = n->size;
+	if (n->kind == SFS_NODE_FILE || n->kind == SFS_NODE_BLOB) {
+		h->view = n->owner;
+		h->file = n->file;
+		h->src = n->src;
+		h->blob = n->blob;
+		sfs_gens_ref(fs->gens, h->view);
+	}
+	return 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	const struct sfs_node *n = sfs_tree_get(fs_of(req)->tree, ino);
+	struct sfs_fs *fs = fs_of(req);
+	struct open_file *h;
+	int err;
 
-	if (!n) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (n->kind == SFS_NODE_DIR) {
-		fuse_reply_err(req, EISDIR);
-		return;
-	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if (n->kind == SFS_NODE_STATUS) {
-		/* A snapshot per open, read to EOF whatever stat says. */
-		struct sfs_fs *fs = fs_of(req);
-		struct status_buf *b = calloc(1, sizeof(*b));
-		int rc = b && fs->status
-				 ? fs->status(fs->status_arg, &b->text, &b->len)
-				 : -ENOMEM;
-		if (rc) {
-			free(b);
-			fuse_reply_err(req, -rc);
-			return;
-		}
-		fi->fh = (uint64_t)(uintptr_t)b;
-		fi->direct_io = 1;
-		fuse_reply_open(req, fi);
+	/* Close-to-open: the seed's current generation, before binding. */
+	sfs_gens_revalidate(fs->gens);
+	if (!(h = calloc(1, sizeof(*h)))) {
+		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (n->kind == SFS_NODE_FILE) {
-		struct open_file *h = calloc(1, sizeof(*h));
-		if (!h) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		pthread_mutex_init(&h->lock, NULL);
-		fi->fh = (uint64_t)(uintptr_t)h;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_rwlock_rdlock(&fs->lock);
+	err = bind_node(fs, ino, h);
+	pthread_rwlock_unlock(&fs->lock);
+	if (!err && h->kind == SFS_NODE_STATUS) {
+		/* A snapshot per open, read to EOF whatever stat says. */
+		int rc = fs->status ? fs->status(fs->status_arg, &h->text,
+						 &h->size)
+				    : -ENOSYS;
+		err = -rc;
+		fi->direct_io = 1;
 	}
-	/* One generation never changes: keep the page cache across opens. */
-	fi->keep_cache = 1;
+	if (err) {
+		open_file_free(fs, h);
+		fuse_reply_err(req, err);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	/* An inode's bytes never change: keep its page cache. */
+	fi->keep_cache = h->kind != SFS_NODE_STATUS;
 	fi->noflush = 1;
 	fuse_reply_open(req, fi);
 }
@@ -269,11 +319,11 @@ static void ctx_release(struct sfs_cache *c, struct read_ctx *r)
 	}
 }
 
-/* Start the pulls of the bytes [off, end) of @n; wait for none. */
-static void pull_range(struct sfs_fs *fs, const struct sfs_node *n,
+/* Start the pulls of the bytes [off, end) of @h; wait for none. */
+static void pull_range(struct sfs_fs *fs, const struct open_file *h,
 		       uint64_t off, uint64_t end)
 {
-	const struct sfs_mfile *f = n->file;
+	const struct sfs_mfile *f = h->file;
 	ssize_t first = sfs_mfile_find_extent(f, off);
 
 	for (size_t i = (size_t)first;
@@ -283,21 +333,21 @@ static void pull_range(struct sfs_fs *fs, const struct sfs_node *n,
 			continue;
 		uint64_t a = SFS_MAX(off, e->off);
 		uint64_t b = SFS_MIN(end, e->off + e->len);
-		sfs_cache_prefetch(fs->cache, n->src, e->region,
+		sfs_cache_prefetch(fs->cache, h->src, e->region,
 				   e->roff + (a - e->off), b - a);
 	}
 }
 
-/* Pin the bytes [off, end) of @n, extent by extent, into @r. */
-static int gather(struct sfs_fs *fs, const struct sfs_node *n, uint64_t off,
+/* Pin the bytes [off, end) of @h, extent by extent, into @r. */
+static int gather(struct sfs_fs *fs, const struct open_file *h, uint64_t off,
 		  uint64_t end, struct read_ctx *r)
 {
-	const struct sfs_mfile *f = n->file;
+	const struct sfs_mfile *f = h->file;
 	ssize_t first = sfs_mfile_find_extent(f, off);
 	int rc = 0;
 
 	for (size_t i = (size_t)first;
-	     i < f->next && f->ext[i].off < end && !rc; i++) {
+	     first >= 0 && i < f->next && f->ext[i].off < end && !rc; i++) {
 		const struct sfs_extent *e = &f->ext[i];
 		uint64_t a = SFS_MAX(off, e->off);
 		uint64_t b = SFS_MIN(end, e->off + e->len);
@@ -309,7 +359,7 @@ static int gather(struct sfs_fs *fs, const struct sfs_node *n, uint64_t off,
 			struct sfs_chunk *ch;
 			const uint8_t *p;
 			size_t avail;
-			rc = sfs_cache_get(fs->cache, n->src, e->region,
+			rc = sfs_cache_get(fs->cache, h->src, e->region,
 					   e->roff + (a - e->off), &ch, &p,
 					   &avail);
 			if (rc)
@@ -324,57 +374,41 @@ static int gather(struct sfs_fs *fs, const struct sfs_node *n, uint64_t off,
 	return rc;
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
+		      size_t size, off_t off)
 {
-	struct sfs_fs *fs = fs_of(req);
-	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+	uint64_t end = SFS_MIN(h->size, (uint64_t)off + size);
 	struct read_ctx r;
 	int rc;
 
-	if (!n || n->kind == SFS_NODE_DIR) {
-		fuse_reply_err(req, n ? EISDIR : ENOENT);
-		return;
-	}
-	if (n->kind == SFS_NODE_STATUS) {
-		struct status_buf *b = (struct status_buf *)(uintptr_t)fi->fh;
-		size_t o =
-			off >= 0 && (size_t)off < b->len ? (size_t)off : b->len;
-		fuse_reply_buf(req, b->text + o, SFS_MIN(size, b->len - o));
-		return;
-	}
-	if (off < 0 || (uint64_t)off >= n->size || size == 0) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	SFS_LOG(SFS_DEBUG, "fs", "read %s [%jd, +%zu)", n->path, (intmax_t)off,
+	SFS_LOG(SFS_DEBUG, "fs", "read %s [%jd, +%zu)", h->path, (intmax_t)off,
 		size);
-	uint64_t end = SFS_MIN(n->size, (uint64_t)off + size);
-	if (n->kind == SFS_NODE_BLOB) {
-		fuse_reply_buf(req, (const char *)n->blob + off,
-			       (size_t)(end - (uint64_t)off));
+	if (!sfs_gens_alive(fs->gens, h->view)) {
+		fuse_reply_err(req, ESTALE);
 		return;
+	}
+	/* Start every pull this read needs, then those of the read-ahead
+	 * window, before waiting for any. */
+	pull_range(fs, h, (uint64_t)off, end);
+	if (fs->ra_max) {
+		uint64_t a, b;
+		pthread_mutex_lock(&h->lock);
+		sfs_ra_step(&h->ra, (uint64_t)off, end, h->size, fs->ra_min,
+			    fs->ra_max, &a, &b);
+		pthread_mutex_unlock(&h->lock);
+		if (a < b)
+			pull_range(fs, h, a, b);
 	}
 	r.iov = r.iov_stack;
 	r.pins = r.pins_stack;
 	r.n = 0;
 	r.cap = READ_IOV_STACK;
-	/* Start every pull this read needs, then those of the read-ahead
-	 * window, before waiting for any. */
-	pull_range(fs, n, (uint64_t)off, end);
-	struct open_file *h = (struct open_file *)(uintptr_t)fi->fh;
-	if (h && fs->ra_max) {
-		uint64_t a, b;
-		pthread_mutex_lock(&h->lock);
-		sfs_ra_step(&h->ra, (uint64_t)off, end, n->size, fs->ra_min,
-			    fs->ra_max, &a, &b);
-		pthread_mutex_unlock(&h->lock);
-		if (a < b)
-			pull_range(fs, n, a, b);
-	}
-	rc = gather(fs, n, (uint64_t)off, end, &r);
-	if (rc) {
-		SFS_LOG(SFS_WARN, "fs", "read %s [%jd, +%zu): %s", n->path,
+	rc = gather(fs, h, (uint64_t)off, end, &r);
+	if (rc == -ESTALE || (rc && !sfs_gens_alive(fs->gens, h->view))) {
+		/* The seed stopped serving this generation meanwhile. */
+		fuse_reply_err(req, ESTALE);
+	} else if (rc) {
+		SFS_LOG(SFS_WARN, "fs", "read %s [%jd, +%zu): %s", h->path,
 			(intmax_t)off, size,
 			rc == -EBADMSG
 				? "bytes do not match the seed's checksum "
@@ -389,19 +423,33 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ctx_release(fs->cache, &r);
 }
 
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct sfs_fs *fs = fs_of(req);
+	struct open_file *h = (struct open_file *)(uintptr_t)fi->fh;
+
+	if (!h) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	if (off < 0 || (uint64_t)off >= h->size || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	size_t n = (size_t)SFS_MIN((uint64_t)size, h->size - (uint64_t)off);
+	if (h->kind == SFS_NODE_STATUS)
+		fuse_reply_buf(req, h->text + off, n);
+	else if (h->kind == SFS_NODE_BLOB)
+		fuse_reply_buf(req, (const char *)h->blob + off, n);
+	else
+		read_file(req, fs, h, size, off);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	const struct sfs_node *n = sfs_tree_get(fs_of(req)->tree, ino);
-	if (n && n->kind == SFS_NODE_STATUS && fi->fh) {
-		struct status_buf *b = (struct status_buf *)(uintptr_t)fi->fh;
-		free(b->text);
-		free(b);
-	} else if (n && n->kind == SFS_NODE_FILE && fi->fh) {
-		struct open_file *h = (struct open_file *)(uintptr_t)fi->fh;
-		pthread_mutex_destroy(&h->lock);
-		free(h);
-	}
+	open_file_free(fs_of(req), (struct open_file *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 

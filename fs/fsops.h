@@ -9,16 +9,21 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
 struct sfs_tree;
 struct sfs_cache;
+struct sfs_gens;
 
 struct sfs_fs {
-	const struct sfs_tree *tree; /* borrowed, immutable */
-	struct sfs_cache *cache;     /* borrowed */
-	double entry_timeout; /* seconds the kernel may cache names/attrs */
+	pthread_rwlock_t lock;	 /* guards the tree: a generation rewrites it */
+	struct sfs_tree *tree;	 /* borrowed */
+	struct sfs_gens *gens;	 /* borrowed */
+	struct sfs_cache *cache; /* borrowed */
+	double entry_timeout;	 /* seconds the kernel may cache names */
+	double attr_timeout;	 /* and attributes (an inode's never change) */
 	unsigned int max_background; /* 0: kernel default */
 	uid_t uid;
 	gid_t gid;

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fs/fsops.h"
+#include "fs/gens.h"
 #include "fs/status.h"
 #include "fs/tree.h"
 #include "metadata/control.h"
@@ -286,12 +287,14 @@ static void set_read_ahead(const char *mnt, unsigned int kb)
 
 struct replica {
 	struct sfs_status status;
-	char *json;
+	int status_ready;
+	char *json; /* the first generation's, until gens owns it */
 	size_t json_len;
-	struct sfs_manifest *m;
+	struct sfs_manifest *m; /* likewise */
 	struct sfs_xport *x;
 	struct sfs_cache *cache;
 	struct sfs_tree *tree;
+	struct sfs_gens *gens;
 	struct sfs_fs fs;
 };
 
@@ -300,13 +303,17 @@ static void replica_close(struct replica *r)
 	/* In-flight pulls write into the cache: cancel them first, then
 	 * free the cache (and its registration), then the transport. */
 	sfs_xport_quiesce(r->x);
+	sfs_gens_free(r->gens); /* its sweeper retires cache sources */
 	sfs_cache_free(r->cache);
 	sfs_xport_close(r->x);
 	sfs_tree_free(r->tree);
-	if (r->status.m)
+	if (r->status_ready)
 		sfs_status_destroy(&r->status);
-	sfs_manifest_free(r->m);
-	free(r->json);
+	pthread_rwlock_destroy(&r->fs.lock);
+	if (!r->gens) {
+		sfs_manifest_free(r->m);
+		free(r->json);
+	}
 }
 
 /* Fetch, check, connect, build.  One line on stderr on failure. */
@@ -385,14 +392,23 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	free(regs);
 	if (!rc)
 		rc = sfs_tree_new(&r->tree);
+	/* The generations own the manifest from here on; the first one's
+	 * view owns the tree's nodes. */
+	struct sfs_gens_cfg gc = {.seed = c->seed,
+				  .timeout_ms = c->timeout_ms,
+				  .x = r->x,
+				  .peer = peer,
+				  .ep = ep,
+				  .cache = r->cache,
+				  .tree = r->tree,
+				  .tree_lock = &r->fs.lock};
+	struct sfs_view *first = NULL;
+	if (!rc)
+		rc = sfs_gens_new(&gc, r->json, r->json_len, r->m, src,
+				  &r->gens, &first);
 	if (!rc)
 		rc = sfs_tree_add_model(r->tree, r->m, src, r->json,
-					r->json_len);
-	if (rc) {
-		fprintf(stderr, "seedfs mount: cannot build the tree: %s\n",
-			strerror(-rc));
-		return rc;
-	}
+					r->json_len, first);
 	if (!rc)
 		rc = sfs_tree_add_status(r->tree);
 	if (rc) {
@@ -403,8 +419,9 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	struct sfs_xport_info info;
 	sfs_xport_info(r->x, &info);
 	r->status.seed = c->seed;
-	r->status.m = r->m;
+	r->status.gens = r->gens;
 	r->status.cache = r->cache;
+	r->status_ready = 1;
 	snprintf(r->status.protocol, sizeof(r->status.protocol), "%s",
 		 info.protocol);
 	snprintf(r->status.provider, sizeof(r->status.provider), "%s",
@@ -477,6 +494,16 @@ static void *ready_thread(void *p)
 	return NULL;
 }
 
+/* The sweeper's way to drop the page cache of a generation that is no
+ * longer served (not from a request: no deadlock with the kernel). */
+static void drop_page_cache(void *arg, uint64_t ino)
+{
+	int rc = fuse_lowlevel_notify_inval_inode(arg, ino, 0, 0);
+	if (rc && rc != -ENOENT)
+		SFS_LOG(SFS_WARN, "mount", "invalidating inode %llu: %s",
+			(unsigned long long)ino, strerror(-rc));
+}
+
 static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		 struct fuse_cmdline_opts *cmd, const char *log_file,
 		 int ready_fd)
@@ -486,11 +513,16 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	int rc = 1;
 
 	memset(&r, 0, sizeof(r));
+	pthread_rwlock_init(&r.fs.lock, NULL);
 	if (replica_open(c, &r))
 		goto out;
 	r.fs.tree = r.tree;
+	r.fs.gens = r.gens;
 	r.fs.cache = r.cache;
-	r.fs.entry_timeout = 86400.0;
+	/* Names follow the seed's generations within a second; an inode's
+	 * attributes never change. */
+	r.fs.entry_timeout = 1.0;
+	r.fs.attr_timeout = 86400.0;
 	r.fs.ra_max = SFS_MIN(c->ahead, c->cache_size / 4);
 	r.fs.ra_min = SFS_MIN(4ull * c->chunk_size, r.fs.ra_max);
 	r.fs.status = sfs_status_render;
@@ -501,6 +533,8 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	clock_gettime(CLOCK_REALTIME, &r.fs.mtime);
 
 	se = fuse_session_new(args, &sfs_fs_ops, sizeof(sfs_fs_ops), &r.fs);
+	if (se)
+		sfs_gens_set_inval(r.gens, drop_page_cache, se);
 	if (!se) {
 		fprintf(stderr, "seedfs mount: cannot create the FUSE "
 				"session (see the line above)\n");
@@ -575,6 +609,7 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_destroy:
+	sfs_gens_stop(r.gens); /* no invalidation of a session gone */
 	fuse_session_destroy(se);
 out:
 	replica_close(&r);

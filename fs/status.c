@@ -3,7 +3,7 @@
 
 #include "cache/cache.h"
 #include "common/util.h"
-#include "metadata/manifest.h"
+#include "fs/gens.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -48,20 +48,17 @@ int sfs_status_render(void *arg, char **text, size_t *len)
 	if (!(f = open_memstream(text, len)))
 		return -ENOMEM;
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&s->mounted));
-	uint64_t total = 0;
-	for (size_t i = 0; i < s->m->nfiles; i++)
-		total += s->m->files[i].size;
+	char model[512];
+	size_t older;
+	sfs_gens_summary(s->gens, model, sizeof(model), &older);
 	uint64_t lookups = st.hits + st.misses;
 	fprintf(f, "seedfs: %s\n", SEEDFS_VERSION);
 	fprintf(f, "mounted: %s (%.0f s ago)\n", when, up);
 	fprintf(f, "seed: %s (%s)\n", s->seed,
 		st.sources_down ? "unreachable" : "reachable");
 	fprintf(f, "protocol: %s (%s)\n", s->protocol, s->provider);
-	fprintf(f,
-		"model: %s generation %" PRIu64 " files %zu bytes %" PRIu64
-		" tensors %zu\n",
-		s->m->model, s->m->generation, s->m->nfiles, total,
-		s->m->ntensors);
+	fprintf(f, "model: %s\n", model);
+	fprintf(f, "older_generations_served: %zu\n", older);
 	fprintf(f, "cache_size: %" PRIu64 " (%s)\n", st.size,
 		sfs_fmt_bytes(st.size, b1, sizeof(b1)));
 	fprintf(f, "cache_used: %" PRIu64 " (%s)\n", st.used,

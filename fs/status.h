@@ -11,11 +11,11 @@
 #include <time.h>
 
 struct sfs_cache;
-struct sfs_manifest;
+struct sfs_gens;
 
 struct sfs_status {
-	const char *seed;	      /* HOST:PORT [borrowed] */
-	const struct sfs_manifest *m; /* [borrowed] */
+	const char *seed;      /* HOST:PORT [borrowed] */
+	struct sfs_gens *gens; /* [borrowed] */
 	char protocol[32];
 	char provider[64];
 	struct sfs_cache *cache; /* [borrowed] */

@@ -79,16 +79,69 @@ static uint64_t parent_ino(json_t *dirs, const char *path, const char **name)
 	return v ? (uint64_t)json_integer_value(v) : 0;
 }
 
-static int add_model(struct sfs_tree *t, const struct sfs_manifest *m,
-		     uint32_t src, const char *json, size_t json_len,
-		     json_t *dirs)
+/* Put existing node @ino into directory @parent. */
+static int attach(struct sfs_tree *t, uint64_t parent, uint64_t ino)
 {
-	uint64_t model, dbg, ino, parent;
+	struct sfs_node *p = sfs_tree_get(t, parent);
+	if (sfs_grow((void **)&p->child, &p->cap_child, p->nchild + 1,
+		     sizeof(p->child[0])))
+		return -ENOMEM;
+	p->child[p->nchild++] = ino;
+	sfs_tree_get(t, ino)->parent = parent;
+	return 0;
+}
+
+/* Take @name under @parent from @old (path -> ino of the previous
+ * generation) when @reuse says so, else make a new node. */
+static int place(struct sfs_tree *t, json_t *old, const char *path,
+		 uint64_t parent, const char *name, enum sfs_node_kind kind,
+		 int (*reuse)(const struct sfs_node *, const void *),
+		 const void *arg, uint64_t *ino)
+{
+	json_t *v = old ? json_object_get(old, path) : NULL;
+	if (v) {
+		uint64_t o = (uint64_t)json_integer_value(v);
+		const struct sfs_node *n = sfs_tree_get(t, o);
+		if (n->kind == kind && reuse(n, arg)) {
+			json_object_del(old, path); /* taken */
+			*ino = o;
+			return attach(t, parent, o);
+		}
+	}
+	return add_node(t, parent, name, kind, ino);
+}
+
+static int same_dir(const struct sfs_node *n, const void *arg)
+{
+	return 1;
+}
+
+static int same_file(const struct sfs_node *n, const void *arg)
+{
+	const struct sfs_mfile *f = arg;
+	return n->file && n->size == f->size && n->file->has_xxh3 &&
+	       f->has_xxh3 && n->file->xxh3 == f->xxh3;
+}
+
+static int never(const struct sfs_node *n, const void *arg)
+{
+	return 0;
+}
+
+/*
+ * Fill directory @model from @m.  @old maps the previous generation's
+ * paths ("dir/file") to inos, or is NULL; what is taken from it is
+ * removed from it.
+ */
+static int fill_model(struct sfs_tree *t, uint64_t model,
+		      const struct sfs_manifest *m, uint32_t src,
+		      const char *json, size_t json_len, void *owner,
+		      json_t *old, json_t *dirs)
+{
+	uint64_t dbg, ino, parent;
 	const char *name;
 	int rc;
 
-	if ((rc = add_node(t, SFS_ROOT_INO, m->model, SFS_NODE_DIR, &model)))
-		return rc;
 	if (json_object_set_new(dirs, "", json_integer((json_int_t)model)))
 		return -ENOMEM;
 	/* The manifest was validated: parents come before children and
@@ -96,7 +149,8 @@ static int add_model(struct sfs_tree *t, const struct sfs_manifest *m,
 	for (size_t i = 0; i < m->ndirs; i++) {
 		if (!(parent = parent_ino(dirs, m->dirs[i], &name)))
 			return -EINVAL;
-		if ((rc = add_node(t, parent, name, SFS_NODE_DIR, &ino)))
+		if ((rc = place(t, old, m->dirs[i], parent, name, SFS_NODE_DIR,
+				same_dir, NULL, &ino)))
 			return rc;
 		if (json_object_set_new(dirs, m->dirs[i],
 					json_integer((json_int_t)ino)))
@@ -106,37 +160,119 @@ static int add_model(struct sfs_tree *t, const struct sfs_manifest *m,
 		const struct sfs_mfile *f = &m->files[i];
 		if (!(parent = parent_ino(dirs, f->path, &name)))
 			return -EINVAL;
-		if ((rc = add_node(t, parent, name, SFS_NODE_FILE, &ino)))
+		if ((rc = place(t, old, f->path, parent, name, SFS_NODE_FILE,
+				same_file, f, &ino)))
 			return rc;
 		struct sfs_node *n = sfs_tree_get(t, ino);
 		n->file = f;
 		n->size = f->size;
 		n->src = src;
+		n->owner = owner;
 	}
-	if ((rc = add_node(t, model, SFS_MF_RESERVED, SFS_NODE_DIR, &dbg)))
+	if ((rc = place(t, old, SFS_MF_RESERVED, model, SFS_MF_RESERVED,
+			SFS_NODE_DIR, same_dir, NULL, &dbg)))
 		return rc;
-	if ((rc = add_node(t, dbg, "manifest.json", SFS_NODE_BLOB, &ino)))
+	/* The manifest differs in every generation: always a new inode. */
+	if ((rc = place(t, old, SFS_MF_RESERVED "/manifest.json", dbg,
+			"manifest.json", SFS_NODE_BLOB, never, NULL, &ino)))
 		return rc;
 	struct sfs_node *n = sfs_tree_get(t, ino);
 	n->blob = (const uint8_t *)json;
 	n->size = json_len;
+	n->owner = owner;
+	return 0;
+}
+
+static uint64_t model_ino(const struct sfs_tree *t, const char *model)
+{
+	const struct sfs_node *root = sfs_tree_get(t, SFS_ROOT_INO);
+	for (size_t i = 0; i < root->nchild; i++)
+		if (strcmp(t->nodes[root->child[i] - 1].name, model) == 0)
+			return root->child[i];
 	return 0;
 }
 
 int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
-		       uint32_t src, const char *json, size_t json_len)
+		       uint32_t src, const char *json, size_t json_len,
+		       void *owner)
 {
-	const struct sfs_node *root = sfs_tree_get(t, SFS_ROOT_INO);
+	uint64_t model;
 	json_t *dirs;
 	int rc;
 
-	for (size_t i = 0; i < root->nchild; i++)
-		if (strcmp(t->nodes[root->child[i] - 1].name, m->model) == 0)
-			return -EEXIST;
+	if (model_ino(t, m->model))
+		return -EEXIST;
+	if ((rc = add_node(t, SFS_ROOT_INO, m->model, SFS_NODE_DIR, &model)))
+		return rc;
 	if (!(dirs = json_object()))
 		return -ENOMEM;
-	rc = add_model(t, m, src, json, json_len, dirs);
+	rc = fill_model(t, model, m, src, json, json_len, owner, NULL, dirs);
 	json_decref(dirs);
+	return rc;
+}
+
+/* Map every node under @dir (paths relative to the model) and empty
+ * the directories: fill_model puts back what is still there. */
+static int collect(struct sfs_tree *t, uint64_t dir, const char *prefix,
+		   json_t *old)
+{
+	struct sfs_node *d = sfs_tree_get(t, dir);
+	uint64_t *child = d->child;
+	size_t n = d->nchild;
+	int rc = 0;
+
+	d->child = NULL;
+	d->nchild = d->cap_child = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		const struct sfs_node *c = sfs_tree_get(t, child[i]);
+		char *path;
+		if (asprintf(&path, "%s%s%s", prefix, *prefix ? "/" : "",
+			     c->name) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (json_object_set_new(old, path,
+					json_integer((json_int_t)child[i])))
+			rc = -ENOMEM;
+		else if (c->kind == SFS_NODE_DIR)
+			rc = collect(t, child[i], path, old);
+		free(path);
+	}
+	free(child);
+	return rc;
+}
+
+int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
+			   uint32_t src, const char *json, size_t json_len,
+			   void *owner, uint64_t **sup, size_t *nsup)
+{
+	uint64_t model = model_ino(t, m->model);
+	json_t *old, *dirs, *v;
+	const char *k;
+	size_t cap = 0;
+	int rc;
+
+	*sup = NULL;
+	*nsup = 0;
+	if (!model)
+		return -ENOENT;
+	old = json_object();
+	dirs = json_object();
+	rc = old && dirs ? collect(t, model, "", old) : -ENOMEM;
+	if (!rc)
+		rc = fill_model(t, model, m, src, json, json_len, owner, old,
+				dirs);
+	/* What the new generation did not take is superseded. */
+	json_object_foreach (old, k, v) {
+		uint64_t ino = (uint64_t)json_integer_value(v);
+		sfs_tree_get(t, ino)->superseded = 1;
+		if (!rc &&
+		    !sfs_grow((void **)sup, &cap, *nsup + 1, sizeof(**sup)))
+			(*sup)[(*nsup)++] = ino;
+	}
+	json_decref(old);
+	json_decref(dirs);
+	sfs_tree_finish(t);
 	return rc;
 }
 

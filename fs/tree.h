@@ -7,9 +7,12 @@
  *   NAME/...              the model's directories and files
  *   NAME/.seedfs/         debug view: manifest.json (as fetched)
  *
- * Inode numbers are indexes + 1 and never change while mounted.  After
- * sfs_tree_finish the tree is immutable and may be read from any number
- * of threads without locks.  No FUSE types here.
+ * Inode numbers are indexes + 1 and are never reused while mounted.  A
+ * new generation of a model (sfs_tree_replace_model) keeps the inode of
+ * every directory and of every file whose path, size and hash did not
+ * change; changed files get new inodes, and the old ones stay resolvable
+ * (superseded) for the handles still open on them.  Not thread safe:
+ * the fs layer locks.  No FUSE types here.
  */
 #ifndef SFS_TREE_H
 #define SFS_TREE_H
@@ -33,6 +36,8 @@ struct sfs_node {
 	char *name; /* owned */
 	char *path; /* owned: "model/dir/file", for logs */
 	enum sfs_node_kind kind;
+	int superseded; /* no longer in any directory: open handles only */
+	void *owner;	/* FILE, BLOB: the caller's generation [borrowed] */
 	uint64_t size;
 	const struct sfs_mfile *file; /* FILE [borrowed from the manifest] */
 	uint32_t src;		      /* FILE: cache source of its regions */
@@ -52,18 +57,31 @@ int sfs_tree_new(struct sfs_tree **out);
 /*
  * sfs_tree_add_model - add m->model and everything the manifest lists,
  * plus NAME/.seedfs/manifest.json showing @json.  @m and @json are
- * borrowed and must outlive the tree; @src is the cache source for the
- * model's regions.  Returns 0, -EEXIST (model already present) or
- * -ENOMEM.
+ * borrowed and must outlive the nodes that use them; @src is the cache
+ * source for the model's regions, @owner is stored in its file nodes.
+ * Returns 0, -EEXIST (model already present) or -ENOMEM.
  */
 int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
-		       uint32_t src, const char *json, size_t json_len);
+		       uint32_t src, const char *json, size_t json_len,
+		       void *owner);
+
+/*
+ * sfs_tree_replace_model - make the model of the same name show @m (a
+ * newer generation).  Directories and unchanged files (same path, size
+ * and published hash) keep their inodes, now pointing into @m; other
+ * nodes of the old generation become superseded and their inos are
+ * returned in *sup [new, free()], *nsup of them.  Children are sorted
+ * again.  Returns 0, -ENOENT (no such model) or -ENOMEM.
+ */
+int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
+			   uint32_t src, const char *json, size_t json_len,
+			   void *owner, uint64_t **sup, size_t *nsup);
 
 /* sfs_tree_add_status - the mount's own MOUNTPOINT/.seedfs/status.
  * Returns 0 or -ENOMEM. */
 int sfs_tree_add_status(struct sfs_tree *t);
 
-/* sfs_tree_finish - sort children for lookup; call once, last. */
+/* sfs_tree_finish - sort children for lookup; after additions. */
 void sfs_tree_finish(struct sfs_tree *t);
 
 /* sfs_tree_get - node of @ino or NULL. */

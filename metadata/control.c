@@ -133,9 +133,10 @@ int sfs_control_post(const char *hostport, const char *path, const void *body,
 }
 
 /* Make the seed readable through @x: its address, or the exchange. */
-static int connect_peer(const char *hostport, struct sfs_xport *x,
-			const struct sfs_endpoint *ep, unsigned int timeout_ms,
-			uint64_t *peer, char *err, size_t errlen)
+int sfs_control_connect_peer(const char *hostport, struct sfs_xport *x,
+			     const struct sfs_endpoint *ep,
+			     unsigned int timeout_ms, uint64_t *peer, char *err,
+			     size_t errlen)
 {
 	uint8_t hello[SFS_XPORT_HELLO_MAX];
 	size_t hl = sizeof(hello), rl;
@@ -184,8 +185,8 @@ static int open_one(const char *hostport, const struct sfs_manifest *m,
 	int rc = sfs_xport_open(&xc, x, err, errlen);
 	if (rc)
 		return rc;
-	rc = connect_peer(hostport, *x, &m->eps[i], timeout_ms, peer, err,
-			  errlen);
+	rc = sfs_control_connect_peer(hostport, *x, &m->eps[i], timeout_ms,
+				      peer, err, errlen);
 	if (rc) {
 		sfs_xport_close(*x);
 		*x = NULL;

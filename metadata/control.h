@@ -45,6 +45,18 @@ int sfs_control_open(const char *hostport, const struct sfs_manifest *m,
 		     char *err, size_t errlen);
 
 /*
+ * sfs_control_connect_peer - connect the open transport @x to endpoint
+ * @ep of the seed at @hostport (its published address, or the
+ * hello/accept exchange), as sfs_control_open does; for a seed that
+ * restarted.  *peer for sfs_xport_read.  0 or -errno, one line in @err.
+ */
+struct sfs_endpoint;
+int sfs_control_connect_peer(const char *hostport, struct sfs_xport *x,
+			     const struct sfs_endpoint *ep,
+			     unsigned int timeout_ms, uint64_t *peer, char *err,
+			     size_t errlen);
+
+/*
  * sfs_control_remote_key - the key to read a region through @x: the
  * published one, or a raw key imported with sfs_xport_key_import.
  * Returns 0 or -errno.  Thread safe.

@@ -299,8 +299,14 @@ static json_t *encode_file(const struct sfs_mfile *f)
 			json_decref(ext);
 			return NULL;
 		}
-	return json_pack("{s:s,s:I,s:o*}", "path", f->path, "size",
-			 (json_int_t)f->size, "extents", ext);
+	json_t *o = json_pack("{s:s,s:I,s:o*}", "path", f->path, "size",
+			      (json_int_t)f->size, "extents", ext);
+	if (o && f->has_xxh3 &&
+	    json_object_set_new(o, "xxh3", hex_u64(f->xxh3))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 static json_t *encode_tensor(const struct sfs_manifest *m,
@@ -967,6 +973,14 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 				    SFS_MF_MAX_EXTENTS);
 		if ((rc = sfs_manifest_add_file(m, path, &idx)))
 			return rc;
+		if (json_object_get(f, "xxh3")) {
+			if (get_hex(f, "xxh3", &m->files[idx].xxh3))
+				return fail(err, errlen,
+					    "files[%zu].xxh3: not a 64-bit hex "
+					    "string",
+					    i);
+			m->files[idx].has_xxh3 = 1;
+		}
 		json_array_foreach (ext, j, e) {
 			if ((rc = decode_extent(m, idx, j, e, err, errlen)))
 				return rc;

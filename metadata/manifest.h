@@ -50,6 +50,8 @@ struct sfs_extent {
 struct sfs_mfile {
 	char *path; /* relative, '/'-separated, no "." or ".." */
 	uint64_t size;
+	int has_xxh3; /* xxh3 is the whole file's XXH3-64 */
+	uint64_t xxh3;
 	size_t next, cap_ext;
 	struct sfs_extent *ext; /* tile [0, size) in order */
 };

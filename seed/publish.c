@@ -192,6 +192,11 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	uint32_t first = 0;
 	int rc;
 
+	/* The whole file's hash: replicas keep what did not change across
+	 * generations.  Of what is on disk, before anything else. */
+	struct sfs_mfile *mf = &s->m->files[f->fidx];
+	mf->xxh3 = XXH3_64bits(f->size ? f->map : "", (size_t)f->size);
+	mf->has_xxh3 = 1;
 	if (f->size == 0)
 		return 0;
 	if (f->size <= cfg->inline_max) {

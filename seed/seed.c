@@ -287,9 +287,21 @@ int sfs_seed_generations(struct sfs_seed *s, char *buf, size_t len)
 		"{\"model\": \"%s\", \"generation\": %" PRIu64
 		", \"instance\": \"0x%" PRIx64 "\", \"served\": [",
 		s->name, s->gens[s->ngens - 1]->number, s->instance);
-	for (size_t i = 0; i < s->ngens && o < len; i++)
-		o += (size_t)snprintf(buf + o, len - o, "%s%" PRIu64,
-				      i ? ", " : "", s->gens[i]->number);
+	uint64_t now = sfs_now_ms();
+	for (size_t i = 0; i < s->ngens && o < len; i++) {
+		const struct seed_gen *g = s->gens[i];
+		if (g->expires_ms)
+			o += (size_t)snprintf(
+				buf + o, len - o,
+				"%s{\"generation\": %" PRIu64
+				", \"expires_in_ms\": %" PRIu64 "}",
+				i ? ", " : "", g->number,
+				g->expires_ms > now ? g->expires_ms - now : 0);
+		else
+			o += (size_t)snprintf(buf + o, len - o,
+					      "%s{\"generation\": %" PRIu64 "}",
+					      i ? ", " : "", g->number);
+	}
 	if (o < len)
 		o += (size_t)snprintf(buf + o, len - o, "]}\n");
 	pthread_mutex_unlock(&s->lock);

@@ -45,7 +45,9 @@ int sfs_seed_manifest_copy(struct sfs_seed *s, uint64_t generation, char **json,
 			   size_t *len);
 
 /* sfs_seed_generations - one line of JSON: model, current generation,
- * instance, generations served.  0 or -ENOSPC.  Thread safe. */
+ * instance, and the generations served (with the milliseconds left of
+ * their grace period, for the superseded ones).  0 or -ENOSPC.  Thread
+ * safe. */
 int sfs_seed_generations(struct sfs_seed *s, char *buf, size_t len);
 
 /*

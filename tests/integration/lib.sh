@@ -10,6 +10,7 @@ SEEDFS=$BUILD/seedfs
 GENMODEL=$BUILD/tests/genmodel
 READCHECK=$BUILD/tests/readcheck
 HTTPFILE=$BUILD/tests/httpfile
+HOLDFILE=$BUILD/tests/holdfile
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/seedfs-test.XXXXXX")
 # The address seeds listen on (the VM tier uses its soft-RoCE address).
 HOST=${SEEDFS_TEST_HOST:-127.0.0.1}
@@ -39,7 +40,7 @@ trap cleanup EXIT
 fail() {
 	echo "FAIL: $*" >&2
 	local f
-	for f in "$WORK"/*.log "$WORK"/*.err; do
+	for f in "$WORK"/*.log "$WORK"/*.err "$WORK"/*.out; do
 		[ -s "$f" ] || continue
 		echo "--- $f (last lines)" >&2
 		tail -n 15 "$f" >&2

@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: MIT */
+#include "fs/gens.h"
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fs/tree.h"
+#include "metadata/control.h"
+#include "metadata/manifest.h"
+#include "transports/transport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GENS_ASK_MS 3000 /* the longest an open waits for the seed */
+
+struct sfs_gens {
+	struct sfs_gens_cfg cfg;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* sweeper wake-up; a check finished */
+	struct sfs_view *views; /* protected by lock; newest first */
+	struct sfs_view *current; /* protected by lock */
+	uint64_t instance; /* protected by lock: the current seed run */
+	uint64_t peer; /* protected by lock */
+	int checking; /* protected by lock: a revalidation is running */
+	uint64_t checks; /* protected by lock: revalidations finished */
+	int unreachable; /* protected by lock: the outage was logged */
+	int stop; /* protected by lock */
+	pthread_t sweeper;
+	int sweeper_started;
+};
+
+static void view_free(struct sfs_view *v)
+{
+	if (!v)
+		return;
+	sfs_manifest_free(v->m);
+	free(v->json);
+	free(v);
+}
+
+uint64_t sfs_gens_generation(struct sfs_gens *g)
+{
+	pthread_mutex_lock(&g->lock);
+	uint64_t n = g->current->generation;
+	pthread_mutex_unlock(&g->lock);
+	return n;
+}
+
+void sfs_gens_summary(struct sfs_gens *g, char *buf, size_t len,
+		      size_t *older)
+{
+	pthread_mutex_lock(&g->lock);
+	const struct sfs_manifest *m = g->current->m;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < m->nfiles; i++)
+		bytes += m->files[i].size;
+	snprintf(buf, len,
+		 "%s generation %" PRIu64 " files %zu bytes %" PRIu64
+		 " tensors %zu",
+		 m->model, m->generation, m->nfiles, bytes, m->ntensors);
+	*older = 0;
+	for (struct sfs_view *v = g->views; v; v = v->next)
+		*older += v != g->current && !v->expired;
+	pthread_mutex_unlock(&g->lock);
+}
+
+void sfs_gens_ref(struct sfs_gens *g, struct sfs_view *v)
+{
+	pthread_mutex_lock(&g->lock);
+	v->refs++;
+	pthread_mutex_unlock(&g->lock);
+}
+
+void sfs_gens_unref(struct sfs_gens *g, struct sfs_view *v)
+{
+	pthread_mutex_lock(&g->lock);
+	v->refs--;
+	if (v->expired && !v->refs)
+		pthread_cond_broadcast(&g->cond); /* the sweeper frees it */
+	pthread_mutex_unlock(&g->lock);
+}
+
+int sfs_gens_alive(struct sfs_gens *g, struct sfs_view *v)
+{
+	pthread_mutex_lock(&g->lock);
+	int alive = !v->expired;
+	pthread_mutex_unlock(&g->lock);
+	return alive;
+}
+
+/* The inodes whose bytes come from @v; @clear also cuts them loose. */
+static size_t view_inodes(struct sfs_gens *g, struct sfs_view *v, int clear,
+			  uint64_t **inos)
+{
+	size_t n = 0, cap = 0;
+	struct sfs_tree *t = g->cfg.tree;
+
+	*inos = NULL;
+	if (clear)
+		pthread_rwlock_wrlock(g->cfg.tree_lock);
+	else
+		pthread_rwlock_rdlock(g->cfg.tree_lock);
+	for (size_t i = 0; i < t->n; i++) {
+		struct sfs_node *nd = &t->nodes[i];
+		if (nd->owner != v)
+			continue;
+		if (clear) {
+			nd->owner = NULL;
+			nd->file = NULL;
+			nd->blob = NULL;
+		} else if (!sfs_grow((void **)inos, &cap, n + 1,
+				     sizeof(**inos))) {
+			(*inos)[n++] = i + 1;
+		}
+	}
+	pthread_rwlock_unlock(g->cfg.tree_lock);
+	return n;
+}
+
+/* Expire what is due, free what nobody holds; sleep until the next. */
+static void *sweeper(void *arg)
+{
+	struct sfs_gens *g = arg;
+
+	pthread_mutex_lock(&g->lock);
+	while (!g->stop) {
+		uint64_t now = sfs_now_ms(), next = 0;
+		struct sfs_view *due = NULL, *dead = NULL;
+		for (struct sfs_view **pv = &g->views; *pv;) {
+			struct sfs_view *v = *pv;
+			if (v != g->current && !v->expired && v->expires_ms) {
+				if (v->expires_ms <= now && !due)
+					due = v;
+				else if (!next || v->expires_ms < next)
+					next = v->expires_ms;
+			}
+			if (v != g->current && v->expired && !v->refs &&
+			    !dead) {
+				*pv = v->next; /* unlink: freed below */
+				dead = v;
+				continue;
+			}
+			pv = &v->next;
+		}
+		if (due)
+			due->expired = 1;
+		void (*inval)(void *, uint64_t) = g->cfg.inval_inode;
+		void *inval_arg = g->cfg.inval_arg;
+		if (due || dead) {
+			pthread_mutex_unlock(&g->lock);
+			uint64_t *inos;
+			if (due) {
+				/* Reads through it fail with ESTALE from now
+				 * on; its pages leave the page cache. */
+				sfs_cache_retire_source(g->cfg.cache, due->src);
+				size_t n = view_inodes(g, due, 0, &inos);
+				for (size_t i = 0; inval && i < n; i++)
+					inval(inval_arg, inos[i]);
+				free(inos);
+				SFS_LOG(SFS_INFO, "gens",
+					"generation %" PRIu64 " is no longer "
+					"served: its open files get ESTALE",
+					due->generation);
+			}
+			if (dead) {
+				view_inodes(g, dead, 1, &inos);
+				free(inos);
+				view_free(dead);
+			}
+			pthread_mutex_lock(&g->lock);
+			continue;
+		}
+		struct timespec ts =
+			sfs_abstime(next ? (next > now ? next - now : 0) : 1000);
+		pthread_cond_timedwait(&g->cond, &g->lock, &ts);
+	}
+	pthread_mutex_unlock(&g->lock);
+	return NULL;
+}
+
+int sfs_gens_new(const struct sfs_gens_cfg *cfg, char *json, size_t json_len,
+		 struct sfs_manifest *m, uint32_t src, struct sfs_gens **out,
+		 struct sfs_view **first)
+{
+	struct sfs_gens *g = calloc(1, sizeof(*g));
+	struct sfs_view *v = calloc(1, sizeof(*v));
+	int rc;
+
+	if (!g || !v) {
+		free(g);
+		free(v);
+		return -ENOMEM;
+	}
+	g->cfg = *cfg;
+	pthread_mutex_init(&g->lock, NULL);
+	if ((rc = sfs_cond_init(&g->cond))) {
+		free(g);
+		free(v);
+		return rc;
+	}
+	v->generation = m->generation;
+	v->json = json;
+	v->json_len = json_len;
+	v->m = m;
+	v->src = src;
+	g->views = g->current = v;
+	g->instance = m->instance;
+	g->peer = cfg->peer;
+	if ((rc = -pthread_create(&g->sweeper, NULL, sweeper, g))) {
+		g->views = NULL;
+		v->json = NULL;
+		v->m = NULL;
+		free(v);
+		sfs_gens_free(g);
+		return rc;
+	}
+	g->sweeper_started = 1;
+	*first = v;
+	*out = g;
+	return 0;
+}
+
+void sfs_gens_set_inval(struct sfs_gens *g, void (*fn)(void *, uint64_t),
+			void *arg)
+{
+	pthread_mutex_lock(&g->lock);
+	g->cfg.inval_inode = fn;
+	g->cfg.inval_arg = arg;
+	pthread_mutex_unlock(&g->lock);
+}
+
+void sfs_gens_stop(struct sfs_gens *g)
+{
+	if (!g || !g->sweeper_started)
+		return;
+	pthread_mutex_lock(&g->lock);
+	g->stop = 1;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+	pthread_join(g->sweeper, NULL);
+	g->sweeper_started = 0;
+}
+
+void sfs_gens_free(struct sfs_gens *g)
+{
+	if (!g)
+		return;
+	sfs_gens_stop(g);
+	while (g->views) {
+		struct sfs_view *v = g->views;
+		g->views = v->next;
+		view_free(v);
+	}
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+}
+
+/* GET /v1/generation: the seed's current generation, its instance, and
+ * how long each superseded generation is still served. */
+struct seed_gens {
+	uint64_t generation, instance;
+	size_t n;
+	struct {
+		uint64_t generation;
+		int64_t expires_in_ms; /* -1: current, no expiry */
+	} served[16];
+};
+
+static int ask(struct sfs_gens *g, struct seed_gens *sg, char *err,
+	       size_t errlen)
+{
+	char *body;
+	size_t len;
+	json_error_t je;
+	int rc = sfs_control_get(g->cfg.seed, "/v1/generation",
+				 SFS_MIN(g->cfg.timeout_ms, GENS_ASK_MS), 65536,
+				 &body, &len, err, errlen);
+	if (rc)
+		return rc;
+	json_t *r = json_loadb(body, len, 0, &je), *a, *e;
+	free(body);
+	const char *inst = json_string_value(json_object_get(r, "instance"));
+	a = json_object_get(r, "served");
+	if (!json_is_integer(json_object_get(r, "generation")) || !inst ||
+	    sfs_parse_u64(inst, &sg->instance) || !json_is_array(a)) {
+		json_decref(r);
+		snprintf(err, errlen, "the seed's /v1/generation answer is "
+			 "malformed");
+		return -EPROTO;
+	}
+	sg->generation = (uint64_t)json_integer_value(
+		json_object_get(r, "generation"));
+	sg->n = 0;
+	size_t i;
+	json_array_foreach(a, i, e) {
+		if (sg->n == SFS_ARRAY_SIZE(sg->served))
+			break;
+		json_t *x = json_object_get(e, "expires_in_ms");
+		sg->served[sg->n].generation = (uint64_t)json_integer_value(
+			json_object_get(e, "generation"));
+		sg->served[sg->n].expires_in_ms =
+			json_is_integer(x) ? json_integer_value(x) : -1;
+		sg->n++;
+	}
+	json_decref(r);
+	return 0;
+}
+
+/* What the seed says of the views we hold (same seed run only). */
+static void update_expiry(struct sfs_gens *g, const struct seed_gens *sg)
+{
+	uint64_t now = sfs_now_ms();
+	int changed = 0;
+
+	for (struct sfs_view *v = g->views; v; v = v->next) {
+		if (v == g->current || v->expired || sg->instance != g->instance)
+			continue;
+		uint64_t exp = now; /* not listed: no longer served */
+		for (size_t i = 0; i < sg->n; i++)
+			if (sg->served[i].generation == v->generation)
+				exp = sg->served[i].expires_in_ms < 0 ?
+					      0 :
+					      now + (uint64_t)sg->served[i]
+							    .expires_in_ms;
+		if (exp && (!v->expires_ms || exp < v->expires_ms)) {
+			v->expires_ms = exp;
+			changed = 1;
+		}
+	}
+	if (changed)
+		pthread_cond_broadcast(&g->cond);
+}
+
+/* Fetch, check and install the seed's current generation. */
+static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
+{
+	char err[SFS_XPORT_ERR_MAX], *json = NULL;
+	size_t len, nsup = 0;
+	struct sfs_manifest *m = NULL;
+	struct sfs_cache_region *regs = NULL;
+	struct sfs_view *v = NULL, *old;
+	uint64_t *sup = NULL, peer;
+	uint32_t src;
+	int rc;
+
+	pthread_mutex_lock(&g->lock);
+	old = g->current;
+	peer = g->peer;
+	uint64_t instance = g->instance;
+	pthread_mutex_unlock(&g->lock);
+
+	if ((rc = sfs_control_get(g->cfg.seed, "/v1/manifest",
+				  g->cfg.timeout_ms, SFS_MANIFEST_MAX, &json,
+				  &len, err, sizeof(err))) ||
+	    (rc = sfs_manifest_decode(json, len, &m, err, sizeof(err))))
+		goto fail;
+	if (strcmp(m->model, old->m->model)) {
+		snprintf(err, sizeof(err), "the seed now publishes %s, not %s",
+			 m->model, old->m->model);
+		rc = -EINVAL;
+		goto fail;
+	}
+	/* The endpoint we use, in the new manifest. */
+	ssize_t ep = sfs_manifest_endpoint(m, old->m->eps[g->cfg.ep].protocol);
+	if (ep < 0) {
+		snprintf(err, sizeof(err), "the seed no longer serves %s",
+			 old->m->eps[g->cfg.ep].protocol);
+		rc = -EPROTONOSUPPORT;
+		goto fail;
+	}
+	if (m->instance != instance &&
+	    (rc = sfs_control_connect_peer(g->cfg.seed, g->cfg.x, &m->eps[ep],
+					   g->cfg.timeout_ms, &peer, err,
+					   sizeof(err))))
+		goto fail;
+	rc = -ENOMEM;
+	if (!(regs = calloc(m->nregions ? m->nregions : 1, sizeof(*regs))) ||
+	    !(v = calloc(1, sizeof(*v))))
+		goto fail_msg;
+	rc = 0;
+	for (size_t i = 0; i < m->nregions && !rc; i++) {
+		const struct sfs_region *r = &m->regions[i];
+		regs[i].len = r->len;
+		regs[i].raddr = r->rem[ep].raddr;
+		regs[i].csum_shift = r->csum_shift;
+		regs[i].xxh3 = r->xxh3;
+		rc = sfs_control_remote_key(g->cfg.x, &r->rem[ep], &regs[i].key);
+	}
+	char label[300];
+	snprintf(label, sizeof(label), "seed %s (%s generation %" PRIu64 ")",
+		 g->cfg.seed, m->model, m->generation);
+	if (rc || (rc = sfs_cache_add_source(g->cfg.cache, peer, label, regs,
+					     m->nregions, &src)))
+		goto fail_msg;
+	v->generation = m->generation;
+	v->json = json;
+	v->json_len = len;
+	v->m = m;
+	v->src = src;
+	pthread_rwlock_wrlock(g->cfg.tree_lock);
+	rc = sfs_tree_replace_model(g->cfg.tree, m, src, json, len, v, &sup,
+				    &nsup);
+	pthread_rwlock_unlock(g->cfg.tree_lock);
+	free(sup);
+	/* From here on the tree may point at @v: it is installed. */
+	if (rc)
+		SFS_LOG(SFS_ERR, "gens",
+			"generation %" PRIu64 " only partly shown: %s",
+			m->generation, strerror(-rc));
+
+	pthread_mutex_lock(&g->lock);
+	v->next = g->views;
+	g->views = v;
+	g->current = v;
+	g->instance = m->instance;
+	g->peer = peer;
+	/* The one it replaces stays readable for the grace period. */
+	if (!old->expires_ms)
+		old->expires_ms = sfs_now_ms() + old->m->grace_seconds * 1000;
+	update_expiry(g, sg);
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+	SFS_LOG(SFS_INFO, "gens",
+		"adopted generation %" PRIu64 " of %s (%zu files or entries "
+		"changed); generation %" PRIu64 " stays readable for open "
+		"files while the seed serves it",
+		m->generation, m->model, nsup, old->generation);
+	free(regs);
+	return 0;
+
+fail_msg:
+	snprintf(err, sizeof(err), "%s", strerror(-rc));
+fail:
+	SFS_LOG(SFS_WARN, "gens",
+		"cannot adopt the seed's generation %" PRIu64 ": %s; still "
+		"serving generation %" PRIu64,
+		sg->generation, err, old->generation);
+	free(regs);
+	free(v); /* never installed: its fields are unset */
+	sfs_manifest_free(m);
+	free(json);
+	return rc;
+}
+
+static int check(struct sfs_gens *g)
+{
+	struct seed_gens sg;
+	char err[SFS_XPORT_ERR_MAX];
+	int rc = ask(g, &sg, err, sizeof(err));
+
+	pthread_mutex_lock(&g->lock);
+	if (rc) {
+		if (!g->unreachable)
+			SFS_LOG(SFS_WARN, "gens",
+				"cannot ask the seed for its generation "
+				"(%s): opens go on with generation %" PRIu64,
+				err, g->current->generation);
+		g->unreachable = 1;
+		pthread_mutex_unlock(&g->lock);
+		return 0;
+	}
+	if (g->unreachable)
+		SFS_LOG(SFS_INFO, "gens", "the seed answers again");
+	g->unreachable = 0;
+	update_expiry(g, &sg);
+	int newer = sg.instance != g->instance ||
+		    sg.generation != g->current->generation;
+	pthread_mutex_unlock(&g->lock);
+	return newer ? adopt(g, &sg) : 0;
+}
+
+int sfs_gens_revalidate(struct sfs_gens *g)
+{
+	pthread_mutex_lock(&g->lock);
+	if (g->checking) {
+		/* Another open is asking: its answer is ours too. */
+		uint64_t seen = g->checks;
+		struct timespec ts = sfs_abstime(g->cfg.timeout_ms);
+		while (g->checking && g->checks == seen &&
+		       !pthread_cond_timedwait(&g->cond, &g->lock, &ts))
+			;
+		pthread_mutex_unlock(&g->lock);
+		return 0;
+	}
+	g->checking = 1;
+	pthread_mutex_unlock(&g->lock);
+	int rc = check(g);
+	pthread_mutex_lock(&g->lock);
+	g->checking = 0;
+	g->checks++;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+	return rc;
+}

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gens.h - the generations of a model as a mount sees them.
+ *
+ * Each generation the mount adopts is a view: its manifest, the cache
+ * source of its regions, and how long the seed still serves it.  The
+ * newest is current.  An open file holds a reference to the view it was
+ * opened in and reads only through it, so a handle never mixes
+ * generations; when the seed stops serving a view (its grace period
+ * ended) reads through it fail with ESTALE, and the page cache of its
+ * superseded files is dropped.
+ *
+ * sfs_gens_revalidate, called on open, asks the seed for its current
+ * generation (concurrent callers share one question) and adopts a newer
+ * one: fetches its manifest, adds a cache source, and updates the tree
+ * (changed files get new inodes; see sfs_tree_replace_model).
+ *
+ * All functions are thread safe.
+ */
+#ifndef SFS_GENS_H
+#define SFS_GENS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sfs_cache;
+struct sfs_manifest;
+struct sfs_tree;
+struct sfs_xport;
+
+struct sfs_view {
+	uint64_t generation;
+	char *json; /* the manifest as fetched, owned */
+	size_t json_len;
+	struct sfs_manifest *m; /* owned */
+	uint32_t src; /* cache source of its regions */
+	/* Fields below are protected by the gens lock. */
+	uint64_t expires_ms; /* monotonic; 0: current, or not known */
+	int expired;
+	int refs; /* open handles */
+	struct sfs_view *next;
+};
+
+struct sfs_gens_cfg {
+	const char *seed; /* HOST:PORT [borrowed] */
+	unsigned int timeout_ms;
+	struct sfs_xport *x; /* [borrowed] */
+	uint64_t peer;
+	size_t ep; /* endpoint index in the manifests */
+	struct sfs_cache *cache; /* [borrowed] */
+	struct sfs_tree *tree; /* [borrowed] */
+	pthread_rwlock_t *tree_lock; /* [borrowed] guards @tree */
+	/* Drop the kernel's cached pages of @ino (FUSE notify). */
+	void (*inval_inode)(void *arg, uint64_t ino);
+	void *inval_arg;
+};
+
+struct sfs_gens;
+
+/*
+ * sfs_gens_new - start with the generation already in the tree: @json
+ * and @m [owned from now on], its cache source @src.  *first [borrowed]
+ * is its view, for the tree's owner pointers.  Starts the sweeper
+ * thread.  Returns 0 or -errno.
+ */
+int sfs_gens_new(const struct sfs_gens_cfg *cfg, char *json, size_t json_len,
+		 struct sfs_manifest *m, uint32_t src, struct sfs_gens **out,
+		 struct sfs_view **first);
+
+/* sfs_gens_set_inval - where to send page cache invalidations (the FUSE
+ * session exists only after the tree is built). */
+void sfs_gens_set_inval(struct sfs_gens *g, void (*fn)(void *, uint64_t),
+			void *arg);
+
+/* sfs_gens_free - stop the sweeper, free every view.  NULL is fine. */
+void sfs_gens_free(struct sfs_gens *g);
+
+/*
+ * sfs_gens_revalidate - adopt the seed's current generation if it is
+ * newer.  A seed that cannot be asked is logged (once per outage) and
+ * the current view stays.  Returns 0 or -errno (adoption failed: logged,
+ * the current view stays).
+ */
+int sfs_gens_revalidate(struct sfs_gens *g);
+
+/* sfs_gens_generation - the current view's generation. */
+uint64_t sfs_gens_generation(struct sfs_gens *g);
+
+/* sfs_gens_summary - one line on the current generation, for status:
+ * "NAME generation N files F bytes B tensors T"; and how many
+ * superseded generations are still served. */
+void sfs_gens_summary(struct sfs_gens *g, char *buf, size_t len,
+		      size_t *older);
+
+/* sfs_gens_stop - stop the sweeper (no more invalidations); before the
+ * FUSE session goes.  Idempotent. */
+void sfs_gens_stop(struct sfs_gens *g);
+
+/* References held by open handles.  sfs_gens_alive: 0 once the seed
+ * no longer serves @v. */
+void sfs_gens_ref(struct sfs_gens *g, struct sfs_view *v);
+void sfs_gens_unref(struct sfs_gens *g, struct sfs_view *v);
+int sfs_gens_alive(struct sfs_gens *g, struct sfs_view *v);
+
+#endif /* SFS_GENS_H */

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# New generations: the seed republishes (SIGHUP, --watch); a new open
+# sees the new bytes (close-to-open); a handle opened before keeps
+# reading its own generation while the seed serves it, then gets ESTALE
+# (cached pages included); unchanged files keep their inode; a bad
+# republish leaves the current generation served.
+source "$(dirname "$0")/lib.sh" "$1"
+
+GRACE=4
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 8M --shards 2
+cp -a "$MODEL" "$WORK/orig"
+"$GENMODEL" "$WORK/new" --size 8M --shards 2 --seed 5
+F=model-00001-of-00002.safetensors
+start_seed "$MODEL" --grace $GRACE
+MNT=$WORK/mnt
+mount_seed "$MNT"
+M=$MNT/m
+
+# FNV-1a of a byte range, as holdfile computes it.
+hash_of() { printf 'R %s %s\nQ\n' "$2" "$3" | "$HOLDFILE" "$1" | sed -n 2p; }
+coproc HOLD { "$HOLDFILE" "$M/$F"; }
+PIDS+=("$HOLD_PID")
+read -r line <&"${HOLD[0]}"
+[ "$line" = OPEN ] || fail "holdfile: $line"
+hold() { echo "$1" >&"${HOLD[1]}"; read -r reply <&"${HOLD[0]}"; echo "$reply"; }
+
+want1=$(hash_of "$WORK/orig/$F" 0 100000)
+[ "$(hold 'R 0 100000')" = "$want1" ] || fail "first read through the handle"
+ino_tok=$(stat -c %i "$M/tokenizer.json")
+ino_f=$(stat -c %i "$M/$F")
+cat "$M/extra/notes.txt" >/dev/null
+
+# Generation 2: a shard replaced (written aside, renamed into place, as
+# checkpoint writers do), config.json changed, a file added, one removed.
+cp "$WORK/new/$F" "$MODEL/$F.tmp" && mv "$MODEL/$F.tmp" "$MODEL/$F"
+echo '{"generation": 2}' >"$MODEL/config.json.tmp" && mv "$MODEL/config.json.tmp" "$MODEL/config.json"
+echo added >"$MODEL/added.txt"
+rm "$MODEL/extra/notes.txt"
+kill -HUP "$SEED_PID"
+for _ in $(seq 100); do grep -q "published .*generation 2" "$WORK/seed.out" && break; sleep 0.05; done
+grep -q "published .*generation 2" "$WORK/seed.out" || fail "no generation 2"
+
+cmp "$WORK/new/$F" "$M/$F" || fail "a new open did not see the new shard"
+cmp "$MODEL/config.json" "$M/config.json" || fail "new config.json"
+cmp "$MODEL/added.txt" "$M/added.txt" || fail "added file"
+grep -q "^model: m generation 2 " "$MNT/.seedfs/status" || fail "status: $(grep ^model "$MNT/.seedfs/status")"
+grep -q '"generation": 2' "$M/.seedfs/manifest.json" || fail "manifest.json not generation 2"
+ok "close-to-open: new opens read generation 2 (shard, config, added file, manifest)"
+sleep 1.2 # names are cached for a second
+[ ! -e "$M/extra/notes.txt" ] || fail "removed file still listed"
+[ "$(stat -c %i "$M/tokenizer.json")" = "$ino_tok" ] || fail "unchanged file got a new inode"
+[ "$(stat -c %i "$M/$F")" != "$ino_f" ] || fail "changed file kept its inode"
+ok "unchanged files keep their inode ($ino_tok), changed ones get new ones ($ino_f -> $(stat -c %i "$M/$F")), removed ones go"
+
+# The old handle: its own generation, cached or not, while served.
+[ "$(hold 'R 0 100000')" = "$want1" ] || fail "old handle, cached range"
+want2=$(hash_of "$WORK/orig/$F" 3000000 100000)
+[ "$(hold 'R 3000000 100000')" = "$want2" ] || fail "old handle, range not read before"
+grep -q "^older_generations_served: 1$" "$MNT/.seedfs/status" || fail "status older generations"
+ok "the handle opened in generation 1 still reads generation 1"
+
+sleep $((GRACE + 1))
+[ "$(hold 'R 0 100000')" = "ERR ESTALE" ] || fail "cached range after grace"
+[ "$(hold 'R 5000000 1000')" = "ERR ESTALE" ] || fail "new range after grace"
+ok "after the grace period the old handle gets ESTALE, cached pages included"
+echo Q >&"${HOLD[1]}"
+wait "$HOLD_PID" || true
+
+# A republish that fails keeps generation 2 served.
+printf 'not a safetensors file' >"$MODEL/broken.safetensors"
+kill -HUP "$SEED_PID"
+for _ in $(seq 100); do grep -q "not republished" "$WORK/seed.err" && break; sleep 0.05; done
+grep -q "not republished, the current generation is still served: refusing broken.safetensors" \
+	"$WORK/seed.err" || fail "bad republish not reported"
+cmp "$WORK/new/$F" "$M/$F" || fail "reads after a failed republish"
+ok "a bad republish is refused, generation 2 still served"
+rm "$MODEL/broken.safetensors"
+unmount_check "$MNT" "$MOUNT_PID"
+kill "$SEED_PID"
+
+# --watch: a change in the directory publishes the next generation.
+W=$WORK/w
+cp -a "$WORK/orig" "$W"
+start_seed "$W" --watch --grace 2
+mount_seed "$MNT"
+cmp "$W/config.json" "$MNT/w/config.json" || fail "watch: generation 1"
+echo '{"watched": true}' >"$W/config.json"
+for _ in $(seq 100); do grep -q "published .*generation 2,.*changed" "$WORK/seed.out" && break; sleep 0.05; done
+grep -q "published .*generation 2,.*changed" "$WORK/seed.out" || fail "--watch did not republish"
+cmp "$W/config.json" "$MNT/w/config.json" || fail "watch: generation 2 not seen"
+ok "--watch: an edit published generation 2, seen on the next open"
+unmount_check "$MNT" "$MOUNT_PID"
+sanitizers_clean

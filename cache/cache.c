@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "cache.h"
+#include "disk.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -33,7 +34,9 @@ struct sfs_chunk {
 	int refs; /* readers pinning it */
 	int err;
 	uint64_t started_ms;
-	struct sfs_chunk *hnext;       /* hash chain */
+	int disk_op;		 /* DISK_LOAD or DISK_STORE while queued */
+	struct sfs_chunk *dnext; /* disk queue */
+	struct sfs_chunk *hnext; /* hash chain */
 	struct sfs_chunk *prev, *next; /* LRU (READY, unpinned) or free */
 };
 
@@ -46,10 +49,14 @@ struct cache_source {
 	 * pulls fail at once instead of each waiting the full bound, so a
 	 * reader whose read turns into several requests still gets its
 	 * error within the timeout.  Then one pull probes again. */
-	uint64_t down_until_ms; /* protected by c->lock */
-	int down_err;		/* protected by c->lock */
-	int retired;		/* protected by c->lock: no longer served */
+	uint64_t down_until_ms;	   /* protected by c->lock */
+	int down_err;		   /* protected by c->lock */
+	int retired;		   /* protected by c->lock: no longer served */
+	struct sfs_disk_src *disk; /* protected by c->lock; NULL: memory only */
 };
+
+enum { DISK_LOAD = 1, DISK_STORE };
+#define DISK_THREADS 2
 
 struct list {
 	struct sfs_chunk *head, *tail;
@@ -78,7 +85,43 @@ struct sfs_cache {
 	size_t nsources, cap_sources; /* protected by lock */
 	struct cache_source *sources; /* protected by lock */
 	struct sfs_cache_stats st;    /* protected by lock */
+
+	/* The disk tier: its queue is protected by lock. */
+	struct sfs_disk *disk;
+	pthread_cond_t disk_cond; /* the queue grew, or stop */
+	struct sfs_chunk *dq_head, *dq_tail;
+	size_t dq_stores; /* STOREs queued or being written */
+	int stopping;	  /* protected by lock: the cache is being freed */
+	size_t nthreads;
+	pthread_t threads[DISK_THREADS];
+	pthread_t populate;
+	int populating;
 };
+
+static void *disk_thread(void *arg);
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Fault the slab in, 64 MiB at a time, until done or the cache goes.
+ * Safe beside pulls: populating never changes a byte. */
+static void *populate_thread(void *arg)
+{
+	struct sfs_cache *c = arg;
+	const size_t step = 64u << 20;
+
+	for (size_t off = 0; off < c->slab_len; off += step) {
+		pthread_mutex_lock(&c->lock);
+		int stop = c->stopping;
+		pthread_mutex_unlock(&c->lock);
+		if (stop ||
+		    madvise(c->slab + off, SFS_MIN(step, c->slab_len - off),
+			    MADV_POPULATE_WRITE))
+			break; /* stopping, or a kernel without it */
+	}
+	return NULL;
+}
 
 static void list_del(struct list *l, struct sfs_chunk *ch)
 {
@@ -182,6 +225,8 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	pthread_mutex_init(&c->lock, NULL);
 	if ((rc = sfs_cond_init(&c->cond)))
 		goto err_free;
+	if ((rc = sfs_cond_init(&c->disk_cond)))
+		goto err_free;
 	c->nbuckets = 1;
 	while (c->nbuckets < 2 * c->nslots)
 		c->nbuckets <<= 1;
@@ -190,10 +235,8 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	rc = -ENOMEM;
 	if (!c->slots || !c->buckets)
 		goto err_free;
-	/* Prefaulted: the first touch of fresh memory is slow, and pulls
-	 * should not pay for it. */
 	c->slab = mmap(NULL, c->slab_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (c->slab == MAP_FAILED) {
 		c->slab = NULL;
 		rc = -errno;
@@ -218,6 +261,24 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	}
 	c->st.size = c->slab_len;
 	c->st.chunk_size = c->chunk_size;
+	/* The first touch of fresh memory is slow and pulls should not pay
+	 * for it, nor the mount wait for gigabytes to be faulted in: a
+	 * thread does it meanwhile. */
+	if ((rc = -pthread_create(&c->populate, NULL, populate_thread, c))) {
+		snprintf(err, errlen, "cache: thread: %s", strerror(-rc));
+		goto err_free;
+	}
+	c->populating = 1;
+	c->disk = cfg->disk;
+	for (size_t i = 0; c->disk && i < DISK_THREADS; i++) {
+		if ((rc = -pthread_create(&c->threads[i], NULL, disk_thread,
+					  c))) {
+			snprintf(err, errlen, "cache: disk thread: %s",
+				 strerror(-rc));
+			goto err_free; /* no chunk is in use yet */
+		}
+		c->nthreads++;
+	}
 	*out = c;
 	return 0;
 
@@ -233,6 +294,15 @@ void sfs_cache_free(struct sfs_cache *c)
 {
 	if (!c)
 		return;
+	/* The disk threads first: they may start pulls. */
+	pthread_mutex_lock(&c->lock);
+	c->stopping = 1;
+	pthread_cond_broadcast(&c->disk_cond);
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; i < c->nthreads; i++)
+		pthread_join(c->threads[i], NULL);
+	if (c->populating)
+		pthread_join(c->populate, NULL);
 	/* Pulls in flight write into the slab: let them finish first. */
 	pthread_mutex_lock(&c->lock);
 	struct timespec until = sfs_abstime(c->timeout_ms);
@@ -258,6 +328,7 @@ void sfs_cache_free(struct sfs_cache *c)
 	free(c->sources);
 	free(c->slots);
 	free(c->buckets);
+	pthread_cond_destroy(&c->disk_cond);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
@@ -316,10 +387,11 @@ static void source_ok(struct sfs_cache *c, struct cache_source *s)
 	s->down_until_ms = 0;
 }
 
-/* 0 when every checksum chunk of @ch matches the seed's, else -EBADMSG.
- * Runs outside the lock: the slot is owned by the pull until READY. */
+/* 0 when every checksum chunk of @ch matches the seed's, else -EBADMSG
+ * (logged unless @quiet).  Runs outside the lock: the slot is owned by
+ * the pull until READY. */
 static int verify(struct sfs_cache *c, struct sfs_chunk *ch,
-		  const struct sfs_cache_region *r)
+		  const struct sfs_cache_region *r, int quiet)
 {
 	if (!r->xxh3)
 		return 0;
@@ -329,6 +401,8 @@ static int verify(struct sfs_cache *c, struct sfs_chunk *ch,
 		size_t n = (size_t)SFS_MIN(cs, ch->len - o);
 		if (XXH3_64bits(ch->data + o, n) !=
 		    r->xxh3[(base + o) >> r->csum_shift]) {
+			if (quiet)
+				return -EBADMSG;
 			SFS_LOG(SFS_WARN, "cache",
 				"checksum mismatch: region %u bytes [%" PRIu64
 				", +%zu) from %s",
@@ -338,6 +412,36 @@ static int verify(struct sfs_cache *c, struct sfs_chunk *ch,
 		}
 	}
 	return 0;
+}
+
+/* Hand @ch to a disk thread (c->lock held). */
+static void disk_queue(struct sfs_cache *c, struct sfs_chunk *ch, int op)
+{
+	ch->disk_op = op;
+	ch->dnext = NULL;
+	if (c->dq_tail)
+		c->dq_tail->dnext = ch;
+	else
+		c->dq_head = ch;
+	c->dq_tail = ch;
+	pthread_cond_signal(&c->disk_cond);
+}
+
+/*
+ * Write a freshly pulled @ch to the disk tier behind the readers: it
+ * stays pinned until written.  When the disk falls behind by a quarter
+ * of the cache, chunks are not stored rather than pin the cache full.
+ * Called with c->lock held.
+ */
+static void store_later(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	if (c->dq_stores >= c->nslots / 4 || c->stopping) {
+		c->st.disk_skipped++;
+		return;
+	}
+	ch->refs++;
+	c->dq_stores++;
+	disk_queue(c, ch, DISK_STORE);
 }
 
 static void on_pulled(void *arg, int status)
@@ -350,7 +454,7 @@ static void on_pulled(void *arg, int status)
 		const struct sfs_cache_region r =
 			c->sources[ch->src].regions[ch->region];
 		pthread_mutex_unlock(&c->lock);
-		if (c->verify && (status = verify(c, ch, &r))) {
+		if (c->verify && (status = verify(c, ch, &r, 0))) {
 			pthread_mutex_lock(&c->lock);
 			c->st.checksum_errors++;
 			pthread_mutex_unlock(&c->lock);
@@ -376,6 +480,9 @@ static void on_pulled(void *arg, int status)
 		ch->state = CH_READY;
 		c->st.pulls++;
 		c->st.bytes_pulled += ch->len;
+		const struct cache_source *s = &c->sources[ch->src];
+		if (s->disk && s->regions[ch->region].xxh3)
+			store_later(c, ch);
 	}
 	settle(c, ch);
 	pthread_cond_broadcast(&c->cond);
@@ -438,6 +545,87 @@ static int post_pull(struct sfs_cache *c, struct sfs_chunk *ch)
 		pthread_cond_broadcast(&c->cond);
 	}
 	return prc;
+}
+
+/* A disk thread looks for @ch on disk; if it is not there (or not
+ * these bytes), it is pulled.  Called with c->lock held; drops it. */
+static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	const struct cache_source *s = &c->sources[ch->src];
+	const struct sfs_cache_region r = s->regions[ch->region];
+	struct sfs_disk_src *d = s->disk;
+	uint64_t off = ch->idx << c->chunk_shift;
+
+	pthread_mutex_unlock(&c->lock);
+	int rc = sfs_disk_read(d, ch->region, off, ch->data, ch->len);
+	if (!rc)
+		rc = verify(c, ch, &r, 1);
+	pthread_mutex_lock(&c->lock);
+	if (!rc) {
+		ch->state = CH_READY;
+		c->st.disk_hits++;
+		c->st.disk_bytes_read += ch->len;
+		settle(c, ch);
+		pthread_cond_broadcast(&c->cond);
+		return;
+	}
+	if (rc != -ENOENT && rc != -ENODATA && rc != -EBADMSG) {
+		c->st.disk_errors++;
+		SFS_LOG(SFS_WARN, "cache",
+			"disk tier: reading region %u bytes [%" PRIu64
+			", +%u): %s; pulling them",
+			ch->region, off, ch->len, strerror(-rc));
+	}
+	if (post_pull(c, ch))
+		settle(c, ch);
+}
+
+static void disk_store(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	struct sfs_disk_src *d = c->sources[ch->src].disk;
+
+	pthread_mutex_unlock(&c->lock);
+	int rc = sfs_disk_write(d, ch->region, ch->idx << c->chunk_shift,
+				ch->data, ch->len);
+	pthread_mutex_lock(&c->lock);
+	c->dq_stores--;
+	if (!rc) {
+		c->st.disk_stores++;
+		c->st.disk_bytes_written += ch->len;
+	} else if (rc == -ENOSPC || rc == -ESTALE) {
+		c->st.disk_skipped++; /* full (logged once), or retired */
+	} else {
+		c->st.disk_errors++;
+		SFS_LOG(SFS_WARN, "cache",
+			"disk tier: writing region %u chunk %" PRIu64 ": %s",
+			ch->region, ch->idx, strerror(-rc));
+	}
+	ch->refs--;
+	settle(c, ch);
+}
+
+static void *disk_thread(void *arg)
+{
+	struct sfs_cache *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->stopping) {
+		struct sfs_chunk *ch = c->dq_head;
+		if (!ch) {
+			/* Idle until there is work: no reader waits here. */
+			pthread_cond_wait(&c->disk_cond, &c->lock);
+			continue;
+		}
+		c->dq_head = ch->dnext;
+		if (!c->dq_head)
+			c->dq_tail = NULL;
+		if (ch->disk_op == DISK_LOAD)
+			disk_load(c, ch);
+		else
+			disk_store(c, ch);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
 }
 
 /*
@@ -503,6 +691,13 @@ static struct sfs_chunk *find_or_pull(struct sfs_cache *c, uint32_t src,
 	size_t b = bucket_of(c, src, region, idx);
 	ch->hnext = c->buckets[b];
 	c->buckets[b] = ch;
+	if (s->disk && r->xxh3) { /* it may be on disk already */
+		ch->state = CH_LOADING;
+		ch->err = 0;
+		ch->started_ms = sfs_now_ms();
+		disk_queue(c, ch, DISK_LOAD);
+		return ch;
+	}
 	int prc = post_pull(c, ch);
 	if (prc) {
 		if (!pin)
@@ -522,11 +717,36 @@ static int check_range(struct sfs_cache *c, uint32_t src, uint32_t region,
 	return c->sources[src].retired ? -ESTALE : 0;
 }
 
+int sfs_cache_persist_source(struct sfs_cache *c, uint32_t src, const char *key,
+			     const char *about)
+{
+	struct sfs_disk_src *d;
+
+	if (!c->disk)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	size_t n = src < c->nsources ? c->sources[src].nregions : 0;
+	int known = src < c->nsources;
+	pthread_mutex_unlock(&c->lock);
+	if (!known)
+		return -EINVAL;
+	int rc = sfs_disk_attach(c->disk, key, about, n, &d);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	c->sources[src].disk = d;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
 void sfs_cache_retire_source(struct sfs_cache *c, uint32_t src)
 {
+	struct sfs_disk_src *d = NULL;
+
 	pthread_mutex_lock(&c->lock);
 	if (src < c->nsources) {
 		c->sources[src].retired = 1;
+		d = c->sources[src].disk;
 		/* Its unpinned chunks are of no use to anyone now. */
 		for (struct sfs_chunk *ch = c->lru.head, *next; ch; ch = next) {
 			next = ch->next;
@@ -540,6 +760,8 @@ void sfs_cache_retire_source(struct sfs_cache *c, uint32_t src)
 		pthread_cond_broadcast(&c->cond);
 	}
 	pthread_mutex_unlock(&c->lock);
+	/* Nobody will read these bytes again: not from disk either. */
+	sfs_disk_drop(d);
 }
 
 int sfs_cache_prefetch(struct sfs_cache *c, uint32_t src, uint32_t region,
@@ -649,6 +871,7 @@ void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st)
 	for (struct sfs_chunk *ch = c->free.head; ch; ch = ch->next)
 		nfree++;
 	st->used = (c->nslots - nfree) * (uint64_t)c->chunk_size;
+	st->disk_queue = c->dq_stores;
 	st->sources_down = 0;
 	for (size_t i = 0; i < c->nsources; i++)
 		st->sources_down += c->sources[i].down_until_ms != 0;

@@ -8,7 +8,9 @@
  * missing chunk wait for one pull (single flight).  Memory is one
  * registered slab of --cache-size bytes, never exceeded; unpinned
  * chunks are evicted least recently used first.  Every wait is bounded
- * by the configured timeout.
+ * by the configured timeout.  With a disk tier, chunks also persist on
+ * disk (cache/disk.h): two threads load them before pulling and store
+ * them after, behind the readers.
  *
  * The cache knows regions and bytes, never files.  All functions are
  * thread safe.
@@ -21,6 +23,7 @@
 
 struct sfs_cache;
 struct sfs_chunk;
+struct sfs_disk;
 struct sfs_xport;
 
 struct sfs_cache_cfg {
@@ -29,6 +32,10 @@ struct sfs_cache_cfg {
 	uint32_t chunk_size;	 /* power of two, >= 4 KiB */
 	unsigned int timeout_ms; /* bound on every wait */
 	int no_verify; /* serve pulled chunks without checking checksums */
+	/* The disk tier [borrowed, outlives the cache] or NULL: chunks of
+	 * persisted sources are looked for there before they are pulled,
+	 * and stored there after. */
+	struct sfs_disk *disk;
 };
 
 /* One remote region as the seed published it. */
@@ -49,6 +56,12 @@ struct sfs_cache_stats {
 	uint64_t errors, timeouts;
 	uint64_t checksum_errors; /* pulled chunks that did not match */
 	uint64_t sources_down;	  /* sources failing fast right now */
+	/* The disk tier: chunks loaded from it (verified), stored in it,
+	 * not stored (full, or writes behind), failed I/O, and chunks
+	 * waiting to be written. */
+	uint64_t disk_hits, disk_bytes_read;
+	uint64_t disk_stores, disk_bytes_written;
+	uint64_t disk_skipped, disk_errors, disk_queue;
 };
 
 /*
@@ -75,6 +88,18 @@ int sfs_cache_add_source(struct sfs_cache *c, uint64_t peer, const char *label,
 			 uint32_t *src);
 
 /*
+ * sfs_cache_persist_source - keep the chunks of @src in the disk tier
+ * under @key, a string that names exactly these bytes (the seed's
+ * instance, the model, the generation), and reuse those stored before
+ * under the same key once they match the seed's checksums.  @about
+ * describes the source for humans.  Regions without checksums are not
+ * persisted.  Without a disk tier this does nothing.  Returns 0 or
+ * -errno (the source then simply stays in memory).
+ */
+int sfs_cache_persist_source(struct sfs_cache *c, uint32_t src, const char *key,
+			     const char *about);
+
+/*
  * sfs_cache_prefetch - start pulls for the missing chunks covering
  * [off, off+len) of a region and return without waiting for them.  Best
  * effort: returns 0, or -errno when nothing could be started.
@@ -99,8 +124,8 @@ void sfs_cache_put(struct sfs_cache *c, struct sfs_chunk *ch);
 
 /*
  * sfs_cache_retire_source - the seed no longer serves @src: later gets
- * and prefetches of it fail with -ESTALE, and its unpinned chunks are
- * freed.  Thread safe.
+ * and prefetches of it fail with -ESTALE, its unpinned chunks are freed
+ * and its disk tier copy removed.  Thread safe.
  */
 void sfs_cache_retire_source(struct sfs_cache *c, uint32_t src);
 

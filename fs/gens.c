@@ -21,15 +21,15 @@
 struct sfs_gens {
 	struct sfs_gens_cfg cfg;
 	pthread_mutex_t lock;
-	pthread_cond_t cond; /* sweeper wake-up; a check finished */
-	struct sfs_view *views; /* protected by lock; newest first */
+	pthread_cond_t cond;	  /* sweeper wake-up; a check finished */
+	struct sfs_view *views;	  /* protected by lock; newest first */
 	struct sfs_view *current; /* protected by lock */
-	uint64_t instance; /* protected by lock: the current seed run */
-	uint64_t peer; /* protected by lock */
-	int checking; /* protected by lock: a revalidation is running */
+	uint64_t instance;	  /* protected by lock: the current seed run */
+	uint64_t peer;		  /* protected by lock */
+	int checking;	 /* protected by lock: a revalidation is running */
 	uint64_t checks; /* protected by lock: revalidations finished */
 	int unreachable; /* protected by lock: the outage was logged */
-	int stop; /* protected by lock */
+	int stop;	 /* protected by lock */
 	pthread_t sweeper;
 	int sweeper_started;
 };
@@ -51,8 +51,7 @@ uint64_t sfs_gens_generation(struct sfs_gens *g)
 	return n;
 }
 
-void sfs_gens_summary(struct sfs_gens *g, char *buf, size_t len,
-		      size_t *older)
+void sfs_gens_summary(struct sfs_gens *g, char *buf, size_t len, size_t *older)
 {
 	pthread_mutex_lock(&g->lock);
 	const struct sfs_manifest *m = g->current->m;
@@ -175,8 +174,8 @@ static void *sweeper(void *arg)
 			pthread_mutex_lock(&g->lock);
 			continue;
 		}
-		struct timespec ts =
-			sfs_abstime(next ? (next > now ? next - now : 0) : 1000);
+		struct timespec ts = sfs_abstime(
+			next ? (next > now ? next - now : 0) : 1000);
 		pthread_cond_timedwait(&g->cond, &g->lock, &ts);
 	}
 	pthread_mutex_unlock(&g->lock);
@@ -290,15 +289,16 @@ static int ask(struct sfs_gens *g, struct seed_gens *sg, char *err,
 	if (!json_is_integer(json_object_get(r, "generation")) || !inst ||
 	    sfs_parse_u64(inst, &sg->instance) || !json_is_array(a)) {
 		json_decref(r);
-		snprintf(err, errlen, "the seed's /v1/generation answer is "
+		snprintf(err, errlen,
+			 "the seed's /v1/generation answer is "
 			 "malformed");
 		return -EPROTO;
 	}
-	sg->generation = (uint64_t)json_integer_value(
-		json_object_get(r, "generation"));
+	sg->generation =
+		(uint64_t)json_integer_value(json_object_get(r, "generation"));
 	sg->n = 0;
 	size_t i;
-	json_array_foreach(a, i, e) {
+	json_array_foreach (a, i, e) {
 		if (sg->n == SFS_ARRAY_SIZE(sg->served))
 			break;
 		json_t *x = json_object_get(e, "expires_in_ms");
@@ -319,15 +319,16 @@ static void update_expiry(struct sfs_gens *g, const struct seed_gens *sg)
 	int changed = 0;
 
 	for (struct sfs_view *v = g->views; v; v = v->next) {
-		if (v == g->current || v->expired || sg->instance != g->instance)
+		if (v == g->current || v->expired ||
+		    sg->instance != g->instance)
 			continue;
 		uint64_t exp = now; /* not listed: no longer served */
 		for (size_t i = 0; i < sg->n; i++)
 			if (sg->served[i].generation == v->generation)
-				exp = sg->served[i].expires_in_ms < 0 ?
-					      0 :
-					      now + (uint64_t)sg->served[i]
-							    .expires_in_ms;
+				exp = sg->served[i].expires_in_ms < 0
+					      ? 0
+					      : now + (uint64_t)sg->served[i]
+								.expires_in_ms;
 		if (exp && (!v->expires_ms || exp < v->expires_ms)) {
 			v->expires_ms = exp;
 			changed = 1;
@@ -390,7 +391,8 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 		regs[i].raddr = r->rem[ep].raddr;
 		regs[i].csum_shift = r->csum_shift;
 		regs[i].xxh3 = r->xxh3;
-		rc = sfs_control_remote_key(g->cfg.x, &r->rem[ep], &regs[i].key);
+		rc = sfs_control_remote_key(g->cfg.x, &r->rem[ep],
+					    &regs[i].key);
 	}
 	char label[300];
 	snprintf(label, sizeof(label), "seed %s (%s generation %" PRIu64 ")",
@@ -398,6 +400,7 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 	if (rc || (rc = sfs_cache_add_source(g->cfg.cache, peer, label, regs,
 					     m->nregions, &src)))
 		goto fail_msg;
+	sfs_gens_persist(g->cfg.cache, g->cfg.seed, m, src);
 	v->generation = m->generation;
 	v->json = json;
 	v->json_len = len;
@@ -473,6 +476,28 @@ static int check(struct sfs_gens *g)
 		    sg.generation != g->current->generation;
 	pthread_mutex_unlock(&g->lock);
 	return newer ? adopt(g, &sg) : 0;
+}
+
+void sfs_gens_persist(struct sfs_cache *c, const char *seed,
+		      const struct sfs_manifest *m, uint32_t src)
+{
+	char key[512], about[1024];
+
+	/* The instance tells seed runs apart: a restarted seed counts
+	 * generations from 1 again. */
+	snprintf(key, sizeof(key),
+		 "instance %016" PRIx64 " model %s generation %" PRIu64,
+		 m->instance, m->model, m->generation);
+	snprintf(about, sizeof(about),
+		 "model: %s\ngeneration: %" PRIu64 "\nseed: %s\n"
+		 "instance: %016" PRIx64,
+		 m->model, m->generation, seed, m->instance);
+	int rc = sfs_cache_persist_source(c, src, key, about);
+	if (rc)
+		SFS_LOG(SFS_WARN, "gens",
+			"generation %" PRIu64 " of %s stays in memory only: "
+			"disk tier: %s",
+			m->generation, m->model, strerror(-rc));
 }
 
 int sfs_gens_revalidate(struct sfs_gens *g)

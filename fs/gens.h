@@ -34,7 +34,7 @@ struct sfs_view {
 	char *json; /* the manifest as fetched, owned */
 	size_t json_len;
 	struct sfs_manifest *m; /* owned */
-	uint32_t src; /* cache source of its regions */
+	uint32_t src;		/* cache source of its regions */
 	/* Fields below are protected by the gens lock. */
 	uint64_t expires_ms; /* monotonic; 0: current, or not known */
 	int expired;
@@ -47,9 +47,9 @@ struct sfs_gens_cfg {
 	unsigned int timeout_ms;
 	struct sfs_xport *x; /* [borrowed] */
 	uint64_t peer;
-	size_t ep; /* endpoint index in the manifests */
-	struct sfs_cache *cache; /* [borrowed] */
-	struct sfs_tree *tree; /* [borrowed] */
+	size_t ep;		     /* endpoint index in the manifests */
+	struct sfs_cache *cache;     /* [borrowed] */
+	struct sfs_tree *tree;	     /* [borrowed] */
 	pthread_rwlock_t *tree_lock; /* [borrowed] guards @tree */
 	/* Drop the kernel's cached pages of @ino (FUSE notify). */
 	void (*inval_inode)(void *arg, uint64_t ino);
@@ -84,14 +84,21 @@ void sfs_gens_free(struct sfs_gens *g);
  */
 int sfs_gens_revalidate(struct sfs_gens *g);
 
+/*
+ * sfs_gens_persist - keep the chunks of @m's generation (cache source
+ * @src) in the cache's disk tier, if it has one, keyed by the seed's
+ * instance, the model and the generation.  Logs when it cannot.
+ */
+void sfs_gens_persist(struct sfs_cache *c, const char *seed,
+		      const struct sfs_manifest *m, uint32_t src);
+
 /* sfs_gens_generation - the current view's generation. */
 uint64_t sfs_gens_generation(struct sfs_gens *g);
 
 /* sfs_gens_summary - one line on the current generation, for status:
  * "NAME generation N files F bytes B tensors T"; and how many
  * superseded generations are still served. */
-void sfs_gens_summary(struct sfs_gens *g, char *buf, size_t len,
-		      size_t *older);
+void sfs_gens_summary(struct sfs_gens *g, char *buf, size_t len, size_t *older);
 
 /* sfs_gens_stop - stop the sweeper (no more invalidations); before the
  * FUSE session goes.  Idempotent. */

@@ -11,6 +11,7 @@
 #include "fs/mount.h"
 
 #include "cache/cache.h"
+#include "cache/disk.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "fs/fsops.h"
@@ -38,6 +39,8 @@ struct mount_opts {
 	char *protocol;
 	char *timeout;
 	char *cache_size;
+	char *cache_dir;
+	char *cache_dir_size;
 	char *chunk_size;
 	char *read_ahead_kb;
 	char *max_background;
@@ -63,6 +66,10 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--timeout %s", timeout),
 	OPT("--cache-size=%s", cache_size),
 	OPT("--cache-size %s", cache_size),
+	OPT("--cache-dir=%s", cache_dir),
+	OPT("--cache-dir %s", cache_dir),
+	OPT("--cache-dir-size=%s", cache_dir_size),
+	OPT("--cache-dir-size %s", cache_dir_size),
 	OPT("--chunk-size=%s", chunk_size),
 	OPT("--chunk-size %s", chunk_size),
 	OPT("--read-ahead-kb=%s", read_ahead_kb),
@@ -88,6 +95,8 @@ struct mount_cfg {
 	const char *protocol; /* NULL: what the seed publishes */
 	unsigned int timeout_ms;
 	uint64_t cache_size;
+	const char *cache_dir;	 /* NULL: no disk tier */
+	uint64_t cache_dir_size; /* 0: the filesystem's room */
 	uint32_t chunk_size;
 	unsigned int read_ahead_kb;
 	unsigned int max_background;
@@ -115,7 +124,14 @@ static void usage(void)
 	       "                           seed fails with EIO after this\n"
 	       "                           (default 10)\n"
 	       "    --cache-size SIZE      chunk cache in registered memory\n"
-	       "                           (default 256M)\n"
+	       "                           (default 1/16 of RAM, 64M to 4G)\n"
+	       "    --cache-dir DIR        keep pulled chunks in DIR too; a\n"
+	       "                           later mount reuses those of the same\n"
+	       "                           seed generation that match its\n"
+	       "                           checksums\n"
+	       "    --cache-dir-size SIZE  bound on DIR (default: none but the\n"
+	       "                           filesystem's); older generations\n"
+	       "                           go first\n"
 	       "    --chunk-size SIZE      bytes per pull, power of two\n"
 	       "                           (default 1M)\n"
 	       "    --read-ahead-kb N      kernel read-ahead for the mount\n"
@@ -153,6 +169,18 @@ static int num_opt(const char *val, const char *name,
 	return 0;
 }
 
+/* 1/16 of the RAM, within [64 MiB, 4 GiB]: the replica's engine needs
+ * the rest. */
+static uint64_t default_cache_size(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t v = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 16
+					  : 256u << 20;
+	v = SFS_MAX(v, 64ull << 20);
+	v = SFS_MIN(v, 4ull << 30);
+	return v & ~((1ull << 20) - 1);
+}
+
 static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 {
 	uint64_t v;
@@ -162,7 +190,7 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	if (c->protocol && !strcmp(c->protocol, SFS_XPORT_AUTO))
 		c->protocol = NULL;
 	c->timeout_ms = 10000;
-	c->cache_size = 256u << 20;
+	c->cache_size = default_cache_size();
 	c->chunk_size = 1u << 20;
 	c->read_ahead_kb = 16384;
 	c->max_background = 32; /* kernel default 12; 32 measured faster */
@@ -186,6 +214,14 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		return -EINVAL;
 	if (o->cache_size)
 		c->cache_size = v;
+	c->cache_dir = o->cache_dir;
+	if (num_opt(o->cache_dir_size, "--cache-dir-size", sfs_parse_size,
+		    64u << 20, 1ull << 50, &c->cache_dir_size))
+		return -EINVAL;
+	if (c->cache_dir && !*c->cache_dir) {
+		fprintf(stderr, "seedfs mount: --cache-dir is empty\n");
+		return -EINVAL;
+	}
 	if (num_opt(o->chunk_size, "--chunk-size", sfs_parse_size, 4096,
 		    64u << 20, &v))
 		return -EINVAL;
@@ -292,6 +328,7 @@ struct replica {
 	size_t json_len;
 	struct sfs_manifest *m; /* likewise */
 	struct sfs_xport *x;
+	struct sfs_disk *disk;
 	struct sfs_cache *cache;
 	struct sfs_tree *tree;
 	struct sfs_gens *gens;
@@ -305,6 +342,7 @@ static void replica_close(struct replica *r)
 	sfs_xport_quiesce(r->x);
 	sfs_gens_free(r->gens); /* its sweeper retires cache sources */
 	sfs_cache_free(r->cache);
+	sfs_disk_close(r->disk);
 	sfs_xport_close(r->x);
 	sfs_tree_free(r->tree);
 	if (r->status_ready)
@@ -322,6 +360,12 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	char err[SFS_XPORT_ERR_MAX];
 	int rc;
 
+	/* Locked by one mount at a time: find out before anything else. */
+	if (c->cache_dir && (rc = sfs_disk_open(c->cache_dir, c->cache_dir_size,
+						&r->disk, err, sizeof(err)))) {
+		fprintf(stderr, "seedfs mount: %s\n", err);
+		return rc;
+	}
 	rc = sfs_control_get(c->seed, "/v1/manifest", c->timeout_ms,
 			     SFS_MANIFEST_MAX, &r->json, &r->json_len, err,
 			     sizeof(err));
@@ -354,11 +398,13 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	if (chunk != c->chunk_size)
 		SFS_LOG(SFS_INFO, "mount",
 			"chunk size %u: the seed's checksum chunks", chunk);
+
 	struct sfs_cache_cfg cc = {.xport = r->x,
 				   .size = c->cache_size,
 				   .chunk_size = chunk,
 				   .timeout_ms = c->timeout_ms,
-				   .no_verify = c->no_verify};
+				   .no_verify = c->no_verify,
+				   .disk = r->disk};
 	rc = sfs_cache_new(&cc, &r->cache, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "seedfs mount: %s\n", err);
@@ -391,6 +437,8 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 				  &src);
 	free(regs);
 	if (!rc)
+		sfs_gens_persist(r->cache, c->seed, r->m, src);
+	if (!rc)
 		rc = sfs_tree_new(&r->tree);
 	/* The generations own the manifest from here on; the first one's
 	 * view owns the tree's nodes. */
@@ -421,6 +469,7 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	r->status.seed = c->seed;
 	r->status.gens = r->gens;
 	r->status.cache = r->cache;
+	r->status.disk = r->disk;
 	r->status_ready = 1;
 	snprintf(r->status.protocol, sizeof(r->status.protocol), "%s",
 		 info.protocol);

@@ -2,6 +2,7 @@
 #include "fs/status.h"
 
 #include "cache/cache.h"
+#include "cache/disk.h"
 #include "common/util.h"
 #include "fs/gens.h"
 
@@ -77,6 +78,26 @@ int sfs_status_render(void *arg, char **text, size_t *len)
 	fprintf(f, "errors_pull: %" PRIu64 "\n", st.errors);
 	fprintf(f, "errors_timeout: %" PRIu64 "\n", st.timeouts);
 	fprintf(f, "errors_checksum: %" PRIu64 "\n", st.checksum_errors);
+	if (s->disk) {
+		uint64_t used, max;
+		sfs_disk_usage(s->disk, &used, &max);
+		fprintf(f, "disk_dir: %s\n", sfs_disk_path(s->disk));
+		fprintf(f, "disk_used: %" PRIu64 " (%s)\n", used,
+			sfs_fmt_bytes(used, b1, sizeof(b1)));
+		fprintf(f, "disk_size: %" PRIu64 "%s\n", max,
+			max ? "" : " (no bound)");
+		fprintf(f, "disk_hits: %" PRIu64 "\n", st.disk_hits);
+		fprintf(f, "disk_bytes_read: %" PRIu64 " (%s)\n",
+			st.disk_bytes_read,
+			sfs_fmt_bytes(st.disk_bytes_read, b1, sizeof(b1)));
+		fprintf(f, "disk_stores: %" PRIu64 "\n", st.disk_stores);
+		fprintf(f, "disk_bytes_written: %" PRIu64 " (%s)\n",
+			st.disk_bytes_written,
+			sfs_fmt_bytes(st.disk_bytes_written, b1, sizeof(b1)));
+		fprintf(f, "disk_not_stored: %" PRIu64 "\n", st.disk_skipped);
+		fprintf(f, "disk_queue: %" PRIu64 "\n", st.disk_queue);
+		fprintf(f, "errors_disk: %" PRIu64 "\n", st.disk_errors);
+	}
 	if (fclose(f))
 		return -ENOMEM;
 	return 0;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 struct sfs_cache;
+struct sfs_disk;
 struct sfs_gens;
 
 struct sfs_status {
@@ -19,6 +20,7 @@ struct sfs_status {
 	char protocol[32];
 	char provider[64];
 	struct sfs_cache *cache; /* [borrowed] */
+	struct sfs_disk *disk;	 /* [borrowed] or NULL */
 	time_t mounted;		 /* wall clock */
 	uint64_t mounted_ns;	 /* monotonic */
 	pthread_mutex_t lock;

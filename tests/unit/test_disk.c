@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the disk tier on a real directory: bytes round trip,
+ * holes and short files are misses, one user per directory, a directory
+ * whose key does not match is started afresh, and the bound removes the
+ * least recently used other source, never one in use.
+ */
+#include "check_run.h"
+
+#include "cache/disk.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define KB 1024u
+
+static char dir[64];
+static char err[256];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/seedfs-disk.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static int count_dirs(void)
+{
+	char cmd[160];
+	for (int n = 0; n < 10; n++) {
+		snprintf(cmd, sizeof(cmd),
+			 "test $(find %s -mindepth 1 -maxdepth 1 -type d | "
+			 "wc -l) -eq %d",
+			 dir, n);
+		if (system(cmd) == 0)
+			return n;
+	}
+	return -1;
+}
+
+START_TEST(round_trip_and_misses)
+{
+	struct sfs_disk *d;
+	struct sfs_disk_src *s;
+	static char in[64 * KB], out[64 * KB];
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (char)(i * 7);
+
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_attach(d, "k1", "about k1", 2, &s), 0);
+	/* Nothing stored: no file at all. */
+	ck_assert_int_eq(sfs_disk_read(s, 0, 0, out, sizeof(out)), -ENOENT);
+	ck_assert_int_eq(sfs_disk_write(s, 0, 128 * KB, in, sizeof(in)), 0);
+	memset(out, 0, sizeof(out));
+	ck_assert_int_eq(sfs_disk_read(s, 0, 128 * KB, out, sizeof(out)), 0);
+	ck_assert_int_eq(memcmp(in, out, sizeof(in)), 0);
+	/* Past the end: short.  A hole reads as zeros (the cache's checksum
+	 * check turns that into a miss). */
+	ck_assert_int_eq(sfs_disk_read(s, 0, 160 * KB, out, sizeof(out)),
+			 -ENODATA);
+	ck_assert_int_eq(sfs_disk_read(s, 0, 0, out, sizeof(out)), 0);
+	ck_assert_int_eq(out[0] | out[sizeof(out) - 1], 0);
+	/* Regions beyond the source's are refused. */
+	ck_assert_int_eq(sfs_disk_write(s, 2, 0, in, 1), -EINVAL);
+	uint64_t used, max;
+	sfs_disk_usage(d, &used, &max);
+	ck_assert_uint_ge(used, 64 * KB);
+	ck_assert_uint_eq(max, 0);
+	sfs_disk_close(d);
+
+	/* Reopened: the same key finds the bytes. */
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &d, err, sizeof(err)), 0);
+	sfs_disk_usage(d, &used, &max);
+	ck_assert_uint_ge(used, 64 * KB);
+	ck_assert_int_eq(sfs_disk_attach(d, "k1", "about k1", 2, &s), 0);
+	ck_assert_int_eq(sfs_disk_read(s, 0, 128 * KB, out, sizeof(out)), 0);
+	ck_assert_int_eq(memcmp(in, out, sizeof(in)), 0);
+	/* Dropped: gone from the directory, later writes refused. */
+	sfs_disk_drop(s);
+	ck_assert_int_eq(count_dirs(), 0);
+	ck_assert_int_eq(sfs_disk_write(s, 0, 0, in, 1), -ESTALE);
+	sfs_disk_close(d);
+}
+END_TEST
+
+START_TEST(one_user_per_directory)
+{
+	struct sfs_disk *a, *b;
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &b, err, sizeof(err)), -EBUSY);
+	ck_assert_msg(strstr(err, "another seedfs mount uses it"), "%s", err);
+	sfs_disk_close(a);
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &b, err, sizeof(err)), 0);
+	sfs_disk_close(b);
+	/* A path that cannot be a directory: one line naming it. */
+	char file[80];
+	snprintf(file, sizeof(file), "%s/lock/x", dir);
+	ck_assert_int_lt(sfs_disk_open(file, 0, &a, err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, file), "%s", err);
+}
+END_TEST
+
+START_TEST(foreign_directory_started_afresh)
+{
+	struct sfs_disk *d;
+	struct sfs_disk_src *s;
+	char in[4 * KB], out[4 * KB];
+	memset(in, 'x', sizeof(in));
+
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_attach(d, "k1", "k1", 1, &s), 0);
+	ck_assert_int_eq(sfs_disk_write(s, 0, 0, in, sizeof(in)), 0);
+	sfs_disk_close(d);
+	/* Someone rewrote its about file: the key no longer matches. */
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd),
+		 "for f in %s/*/about; do echo 'key: other' "
+		 ">$f; done",
+		 dir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_attach(d, "k1", "k1", 1, &s), 0);
+	ck_assert_int_eq(sfs_disk_read(s, 0, 0, out, sizeof(out)), -ENOENT);
+	sfs_disk_close(d);
+}
+END_TEST
+
+START_TEST(bound_removes_least_recently_used)
+{
+	struct sfs_disk *d;
+	struct sfs_disk_src *s1, *s2, *s3;
+	static char in[400 * KB];
+	memset(in, 'y', sizeof(in));
+	const uint64_t max = 1024 * KB;
+
+	ck_assert_int_eq(sfs_disk_open(dir, max, &d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_attach(d, "old", "old", 1, &s1), 0);
+	ck_assert_int_eq(sfs_disk_write(s1, 0, 0, in, sizeof(in)), 0);
+	sfs_disk_close(d);
+	sleep(1); /* mtimes a second apart */
+	ck_assert_int_eq(sfs_disk_open(dir, max, &d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_attach(d, "mid", "mid", 1, &s2), 0);
+	ck_assert_int_eq(sfs_disk_write(s2, 0, 0, in, sizeof(in)), 0);
+	sfs_disk_close(d);
+	ck_assert_int_eq(count_dirs(), 2);
+
+	/* A third source needs room: "old" goes, "mid" stays. */
+	ck_assert_int_eq(sfs_disk_open(dir, max, &d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_attach(d, "new", "new", 1, &s3), 0);
+	ck_assert_int_eq(sfs_disk_write(s3, 0, 0, in, sizeof(in)), 0);
+	ck_assert_int_eq(count_dirs(), 2);
+	char out[16];
+	ck_assert_int_eq(sfs_disk_attach(d, "mid", "mid", 1, &s2), 0);
+	ck_assert_int_eq(sfs_disk_read(s2, 0, 0, out, sizeof(out)), 0);
+	ck_assert_int_eq(out[0], 'y');
+	/* Everything left is in use: nothing more is stored. */
+	ck_assert_int_eq(sfs_disk_write(s3, 0, 400 * KB, in, sizeof(in)),
+			 -ENOSPC);
+	uint64_t used, m;
+	sfs_disk_usage(d, &used, &m);
+	ck_assert_uint_le(used, max);
+	sfs_disk_close(d);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("disk");
+	TCase *t = tcase_create("disk");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_add_test(t, round_trip_and_misses);
+	tcase_add_test(t, one_user_per_directory);
+	tcase_add_test(t, foreign_directory_started_afresh);
+	tcase_add_test(t, bound_removes_least_recently_used);
+	tcase_set_timeout(t, 30);
+	suite_add_tcase(s, t);
+	return sfs_check_run(s);
+}

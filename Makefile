@@ -44,6 +44,7 @@ demo: all
 	@tests/demo.sh $(BUILD)
 
 bench: all
+	@packaging/deps.sh --bench
 	@bench/run.sh $(BUILD)
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)

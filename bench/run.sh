@@ -5,36 +5,56 @@
 #   raw        sfs-rawread: every byte with the transport alone, no FUSE
 #   pull       seedfs pull into a directory on tmpfs (verified, written)
 #   cold       first sequential read through a fresh mount
-# for each protocol, then once (the page cache does not care):
+# for each protocol, then once (the first protocol where it matters):
+#   prefetch   seedfs prefetch on a fresh mount (the daemon pulls into a
+#              cache that holds the model), and the read after it
 #   warm       the same read again (kernel page cache)
 #   tmpfs      the same files read from tmpfs directly
-# and the ratios cold/raw (per protocol) and warm/tmpfs.  Each is measured RUNS times
-# (default 3; cold on a fresh mount each time) and the median reported
-# with the range: on small VMs the first touch of fresh memory makes
-# single runs noisy.  No thresholds: numbers.
+#   sshfs      the same files through Debian's sshfs from a private sshd
+#              on loopback (what people use today for a remote mount)
+# and the ratios.  Each is measured RUNS times (default 3; on a fresh
+# mount each time where it says so) and the median reported with the
+# range: on small VMs single runs are noisy.  The medians also go to
+# docs/bench.png (gnuplot).  No thresholds: numbers.
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 SIZE=${BENCH_SIZE:-1G}
 PROTOS=${BENCH_PROTOCOLS:-tcp,shm,sockets}
 MOUNT_OPTS=${BENCH_MOUNT_OPTS:-}
 RUNS=${BENCH_RUNS:-3}
 SEEDFS=$BUILD/seedfs
+READALL=$BUILD/bench/sfs-readall
 WORK=$(mktemp -d /dev/shm/seedfs-bench.XXXXXX)
 MNT=$(mktemp -d /tmp/seedfs-bench-mnt.XXXXXX)
+SMNT=$(mktemp -d /tmp/seedfs-bench-sshfs.XXXXXX)
 SEED_PID=
+SSHD_PID=
 
 cleanup() {
-	if grep -q " $MNT fuse" /proc/mounts; then fusermount3 -u "$MNT" || true; fi
+	local m
+	for m in "$MNT" "$SMNT"; do
+		if grep -q " $m fuse" /proc/mounts; then fusermount3 -u "$m" || true; fi
+	done
 	[ -n "$SEED_PID" ] && { kill "$SEED_PID" && wait "$SEED_PID"; } 2>/dev/null
-	rm -rf "$WORK" "$MNT"
+	[ -n "$SSHD_PID" ] && { kill "$SSHD_PID" && wait "$SSHD_PID"; } 2>/dev/null
+	rm -rf "$WORK" "$MNT" "$SMNT"
 }
 trap cleanup EXIT
 
 field() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+col() { echo "$1" | awk -v i="$2" '{ print $i }'; }
+rate() { # BYTES NANOSECONDS: the line every measurement prints
+	awk -v b="$1" -v ns="$2" \
+		'BEGIN { printf "bytes %d seconds %.3f GB/s %.2f\n", b, ns / 1e9, b / ns }'
+}
 
 echo "generating a $SIZE model on tmpfs..."
 "$BUILD/tests/genmodel" "$WORK/model" --size "$SIZE" --shards 4 >/dev/null
+MODEL_BYTES=$(du -sb "$WORK/model" | cut -f1)
+# A cache that holds the whole model, so that prefetch warms all of it.
+BIG_CACHE=$((MODEL_BYTES * 5 / 4 / 1048576 + 64))M
 "$SEEDFS" seed --model-dir "$WORK/model" --listen 127.0.0.1:0 \
 	--protocol "$PROTOS" --log-level warn >"$WORK/seed.out" 2>"$WORK/seed.err" &
 SEED_PID=$!
@@ -55,10 +75,12 @@ median_of() {
 	printf '%s\n' "${vals[@]}" | sort -g | awk -v b="$bytes" \
 		'{ a[NR] = $1 } END { print a[int((NR + 1) / 2)], a[1], a[NR], b }'
 }
-mount_it() { # PROTOCOL
+mount_it() { # PROTOCOL [mount options]
+	local p=$1
+	shift
 	# shellcheck disable=SC2086
-	"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --protocol "$1" \
-		--log-level warn $MOUNT_OPTS
+	"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --protocol "$p" \
+		--log-level warn $MOUNT_OPTS "$@"
 }
 pull_it() { # PROTOCOL: seedfs pull to tmpfs, timed here
 	rm -rf "$WORK/pulled"
@@ -67,51 +89,138 @@ pull_it() { # PROTOCOL: seedfs pull to tmpfs, timed here
 	"$SEEDFS" pull --seed "127.0.0.1:$PORT" --protocol "$1" model \
 		"$WORK/pulled" 2>/dev/null
 	t1=$(date +%s%N)
-	awk -v b="$(du -sb "$WORK/model" | cut -f1)" -v ns=$((t1 - t0)) \
-		'BEGIN { printf "bytes %d seconds %.3f GB/s %.2f\n", b, ns / 1e9, b / ns }'
+	rate "$MODEL_BYTES" $((t1 - t0))
 	rm -rf "$WORK/pulled"
 }
 cold_read() { # PROTOCOL: a fresh mount, nothing cached
 	mount_it "$1"
-	"$BUILD/bench/sfs-readall" "$MNT/model"
+	"$READALL" "$MNT/model"
 	fusermount3 -u "$MNT"
 }
-col() { echo "$1" | awk -v i="$2" '{ print $i }'; }
+time_prefetch() { # PROTOCOL: a fresh mount; seedfs prefetch, timed
+	mount_it "$1" --cache-size "$BIG_CACHE"
+	local t0 t1
+	t0=$(date +%s%N)
+	"$SEEDFS" prefetch "$MNT/model" 2>/dev/null
+	t1=$(date +%s%N)
+	fusermount3 -u "$MNT"
+	rate "$MODEL_BYTES" $((t1 - t0))
+}
+read_after_prefetch() { # PROTOCOL: a fresh mount, prefetched, then read
+	mount_it "$1" --cache-size "$BIG_CACHE"
+	"$SEEDFS" prefetch "$MNT/model" 2>/dev/null
+	"$READALL" "$MNT/model"
+	fusermount3 -u "$MNT"
+}
+
+# sshfs from a private sshd on loopback: its own keys and config, as
+# the user running the bench; nothing of the system's sshd is used.
+SSH=$WORK/ssh
+sshd_start() {
+	mkdir -p "$SSH"
+	[ "$(id -u)" -ne 0 ] || mkdir -p /run/sshd
+	ssh-keygen -q -t ed25519 -N '' -f "$SSH/host"
+	ssh-keygen -q -t ed25519 -N '' -f "$SSH/client"
+	cp "$SSH/client.pub" "$SSH/authorized_keys"
+	SPORT=$((20000 + RANDOM % 20000))
+	cat >"$SSH/config" <<-EOF
+		Port $SPORT
+		ListenAddress 127.0.0.1
+		HostKey $SSH/host
+		AuthorizedKeysFile $SSH/authorized_keys
+		PermitRootLogin prohibit-password
+		PasswordAuthentication no
+		StrictModes no
+		UsePAM no
+		PidFile none
+	EOF
+	/usr/sbin/sshd -D -e -f "$SSH/config" 2>"$SSH/log" &
+	SSHD_PID=$!
+	for _ in $(seq 100); do grep -q "listening" "$SSH/log" && break; sleep 0.05; done
+}
+sshfs_read() { # a fresh sshfs mount each time: nothing cached
+	sshfs -o "ro,port=$SPORT,IdentityFile=$SSH/client" \
+		-o StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null \
+		"$(id -un)@127.0.0.1:$WORK/model" "$SMNT" 2>>"$SSH/log"
+	"$READALL" "$SMNT"
+	fusermount3 -u "$SMNT"
+}
+
 declare -A raw pull cold
 for p in ${PROTOS//,/ }; do
 	echo "measuring $p..."
 	raw[$p]=$(median_of "$BUILD/bench/sfs-rawread" --seed "127.0.0.1:$PORT" \
 		--protocol "$p" --chunk 1M --depth 8)
-		pull[$p]=$(median_of pull_it "$p")
+	pull[$p]=$(median_of pull_it "$p")
 	cold[$p]=$(median_of cold_read "$p")
 done
 first=${PROTOS%%,*}
+echo "measuring prefetch, warm, tmpfs ($first)..."
+prefetch=$(median_of time_prefetch "$first")
+after=$(median_of read_after_prefetch "$first")
 mount_it "$first"
-"$BUILD/bench/sfs-readall" "$MNT/model" >/dev/null
-warm=$(median_of "$BUILD/bench/sfs-readall" "$MNT/model")
+"$READALL" "$MNT/model" >/dev/null
+warm=$(median_of "$READALL" "$MNT/model")
 fusermount3 -u "$MNT"
-tmpfs=$(median_of "$BUILD/bench/sfs-readall" "$WORK/model")
+tmpfs=$(median_of "$READALL" "$WORK/model")
+echo "measuring sshfs..."
+sshd_start
+sshfs=$(median_of sshfs_read)
+
 bytes=$(col "$warm" 4)
 row() { printf '| %-38s | %6s | %11s |\n' "$1" "$(col "$2" 1)" "$(col "$2" 2)-$(col "$2" 3)"; }
+ratio() { printf '| %-38s | %6s |\n' "$1" "$(div "$(col "$2" 1)" "$(col "$3" 1)")"; }
 printf '\nseedfs bench: %s bytes, %s cores, %s\n\n' \
 	"$bytes" "$(nproc)" "$(date -u +%Y-%m-%d)"
 printf '| %-38s | %6s | %11s |\n' "read (median of $RUNS)" "GB/s" "range"
 printf '|%s|%s|%s|\n' "----------------------------------------" "--------" "-------------"
 for p in ${PROTOS//,/ }; do
-		row "$p: raw transport (no FUSE)" "${raw[$p]}"
+	row "$p: raw transport (no FUSE)" "${raw[$p]}"
 	row "$p: seedfs pull (to tmpfs)" "${pull[$p]}"
 	row "$p: mount, cold (fresh mount)" "${cold[$p]}"
 done
+row "$first: seedfs prefetch (fresh mount)" "$prefetch"
+row "$first: mount, read after prefetch" "$after"
 row "mount, warm (page cache)" "$warm"
 row "tmpfs (same files)" "$tmpfs"
+row "sshfs over loopback (fresh mount)" "$sshfs"
 printf '\n| %-38s | %6s |\n' "ratio of medians" "x"
 printf '|%s|%s|\n' "----------------------------------------" "--------"
 for p in ${PROTOS//,/ }; do
-	printf '| %-38s | %6s |\n' "$p: pull / raw transport" \
-		"$(div "$(col "${pull[$p]}" 1)" "$(col "${raw[$p]}" 1)")"
-	printf '| %-38s | %6s |\n' "$p: mount cold / pull" \
-		"$(div "$(col "${cold[$p]}" 1)" "$(col "${pull[$p]}" 1)")"
-	printf '| %-38s | %6s |\n' "$p: mount cold / raw transport" \
-		"$(div "$(col "${cold[$p]}" 1)" "$(col "${raw[$p]}" 1)")"
+	ratio "$p: pull / raw transport" "${pull[$p]}" "${raw[$p]}"
+	ratio "$p: mount cold / pull" "${cold[$p]}" "${pull[$p]}"
+	ratio "$p: mount cold / raw transport" "${cold[$p]}" "${raw[$p]}"
 done
-printf '| %-38s | %6s |\n' "mount warm / tmpfs" "$(div "$(col "$warm" 1)" "$(col "$tmpfs" 1)")"
+ratio "$first: prefetch / raw transport" "$prefetch" "${raw[$first]}"
+ratio "mount warm / tmpfs" "$warm" "$tmpfs"
+ratio "$first: mount cold / sshfs" "${cold[$first]}" "$sshfs"
+
+# The plot: every median, one bar each.
+{
+	for p in ${PROTOS//,/ }; do
+		printf '"%s raw"\t%s\n' "$p" "$(col "${raw[$p]}" 1)"
+		printf '"%s pull"\t%s\n' "$p" "$(col "${pull[$p]}" 1)"
+		printf '"%s cold"\t%s\n' "$p" "$(col "${cold[$p]}" 1)"
+	done
+	printf '"%s prefetch"\t%s\n' "$first" "$(col "$prefetch" 1)"
+	printf '"read after prefetch"\t%s\n' "$(col "$after" 1)"
+	printf '"warm"\t%s\n' "$(col "$warm" 1)"
+	printf '"tmpfs"\t%s\n' "$(col "$tmpfs" 1)"
+	printf '"sshfs"\t%s\n' "$(col "$sshfs" 1)"
+} >"$WORK/plot.dat"
+title="seedfs make bench: $(numfmt --to=iec "$bytes")B model on loopback, $(nproc) cores, median of $RUNS, $(date -u +%Y-%m-%d)"
+gnuplot <<-EOF
+	set terminal pngcairo size 1100,560 font ",10"
+	set output "$SRC/docs/bench.png"
+	set title "$title"
+	set ylabel "GB/s"
+	set style fill solid 0.8 border -1
+	set boxwidth 0.7
+	set grid ytics
+	set yrange [0:*]
+	set xtics rotate by -35 left nomirror
+	set bmargin 7
+	plot "$WORK/plot.dat" using 0:2:xtic(1) with boxes lc rgb "#4477aa" notitle, \
+	     "" using 0:2:(sprintf("%.2f", \$2)) with labels offset 0,0.8 notitle
+EOF
+printf '\nplot: %s\n' "$SRC/docs/bench.png"

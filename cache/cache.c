@@ -872,6 +872,7 @@ void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st)
 		nfree++;
 	st->used = (c->nslots - nfree) * (uint64_t)c->chunk_size;
 	st->disk_queue = c->dq_stores;
+	st->disk_tier = c->disk != NULL;
 	st->sources_down = 0;
 	for (size_t i = 0; i < c->nsources; i++)
 		st->sources_down += c->sources[i].down_until_ms != 0;

@@ -59,6 +59,7 @@ struct sfs_cache_stats {
 	/* The disk tier: chunks loaded from it (verified), stored in it,
 	 * not stored (full, or writes behind), failed I/O, and chunks
 	 * waiting to be written. */
+	int disk_tier; /* the cache has one */
 	uint64_t disk_hits, disk_bytes_read;
 	uint64_t disk_stores, disk_bytes_written;
 	uint64_t disk_skipped, disk_errors, disk_queue;

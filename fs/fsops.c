@@ -42,6 +42,12 @@ struct open_file {
 	char *text;	     /* STATUS: the snapshot, owned */
 	pthread_mutex_t lock;
 	struct sfs_ra ra; /* FILE: protected by lock */
+	/* Reads still replying, and whether RELEASE came meanwhile: the
+	 * kernel may release a handle as soon as it has our reply, while
+	 * the replying thread is still inside fuse_reply_*.  The last one
+	 * out frees.  Both protected by lock. */
+	unsigned int inflight;
+	int released;
 };
 
 static struct sfs_fs *fs_of(fuse_req_t req)
@@ -242,8 +248,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	/* Close-to-open: the seed's current generation, before binding. */
-	sfs_gens_revalidate(fs->gens);
+	/* Close-to-open: the seed's current generation, before binding
+	 * (not for the status file: it is the mount's, and it must answer
+	 * while the seed does not). */
+	pthread_rwlock_rdlock(&fs->lock);
+	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+	int status = n && n->kind == SFS_NODE_STATUS;
+	pthread_rwlock_unlock(&fs->lock);
+	if (!status)
+		sfs_gens_revalidate(fs->gens);
 	if (!(h = calloc(1, sizeof(*h)))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -423,16 +436,26 @@ static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 	ctx_release(fs->cache, &r);
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+/* A read holds its handle until its reply is out. */
+static void hold(struct open_file *h)
 {
-	struct sfs_fs *fs = fs_of(req);
-	struct open_file *h = (struct open_file *)(uintptr_t)fi->fh;
+	pthread_mutex_lock(&h->lock);
+	h->inflight++;
+	pthread_mutex_unlock(&h->lock);
+}
 
-	if (!h) {
-		fuse_reply_err(req, EBADF);
-		return;
-	}
+static void drop(struct sfs_fs *fs, struct open_file *h)
+{
+	pthread_mutex_lock(&h->lock);
+	int last = --h->inflight == 0 && h->released;
+	pthread_mutex_unlock(&h->lock);
+	if (last)
+		open_file_free(fs, h);
+}
+
+static void reply_read(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
+		       size_t size, off_t off)
+{
 	if (off < 0 || (uint64_t)off >= h->size || size == 0) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -446,10 +469,31 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		read_file(req, fs, h, size, off);
 }
 
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct sfs_fs *fs = fs_of(req);
+	struct open_file *h = (struct open_file *)(uintptr_t)fi->fh;
+
+	if (!h) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	hold(h);
+	reply_read(req, fs, h, size, off);
+	drop(fs, h);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	open_file_free(fs_of(req), (struct open_file *)(uintptr_t)fi->fh);
+	struct open_file *h = (struct open_file *)(uintptr_t)fi->fh;
+	pthread_mutex_lock(&h->lock);
+	h->released = 1;
+	int now = h->inflight == 0;
+	pthread_mutex_unlock(&h->lock);
+	if (now)
+		open_file_free(fs_of(req), h);
 	fuse_reply_err(req, 0);
 }
 

@@ -29,7 +29,10 @@ struct sfs_gens {
 	int checking;	 /* protected by lock: a revalidation is running */
 	uint64_t checks; /* protected by lock: revalidations finished */
 	int unreachable; /* protected by lock: the outage was logged */
-	int stop;	 /* protected by lock */
+	/* protected by lock: while unreachable, opens do not ask again
+	 * before this (each would wait the whole timeout) */
+	uint64_t retry_ms;
+	int stop; /* protected by lock */
 	pthread_t sweeper;
 	int sweeper_started;
 };
@@ -465,6 +468,7 @@ static int check(struct sfs_gens *g)
 				"(%s): opens go on with generation %" PRIu64,
 				err, g->current->generation);
 		g->unreachable = 1;
+		g->retry_ms = sfs_now_ms() + g->cfg.timeout_ms;
 		pthread_mutex_unlock(&g->lock);
 		return 0;
 	}
@@ -512,6 +516,10 @@ int sfs_gens_revalidate(struct sfs_gens *g)
 			;
 		pthread_mutex_unlock(&g->lock);
 		return 0;
+	}
+	if (g->unreachable && sfs_now_ms() < g->retry_ms) {
+		pthread_mutex_unlock(&g->lock);
+		return 0; /* asked a moment ago, no answer: do not wait again */
 	}
 	g->checking = 1;
 	pthread_mutex_unlock(&g->lock);

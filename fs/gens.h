@@ -79,7 +79,8 @@ void sfs_gens_free(struct sfs_gens *g);
 /*
  * sfs_gens_revalidate - adopt the seed's current generation if it is
  * newer.  A seed that cannot be asked is logged (once per outage) and
- * the current view stays.  Returns 0 or -errno (adoption failed: logged,
+ * the current view stays; it is asked again only a timeout later, so
+ * opens during an outage do not each wait for it.  Returns 0 or -errno (adoption failed: logged,
  * the current view stays).
  */
 int sfs_gens_revalidate(struct sfs_gens *g);

@@ -2,6 +2,7 @@
 /* main.c - `seedfs COMMAND ...`: one binary, one subcommand each. */
 #include "common/log.h"
 #include "fs/mount.h"
+#include "fs/prefetch.h"
 #include "fs/probe.h"
 #include "fs/pull.h"
 #include "seed/seed.h"
@@ -21,6 +22,7 @@ static void usage(FILE *out)
 		"commands:\n"
 		"  seed     publish a model directory\n"
 		"  mount    mount what a seed publishes\n"
+		"  prefetch warm a mount's cache with a model's files\n"
 		"  pull     copy a published model to a local directory\n"
 		"  probe    which protocols this host can serve, or why not\n"
 		"  version  print the version\n"
@@ -46,6 +48,10 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "pull") == 0) {
 		sfs_log_program("seedfs-pull");
 		return sfs_pull_main(argc - 1, argv + 1);
+	}
+	if (strcmp(cmd, "prefetch") == 0) {
+		sfs_log_program("seedfs-prefetch");
+		return sfs_prefetch_main(argc - 1, argv + 1);
 	}
 	if (strcmp(cmd, "probe") == 0)
 		return sfs_probe_main(argc - 1, argv + 1);

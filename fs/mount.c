@@ -14,6 +14,7 @@
 #include "cache/disk.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fs/mctl.h"
 #include "fs/fsops.h"
 #include "fs/gens.h"
 #include "fs/status.h"
@@ -46,6 +47,7 @@ struct mount_opts {
 	char *max_background;
 	char *ahead;
 	int no_verify;
+	int prefetch;
 	char *log_level;
 	char *log_file;
 	int help;
@@ -79,6 +81,7 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--ahead=%s", ahead),
 	OPT("--ahead %s", ahead),
 	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
+	{"--prefetch", offsetof(struct mount_opts, prefetch), 1},
 	OPT("--log-level=%s", log_level),
 	OPT("--log-level %s", log_level),
 	OPT("--log-file=%s", log_file),
@@ -102,6 +105,7 @@ struct mount_cfg {
 	unsigned int max_background;
 	uint64_t ahead; /* largest read-ahead window; 0: off */
 	int no_verify;
+	int prefetch; /* warm every file once mounted */
 };
 
 static void usage(void)
@@ -143,6 +147,9 @@ static void usage(void)
 	       "    --ahead SIZE           pull up to SIZE ahead of a sequential\n"
 	       "                           reader (default 64M, at most a\n"
 	       "                           quarter of the cache; 0: off)\n"
+	       "    --prefetch             once mounted, warm the cache with\n"
+	       "                           every file in the background (see\n"
+	       "                           seedfs prefetch)\n"
 	       "    --log-level LEVEL      err, warn, info, debug (default info)\n"
 	       "    --log-file FILE        log here; default: stderr with -f,\n"
 	       "                           syslog in the background\n"
@@ -246,6 +253,7 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	if (o->max_background)
 		c->max_background = (unsigned int)v;
 	c->no_verify = o->no_verify;
+	c->prefetch = o->prefetch;
 	c->ahead = 64u << 20;
 	if (num_opt(o->ahead, "--ahead", sfs_parse_size, 0, 1ull << 40, &v))
 		return -EINVAL;
@@ -332,6 +340,7 @@ struct replica {
 	struct sfs_cache *cache;
 	struct sfs_tree *tree;
 	struct sfs_gens *gens;
+	struct sfs_mctl *ctl;
 	struct sfs_fs fs;
 };
 
@@ -606,6 +615,15 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	}
 	SFS_LOG(SFS_INFO, "mount", "mounted %s on %s", r.m->model,
 		cmd->mountpoint);
+	/* `seedfs prefetch` finds this socket in .seedfs/status. */
+	char err[256];
+	if (sfs_mctl_start(&r.fs, &r.ctl, err, sizeof(err)))
+		SFS_LOG(SFS_WARN, "mount", "seedfs prefetch will not work: %s",
+			err);
+	else
+		r.status.control = sfs_mctl_path(r.ctl);
+	if (c->prefetch && r.ctl && sfs_mctl_prefetch_all(r.ctl))
+		SFS_LOG(SFS_WARN, "mount", "--prefetch: cannot start");
 	if (ready_fd >= 0) {
 		if (!log_file)
 			sfs_log_to_syslog("seedfs");
@@ -658,6 +676,8 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_destroy:
+	sfs_mctl_stop(r.ctl); /* prefetches use the cache and the tree */
+	r.ctl = NULL;
 	sfs_gens_stop(r.gens); /* no invalidation of a session gone */
 	fuse_session_destroy(se);
 out:
@@ -758,6 +778,8 @@ out:
 	free(o.protocol);
 	free(o.timeout);
 	free(o.cache_size);
+	free(o.cache_dir);
+	free(o.cache_dir_size);
 	free(o.chunk_size);
 	free(o.read_ahead_kb);
 	free(o.max_background);

@@ -58,6 +58,8 @@ int sfs_status_render(void *arg, char **text, size_t *len)
 	fprintf(f, "seed: %s (%s)\n", s->seed,
 		st.sources_down ? "unreachable" : "reachable");
 	fprintf(f, "protocol: %s (%s)\n", s->protocol, s->provider);
+	if (s->control)
+		fprintf(f, "control: %s\n", s->control);
 	fprintf(f, "model: %s\n", model);
 	fprintf(f, "older_generations_served: %zu\n", older);
 	fprintf(f, "cache_size: %" PRIu64 " (%s)\n", st.size,

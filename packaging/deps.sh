@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages seedfs needs to build, test and demo.
 # Idempotent: does nothing when every package is already installed.
-# Usage: packaging/deps.sh [--build-only]
+# Usage: packaging/deps.sh [--build-only | --bench]
 #   default       everything, including the soft-RoCE VM test tier (qemu,
 #                 Debian's kernel, busybox) that make test runs
 #   --build-only  what building and running seedfs need
+#   --bench       what make bench needs besides: sshfs and a private sshd
+#                 on loopback to compare with, gnuplot for the plot
 set -euo pipefail
 
 pkgs=(
@@ -14,12 +16,14 @@ pkgs=(
 	rdma-core libibverbs-dev ibverbs-utils
 	libjansson-dev libxxhash-dev check libsubunit-dev
 	libmicrohttpd-dev libcurl4-openssl-dev
-	curl procps psmisc util-linux coreutils
+	curl procps psmisc util-linux coreutils clang-format
 )
-if [ "${1:-}" != "--build-only" ]; then
-	pkgs+=(qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
-		cpio gzip)
-fi
+case "${1:-}" in
+--build-only) ;;
+--bench) pkgs+=(sshfs openssh-server openssh-client gnuplot-nox) ;;
+*) pkgs+=(qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
+	cpio gzip) ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -45,6 +45,11 @@ fail() {
 		echo "--- $f (last lines)" >&2
 		tail -n 15 "$f" >&2
 	done
+	for f in "$WORK"/asan.* "$WORK"/ubsan.*; do
+		[ -e "$f" ] || continue
+		echo "--- sanitizer report $f" >&2
+		head -n 40 "$f" >&2
+	done
 	exit 1
 }
 

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mctl.h - the mount daemon's control socket, which `seedfs prefetch`
+ * talks to.  A unix stream socket, mode 0600, only for the daemon's own
+ * user and root: /run/seedfs/mount-PID.sock for root, else under
+ * $XDG_RUNTIME_DIR (or /tmp/seedfs-UID).  .seedfs/status names it.
+ *
+ * One request per connection, text lines:
+ *   client:  "path REL\n" (one per path, relative to the mount root)
+ *            "prefetch\n"
+ *   daemon:  "note TEXT\n"...  "progress DONE TOTAL\n"...  then
+ *            "done MS\n" or "error TEXT\n"
+ * A client that goes away stops its prefetch.
+ */
+#ifndef SFS_MCTL_H
+#define SFS_MCTL_H
+
+#include <stddef.h>
+
+struct sfs_mctl;
+struct sfs_fs;
+
+/*
+ * sfs_mctl_start - listen and serve requests on threads of its own.  @fs
+ * [borrowed] must outlive sfs_mctl_stop.  *out [new].  Returns 0 or
+ * -errno with one line in @err.
+ */
+int sfs_mctl_start(struct sfs_fs *fs, struct sfs_mctl **out, char *err,
+		   size_t errlen);
+
+/* sfs_mctl_path - the socket's path [borrowed]. */
+const char *sfs_mctl_path(const struct sfs_mctl *c);
+
+/*
+ * sfs_mctl_prefetch_all - --prefetch: warm every file of the mount in the
+ * background, progress in the log.  Returns 0 or -errno (not started).
+ */
+int sfs_mctl_prefetch_all(struct sfs_mctl *c);
+
+/*
+ * sfs_mctl_stop - stop listening, stop every prefetch and wait for them
+ * (each stops within the cache's timeout), remove the socket, free.
+ * NULL is fine.
+ */
+void sfs_mctl_stop(struct sfs_mctl *c);
+
+#endif /* SFS_MCTL_H */

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+#include "fs/prefetch.h"
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fs/fsops.h"
+#include "fs/gens.h"
+#include "fs/tree.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WINDOW_MAX (64ull << 20) /* bytes in flight ahead */
+
+/* One file to warm, pinned to its generation by a view reference. */
+struct item {
+	const struct sfs_mfile *file;
+	uint32_t src;
+	struct sfs_view *view;
+	const char *path; /* the node's, for messages */
+};
+
+struct warm {
+	struct sfs_fs *fs;
+	const struct sfs_prefetch_cb *cb;
+	struct item *items;
+	size_t n, cap;
+	uint64_t total, done, budget;
+	uint64_t window, chunk;
+	size_t queue_max; /* disk tier: chunks waiting to be written */
+	unsigned int timeout_ms;
+};
+
+/* Add the files at and under @ino (fs->lock held). */
+static int collect(struct warm *w, uint64_t ino)
+{
+	const struct sfs_node *n = sfs_tree_get(w->fs->tree, ino);
+	if (n->kind == SFS_NODE_DIR) {
+		for (size_t i = 0; i < n->nchild; i++) {
+			int rc = collect(w, n->child[i]);
+			if (rc)
+				return rc;
+		}
+		return 0;
+	}
+	if (n->kind != SFS_NODE_FILE || !n->file)
+		return 0; /* the debug view and status are in memory */
+	if (sfs_grow((void **)&w->items, &w->cap, w->n + 1, sizeof(*w->items)))
+		return -ENOMEM;
+	struct item *it = &w->items[w->n++];
+	it->file = n->file;
+	it->src = n->src;
+	it->view = n->owner;
+	it->path = n->path;
+	sfs_gens_ref(w->fs->gens, it->view);
+	for (size_t i = 0; i < n->file->next; i++)
+		if (n->file->ext[i].kind == SFS_EXT_REGION)
+			w->total += n->file->ext[i].len;
+	return 0;
+}
+
+/* The inode of @path, walked from the root (fs->lock held), or 0. */
+static uint64_t resolve(struct sfs_fs *fs, const char *path)
+{
+	char *copy = strdup(path), *save = NULL;
+	uint64_t ino = SFS_ROOT_INO;
+	if (!copy)
+		return 0;
+	for (char *c = strtok_r(copy, "/", &save); c && ino;
+	     c = strtok_r(NULL, "/", &save))
+		ino = strcmp(c, ".") ? sfs_tree_lookup(fs->tree, ino, c) : ino;
+	free(copy);
+	return ino;
+}
+
+/* Wait while the disk tier is far behind: its writes are what make a
+ * prefetch larger than the cache worth anything. */
+static void wait_for_disk(struct warm *w)
+{
+	struct sfs_cache_stats st;
+	uint64_t until = sfs_now_ms() + w->timeout_ms;
+	for (;;) {
+		sfs_cache_stats(w->fs->cache, &st);
+		if (st.disk_queue <= w->queue_max || sfs_now_ms() >= until)
+			return;
+		usleep(1000);
+	}
+}
+
+/* Warm one region extent; 1 when the budget is spent. */
+static int warm_extent(struct warm *w, const struct item *it,
+		       const struct sfs_extent *e, char *err, size_t errlen)
+{
+	struct sfs_cache *c = w->fs->cache;
+	uint64_t end = e->roff + e->len, ahead = e->roff;
+
+	for (uint64_t pos = e->roff; pos < end;) {
+		uint64_t want = SFS_MIN(end, pos + w->window);
+		if (ahead < want) {
+			sfs_cache_prefetch(c, it->src, e->region, ahead,
+					   want - ahead);
+			ahead = want;
+		}
+		struct sfs_chunk *ch;
+		const uint8_t *p;
+		size_t avail;
+		int rc = sfs_cache_get(c, it->src, e->region, pos, &ch, &p,
+				       &avail);
+		if (rc) {
+			snprintf(err, errlen, "%s at byte %" PRIu64 ": %s",
+				 it->path, e->off + (pos - e->roff),
+				 rc == -ESTALE ? "its generation was replaced "
+						 "meanwhile; run again"
+				 : rc == -EBADMSG
+					 ? "bytes do not match the seed's "
+					   "checksum"
+					 : strerror(-rc));
+			return rc;
+		}
+		sfs_cache_put(c, ch);
+		uint64_t n = SFS_MIN((uint64_t)avail, end - pos);
+		pos += n;
+		w->done += n;
+		if (w->cb && w->cb->progress &&
+		    w->cb->progress(w->cb->arg, w->done, w->total)) {
+			snprintf(err, errlen, "stopped");
+			return -ECANCELED;
+		}
+		if (w->done >= w->budget)
+			return 1;
+		if (w->queue_max)
+			wait_for_disk(w);
+	}
+	return 0;
+}
+
+int sfs_prefetch(struct sfs_fs *fs, const char *const *paths, size_t npaths,
+		 const struct sfs_prefetch_cb *cb, char *err, size_t errlen)
+{
+	struct warm w = {.fs = fs, .cb = cb};
+	struct sfs_cache_stats st;
+	int rc = 0;
+
+	/* Like an open: the seed's current generation. */
+	sfs_gens_revalidate(fs->gens);
+	pthread_rwlock_rdlock(&fs->lock);
+	for (size_t i = 0; i < npaths && !rc; i++) {
+		uint64_t ino = resolve(fs, paths[i]);
+		if (!ino) {
+			snprintf(err, errlen, "%s: not in the mount", paths[i]);
+			rc = -ENOENT;
+		} else {
+			rc = collect(&w, ino);
+		}
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc)
+		goto out;
+
+	sfs_cache_stats(fs->cache, &st);
+	w.chunk = st.chunk_size;
+	w.window = SFS_MIN(WINDOW_MAX, st.size / 4);
+	w.timeout_ms = 10000;
+	w.budget = w.total;
+	if (st.disk_tier) {
+		w.queue_max = (size_t)(st.size / st.chunk_size / 8);
+	} else if (w.total > st.size / 4 * 3) {
+		char line[256], b1[32], b2[32], b3[32];
+		w.budget = st.size / 4 * 3;
+		snprintf(line, sizeof(line),
+			 "the cache holds %s: warming the first %s of %s "
+			 "(--cache-dir would keep it all)",
+			 sfs_fmt_bytes(st.size, b1, sizeof(b1)),
+			 sfs_fmt_bytes(w.budget, b2, sizeof(b2)),
+			 sfs_fmt_bytes(w.total, b3, sizeof(b3)));
+		if (cb && cb->note)
+			cb->note(cb->arg, line);
+		w.total = w.budget;
+	}
+	if (cb && cb->progress && cb->progress(cb->arg, 0, w.total)) {
+		snprintf(err, errlen, "stopped");
+		rc = -ECANCELED;
+		goto out;
+	}
+	for (size_t i = 0; i < w.n && !rc; i++) {
+		const struct sfs_mfile *f = w.items[i].file;
+		for (size_t j = 0; j < f->next && !rc; j++)
+			if (f->ext[j].kind == SFS_EXT_REGION)
+				rc = warm_extent(&w, &w.items[i], &f->ext[j],
+						 err, errlen);
+	}
+	rc = rc > 0 ? 0 : rc;
+out:
+	for (size_t i = 0; i < w.n; i++)
+		sfs_gens_unref(fs->gens, w.items[i].view);
+	free(w.items);
+	return rc;
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# seedfs prefetch and mount --prefetch: the daemon pulls the files into
+# the cache (the bytes never pass through the command), later reads pull
+# nothing; one FILE warms only that file; a cache too small is warmed
+# only as far as it is useful and says so; with a disk tier everything
+# is kept; errors are one line; unmounting stops a prefetch in flight.
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 48M --shards 2
+start_seed "$MODEL"
+MNT=$WORK/mnt
+S=$MNT/.seedfs/status
+val() { awk -v k="$1:" '$1 == k { print $2 }' "$S"; }
+files=$(cd "$MODEL" && find . -type f | sed 's|^\./||' | sort)
+F=model-00001-of-00002.safetensors
+shards=$(($(stat -c %s "$MODEL/$F") + $(stat -c %s "$MODEL/model-00002-of-00002.safetensors")))
+read_all() {
+	local f
+	for f in $files; do cmp "$MODEL/$f" "$MNT/m/$f" || fail "bytes of $f"; done
+}
+
+mount_seed "$MNT" --cache-size 256M
+grep -q "^control: /.*/mount-$MOUNT_PID.sock$" "$S" || fail "no control line: $(cat "$S")"
+"$SEEDFS" prefetch "$MNT/m" 2>"$WORK/pf.err" || fail "prefetch: $(cat "$WORK/pf.err")"
+grep -q "^prefetch m: done, " "$WORK/pf.err" || fail "prefetch said: $(cat "$WORK/pf.err")"
+pulled=$(val bytes_pulled)
+[ "$pulled" -ge $((shards - (1 << 20))) ] || fail "prefetch pulled $pulled of $shards"
+read_all
+[ "$(val bytes_pulled)" = "$pulled" ] || fail "reads after prefetch pulled $(($(val bytes_pulled) - pulled)) more bytes"
+ok "prefetch: $(tail -n 1 "$WORK/pf.err"); reads after it pulled nothing"
+
+# Errors: one line each, exit status 1.
+"$SEEDFS" prefetch "$MNT/m" nosuch.bin 2>"$WORK/e1" && fail "a missing file was prefetched"
+[ "$(cat "$WORK/e1")" = "seedfs prefetch: m/nosuch.bin: not in the mount" ] || fail "said: $(cat "$WORK/e1")"
+"$SEEDFS" prefetch "$WORK" 2>"$WORK/e2" && fail "prefetch outside a mount"
+grep -q "is not in a seedfs mount" "$WORK/e2" || fail "said: $(cat "$WORK/e2")"
+ok "errors: '$(cat "$WORK/e1")', '$(cat "$WORK/e2")'"
+unmount_check "$MNT" "$MOUNT_PID"
+[ ! -e "/run/seedfs/mount-$MOUNT_PID.sock" ] || fail "control socket left behind"
+
+# One file only.
+mount_seed "$MNT" --cache-size 256M
+"$SEEDFS" prefetch "$MNT/m" "$F" 2>"$WORK/pf.err" || fail "prefetch $F: $(cat "$WORK/pf.err")"
+fsize=$(stat -c %s "$MODEL/$F")
+p=$(val bytes_pulled)
+[ "$p" -le "$fsize" ] && [ "$p" -ge $((fsize - (1 << 20))) ] || fail "prefetch of $F pulled $p (file $fsize)"
+ok "prefetch of one file pulled $p bytes (the file: $fsize)"
+unmount_check "$MNT" "$MOUNT_PID"
+
+# A cache smaller than the model: only three quarters of it is warmed.
+mount_seed "$MNT" --cache-size 32M
+"$SEEDFS" prefetch "$MNT/m" 2>"$WORK/pf.err" || fail "small cache: $(cat "$WORK/pf.err")"
+grep -q "^seedfs prefetch: the cache holds 32.0 MiB: warming the first 24.0 MiB" "$WORK/pf.err" ||
+	fail "no note: $(cat "$WORK/pf.err")"
+p=$(val bytes_pulled)
+[ "$p" -ge $((24 << 20)) ] && [ "$p" -le $((32 << 20)) ] || fail "small cache: pulled $p"
+ok "small cache: $(head -n 1 "$WORK/pf.err") (pulled $((p >> 20)) MiB)"
+unmount_check "$MNT" "$MOUNT_PID"
+
+# mount --prefetch, with a disk tier: everything pulled once and kept.
+mount_seed "$MNT" --cache-size 32M --cache-dir "$WORK/cd" --prefetch
+for _ in $(seq 200); do grep -q "prefetch: --prefetch: done" "$WORK/mount.log" && break; sleep 0.05; done
+grep -q "prefetch: --prefetch: done" "$WORK/mount.log" || fail "--prefetch did not finish: $(grep prefetch "$WORK/mount.log")"
+for _ in $(seq 100); do [ "$(val disk_queue)" = 0 ] && break; sleep 0.05; done
+p=$(val bytes_pulled)
+[ "$p" -ge $((shards - (1 << 20))) ] || fail "--prefetch pulled $p of $shards"
+[ "$(val disk_bytes_written)" = "$p" ] || fail "--prefetch stored $(val disk_bytes_written) of $p"
+ok "--prefetch with --cache-dir: pulled and stored $((p >> 20)) MiB through a 32 MiB cache"
+unmount_check "$MNT" "$MOUNT_PID"
+mount_seed "$MNT" --cache-size 32M --cache-dir "$WORK/cd"
+read_all
+[ "$(val bytes_pulled)" = 0 ] || fail "remount after --prefetch pulled $(val bytes_pulled)"
+ok "remount after --prefetch: every byte from disk"
+unmount_check "$MNT" "$MOUNT_PID"
+
+# Unmounting stops a prefetch that waits on a stopped seed, in bounded time.
+mount_seed "$MNT" --cache-size 256M --timeout 2
+kill -STOP "$SEED_PID"
+"$SEEDFS" prefetch "$MNT/m" 2>"$WORK/pf.err" &
+PF=$!
+PIDS+=("$PF")
+sleep 0.5
+t0=$(now_ms)
+fusermount3 -u "$MNT" || fail "unmount during prefetch"
+for _ in $(seq 200); do kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$MOUNT_PID" 2>/dev/null && fail "mount daemon still running 10 s after unmount"
+waited=$(($(now_ms) - t0))
+kill -CONT "$SEED_PID"
+wait "$PF" && fail "the interrupted prefetch reported success"
+grep -q "^seedfs prefetch: stopped: the mount is being unmounted$" "$WORK/pf.err" || fail "prefetch said: $(cat "$WORK/pf.err")"
+[ "$waited" -le 5000 ] || fail "unmount took $waited ms with a prefetch in flight"
+ok "unmount during a stalled prefetch: daemon gone in $waited ms; client: $(tail -n 1 "$WORK/pf.err")"
+sanitizers_clean

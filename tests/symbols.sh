@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# No two modules define the same global symbol: with static libraries
+# the linker silently takes whichever comes first (a seed once called
+# the mount's sfs_ctl_start).
+set -euo pipefail
+BUILD=$1
+libs=$(find "$BUILD" -maxdepth 2 -name 'libsfs_*.a' | sort)
+[ -n "$libs" ] || { echo "no libsfs_*.a under $BUILD" >&2; exit 1; }
+dups=$(for l in $libs; do
+	nm -g --defined-only "$l" 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u
+done | sort | uniq -d)
+if [ -n "$dups" ]; then
+	echo "symbols defined in more than one library:" >&2
+	for s in $dups; do
+		echo "  $s: $(for l in $libs; do nm -g --defined-only "$l" | grep -qw "$s" && basename "$l"; done | tr '\n' ' ')" >&2
+	done
+	exit 1
+fi
+echo "ok: $(echo "$libs" | wc -l) libraries, no symbol defined twice"

@@ -67,7 +67,7 @@ median_of() {
 	local i out v bytes
 	local vals=()
 	for i in $(seq "$RUNS"); do
-		out=$("$@")
+		out=$("$@") || { echo "bench: $* failed" >&2; exit 1; }
 		v=$(echo "$out" | field GB/s)
 		bytes=$(echo "$out" | field bytes)
 		vals+=("$v")
@@ -133,6 +133,7 @@ sshd_start() {
 		StrictModes no
 		UsePAM no
 		PidFile none
+		Subsystem sftp internal-sftp
 	EOF
 	/usr/sbin/sshd -D -e -f "$SSH/config" 2>"$SSH/log" &
 	SSHD_PID=$!
@@ -141,7 +142,8 @@ sshd_start() {
 sshfs_read() { # a fresh sshfs mount each time: nothing cached
 	sshfs -o "ro,port=$SPORT,IdentityFile=$SSH/client" \
 		-o StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null \
-		"$(id -un)@127.0.0.1:$WORK/model" "$SMNT" 2>>"$SSH/log"
+		"$(id -un)@127.0.0.1:$WORK/model" "$SMNT" 2>>"$SSH/log" ||
+		{ echo "sshfs failed: $(tail -n 3 "$SSH/log")" >&2; return 1; }
 	"$READALL" "$SMNT"
 	fusermount3 -u "$SMNT"
 }

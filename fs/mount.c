@@ -695,6 +695,7 @@ int sfs_mount_main(int argc, char **argv)
 	int rc = 2;
 
 	memset(&o, 0, sizeof(o));
+	memset(&c, 0, sizeof(c));
 	memset(&cmd, 0, sizeof(cmd));
 	if (fuse_opt_parse(&args, &o, mount_spec, NULL) == -1)
 		goto out;

@@ -687,8 +687,19 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 	struct fab_xport *x = to_fab(base);
 	fi_addr_t fa = FI_ADDR_NOTAVAIL;
 
-	/* The peer runs the same protocol: its address has our form. */
-	if (len != x->addr_len) {
+	/* The peer runs the same protocol: its address has our form.  A
+	 * string address (shm: "fi_shm://PID...") varies in length with
+	 * the peer's pid; it must at least end within what was sent. */
+	if (x->info->addr_format == FI_ADDR_STR) {
+		if (len == 0 || len > SFS_XPORT_ADDR_MAX ||
+		    !memchr(addr, '\0', len)) {
+			SFS_LOG(SFS_ERR, "xport",
+				"%s: peer address is not a string of at most "
+				"%d bytes",
+				x->proto->name, SFS_XPORT_ADDR_MAX);
+			return -EINVAL;
+		}
+	} else if (len != x->addr_len) {
 		SFS_LOG(SFS_ERR, "xport",
 			"%s: peer address is %zu bytes, this provider uses %zu",
 			x->proto->name, len, x->addr_len);

@@ -876,3 +876,25 @@ void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st)
 		st->sources_down += c->sources[i].down_until_ms != 0;
 	pthread_mutex_unlock(&c->lock);
 }
+
+uint64_t sfs_cache_resident(struct sfs_cache *c, uint32_t src, uint32_t region,
+			    uint64_t off, uint64_t len)
+{
+	uint64_t got = 0;
+	if (!len)
+		return 0;
+	uint64_t end = off + len;
+	pthread_mutex_lock(&c->lock);
+	for (uint64_t i = off >> c->chunk_shift;
+	     i <= (end - 1) >> c->chunk_shift; i++) {
+		const struct sfs_chunk *ch = lookup(c, src, region, i);
+		if (!ch || ch->state != CH_READY)
+			continue;
+		uint64_t a = SFS_MAX(off, i << c->chunk_shift);
+		uint64_t b = SFS_MIN(end, (i << c->chunk_shift) + ch->len);
+		if (b > a)
+			got += b - a;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return got;
+}

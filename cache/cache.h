@@ -132,4 +132,12 @@ void sfs_cache_retire_source(struct sfs_cache *c, uint32_t src);
 
 void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st);
 
+/*
+ * sfs_cache_resident - how many bytes of [off, off+len) of @region are
+ * in memory now (chunks ready, not being pulled).  A snapshot for
+ * display; it may be stale at once.  Thread safe.
+ */
+uint64_t sfs_cache_resident(struct sfs_cache *c, uint32_t src, uint32_t region,
+			    uint64_t off, uint64_t len);
+
 #endif /* SFS_CACHE_H */

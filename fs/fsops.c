@@ -18,6 +18,8 @@
 #include "fs/gens.h"
 #include "fs/readahead.h"
 #include "fs/tree.h"
+#include "fs/tview.h"
+#include "metadata/manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,10 +35,12 @@
 /* What an open file needs, copied from the tree at open. */
 struct open_file {
 	enum sfs_node_kind kind;
-	struct sfs_view *view;	      /* FILE, BLOB: holds a reference */
-	const struct sfs_mfile *file; /* FILE: in view->m */
-	uint32_t src;		      /* FILE: the view's cache source */
-	const char *path;	      /* for logs; the node's, stable */
+	struct sfs_view *view;		  /* FILE, BLOB: holds a reference */
+	const struct sfs_mfile *file;	  /* FILE: in view->m */
+	const struct sfs_mtensor *tensor; /* FILE, TJSON: in view->m */
+	uint64_t base;	  /* FILE: where its bytes start in @file */
+	uint32_t src;	  /* FILE: the view's cache source */
+	const char *path; /* for logs; the node's, stable */
 	uint64_t size;
 	const uint8_t *blob; /* BLOB: in view->json */
 	char *text;	     /* STATUS: the snapshot, owned */
@@ -96,11 +100,24 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->max_read);
 }
 
+/* A model hidden by --require has no file whose open would revalidate:
+ * looking in the mount's root does it instead (not for .seedfs: the
+ * status file answers whether or not the seed does). */
+static void revalidate_hidden(struct sfs_fs *fs, fuse_ino_t dir,
+			      const char *name)
+{
+	if (dir == SFS_ROOT_INO && fs->gens &&
+	    (!name || strcmp(name, SFS_MF_RESERVED)) &&
+	    sfs_gens_hidden(fs->gens, NULL, 0))
+		sfs_gens_revalidate(fs->gens);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct sfs_fs *fs = fs_of(req);
 	struct fuse_entry_param e;
 
+	revalidate_hidden(fs, parent, name);
 	memset(&e, 0, sizeof(e));
 	/* Names may change with a generation: kept briefly.  An inode's
 	 * attributes never change: kept long. */
@@ -138,6 +155,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct sfs_fs *fs = fs_of(req);
+	revalidate_hidden(fs, ino, NULL);
 	pthread_rwlock_rdlock(&fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	int err = !n ? ENOENT : n->kind != SFS_NODE_DIR ? ENOTDIR : 0;
@@ -228,14 +246,37 @@ static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
 	h->kind = n->kind;
 	h->path = n->path;
 	h->size = n->size;
-	if (n->kind == SFS_NODE_FILE || n->kind == SFS_NODE_BLOB) {
+	if (n->kind != SFS_NODE_STATUS) {
 		h->view = n->owner;
 		h->file = n->file;
+		h->tensor = n->tensor;
+		h->base = n->base;
 		h->src = n->src;
 		h->blob = n->blob;
 		sfs_gens_ref(fs->gens, h->view);
 	}
 	return 0;
+}
+
+/* Bytes of @h's tensor in memory now. */
+static uint64_t tensor_cached(struct sfs_fs *fs, const struct open_file *h)
+{
+	const struct sfs_mfile *f = h->file;
+	uint64_t off = h->tensor->off, end = off + h->tensor->len, got = 0;
+	ssize_t first = sfs_mfile_find_extent(f, off);
+
+	for (size_t i = (size_t)first;
+	     first >= 0 && i < f->next && f->ext[i].off < end; i++) {
+		const struct sfs_extent *e = &f->ext[i];
+		uint64_t a = SFS_MAX(off, e->off);
+		uint64_t b = SFS_MIN(end, e->off + e->len);
+		got += e->kind == SFS_EXT_INLINE
+			       ? b - a
+			       : sfs_cache_resident(
+					 fs->cache, h->src, e->region,
+					 e->roff + (a - e->off), b - a);
+	}
+	return got;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -265,6 +306,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_rwlock_rdlock(&fs->lock);
 	err = bind_node(fs, ino, h);
 	pthread_rwlock_unlock(&fs->lock);
+	if (!err && h->kind == SFS_NODE_TJSON) {
+		/* Rendered per open: how much is cached changes. */
+		err = -sfs_tview_json(h->view->m, h->tensor, fs->tree->seed,
+				      tensor_cached(fs, h), &h->text, &h->size);
+		fi->direct_io = 1;
+	}
 	if (!err && h->kind == SFS_NODE_STATUS) {
 		/* A snapshot per open, read to EOF whatever stat says. */
 		int rc = fs->status ? fs->status(fs->status_arg, &h->text,
@@ -280,7 +327,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	/* An inode's bytes never change: keep its page cache. */
-	fi->keep_cache = h->kind != SFS_NODE_STATUS;
+	fi->keep_cache = !fi->direct_io;
 	fi->noflush = 1;
 	fuse_reply_open(req, fi);
 }
@@ -391,6 +438,7 @@ static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 		      size_t size, off_t off)
 {
 	uint64_t end = SFS_MIN(h->size, (uint64_t)off + size);
+	const uint64_t base = h->base; /* a tensor: where it starts */
 	struct read_ctx r;
 	int rc;
 
@@ -402,7 +450,7 @@ static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 	}
 	/* Start every pull this read needs, then those of the read-ahead
 	 * window, before waiting for any. */
-	pull_range(fs, h, (uint64_t)off, end);
+	pull_range(fs, h, base + (uint64_t)off, base + end);
 	if (fs->ra_max) {
 		uint64_t a, b;
 		pthread_mutex_lock(&h->lock);
@@ -410,13 +458,13 @@ static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 			    fs->ra_max, &a, &b);
 		pthread_mutex_unlock(&h->lock);
 		if (a < b)
-			pull_range(fs, h, a, b);
+			pull_range(fs, h, base + a, base + b);
 	}
 	r.iov = r.iov_stack;
 	r.pins = r.pins_stack;
 	r.n = 0;
 	r.cap = READ_IOV_STACK;
-	rc = gather(fs, h, (uint64_t)off, end, &r);
+	rc = gather(fs, h, base + (uint64_t)off, base + end, &r);
 	if (rc == -ESTALE || (rc && !sfs_gens_alive(fs->gens, h->view))) {
 		/* The seed stopped serving this generation meanwhile. */
 		fuse_reply_err(req, ESTALE);
@@ -461,7 +509,7 @@ static void reply_read(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 		return;
 	}
 	size_t n = (size_t)SFS_MIN((uint64_t)size, h->size - (uint64_t)off);
-	if (h->kind == SFS_NODE_STATUS)
+	if (h->kind == SFS_NODE_STATUS || h->kind == SFS_NODE_TJSON)
 		fuse_reply_buf(req, h->text + off, n);
 	else if (h->kind == SFS_NODE_BLOB)
 		fuse_reply_buf(req, (const char *)h->blob + off, n);
@@ -512,7 +560,70 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+/* The attributes of @ino come from its node's generation (held while
+ * used: a new generation may replace the node meanwhile). */
+static int xattr_of(struct sfs_fs *fs, fuse_ino_t ino, const char *name,
+		    char **out, size_t *len)
+{
+	pthread_rwlock_rdlock(&fs->lock);
+	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+	struct sfs_view *v = NULL;
+	const struct sfs_mtensor *t = NULL;
+	const struct sfs_mfile *f = NULL;
+	if (n && (n->kind == SFS_NODE_FILE || n->kind == SFS_NODE_TJSON)) {
+		v = n->owner;
+		t = n->tensor;
+		f = n->file;
+		sfs_gens_ref(fs->gens, v);
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (!n)
+		return -ENOENT;
+	if (!v)
+		return name ? -ENODATA : 0;
+	int rc = name ? sfs_tview_xattr(v->m, t, f, fs->tree->seed, name, out,
+					len)
+		      : sfs_tview_xattr_list(v->m, t, f, fs->tree->seed, out,
+					     len);
+	sfs_gens_unref(fs->gens, v);
+	return rc;
+}
+
+/* getxattr and listxattr answer alike: the size when asked with 0. */
+static void reply_xattr(fuse_req_t req, size_t size, int rc, char *val,
+			size_t len)
+{
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+	free(val);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	char *val = NULL;
+	size_t len = 0;
+	int rc = xattr_of(fs_of(req), ino, name, &val, &len);
+	reply_xattr(req, size, rc, val, len);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *val = NULL;
+	size_t len = 0;
+	int rc = xattr_of(fs_of(req), ino, NULL, &val, &len);
+	reply_xattr(req, size, rc, val, len);
+}
+
 const struct fuse_lowlevel_ops sfs_fs_ops = {
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
 	.init = op_init,
 	.lookup = op_lookup,
 	.getattr = op_getattr,

@@ -28,6 +28,8 @@ struct sfs_gens {
 	uint64_t peer;		  /* protected by lock */
 	int checking;	 /* protected by lock: a revalidation is running */
 	uint64_t checks; /* protected by lock: revalidations finished */
+	int hidden;	 /* protected by lock: current fails cfg.require */
+	char why[256];	 /* protected by lock: how, when hidden */
 	int unreachable; /* protected by lock: the outage was logged */
 	/* protected by lock: while unreachable, opens do not ask again
 	 * before this (each would wait the whole timeout) */
@@ -63,12 +65,23 @@ void sfs_gens_summary(struct sfs_gens *g, char *buf, size_t len, size_t *older)
 		bytes += m->files[i].size;
 	snprintf(buf, len,
 		 "%s generation %" PRIu64 " files %zu bytes %" PRIu64
-		 " tensors %zu",
-		 m->model, m->generation, m->nfiles, bytes, m->ntensors);
+		 " tensors %zu identity %s%s",
+		 m->model, m->generation, m->nfiles, bytes, m->ntensors,
+		 m->id_short, g->hidden ? " (hidden)" : "");
 	*older = 0;
 	for (struct sfs_view *v = g->views; v; v = v->next)
 		*older += v != g->current && !v->expired;
 	pthread_mutex_unlock(&g->lock);
+}
+
+int sfs_gens_hidden(struct sfs_gens *g, char *why, size_t len)
+{
+	pthread_mutex_lock(&g->lock);
+	int hidden = g->hidden;
+	if (hidden && why)
+		snprintf(why, len, "%s", g->why);
+	pthread_mutex_unlock(&g->lock);
+	return hidden;
 }
 
 void sfs_gens_ref(struct sfs_gens *g, struct sfs_view *v)
@@ -114,6 +127,7 @@ static size_t view_inodes(struct sfs_gens *g, struct sfs_view *v, int clear,
 		if (clear) {
 			nd->owner = NULL;
 			nd->file = NULL;
+			nd->tensor = NULL;
 			nd->blob = NULL;
 		} else if (!sfs_grow((void **)inos, &cap, n + 1,
 				     sizeof(**inos))) {
@@ -213,6 +227,8 @@ int sfs_gens_new(const struct sfs_gens_cfg *cfg, char *json, size_t json_len,
 	g->views = g->current = v;
 	g->instance = m->instance;
 	g->peer = cfg->peer;
+	g->hidden = !sfs_require_match(cfg->require, &m->id, g->why,
+				       sizeof(g->why));
 	if ((rc = -pthread_create(&g->sweeper, NULL, sweeper, g))) {
 		g->views = NULL;
 		v->json = NULL;
@@ -409,10 +425,19 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 	v->json_len = len;
 	v->m = m;
 	v->src = src;
+	/* A generation that does not meet --require is not shown: the
+	 * model leaves the tree until one that does comes. */
+	char why[256];
+	int show = sfs_require_match(g->cfg.require, &m->id, why, sizeof(why));
 	pthread_rwlock_wrlock(g->cfg.tree_lock);
-	rc = sfs_tree_replace_model(g->cfg.tree, m, src, json, len, v, &sup,
-				    &nsup);
+	rc = show ? sfs_tree_replace_model(g->cfg.tree, m, src, json, len, v,
+					   &sup, &nsup)
+		  : sfs_tree_hide_model(g->cfg.tree, m->model, &sup, &nsup);
 	pthread_rwlock_unlock(g->cfg.tree_lock);
+	if (!show)
+		SFS_LOG(SFS_WARN, "gens",
+			"generation %" PRIu64 " of %s is hidden: %s",
+			m->generation, m->model, why);
 	free(sup);
 	/* From here on the tree may point at @v: it is installed. */
 	if (rc)
@@ -426,6 +451,8 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 	g->current = v;
 	g->instance = m->instance;
 	g->peer = peer;
+	g->hidden = !show;
+	snprintf(g->why, sizeof(g->why), "%s", show ? "" : why);
 	/* The one it replaces stays readable for the grace period. */
 	if (!old->expires_ms)
 		old->expires_ms = sfs_now_ms() + old->m->grace_seconds * 1000;

@@ -51,6 +51,9 @@ struct sfs_gens_cfg {
 	struct sfs_cache *cache;     /* [borrowed] */
 	struct sfs_tree *tree;	     /* [borrowed] */
 	pthread_rwlock_t *tree_lock; /* [borrowed] guards @tree */
+	/* --require: a generation whose identity does not match is not
+	 * shown (hidden); NULL: every generation is shown. [borrowed] */
+	const struct sfs_require *require;
 	/* Drop the kernel's cached pages of @ino (FUSE notify). */
 	void (*inval_inode)(void *arg, uint64_t ino);
 	void *inval_arg;
@@ -107,6 +110,13 @@ void sfs_gens_stop(struct sfs_gens *g);
 
 /* References held by open handles.  sfs_gens_alive: 0 once the seed
  * no longer serves @v. */
+/*
+ * sfs_gens_hidden - 1 if the current generation does not meet
+ * cfg.require (then @why, if not NULL, says which field differs), else
+ * 0.  Thread safe.
+ */
+int sfs_gens_hidden(struct sfs_gens *g, char *why, size_t len);
+
 void sfs_gens_ref(struct sfs_gens *g, struct sfs_view *v);
 void sfs_gens_unref(struct sfs_gens *g, struct sfs_view *v);
 int sfs_gens_alive(struct sfs_gens *g, struct sfs_view *v);

@@ -46,6 +46,7 @@ struct mount_opts {
 	char *read_ahead_kb;
 	char *max_background;
 	char *ahead;
+	char *require;
 	int no_verify;
 	int prefetch;
 	char *log_level;
@@ -80,6 +81,8 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--max-background %s", max_background),
 	OPT("--ahead=%s", ahead),
 	OPT("--ahead %s", ahead),
+	OPT("--require=%s", require),
+	OPT("--require %s", require),
 	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
 	{"--prefetch", offsetof(struct mount_opts, prefetch), 1},
 	OPT("--log-level=%s", log_level),
@@ -105,7 +108,9 @@ struct mount_cfg {
 	unsigned int max_background;
 	uint64_t ahead; /* largest read-ahead window; 0: off */
 	int no_verify;
-	int prefetch; /* warm every file once mounted */
+	int prefetch;		     /* warm every file once mounted */
+	struct sfs_require *require; /* owned; NULL: show every source */
+	const char *require_text;
 };
 
 static void usage(void)
@@ -147,6 +152,13 @@ static void usage(void)
 	       "    --ahead SIZE           pull up to SIZE ahead of a sequential\n"
 	       "                           reader (default 64M, at most a\n"
 	       "                           quarter of the cache; 0: off)\n"
+	       "    --require K=V[,K=V...] show a model only while its identity\n"
+	       "                           matches (keys: model, revision,\n"
+	       "                           generation, dtype, quant, layout,\n"
+	       "                           layout_version, tp_size, tp_rank,\n"
+	       "                           pp_size, pp_rank, ep_size, ep_rank,\n"
+	       "                           framework); .seedfs/status says\n"
+	       "                           what differs\n"
 	       "    --prefetch             once mounted, warm the cache with\n"
 	       "                           every file in the background (see\n"
 	       "                           seedfs prefetch)\n"
@@ -259,6 +271,15 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		return -EINVAL;
 	if (o->ahead)
 		c->ahead = v;
+	if (o->require) {
+		char err[512];
+		if (sfs_require_parse(o->require, &c->require, err,
+				      sizeof(err))) {
+			fprintf(stderr, "seedfs mount: %s\n", err);
+			return -EINVAL;
+		}
+		c->require_text = o->require;
+	}
 	if (c->protocol && !sfs_xport_known(c->protocol, NULL, 0)) {
 		char names[128];
 		sfs_xport_known(NULL, names, sizeof(names));
@@ -448,7 +469,9 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	if (!rc)
 		sfs_gens_persist(r->cache, c->seed, r->m, src);
 	if (!rc)
-		rc = sfs_tree_new(&r->tree);
+		rc = sfs_tree_new(c->seed,
+				  sfs_require_value(c->require, "layout"),
+				  &r->tree);
 	/* The generations own the manifest from here on; the first one's
 	 * view owns the tree's nodes. */
 	struct sfs_gens_cfg gc = {.seed = c->seed,
@@ -458,14 +481,25 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 				  .ep = ep,
 				  .cache = r->cache,
 				  .tree = r->tree,
-				  .tree_lock = &r->fs.lock};
+				  .tree_lock = &r->fs.lock,
+				  .require = c->require};
 	struct sfs_view *first = NULL;
 	if (!rc)
 		rc = sfs_gens_new(&gc, r->json, r->json_len, r->m, src,
 				  &r->gens, &first);
-	if (!rc)
+	char why[256];
+	if (!rc && sfs_gens_hidden(r->gens, why, sizeof(why))) {
+		/* Mounted all the same: a later generation may match. */
+		fprintf(stderr,
+			"seedfs mount: model %s from %s is hidden: %s "
+			"(--require %s)\n",
+			r->m->model, c->seed, why, c->require_text);
+		SFS_LOG(SFS_WARN, "mount", "model %s is hidden: %s",
+			r->m->model, why);
+	} else if (!rc) {
 		rc = sfs_tree_add_model(r->tree, r->m, src, r->json,
 					r->json_len, first);
+	}
 	if (!rc)
 		rc = sfs_tree_add_status(r->tree);
 	if (rc) {
@@ -479,6 +513,7 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	r->status.gens = r->gens;
 	r->status.cache = r->cache;
 	r->status.disk = r->disk;
+	r->status.require = c->require_text;
 	r->status_ready = 1;
 	snprintf(r->status.protocol, sizeof(r->status.protocol), "%s",
 		 info.protocol);
@@ -487,7 +522,9 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	sfs_status_init(&r->status);
 	sfs_tree_finish(r->tree);
 	for (size_t i = 0; i < r->tree->n; i++)
-		r->fs.total_bytes += r->tree->nodes[i].size;
+		if (r->tree->nodes[i].kind == SFS_NODE_FILE &&
+		    !r->tree->nodes[i].tensor)
+			r->fs.total_bytes += r->tree->nodes[i].size;
 	SFS_LOG(SFS_INFO, "mount",
 		"model %s generation %llu from %s: %zu files, %zu tensors, "
 		"protocol %s",
@@ -613,8 +650,11 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 			cmd->mountpoint);
 		goto out_signals;
 	}
-	SFS_LOG(SFS_INFO, "mount", "mounted %s on %s", r.m->model,
-		cmd->mountpoint);
+	SFS_LOG(SFS_INFO, "mount", "mounted %s on %s%s", r.m->model,
+		cmd->mountpoint,
+		sfs_gens_hidden(r.gens, NULL, 0)
+			? " (hidden by --require: see .seedfs/status)"
+			: "");
 	/* `seedfs prefetch` finds this socket in .seedfs/status. */
 	char err[256];
 	if (sfs_mctl_start(&r.fs, &r.ctl, err, sizeof(err)))
@@ -785,6 +825,8 @@ out:
 	free(o.read_ahead_kb);
 	free(o.max_background);
 	free(o.ahead);
+	free(o.require);
+	sfs_require_free(c.require);
 	free(o.log_level);
 	free(o.log_file);
 	return rc;

@@ -48,8 +48,10 @@ static int collect(struct warm *w, uint64_t ino)
 		}
 		return 0;
 	}
-	if (n->kind != SFS_NODE_FILE || !n->file)
-		return 0; /* the debug view and status are in memory */
+	/* The debug view and status are in memory; a tensor's bytes are
+	 * its file's, warmed with the file. */
+	if (n->kind != SFS_NODE_FILE || !n->file || n->tensor)
+		return 0;
 	if (sfs_grow((void **)&w->items, &w->cap, w->n + 1, sizeof(*w->items)))
 		return -ENOMEM;
 	struct item *it = &w->items[w->n++];
@@ -168,7 +170,14 @@ int sfs_prefetch(struct sfs_fs *fs, const char *const *paths, size_t npaths,
 	w.timeout_ms = 10000;
 	w.budget = w.total;
 	if (st.disk_tier) {
-		w.queue_max = (size_t)(st.size / st.chunk_size / 8);
+		/* The cache stops storing when a quarter of it waits for the
+		 * disk: what waits (queue_max) plus what is in flight (the
+		 * window and the chunk read now) stays below that. */
+		size_t slots = (size_t)(st.size / st.chunk_size);
+		w.queue_max = slots / 8;
+		w.window = SFS_MAX((uint64_t)st.chunk_size,
+				   (uint64_t)(slots / 8 ? slots / 8 - 1 : 0) *
+					   st.chunk_size);
 	} else if (w.total > st.size / 4 * 3) {
 		char line[256], b1[32], b2[32], b3[32];
 		w.budget = st.size / 4 * 3;

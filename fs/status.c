@@ -61,6 +61,12 @@ int sfs_status_render(void *arg, char **text, size_t *len)
 	if (s->control)
 		fprintf(f, "control: %s\n", s->control);
 	fprintf(f, "model: %s\n", model);
+	if (s->require) {
+		char why[256];
+		fprintf(f, "require: %s\n", s->require);
+		if (sfs_gens_hidden(s->gens, why, sizeof(why)))
+			fprintf(f, "hidden: %s: %s\n", s->seed, why);
+	}
 	fprintf(f, "older_generations_served: %zu\n", older);
 	fprintf(f, "cache_size: %" PRIu64 " (%s)\n", st.size,
 		sfs_fmt_bytes(st.size, b1, sizeof(b1)));

@@ -22,6 +22,7 @@ struct sfs_status {
 	struct sfs_cache *cache; /* [borrowed] */
 	struct sfs_disk *disk;	 /* [borrowed] or NULL */
 	const char *control;	 /* the control socket [borrowed] or NULL */
+	const char *require;	 /* --require [borrowed] or NULL */
 	time_t mounted;		 /* wall clock */
 	uint64_t mounted_ns;	 /* monotonic */
 	pthread_mutex_t lock;

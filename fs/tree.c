@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "tree.h"
 
+#include "common/log.h"
 #include "common/util.h"
+#include "fs/tview.h"
+#include "metadata/tname.h"
 
 #include <jansson.h>
 
@@ -49,13 +52,15 @@ static int add_node(struct sfs_tree *t, uint64_t parent, const char *name,
 	return 0;
 }
 
-int sfs_tree_new(struct sfs_tree **out)
+int sfs_tree_new(const char *seed, const char *layout, struct sfs_tree **out)
 {
 	struct sfs_tree *t = calloc(1, sizeof(*t));
 	uint64_t ino;
 	if (!t)
 		return -ENOMEM;
-	if (add_node(t, 0, "", SFS_NODE_DIR, &ino)) {
+	if (!(t->seed = strdup(seed ? seed : "")) ||
+	    (layout && !(t->layout = strdup(layout))) ||
+	    add_node(t, 0, "", SFS_NODE_DIR, &ino)) {
 		sfs_tree_free(t);
 		return -ENOMEM;
 	}
@@ -128,6 +133,87 @@ static int never(const struct sfs_node *n, const void *arg)
 	return 0;
 }
 
+/* The same bytes: the page cache of the old inode stays right. */
+static int same_tensor(const struct sfs_node *n, const void *arg)
+{
+	const struct sfs_mtensor *t = arg;
+	return n->tensor && n->size == t->len && n->tensor->has_xxh3 &&
+	       t->has_xxh3 && n->tensor->xxh3 == t->xxh3;
+}
+
+/* NAME/.seedfs/tensors: each tensor's bytes, and T.json beside it.  A
+ * name that cannot be a file name even escaped (too long), or a second
+ * tensor of the same name, is left out with a warning. */
+static int fill_tensors(struct sfs_tree *t, uint64_t dbg,
+			const struct sfs_manifest *m, uint32_t src, void *owner,
+			json_t *old)
+{
+	char esc[256], path[300];
+	uint64_t dir, ino;
+	int rc;
+
+	if ((rc = place(t, old, SFS_MF_RESERVED "/tensors", dbg, "tensors",
+			SFS_NODE_DIR, same_dir, NULL, &dir)))
+		return rc;
+	json_t *seen = json_object();
+	if (!seen)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->ntensors && !rc; i++) {
+		const struct sfs_mtensor *mt = &m->tensors[i];
+		if (t->layout && strcmp(sfs_tview_layout(m, mt), t->layout))
+			continue; /* not the layout this mount requires */
+		if (sfs_tname_escape(mt->name, 5, esc, sizeof(esc))) {
+			SFS_LOG(SFS_WARN, "fs",
+				"%s: tensor %.80s...: name too long for the "
+				"tensor view, left out",
+				m->model, mt->name);
+			continue;
+		}
+		if (json_object_get(seen, esc)) {
+			SFS_LOG(SFS_WARN, "fs",
+				"%s: tensor %s appears twice; the tensor view "
+				"shows the first",
+				m->model, mt->name);
+			continue;
+		}
+		if (json_object_set_new(seen, esc, json_true())) {
+			rc = -ENOMEM;
+			break;
+		}
+		snprintf(path, sizeof(path), "%s/tensors/%s", SFS_MF_RESERVED,
+			 esc);
+		if ((rc = place(t, old, path, dir, esc, SFS_NODE_FILE,
+				same_tensor, mt, &ino)))
+			break;
+		struct sfs_node *n = sfs_tree_get(t, ino);
+		n->file = &m->files[mt->file];
+		n->tensor = mt;
+		n->base = mt->off;
+		n->size = mt->len;
+		n->src = src;
+		n->owner = owner;
+		strcat(esc, ".json");
+		strcat(path, ".json");
+		/* Its text names the generation: a new inode each time. */
+		if ((rc = place(t, old, path, dir, esc, SFS_NODE_TJSON, never,
+				NULL, &ino)))
+			break;
+		char *text;
+		size_t len;
+		if ((rc = sfs_tview_json(m, mt, t->seed, 0, &text, &len)))
+			break;
+		free(text);
+		n = sfs_tree_get(t, ino);
+		n->file = &m->files[mt->file];
+		n->tensor = mt;
+		n->size = len;
+		n->src = src;
+		n->owner = owner;
+	}
+	json_decref(seen);
+	return rc;
+}
+
 /*
  * Fill directory @model from @m.  @old maps the previous generation's
  * paths ("dir/file") to inos, or is NULL; what is taken from it is
@@ -180,7 +266,7 @@ static int fill_model(struct sfs_tree *t, uint64_t model,
 	n->blob = (const uint8_t *)json;
 	n->size = json_len;
 	n->owner = owner;
-	return 0;
+	return fill_tensors(t, dbg, m, src, owner, old);
 }
 
 static uint64_t model_ino(const struct sfs_tree *t, const char *model)
@@ -254,8 +340,11 @@ int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
 
 	*sup = NULL;
 	*nsup = 0;
-	if (!model)
-		return -ENOENT;
+	if (!model) {
+		rc = sfs_tree_add_model(t, m, src, json, json_len, owner);
+		sfs_tree_finish(t);
+		return rc;
+	}
 	old = json_object();
 	dirs = json_object();
 	rc = old && dirs ? collect(t, model, "", old) : -ENOMEM;
@@ -273,6 +362,41 @@ int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
 	json_decref(old);
 	json_decref(dirs);
 	sfs_tree_finish(t);
+	return rc;
+}
+
+int sfs_tree_hide_model(struct sfs_tree *t, const char *name, uint64_t **sup,
+			size_t *nsup)
+{
+	uint64_t model = model_ino(t, name);
+	struct sfs_node *root = sfs_tree_get(t, SFS_ROOT_INO);
+	json_t *old, *v;
+	const char *k;
+	size_t cap = 0;
+	int rc;
+
+	*sup = NULL;
+	*nsup = 0;
+	if (!model)
+		return 0;
+	if (!(old = json_object()))
+		return -ENOMEM;
+	rc = collect(t, model, "", old);
+	json_object_set_new(old, "", json_integer((json_int_t)model));
+	json_object_foreach (old, k, v) {
+		uint64_t ino = (uint64_t)json_integer_value(v);
+		sfs_tree_get(t, ino)->superseded = 1;
+		if (!sfs_grow((void **)sup, &cap, *nsup + 1, sizeof(**sup)))
+			(*sup)[(*nsup)++] = ino;
+	}
+	json_decref(old);
+	for (size_t i = 0; i < root->nchild; i++)
+		if (root->child[i] == model) {
+			memmove(&root->child[i], &root->child[i + 1],
+				(root->nchild - i - 1) * sizeof(uint64_t));
+			root->nchild--;
+			break;
+		}
 	return rc;
 }
 
@@ -334,5 +458,7 @@ void sfs_tree_free(struct sfs_tree *t)
 		free(t->nodes[i].child);
 	}
 	free(t->nodes);
+	free(t->seed);
+	free(t->layout);
 	free(t);
 }

@@ -5,7 +5,9 @@
  *   ino 1                 the mount point
  *   ino 1/NAME            one directory per published model
  *   NAME/...              the model's directories and files
- *   NAME/.seedfs/         debug view: manifest.json (as fetched)
+ *   NAME/.seedfs/         debug view: manifest.json (as fetched),
+ *   NAME/.seedfs/tensors/ one file per tensor (its bytes) and one
+ *                         T.json beside it (docs/tensors.md)
  *
  * Inode numbers are indexes + 1 and are never reused while mounted.  A
  * new generation of a model (sfs_tree_replace_model) keeps the inode of
@@ -29,6 +31,7 @@ enum sfs_node_kind {
 	SFS_NODE_FILE,	 /* a manifest file: bytes come from extents */
 	SFS_NODE_BLOB,	 /* bytes held in memory (debug view) */
 	SFS_NODE_STATUS, /* rendered when opened: .seedfs/status */
+	SFS_NODE_TJSON,	 /* rendered when opened: a tensor's .json */
 };
 
 struct sfs_node {
@@ -40,8 +43,12 @@ struct sfs_node {
 	void *owner;	/* FILE, BLOB: the caller's generation [borrowed] */
 	uint64_t size;
 	const struct sfs_mfile *file; /* FILE [borrowed from the manifest] */
-	uint32_t src;		      /* FILE: cache source of its regions */
-	const uint8_t *blob;	      /* BLOB [borrowed] */
+	/* FILE: a tensor's bytes, [base, base + size) of @file; TJSON:
+	 * its metadata.  [borrowed from the manifest] */
+	const struct sfs_mtensor *tensor;
+	uint64_t base;
+	uint32_t src;	     /* FILE: cache source of its regions */
+	const uint8_t *blob; /* BLOB [borrowed] */
 	size_t nchild, cap_child;
 	uint64_t *child; /* DIR: inos, sorted by name after finish */
 };
@@ -49,10 +56,16 @@ struct sfs_node {
 struct sfs_tree {
 	size_t n, cap;
 	struct sfs_node *nodes; /* ino i is nodes[i - 1] */
+	char *seed;		/* HOST:PORT, for tensor metadata; owned */
+	/* A required layout (--require layout=...): tensors whose own
+	 * layout differs are left out of the tensor view.  Owned, or
+	 * NULL. */
+	char *layout;
 };
 
-/* sfs_tree_new - a tree holding only the root.  *out [new]. */
-int sfs_tree_new(struct sfs_tree **out);
+/* sfs_tree_new - a tree holding only the root; @seed (HOST:PORT,
+ * copied) is what tensor metadata names.  *out [new]. */
+int sfs_tree_new(const char *seed, const char *layout, struct sfs_tree **out);
 
 /*
  * sfs_tree_add_model - add m->model and everything the manifest lists,
@@ -76,6 +89,15 @@ int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
 int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
 			   uint32_t src, const char *json, size_t json_len,
 			   void *owner, uint64_t **sup, size_t *nsup);
+
+/*
+ * sfs_tree_hide_model - take model @name out of the tree (a --require no
+ * longer holds): its directory and everything under it become
+ * superseded, their inos in *sup [new, free()].  Returns 0 (also when
+ * it was not shown) or -ENOMEM.
+ */
+int sfs_tree_hide_model(struct sfs_tree *t, const char *name, uint64_t **sup,
+			size_t *nsup);
 
 /* sfs_tree_add_status - the mount's own MOUNTPOINT/.seedfs/status.
  * Returns 0 or -ENOMEM. */

@@ -2,7 +2,9 @@
 #include "manifest.h"
 
 #include "common/util.h"
+#include "metadata/gguf.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -22,6 +24,7 @@ struct sfs_manifest *sfs_manifest_new(const char *model, uint64_t generation)
 	m->generation = generation;
 	m->model = strdup(model);
 	m->revision = strdup("");
+	sfs_identity_init(&m->id, model, generation);
 	if (!m->model || !m->revision) {
 		sfs_manifest_free(m);
 		return NULL;
@@ -248,6 +251,7 @@ void sfs_manifest_free(struct sfs_manifest *m)
 	for (size_t i = 0; i < m->ntensors; i++)
 		free(m->tensors[i].name);
 	free(m->tensors);
+	sfs_identity_clear(&m->id);
 	free(m);
 }
 
@@ -316,10 +320,21 @@ static json_t *encode_tensor(const struct sfs_manifest *m,
 	for (uint32_t i = 0; shape && i < t->ndim; i++)
 		json_array_append_new(shape,
 				      json_integer((json_int_t)t->shape[i]));
-	return json_pack("{s:s,s:s,s:o*,s:s,s:I,s:I}", "name", t->name, "dtype",
-			 t->dtype, "shape", shape, "file",
-			 m->files[t->file].path, "offset", (json_int_t)t->off,
-			 "length", (json_int_t)t->len);
+	json_t *o = json_pack("{s:s,s:s,s:o*,s:s,s:I,s:I}", "name", t->name,
+			      "dtype", t->dtype, "shape", shape, "file",
+			      m->files[t->file].path, "offset",
+			      (json_int_t)t->off, "length", (json_int_t)t->len);
+	if (o && t->has_xxh3 &&
+	    json_object_set_new(o, "xxh3", hex_u64(t->xxh3))) {
+		json_decref(o);
+		return NULL;
+	}
+	if (o && t->layout[0] &&
+	    json_object_set_new(o, "layout", json_string(t->layout))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 static json_t *encode_endpoint(const struct sfs_endpoint *e)
@@ -376,6 +391,33 @@ static json_t *encode_region(const struct sfs_manifest *m, size_t i)
 	return o;
 }
 
+/* "identity" and "identity_id", the identity's model and generation
+ * being the manifest's.  Returns 0 or -ENOMEM. */
+static int encode_identity(const struct sfs_manifest *m, json_t *root)
+{
+	struct sfs_identity id;
+	char *text = NULL, sid[SFS_ID_SHORT + 1];
+	int rc = -ENOMEM;
+
+	sfs_identity_init(&id, m->model, m->generation);
+	if (sfs_identity_copy(&id, &m->id))
+		goto out;
+	snprintf(id.model, sizeof(id.model), "%s", m->model);
+	id.generation = m->generation;
+	if (sfs_identity_canonical(&id, &text) ||
+	    sfs_identity_short_id(&id, sid))
+		goto out;
+	json_t *o = json_loads(text, 0, NULL);
+	if (!o || json_object_set_new(root, "identity", o) ||
+	    json_object_set_new(root, "identity_id", json_string(sid)))
+		goto out;
+	rc = 0;
+out:
+	free(text);
+	sfs_identity_clear(&id);
+	return rc;
+}
+
 int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 {
 	json_t *root, *eps, *regions, *dirs, *files, *tensors;
@@ -396,6 +438,8 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 			 "tensors", tensors);
 	if (!root)
 		return -ENOMEM;
+	if (encode_identity(m, root))
+		goto out;
 	for (size_t i = 0; i < m->neps; i++)
 		if (json_array_append_new(eps, encode_endpoint(&m->eps[i])))
 			goto out;
@@ -550,18 +594,26 @@ static int validate_tensor(const struct sfs_manifest *m, size_t i, char *err,
 			    i);
 	if (t->file >= m->nfiles)
 		return fail(err, errlen, "tensors[%zu].file: no such file", i);
-	if (!esz)
+	uint32_t blk, bsz;
+	if (!esz && sfs_ggml_dtype(t->dtype, &blk, &bsz))
 		return fail(err, errlen, "tensors[%zu].dtype: unknown '%s'", i,
 			    t->dtype);
 	if (t->ndim > SFS_ST_MAX_DIMS)
 		return fail(err, errlen, "tensors[%zu].shape: too many dims",
 			    i);
-	if (sfs_st_tensor_bytes(t->shape, t->ndim, esz, &bytes) ||
+	/* A safetensors dtype, else a ggml one (GGUF: blocks). */
+	if ((esz ? sfs_st_tensor_bytes(t->shape, t->ndim, esz, &bytes)
+		 : sfs_ggml_tensor_bytes(t->dtype, t->shape, t->ndim,
+					 &bytes)) ||
 	    bytes != t->len)
 		return fail(
 			err, errlen,
 			"tensors[%zu] '%s': shape x %s is not length %" PRIu64,
 			i, t->name, t->dtype, t->len);
+	if (t->layout[0] && !sfs_manifest_layout_ok(t->layout))
+		return fail(err, errlen,
+			    "tensors[%zu].layout: not 1-63 of [A-Za-z0-9._:+-]",
+			    i);
 	uint64_t fsz = m->files[t->file].size;
 	if (t->off > fsz || t->len > fsz - t->off)
 		return fail(err, errlen,
@@ -994,6 +1046,83 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 	return 0;
 }
 
+/* Optional "identity": checked against the manifest and its id. */
+static int decode_identity(struct sfs_manifest *m, json_t *root, char *err,
+			   size_t errlen)
+{
+	json_t *o = json_object_get(root, "identity");
+	char sid[SFS_ID_SHORT + 1];
+
+	if (o) {
+		char *text = json_dumps(o, JSON_COMPACT);
+		if (!text)
+			return -ENOMEM;
+		int rc = sfs_identity_from_json(&m->id, text, strlen(text), err,
+						errlen);
+		free(text);
+		if (rc)
+			return rc;
+		if (strcmp(m->id.model, m->model))
+			return fail(err, errlen,
+				    "identity.model: '%s', the manifest's "
+				    "model is '%s'",
+				    m->id.model, m->model);
+		if (m->id.generation != m->generation)
+			return fail(err, errlen,
+				    "identity.generation: %" PRIu64
+				    ", the manifest's is %" PRIu64,
+				    m->id.generation, m->generation);
+	}
+	if (sfs_identity_short_id(&m->id, sid))
+		return -ENOMEM;
+	if (o) {
+		const char *said = get_str(root, "identity_id", SFS_ID_SHORT);
+		if (!said || strcmp(said, sid))
+			return fail(err, errlen,
+				    "identity_id: '%s' is not the identity's "
+				    "id %s",
+				    said ? said : "(missing)", sid);
+	}
+	memcpy(m->id_short, sid, sizeof(sid));
+	return 0;
+}
+
+int sfs_manifest_layout_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= SFS_MF_LAYOUT_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr("._:+-", s[i]))
+			return 0;
+	return 1;
+}
+
+/* The optional members of tensor @i: "xxh3", "layout". */
+static int decode_tensor_extras(struct sfs_mtensor *mt, size_t i, json_t *t,
+				char *err, size_t errlen)
+{
+	json_t *v;
+	if (json_object_get(t, "xxh3")) {
+		if (get_hex(t, "xxh3", &mt->xxh3))
+			return fail(err, errlen,
+				    "tensors[%zu].xxh3: not a 64-bit hex "
+				    "string",
+				    i);
+		mt->has_xxh3 = 1;
+	}
+	if ((v = json_object_get(t, "layout"))) {
+		const char *l = get_str(t, "layout", SFS_MF_LAYOUT_MAX - 1);
+		if (!l || !sfs_manifest_layout_ok(l))
+			return fail(err, errlen,
+				    "tensors[%zu].layout: not 1-63 of "
+				    "[A-Za-z0-9._:+-]",
+				    i);
+		strcpy(mt->layout, l);
+	}
+	return 0;
+}
+
 static int decode_tensors(struct sfs_manifest *m, json_t *a, char *err,
 			  size_t errlen)
 {
@@ -1073,6 +1202,9 @@ static int decode_tensors(struct sfs_manifest *m, json_t *a, char *err,
 				m, name, dtype, (uint32_t)json_array_size(sh),
 				shape, (size_t)json_integer_value(fi), off,
 				len);
+		if (!rc)
+			rc = decode_tensor_extras(&m->tensors[m->ntensors - 1],
+						  i, t, err, errlen);
 	}
 	json_decref(byname);
 	return rc;
@@ -1148,6 +1280,8 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 		rc = fail(err, errlen, "grace_seconds: not a small integer");
 		goto out;
 	}
+	if ((rc = decode_identity(m, root, err, errlen)))
+		goto out;
 	if ((rc = decode_endpoints(m, json_object_get(root, "endpoints"), err,
 				   errlen)))
 		goto out;

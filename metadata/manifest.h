@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "metadata/identity.h"
 #include "metadata/safetensors.h"
 
 #define SFS_MANIFEST_VERSION 2
@@ -32,6 +33,7 @@
 #define SFS_MF_ADDR_MAX 256
 #define SFS_MF_MAX_ENDPOINTS 8	  /* protocols one seed serves at once */
 #define SFS_MF_RESERVED ".seedfs" /* never a top-level entry */
+#define SFS_MF_LAYOUT_MAX 64
 
 enum sfs_extent_kind {
 	SFS_EXT_INLINE = 1,
@@ -85,6 +87,11 @@ struct sfs_mtensor {
 	uint64_t shape[SFS_ST_MAX_DIMS];
 	size_t file;	   /* index into files[] */
 	uint64_t off, len; /* byte range in that file */
+	int has_xxh3;	   /* xxh3 is XXH3-64 of the tensor's bytes */
+	uint64_t xxh3;
+	/* How the bytes are laid out, [A-Za-z0-9._:+-]{1,63}; "" when the
+	 * seed did not say (the model's layout applies). */
+	char layout[SFS_MF_LAYOUT_MAX];
 };
 
 struct sfs_endpoint {
@@ -111,6 +118,10 @@ struct sfs_manifest {
 	struct sfs_mfile *files;
 	size_t ntensors, cap_tensors;
 	struct sfs_mtensor *tensors;
+	/* What the model is (docs/identity.md); its model and generation
+	 * are always the manifest's.  id_short: its short id. */
+	struct sfs_identity id;
+	char id_short[SFS_ID_SHORT + 1];
 };
 
 /* Builder.  Each returns 0 or -errno (-EINVAL names nothing: the seed
@@ -128,6 +139,10 @@ void sfs_manifest_set_remote(struct sfs_manifest *m, uint32_t id, size_t ep,
  * (copied).  Returns 0, -EINVAL or -ENOMEM. */
 int sfs_manifest_set_checksums(struct sfs_manifest *m, uint32_t id,
 			       uint32_t shift, const uint64_t *sums, size_t n);
+/* sfs_manifest_layout_ok - 1 if @s is a valid layout name (1..63 of
+ * [A-Za-z0-9._:+-]), else 0. */
+int sfs_manifest_layout_ok(const char *s);
+
 /* The number of checksum chunks of a region of @len bytes. */
 static inline uint64_t sfs_csum_count(uint64_t len, uint32_t shift)
 {

@@ -21,7 +21,8 @@ pkgs=(
 case "${1:-}" in
 --build-only) ;;
 --bench) pkgs+=(sshfs openssh-server openssh-client gnuplot-nox) ;;
-*) pkgs+=(qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
+*) pkgs+=(attr python3 python3-numpy
+	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
 	cpio gzip) ;;
 esac
 

@@ -3,12 +3,14 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "metadata/gguf.h"
 #include "metadata/manifest.h"
 #include "metadata/safetensors.h"
 #include "seed/walk.h"
 #include "transports/transport.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -50,9 +52,43 @@ static int add_safetensors(struct seed_gen *s, size_t fidx, const char *rel,
 		rc = sfs_manifest_add_tensor(
 			s->m, t->name, t->dtype, t->ndim, t->shape, fidx,
 			h->data_off + t->begin, t->end - t->begin);
+		if (rc)
+			break;
+		/* For the tensor view: a loader can check one tensor. */
+		struct sfs_mtensor *mt = &s->m->tensors[s->m->ntensors - 1];
+		mt->xxh3 = XXH3_64bits(map + mt->off, (size_t)mt->len);
+		mt->has_xxh3 = 1;
 	}
 	*data_off = h->data_off;
 	sfs_st_free(h);
+	return rc;
+}
+
+/* Validate a GGUF file; add its tensors to the manifest. */
+static int add_gguf(struct seed_gen *s, size_t fidx, const char *rel,
+		    const uint8_t *map, uint64_t size, uint64_t *data_off,
+		    char *err, size_t errlen)
+{
+	struct sfs_gguf *g;
+	char why[400];
+	int rc = sfs_gguf_parse(map, size, &g, why, sizeof(why));
+	if (rc) {
+		if (rc == -EINVAL)
+			snprintf(err, errlen, "refusing %s: %s", rel, why);
+		return rc;
+	}
+	for (size_t i = 0; i < g->ntensors && !rc; i++) {
+		const struct sfs_gguf_tensor *t = &g->tensors[i];
+		rc = sfs_manifest_add_tensor(s->m, t->name, t->dtype, t->ndim,
+					     t->shape, fidx, t->off, t->len);
+		if (rc)
+			break;
+		struct sfs_mtensor *mt = &s->m->tensors[s->m->ntensors - 1];
+		mt->xxh3 = XXH3_64bits(map + mt->off, (size_t)mt->len);
+		mt->has_xxh3 = 1;
+	}
+	*data_off = g->data_off;
+	sfs_gguf_free(g);
 	return rc;
 }
 
@@ -139,6 +175,31 @@ static int add_remote_range(struct sfs_manifest *m, size_t fidx, uint32_t first,
 	return 0;
 }
 
+int seed_piece_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
+		       struct seed_file *f)
+{
+	uint64_t *sums = NULL;
+	uint32_t first = 0;
+	int rc;
+
+	if (cfg->csum_shift) {
+		uint64_t cs = 1ull << cfg->csum_shift;
+		size_t n = (size_t)sfs_csum_count(f->size, cfg->csum_shift);
+		if (!(sums = malloc(n * sizeof(*sums))))
+			return -ENOMEM;
+		for (size_t k = 0; k < n; k++)
+			sums[k] = XXH3_64bits(
+				(const char *)f->map + k * cs,
+				(size_t)SFS_MIN(cs, f->size - k * cs));
+	}
+	rc = register_file(s, f, cfg->mr_max, cfg->csum_shift, sums, &first);
+	free(sums);
+	if (!rc)
+		rc = add_remote_range(s->m, f->fidx, first, cfg->mr_max, 0,
+				      f->size);
+	return rc;
+}
+
 /* Pass 1: map the file, validate it, list it and its tensors. */
 static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 		    struct seed_file *f, char *err, size_t errlen)
@@ -175,9 +236,13 @@ static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 		return -errno;
 	}
 	s->total_bytes += f->size;
-	if (ends_with(e->rel, ".safetensors")) {
-		rc = add_safetensors(s, f->fidx, e->rel, f->map, f->size,
-				     &f->data_off, err, errlen);
+	if (ends_with(e->rel, ".safetensors") || ends_with(e->rel, ".gguf")) {
+		rc = ends_with(e->rel, ".gguf")
+			     ? add_gguf(s, f->fidx, e->rel, f->map, f->size,
+					&f->data_off, err, errlen)
+			     : add_safetensors(s, f->fidx, e->rel, f->map,
+					       f->size, &f->data_off, err,
+					       errlen);
 		if (f->data_off > SEED_INLINE_HDR_MAX)
 			f->data_off = 0;
 	}
@@ -247,6 +312,118 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	return rc;
 }
 
+#define CONFIG_JSON_MAX (4u << 20)
+
+/* What the model's config.json says of the identity: torch_dtype, and
+ * quantization_config (its quant_method, and all of it as parameters).
+ * The file is published as it is whatever it holds; a config.json that
+ * is not JSON only earns a warning. */
+static void identity_from_config(struct seed_gen *s, const struct seed_mem *mm)
+{
+	const void *data = NULL;
+	uint64_t size = 0;
+	for (size_t i = 0, k = 0; s->w && i < s->w->n; i++) {
+		if (s->w->e[i].type == SFS_WALK_DIR)
+			continue;
+		if (!strcmp(s->w->e[i].rel, "config.json")) {
+			data = s->files[k].map;
+			size = s->files[k].size;
+		}
+		k++;
+	}
+	for (size_t i = 0; mm && i < mm->nfiles; i++)
+		if (!strcmp(mm->files[i].path, "config.json")) {
+			data = mm->files[i].data;
+			size = mm->files[i].len;
+		}
+	if (!data || size > CONFIG_JSON_MAX)
+		return;
+	json_error_t je;
+	json_t *o = json_loadb(data, (size_t)size, 0, &je);
+	if (!json_is_object(o)) {
+		SFS_LOG(SFS_WARN, "seed",
+			"config.json: %s; its identity fields are not used",
+			o ? "not an object" : je.text);
+		json_decref(o);
+		return;
+	}
+	char err[256];
+	json_t *dt = json_object_get(o, "torch_dtype");
+	if (json_is_string(dt) &&
+	    sfs_identity_set(&s->m->id, "dtype", json_string_value(dt), err,
+			     sizeof(err)))
+		SFS_LOG(SFS_WARN, "seed", "config.json torch_dtype: %s", err);
+	json_t *q = json_object_get(o, "quantization_config");
+	if (json_is_object(q)) {
+		json_t *meth = json_object_get(q, "quant_method");
+		if (json_is_string(meth) &&
+		    sfs_identity_set(&s->m->id, "quant",
+				     json_string_value(meth), err, sizeof(err)))
+			SFS_LOG(SFS_WARN, "seed",
+				"config.json quant_method: %s", err);
+		char *text = json_dumps(q, JSON_COMPACT);
+		if (text &&
+		    sfs_identity_set_params(&s->m->id, text, err, sizeof(err)))
+			SFS_LOG(SFS_WARN, "seed",
+				"config.json quantization_config: %s", err);
+		free(text);
+	}
+	json_decref(o);
+}
+
+/* The generation's identity: config.json, then --identity over it. */
+static int gen_identity(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
+			char *err, size_t errlen)
+{
+	int rc = 0;
+	identity_from_config(s, cfg->mem);
+	if (cfg->identity) {
+		char *dup = strdup(cfg->identity), *save = NULL, *tok;
+		if (!dup)
+			return -ENOMEM;
+		for (tok = strtok_r(dup, ",", &save); tok && !rc;
+		     tok = strtok_r(NULL, ",", &save)) {
+			char *eq = strchr(tok, '=');
+			if (!eq) {
+				rc = -EINVAL;
+				snprintf(err, errlen,
+					 "--identity: '%.64s' is not key=value",
+					 tok);
+				break;
+			}
+			*eq = '\0';
+			if (!strcmp(tok, "model") ||
+			    !strcmp(tok, "generation")) {
+				rc = -EINVAL;
+				snprintf(err, errlen,
+					 "--identity: %s is the seed's own "
+					 "(--name; generations count up)",
+					 tok);
+				break;
+			}
+			char why[300];
+			rc = sfs_identity_set(&s->m->id, tok, eq + 1, why,
+					      sizeof(why));
+			if (rc)
+				snprintf(err, errlen, "--identity: %s", why);
+		}
+		free(dup);
+	}
+	if (!rc) {
+		char why[300];
+		if ((rc = sfs_identity_check(&s->m->id, why, sizeof(why))))
+			snprintf(err, errlen, "--identity: %s", why);
+	}
+	if (!rc && s->m->id.revision[0]) {
+		char *r = strdup(s->m->id.revision);
+		if (!r)
+			return -ENOMEM;
+		free(s->m->revision);
+		s->m->revision = r;
+	}
+	return rc;
+}
+
 int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 		     uint64_t number, uint64_t instance, uint64_t grace_s,
 		     struct seed_gen **out, char *err, size_t errlen)
@@ -257,7 +434,7 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 	if (!(s = calloc(1, sizeof(*s))))
 		return -ENOMEM;
 	s->number = number;
-	rc = sfs_walk_dir(cfg->model_dir, &s->w, err, errlen);
+	rc = cfg->mem ? 0 : sfs_walk_dir(cfg->model_dir, &s->w, err, errlen);
 	if (rc)
 		goto err;
 	rc = -ENOMEM;
@@ -265,6 +442,14 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 		goto err_msg;
 	s->m->instance = instance;
 	s->m->grace_seconds = grace_s;
+	if (cfg->mem) {
+		/* The identity first: the shards' headers carry it. */
+		if ((rc = gen_identity(s, cfg, err, errlen)) ||
+		    (rc = seed_gen_prepare_mem(s, cfg->mem, err, errlen)))
+			goto err;
+		*out = s;
+		return 0;
+	}
 	if (!(s->files = calloc(s->w->n ? s->w->n : 1, sizeof(s->files[0]))))
 		goto err_msg;
 	for (size_t i = 0; i < s->w->n; i++) {
@@ -278,6 +463,8 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 		if (rc)
 			goto err_msg;
 	}
+	if ((rc = gen_identity(s, cfg, err, errlen)))
+		goto err_msg;
 	*out = s;
 	return 0;
 err_msg:
@@ -306,7 +493,12 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 					       info.provider, info.addr,
 					       info.addr_len);
 	}
-	for (size_t i = 0, k = 0; i < s->w->n && !rc; i++) {
+	if (!s->w && !rc && (rc = seed_gen_publish_mem(s, cfg)) &&
+	    rc != -ENOMEM)
+		snprintf(err, errlen,
+			 "cannot register tensor memory with protocol %s: %s",
+			 protocols, strerror(-rc));
+	for (size_t i = 0, k = 0; s->w && i < s->w->n && !rc; i++) {
 		const struct sfs_walk_entry *e = &s->w->e[i];
 		if (e->type == SFS_WALK_FILE)
 			rc = publish_file(s, cfg, e, &s->files[k++], err,
@@ -346,7 +538,8 @@ void seed_gen_free(struct seed_gen *s)
 		for (size_t j = 0; j < f->nmr; j++)
 			sfs_xport_mr_dereg(f->mr[j]);
 		free(f->mr);
-		if (f->map)
+		free(f->prefix);
+		if (f->map && !f->borrowed)
 			munmap(f->map, f->size);
 	}
 	free(s->files);

@@ -27,6 +27,37 @@ struct seed_file {
 	uint64_t data_off; /* safetensors: bytes of header to inline */
 	size_t nmr;
 	struct sfs_xport_mr **mr; /* piece p, transport t: [p * nx + t] */
+	/* In-memory models: @map is the caller's tensor [borrowed], one
+	 * piece of manifest file @fidx, after @prefix (inline, owned). */
+	int borrowed;
+	uint8_t *prefix;
+	size_t prefix_len;
+	int last; /* the last piece of its file */
+};
+
+/* A tensor or small file of an in-memory model (libseedfs). */
+struct seed_mem_tensor {
+	char *name;
+	char dtype[16];
+	uint32_t ndim;
+	uint64_t shape[16];
+	const void *data; /* [borrowed] */
+	uint64_t len;
+	char layout[64]; /* "" : the model's */
+};
+
+struct seed_mem_file {
+	char *path;
+	uint8_t *data; /* owned copy */
+	size_t len;
+};
+
+struct seed_mem {
+	size_t ntensors, cap_tensors;
+	struct seed_mem_tensor *tensors;
+	size_t nfiles, cap_files;
+	struct seed_mem_file *files;
+	uint64_t shard_max; /* bytes of tensor data per synthesized shard */
 };
 
 struct seed_gen {
@@ -38,7 +69,7 @@ struct seed_gen {
 	size_t nfiles;
 	struct seed_file *files;
 	uint64_t total_bytes;
-	struct sfs_walk *w; /* between prepare and publish */
+	struct sfs_walk *w; /* between prepare and publish; NULL: mem */
 	/* The seed's transports [borrowed], set by publish. */
 	size_t nx;
 	struct sfs_xport *const *x;
@@ -63,6 +94,23 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 int seed_gen_publish(struct seed_gen *g, const struct sfs_seed_cfg *cfg,
 		     size_t nx, struct sfs_xport *const *x, int writable,
 		     const char *protocols, char *err, size_t errlen);
+
+/*
+ * seed_gen_prepare_mem - list the files, synthesized shards and tensors
+ * of the in-memory model @mm into @s (its manifest made).  Returns 0 or
+ * -errno with one line in @err.  (memgen.c)
+ */
+int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
+			 char *err, size_t errlen);
+
+/* seed_gen_publish_mem - register the pieces, checksum, add extents.
+ * Returns 0 or -errno.  (memgen.c) */
+int seed_gen_publish_mem(struct seed_gen *s, const struct sfs_seed_cfg *cfg);
+
+/* seed_piece_publish - checksum and register @f's bytes, appended to its
+ * manifest file as remote extents.  Returns 0 or -errno. */
+int seed_piece_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
+		       struct seed_file *f);
 
 /* seed_gen_free - deregister, unmap, free.  NULL is fine. */
 void seed_gen_free(struct seed_gen *g);

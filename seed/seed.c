@@ -129,6 +129,9 @@ static int resolve_name(struct sfs_seed *s, char *err, size_t errlen)
 	const char *why;
 	if (s->cfg.name) {
 		s->name = strdup(s->cfg.name);
+	} else if (!s->cfg.model_dir) {
+		snprintf(err, errlen, "a model name is required");
+		return -EINVAL;
 	} else {
 		char *tmp = strdup(s->cfg.model_dir);
 		if (tmp) {
@@ -308,6 +311,14 @@ int sfs_seed_generations(struct sfs_seed *s, char *buf, size_t len)
 	return o < len ? 0 : -ENOSPC;
 }
 
+uint64_t sfs_seed_current(struct sfs_seed *s)
+{
+	pthread_mutex_lock(&s->lock);
+	uint64_t g = s->gens[s->ngens - 1]->number;
+	pthread_mutex_unlock(&s->lock);
+	return g;
+}
+
 const char *sfs_seed_protocol(const struct sfs_seed *s)
 {
 	return s->protocols;
@@ -327,15 +338,17 @@ int sfs_seed_accept(struct sfs_seed *s, const char *protocol, const void *hello,
 
 void sfs_seed_summary(struct sfs_seed *s, char *buf, size_t len)
 {
-	char b[32];
+	char b[32], id[SFS_ID_SHORT + 1] = "?";
 	pthread_mutex_lock(&s->lock);
 	const struct seed_gen *g = s->gens[s->ngens - 1];
+	sfs_identity_short_id(&g->m->id, id);
 	snprintf(buf, len,
 		 "model %s generation %" PRIu64
-		 ", %zu files, %s, %zu tensors, %zu regions",
-		 g->m->model, g->number, g->m->nfiles,
-		 sfs_fmt_bytes(g->total_bytes, b, sizeof(b)), g->m->ntensors,
-		 g->m->nregions);
+		 " identity %s (quant %s, layout %s), %zu files, %s, %zu "
+		 "tensors, %zu regions",
+		 g->m->model, g->number, id, g->m->id.quant, g->m->id.layout,
+		 g->m->nfiles, sfs_fmt_bytes(g->total_bytes, b, sizeof(b)),
+		 g->m->ntensors, g->m->nregions);
 	pthread_mutex_unlock(&s->lock);
 }
 

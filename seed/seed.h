@@ -11,9 +11,13 @@
 #include <stdint.h>
 
 struct sfs_seed;
+struct seed_mem;
 
 struct sfs_seed_cfg {
 	const char *model_dir;
+	/* Instead of a directory: tensors and files in memory (libseedfs),
+	 * read again at every republish. [borrowed] */
+	const struct seed_mem *mem;
 	const char *name;	 /* model name; NULL: basename of model_dir */
 	const char *protocol;	 /* transport registry name */
 	const char *fabric_node; /* local address for the fabric, or NULL */
@@ -22,6 +26,9 @@ struct sfs_seed_cfg {
 	uint64_t mr_max;     /* register files in pieces of at most this */
 	uint32_t csum_shift; /* XXH3-64 per 1 << shift bytes; 0: none */
 	uint32_t grace_s;    /* a superseded generation stays served */
+	/* "key=value[,key=value...]" over what config.json says of the
+	 * identity (docs/identity.md); NULL: config.json alone. */
+	const char *identity;
 	/* Tests only: flip the published byte at this offset of this file
 	 * (after the checksums), to prove replicas refuse it. */
 	const char *test_corrupt_path;
@@ -63,6 +70,9 @@ int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen);
  * Returns the milliseconds until the next one ends, or -1.
  */
 int64_t sfs_seed_reap(struct sfs_seed *s);
+
+/* sfs_seed_current - the current generation's number.  Thread safe. */
+uint64_t sfs_seed_current(struct sfs_seed *s);
 
 /* sfs_seed_protocol - the protocol it serves (what "auto" chose). */
 const char *sfs_seed_protocol(const struct sfs_seed *s);

@@ -54,6 +54,13 @@ static void usage(FILE *out)
 		"                       directory changes (also on SIGHUP)\n"
 		"  --grace SECONDS      a superseded generation stays served\n"
 		"                       this long (default 60)\n"
+		"  --identity K=V[,K=V...]  what the model is, over what its\n"
+		"                       config.json says (torch_dtype,\n"
+		"                       quantization_config): revision, dtype,\n"
+		"                       quant, layout, layout_version,\n"
+		"                       tp_size, tp_rank, pp_size, pp_rank,\n"
+		"                       ep_size, ep_rank, framework\n"
+		"                       (docs/identity.md)\n"
 		"  --timeout SECONDS    bound on transport waits (default 10)\n"
 		"  --test-corrupt FILE:OFFSET  tests only: flip that published\n"
 		"                       byte after checksumming\n"
@@ -78,6 +85,7 @@ enum {
 	OPT_TEST_CORRUPT,
 	OPT_GRACE,
 	OPT_WATCH,
+	OPT_IDENTITY,
 };
 
 static const struct option long_opts[] = {
@@ -95,6 +103,7 @@ static const struct option long_opts[] = {
 	{"test-corrupt", required_argument, NULL, OPT_TEST_CORRUPT},
 	{"grace", required_argument, NULL, OPT_GRACE},
 	{"watch", no_argument, NULL, OPT_WATCH},
+	{"identity", required_argument, NULL, OPT_IDENTITY},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -276,6 +285,9 @@ int sfs_seed_main(int argc, char **argv)
 			break;
 		case OPT_WATCH:
 			watch = 1;
+			break;
+		case OPT_IDENTITY:
+			cfg.identity = optarg;
 			break;
 		case OPT_CHECKSUM_CHUNK:
 			if (sfs_parse_size(optarg, &v) ||

@@ -79,7 +79,7 @@ F=model-00001-of-00002.safetensors
 "$GENMODEL" "$WORK/new" --size 16M --shards 2 --seed 9
 cp "$WORK/new/$F" "$MODEL/$F.tmp" && mv "$MODEL/$F.tmp" "$MODEL/$F"
 kill -HUP "$SEED_PID"
-for _ in $(seq 100); do grep -q "published .*generation 2," "$WORK/seed.out" && break; sleep 0.05; done
+for _ in $(seq 100); do grep -q "published .*generation 2 " "$WORK/seed.out" && break; sleep 0.05; done
 before=$(val bytes_pulled)
 cmp "$MODEL/$F" "$MNT/m/$F" || fail "generation 2 bytes"
 size=$(stat -c %s "$MODEL/$F")

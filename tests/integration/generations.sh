@@ -86,8 +86,8 @@ start_seed "$W" --watch --grace 2
 mount_seed "$MNT"
 cmp "$W/config.json" "$MNT/w/config.json" || fail "watch: generation 1"
 echo '{"watched": true}' >"$W/config.json"
-for _ in $(seq 100); do grep -q "published .*generation 2,.*changed" "$WORK/seed.out" && break; sleep 0.05; done
-grep -q "published .*generation 2,.*changed" "$WORK/seed.out" || fail "--watch did not republish"
+for _ in $(seq 100); do grep -q "published .*generation 2 .*changed" "$WORK/seed.out" && break; sleep 0.05; done
+grep -q "published .*generation 2 .*changed" "$WORK/seed.out" || fail "--watch did not republish"
 cmp "$W/config.json" "$MNT/w/config.json" || fail "watch: generation 2 not seen"
 ok "--watch: an edit published generation 2, seen on the next open"
 unmount_check "$MNT" "$MOUNT_PID"

@@ -51,6 +51,14 @@ static struct sfs_manifest *sample(void)
 	ck_assert_int_eq(sfs_manifest_add_remote(m, f, r0, 10, 990), 0);
 	ck_assert_int_eq(
 		sfs_manifest_add_tensor(m, "w", "F32", 2, shape, f, 10, 60), 0);
+	sfs_identity_set(&m->id, "quant", "fp8", err, sizeof(err));
+	sfs_identity_set(&m->id, "tp_size", "2", err, sizeof(err));
+	sfs_identity_set(&m->id, "tp_rank", "1", err, sizeof(err));
+	sfs_identity_set_params(&m->id, "{\"weight_block_size\":[128,128]}",
+				err, sizeof(err));
+	m->tensors[0].has_xxh3 = 1;
+	m->tensors[0].xxh3 = 0x0123456789abcdefull;
+	strcpy(m->tensors[0].layout, "fp8:block128");
 	ck_assert_int_eq(
 		sfs_manifest_add_tensor(m, "zero", "BF16", 1, zero, f, 70, 0),
 		0);
@@ -107,6 +115,16 @@ START_TEST(round_trip)
 	ck_assert_uint_eq(d->ntensors, 2);
 	ck_assert_uint_eq(d->tensors[0].file, 1);
 	ck_assert_uint_eq(d->tensors[0].shape[1], 5);
+	ck_assert_str_eq(d->id.quant, "fp8");
+	ck_assert_uint_eq(d->id.tp_rank, 1);
+	ck_assert_str_eq(d->id.quant_params,
+			 "{\"weight_block_size\":[128,128]}");
+	ck_assert_uint_eq(strlen(d->id_short), 12);
+	ck_assert_int_eq(d->tensors[0].has_xxh3, 1);
+	ck_assert_uint_eq(d->tensors[0].xxh3, 0x0123456789abcdefull);
+	ck_assert_str_eq(d->tensors[0].layout, "fp8:block128");
+	ck_assert_int_eq(d->tensors[1].has_xxh3, 0);
+	ck_assert_str_eq(d->tensors[1].layout, "");
 	ck_assert_int_eq(sfs_manifest_encode(d, &b, &bl), 0);
 	ck_assert_str_eq(a, b);
 	free(a);
@@ -254,6 +272,27 @@ REJECT(tensor_shape_mismatch, "tensors[0]",
        SET(AT(r, "tensors", 0), "length", json_integer(64)))
 REJECT(tensor_past_file, "run past file",
        SET(AT(r, "tensors", 1), "offset", json_integer(1001)))
+REJECT(identity_id_wrong, "identity_id",
+       SET(r, "identity_id", json_string("000000000000")))
+REJECT(identity_id_missing, "identity_id", json_object_del(r, "identity_id"))
+REJECT(identity_model_differs, "identity.model",
+       SET(json_object_get(r, "identity"), "model", json_string("other")))
+REJECT(identity_generation_differs, "identity.generation",
+       SET(json_object_get(r, "identity"), "generation", json_integer(8)))
+REJECT(identity_rank_too_big, "identity.tp_rank",
+       SET(json_object_get(r, "identity"), "tp_rank", json_integer(2)))
+REJECT(identity_unknown_key, "identity.colour",
+       SET(json_object_get(r, "identity"), "colour", json_string("red")))
+REJECT(tensor_ggml_partial_block, "tensors[0] 'w': shape x Q8_0",
+       SET(AT(r, "tensors", 0), "dtype", json_string("Q8_0")))
+REJECT(tensor_xxh3_garbage, "tensors[0].xxh3",
+       SET(AT(r, "tensors", 0), "xxh3", json_string("0xnothex")))
+REJECT(tensor_layout_slash, "tensors[0].layout",
+       SET(AT(r, "tensors", 0), "layout", json_string("a/b")))
+REJECT(tensor_layout_empty, "tensors[0].layout",
+       SET(AT(r, "tensors", 0), "layout", json_string("")))
+REJECT(tensor_layout_number, "tensors[0].layout",
+       SET(AT(r, "tensors", 0), "layout", json_integer(3)))
 REJECT(tensor_shape_negative, "tensors[0].shape[0]",
        json_array_set_new(json_object_get(AT(r, "tensors", 0), "shape"), 0,
 			  json_integer(-3)))
@@ -383,6 +422,17 @@ static Suite *suite(void)
 	tcase_add_test(b, tensor_shape_mismatch);
 	tcase_add_test(b, tensor_past_file);
 	tcase_add_test(b, tensor_shape_negative);
+	tcase_add_test(b, identity_id_wrong);
+	tcase_add_test(b, identity_id_missing);
+	tcase_add_test(b, identity_model_differs);
+	tcase_add_test(b, identity_generation_differs);
+	tcase_add_test(b, identity_rank_too_big);
+	tcase_add_test(b, identity_unknown_key);
+	tcase_add_test(b, tensor_ggml_partial_block);
+	tcase_add_test(b, tensor_xxh3_garbage);
+	tcase_add_test(b, tensor_layout_slash);
+	tcase_add_test(b, tensor_layout_empty);
+	tcase_add_test(b, tensor_layout_number);
 	suite_add_tcase(s, t);
 	suite_add_tcase(s, b);
 	return s;

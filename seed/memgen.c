@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memgen.c - a generation of an in-memory model (libseedfs): tensors in
+ * the caller's memory are presented as safetensors shards synthesized
+ * deterministically, with model.safetensors.index.json, beside small
+ * files given as bytes.
+ *
+ * Shard k of n is "model-0000k-of-0000n.safetensors": u64 N, N bytes of
+ * JSON ("__metadata__" first: format, the identity and its id; then the
+ * tensors in the order they were added, data offsets contiguous), padded
+ * with blanks so the data starts 8-byte aligned, then each tensor's
+ * bytes.  The header is inline in the manifest; each tensor's bytes are
+ * a region registered over the caller's memory (remote read only).
+ */
+#include "seed/publish.h"
+
+#include "common/log.h"
+#include "common/util.h"
+#include "metadata/manifest.h"
+#include "metadata/safetensors.h"
+#include "seed/seed.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* The header of a shard holding tensors [a, b): *out [new]. */
+static int shard_header(const struct seed_mem *mm, size_t a, size_t b,
+			const char *id_json, const char *id_short,
+			uint8_t **out, size_t *len)
+{
+	json_t *o = json_object(), *meta;
+	uint64_t off = 0;
+	int bad = !o;
+
+	meta = json_pack("{s:s,s:s,s:s}", "format", "pt", "seedfs.identity",
+			 id_json, "seedfs.identity_id", id_short);
+	bad = bad || !meta || json_object_set_new(o, "__metadata__", meta);
+	for (size_t i = a; i < b && !bad; i++) {
+		const struct seed_mem_tensor *t = &mm->tensors[i];
+		json_t *shape = json_array();
+		for (uint32_t d = 0; shape && d < t->ndim; d++)
+			json_array_append_new(
+				shape, json_integer((json_int_t)t->shape[d]));
+		json_t *e =
+			json_pack("{s:s,s:o*,s:[I,I]}", "dtype", t->dtype,
+				  "shape", shape, "data_offsets",
+				  (json_int_t)off, (json_int_t)(off + t->len));
+		bad = !e || json_object_set_new(o, t->name, e);
+		off += t->len;
+	}
+	char *text =
+		bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!text)
+		return -ENOMEM;
+	size_t n = strlen(text), pad = (8 - (8 + n) % 8) % 8;
+	uint8_t *h = malloc(8 + n + pad);
+	if (!h) {
+		free(text);
+		return -ENOMEM;
+	}
+	uint64_t hl = n + pad;
+	for (int i = 0; i < 8; i++)
+		h[i] = (uint8_t)(hl >> (8 * i));
+	memcpy(h + 8, text, n);
+	memset(h + 8 + n, ' ', pad);
+	free(text);
+	*out = h;
+	*len = 8 + n + pad;
+	return 0;
+}
+
+static int add_inline_file(struct seed_gen *s, const char *path,
+			   const void *data, size_t len)
+{
+	size_t fidx;
+	int rc = sfs_manifest_add_file(s->m, path, &fidx);
+	if (!rc && len)
+		rc = sfs_manifest_add_inline(s->m, fidx, data, len);
+	if (!rc) {
+		s->m->files[fidx].xxh3 = XXH3_64bits(len ? data : "", len);
+		s->m->files[fidx].has_xxh3 = 1;
+		s->total_bytes += len;
+	}
+	return rc;
+}
+
+/* Directories of @path, parents first, unless listed already. */
+static int add_parents(struct seed_gen *s, const char *path)
+{
+	char buf[SFS_MF_PATH_MAX];
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = strchr(buf, '/'); p; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		int seen = 0;
+		for (size_t i = 0; i < s->m->ndirs && !seen; i++)
+			seen = !strcmp(s->m->dirs[i], buf);
+		int rc = seen ? 0 : sfs_manifest_add_dir(s->m, buf);
+		if (rc)
+			return rc;
+		*p = '/';
+	}
+	return 0;
+}
+
+int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
+			 char *err, size_t errlen)
+{
+	char *id_json = NULL, id_short[SFS_ID_SHORT + 1];
+	json_t *index = NULL, *wmap = NULL;
+	int rc = -ENOMEM;
+
+	if (!mm->ntensors && !mm->nfiles) {
+		snprintf(err, errlen,
+			 "nothing to publish: no tensors, no "
+			 "files");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < mm->nfiles; i++) {
+		const struct seed_mem_file *f = &mm->files[i];
+		if ((rc = add_parents(s, f->path)) ||
+		    (rc = add_inline_file(s, f->path, f->data, f->len)))
+			goto out;
+	}
+	if (!mm->ntensors) {
+		rc = 0;
+		goto out;
+	}
+	/* Shards: consecutive tensors up to shard_max bytes of data. */
+	size_t nshards = 0;
+	uint64_t acc = 0;
+	for (size_t i = 0; i < mm->ntensors; i++) {
+		if (i == 0 ||
+		    (acc && acc + mm->tensors[i].len > mm->shard_max)) {
+			nshards++;
+			acc = 0;
+		}
+		acc += mm->tensors[i].len;
+	}
+	rc = -ENOMEM;
+	if (!(s->files = calloc(mm->ntensors, sizeof(s->files[0]))) ||
+	    sfs_identity_canonical(&s->m->id, &id_json) ||
+	    sfs_identity_short_id(&s->m->id, id_short) ||
+	    !(index = json_object()) || !(wmap = json_object()))
+		goto out;
+	uint64_t total = 0;
+	size_t a = 0;
+	for (size_t k = 1; k <= nshards; k++) {
+		size_t b = a;
+		acc = 0;
+		while (b < mm->ntensors &&
+		       (b == a || !acc ||
+			acc + mm->tensors[b].len <= mm->shard_max))
+			acc += mm->tensors[b++].len;
+		char name[64];
+		snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors",
+			 k, nshards);
+		size_t fidx;
+		if ((rc = sfs_manifest_add_file(s->m, name, &fidx)))
+			goto out;
+		uint8_t *hdr;
+		size_t hlen;
+		if ((rc = shard_header(mm, a, b, id_json, id_short, &hdr,
+				       &hlen)))
+			goto out;
+		/* Our own parser must accept what we present. */
+		struct sfs_st_header *h = NULL;
+		char why[300];
+		rc = sfs_st_parse((const char *)hdr + 8, hlen - 8, hlen + acc,
+				  &h, why, sizeof(why));
+		if (!rc)
+			sfs_st_free(h);
+		if (rc) {
+			free(hdr);
+			snprintf(err, errlen, "shard %s: %s", name, why);
+			goto out;
+		}
+		uint64_t off = hlen;
+		for (size_t i = a; i < b; i++) {
+			const struct seed_mem_tensor *t = &mm->tensors[i];
+			struct seed_file *f = &s->files[s->nfiles++];
+			f->map = (void *)t->data;
+			f->size = t->len;
+			f->fidx = fidx;
+			f->borrowed = 1;
+			f->last = i + 1 == b;
+			if (i == a) {
+				f->prefix = hdr;
+				f->prefix_len = hlen;
+			}
+			if ((rc = sfs_manifest_add_tensor(
+				     s->m, t->name, t->dtype, t->ndim, t->shape,
+				     fidx, off, t->len)))
+				goto out;
+			struct sfs_mtensor *mt =
+				&s->m->tensors[s->m->ntensors - 1];
+			snprintf(mt->layout, sizeof(mt->layout), "%s",
+				 t->layout);
+			mt->xxh3 = XXH3_64bits(t->len ? t->data : "",
+					       (size_t)t->len);
+			mt->has_xxh3 = 1;
+			if (json_object_set_new(wmap, t->name,
+						json_string(name))) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			off += t->len;
+		}
+		total += acc;
+		s->total_bytes += hlen + acc;
+		a = b;
+	}
+	json_t *meta = json_pack("{s:I,s:s}", "total_size", (json_int_t)total,
+				 "seedfs.identity_id", id_short);
+	if (!meta || json_object_set_new(index, "metadata", meta) ||
+	    json_object_set(index, "weight_map", wmap)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	char *text = json_dumps(index, JSON_INDENT(2) | JSON_SORT_KEYS);
+	if (!text) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = add_inline_file(s, "model.safetensors.index.json", text,
+			     strlen(text));
+	free(text);
+out:
+	json_decref(index);
+	json_decref(wmap);
+	free(id_json);
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	else if (rc && !*err)
+		snprintf(err, errlen, "%s", strerror(-rc));
+	return rc;
+}
+
+int seed_gen_publish_mem(struct seed_gen *s, const struct sfs_seed_cfg *cfg)
+{
+	XXH3_state_t *st = XXH3_createState();
+	int rc = 0;
+
+	if (!st)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nfiles && !rc; i++) {
+		struct seed_file *f = &s->files[i];
+		if (f->prefix) { /* the first piece of a shard */
+			XXH3_64bits_reset(st);
+			XXH3_64bits_update(st, f->prefix, f->prefix_len);
+			rc = sfs_manifest_add_inline(s->m, f->fidx, f->prefix,
+						     f->prefix_len);
+		}
+		if (!rc && f->size) {
+			XXH3_64bits_update(st, f->map, (size_t)f->size);
+			rc = seed_piece_publish(s, cfg, f);
+		}
+		if (!rc && f->last) {
+			s->m->files[f->fidx].xxh3 = XXH3_64bits_digest(st);
+			s->m->files[f->fidx].has_xxh3 = 1;
+		}
+	}
+	XXH3_freeState(st);
+	return rc;
+}

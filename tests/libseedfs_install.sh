@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# libseedfs as a user gets it: `cmake --install` into a scratch prefix,
+# then a C program built with nothing but `pkg-config seedfs` publishes a
+# tensor; the seed's manifest lists it and exports only sfs_pub_*.
+set -euo pipefail
+BUILD=$(cd "$1" && pwd)
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+WORK=$(mktemp -d /tmp/seedfs-lib.XXXXXX)
+PID=
+cleanup() {
+	[ -n "$PID" ] && { kill "$PID" && wait "$PID"; } 2>/dev/null
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cmake --install "$BUILD" --prefix "$WORK/prefix" >/dev/null
+PC=$(find "$WORK/prefix" -name seedfs.pc)
+[ -n "$PC" ] || fail "no seedfs.pc installed"
+[ -f "$WORK/prefix/include/seedfs.h" ] || fail "no seedfs.h installed"
+export PKG_CONFIG_PATH=$(dirname "$PC")
+cc -std=c11 -Wall -Werror -o "$WORK/example" "$SRC/tests/tools/pubexample.c" \
+	$(pkg-config --cflags --libs seedfs) || fail "cannot build against the install"
+lib=$(pkg-config --variable=libdir seedfs)
+echo "ok: installed header, library and seedfs.pc; example built with pkg-config"
+
+nm -D --defined-only "$lib/libseedfs.so" | awk '$2 == "T" { print $3 }' |
+	grep -v '^sfs_pub_' && fail "libseedfs exports more than sfs_pub_*"
+echo "ok: exports only sfs_pub_*"
+
+mkfifo "$WORK/in"
+LD_LIBRARY_PATH=$lib "$WORK/example" <"$WORK/in" >"$WORK/out" 2>"$WORK/err" &
+PID=$!
+exec 3>"$WORK/in"
+for _ in $(seq 200); do grep -q ready "$WORK/out" && break; sleep 0.05; done
+read -r _ port gen <"$WORK/out" || fail "example: $(cat "$WORK/err")"
+curl -fsS "http://127.0.0.1:$port/v1/manifest" >"$WORK/manifest.json"
+python3 - "$WORK/manifest.json" <<'PY' || fail "manifest"
+import json, sys
+m = json.load(open(sys.argv[1]))
+t = {x["name"]: x for x in m["tensors"]}
+assert m["model"] == "example" and m["generation"] == 1
+assert t["w"]["dtype"] == "F32" and t["w"]["shape"] == [2, 3], t
+assert t["w"]["file"] == "model-00001-of-00001.safetensors"
+files = {f["path"] for f in m["files"]}
+assert files == {"config.json", "model-00001-of-00001.safetensors",
+                 "model.safetensors.index.json"}, files
+assert m["identity"]["dtype"] == "float32"
+PY
+echo "ok: the example serves generation $gen on port $port with tensor w"
+exec 3>&-
+wait "$PID" || fail "example exit status"
+PID=
+echo "ok: example exited cleanly"

@@ -160,7 +160,8 @@ static int fill_tensors(struct sfs_tree *t, uint64_t dbg,
 		return -ENOMEM;
 	for (size_t i = 0; i < m->ntensors && !rc; i++) {
 		const struct sfs_mtensor *mt = &m->tensors[i];
-		if (t->layout && strcmp(sfs_tview_layout(m, mt), t->layout))
+		if (t->layout &&
+		    !sfs_layout_is(sfs_tview_layout(m, mt), t->layout))
 			continue; /* not the layout this mount requires */
 		if (sfs_tname_escape(mt->name, 5, esc, sizeof(esc))) {
 			SFS_LOG(SFS_WARN, "fs",

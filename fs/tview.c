@@ -15,8 +15,7 @@
 const char *sfs_tview_layout(const struct sfs_manifest *m,
 			     const struct sfs_mtensor *t)
 {
-	(void)m; /* the model's layout comes with its identity */
-	return t && t->layout[0] ? t->layout : "checkpoint";
+	return t && t->layout[0] ? t->layout : m->id.layout;
 }
 
 static char *shape_text(const struct sfs_mtensor *t)

@@ -15,8 +15,8 @@ struct sfs_manifest;
 struct sfs_mtensor;
 struct sfs_mfile;
 
-/* The layout of @t: its own, else the model's ("checkpoint" when the
- * seed said nothing). [borrowed] */
+/* The layout of @t: its own, else the model's (its identity's; NULL
+ * @t: the model's). [borrowed] */
 const char *sfs_tview_layout(const struct sfs_manifest *m,
 			     const struct sfs_mtensor *t);
 

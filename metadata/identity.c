@@ -314,6 +314,12 @@ int sfs_identity_from_json(struct sfs_identity *id, const char *json,
 	return rc ? rc : sfs_identity_check(id, err, errlen);
 }
 
+int sfs_layout_is(const char *layout, const char *kind)
+{
+	size_t n = strcspn(layout, ":");
+	return strlen(kind) == n && !strncmp(layout, kind, n);
+}
+
 struct sfs_require {
 	size_t n;
 	struct req {

@@ -86,6 +86,13 @@ int sfs_identity_short_id(const struct sfs_identity *id, char out[13]);
 int sfs_identity_from_json(struct sfs_identity *id, const char *json,
 			   size_t len, char *err, size_t errlen);
 
+/*
+ * sfs_layout_is - 1 if tensor layout @layout ("processed",
+ * "processed:fp8-block128", ...) is of kind @kind: the part before the
+ * first ':' equals it.  Else 0.
+ */
+int sfs_layout_is(const char *layout, const char *kind);
+
 /* A --require list: key=value pairs, ANDed. */
 struct sfs_require;
 

@@ -614,6 +614,11 @@ static int validate_tensor(const struct sfs_manifest *m, size_t i, char *err,
 		return fail(err, errlen,
 			    "tensors[%zu].layout: not 1-63 of [A-Za-z0-9._:+-]",
 			    i);
+	if (t->layout[0] && !sfs_layout_is(t->layout, m->id.layout))
+		return fail(err, errlen,
+			    "tensors[%zu].layout: '%s' in a model whose layout "
+			    "is %s",
+			    i, t->layout, m->id.layout);
 	uint64_t fsz = m->files[t->file].size;
 	if (t->off > fsz || t->len > fsz - t->off)
 		return fail(err, errlen,

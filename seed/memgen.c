@@ -131,6 +131,21 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 		rc = 0;
 		goto out;
 	}
+	/* A checkpoint model holds no processed tensor, and so on: a
+	 * replica that requires a layout gets nothing else. */
+	for (size_t i = 0; i < mm->ntensors; i++) {
+		const struct seed_mem_tensor *t = &mm->tensors[i];
+		if (t->layout[0] &&
+		    !sfs_layout_is(t->layout, s->m->id.layout)) {
+			snprintf(
+				err, errlen,
+				"tensor '%.200s': layout '%s' in a model whose "
+				"layout is %s (identity layout=...)",
+				t->name, t->layout, s->m->id.layout);
+			rc = -EINVAL;
+			goto out;
+		}
+	}
 	/* Shards: consecutive tensors up to shard_max bytes of data. */
 	size_t nshards = 0;
 	uint64_t acc = 0;

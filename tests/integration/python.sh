@@ -34,12 +34,28 @@ done
 out=$($PY "$T" check "$M" "$WORK/ref1.npz") || fail "generation 1: $out"
 ok "generation 1: $out"
 # The tensor view and the layout a tensor declares.
-[ "$(getfattr -n user.seedfs.layout --only-values "$M/.seedfs/tensors/model.flag" 2>/dev/null)" = processed:v1 ] ||
+[ "$(getfattr -n user.seedfs.layout --only-values "$M/.seedfs/tensors/model.flag" 2>/dev/null)" = processed:bool-packed ] ||
 	fail "model.flag layout: $(getfattr -d "$M/.seedfs/tensors/model.flag" 2>&1)"
+[ "$(getfattr -n user.seedfs.layout --only-values "$M/.seedfs/tensors/model.big" 2>/dev/null)" = processed ] ||
+	fail "model.big layout: $(getfattr -d "$M/.seedfs/tensors/model.big" 2>&1)"
 cmp <($PY -c 'import numpy as np,sys; sys.stdout.buffer.write(np.load(sys.argv[1])["model.embed.weight"].tobytes())' "$WORK/ref1.npz") \
 	"$M/.seedfs/tensors/model.embed.weight" || fail "tensor view bytes"
 grep -q "^model: pymodel generation 1 .*identity " "$MNT/.seedfs/status" || fail "status"
 ok "tensor view and per-tensor layout"
+
+# A replica that requires checkpoint layout sees none of it.
+M2=$WORK/mnt2
+mkdir -p "$M2"
+MOUNTS+=("$M2")
+"$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$M2" --require layout=checkpoint \
+	--log-file "$WORK/mount2.log" 2>"$WORK/mount2.err" || fail "mount 2: $(cat "$WORK/mount2.err")"
+P2=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' "$WORK/mount2.log" | tail -n 1)
+PIDS+=("$P2")
+[ "$(ls "$M2")" = "" ] || fail "a checkpoint mount shows: $(ls -R "$M2" | head)"
+grep -q "^hidden: .*layout is 'processed', required 'checkpoint'" "$M2/.seedfs/status" ||
+	fail "status: $(cat "$M2/.seedfs/status")"
+unmount_check "$M2" "$P2"
+ok "a mount requiring layout=checkpoint shows no processed tensor"
 
 # Update in place and commit: a new open sees generation 2's bytes.
 echo update >&3

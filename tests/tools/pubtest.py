@@ -51,12 +51,13 @@ def serve(work):
     pub = seedfs.Publisher(NAME, listen="127.0.0.1:0", grace=0,
                            shard_max=2 << 20,
                            identity={"framework": "pytest", "tp_size": 2,
-                                     "tp_rank": 1})
+                                     "tp_rank": 1, "layout": "processed",
+                                     "layout_version": 1})
     pub.add_file("config.json", json.dumps({"torch_dtype": "float32"}))
     pub.add_file("tokenizer/tokenizer.json", b'{"version": "1.0"}')
     for k, v in arrs.items():
-        pub.add_tensor(k, v, layout="processed:v1" if k == "model.flag"
-                       else None)
+        pub.add_tensor(k, v, layout="processed:bool-packed"
+                       if k == "model.flag" else None)
     gen = pub.commit()
     save_ref(work, gen, arrs)
     print("ready %d %d" % (pub.port, gen), flush=True)
@@ -97,6 +98,9 @@ def errors():
     expect("not 1-63 of", pub.add_tensor, "l",
            np.zeros(2, dtype=np.float32), layout="a/b")
     expect("nothing to publish", pub.commit)
+    pub.add_tensor("p", np.zeros(2, dtype=np.float32), layout="processed:x")
+    expect("layout 'processed:x' in a model whose layout is checkpoint",
+           pub.commit)
     pub.close()
     try:
         seedfs.Publisher("a/b")
@@ -144,7 +148,9 @@ def check(d, ref):
         meta, hdr, data = read_shard(os.path.join(d, s))
         ident = json.loads(meta["seedfs.identity"])
         if ident["framework"] != "pytest" or ident["tp_rank"] != 1 or \
-                ident["dtype"] != "float32" or ident["model"] != NAME:
+                ident["dtype"] != "float32" or ident["model"] != NAME or \
+                ident["layout"] != "processed" or \
+                ident["layout_version"] != 1:
             fail("identity in %s: %r" % (s, ident))
         if meta["seedfs.identity_id"] != idx["metadata"]["seedfs.identity_id"]:
             fail("identity ids differ")

@@ -201,6 +201,11 @@ START_TEST(require)
 			      bad[i][0], err, bad[i][1]);
 	}
 	sfs_identity_clear(&id);
+	ck_assert_int_eq(sfs_layout_is("processed", "processed"), 1);
+	ck_assert_int_eq(sfs_layout_is("processed:fp8", "processed"), 1);
+	ck_assert_int_eq(sfs_layout_is("processedx", "processed"), 0);
+	ck_assert_int_eq(sfs_layout_is("checkpoint", "processed"), 0);
+	ck_assert_int_eq(sfs_layout_is(":x", "checkpoint"), 0);
 }
 END_TEST
 

@@ -58,7 +58,7 @@ static struct sfs_manifest *sample(void)
 				err, sizeof(err));
 	m->tensors[0].has_xxh3 = 1;
 	m->tensors[0].xxh3 = 0x0123456789abcdefull;
-	strcpy(m->tensors[0].layout, "fp8:block128");
+	strcpy(m->tensors[0].layout, "checkpoint:block128");
 	ck_assert_int_eq(
 		sfs_manifest_add_tensor(m, "zero", "BF16", 1, zero, f, 70, 0),
 		0);
@@ -122,7 +122,7 @@ START_TEST(round_trip)
 	ck_assert_uint_eq(strlen(d->id_short), 12);
 	ck_assert_int_eq(d->tensors[0].has_xxh3, 1);
 	ck_assert_uint_eq(d->tensors[0].xxh3, 0x0123456789abcdefull);
-	ck_assert_str_eq(d->tensors[0].layout, "fp8:block128");
+	ck_assert_str_eq(d->tensors[0].layout, "checkpoint:block128");
 	ck_assert_int_eq(d->tensors[1].has_xxh3, 0);
 	ck_assert_str_eq(d->tensors[1].layout, "");
 	ck_assert_int_eq(sfs_manifest_encode(d, &b, &bl), 0);
@@ -291,6 +291,10 @@ REJECT(tensor_layout_slash, "tensors[0].layout",
        SET(AT(r, "tensors", 0), "layout", json_string("a/b")))
 REJECT(tensor_layout_empty, "tensors[0].layout",
        SET(AT(r, "tensors", 0), "layout", json_string("")))
+REJECT(tensor_layout_other_kind,
+       "tensors[0].layout: 'processed:v2' in a "
+       "model whose layout is checkpoint",
+       SET(AT(r, "tensors", 0), "layout", json_string("processed:v2")))
 REJECT(tensor_layout_number, "tensors[0].layout",
        SET(AT(r, "tensors", 0), "layout", json_integer(3)))
 REJECT(tensor_shape_negative, "tensors[0].shape[0]",
@@ -433,6 +437,7 @@ static Suite *suite(void)
 	tcase_add_test(b, tensor_layout_slash);
 	tcase_add_test(b, tensor_layout_empty);
 	tcase_add_test(b, tensor_layout_number);
+	tcase_add_test(b, tensor_layout_other_kind);
 	suite_add_tcase(s, t);
 	suite_add_tcase(s, b);
 	return s;

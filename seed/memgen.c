@@ -6,7 +6,8 @@
  * files given as bytes.
  *
  * Shard k of n is "model-0000k-of-0000n.safetensors": u64 N, N bytes of
- * JSON ("__metadata__" first: format, the identity and its id; then the
+ * JSON ("__metadata__" first: format and the identity without its
+ * generation; then the
  * tensors in the order they were added, data offsets contiguous), padded
  * with blanks so the data starts 8-byte aligned, then each tensor's
  * bytes.  The header is inline in the manifest; each tensor's bytes are
@@ -30,15 +31,14 @@
 
 /* The header of a shard holding tensors [a, b): *out [new]. */
 static int shard_header(const struct seed_mem *mm, size_t a, size_t b,
-			const char *id_json, const char *id_short,
-			uint8_t **out, size_t *len)
+			const char *id_json, uint8_t **out, size_t *len)
 {
 	json_t *o = json_object(), *meta;
 	uint64_t off = 0;
 	int bad = !o;
 
-	meta = json_pack("{s:s,s:s,s:s}", "format", "pt", "seedfs.identity",
-			 id_json, "seedfs.identity_id", id_short);
+	meta = json_pack("{s:s,s:s}", "format", "pt", "seedfs.identity",
+			 id_json);
 	bad = bad || !meta || json_object_set_new(o, "__metadata__", meta);
 	for (size_t i = a; i < b && !bad; i++) {
 		const struct seed_mem_tensor *t = &mm->tensors[i];
@@ -73,6 +73,22 @@ static int shard_header(const struct seed_mem *mm, size_t a, size_t b,
 	*out = h;
 	*len = 8 + n + pad;
 	return 0;
+}
+
+/* The identity for shard headers: canonical, without the generation,
+ * so that a shard whose tensors did not change is byte-identical in the
+ * next generation (replicas keep its inode and pages).  [new] */
+static char *identity_sans_generation(const struct sfs_identity *id)
+{
+	char *c = NULL, *out = NULL;
+	if (sfs_identity_canonical(id, &c))
+		return NULL;
+	json_t *o = json_loads(c, 0, NULL);
+	free(c);
+	if (o && !json_object_del(o, "generation"))
+		out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	return out;
 }
 
 static int add_inline_file(struct seed_gen *s, const char *path,
@@ -111,7 +127,7 @@ static int add_parents(struct seed_gen *s, const char *path)
 int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 			 char *err, size_t errlen)
 {
-	char *id_json = NULL, id_short[SFS_ID_SHORT + 1];
+	char *id_json = NULL;
 	json_t *index = NULL, *wmap = NULL;
 	int rc = -ENOMEM;
 
@@ -159,8 +175,7 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 	}
 	rc = -ENOMEM;
 	if (!(s->files = calloc(mm->ntensors, sizeof(s->files[0]))) ||
-	    sfs_identity_canonical(&s->m->id, &id_json) ||
-	    sfs_identity_short_id(&s->m->id, id_short) ||
+	    !(id_json = identity_sans_generation(&s->m->id)) ||
 	    !(index = json_object()) || !(wmap = json_object()))
 		goto out;
 	uint64_t total = 0;
@@ -180,8 +195,7 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 			goto out;
 		uint8_t *hdr;
 		size_t hlen;
-		if ((rc = shard_header(mm, a, b, id_json, id_short, &hdr,
-				       &hlen)))
+		if ((rc = shard_header(mm, a, b, id_json, &hdr, &hlen)))
 			goto out;
 		/* Our own parser must accept what we present. */
 		struct sfs_st_header *h = NULL;
@@ -230,8 +244,7 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 		s->total_bytes += hlen + acc;
 		a = b;
 	}
-	json_t *meta = json_pack("{s:I,s:s}", "total_size", (json_int_t)total,
-				 "seedfs.identity_id", id_short);
+	json_t *meta = json_pack("{s:I}", "total_size", (json_int_t)total);
 	if (!meta || json_object_set_new(index, "metadata", meta) ||
 	    json_object_set(index, "weight_map", wmap)) {
 		rc = -ENOMEM;

@@ -58,12 +58,21 @@ unmount_check "$M2" "$P2"
 ok "a mount requiring layout=checkpoint shows no processed tensor"
 
 # Update in place and commit: a new open sees generation 2's bytes.
+ino3=$(stat -c %i "$M/model-00003-of-00003.safetensors")
+ino1=$(stat -c %i "$M/model-00001-of-00003.safetensors")
 echo update >&3
 for _ in $(seq 200); do grep -q "^gen 2$" "$WORK/seed.out" && break; sleep 0.05; done
 grep -q "^gen 2$" "$WORK/seed.out" || fail "no generation 2: $(cat "$WORK/seed.err")"
 out=$($PY "$T" check "$M" "$WORK/ref2.npz") || fail "generation 2: $out"
 ok "after an in-place update and commit: $out"
 cmp -s "$WORK/ref1.npz" "$WORK/ref2.npz" && fail "the update changed nothing"
+# Synthesized deterministically: the shard whose tensors did not change
+# is the same file (same bytes, so the same inode); the changed one not.
+[ "$(stat -c %i "$M/model-00003-of-00003.safetensors")" = "$ino3" ] ||
+	fail "unchanged shard 3 got a new inode"
+[ "$(stat -c %i "$M/model-00001-of-00003.safetensors")" != "$ino1" ] ||
+	fail "changed shard 1 kept its inode"
+ok "unchanged shard kept its inode ($ino3), the changed one did not"
 
 echo quit >&3
 exec 3>&-

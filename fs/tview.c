@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CACHED_MARK "\"@cached@\""
-
 const char *sfs_tview_layout(const struct sfs_manifest *m,
 			     const struct sfs_mtensor *t)
 {
@@ -51,41 +49,49 @@ int sfs_tview_json(const struct sfs_manifest *m, const struct sfs_mtensor *t,
 	if (t->has_xxh3)
 		snprintf(sum, sizeof(sum), "0x%016" PRIx64, t->xxh3);
 	json_t *o = json_pack(
-		"{s:s,s:s,s:o*,s:s,s:[I,I],s:I,s:s,s:{s:s,s:s*},s:s,s:I,"
-		"s:s}",
+		"{s:s,s:s,s:o*,s:s,s:[I,I],s:I,s:s,s:{s:s,s:s*},s:s,s:I}",
 		"name", t->name, "dtype", t->dtype, "shape", shape, "file",
 		m->files[t->file].path, "byte_range", (json_int_t)t->off,
 		(json_int_t)(t->off + t->len), "length", (json_int_t)t->len,
 		"layout", sfs_tview_layout(m, t), "checksum", "algorithm",
 		"xxh3-64", "value", t->has_xxh3 ? sum : NULL, "seed",
-		seed ? seed : "", "generation", (json_int_t)m->generation,
-		"cached_bytes", "@cached@");
+		seed ? seed : "", "generation", (json_int_t)m->generation);
 	if (!o)
 		return -ENOMEM;
-	char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	/* One member per line, each value compact; the cached count last,
+	 * in a fixed width (JSON allows the blanks): the size of the text
+	 * depends on nothing that changes while mounted. */
+	char *text = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&text, &n);
+	const char *k;
+	json_t *v;
+	int rc = f ? 0 : -ENOMEM;
+	if (f)
+		fputs("{\n", f);
+	json_object_foreach (o, k, v) {
+		json_t *key = json_string(k);
+		char *kt = key ? json_dumps(key, JSON_ENCODE_ANY) : NULL;
+		char *vt = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		json_decref(key);
+		if (!kt || !vt || !f)
+			rc = -ENOMEM;
+		else
+			fprintf(f, "  %s: %s,\n", kt, vt);
+		free(kt);
+		free(vt);
+	}
+	if (f) {
+		fprintf(f, "  \"cached_bytes\": %20" PRIu64 "\n}\n", cached);
+		if (fclose(f))
+			rc = -ENOMEM;
+	}
 	json_decref(o);
-	if (!text)
-		return -ENOMEM;
-	/* The cached count in a fixed width (JSON allows the blanks). */
-	char *mark = strstr(text, CACHED_MARK);
-	if (!mark) {
+	if (rc) {
 		free(text);
-		return -ENOMEM;
+		return rc;
 	}
-	size_t head = (size_t)(mark - text), tail = strlen(mark + 10);
-	size_t n = head + 20 + tail + 1; /* 20: digits of UINT64_MAX */
-	char *s = malloc(n + 1);
-	if (!s) {
-		free(text);
-		return -ENOMEM;
-	}
-	memcpy(s, text, head);
-	snprintf(s + head, 21, "%20" PRIu64, cached);
-	memcpy(s + head + 20, mark + 10, tail);
-	s[n - 1] = '\n';
-	s[n] = '\0';
-	free(text);
-	*out = s;
+	*out = text;
 	*len = n;
 	return 0;
 }

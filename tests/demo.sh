@@ -41,9 +41,16 @@ grep " $MNT " /proc/mounts
 step "ls -l $MNT/tiny-llama"
 ls -l "$MNT/tiny-llama"
 
-step "a tensor's metadata, from $MNT/tiny-llama/.seedfs/manifest.json"
-awk '/"tensors": \[/ { t = 1; next } t && /^  }/ { print; exit } t' \
-	"$MNT/tiny-llama/.seedfs/manifest.json"
+V=$MNT/tiny-llama/.seedfs/tensors
+step "the tensor view: ls $V | head -4"
+ls "$V" | head -4
+T=$(ls -S "$V" | grep -v '\.json$' | head -1)
+step "a tensor's metadata: cat $T.json"
+cat "$V/$T.json"
+if command -v getfattr >/dev/null; then
+	step "and as xattrs: getfattr -d .seedfs/tensors/$T"
+	getfattr -d "$V/$T" 2>/dev/null
+fi
 
 step "checksums: the original vs the mount"
 status=0
@@ -53,6 +60,15 @@ for f in model-00001-of-00003.safetensors config.json tokenizer.json; do
 	if [ "$a" = "$b" ]; then verdict=match; else verdict=DIFFERENT; status=1; fi
 	printf '%-34s %s  %s  %s\n' "$f" "$a" "$b" "$verdict"
 done
+# The tensor's bytes, cut from the original file at its byte_range.
+range=$(tr -d ' \n' <"$V/$T.json" | sed -n 's/.*"byte_range":\[\([0-9]*\),\([0-9]*\)\].*/\1 \2/p')
+file=$(sed -n 's/^ *"file": "\(.*\)",$/\1/p' "$V/$T.json")
+set -- $range
+a=$(dd if="$MODEL/$file" bs=1M iflag=skip_bytes,count_bytes skip="$1" \
+	count=$(($2 - $1)) status=none | sha256sum | cut -c1-16)
+b=$(sha256sum <"$V/$T" | cut -c1-16)
+if [ "$a" = "$b" ]; then verdict=match; else verdict=DIFFERENT; status=1; fi
+printf '%-34s %s  %s  %s\n' "tensor $T" "$a" "$b" "$verdict"
 
 step "clean up: unmount, stop the seed"
 fusermount3 -u "$MNT"

@@ -6,6 +6,9 @@
 #   make test-rdma  the soft-RoCE VM tier alone: raw verbs and libfabric
 #                 verbs on a real kernel RDMA stack (qemu, TCG)
 #   make bench    throughput table (BENCH_SIZE=1G by default)
+#   make fuzz     the parsers' mutation fuzzing, long (FUZZ_ITERS per
+#                 target, default 1000000), in the ASan+UBSan build;
+#                 make test runs it short
 #   make format   clang-format every C file in place
 
 BUILD   ?= build
@@ -13,7 +16,8 @@ ASAN    ?= build-asan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all deps test test-fast test-rdma demo bench format check-format clean
+.PHONY: all deps test test-fast test-rdma demo bench fuzz format check-format clean
+FUZZ_ITERS ?= 1000000
 RDMA_PROTOCOLS ?= rdma rdma-fabric
 
 all:
@@ -42,6 +46,11 @@ test-rdma: deps all
 
 demo: all
 	@tests/demo.sh $(BUILD)
+
+fuzz: deps
+	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN) -j $(JOBS) --target test_fuzz
+	SEEDFS_FUZZ_ITERS=$(FUZZ_ITERS) $(ASAN)/tests/test_fuzz
 
 bench: all
 	@packaging/deps.sh --bench

@@ -74,6 +74,22 @@ void sfs_gens_summary(struct sfs_gens *g, char *buf, size_t len, size_t *older)
 	pthread_mutex_unlock(&g->lock);
 }
 
+void sfs_gens_identity(struct sfs_gens *g, char *buf, size_t len)
+{
+	pthread_mutex_lock(&g->lock);
+	const struct sfs_identity *id = &g->current->m->id;
+	snprintf(buf, len,
+		 "model=%s revision=%s dtype=%s quant=%s layout=%s "
+		 "layout_version=%" PRIu64 " tp=%" PRIu64 "/%" PRIu64
+		 " pp=%" PRIu64 "/%" PRIu64 " ep=%" PRIu64 "/%" PRIu64
+		 " framework=%s",
+		 id->model, id->revision[0] ? id->revision : "-",
+		 id->dtype[0] ? id->dtype : "-", id->quant, id->layout,
+		 id->layout_version, id->tp_rank, id->tp_size, id->pp_rank,
+		 id->pp_size, id->ep_rank, id->ep_size, id->framework);
+	pthread_mutex_unlock(&g->lock);
+}
+
 int sfs_gens_hidden(struct sfs_gens *g, char *why, size_t len)
 {
 	pthread_mutex_lock(&g->lock);

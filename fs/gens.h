@@ -104,6 +104,10 @@ uint64_t sfs_gens_generation(struct sfs_gens *g);
  * superseded generations are still served. */
 void sfs_gens_summary(struct sfs_gens *g, char *buf, size_t len, size_t *older);
 
+/* sfs_gens_identity - the current generation's identity on one line,
+ * "K=V K=V ..." in docs/identity.md's order, for status.  Thread safe. */
+void sfs_gens_identity(struct sfs_gens *g, char *buf, size_t len);
+
 /* sfs_gens_stop - stop the sweeper (no more invalidations); before the
  * FUSE session goes.  Idempotent. */
 void sfs_gens_stop(struct sfs_gens *g);

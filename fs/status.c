@@ -61,6 +61,9 @@ int sfs_status_render(void *arg, char **text, size_t *len)
 	if (s->control)
 		fprintf(f, "control: %s\n", s->control);
 	fprintf(f, "model: %s\n", model);
+	char ident[600];
+	sfs_gens_identity(s->gens, ident, sizeof(ident));
+	fprintf(f, "identity: %s\n", ident);
 	if (s->require) {
 		char why[256];
 		fprintf(f, "require: %s\n", s->require);

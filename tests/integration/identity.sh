@@ -71,6 +71,8 @@ mount_seed "$MNT" --require quant=fp8,layout=checkpoint,tp_rank=3,framework=sgla
 grep -q "^model: m generation 1 .* identity $ID$" "$MNT/.seedfs/status" ||
 	fail "status: $(grep model "$MNT/.seedfs/status")"
 grep -q "^hidden:" "$MNT/.seedfs/status" && fail "hidden while matching"
+grep -qx "identity: model=m revision=abc123 dtype=bfloat16 quant=fp8 layout=checkpoint layout_version=0 tp=3/4 pp=0/1 ep=0/1 framework=sglang" \
+	"$MNT/.seedfs/status" || fail "status identity: $(grep identity "$MNT/.seedfs/status")"
 ok "--require quant=fp8,layout=checkpoint,tp_rank=3: shown, status names identity $ID"
 
 # The seed republishes with quant awq: the next open finds it gone.

@@ -37,6 +37,7 @@ cleanup() {
 		if grep -q " $m fuse" /proc/mounts; then fusermount3 -u "$m" || true; fi
 	done
 	[ -n "$SEED_PID" ] && { kill "$SEED_PID" && wait "$SEED_PID"; } 2>/dev/null
+	[ -n "$SEED_PID" ] && rm -f "/dev/shm/$SEED_PID:"*
 	[ -n "$SSHD_PID" ] && { kill "$SSHD_PID" && wait "$SSHD_PID"; } 2>/dev/null
 	rm -rf "$WORK" "$MNT" "$SMNT"
 }

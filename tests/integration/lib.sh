@@ -32,6 +32,9 @@ cleanup() {
 	done
 	for p in "${PIDS[@]}"; do
 		{ kill -9 "$p" && wait "$p"; } 2>/dev/null || true
+		# libfabric shm keeps a 16 MiB /dev/shm/PID:... per process;
+		# one killed cannot unlink its own.
+		rm -f "/dev/shm/$p:"*
 	done
 	rm -rf "$WORK"
 }

@@ -176,7 +176,8 @@ static void settle(struct sfs_cache *c, struct sfs_chunk *ch)
  * kernel allows, and faulted in before the mount is ready.  Pulling into
  * memory touched for the first time was measured here at 1/2 (tcp) to
  * 1/10 (shm) of the throughput into faulted memory, and huge pages fault
- * in faster; the mount pays about 0.3 s per GiB of cache instead.
+ * in faster; the mount pays for it instead (a 2 GiB cache: mount
+ * in 0.65-2.5 s, against 0.4 s with 64 MiB).
  */
 static int map_slab(struct sfs_cache *c)
 {

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,7 +237,7 @@ void sfs_hex_encode(const void *src, size_t n, char *dst)
 	*dst = '\0';
 }
 
-static int hex_val(char c)
+int sfs_hex_val(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -255,7 +256,7 @@ int sfs_hex_decode(const char *src, void *dst, size_t cap, size_t *outlen)
 	if (n % 2 || n / 2 > cap)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i += 2) {
-		int hi = hex_val(src[i]), lo = hex_val(src[i + 1]);
+		int hi = sfs_hex_val(src[i]), lo = sfs_hex_val(src[i + 1]);
 		if (hi < 0 || lo < 0)
 			return -EINVAL;
 		d[i / 2] = (unsigned char)(hi << 4 | lo);
@@ -307,4 +308,13 @@ char *sfs_fmt_size_limit(uint64_t n, char *buf, size_t len)
 		return buf;
 	}
 	return sfs_fmt_bytes(n, buf, len);
+}
+
+int sfs_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
 }

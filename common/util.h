@@ -62,6 +62,8 @@ int sfs_b64_decode(const char *src, size_t len, void *dst, size_t *outlen);
 
 /* Hex of @n bytes into @dst (2n+1 bytes); strict decode, 0 or -EINVAL. */
 void sfs_hex_encode(const void *src, size_t n, char *dst);
+/* sfs_hex_val - the value of hex digit @c (either case), or -1. */
+int sfs_hex_val(char c);
 int sfs_hex_decode(const char *src, void *dst, size_t cap, size_t *outlen);
 
 /* sfs_fmt_bytes - "1.5 GiB" style into @buf; returns @buf. */
@@ -75,5 +77,12 @@ char *sfs_fmt_size_limit(uint64_t n, char *buf, size_t len);
  * *cap), growing geometrically.  Returns 0 or -ENOMEM (*p unchanged).
  */
 int sfs_grow(void **p, size_t *cap, size_t need, size_t elem);
+
+/*
+ * sfs_fail - write one line into @err (@errlen bytes) and return -EINVAL:
+ * how the parsers of untrusted input refuse it, naming the field.
+ */
+__attribute__((format(printf, 3, 4))) int sfs_fail(char *err, size_t errlen,
+						   const char *fmt, ...);
 
 #endif /* SFS_UTIL_H */

@@ -35,11 +35,11 @@
 /* What an open file needs, copied from the tree at open. */
 struct open_file {
 	enum sfs_node_kind kind;
-	struct sfs_view *view;		  /* FILE, BLOB: holds a reference */
-	const struct sfs_mfile *file;	  /* FILE: in view->m */
-	const struct sfs_mtensor *tensor; /* FILE, TJSON: in view->m */
-	uint64_t base;	  /* FILE: where its bytes start in @file */
-	uint32_t src;	  /* FILE: the view's cache source */
+	struct sfs_view *view;	      /* all but STATUS: holds a reference */
+	const struct sfs_mfile *file; /* FILE: in view->m */
+	const struct sfs_mtensor *tensor; /* TENSOR, TJSON: in view->m */
+	uint64_t base;	  /* TENSOR: where its bytes start in @file; FILE: 0 */
+	uint32_t src;	  /* FILE, TENSOR: the view's cache source */
 	const char *path; /* for logs; the node's, stable */
 	uint64_t size;
 	const uint8_t *blob; /* BLOB: in view->json */
@@ -570,7 +570,8 @@ static int xattr_of(struct sfs_fs *fs, fuse_ino_t ino, const char *name,
 	struct sfs_view *v = NULL;
 	const struct sfs_mtensor *t = NULL;
 	const struct sfs_mfile *f = NULL;
-	if (n && (n->kind == SFS_NODE_FILE || n->kind == SFS_NODE_TJSON)) {
+	if (n && (n->kind == SFS_NODE_FILE || n->kind == SFS_NODE_TENSOR ||
+		  n->kind == SFS_NODE_TJSON)) {
 		v = n->owner;
 		t = n->tensor;
 		f = n->file;

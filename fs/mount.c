@@ -522,8 +522,7 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	sfs_status_init(&r->status);
 	sfs_tree_finish(r->tree);
 	for (size_t i = 0; i < r->tree->n; i++)
-		if (r->tree->nodes[i].kind == SFS_NODE_FILE &&
-		    !r->tree->nodes[i].tensor)
+		if (r->tree->nodes[i].kind == SFS_NODE_FILE)
 			r->fs.total_bytes += r->tree->nodes[i].size;
 	SFS_LOG(SFS_INFO, "mount",
 		"model %s generation %llu from %s: %zu files, %zu tensors, "

@@ -50,7 +50,7 @@ static int collect(struct warm *w, uint64_t ino)
 	}
 	/* The debug view and status are in memory; a tensor's bytes are
 	 * its file's, warmed with the file. */
-	if (n->kind != SFS_NODE_FILE || !n->file || n->tensor)
+	if (n->kind != SFS_NODE_FILE || !n->file)
 		return 0;
 	if (sfs_grow((void **)&w->items, &w->cap, w->n + 1, sizeof(*w->items)))
 		return -ENOMEM;

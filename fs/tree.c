@@ -183,7 +183,7 @@ static int fill_tensors(struct sfs_tree *t, uint64_t dbg,
 		}
 		snprintf(path, sizeof(path), "%s/tensors/%s", SFS_MF_RESERVED,
 			 esc);
-		if ((rc = place(t, old, path, dir, esc, SFS_NODE_FILE,
+		if ((rc = place(t, old, path, dir, esc, SFS_NODE_TENSOR,
 				same_tensor, mt, &ino)))
 			break;
 		struct sfs_node *n = sfs_tree_get(t, ino);

@@ -29,6 +29,7 @@
 enum sfs_node_kind {
 	SFS_NODE_DIR,
 	SFS_NODE_FILE,	 /* a manifest file: bytes come from extents */
+	SFS_NODE_TENSOR, /* a tensor's bytes: a range of a manifest file */
 	SFS_NODE_BLOB,	 /* bytes held in memory (debug view) */
 	SFS_NODE_STATUS, /* rendered when opened: .seedfs/status */
 	SFS_NODE_TJSON,	 /* rendered when opened: a tensor's .json */
@@ -43,8 +44,8 @@ struct sfs_node {
 	void *owner;	/* FILE, BLOB: the caller's generation [borrowed] */
 	uint64_t size;
 	const struct sfs_mfile *file; /* FILE [borrowed from the manifest] */
-	/* FILE: a tensor's bytes, [base, base + size) of @file; TJSON:
-	 * its metadata.  [borrowed from the manifest] */
+	/* TENSOR: its bytes are [base, base + size) of @file; TJSON: its
+	 * metadata.  [borrowed from the manifest] */
 	const struct sfs_mtensor *tensor;
 	uint64_t base;
 	uint32_t src;	     /* FILE: cache source of its regions */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "gguf.h"
 
+#include "common/util.h"
+
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,26 +76,14 @@ int sfs_ggml_tensor_bytes(const char *dtype, const uint64_t *shape,
 	uint64_t inner = ndim ? shape[ndim - 1] : 1;
 	if (inner % block)
 		return -EINVAL;
-	uint64_t n = (inner / block) * bytes;
-	if (bytes && inner / block > UINT64_MAX / bytes)
+	/* The outer dimensions times a block's bytes, times the blocks of
+	 * a row. */
+	uint64_t n, blocks = inner / block;
+	if (sfs_st_tensor_bytes(shape, ndim ? ndim - 1 : 0, bytes, &n) ||
+	    (blocks && n > UINT64_MAX / blocks))
 		return -EOVERFLOW;
-	for (uint32_t i = 0; i + 1 < ndim; i++) {
-		if (shape[i] && n > UINT64_MAX / shape[i])
-			return -EOVERFLOW;
-		n *= shape[i];
-	}
-	*out = n;
+	*out = n * blocks;
 	return 0;
-}
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen,
-						      const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
 }
 
 /* A cursor over the header: every read is checked against the end. */
@@ -108,10 +97,10 @@ struct rd {
 static int need(struct rd *r, uint64_t n, const char *what)
 {
 	if (n > r->end - r->pos)
-		return fail(r->err, r->errlen,
-			    "%s at byte %" PRIu64 ": needs %" PRIu64
-			    " bytes, the file ends %" PRIu64 " bytes later",
-			    what, r->pos, n, r->end - r->pos);
+		return sfs_fail(r->err, r->errlen,
+				"%s at byte %" PRIu64 ": needs %" PRIu64
+				" bytes, the file ends %" PRIu64 " bytes later",
+				what, r->pos, n, r->end - r->pos);
 	return 0;
 }
 
@@ -139,10 +128,10 @@ static int get_str(struct rd *r, uint64_t max, const char **s, uint64_t *len,
 	if (get(r, 8, len, what))
 		return -EINVAL;
 	if (*len > max)
-		return fail(r->err, r->errlen,
-			    "%s: string of %" PRIu64 " bytes (at most %" PRIu64
-			    ")",
-			    what, *len, max);
+		return sfs_fail(r->err, r->errlen,
+				"%s: string of %" PRIu64
+				" bytes (at most %" PRIu64 ")",
+				what, *len, max);
 	if (need(r, *len, what))
 		return -EINVAL;
 	*s = (const char *)r->p + r->pos;
@@ -156,40 +145,43 @@ static int skip_value(struct rd *r, uint32_t type, int depth, const char *key)
 	const char *s;
 
 	if (type >= GT_COUNT)
-		return fail(r->err, r->errlen,
-			    "metadata '%.64s': unknown value type %" PRIu32,
-			    key, type);
+		return sfs_fail(r->err, r->errlen,
+				"metadata '%.64s': unknown value type %" PRIu32,
+				key, type);
 	if (type == GT_STRING)
 		return get_str(r, SFS_GGUF_STR_MAX, &s, &n, key);
 	if (type != GT_ARRAY)
 		return get(r, scalar_size[type], &v, key);
 	if (depth >= SFS_GGUF_ARRAY_DEPTH)
-		return fail(r->err, r->errlen,
-			    "metadata '%.64s': arrays nested deeper than %d",
-			    key, SFS_GGUF_ARRAY_DEPTH);
+		return sfs_fail(
+			r->err, r->errlen,
+			"metadata '%.64s': arrays nested deeper than %d", key,
+			SFS_GGUF_ARRAY_DEPTH);
 	uint64_t et;
 	if (get(r, 4, &et, key) || get(r, 8, &n, key))
 		return -EINVAL;
 	if (et >= GT_COUNT)
-		return fail(r->err, r->errlen,
-			    "metadata '%.64s': array of unknown type %" PRIu64,
-			    key, et);
+		return sfs_fail(
+			r->err, r->errlen,
+			"metadata '%.64s': array of unknown type %" PRIu64, key,
+			et);
 	if (et != GT_STRING && et != GT_ARRAY) {
 		/* Fixed size: check the whole array at once. */
 		if (n > (r->end - r->pos) / scalar_size[et])
-			return fail(r->err, r->errlen,
-				    "metadata '%.64s': array of %" PRIu64
-				    " elements runs past the end of the file",
-				    key, n);
+			return sfs_fail(
+				r->err, r->errlen,
+				"metadata '%.64s': array of %" PRIu64
+				" elements runs past the end of the file",
+				key, n);
 		r->pos += n * scalar_size[et];
 		return 0;
 	}
 	/* Each element takes at least 8 bytes: a bound before the loop. */
 	if (n > (r->end - r->pos) / 8)
-		return fail(r->err, r->errlen,
-			    "metadata '%.64s': array of %" PRIu64
-			    " elements runs past the end of the file",
-			    key, n);
+		return sfs_fail(r->err, r->errlen,
+				"metadata '%.64s': array of %" PRIu64
+				" elements runs past the end of the file",
+				key, n);
 	for (uint64_t i = 0; i < n; i++)
 		if (skip_value(r, (uint32_t)et, depth + 1, key))
 			return -EINVAL;
@@ -221,23 +213,24 @@ static int read_kv(struct rd *r, struct sfs_gguf *g)
 			return -EINVAL;
 		snprintf(key, sizeof(key), "%.*s", (int)(kl < 64 ? kl : 64), k);
 		if (kl == 0 || memchr(k, '\0', kl))
-			return fail(r->err, r->errlen,
-				    "metadata %" PRIu64 ": key is empty or "
-				    "holds a NUL",
-				    i);
+			return sfs_fail(r->err, r->errlen,
+					"metadata %" PRIu64 ": key is empty or "
+					"holds a NUL",
+					i);
 		if (get(r, 4, &type, key))
 			return -EINVAL;
 		if (kl == 17 && !memcmp(k, "general.alignment", 17)) {
 			uint64_t a;
 			if (type != GT_U32)
-				return fail(r->err, r->errlen,
-					    "general.alignment: type %" PRIu64
-					    ", must be uint32 (4)",
-					    type);
+				return sfs_fail(
+					r->err, r->errlen,
+					"general.alignment: type %" PRIu64
+					", must be uint32 (4)",
+					type);
 			if (get(r, 4, &a, key))
 				return -EINVAL;
 			if (a == 0 || (a & (a - 1)) || a > (1u << 20))
-				return fail(
+				return sfs_fail(
 					r->err, r->errlen,
 					"general.alignment: %" PRIu64
 					" is not a power of two up to 1 MiB",
@@ -261,27 +254,27 @@ static int read_tensor(struct rd *r, struct sfs_gguf_tensor *t, uint64_t i)
 	if (get_str(r, SFS_GGUF_NAME_MAX, &name, &nl, what))
 		return -EINVAL;
 	if (nl == 0 || memchr(name, '\0', nl))
-		return fail(r->err, r->errlen,
-			    "tensor %" PRIu64 ": name is empty or holds a NUL",
-			    i);
+		return sfs_fail(
+			r->err, r->errlen,
+			"tensor %" PRIu64 ": name is empty or holds a NUL", i);
 	memcpy(t->name, name, nl);
 	t->name[nl] = '\0';
 	if (get(r, 4, &nd, t->name))
 		return -EINVAL;
 	if (nd == 0 || nd > SFS_GGUF_MAX_DIMS)
-		return fail(r->err, r->errlen,
-			    "tensor '%s': %" PRIu64 " dimensions (1 to %d)",
-			    t->name, nd, SFS_GGUF_MAX_DIMS);
+		return sfs_fail(r->err, r->errlen,
+				"tensor '%s': %" PRIu64 " dimensions (1 to %d)",
+				t->name, nd, SFS_GGUF_MAX_DIMS);
 	t->ndim = (uint32_t)nd;
 	for (uint64_t d = 0; d < nd; d++) {
 		uint64_t ne;
 		if (get(r, 8, &ne, t->name))
 			return -EINVAL;
 		if (ne > INT64_MAX)
-			return fail(r->err, r->errlen,
-				    "tensor '%s': dimension %" PRIu64
-				    " is negative",
-				    t->name, d);
+			return sfs_fail(r->err, r->errlen,
+					"tensor '%s': dimension %" PRIu64
+					" is negative",
+					t->name, d);
 		t->shape[nd - 1 - d] = ne; /* ne[0] is the innermost */
 	}
 	if (get(r, 4, &type, t->name) || get(r, 8, &off, t->name))
@@ -291,19 +284,19 @@ static int read_tensor(struct rd *r, struct sfs_gguf_tensor *t, uint64_t i)
 		if (types[k].id == type)
 			ty = &types[k];
 	if (!ty)
-		return fail(r->err, r->errlen,
-			    "tensor '%s': unknown ggml type %" PRIu64, t->name,
-			    type);
+		return sfs_fail(r->err, r->errlen,
+				"tensor '%s': unknown ggml type %" PRIu64,
+				t->name, type);
 	snprintf(t->dtype, sizeof(t->dtype), "%s", ty->name);
 	int rc = sfs_ggml_tensor_bytes(t->dtype, t->shape, t->ndim, &t->len);
 	if (rc == -EINVAL)
-		return fail(r->err, r->errlen,
-			    "tensor '%s': %s rows of %" PRIu64
-			    " elements are not whole blocks of %" PRIu32,
-			    t->name, ty->name, t->shape[nd - 1], ty->block);
+		return sfs_fail(r->err, r->errlen,
+				"tensor '%s': %s rows of %" PRIu64
+				" elements are not whole blocks of %" PRIu32,
+				t->name, ty->name, t->shape[nd - 1], ty->block);
 	if (rc)
-		return fail(r->err, r->errlen, "tensor '%s': size overflows",
-			    t->name);
+		return sfs_fail(r->err, r->errlen,
+				"tensor '%s': size overflows", t->name);
 	t->off = off; /* relative to the data section until the end */
 	return 0;
 }
@@ -322,34 +315,35 @@ int sfs_gguf_parse(const uint8_t *buf, uint64_t size, struct sfs_gguf **out,
 		return -ENOMEM;
 	g->alignment = 32;
 	if (size < 24) {
-		fail(err, errlen,
-		     "%" PRIu64 " bytes: too short for a GGUF "
-		     "header (24)",
-		     size);
+		sfs_fail(err, errlen,
+			 "%" PRIu64 " bytes: too short for a GGUF "
+			 "header (24)",
+			 size);
 		goto out;
 	}
 	if (memcmp(buf, "GGUF", 4)) {
-		fail(err, errlen, "magic: not \"GGUF\"");
+		sfs_fail(err, errlen, "magic: not \"GGUF\"");
 		goto out;
 	}
 	r.pos = 4;
 	get(&r, 4, &v, "version");
 	if (v != SFS_GGUF_VERSION) {
-		fail(err, errlen, "version %" PRIu64 ": this build reads %d", v,
-		     SFS_GGUF_VERSION);
+		sfs_fail(err, errlen,
+			 "version %" PRIu64 ": this build reads %d", v,
+			 SFS_GGUF_VERSION);
 		goto out;
 	}
 	g->version = (uint32_t)v;
 	get(&r, 8, &nt, "tensor count");
 	get(&r, 8, &g->nkv, "metadata count");
 	if (nt > SFS_GGUF_MAX_TENSORS) {
-		fail(err, errlen, "tensor count %" PRIu64 " (at most %d)", nt,
-		     SFS_GGUF_MAX_TENSORS);
+		sfs_fail(err, errlen, "tensor count %" PRIu64 " (at most %d)",
+			 nt, SFS_GGUF_MAX_TENSORS);
 		goto out;
 	}
 	if (g->nkv > SFS_GGUF_MAX_KV) {
-		fail(err, errlen, "metadata count %" PRIu64 " (at most %d)",
-		     g->nkv, SFS_GGUF_MAX_KV);
+		sfs_fail(err, errlen, "metadata count %" PRIu64 " (at most %d)",
+			 g->nkv, SFS_GGUF_MAX_KV);
 		goto out;
 	}
 	/* The header is read from the file but may not exceed the cap. */
@@ -373,35 +367,36 @@ int sfs_gguf_parse(const uint8_t *buf, uint64_t size, struct sfs_gguf **out,
 	uint64_t a = g->alignment;
 	g->data_off = (r.pos + a - 1) / a * a;
 	if (g->data_off > size) {
-		fail(err, errlen,
-		     "data section at byte %" PRIu64 " is past the end of "
-		     "the file (%" PRIu64 " bytes)",
-		     g->data_off, size);
+		sfs_fail(err, errlen,
+			 "data section at byte %" PRIu64 " is past the end of "
+			 "the file (%" PRIu64 " bytes)",
+			 g->data_off, size);
 		goto out;
 	}
 	qsort(order, g->ntensors, sizeof(*order), by_name);
 	for (size_t i = 1; i < g->ntensors; i++)
 		if (!strcmp(order[i - 1]->name, order[i]->name)) {
-			fail(err, errlen, "tensor '%s': listed twice",
-			     order[i]->name);
+			sfs_fail(err, errlen, "tensor '%s': listed twice",
+				 order[i]->name);
 			goto out;
 		}
 	for (size_t i = 0; i < g->ntensors; i++) {
 		struct sfs_gguf_tensor *t = &g->tensors[i];
 		if (t->off % a) {
-			fail(err, errlen,
-			     "tensor '%s': offset %" PRIu64
-			     " is not a multiple of the alignment %" PRIu64,
-			     t->name, t->off, a);
+			sfs_fail(err, errlen,
+				 "tensor '%s': offset %" PRIu64
+				 " is not a multiple of the alignment %" PRIu64,
+				 t->name, t->off, a);
 			goto out;
 		}
 		if (t->off > size - g->data_off ||
 		    t->len > size - g->data_off - t->off) {
-			fail(err, errlen,
-			     "tensor '%s': bytes [%" PRIu64 ", +%" PRIu64
-			     ") of the data section run past the end of the "
-			     "file",
-			     t->name, t->off, t->len);
+			sfs_fail(
+				err, errlen,
+				"tensor '%s': bytes [%" PRIu64 ", +%" PRIu64
+				") of the data section run past the end of the "
+				"file",
+				t->name, t->off, t->len);
 			goto out;
 		}
 		t->off += g->data_off;
@@ -409,8 +404,8 @@ int sfs_gguf_parse(const uint8_t *buf, uint64_t size, struct sfs_gguf **out,
 	qsort(order, g->ntensors, sizeof(*order), by_off);
 	for (size_t i = 1; i < g->ntensors; i++)
 		if (order[i]->off < order[i - 1]->off + order[i - 1]->len) {
-			fail(err, errlen, "tensors '%s' and '%s' overlap",
-			     order[i - 1]->name, order[i]->name);
+			sfs_fail(err, errlen, "tensors '%s' and '%s' overlap",
+				 order[i - 1]->name, order[i]->name);
 			goto out;
 		}
 	rc = 0;

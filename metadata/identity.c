@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include "identity.h"
 
+#include "common/util.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,15 +35,6 @@ static const struct id_key {
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 #define PARAMS_KEY "quant_params"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
 
 static const struct id_key *find_key(const char *name)
 {
@@ -133,22 +125,22 @@ int sfs_identity_set(struct sfs_identity *id, const char *key,
 	if (!strcmp(key, PARAMS_KEY))
 		return sfs_identity_set_params(id, value, err, errlen);
 	if (!k)
-		return fail(err, errlen,
-			    "unknown identity key '%.64s' (known: %s)", key,
-			    key_list());
+		return sfs_fail(err, errlen,
+				"unknown identity key '%.64s' (known: %s)", key,
+				key_list());
 	if (k->type == KEY_U64) {
 		if (parse_u64(value, u64_at(id, k)))
-			return fail(err, errlen,
-				    "identity %s: '%.64s' is not a "
-				    "non-negative integer",
-				    key, value);
+			return sfs_fail(err, errlen,
+					"identity %s: '%.64s' is not a "
+					"non-negative integer",
+					key, value);
 		return 0;
 	}
 	if (strlen(value) >= SFS_ID_STR_MAX || !str_ok(value))
-		return fail(err, errlen,
-			    "identity %s: '%.64s' is not 0-%d printable "
-			    "characters without blanks, quotes, ',' or '='",
-			    key, value, SFS_ID_STR_MAX - 1);
+		return sfs_fail(err, errlen,
+				"identity %s: '%.64s' is not 0-%d printable "
+				"characters without blanks, quotes, ',' or '='",
+				key, value, SFS_ID_STR_MAX - 1);
 	strcpy(str_at(id, k), value);
 	return 0;
 }
@@ -157,16 +149,16 @@ static int set_params_json(struct sfs_identity *id, json_t *o, char *err,
 			   size_t errlen)
 {
 	if (!json_is_object(o))
-		return fail(err, errlen,
-			    "identity.quant_params: not an object");
+		return sfs_fail(err, errlen,
+				"identity.quant_params: not an object");
 	char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!text)
 		return -ENOMEM;
 	if (strlen(text) > SFS_ID_PARAMS_MAX) {
 		free(text);
-		return fail(err, errlen,
-			    "identity.quant_params: more than %d bytes",
-			    SFS_ID_PARAMS_MAX);
+		return sfs_fail(err, errlen,
+				"identity.quant_params: more than %d bytes",
+				SFS_ID_PARAMS_MAX);
 	}
 	free(id->quant_params);
 	id->quant_params = text;
@@ -178,12 +170,13 @@ int sfs_identity_set_params(struct sfs_identity *id, const char *json,
 {
 	json_error_t je;
 	if (strlen(json) > 4 * SFS_ID_PARAMS_MAX)
-		return fail(err, errlen,
-			    "identity.quant_params: more than %d bytes",
-			    SFS_ID_PARAMS_MAX);
+		return sfs_fail(err, errlen,
+				"identity.quant_params: more than %d bytes",
+				SFS_ID_PARAMS_MAX);
 	json_t *o = json_loads(json, JSON_REJECT_DUPLICATES, &je);
 	if (!o)
-		return fail(err, errlen, "identity.quant_params: %s", je.text);
+		return sfs_fail(err, errlen, "identity.quant_params: %s",
+				je.text);
 	int rc = set_params_json(id, o, err, errlen);
 	json_decref(o);
 	return rc;
@@ -196,27 +189,28 @@ int sfs_identity_check(const struct sfs_identity *id, char *err, size_t errlen)
 	const uint64_t rk[] = {id->tp_rank, id->pp_rank, id->ep_rank};
 
 	if (!id->model[0])
-		return fail(err, errlen, "identity.model: empty");
+		return sfs_fail(err, errlen, "identity.model: empty");
 	if (strcmp(id->layout, "checkpoint") && strcmp(id->layout, "processed"))
-		return fail(err, errlen,
-			    "identity.layout: '%s' is neither checkpoint nor "
-			    "processed",
-			    id->layout);
+		return sfs_fail(
+			err, errlen,
+			"identity.layout: '%s' is neither checkpoint nor "
+			"processed",
+			id->layout);
 	if (!strcmp(id->layout, "processed") && id->layout_version == 0)
-		return fail(err, errlen,
-			    "identity.layout_version: a processed layout "
-			    "needs a version (1 or more)");
+		return sfs_fail(err, errlen,
+				"identity.layout_version: a processed layout "
+				"needs a version (1 or more)");
 	for (int i = 0; i < 3; i++) {
 		if (sz[i] == 0 || sz[i] > SFS_ID_MAX_PARALLEL)
-			return fail(err, errlen,
-				    "identity.%s_size: %" PRIu64
-				    " is not 1..%d",
-				    names[i], sz[i], SFS_ID_MAX_PARALLEL);
+			return sfs_fail(err, errlen,
+					"identity.%s_size: %" PRIu64
+					" is not 1..%d",
+					names[i], sz[i], SFS_ID_MAX_PARALLEL);
 		if (rk[i] >= sz[i])
-			return fail(err, errlen,
-				    "identity.%s_rank: %" PRIu64
-				    " is not below %s_size %" PRIu64,
-				    names[i], rk[i], names[i], sz[i]);
+			return sfs_fail(err, errlen,
+					"identity.%s_rank: %" PRIu64
+					" is not below %s_size %" PRIu64,
+					names[i], rk[i], names[i], sz[i]);
 	}
 	return 0;
 }
@@ -274,9 +268,9 @@ int sfs_identity_from_json(struct sfs_identity *id, const char *json,
 	int rc = 0;
 
 	if (!o)
-		return fail(err, errlen, "identity: %s", je.text);
+		return sfs_fail(err, errlen, "identity: %s", je.text);
 	if (!json_is_object(o))
-		rc = fail(err, errlen, "identity: not an object");
+		rc = sfs_fail(err, errlen, "identity: not an object");
 	json_object_foreach (o, k, v) {
 		if (rc)
 			break;
@@ -286,14 +280,14 @@ int sfs_identity_from_json(struct sfs_identity *id, const char *json,
 		}
 		const struct id_key *key = find_key(k);
 		if (!key) {
-			rc = fail(err, errlen, "identity.%.64s: unknown key",
-				  k);
+			rc = sfs_fail(err, errlen,
+				      "identity.%.64s: unknown key", k);
 		} else if (key->type == KEY_U64) {
 			if (!json_is_integer(v) || json_integer_value(v) < 0)
-				rc = fail(err, errlen,
-					  "identity.%s: not a non-negative "
-					  "integer",
-					  k);
+				rc = sfs_fail(err, errlen,
+					      "identity.%s: not a non-negative "
+					      "integer",
+					      k);
 			else
 				*u64_at(id, key) =
 					(uint64_t)json_integer_value(v);
@@ -302,10 +296,10 @@ int sfs_identity_from_json(struct sfs_identity *id, const char *json,
 			   strlen(json_string_value(v)) !=
 				   json_string_length(v) ||
 			   !str_ok(json_string_value(v))) {
-			rc = fail(err, errlen,
-				  "identity.%s: not a string of 0-%d "
-				  "printable characters",
-				  k, SFS_ID_STR_MAX - 1);
+			rc = sfs_fail(err, errlen,
+				      "identity.%s: not a string of 0-%d "
+				      "printable characters",
+				      k, SFS_ID_STR_MAX - 1);
 		} else {
 			strcpy(str_at(id, key), json_string_value(v));
 		}
@@ -354,28 +348,31 @@ int sfs_require_parse(const char *spec, struct sfs_require **out, char *err,
 	     tok = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(tok, '=');
 		if (!eq || eq == tok || !eq[1]) {
-			rc = fail(err, errlen,
-				  "--require: '%.64s' is not key=value", tok);
+			rc = sfs_fail(err, errlen,
+				      "--require: '%.64s' is not key=value",
+				      tok);
 			break;
 		}
 		*eq = '\0';
 		const struct id_key *k = find_key(tok);
 		if (!k) {
-			rc = fail(err, errlen,
-				  "--require: unknown key '%.64s' (known: %s)",
-				  tok, key_list());
+			rc = sfs_fail(
+				err, errlen,
+				"--require: unknown key '%.64s' (known: %s)",
+				tok, key_list());
 			break;
 		}
 		for (size_t i = 0; i < r->n; i++)
 			if (r->r[i].key == k)
-				rc = fail(err, errlen,
-					  "--require: %s given twice", tok);
+				rc = sfs_fail(err, errlen,
+					      "--require: %s given twice", tok);
 		struct req *q = &r->r[r->n];
 		if (!rc && k->type == KEY_U64 && parse_u64(eq + 1, &q->num))
-			rc = fail(err, errlen,
-				  "--require: %s=%.64s is not a non-negative "
-				  "integer",
-				  tok, eq + 1);
+			rc = sfs_fail(
+				err, errlen,
+				"--require: %s=%.64s is not a non-negative "
+				"integer",
+				tok, eq + 1);
 		if (rc)
 			break;
 		q->key = k;
@@ -386,7 +383,7 @@ int sfs_require_parse(const char *spec, struct sfs_require **out, char *err,
 		r->n++;
 	}
 	if (!rc && r->n == 0)
-		rc = fail(err, errlen, "--require: empty");
+		rc = sfs_fail(err, errlen, "--require: empty");
 	free(dup);
 	if (rc) {
 		sfs_require_free(r);

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -468,16 +467,6 @@ out:
 
 /* ---- validate --------------------------------------------------------- */
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen,
-						      const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 int sfs_path_check(const char *path, const char **why)
 {
 	size_t n = strlen(path);
@@ -534,51 +523,56 @@ static int validate_file(const struct sfs_manifest *m, size_t i,
 	uint64_t at = 0;
 
 	if (f->size > SFS_MF_FILE_MAX)
-		return fail(err, errlen,
-			    "files[%zu] '%s': size %" PRIu64 " exceeds the cap",
-			    i, f->path, f->size);
+		return sfs_fail(err, errlen,
+				"files[%zu] '%s': size %" PRIu64
+				" exceeds the cap",
+				i, f->path, f->size);
 	*total_ext += f->next;
 	if (*total_ext > SFS_MF_MAX_EXTENTS)
-		return fail(err, errlen, "files: more than %d extents in all",
-			    SFS_MF_MAX_EXTENTS);
+		return sfs_fail(err, errlen,
+				"files: more than %d extents in all",
+				SFS_MF_MAX_EXTENTS);
 	for (size_t j = 0; j < f->next; j++) {
 		const struct sfs_extent *e = &f->ext[j];
 		if (e->len == 0)
-			return fail(err, errlen,
-				    "files[%zu].extents[%zu]: length is 0", i,
-				    j);
+			return sfs_fail(err, errlen,
+					"files[%zu].extents[%zu]: length is 0",
+					i, j);
 		if (e->off != at || e->len > f->size - at)
-			return fail(err, errlen,
-				    "files[%zu].extents[%zu]: %" PRIu64
-				    " bytes at %" PRIu64
-				    " run past size %" PRIu64 " of '%s'",
-				    i, j, e->len, at, f->size, f->path);
+			return sfs_fail(err, errlen,
+					"files[%zu].extents[%zu]: %" PRIu64
+					" bytes at %" PRIu64
+					" run past size %" PRIu64 " of '%s'",
+					i, j, e->len, at, f->size, f->path);
 		if (e->kind == SFS_EXT_REGION) {
 			if (e->region >= m->nregions)
-				return fail(err, errlen,
-					    "files[%zu].extents[%zu].region: "
-					    "%u is not a region (%zu regions)",
-					    i, j, e->region, m->nregions);
+				return sfs_fail(
+					err, errlen,
+					"files[%zu].extents[%zu].region: "
+					"%u is not a region (%zu regions)",
+					i, j, e->region, m->nregions);
 			const struct sfs_region *r = &m->regions[e->region];
 			if (e->roff > r->len || e->len > r->len - e->roff)
-				return fail(err, errlen,
-					    "files[%zu].extents[%zu]: offset "
-					    "%" PRIu64 " + length %" PRIu64
-					    " run past region %u (%" PRIu64
-					    " bytes)",
-					    i, j, e->roff, e->len, e->region,
-					    r->len);
+				return sfs_fail(
+					err, errlen,
+					"files[%zu].extents[%zu]: offset "
+					"%" PRIu64 " + length %" PRIu64
+					" run past region %u (%" PRIu64
+					" bytes)",
+					i, j, e->roff, e->len, e->region,
+					r->len);
 		} else if (e->kind != SFS_EXT_INLINE || !e->data) {
-			return fail(err, errlen,
-				    "files[%zu].extents[%zu]: bad kind", i, j);
+			return sfs_fail(err, errlen,
+					"files[%zu].extents[%zu]: bad kind", i,
+					j);
 		}
 		at += e->len;
 	}
 	if (at != f->size)
-		return fail(err, errlen,
-			    "files[%zu] '%s': extents cover %" PRIu64
-			    " bytes, size says %" PRIu64,
-			    i, f->path, at, f->size);
+		return sfs_fail(err, errlen,
+				"files[%zu] '%s': extents cover %" PRIu64
+				" bytes, size says %" PRIu64,
+				i, f->path, at, f->size);
 	return 0;
 }
 
@@ -590,42 +584,45 @@ static int validate_tensor(const struct sfs_manifest *m, size_t i, char *err,
 	uint64_t bytes;
 
 	if (!t->name[0] || strlen(t->name) > SFS_ST_NAME_MAX)
-		return fail(err, errlen, "tensors[%zu].name: empty or too long",
-			    i);
+		return sfs_fail(err, errlen,
+				"tensors[%zu].name: empty or too long", i);
 	if (t->file >= m->nfiles)
-		return fail(err, errlen, "tensors[%zu].file: no such file", i);
+		return sfs_fail(err, errlen, "tensors[%zu].file: no such file",
+				i);
 	uint32_t blk, bsz;
 	if (!esz && sfs_ggml_dtype(t->dtype, &blk, &bsz))
-		return fail(err, errlen, "tensors[%zu].dtype: unknown '%s'", i,
-			    t->dtype);
+		return sfs_fail(err, errlen, "tensors[%zu].dtype: unknown '%s'",
+				i, t->dtype);
 	if (t->ndim > SFS_ST_MAX_DIMS)
-		return fail(err, errlen, "tensors[%zu].shape: too many dims",
-			    i);
+		return sfs_fail(err, errlen,
+				"tensors[%zu].shape: too many dims", i);
 	/* A safetensors dtype, else a ggml one (GGUF: blocks). */
 	if ((esz ? sfs_st_tensor_bytes(t->shape, t->ndim, esz, &bytes)
 		 : sfs_ggml_tensor_bytes(t->dtype, t->shape, t->ndim,
 					 &bytes)) ||
 	    bytes != t->len)
-		return fail(
+		return sfs_fail(
 			err, errlen,
 			"tensors[%zu] '%s': shape x %s is not length %" PRIu64,
 			i, t->name, t->dtype, t->len);
 	if (t->layout[0] && !sfs_manifest_layout_ok(t->layout))
-		return fail(err, errlen,
-			    "tensors[%zu].layout: not 1-63 of [A-Za-z0-9._:+-]",
-			    i);
+		return sfs_fail(
+			err, errlen,
+			"tensors[%zu].layout: not 1-63 of [A-Za-z0-9._:+-]", i);
 	if (t->layout[0] && !sfs_layout_is(t->layout, m->id.layout))
-		return fail(err, errlen,
-			    "tensors[%zu].layout: '%s' in a model whose layout "
-			    "is %s",
-			    i, t->layout, m->id.layout);
+		return sfs_fail(
+			err, errlen,
+			"tensors[%zu].layout: '%s' in a model whose layout "
+			"is %s",
+			i, t->layout, m->id.layout);
 	uint64_t fsz = m->files[t->file].size;
 	if (t->off > fsz || t->len > fsz - t->off)
-		return fail(err, errlen,
-			    "tensors[%zu] '%s': bytes [%" PRIu64 ", +%" PRIu64
-			    ") run past file '%s' (%" PRIu64 " bytes)",
-			    i, t->name, t->off, t->len, m->files[t->file].path,
-			    fsz);
+		return sfs_fail(err, errlen,
+				"tensors[%zu] '%s': bytes [%" PRIu64
+				", +%" PRIu64 ") run past file '%s' (%" PRIu64
+				" bytes)",
+				i, t->name, t->off, t->len,
+				m->files[t->file].path, fsz);
 	return 0;
 }
 
@@ -638,45 +635,47 @@ int sfs_manifest_validate(const struct sfs_manifest *m, char *err,
 	int rc = 0;
 
 	if (m->version != SFS_MANIFEST_VERSION)
-		return fail(err, errlen,
-			    "seedfs_manifest: version %u, this "
-			    "build reads %d",
-			    m->version, SFS_MANIFEST_VERSION);
+		return sfs_fail(err, errlen,
+				"seedfs_manifest: version %u, this "
+				"build reads %d",
+				m->version, SFS_MANIFEST_VERSION);
 	if (sfs_path_check(m->model, &why) || strchr(m->model, '/'))
-		return fail(err, errlen, "model: '%.64s' is not a valid name",
-			    m->model);
+		return sfs_fail(err, errlen,
+				"model: '%.64s' is not a valid name", m->model);
 	if (m->nfiles > SFS_MF_MAX_FILES || m->ndirs > SFS_MF_MAX_FILES)
-		return fail(err, errlen, "files: more than %d entries",
-			    SFS_MF_MAX_FILES);
+		return sfs_fail(err, errlen, "files: more than %d entries",
+				SFS_MF_MAX_FILES);
 	if (m->ntensors > SFS_MF_MAX_TENSORS)
-		return fail(err, errlen, "tensors: more than %d",
-			    SFS_MF_MAX_TENSORS);
+		return sfs_fail(err, errlen, "tensors: more than %d",
+				SFS_MF_MAX_TENSORS);
 	if (m->neps == 0 || m->neps > SFS_MF_MAX_ENDPOINTS)
-		return fail(err, errlen, "endpoints: %zu, must be 1..%d",
-			    m->neps, SFS_MF_MAX_ENDPOINTS);
+		return sfs_fail(err, errlen, "endpoints: %zu, must be 1..%d",
+				m->neps, SFS_MF_MAX_ENDPOINTS);
 	for (size_t i = 0; i < m->neps; i++) {
 		if (!m->eps[i].protocol[0] || !m->eps[i].addr_len)
-			return fail(err, errlen,
-				    "endpoints[%zu]: empty protocol or address",
-				    i);
+			return sfs_fail(
+				err, errlen,
+				"endpoints[%zu]: empty protocol or address", i);
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(m->eps[i].protocol, m->eps[j].protocol))
-				return fail(err, errlen,
-					    "endpoints[%zu]: protocol %s "
-					    "listed twice",
-					    i, m->eps[i].protocol);
+				return sfs_fail(err, errlen,
+						"endpoints[%zu]: protocol %s "
+						"listed twice",
+						i, m->eps[i].protocol);
 	}
 	for (size_t i = 0; i < m->nregions; i++) {
 		const struct sfs_region *r = &m->regions[i];
 		if (r->len == 0)
-			return fail(err, errlen, "regions[%zu]: length 0", i);
+			return sfs_fail(err, errlen, "regions[%zu]: length 0",
+					i);
 		for (size_t j = 0; j < m->neps; j++)
 			if (r->rem[j].raddr > UINT64_MAX - r->len)
-				return fail(err, errlen,
-					    "regions[%zu].remote[%zu]: length "
-					    "%" PRIu64 " at address 0x%" PRIx64
-					    " wraps",
-					    i, j, r->len, r->rem[j].raddr);
+				return sfs_fail(
+					err, errlen,
+					"regions[%zu].remote[%zu]: length "
+					"%" PRIu64 " at address 0x%" PRIx64
+					" wraps",
+					i, j, r->len, r->rem[j].raddr);
 	}
 	if (!(set = json_object()))
 		return -ENOMEM;
@@ -684,16 +683,17 @@ int sfs_manifest_validate(const struct sfs_manifest *m, char *err,
 	for (size_t i = 0; i < m->ndirs && !rc; i++) {
 		const char *p = m->dirs[i];
 		if (sfs_path_check(p, &why))
-			rc = fail(err, errlen, "dirs[%zu] '%.64s': %s", i, p,
-				  why);
+			rc = sfs_fail(err, errlen, "dirs[%zu] '%.64s': %s", i,
+				      p, why);
 		else if (json_object_get(set, p))
-			rc = fail(err, errlen, "dirs[%zu] '%.64s': duplicate",
-				  i, p);
+			rc = sfs_fail(err, errlen,
+				      "dirs[%zu] '%.64s': duplicate", i, p);
 		else if (!parent_is_dir(set, p))
-			rc = fail(err, errlen,
-				  "dirs[%zu] '%.64s': parent not listed before "
-				  "it",
-				  i, p);
+			rc = sfs_fail(
+				err, errlen,
+				"dirs[%zu] '%.64s': parent not listed before "
+				"it",
+				i, p);
 		else
 			rc = json_object_set_new(set, p, json_integer(-1))
 				     ? -ENOMEM
@@ -702,16 +702,18 @@ int sfs_manifest_validate(const struct sfs_manifest *m, char *err,
 	for (size_t i = 0; i < m->nfiles && !rc; i++) {
 		const char *p = m->files[i].path;
 		if (sfs_path_check(p, &why))
-			rc = fail(err, errlen, "files[%zu].path '%.64s': %s", i,
-				  p, why);
+			rc = sfs_fail(err, errlen,
+				      "files[%zu].path '%.64s': %s", i, p, why);
 		else if (json_object_get(set, p))
-			rc = fail(err, errlen,
-				  "files[%zu].path '%.64s': duplicate", i, p);
+			rc = sfs_fail(err, errlen,
+				      "files[%zu].path '%.64s': duplicate", i,
+				      p);
 		else if (!parent_is_dir(set, p))
-			rc = fail(err, errlen,
-				  "files[%zu].path '%.64s': parent directory "
-				  "not listed",
-				  i, p);
+			rc = sfs_fail(
+				err, errlen,
+				"files[%zu].path '%.64s': parent directory "
+				"not listed",
+				i, p);
 		else if (json_object_set_new(set, p,
 					     json_integer((json_int_t)i)))
 			rc = -ENOMEM;
@@ -763,36 +765,38 @@ static int decode_endpoints(struct sfs_manifest *m, json_t *a, char *err,
 
 	if (!json_is_array(a) || json_array_size(a) == 0 ||
 	    json_array_size(a) > SFS_MF_MAX_ENDPOINTS)
-		return fail(err, errlen,
-			    "endpoints: missing, or not an array of 1..%d",
-			    SFS_MF_MAX_ENDPOINTS);
+		return sfs_fail(err, errlen,
+				"endpoints: missing, or not an array of 1..%d",
+				SFS_MF_MAX_ENDPOINTS);
 	json_array_foreach (a, i, ep) {
 		const char *proto, *prov, *addr;
 		uint8_t buf[SFS_MF_ADDR_MAX];
 		size_t n;
 		if (!json_is_object(ep))
-			return fail(err, errlen,
-				    "endpoints[%zu]: not an object", i);
+			return sfs_fail(err, errlen,
+					"endpoints[%zu]: not an object", i);
 		proto = get_str(ep, "protocol", sizeof(m->eps[0].protocol) - 1);
 		prov = get_str(ep, "provider", sizeof(m->eps[0].provider) - 1);
 		addr = get_str(ep, "address", 2 * SFS_MF_ADDR_MAX);
 		if (!proto || !*proto)
-			return fail(
+			return sfs_fail(
 				err, errlen,
 				"endpoints[%zu].protocol: missing, empty or "
 				"too long",
 				i);
 		if (!prov)
-			return fail(err, errlen,
-				    "endpoints[%zu].provider: missing or too "
-				    "long",
-				    i);
+			return sfs_fail(
+				err, errlen,
+				"endpoints[%zu].provider: missing or too "
+				"long",
+				i);
 		if (!addr || sfs_hex_decode(addr, buf, sizeof(buf), &n) ||
 		    n == 0)
-			return fail(err, errlen,
-				    "endpoints[%zu].address: missing, or not "
-				    "hex of 1..%d bytes",
-				    i, SFS_MF_ADDR_MAX);
+			return sfs_fail(
+				err, errlen,
+				"endpoints[%zu].address: missing, or not "
+				"hex of 1..%d bytes",
+				i, SFS_MF_ADDR_MAX);
 		int rc = sfs_manifest_add_endpoint(m, proto, prov, buf, n);
 		if (rc)
 			return rc;
@@ -810,21 +814,23 @@ static int decode_checksum(struct sfs_manifest *m, uint32_t id, size_t i,
 	json_t *v = json_object_get(cs, "values");
 
 	if (!json_is_object(cs) || !algo || strcmp(algo, "xxh3-64"))
-		return fail(err, errlen,
-			    "regions[%zu].checksum.algorithm: not xxh3-64", i);
+		return sfs_fail(err, errlen,
+				"regions[%zu].checksum.algorithm: not xxh3-64",
+				i);
 	if (get_u64(cs, "chunk_size", 1ull << SFS_MF_CSUM_MAX_SHIFT, &size) ||
 	    size < (1u << SFS_MF_CSUM_MIN_SHIFT) || (size & (size - 1)))
-		return fail(err, errlen,
-			    "regions[%zu].checksum.chunk_size: not a power of "
-			    "two in 4 KiB..1 GiB",
-			    i);
+		return sfs_fail(
+			err, errlen,
+			"regions[%zu].checksum.chunk_size: not a power of "
+			"two in 4 KiB..1 GiB",
+			i);
 	uint32_t shift = (uint32_t)__builtin_ctzll(size);
 	n = sfs_csum_count(r->len, shift);
 	if (!json_is_string(v) || json_string_length(v) != 16 * n)
-		return fail(err, errlen,
-			    "regions[%zu].checksum.values: not %" PRIu64
-			    " hex values of 16 digits",
-			    i, n);
+		return sfs_fail(err, errlen,
+				"regions[%zu].checksum.values: not %" PRIu64
+				" hex values of 16 digits",
+				i, n);
 	const char *hex = json_string_value(v);
 	uint64_t *sums = malloc((size_t)(n ? n : 1) * sizeof(*sums));
 	if (!sums)
@@ -841,10 +847,10 @@ static int decode_checksum(struct sfs_manifest *m, uint32_t id, size_t i,
 							 : -1;
 			if (val < 0) {
 				free(sums);
-				return fail(err, errlen,
-					    "regions[%zu].checksum.values: "
-					    "not lowercase hex",
-					    i);
+				return sfs_fail(err, errlen,
+						"regions[%zu].checksum.values: "
+						"not lowercase hex",
+						i);
 			}
 			x = x << 4 | (uint64_t)val;
 		}
@@ -862,31 +868,33 @@ static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 	json_t *r, *rem, *x;
 
 	if (!json_is_array(a))
-		return fail(err, errlen, "regions: missing or not an array");
+		return sfs_fail(err, errlen,
+				"regions: missing or not an array");
 	if (json_array_size(a) > SFS_MF_MAX_REGIONS)
-		return fail(err, errlen, "regions: more than %d",
-			    SFS_MF_MAX_REGIONS);
+		return sfs_fail(err, errlen, "regions: more than %d",
+				SFS_MF_MAX_REGIONS);
 	json_array_foreach (a, i, r) {
 		uint64_t id, len, addr, key;
 		uint32_t got;
 		if (!json_is_object(r))
-			return fail(err, errlen, "regions[%zu]: not an object",
-				    i);
+			return sfs_fail(err, errlen,
+					"regions[%zu]: not an object", i);
 		if (get_u64(r, "id", UINT32_MAX, &id) || id != i)
-			return fail(err, errlen,
-				    "regions[%zu].id: missing or not %zu", i,
-				    i);
+			return sfs_fail(err, errlen,
+					"regions[%zu].id: missing or not %zu",
+					i, i);
 		if (get_u64(r, "length", INT64_MAX, &len) || len == 0)
-			return fail(err, errlen,
-				    "regions[%zu].length: missing or not a "
-				    "positive integer",
-				    i);
+			return sfs_fail(err, errlen,
+					"regions[%zu].length: missing or not a "
+					"positive integer",
+					i);
 		rem = json_object_get(r, "remote");
 		if (!json_is_array(rem) || json_array_size(rem) != m->neps)
-			return fail(err, errlen,
-				    "regions[%zu].remote: missing, or not one "
-				    "entry per endpoint (%zu)",
-				    i, m->neps);
+			return sfs_fail(
+				err, errlen,
+				"regions[%zu].remote: missing, or not one "
+				"entry per endpoint (%zu)",
+				i, m->neps);
 		int rc = sfs_manifest_add_region(m, len, &got);
 		if (rc)
 			return rc;
@@ -895,7 +903,7 @@ static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 			return rc;
 		json_array_foreach (rem, j, x) {
 			if (!json_is_object(x) || get_hex(x, "address", &addr))
-				return fail(
+				return sfs_fail(
 					err, errlen,
 					"regions[%zu].remote[%zu].address: "
 					"missing or not a 64-bit hex string",
@@ -909,11 +917,12 @@ static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 				    sfs_hex_decode(raw, bytes, sizeof(bytes),
 						   &n) ||
 				    n == 0)
-					return fail(err, errlen,
-						    "regions[%zu].remote[%zu]."
-						    "raw_key: not hex of 1..%d "
-						    "bytes",
-						    i, j, SFS_MF_RAWKEY_MAX);
+					return sfs_fail(
+						err, errlen,
+						"regions[%zu].remote[%zu]."
+						"raw_key: not hex of 1..%d "
+						"bytes",
+						i, j, SFS_MF_RAWKEY_MAX);
 				rc = sfs_manifest_set_remote_raw(
 					m, got, j, addr, bytes, n);
 				if (rc)
@@ -921,7 +930,7 @@ static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 				continue;
 			}
 			if (get_hex(x, "key", &key))
-				return fail(
+				return sfs_fail(
 					err, errlen,
 					"regions[%zu].remote[%zu].key: "
 					"missing or not a 64-bit hex string",
@@ -939,28 +948,28 @@ static int decode_extent(struct sfs_manifest *m, size_t fi, size_t j, json_t *e,
 	json_t *in;
 
 	if (!json_is_object(e))
-		return fail(err, errlen,
-			    "files[%zu].extents[%zu]: not an "
-			    "object",
-			    fi, j);
+		return sfs_fail(err, errlen,
+				"files[%zu].extents[%zu]: not an "
+				"object",
+				fi, j);
 	in = json_object_get(e, "inline");
 	if (in) {
 		size_t n = json_string_length(in), got;
 		if (!json_is_string(in) || n == 0)
-			return fail(err, errlen,
-				    "files[%zu].extents[%zu].inline: not a "
-				    "non-empty string",
-				    fi, j);
+			return sfs_fail(err, errlen,
+					"files[%zu].extents[%zu].inline: not a "
+					"non-empty string",
+					fi, j);
 		uint8_t *buf = malloc(n / 4 * 3 + 3);
 		if (!buf)
 			return -ENOMEM;
 		if (sfs_b64_decode(json_string_value(in), n, buf, &got) ||
 		    got == 0 || f->size > SFS_MF_FILE_MAX - got) {
 			free(buf);
-			return fail(err, errlen,
-				    "files[%zu].extents[%zu].inline: not "
-				    "valid base64 of 1 or more bytes",
-				    fi, j);
+			return sfs_fail(err, errlen,
+					"files[%zu].extents[%zu].inline: not "
+					"valid base64 of 1 or more bytes",
+					fi, j);
 		}
 		int rc = sfs_manifest_add_inline(m, fi, buf, got);
 		free(buf);
@@ -968,21 +977,23 @@ static int decode_extent(struct sfs_manifest *m, size_t fi, size_t j, json_t *e,
 	}
 	uint64_t region, off, len;
 	if (get_u64(e, "region", UINT32_MAX, &region))
-		return fail(err, errlen,
-			    "files[%zu].extents[%zu]: neither 'inline' nor a "
-			    "valid 'region'",
-			    fi, j);
+		return sfs_fail(
+			err, errlen,
+			"files[%zu].extents[%zu]: neither 'inline' nor a "
+			"valid 'region'",
+			fi, j);
 	if (get_u64(e, "offset", INT64_MAX, &off))
-		return fail(err, errlen,
-			    "files[%zu].extents[%zu].offset: missing or "
-			    "invalid",
-			    fi, j);
+		return sfs_fail(err, errlen,
+				"files[%zu].extents[%zu].offset: missing or "
+				"invalid",
+				fi, j);
 	if (get_u64(e, "length", INT64_MAX, &len) || len == 0 ||
 	    f->size > SFS_MF_FILE_MAX - len)
-		return fail(err, errlen,
-			    "files[%zu].extents[%zu].length: missing, zero or "
-			    "too large",
-			    fi, j);
+		return sfs_fail(
+			err, errlen,
+			"files[%zu].extents[%zu].length: missing, zero or "
+			"too large",
+			fi, j);
 	return sfs_manifest_add_remote(m, fi, (uint32_t)region, off, len);
 }
 
@@ -993,10 +1004,10 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 	json_t *f, *e;
 
 	if (!json_is_array(a))
-		return fail(err, errlen, "files: missing or not an array");
+		return sfs_fail(err, errlen, "files: missing or not an array");
 	if (json_array_size(a) > SFS_MF_MAX_FILES)
-		return fail(err, errlen, "files: more than %d",
-			    SFS_MF_MAX_FILES);
+		return sfs_fail(err, errlen, "files: more than %d",
+				SFS_MF_MAX_FILES);
 	json_array_foreach (a, i, f) {
 		const char *path;
 		uint64_t size;
@@ -1005,37 +1016,39 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 		int rc;
 
 		if (!json_is_object(f))
-			return fail(err, errlen, "files[%zu]: not an object",
-				    i);
+			return sfs_fail(err, errlen,
+					"files[%zu]: not an object", i);
 		path = get_str(f, "path", SFS_MF_PATH_MAX);
 		if (!path)
-			return fail(err, errlen,
-				    "files[%zu].path: missing, not a string or "
-				    "too long",
-				    i);
+			return sfs_fail(
+				err, errlen,
+				"files[%zu].path: missing, not a string or "
+				"too long",
+				i);
 		if (get_u64(f, "size", SFS_MF_FILE_MAX, &size))
-			return fail(err, errlen,
-				    "files[%zu].size: missing or out of range",
-				    i);
+			return sfs_fail(
+				err, errlen,
+				"files[%zu].size: missing or out of range", i);
 		ext = json_object_get(f, "extents");
 		if (!json_is_array(ext))
-			return fail(err, errlen,
-				    "files[%zu].extents: missing or not an "
-				    "array",
-				    i);
+			return sfs_fail(err, errlen,
+					"files[%zu].extents: missing or not an "
+					"array",
+					i);
 		total += json_array_size(ext);
 		if (total > SFS_MF_MAX_EXTENTS)
-			return fail(err, errlen,
-				    "files: more than %d extents in all",
-				    SFS_MF_MAX_EXTENTS);
+			return sfs_fail(err, errlen,
+					"files: more than %d extents in all",
+					SFS_MF_MAX_EXTENTS);
 		if ((rc = sfs_manifest_add_file(m, path, &idx)))
 			return rc;
 		if (json_object_get(f, "xxh3")) {
 			if (get_hex(f, "xxh3", &m->files[idx].xxh3))
-				return fail(err, errlen,
-					    "files[%zu].xxh3: not a 64-bit hex "
-					    "string",
-					    i);
+				return sfs_fail(
+					err, errlen,
+					"files[%zu].xxh3: not a 64-bit hex "
+					"string",
+					i);
 			m->files[idx].has_xxh3 = 1;
 		}
 		json_array_foreach (ext, j, e) {
@@ -1043,10 +1056,10 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 				return rc;
 		}
 		if (m->files[idx].size != size)
-			return fail(err, errlen,
-				    "files[%zu].size: says %" PRIu64
-				    ", extents cover %" PRIu64,
-				    i, size, m->files[idx].size);
+			return sfs_fail(err, errlen,
+					"files[%zu].size: says %" PRIu64
+					", extents cover %" PRIu64,
+					i, size, m->files[idx].size);
 	}
 	return 0;
 }
@@ -1068,25 +1081,26 @@ static int decode_identity(struct sfs_manifest *m, json_t *root, char *err,
 		if (rc)
 			return rc;
 		if (strcmp(m->id.model, m->model))
-			return fail(err, errlen,
-				    "identity.model: '%s', the manifest's "
-				    "model is '%s'",
-				    m->id.model, m->model);
+			return sfs_fail(err, errlen,
+					"identity.model: '%s', the manifest's "
+					"model is '%s'",
+					m->id.model, m->model);
 		if (m->id.generation != m->generation)
-			return fail(err, errlen,
-				    "identity.generation: %" PRIu64
-				    ", the manifest's is %" PRIu64,
-				    m->id.generation, m->generation);
+			return sfs_fail(err, errlen,
+					"identity.generation: %" PRIu64
+					", the manifest's is %" PRIu64,
+					m->id.generation, m->generation);
 	}
 	if (sfs_identity_short_id(&m->id, sid))
 		return -ENOMEM;
 	if (o) {
 		const char *said = get_str(root, "identity_id", SFS_ID_SHORT);
 		if (!said || strcmp(said, sid))
-			return fail(err, errlen,
-				    "identity_id: '%s' is not the identity's "
-				    "id %s",
-				    said ? said : "(missing)", sid);
+			return sfs_fail(
+				err, errlen,
+				"identity_id: '%s' is not the identity's "
+				"id %s",
+				said ? said : "(missing)", sid);
 	}
 	memcpy(m->id_short, sid, sizeof(sid));
 	return 0;
@@ -1110,19 +1124,19 @@ static int decode_tensor_extras(struct sfs_mtensor *mt, size_t i, json_t *t,
 	json_t *v;
 	if (json_object_get(t, "xxh3")) {
 		if (get_hex(t, "xxh3", &mt->xxh3))
-			return fail(err, errlen,
-				    "tensors[%zu].xxh3: not a 64-bit hex "
-				    "string",
-				    i);
+			return sfs_fail(err, errlen,
+					"tensors[%zu].xxh3: not a 64-bit hex "
+					"string",
+					i);
 		mt->has_xxh3 = 1;
 	}
 	if ((v = json_object_get(t, "layout"))) {
 		const char *l = get_str(t, "layout", SFS_MF_LAYOUT_MAX - 1);
 		if (!l || !sfs_manifest_layout_ok(l))
-			return fail(err, errlen,
-				    "tensors[%zu].layout: not 1-63 of "
-				    "[A-Za-z0-9._:+-]",
-				    i);
+			return sfs_fail(err, errlen,
+					"tensors[%zu].layout: not 1-63 of "
+					"[A-Za-z0-9._:+-]",
+					i);
 		strcpy(mt->layout, l);
 	}
 	return 0;
@@ -1136,10 +1150,11 @@ static int decode_tensors(struct sfs_manifest *m, json_t *a, char *err,
 	int rc = 0;
 
 	if (!json_is_array(a))
-		return fail(err, errlen, "tensors: missing or not an array");
+		return sfs_fail(err, errlen,
+				"tensors: missing or not an array");
 	if (json_array_size(a) > SFS_MF_MAX_TENSORS)
-		return fail(err, errlen, "tensors: more than %d",
-			    SFS_MF_MAX_TENSORS);
+		return sfs_fail(err, errlen, "tensors: more than %d",
+				SFS_MF_MAX_TENSORS);
 	if (!(byname = json_object()))
 		return -ENOMEM;
 	for (i = 0; i < m->nfiles && !rc; i++)
@@ -1154,8 +1169,8 @@ static int decode_tensors(struct sfs_manifest *m, json_t *a, char *err,
 		if (rc)
 			break;
 		if (!json_is_object(t)) {
-			rc = fail(err, errlen, "tensors[%zu]: not an object",
-				  i);
+			rc = sfs_fail(err, errlen,
+				      "tensors[%zu]: not an object", i);
 			break;
 		}
 		name = get_str(t, "name", SFS_ST_NAME_MAX);
@@ -1164,41 +1179,43 @@ static int decode_tensors(struct sfs_manifest *m, json_t *a, char *err,
 		sh = json_object_get(t, "shape");
 		fi = file ? json_object_get(byname, file) : NULL;
 		if (!name)
-			rc = fail(err, errlen,
-				  "tensors[%zu].name: missing or "
-				  "invalid",
-				  i);
+			rc = sfs_fail(err, errlen,
+				      "tensors[%zu].name: missing or "
+				      "invalid",
+				      i);
 		else if (!dtype)
-			rc = fail(err, errlen,
-				  "tensors[%zu].dtype: missing or "
-				  "invalid",
-				  i);
+			rc = sfs_fail(err, errlen,
+				      "tensors[%zu].dtype: missing or "
+				      "invalid",
+				      i);
 		else if (!fi)
-			rc = fail(err, errlen,
-				  "tensors[%zu].file: missing or not a file of "
-				  "the manifest",
-				  i);
+			rc = sfs_fail(
+				err, errlen,
+				"tensors[%zu].file: missing or not a file of "
+				"the manifest",
+				i);
 		else if (!json_is_array(sh) ||
 			 json_array_size(sh) > SFS_ST_MAX_DIMS)
-			rc = fail(err, errlen,
-				  "tensors[%zu].shape: missing or more than %d "
-				  "dims",
-				  i, SFS_ST_MAX_DIMS);
+			rc = sfs_fail(
+				err, errlen,
+				"tensors[%zu].shape: missing or more than %d "
+				"dims",
+				i, SFS_ST_MAX_DIMS);
 		else if (get_u64(t, "offset", INT64_MAX, &off) ||
 			 get_u64(t, "length", INT64_MAX, &len))
-			rc = fail(err, errlen,
-				  "tensors[%zu]: offset/length missing or "
-				  "invalid",
-				  i);
+			rc = sfs_fail(err, errlen,
+				      "tensors[%zu]: offset/length missing or "
+				      "invalid",
+				      i);
 		if (rc)
 			break;
 		for (size_t d = 0; d < json_array_size(sh) && !rc; d++) {
 			json_t *v = json_array_get(sh, d);
 			if (!json_is_integer(v) || json_integer_value(v) < 0)
-				rc = fail(err, errlen,
-					  "tensors[%zu].shape[%zu]: not a "
-					  "non-negative integer",
-					  i, d);
+				rc = sfs_fail(err, errlen,
+					      "tensors[%zu].shape[%zu]: not a "
+					      "non-negative integer",
+					      i, d);
 			else
 				shape[d] = (uint64_t)json_integer_value(v);
 		}
@@ -1227,45 +1244,49 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	int rc;
 
 	if (len > SFS_MANIFEST_MAX)
-		return fail(err, errlen,
-			    "manifest: %zu bytes exceeds the cap "
-			    "of %u",
-			    len, SFS_MANIFEST_MAX);
+		return sfs_fail(err, errlen,
+				"manifest: %zu bytes exceeds the cap "
+				"of %u",
+				len, SFS_MANIFEST_MAX);
 	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return fail(err, errlen,
-			    "manifest: not valid JSON: %s (line %d column %d)",
-			    jerr.text, jerr.line, jerr.column);
+		return sfs_fail(
+			err, errlen,
+			"manifest: not valid JSON: %s (line %d column %d)",
+			jerr.text, jerr.line, jerr.column);
 	rc = -EINVAL;
 	if (!json_is_object(root)) {
-		fail(err, errlen, "manifest: not a JSON object");
+		sfs_fail(err, errlen, "manifest: not a JSON object");
 		goto out;
 	}
 	if (get_u64(root, "seedfs_manifest", UINT32_MAX, &ver)) {
-		fail(err, errlen, "seedfs_manifest: missing version number");
+		sfs_fail(err, errlen,
+			 "seedfs_manifest: missing version number");
 		goto out;
 	}
 	if (ver != SFS_MANIFEST_VERSION) {
-		fail(err, errlen,
-		     "seedfs_manifest: version %" PRIu64 ", this build reads "
-		     "%d",
-		     ver, SFS_MANIFEST_VERSION);
+		sfs_fail(err, errlen,
+			 "seedfs_manifest: version %" PRIu64
+			 ", this build reads "
+			 "%d",
+			 ver, SFS_MANIFEST_VERSION);
 		goto out;
 	}
 	model = get_str(root, "model", SFS_MF_NAME_MAX);
 	rev = get_str(root, "revision", SFS_MF_NAME_MAX);
 	if (!model) {
-		fail(err, errlen, "model: missing, not a string or too long");
+		sfs_fail(err, errlen,
+			 "model: missing, not a string or too long");
 		goto out;
 	}
 	if (!rev) {
-		fail(err, errlen, "revision: missing or too long");
+		sfs_fail(err, errlen, "revision: missing or too long");
 		goto out;
 	}
 	if (get_u64(root, "generation", INT64_MAX, &gen)) {
-		fail(err, errlen,
-		     "generation: missing or not a non-negative "
-		     "integer");
+		sfs_fail(err, errlen,
+			 "generation: missing or not a non-negative "
+			 "integer");
 		goto out;
 	}
 	rc = -ENOMEM;
@@ -1277,12 +1298,13 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	/* Optional: a seed of an earlier build does not send them. */
 	if (json_object_get(root, "instance") &&
 	    get_hex(root, "instance", &m->instance)) {
-		rc = fail(err, errlen, "instance: not a 64-bit hex string");
+		rc = sfs_fail(err, errlen, "instance: not a 64-bit hex string");
 		goto out;
 	}
 	if (json_object_get(root, "grace_seconds") &&
 	    get_u64(root, "grace_seconds", 1u << 30, &m->grace_seconds)) {
-		rc = fail(err, errlen, "grace_seconds: not a small integer");
+		rc = sfs_fail(err, errlen,
+			      "grace_seconds: not a small integer");
 		goto out;
 	}
 	if ((rc = decode_identity(m, root, err, errlen)))
@@ -1295,16 +1317,17 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 		goto out;
 	v = json_object_get(root, "dirs");
 	if (!json_is_array(v) || json_array_size(v) > SFS_MF_MAX_FILES) {
-		rc = fail(err, errlen,
-			  "dirs: missing, not an array or too "
-			  "long");
+		rc = sfs_fail(err, errlen,
+			      "dirs: missing, not an array or too "
+			      "long");
 		goto out;
 	}
 	for (i = 0; i < json_array_size(v); i++) {
 		json_t *d = json_array_get(v, i);
 		if (!json_is_string(d) ||
 		    strlen(json_string_value(d)) != json_string_length(d)) {
-			rc = fail(err, errlen, "dirs[%zu]: not a string", i);
+			rc = sfs_fail(err, errlen, "dirs[%zu]: not a string",
+				      i);
 			goto out;
 		}
 		if ((rc = sfs_manifest_add_dir(m, json_string_value(d))))

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include "safetensors.h"
 
+#include "common/util.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,42 +41,35 @@ int sfs_st_tensor_bytes(const uint64_t *shape, uint32_t ndim, unsigned int elem,
 	return 0;
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen,
-						      const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 int sfs_st_header_len(const uint8_t *first8, uint64_t file_size,
 		      uint64_t *json_len, char *err, size_t errlen)
 {
 	uint64_t n = 0;
 
 	if (file_size < 8)
-		return fail(err, errlen,
-			    "file is %" PRIu64 " bytes, too short for the "
-			    "8-byte header length",
-			    file_size);
+		return sfs_fail(err, errlen,
+				"file is %" PRIu64 " bytes, too short for the "
+				"8-byte header length",
+				file_size);
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | first8[i];
 	if (n > SFS_ST_HEADER_MAX)
-		return fail(err, errlen,
-			    "header length %" PRIu64 " exceeds the cap of %u",
-			    n, SFS_ST_HEADER_MAX);
+		return sfs_fail(err, errlen,
+				"header length %" PRIu64
+				" exceeds the cap of %u",
+				n, SFS_ST_HEADER_MAX);
 	if (n < 2)
-		return fail(err, errlen,
-			    "header length %" PRIu64 " too short for a JSON "
-			    "object",
-			    n);
+		return sfs_fail(err, errlen,
+				"header length %" PRIu64
+				" too short for a JSON "
+				"object",
+				n);
 	if (n > file_size - 8)
-		return fail(err, errlen,
-			    "header length %" PRIu64 " runs past the end of "
-			    "the file (%" PRIu64 " bytes)",
-			    n, file_size);
+		return sfs_fail(err, errlen,
+				"header length %" PRIu64
+				" runs past the end of "
+				"the file (%" PRIu64 " bytes)",
+				n, file_size);
 	*json_len = n;
 	return 0;
 }
@@ -97,70 +91,75 @@ static int parse_tensor(const char *name, json_t *v, uint64_t data_len,
 	uint64_t bytes;
 
 	if (!*name || strlen(name) > SFS_ST_NAME_MAX)
-		return fail(err, errlen,
-			    "tensor name of %zu bytes: must be "
-			    "1..%u",
-			    strlen(name), SFS_ST_NAME_MAX);
+		return sfs_fail(err, errlen,
+				"tensor name of %zu bytes: must be "
+				"1..%u",
+				strlen(name), SFS_ST_NAME_MAX);
 	if (!json_is_object(v))
-		return fail(err, errlen, "tensor '%s': entry is not an object",
-			    name);
+		return sfs_fail(err, errlen,
+				"tensor '%s': entry is not an object", name);
 	dt = json_object_get(v, "dtype");
 	shape = json_object_get(v, "shape");
 	offs = json_object_get(v, "data_offsets");
 	if (!json_is_string(dt))
-		return fail(err, errlen,
-			    "tensor '%s': field 'dtype' missing or not a "
-			    "string",
-			    name);
+		return sfs_fail(err, errlen,
+				"tensor '%s': field 'dtype' missing or not a "
+				"string",
+				name);
 	esz = sfs_dtype_size(json_string_value(dt));
 	if (!esz)
-		return fail(err, errlen, "tensor '%s': unknown dtype '%.32s'",
-			    name, json_string_value(dt));
+		return sfs_fail(err, errlen,
+				"tensor '%s': unknown dtype '%.32s'", name,
+				json_string_value(dt));
 	if (!json_is_array(shape))
-		return fail(err, errlen,
-			    "tensor '%s': field 'shape' missing or not an "
-			    "array",
-			    name);
+		return sfs_fail(err, errlen,
+				"tensor '%s': field 'shape' missing or not an "
+				"array",
+				name);
 	if (json_array_size(shape) > SFS_ST_MAX_DIMS)
-		return fail(err, errlen,
-			    "tensor '%s': shape has %zu dimensions, cap %d",
-			    name, json_array_size(shape), SFS_ST_MAX_DIMS);
+		return sfs_fail(err, errlen,
+				"tensor '%s': shape has %zu dimensions, cap %d",
+				name, json_array_size(shape), SFS_ST_MAX_DIMS);
 	if (!json_is_array(offs) || json_array_size(offs) != 2)
-		return fail(err, errlen,
-			    "tensor '%s': field 'data_offsets' missing or not "
-			    "[begin, end]",
-			    name);
+		return sfs_fail(
+			err, errlen,
+			"tensor '%s': field 'data_offsets' missing or not "
+			"[begin, end]",
+			name);
 	t->ndim = (uint32_t)json_array_size(shape);
 	for (uint32_t i = 0; i < t->ndim; i++)
 		if (json_u64(json_array_get(shape, i), &t->shape[i]))
-			return fail(err, errlen,
-				    "tensor '%s': shape[%u] is not a "
-				    "non-negative integer",
-				    name, i);
+			return sfs_fail(err, errlen,
+					"tensor '%s': shape[%u] is not a "
+					"non-negative integer",
+					name, i);
 	if (json_u64(json_array_get(offs, 0), &t->begin) ||
 	    json_u64(json_array_get(offs, 1), &t->end))
-		return fail(err, errlen,
-			    "tensor '%s': data_offsets are not non-negative "
-			    "integers",
-			    name);
+		return sfs_fail(
+			err, errlen,
+			"tensor '%s': data_offsets are not non-negative "
+			"integers",
+			name);
 	if (t->begin > t->end)
-		return fail(err, errlen,
-			    "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
-			    "] end before they begin",
-			    name, t->begin, t->end);
+		return sfs_fail(err, errlen,
+				"tensor '%s': data_offsets [%" PRIu64
+				", %" PRIu64 "] end before they begin",
+				name, t->begin, t->end);
 	if (t->end > data_len)
-		return fail(err, errlen,
-			    "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
-			    "] run past the data section (%" PRIu64 " bytes)",
-			    name, t->begin, t->end, data_len);
+		return sfs_fail(
+			err, errlen,
+			"tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
+			"] run past the data section (%" PRIu64 " bytes)",
+			name, t->begin, t->end, data_len);
 	if (sfs_st_tensor_bytes(t->shape, t->ndim, esz, &bytes))
-		return fail(err, errlen, "tensor '%s': shape overflows", name);
+		return sfs_fail(err, errlen, "tensor '%s': shape overflows",
+				name);
 	if (bytes != t->end - t->begin)
-		return fail(err, errlen,
-			    "tensor '%s': shape x %s is %" PRIu64
-			    " bytes but data_offsets span %" PRIu64,
-			    name, json_string_value(dt), bytes,
-			    t->end - t->begin);
+		return sfs_fail(err, errlen,
+				"tensor '%s': shape x %s is %" PRIu64
+				" bytes but data_offsets span %" PRIu64,
+				name, json_string_value(dt), bytes,
+				t->end - t->begin);
 	snprintf(t->dtype, sizeof(t->dtype), "%s", json_string_value(dt));
 	t->name = strdup(name);
 	return t->name ? 0 : -ENOMEM;
@@ -182,13 +181,14 @@ static int check_metadata(json_t *md, char *err, size_t errlen)
 	json_t *v;
 
 	if (!json_is_object(md))
-		return fail(err, errlen, "__metadata__ is not an object");
+		return sfs_fail(err, errlen, "__metadata__ is not an object");
 	json_object_foreach (md, k, v) {
 		if (!json_is_string(v))
-			return fail(err, errlen,
-				    "__metadata__: value of '%.64s' is not a "
-				    "string",
-				    k);
+			return sfs_fail(
+				err, errlen,
+				"__metadata__: value of '%.64s' is not a "
+				"string",
+				k);
 	}
 	return 0;
 }
@@ -203,23 +203,26 @@ static int check_tiling(const struct sfs_st_header *h, uint64_t data_len,
 	for (size_t i = 0; i < h->ntensors; i++) {
 		const struct sfs_st_tensor *t = &h->tensors[i];
 		if (t->begin < at)
-			return fail(err, errlen,
-				    "tensors '%s' and '%s' overlap at offset "
-				    "%" PRIu64,
-				    prev, t->name, t->begin);
+			return sfs_fail(
+				err, errlen,
+				"tensors '%s' and '%s' overlap at offset "
+				"%" PRIu64,
+				prev, t->name, t->begin);
 		if (t->begin > at)
-			return fail(err, errlen,
-				    "gap of %" PRIu64 " bytes before tensor "
-				    "'%s' at offset %" PRIu64,
-				    t->begin - at, t->name, t->begin);
+			return sfs_fail(err, errlen,
+					"gap of %" PRIu64
+					" bytes before tensor "
+					"'%s' at offset %" PRIu64,
+					t->begin - at, t->name, t->begin);
 		at = t->end;
 		prev = t->name;
 	}
 	if (at != data_len)
-		return fail(err, errlen,
-			    "%" PRIu64 " bytes at the end of the data section "
-			    "belong to no tensor",
-			    data_len - at);
+		return sfs_fail(err, errlen,
+				"%" PRIu64
+				" bytes at the end of the data section "
+				"belong to no tensor",
+				data_len - at);
 	return 0;
 }
 
@@ -234,24 +237,25 @@ int sfs_st_parse(const char *json, uint64_t json_len, uint64_t file_size,
 
 	if (json_len > SFS_ST_HEADER_MAX || file_size < 8 ||
 	    json_len > file_size - 8)
-		return fail(err, errlen, "header length %" PRIu64 " invalid",
-			    json_len);
+		return sfs_fail(err, errlen,
+				"header length %" PRIu64 " invalid", json_len);
 	if (json[0] != '{')
-		return fail(err, errlen, "header does not start with '{'");
+		return sfs_fail(err, errlen, "header does not start with '{'");
 	root = json_loadb(json, json_len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return fail(err, errlen,
-			    "header is not valid JSON: %s (line %d column %d)",
-			    jerr.text, jerr.line, jerr.column);
+		return sfs_fail(
+			err, errlen,
+			"header is not valid JSON: %s (line %d column %d)",
+			jerr.text, jerr.line, jerr.column);
 	if (!json_is_object(root)) {
 		json_decref(root);
-		return fail(err, errlen, "header is not a JSON object");
+		return sfs_fail(err, errlen, "header is not a JSON object");
 	}
 	size_t n = json_object_size(root);
 	if (n > SFS_ST_MAX_TENSORS + 1) {
 		json_decref(root);
-		return fail(err, errlen, "header lists %zu tensors, cap %d", n,
-			    SFS_ST_MAX_TENSORS);
+		return sfs_fail(err, errlen, "header lists %zu tensors, cap %d",
+				n, SFS_ST_MAX_TENSORS);
 	}
 	h = calloc(1, sizeof(*h));
 	if (!h || !(h->tensors = calloc(n ? n : 1, sizeof(h->tensors[0])))) {

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "tname.h"
 
+#include "common/util.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -45,17 +47,6 @@ int sfs_tname_escape(const char *name, size_t reserve, char *out, size_t outlen)
 	return 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 int sfs_tname_unescape(const char *in, char *out, size_t outlen)
 {
 	size_t o = 0;
@@ -63,8 +54,8 @@ int sfs_tname_unescape(const char *in, char *out, size_t outlen)
 	for (size_t i = 0; in[i]; i++) {
 		int c = (unsigned char)in[i];
 		if (c == '%') {
-			int h = hexval(in[i + 1]);
-			int l = h < 0 ? -1 : hexval(in[i + 2]);
+			int h = sfs_hex_val(in[i + 1]);
+			int l = h < 0 ? -1 : sfs_hex_val(in[i + 2]);
 			if (l < 0 || (h == 0 && l == 0))
 				return -EINVAL;
 			c = h * 16 + l;

@@ -91,6 +91,20 @@ static char *identity_sans_generation(const struct sfs_identity *id)
 	return out;
 }
 
+/* Shards hold consecutive tensors, up to shard_max bytes of data (at
+ * least one tensor): the end of the one starting at tensor @a, and its
+ * data bytes in *bytes. */
+static size_t shard_end(const struct seed_mem *mm, size_t a, uint64_t *bytes)
+{
+	size_t b = a;
+	uint64_t acc = 0;
+	while (b < mm->ntensors &&
+	       (b == a || !acc || acc + mm->tensors[b].len <= mm->shard_max))
+		acc += mm->tensors[b++].len;
+	*bytes = acc;
+	return b;
+}
+
 static int add_inline_file(struct seed_gen *s, const char *path,
 			   const void *data, size_t len)
 {
@@ -162,17 +176,10 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 			goto out;
 		}
 	}
-	/* Shards: consecutive tensors up to shard_max bytes of data. */
 	size_t nshards = 0;
-	uint64_t acc = 0;
-	for (size_t i = 0; i < mm->ntensors; i++) {
-		if (i == 0 ||
-		    (acc && acc + mm->tensors[i].len > mm->shard_max)) {
-			nshards++;
-			acc = 0;
-		}
-		acc += mm->tensors[i].len;
-	}
+	uint64_t acc;
+	for (size_t a = 0; a < mm->ntensors; a = shard_end(mm, a, &acc))
+		nshards++;
 	rc = -ENOMEM;
 	if (!(s->files = calloc(mm->ntensors, sizeof(s->files[0]))) ||
 	    !(id_json = identity_sans_generation(&s->m->id)) ||
@@ -181,12 +188,7 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 	uint64_t total = 0;
 	size_t a = 0;
 	for (size_t k = 1; k <= nshards; k++) {
-		size_t b = a;
-		acc = 0;
-		while (b < mm->ntensors &&
-		       (b == a || !acc ||
-			acc + mm->tensors[b].len <= mm->shard_max))
-			acc += mm->tensors[b++].len;
+		size_t b = shard_end(mm, a, &acc);
 		char name[64];
 		snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors",
 			 k, nshards);
@@ -222,17 +224,12 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 				f->prefix = hdr;
 				f->prefix_len = hlen;
 			}
-			if ((rc = sfs_manifest_add_tensor(
-				     s->m, t->name, t->dtype, t->ndim, t->shape,
-				     fidx, off, t->len)))
+			if ((rc = seed_add_tensor(s->m, t->name, t->dtype,
+						  t->ndim, t->shape, fidx, off,
+						  t->len, t->data)))
 				goto out;
-			struct sfs_mtensor *mt =
-				&s->m->tensors[s->m->ntensors - 1];
-			snprintf(mt->layout, sizeof(mt->layout), "%s",
-				 t->layout);
-			mt->xxh3 = XXH3_64bits(t->len ? t->data : "",
-					       (size_t)t->len);
-			mt->has_xxh3 = 1;
+			snprintf(s->m->tensors[s->m->ntensors - 1].layout,
+				 sizeof(t->layout), "%s", t->layout);
 			if (json_object_set_new(wmap, t->name,
 						json_string(name))) {
 				rc = -ENOMEM;

@@ -29,6 +29,34 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* XXH3-64 of every 1 << @shift bytes of @f's bytes: [new], NULL when
+ * out of memory. */
+static uint64_t *chunk_sums(const struct seed_file *f, uint32_t shift)
+{
+	uint64_t cs = 1ull << shift;
+	size_t n = (size_t)sfs_csum_count(f->size, shift);
+	uint64_t *sums = malloc((n ? n : 1) * sizeof(*sums));
+	for (size_t k = 0; sums && k < n; k++)
+		sums[k] = XXH3_64bits((const char *)f->map + k * cs,
+				      (size_t)SFS_MIN(cs, f->size - k * cs));
+	return sums;
+}
+
+int seed_add_tensor(struct sfs_manifest *m, const char *name, const char *dtype,
+		    uint32_t ndim, const uint64_t *shape, size_t fidx,
+		    uint64_t off, uint64_t len, const void *bytes)
+{
+	int rc = sfs_manifest_add_tensor(m, name, dtype, ndim, shape, fidx, off,
+					 len);
+	if (rc)
+		return rc;
+	/* For the tensor view: a loader can check one tensor. */
+	struct sfs_mtensor *mt = &m->tensors[m->ntensors - 1];
+	mt->xxh3 = XXH3_64bits(len ? bytes : "", (size_t)len);
+	mt->has_xxh3 = 1;
+	return 0;
+}
+
 /* Validate a safetensors file; add its tensors to the manifest. */
 static int add_safetensors(struct seed_gen *s, size_t fidx, const char *rel,
 			   const uint8_t *map, uint64_t size,
@@ -49,15 +77,10 @@ static int add_safetensors(struct seed_gen *s, size_t fidx, const char *rel,
 	}
 	for (size_t i = 0; i < h->ntensors && !rc; i++) {
 		const struct sfs_st_tensor *t = &h->tensors[i];
-		rc = sfs_manifest_add_tensor(
-			s->m, t->name, t->dtype, t->ndim, t->shape, fidx,
-			h->data_off + t->begin, t->end - t->begin);
-		if (rc)
-			break;
-		/* For the tensor view: a loader can check one tensor. */
-		struct sfs_mtensor *mt = &s->m->tensors[s->m->ntensors - 1];
-		mt->xxh3 = XXH3_64bits(map + mt->off, (size_t)mt->len);
-		mt->has_xxh3 = 1;
+		rc = seed_add_tensor(s->m, t->name, t->dtype, t->ndim, t->shape,
+				     fidx, h->data_off + t->begin,
+				     t->end - t->begin,
+				     map + h->data_off + t->begin);
 	}
 	*data_off = h->data_off;
 	sfs_st_free(h);
@@ -79,13 +102,8 @@ static int add_gguf(struct seed_gen *s, size_t fidx, const char *rel,
 	}
 	for (size_t i = 0; i < g->ntensors && !rc; i++) {
 		const struct sfs_gguf_tensor *t = &g->tensors[i];
-		rc = sfs_manifest_add_tensor(s->m, t->name, t->dtype, t->ndim,
-					     t->shape, fidx, t->off, t->len);
-		if (rc)
-			break;
-		struct sfs_mtensor *mt = &s->m->tensors[s->m->ntensors - 1];
-		mt->xxh3 = XXH3_64bits(map + mt->off, (size_t)mt->len);
-		mt->has_xxh3 = 1;
+		rc = seed_add_tensor(s->m, t->name, t->dtype, t->ndim, t->shape,
+				     fidx, t->off, t->len, map + t->off);
 	}
 	*data_off = g->data_off;
 	sfs_gguf_free(g);
@@ -182,16 +200,8 @@ int seed_piece_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	uint32_t first = 0;
 	int rc;
 
-	if (cfg->csum_shift) {
-		uint64_t cs = 1ull << cfg->csum_shift;
-		size_t n = (size_t)sfs_csum_count(f->size, cfg->csum_shift);
-		if (!(sums = malloc(n * sizeof(*sums))))
-			return -ENOMEM;
-		for (size_t k = 0; k < n; k++)
-			sums[k] = XXH3_64bits(
-				(const char *)f->map + k * cs,
-				(size_t)SFS_MIN(cs, f->size - k * cs));
-	}
+	if (cfg->csum_shift && !(sums = chunk_sums(f, cfg->csum_shift)))
+		return -ENOMEM;
 	rc = register_file(s, f, cfg->mr_max, cfg->csum_shift, sums, &first);
 	free(sums);
 	if (!rc)
@@ -272,16 +282,8 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	}
 	/* Checksums of what is on disk, before anything else happens. */
 	uint64_t *sums = NULL;
-	if (cfg->csum_shift) {
-		uint64_t cs = 1ull << cfg->csum_shift;
-		size_t n = (size_t)sfs_csum_count(f->size, cfg->csum_shift);
-		if (!(sums = malloc(n * sizeof(*sums))))
-			return -ENOMEM;
-		for (size_t k = 0; k < n; k++)
-			sums[k] = XXH3_64bits(
-				(const char *)f->map + k * cs,
-				(size_t)SFS_MIN(cs, f->size - k * cs));
-	}
+	if (cfg->csum_shift && !(sums = chunk_sums(f, cfg->csum_shift)))
+		return -ENOMEM;
 	int corrupt = cfg->test_corrupt_path &&
 		      !strcmp(cfg->test_corrupt_path, e->rel) &&
 		      cfg->test_corrupt_off < f->size;

@@ -107,6 +107,12 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
  * Returns 0 or -errno.  (memgen.c) */
 int seed_gen_publish_mem(struct seed_gen *s, const struct sfs_seed_cfg *cfg);
 
+/* seed_add_tensor - add a tensor to @m with the XXH3-64 of its @len
+ * @bytes [borrowed].  Returns 0 or -errno. */
+int seed_add_tensor(struct sfs_manifest *m, const char *name, const char *dtype,
+		    uint32_t ndim, const uint64_t *shape, size_t fidx,
+		    uint64_t off, uint64_t len, const void *bytes);
+
 /* seed_piece_publish - checksum and register @f's bytes, appended to its
  * manifest file as remote extents.  Returns 0 or -errno. */
 int seed_piece_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-#include "cache.h"
-#include "disk.h"
+/*
+ * cache.c - the chunk cache's API: sources, get, put, prefetch, retire,
+ * stats; and the disk tier's threads.  cache_impl.h tells how the files
+ * of the cache share the work.
+ */
+#include "cache/cache_impl.h"
+#include "cache/disk.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -8,97 +13,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <xxhash.h>
-
-enum chunk_state {
-	CH_FREE,
-	CH_LOADING, /* owned by the transport until its callback */
-	CH_READY,
-	CH_FAILED,
-};
-
-/* Every field is protected by c->lock, except data (fixed at init). */
-struct sfs_chunk {
-	struct sfs_cache *c;
-	uint8_t *data; /* this slot's memory */
-	uint32_t src, region;
-	uint64_t idx;
-	uint32_t len;
-	int retried; /* a checksum mismatch was pulled again once */
-	enum chunk_state state;
-	int refs; /* readers pinning it */
-	int err;
-	uint64_t started_ms;
-	int disk_op;		 /* DISK_LOAD or DISK_STORE while queued */
-	struct sfs_chunk *dnext; /* disk queue */
-	struct sfs_chunk *hnext; /* hash chain */
-	struct sfs_chunk *prev, *next; /* LRU (READY, unpinned) or free */
-};
-
-struct cache_source {
-	uint64_t peer;
-	char *label;
-	size_t nregions;
-	struct sfs_cache_region *regions;
-	/* After a failed pull the source counts as down for one timeout:
-	 * pulls fail at once instead of each waiting the full bound, so a
-	 * reader whose read turns into several requests still gets its
-	 * error within the timeout.  Then one pull probes again. */
-	uint64_t down_until_ms;	   /* protected by c->lock */
-	int down_err;		   /* protected by c->lock */
-	int retired;		   /* protected by c->lock: no longer served */
-	struct sfs_disk_src *disk; /* protected by c->lock; NULL: memory only */
-};
-
-enum { DISK_LOAD = 1, DISK_STORE };
-#define DISK_THREADS 2
-
-struct list {
-	struct sfs_chunk *head, *tail;
-};
-
-struct sfs_cache {
-	struct sfs_xport *x;
-	struct sfs_xport_mr *mr;
-	uint8_t *slab;
-	size_t slab_len;
-	uint32_t chunk_size;
-	unsigned int chunk_shift;
-	unsigned int timeout_ms;
-	int verify; /* check pulled chunks against the seed's checksums */
-	int local_mr;
-
-	pthread_mutex_t lock;
-	pthread_cond_t cond; /* any chunk changed state or was put */
-	size_t nslots;
-	struct sfs_chunk *slots;
-	size_t nbuckets;	      /* power of two */
-	struct sfs_chunk **buckets;   /* protected by lock */
-	struct list lru;	      /* protected by lock */
-	struct list free;	      /* protected by lock */
-	size_t loading;		      /* protected by lock */
-	size_t nsources, cap_sources; /* protected by lock */
-	struct cache_source *sources; /* protected by lock */
-	struct sfs_cache_stats st;    /* protected by lock */
-
-	/* The disk tier: its queue is protected by lock. */
-	struct sfs_disk *disk;
-	pthread_cond_t disk_cond; /* the queue grew, or stop */
-	struct sfs_chunk *dq_head, *dq_tail;
-	size_t dq_stores; /* STOREs queued or being written */
-	int stopping;	  /* protected by lock: the cache is being freed */
-	size_t nthreads;
-	pthread_t threads[DISK_THREADS];
-};
 
 static void *disk_thread(void *arg);
 
-static void list_del(struct list *l, struct sfs_chunk *ch)
+void sfs_list_del(struct list *l, struct sfs_chunk *ch)
 {
 	if (ch->prev)
 		ch->prev->next = ch->next;
@@ -111,7 +32,7 @@ static void list_del(struct list *l, struct sfs_chunk *ch)
 	ch->prev = ch->next = NULL;
 }
 
-static void list_add_tail(struct list *l, struct sfs_chunk *ch)
+void sfs_list_add_tail(struct list *l, struct sfs_chunk *ch)
 {
 	ch->next = NULL;
 	ch->prev = l->tail;
@@ -120,6 +41,17 @@ static void list_add_tail(struct list *l, struct sfs_chunk *ch)
 	else
 		l->head = ch;
 	l->tail = ch;
+}
+
+void sfs_list_add_head(struct list *l, struct sfs_chunk *ch)
+{
+	ch->prev = NULL;
+	ch->next = l->head;
+	if (l->head)
+		l->head->prev = ch;
+	else
+		l->tail = ch;
+	l->head = ch;
 }
 
 static size_t bucket_of(const struct sfs_cache *c, uint32_t src,
@@ -151,63 +83,43 @@ static void unhash(struct sfs_cache *c, struct sfs_chunk *ch)
 	ch->hnext = NULL;
 }
 
-/* A chunk nobody pins any more goes to the LRU, or is freed if failed. */
-static void settle(struct sfs_cache *c, struct sfs_chunk *ch)
+void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
 {
-	if (ch->refs || ch->state == CH_LOADING)
+	if (ch->refs || (ch->state != CH_READY && ch->state != CH_FAILED))
 		return;
 	if (ch->state == CH_READY) {
-		list_add_tail(&c->lru, ch);
+		sfs_list_add_tail(&c->lru, ch);
 	} else {
 		unhash(c, ch);
 		ch->state = CH_FREE;
-		list_add_tail(&c->free, ch);
+		sfs_list_add_tail(&c->free, ch);
+		c->nfree++;
 	}
 	pthread_cond_broadcast(&c->cond);
 }
 
-#define HUGE_PAGE (2u << 20)
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
-/*
- * The slab: aligned to 2 MiB, in transparent huge pages where the
- * kernel allows, and faulted in before the mount is ready.  Pulling into
- * memory touched for the first time was measured here at 1/2 (tcp) to
- * 1/10 (shm) of the throughput into faulted memory, and huge pages fault
- * in faster; the mount pays for it instead (a 2 GiB cache: mount
- * in 0.65-2.5 s, against 0.4 s with 64 MiB).
- */
-static int map_slab(struct sfs_cache *c)
+/* A free slot, else the least recently used unpinned chunk, or NULL.
+ * Called with c->lock held. */
+static struct sfs_chunk *take_slot(struct sfs_cache *c)
 {
-	size_t len = c->slab_len + HUGE_PAGE;
-	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return -errno;
-	uintptr_t a =
-		((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-	size_t head = a - (uintptr_t)p;
-	if (head)
-		munmap(p, head);
-	if (len - head > c->slab_len)
-		munmap((uint8_t *)a + c->slab_len, len - head - c->slab_len);
-	c->slab = (uint8_t *)a;
-	/* Best effort: THP may be off ("never"), then 4 KiB pages. */
-	madvise(c->slab, c->slab_len, MADV_HUGEPAGE);
-	/* Fault it all in now rather than on the pull path (Linux 5.14+;
-	 * else touch each page). */
-	if (madvise(c->slab, c->slab_len, MADV_POPULATE_WRITE))
-		for (size_t o = 0; o < c->slab_len; o += 4096)
-			c->slab[o] = 0;
-	return 0;
+	struct sfs_chunk *ch = c->free.head;
+	if (ch) {
+		sfs_list_del(&c->free, ch);
+		c->nfree--;
+		return ch;
+	}
+	ch = c->lru.head;
+	if (ch) {
+		sfs_list_del(&c->lru, ch);
+		unhash(c, ch);
+		ch->state = CH_FREE;
+	}
+	return ch;
 }
 
 int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 		  char *err, size_t errlen)
 {
-	struct sfs_xport_info info;
 	struct sfs_cache *c;
 	int rc;
 
@@ -233,12 +145,14 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	c->chunk_shift = (unsigned int)__builtin_ctz(cfg->chunk_size);
 	c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	c->verify = !cfg->no_verify;
+	c->reconnect = cfg->reconnect;
+	c->reconnect_arg = cfg->reconnect_arg;
 	c->nslots = cfg->size / cfg->chunk_size;
 	c->slab_len = c->nslots * (size_t)cfg->chunk_size;
 	pthread_mutex_init(&c->lock, NULL);
-	if ((rc = sfs_cond_init(&c->cond)))
-		goto err_free;
-	if ((rc = sfs_cond_init(&c->disk_cond)))
+	if ((rc = sfs_cond_init(&c->cond)) ||
+	    (rc = sfs_cond_init(&c->disk_cond)) ||
+	    (rc = sfs_cond_init(&c->work_cond)))
 		goto err_free;
 	c->nbuckets = 1;
 	while (c->nbuckets < 2 * c->nslots)
@@ -248,26 +162,8 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	rc = -ENOMEM;
 	if (!c->slots || !c->buckets)
 		goto err_free;
-	if ((rc = map_slab(c))) {
-		snprintf(err, errlen, "cache: cannot map %zu bytes: %s",
-			 c->slab_len, strerror(-rc));
+	if ((rc = sfs_slab_new(c, err, errlen)))
 		goto err_free;
-	}
-	sfs_xport_info(c->x, &info);
-	c->local_mr = info.local_mr;
-	rc = sfs_xport_mr_reg(c->x, c->slab, c->slab_len, SFS_XPORT_LOCAL_DST,
-			      &c->mr);
-	if (rc) {
-		snprintf(err, errlen, "cache: cannot register %zu bytes: %s",
-			 c->slab_len, strerror(-rc));
-		goto err_unmap;
-	}
-	for (size_t i = 0; i < c->nslots; i++) {
-		struct sfs_chunk *ch = &c->slots[i];
-		ch->c = c;
-		ch->data = c->slab + i * (size_t)c->chunk_size;
-		list_add_tail(&c->free, ch);
-	}
 	c->st.size = c->slab_len;
 	c->st.chunk_size = c->chunk_size;
 	c->disk = cfg->disk;
@@ -276,32 +172,85 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 					  c))) {
 			snprintf(err, errlen, "cache: disk thread: %s",
 				 strerror(-rc));
-			goto err_free; /* no chunk is in use yet */
+			goto err_free;
 		}
 		c->nthreads++;
+	}
+	if ((rc = -pthread_create(&c->worker, NULL, sfs_peer_worker, c))) {
+		snprintf(err, errlen, "cache: worker thread: %s",
+			 strerror(-rc));
+		goto err_free;
+	}
+	c->worker_started = 1;
+	if ((rc = sfs_slab_start(c))) {
+		snprintf(err, errlen, "cache: background thread: %s",
+			 strerror(-rc));
+		goto err_free;
 	}
 	*out = c;
 	return 0;
 
-err_unmap:
-	munmap(c->slab, c->slab_len);
-	c->slab = NULL;
 err_free:
-	sfs_cache_free(c);
+	sfs_cache_free(c); /* no chunk is in use yet */
 	return rc;
+}
+
+/* Every chunk still waiting for a disk thread fails, every store is
+ * given up (c->lock held, stopping). */
+static void drop_disk_queues(struct sfs_cache *c)
+{
+	while (c->dl_head) {
+		struct sfs_chunk *ch = c->dl_head;
+		c->dl_head = ch->dnext;
+		ch->state = CH_FAILED;
+		ch->err = -ESHUTDOWN;
+		sfs_cache_settle(c, ch);
+	}
+	c->dl_tail = NULL;
+	while (c->ds_head) {
+		struct sfs_chunk *ch = c->ds_head;
+		c->ds_head = ch->dnext;
+		c->dq_stores--;
+		c->st.disk_skipped++;
+		ch->refs--;
+		sfs_cache_settle(c, ch);
+	}
+	c->ds_tail = NULL;
+}
+
+void sfs_cache_stop(struct sfs_cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stopping = 1;
+	for (size_t i = 0; i < c->npeers; i++)
+		sfs_peer_fail_queued(c, c->peers[i], -ESHUTDOWN, UINT32_MAX);
+	drop_disk_queues(c);
+	pthread_cond_broadcast(&c->cond);
+	pthread_cond_broadcast(&c->disk_cond);
+	pthread_cond_broadcast(&c->work_cond);
+	pthread_mutex_unlock(&c->lock);
+	/* After these joins nothing of the cache posts a pull. */
+	for (size_t i = 0; i < c->nthreads; i++)
+		pthread_join(c->threads[i], NULL);
+	c->nthreads = 0;
+	if (c->worker_started) {
+		pthread_join(c->worker, NULL);
+		c->worker_started = 0;
+	}
+	sfs_slab_join(c);
+	/* What the disk threads queued while stopping. */
+	pthread_mutex_lock(&c->lock);
+	drop_disk_queues(c);
+	pthread_mutex_unlock(&c->lock);
 }
 
 void sfs_cache_free(struct sfs_cache *c)
 {
 	if (!c)
 		return;
-	/* The disk threads first: they may start pulls. */
-	pthread_mutex_lock(&c->lock);
-	c->stopping = 1;
-	pthread_cond_broadcast(&c->disk_cond);
-	pthread_mutex_unlock(&c->lock);
-	for (size_t i = 0; i < c->nthreads; i++)
-		pthread_join(c->threads[i], NULL);
+	sfs_cache_stop(c);
 	/* Pulls in flight write into the slab: let them finish first. */
 	pthread_mutex_lock(&c->lock);
 	struct timespec until = sfs_abstime(c->timeout_ms);
@@ -312,21 +261,24 @@ void sfs_cache_free(struct sfs_cache *c)
 	pthread_mutex_unlock(&c->lock);
 	if (left) {
 		/* The transport still owns that memory: leak it rather than
-		 * free what may be written.  sfs_xport_close cancels them. */
+		 * free what may be written.  Quiesce the transport first. */
 		SFS_LOG(SFS_WARN, "cache",
 			"%zu pulls still in flight at shutdown", left);
 		return;
 	}
-	sfs_xport_mr_dereg(c->mr);
-	if (c->slab)
-		munmap(c->slab, c->slab_len);
+	sfs_slab_free(c);
 	for (size_t i = 0; i < c->nsources; i++) {
-		free(c->sources[i].label);
-		free(c->sources[i].regions);
+		free(c->sources[i]->label);
+		free(c->sources[i]->regions);
+		free(c->sources[i]);
 	}
 	free(c->sources);
+	for (size_t i = 0; i < c->npeers; i++)
+		free(c->peers[i]);
+	free(c->peers);
 	free(c->slots);
 	free(c->buckets);
+	pthread_cond_destroy(&c->work_cond);
 	pthread_cond_destroy(&c->disk_cond);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
@@ -337,21 +289,28 @@ int sfs_cache_add_source(struct sfs_cache *c, uint64_t peer, const char *label,
 			 const struct sfs_cache_region *r, size_t n,
 			 uint32_t *src)
 {
-	struct cache_source s = {.peer = peer, .nregions = n};
+	struct cache_source *s = calloc(1, sizeof(*s));
 	int rc = -ENOMEM;
 
+	if (!s)
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
-		if (r[i].xxh3 && r[i].csum_shift > c->chunk_shift)
+		if (r[i].xxh3 && (r[i].csum_shift > c->chunk_shift ||
+				  r[i].csum_shift < 12)) {
+			free(s);
 			return -EINVAL;
-
-	s.label = strdup(label);
-	s.regions = malloc((n ? n : 1) * sizeof(*r));
-	if (!s.label || !s.regions)
+		}
+	s->nregions = n;
+	s->label = strdup(label);
+	s->regions = calloc(n ? n : 1, sizeof(*r));
+	if (!s->label || !s->regions)
 		goto err;
-	memcpy(s.regions, r, n * sizeof(*r));
+	memcpy(s->regions, r, n * sizeof(*r));
 	pthread_mutex_lock(&c->lock);
 	rc = sfs_grow((void **)&c->sources, &c->cap_sources, c->nsources + 1,
 		      sizeof(c->sources[0]));
+	if (!rc)
+		rc = sfs_peer_find_or_add(c, peer, label, &s->peer);
 	if (!rc) {
 		*src = (uint32_t)c->nsources;
 		c->sources[c->nsources++] = s;
@@ -360,69 +319,45 @@ int sfs_cache_add_source(struct sfs_cache *c, uint64_t peer, const char *label,
 	if (!rc)
 		return 0;
 err:
-	free(s.label);
-	free(s.regions);
+	free(s->label);
+	free(s->regions);
+	free(s);
 	return rc;
 }
 
-/* Record a failed pull of @s (c->lock held); logs once per outage. */
-static void source_failed(struct sfs_cache *c, struct cache_source *s, int err)
+int sfs_cache_persist_source(struct sfs_cache *c, uint32_t src, const char *key,
+			     const char *about)
 {
-	if (err == -ECANCELED)
-		return;
-	if (!s->down_until_ms)
-		SFS_LOG(SFS_WARN, "cache",
-			"%s is unreachable (%s): reads that need it fail "
-			"until a pull succeeds; retrying every %u ms",
-			s->label, strerror(-err), c->timeout_ms);
-	s->down_until_ms = sfs_now_ms() + c->timeout_ms;
-	s->down_err = err;
-}
+	struct sfs_disk_src *d;
 
-static void source_ok(struct sfs_cache *c, struct cache_source *s)
-{
-	if (s->down_until_ms)
-		SFS_LOG(SFS_INFO, "cache", "%s is reachable again", s->label);
-	s->down_until_ms = 0;
-}
-
-/* 0 when every checksum chunk of @ch matches the seed's, else -EBADMSG
- * (logged unless @quiet).  Runs outside the lock: the slot is owned by
- * the pull until READY. */
-static int verify(struct sfs_cache *c, struct sfs_chunk *ch,
-		  const struct sfs_cache_region *r, int quiet)
-{
-	if (!r->xxh3)
+	if (!c->disk)
 		return 0;
-	uint64_t cs = 1ull << r->csum_shift;
-	uint64_t base = ch->idx << c->chunk_shift;
-	for (uint64_t o = 0; o < ch->len; o += cs) {
-		size_t n = (size_t)SFS_MIN(cs, ch->len - o);
-		if (XXH3_64bits(ch->data + o, n) !=
-		    r->xxh3[(base + o) >> r->csum_shift]) {
-			if (quiet)
-				return -EBADMSG;
-			SFS_LOG(SFS_WARN, "cache",
-				"checksum mismatch: region %u bytes [%" PRIu64
-				", +%zu) from %s",
-				ch->region, base + o, n,
-				c->sources[ch->src].label);
-			return -EBADMSG;
-		}
-	}
+	pthread_mutex_lock(&c->lock);
+	size_t n = src < c->nsources ? c->sources[src]->nregions : 0;
+	int known = src < c->nsources;
+	pthread_mutex_unlock(&c->lock);
+	if (!known)
+		return -EINVAL;
+	int rc = sfs_disk_attach(c->disk, key, about, n, &d);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	c->sources[src]->disk = d;
+	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
 
-/* Hand @ch to a disk thread (c->lock held). */
-static void disk_queue(struct sfs_cache *c, struct sfs_chunk *ch, int op)
+/* Hand @ch to a disk thread to look for it (c->lock held). */
+static void disk_queue_load(struct sfs_cache *c, struct sfs_chunk *ch)
 {
-	ch->disk_op = op;
+	ch->state = CH_DISK;
+	ch->disk_op = DISK_LOAD;
 	ch->dnext = NULL;
-	if (c->dq_tail)
-		c->dq_tail->dnext = ch;
+	if (c->dl_tail)
+		c->dl_tail->dnext = ch;
 	else
-		c->dq_head = ch;
-	c->dq_tail = ch;
+		c->dl_head = ch;
+	c->dl_tail = ch;
 	pthread_cond_signal(&c->disk_cond);
 }
 
@@ -432,7 +367,7 @@ static void disk_queue(struct sfs_cache *c, struct sfs_chunk *ch, int op)
  * of the cache, chunks are not stored rather than pin the cache full.
  * Called with c->lock held.
  */
-static void store_later(struct sfs_cache *c, struct sfs_chunk *ch)
+void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch)
 {
 	if (c->dq_stores >= c->nslots / 4 || c->stopping) {
 		c->st.disk_skipped++;
@@ -440,117 +375,22 @@ static void store_later(struct sfs_cache *c, struct sfs_chunk *ch)
 	}
 	ch->refs++;
 	c->dq_stores++;
-	disk_queue(c, ch, DISK_STORE);
+	ch->disk_op = DISK_STORE;
+	ch->dnext = NULL;
+	if (c->ds_tail)
+		c->ds_tail->dnext = ch;
+	else
+		c->ds_head = ch;
+	c->ds_tail = ch;
+	pthread_cond_signal(&c->disk_cond);
 }
 
-static void on_pulled(void *arg, int status)
-{
-	struct sfs_chunk *ch = arg;
-	struct sfs_cache *c = ch->c;
-
-	if (!status) {
-		pthread_mutex_lock(&c->lock);
-		const struct sfs_cache_region r =
-			c->sources[ch->src].regions[ch->region];
-		pthread_mutex_unlock(&c->lock);
-		if (c->verify && (status = verify(c, ch, &r, 0))) {
-			pthread_mutex_lock(&c->lock);
-			c->st.checksum_errors++;
-			pthread_mutex_unlock(&c->lock);
-		}
-	}
-	pthread_mutex_lock(&c->lock);
-	c->loading--;
-	if (status) {
-		const struct cache_source *s = &c->sources[ch->src];
-		SFS_LOG(SFS_WARN, "cache",
-			"pull of region %u bytes [%" PRIu64 ", +%u) from %s "
-			"failed: %s",
-			ch->region, ch->idx << c->chunk_shift, ch->len,
-			s->label, strerror(-status));
-		ch->state = CH_FAILED;
-		ch->err = status;
-		c->st.errors++;
-		/* Wrong bytes came from a live seed: not an outage. */
-		if (status != -EBADMSG)
-			source_failed(c, &c->sources[ch->src], status);
-	} else {
-		source_ok(c, &c->sources[ch->src]);
-		ch->state = CH_READY;
-		c->st.pulls++;
-		c->st.bytes_pulled += ch->len;
-		const struct cache_source *s = &c->sources[ch->src];
-		if (s->disk && s->regions[ch->region].xxh3)
-			store_later(c, ch);
-	}
-	settle(c, ch);
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-}
-
-/* A free slot, else the least recently used unpinned chunk, or NULL.
- * Called with c->lock held. */
-static struct sfs_chunk *take_slot(struct sfs_cache *c)
-{
-	struct sfs_chunk *ch = c->free.head;
-	if (ch) {
-		list_del(&c->free, ch);
-		return ch;
-	}
-	ch = c->lru.head;
-	if (ch) {
-		list_del(&c->lru, ch);
-		unhash(c, ch);
-		ch->state = CH_FREE;
-	}
-	return ch;
-}
-
-/*
- * Start the pull of @ch (hashed, not yet LOADING).  Called with c->lock
- * held; drops it to post.  Returns 0, or the post's error with @ch
- * FAILED.
- */
-static int post_pull(struct sfs_cache *c, struct sfs_chunk *ch)
-{
-	const struct cache_source *s = &c->sources[ch->src];
-	const struct sfs_cache_region *r = &s->regions[ch->region];
-	uint64_t off = ch->idx << c->chunk_shift;
-	struct sfs_xport_rd rd = {.local = ch->data,
-				  .lmr = c->mr,
-				  .raddr = r->raddr + off,
-				  .rkey = r->key,
-				  .len = ch->len};
-	uint64_t peer = s->peer;
-
-	ch->state = CH_LOADING;
-	ch->err = 0;
-	ch->started_ms = sfs_now_ms();
-	c->loading++;
-	pthread_mutex_unlock(&c->lock);
-	int prc = sfs_xport_read(c->x, peer, &rd, 1, on_pulled, ch);
-	pthread_mutex_lock(&c->lock);
-	if (prc) {
-		SFS_LOG(SFS_WARN, "cache",
-			"cannot pull region %u bytes [%" PRIu64 ", +%u) from "
-			"%s: %s",
-			ch->region, off, ch->len, c->sources[ch->src].label,
-			strerror(-prc));
-		c->loading--;
-		ch->state = CH_FAILED;
-		ch->err = prc;
-		c->st.errors++;
-		source_failed(c, &c->sources[ch->src], prc);
-		pthread_cond_broadcast(&c->cond);
-	}
-	return prc;
-}
-
-/* A disk thread looks for @ch on disk; if it is not there (or not
- * these bytes), it is pulled.  Called with c->lock held; drops it. */
+/* A disk thread looks for @ch on disk; if it is not there (or not these
+ * bytes), it is queued for the network.  Called with c->lock held;
+ * drops it. */
 static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 {
-	const struct cache_source *s = &c->sources[ch->src];
+	const struct cache_source *s = c->sources[ch->src];
 	const struct sfs_cache_region r = s->regions[ch->region];
 	struct sfs_disk_src *d = s->disk;
 	uint64_t off = ch->idx << c->chunk_shift;
@@ -558,13 +398,13 @@ static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 	pthread_mutex_unlock(&c->lock);
 	int rc = sfs_disk_read(d, ch->region, off, ch->data, ch->len);
 	if (!rc)
-		rc = verify(c, ch, &r, 1);
+		rc = sfs_cache_verify(c, ch, &r, NULL);
 	pthread_mutex_lock(&c->lock);
 	if (!rc) {
 		ch->state = CH_READY;
 		c->st.disk_hits++;
 		c->st.disk_bytes_read += ch->len;
-		settle(c, ch);
+		sfs_cache_settle(c, ch);
 		pthread_cond_broadcast(&c->cond);
 		return;
 	}
@@ -575,13 +415,20 @@ static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 			", +%u): %s; pulling them",
 			ch->region, off, ch->len, strerror(-rc));
 	}
-	if (post_pull(c, ch))
-		settle(c, ch);
+	pthread_cond_broadcast(&c->cond);
+	if (s->retired) {
+		ch->state = CH_FAILED;
+		ch->err = -ESTALE;
+		sfs_cache_settle(c, ch);
+		return;
+	}
+	sfs_peer_enqueue(c, ch, ch->demand);
+	sfs_peer_pump(c);
 }
 
 static void disk_store(struct sfs_cache *c, struct sfs_chunk *ch)
 {
-	struct sfs_disk_src *d = c->sources[ch->src].disk;
+	struct sfs_disk_src *d = c->sources[ch->src]->disk;
 
 	pthread_mutex_unlock(&c->lock);
 	int rc = sfs_disk_write(d, ch->region, ch->idx << c->chunk_shift,
@@ -600,7 +447,7 @@ static void disk_store(struct sfs_cache *c, struct sfs_chunk *ch)
 			ch->region, ch->idx, strerror(-rc));
 	}
 	ch->refs--;
-	settle(c, ch);
+	sfs_cache_settle(c, ch);
 }
 
 static void *disk_thread(void *arg)
@@ -609,75 +456,82 @@ static void *disk_thread(void *arg)
 
 	pthread_mutex_lock(&c->lock);
 	while (!c->stopping) {
-		struct sfs_chunk *ch = c->dq_head;
+		/* Loads first: a reader may be waiting for one. */
+		struct sfs_chunk *ch = c->dl_head ? c->dl_head : c->ds_head;
 		if (!ch) {
-			/* Idle until there is work: no reader waits here. */
+			/* Idle until there is work. */
 			pthread_cond_wait(&c->disk_cond, &c->lock);
 			continue;
 		}
-		c->dq_head = ch->dnext;
-		if (!c->dq_head)
-			c->dq_tail = NULL;
-		if (ch->disk_op == DISK_LOAD)
+		if (ch == c->dl_head) {
+			c->dl_head = ch->dnext;
+			if (!c->dl_head)
+				c->dl_tail = NULL;
 			disk_load(c, ch);
-		else
+		} else {
+			c->ds_head = ch->dnext;
+			if (!c->ds_head)
+				c->ds_tail = NULL;
 			disk_store(c, ch);
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
 }
 
-/*
- * Find or start the chunk @idx of (src, region).  With @pin the caller
- * gets a reference.  Called with c->lock held; may drop it to post the
- * read.  Returns the chunk or NULL (*rc set).
- */
-static struct sfs_chunk *find_or_pull(struct sfs_cache *c, uint32_t src,
-				      uint32_t region, uint64_t idx, int pin,
-				      int *rc)
+/* A reader pins @ch (found in the hash). */
+static void pin(struct sfs_cache *c, struct sfs_chunk *ch)
 {
-	struct cache_source *s = &c->sources[src];
-	/* regions[] is its own allocation: stable while the cache lives. */
+	if (ch->refs == 0 && ch->state == CH_READY)
+		sfs_list_del(&c->lru, ch);
+	ch->refs++;
+	sfs_peer_promote(c, ch);
+}
+
+/*
+ * Find or start the chunk @idx of (src, region).  With @pinned the
+ * caller gets a reference (and may wait for a slot).  Called with
+ * c->lock held.  Returns the chunk or NULL (*rc set).
+ */
+static struct sfs_chunk *find_or_start(struct sfs_cache *c, uint32_t src,
+				       uint32_t region, uint64_t idx,
+				       int pinned, int demand, int *rc)
+{
+	struct cache_source *s = c->sources[src];
 	const struct sfs_cache_region *r = &s->regions[region];
 	uint64_t deadline = sfs_now_ms() + c->timeout_ms;
-	struct sfs_chunk *ch;
+	struct sfs_chunk *ch = lookup(c, src, region, idx);
 
-	ch = lookup(c, src, region, idx);
-	if (!ch && s->down_until_ms) {
-		if (sfs_now_ms() < s->down_until_ms) {
-			c->st.errors += pin;
-			*rc = s->down_err;
-			return NULL;
-		}
-		/* This pull is the probe; others keep failing fast. */
-		s->down_until_ms = sfs_now_ms() + c->timeout_ms;
+	if (ch) {
+		if (pinned)
+			pin(c, ch);
+		return ch;
 	}
-
+	if ((*rc = sfs_peer_usable(c, c->peers[s->peer]))) {
+		c->st.unavailable += pinned;
+		return NULL;
+	}
 	/* Waiting for a slot drops the lock: look the chunk up again
 	 * after every wait, someone may have started it meanwhile. */
 	while (!(ch = lookup(c, src, region, idx)) && !(ch = take_slot(c))) {
 		uint64_t now = sfs_now_ms();
-		if (now >= deadline || !pin) {
-			if (pin)
+		if (now >= deadline || !pinned || c->stopping) {
+			if (pinned && !c->stopping) {
 				SFS_LOG(SFS_WARN, "cache",
 					"no free chunk within %u ms: every "
-					"chunk is pinned or loading",
+					"chunk is pinned or being pulled",
 					c->timeout_ms);
-			c->st.timeouts += pin;
-			*rc = -ETIMEDOUT;
+				c->st.no_slot++;
+			}
+			*rc = c->stopping ? -ESHUTDOWN : -ETIMEDOUT;
 			return NULL;
 		}
 		struct timespec ts = sfs_abstime(deadline - now);
 		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 	}
-	/* The wait dropped the lock: sources may have been reallocated. */
-	s = &c->sources[src];
 	if (ch->state != CH_FREE) { /* found in the hash */
-		if (pin) {
-			if (ch->refs == 0 && ch->state == CH_READY)
-				list_del(&c->lru, ch);
-			ch->refs++;
-		}
+		if (pinned)
+			pin(c, ch);
 		return ch;
 	}
 	uint64_t off = idx << c->chunk_shift;
@@ -686,85 +540,69 @@ static struct sfs_chunk *find_or_pull(struct sfs_cache *c, uint32_t src,
 	ch->idx = idx;
 	ch->len = (uint32_t)SFS_MIN((uint64_t)c->chunk_size, r->len - off);
 	ch->retried = 0;
-	ch->refs = pin ? 1 : 0;
+	ch->err = 0;
+	ch->refs = pinned ? 1 : 0;
+	ch->demand = demand;
 	size_t b = bucket_of(c, src, region, idx);
 	ch->hnext = c->buckets[b];
 	c->buckets[b] = ch;
-	if (s->disk && r->xxh3) { /* it may be on disk already */
-		ch->state = CH_LOADING;
-		ch->err = 0;
-		ch->started_ms = sfs_now_ms();
-		disk_queue(c, ch, DISK_LOAD);
-		return ch;
-	}
-	int prc = post_pull(c, ch);
-	if (prc) {
-		if (!pin)
-			settle(c, ch);
-		*rc = prc;
-		return pin ? ch : NULL;
-	}
+	if (s->disk && r->xxh3) /* it may be on disk already */
+		disk_queue_load(c, ch);
+	else
+		sfs_peer_enqueue(c, ch, demand);
 	return ch;
 }
 
 static int check_range(struct sfs_cache *c, uint32_t src, uint32_t region,
 		       uint64_t off)
 {
-	if (src >= c->nsources || region >= c->sources[src].nregions ||
-	    off >= c->sources[src].regions[region].len)
+	if (src >= c->nsources || region >= c->sources[src]->nregions ||
+	    off >= c->sources[src]->regions[region].len)
 		return -EINVAL;
-	return c->sources[src].retired ? -ESTALE : 0;
-}
-
-int sfs_cache_persist_source(struct sfs_cache *c, uint32_t src, const char *key,
-			     const char *about)
-{
-	struct sfs_disk_src *d;
-
-	if (!c->disk)
-		return 0;
-	pthread_mutex_lock(&c->lock);
-	size_t n = src < c->nsources ? c->sources[src].nregions : 0;
-	int known = src < c->nsources;
-	pthread_mutex_unlock(&c->lock);
-	if (!known)
-		return -EINVAL;
-	int rc = sfs_disk_attach(c->disk, key, about, n, &d);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&c->lock);
-	c->sources[src].disk = d;
-	pthread_mutex_unlock(&c->lock);
-	return 0;
+	if (c->stopping)
+		return -ESHUTDOWN;
+	return c->sources[src]->retired ? -ESTALE : 0;
 }
 
 void sfs_cache_retire_source(struct sfs_cache *c, uint32_t src)
 {
 	struct sfs_disk_src *d = NULL;
+	int remove = 0;
+	uint64_t id = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if (src < c->nsources) {
-		c->sources[src].retired = 1;
-		d = c->sources[src].disk;
+	if (src < c->nsources && !c->sources[src]->retired) {
+		struct cache_source *s = c->sources[src];
+		struct cache_peer *p = c->peers[s->peer];
+		s->retired = 1;
+		d = s->disk;
 		/* Its unpinned chunks are of no use to anyone now. */
 		for (struct sfs_chunk *ch = c->lru.head, *next; ch; ch = next) {
 			next = ch->next;
 			if (ch->src == src) {
-				list_del(&c->lru, ch);
-				unhash(c, ch);
-				ch->state = CH_FREE;
-				list_add_tail(&c->free, ch);
+				sfs_list_del(&c->lru, ch);
+				ch->state = CH_FAILED;
+				sfs_cache_settle(c, ch);
 			}
+		}
+		sfs_peer_fail_queued(c, p, -ESTALE, src);
+		if (--p->sources == 0 && !p->removed) {
+			p->removed = 1;
+			remove = 1;
+			id = p->id;
 		}
 		pthread_cond_broadcast(&c->cond);
 	}
 	pthread_mutex_unlock(&c->lock);
+	/* Nobody reads through that connection any more. */
+	if (remove)
+		sfs_xport_peer_remove(c->x, id);
 	/* Nobody will read these bytes again: not from disk either. */
 	sfs_disk_drop(d);
 }
 
 int sfs_cache_prefetch(struct sfs_cache *c, uint32_t src, uint32_t region,
-		       uint64_t off, uint64_t len)
+		       uint64_t off, uint64_t len, int demand)
 {
 	int rc = 0;
 
@@ -773,11 +611,17 @@ int sfs_cache_prefetch(struct sfs_cache *c, uint32_t src, uint32_t region,
 		pthread_mutex_unlock(&c->lock);
 		return -EINVAL;
 	}
-	uint64_t rlen = c->sources[src].regions[region].len;
+	uint64_t rlen = c->sources[src]->regions[region].len;
 	uint64_t last = (SFS_MIN(off + len, rlen) - 1) >> c->chunk_shift;
-	for (uint64_t i = off >> c->chunk_shift; i <= last && !rc; i++)
-		if (!find_or_pull(c, src, region, i, 0, &rc) && rc)
+	for (uint64_t i = off >> c->chunk_shift; i <= last; i++) {
+		struct sfs_chunk *ch =
+			find_or_start(c, src, region, i, 0, demand, &rc);
+		if (!ch)
 			break;
+		if (demand)
+			sfs_peer_promote(c, ch);
+	}
+	sfs_peer_pump(c);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -786,6 +630,7 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 		  uint64_t off, struct sfs_chunk **out, const uint8_t **data,
 		  size_t *avail)
 {
+	uint64_t start = sfs_now_ms();
 	struct sfs_chunk *ch;
 	int rc = 0;
 
@@ -794,7 +639,7 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
-	ch = find_or_pull(c, src, region, off >> c->chunk_shift, 1, &rc);
+	ch = find_or_start(c, src, region, off >> c->chunk_shift, 1, 1, &rc);
 	if (!ch) {
 		pthread_mutex_unlock(&c->lock);
 		return rc;
@@ -805,29 +650,9 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 		c->st.hits++;
 	else
 		c->st.misses++;
-	for (;;) {
-		/* Bounded from when the pull started, not from when we
-		 * came. */
-		uint64_t deadline = ch->started_ms + c->timeout_ms;
-		while (ch->state == CH_LOADING) {
-			uint64_t now = sfs_now_ms();
-			if (now >= deadline)
-				break;
-			struct timespec ts = sfs_abstime(deadline - now);
-			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
-		}
-		/* Bytes that did not match: pull them once more. */
-		if (ch->state != CH_FAILED || ch->err != -EBADMSG ||
-		    ch->retried)
-			break;
-		ch->retried = 1;
-		SFS_LOG(SFS_INFO, "cache",
-			"pulling region %u chunk %" PRIu64 " again after a "
-			"checksum mismatch",
-			region, ch->idx);
-		post_pull(c, ch);
-	}
-	if (ch->state == CH_READY) {
+	sfs_peer_pump(c);
+	rc = sfs_peer_wait(c, ch, start);
+	if (!rc) {
 		uint64_t in = off - (ch->idx << c->chunk_shift);
 		*out = ch;
 		*data = ch->data + in;
@@ -835,19 +660,8 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
-	if (ch->state == CH_LOADING) {
-		SFS_LOG(SFS_WARN, "cache",
-			"pull of region %u chunk %" PRIu64 " from %s did not "
-			"finish within %u ms",
-			region, ch->idx, c->sources[src].label, c->timeout_ms);
-		c->st.timeouts++;
-		rc = -ETIMEDOUT;
-		source_failed(c, &c->sources[src], rc);
-	} else {
-		rc = ch->err ? ch->err : -EIO;
-	}
 	ch->refs--;
-	settle(c, ch);
+	sfs_cache_settle(c, ch);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -858,7 +672,7 @@ void sfs_cache_put(struct sfs_cache *c, struct sfs_chunk *ch)
 		return;
 	pthread_mutex_lock(&c->lock);
 	ch->refs--;
-	settle(c, ch);
+	sfs_cache_settle(c, ch);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -866,15 +680,11 @@ void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st)
 {
 	pthread_mutex_lock(&c->lock);
 	*st = c->st;
-	size_t nfree = 0;
-	for (struct sfs_chunk *ch = c->free.head; ch; ch = ch->next)
-		nfree++;
-	st->used = (c->nslots - nfree) * (uint64_t)c->chunk_size;
+	size_t ready_slots = (size_t)(c->ready_bytes / c->chunk_size);
+	st->ready = c->ready_bytes;
+	st->used = (ready_slots - c->nfree) * (uint64_t)c->chunk_size;
 	st->disk_queue = c->dq_stores;
 	st->disk_tier = c->disk != NULL;
-	st->sources_down = 0;
-	for (size_t i = 0; i < c->nsources; i++)
-		st->sources_down += c->sources[i].down_until_ms != 0;
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -247,13 +247,14 @@ static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
 	h->path = n->path;
 	h->size = n->size;
 	if (n->kind != SFS_NODE_STATUS) {
+		if (sfs_gens_ref(fs->gens, n->owner))
+			return ESTALE;
 		h->view = n->owner;
 		h->file = n->file;
 		h->tensor = n->tensor;
 		h->base = n->base;
 		h->src = n->src;
 		h->blob = n->blob;
-		sfs_gens_ref(fs->gens, h->view);
 	}
 	return 0;
 }
@@ -379,9 +380,10 @@ static void ctx_release(struct sfs_cache *c, struct read_ctx *r)
 	}
 }
 
-/* Start the pulls of the bytes [off, end) of @h; wait for none. */
+/* Queue the pulls of the bytes [off, end) of @h, for a reader about to
+ * wait (@demand) or ahead of one; wait for none. */
 static void pull_range(struct sfs_fs *fs, const struct open_file *h,
-		       uint64_t off, uint64_t end)
+		       uint64_t off, uint64_t end, int demand)
 {
 	const struct sfs_mfile *f = h->file;
 	ssize_t first = sfs_mfile_find_extent(f, off);
@@ -394,7 +396,7 @@ static void pull_range(struct sfs_fs *fs, const struct open_file *h,
 		uint64_t a = SFS_MAX(off, e->off);
 		uint64_t b = SFS_MIN(end, e->off + e->len);
 		sfs_cache_prefetch(fs->cache, h->src, e->region,
-				   e->roff + (a - e->off), b - a);
+				   e->roff + (a - e->off), b - a, demand);
 	}
 }
 
@@ -448,17 +450,20 @@ static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	/* Start every pull this read needs, then those of the read-ahead
-	 * window, before waiting for any. */
-	pull_range(fs, h, base + (uint64_t)off, base + end);
+	/* Queue every pull this read needs, then those of the read-ahead
+	 * window (behind them, and as deep as the link's throughput makes
+	 * worthwhile), before waiting for any. */
+	pull_range(fs, h, base + (uint64_t)off, base + end, 1);
 	if (fs->ra_max) {
 		uint64_t a, b;
+		uint64_t max = sfs_cache_ahead(fs->cache, h->src, fs->ra_min,
+					       fs->ra_max);
 		pthread_mutex_lock(&h->lock);
 		sfs_ra_step(&h->ra, (uint64_t)off, end, h->size, fs->ra_min,
-			    fs->ra_max, &a, &b);
+			    max, &a, &b);
 		pthread_mutex_unlock(&h->lock);
 		if (a < b)
-			pull_range(fs, h, base + a, base + b);
+			pull_range(fs, h, base + a, base + b, 0);
 	}
 	r.iov = r.iov_stack;
 	r.pins = r.pins_stack;
@@ -570,22 +575,25 @@ static int xattr_of(struct sfs_fs *fs, fuse_ino_t ino, const char *name,
 	struct sfs_view *v = NULL;
 	const struct sfs_mtensor *t = NULL;
 	const struct sfs_mfile *f = NULL;
+	int rc = n ? 0 : -ENOENT;
 	if (n && (n->kind == SFS_NODE_FILE || n->kind == SFS_NODE_TENSOR ||
 		  n->kind == SFS_NODE_TJSON)) {
-		v = n->owner;
-		t = n->tensor;
-		f = n->file;
-		sfs_gens_ref(fs->gens, v);
+		/* A replaced node's generation may be gone (no owner) or
+		 * going: then its attributes are stale, like its bytes. */
+		rc = sfs_gens_ref(fs->gens, n->owner);
+		if (!rc) {
+			v = n->owner;
+			t = n->tensor;
+			f = n->file;
+		}
 	}
 	pthread_rwlock_unlock(&fs->lock);
-	if (!n)
-		return -ENOENT;
+	if (rc)
+		return rc;
 	if (!v)
 		return name ? -ENODATA : 0;
-	int rc = name ? sfs_tview_xattr(v->m, t, f, fs->tree->seed, name, out,
-					len)
-		      : sfs_tview_xattr_list(v->m, t, f, fs->tree->seed, out,
-					     len);
+	rc = name ? sfs_tview_xattr(v->m, t, f, fs->tree->seed, name, out, len)
+		  : sfs_tview_xattr_list(v->m, t, f, fs->tree->seed, out, len);
 	sfs_gens_unref(fs->gens, v);
 	return rc;
 }

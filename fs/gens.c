@@ -16,7 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GENS_ASK_MS 3000 /* the longest an open waits for the seed */
+#define GENS_ASK_MS 3000     /* the longest an open waits for the seed */
+#define GENS_LOOKUP_MS 1000  /* the longest a lookup of a missing name waits */
+#define GENS_FRESH_MS 200    /* a missing name asks at most this often */
+#define GENS_BACKOFF_MS 1000 /* a failed adoption is retried after this, */
+#define GENS_BACKOFF_MAX_MS 60000 /* doubling up to this */
 
 struct sfs_gens {
 	struct sfs_gens_cfg cfg;
@@ -24,6 +28,7 @@ struct sfs_gens {
 	pthread_cond_t cond;	  /* sweeper wake-up; a check finished */
 	struct sfs_view *views;	  /* protected by lock; newest first */
 	struct sfs_view *current; /* protected by lock */
+	char proto[32];		  /* the protocol read through */
 	uint64_t instance;	  /* protected by lock: the current seed run */
 	uint64_t peer;		  /* protected by lock */
 	int checking;	 /* protected by lock: a revalidation is running */
@@ -34,6 +39,17 @@ struct sfs_gens {
 	/* protected by lock: while unreachable, opens do not ask again
 	 * before this (each would wait the whole timeout) */
 	uint64_t retry_ms;
+	uint64_t checked_ms;   /* protected by lock: the last check ended */
+	uint64_t silent_since; /* protected by lock: no answer since */
+	char ctl_err[SFS_XPORT_ERR_MAX]; /* protected by lock: why */
+	/* A generation whose adoption failed is not tried again before
+	 * adopt_retry_ms (doubling back-off), unless the seed moves on;
+	 * all protected by lock. */
+	uint64_t failed_gen, failed_instance, adopt_retry_ms;
+	unsigned int adopt_failures;
+	/* Connecting to the seed (a new instance) and reconnecting (the
+	 * cache's worker) do not run at once on the transport. */
+	pthread_mutex_t connect_lock;
 	int stop; /* protected by lock */
 	pthread_t sweeper;
 	int sweeper_started;
@@ -100,11 +116,18 @@ int sfs_gens_hidden(struct sfs_gens *g, char *why, size_t len)
 	return hidden;
 }
 
-void sfs_gens_ref(struct sfs_gens *g, struct sfs_view *v)
+int sfs_gens_ref(struct sfs_gens *g, struct sfs_view *v)
 {
+	if (!v)
+		return -ESTALE; /* its generation is gone */
 	pthread_mutex_lock(&g->lock);
-	v->refs++;
+	/* An expired view gets no new reference: the sweeper may be about
+	 * to free it (it decided under this lock that nobody holds it). */
+	int rc = v->expired ? -ESTALE : 0;
+	if (!rc)
+		v->refs++;
 	pthread_mutex_unlock(&g->lock);
+	return rc;
 }
 
 void sfs_gens_unref(struct sfs_gens *g, struct sfs_view *v)
@@ -230,6 +253,7 @@ int sfs_gens_new(const struct sfs_gens_cfg *cfg, char *json, size_t json_len,
 	}
 	g->cfg = *cfg;
 	pthread_mutex_init(&g->lock, NULL);
+	pthread_mutex_init(&g->connect_lock, NULL);
 	if ((rc = sfs_cond_init(&g->cond))) {
 		free(g);
 		free(v);
@@ -240,6 +264,7 @@ int sfs_gens_new(const struct sfs_gens_cfg *cfg, char *json, size_t json_len,
 	v->json_len = json_len;
 	v->m = m;
 	v->src = src;
+	snprintf(g->proto, sizeof(g->proto), "%s", m->eps[cfg->ep].protocol);
 	g->views = g->current = v;
 	g->instance = m->instance;
 	g->peer = cfg->peer;
@@ -292,6 +317,7 @@ void sfs_gens_free(struct sfs_gens *g)
 	}
 	pthread_cond_destroy(&g->cond);
 	pthread_mutex_destroy(&g->lock);
+	pthread_mutex_destroy(&g->connect_lock);
 	free(g);
 }
 
@@ -306,14 +332,14 @@ struct seed_gens {
 	} served[16];
 };
 
-static int ask(struct sfs_gens *g, struct seed_gens *sg, char *err,
-	       size_t errlen)
+static int ask(struct sfs_gens *g, unsigned int ask_ms, struct seed_gens *sg,
+	       char *err, size_t errlen)
 {
 	char *body;
 	size_t len;
 	json_error_t je;
 	int rc = sfs_control_get(g->cfg.seed, "/v1/generation",
-				 SFS_MIN(g->cfg.timeout_ms, GENS_ASK_MS), 65536,
+				 SFS_MIN(g->cfg.timeout_ms, ask_ms), 65536,
 				 &body, &len, err, errlen);
 	if (rc)
 		return rc;
@@ -403,18 +429,22 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 		goto fail;
 	}
 	/* The endpoint we use, in the new manifest. */
-	ssize_t ep = sfs_manifest_endpoint(m, old->m->eps[g->cfg.ep].protocol);
+	ssize_t ep = sfs_manifest_endpoint(m, g->proto);
 	if (ep < 0) {
 		snprintf(err, sizeof(err), "the seed no longer serves %s",
-			 old->m->eps[g->cfg.ep].protocol);
+			 g->proto);
 		rc = -EPROTONOSUPPORT;
 		goto fail;
 	}
-	if (m->instance != instance &&
-	    (rc = sfs_control_connect_peer(g->cfg.seed, g->cfg.x, &m->eps[ep],
-					   g->cfg.timeout_ms, &peer, err,
-					   sizeof(err))))
-		goto fail;
+	if (m->instance != instance) {
+		pthread_mutex_lock(&g->connect_lock);
+		rc = sfs_control_connect_peer(g->cfg.seed, g->cfg.x,
+					      &m->eps[ep], g->cfg.timeout_ms,
+					      &peer, err, sizeof(err));
+		pthread_mutex_unlock(&g->connect_lock);
+		if (rc)
+			goto fail;
+	}
 	rc = -ENOMEM;
 	if (!(regs = calloc(m->nregions ? m->nregions : 1, sizeof(*regs))) ||
 	    !(v = calloc(1, sizeof(*v))))
@@ -467,6 +497,7 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 	g->current = v;
 	g->instance = m->instance;
 	g->peer = peer;
+	g->adopt_failures = 0;
 	g->hidden = !show;
 	snprintf(g->why, sizeof(g->why), "%s", show ? "" : why);
 	/* The one it replaces stays readable for the grace period. */
@@ -486,10 +517,24 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 fail_msg:
 	snprintf(err, sizeof(err), "%s", strerror(-rc));
 fail:
+	pthread_mutex_lock(&g->lock);
+	/* Not again at every open: after a back-off, or when the seed
+	 * publishes something else. */
+	if (g->failed_gen != sg->generation ||
+	    g->failed_instance != sg->instance)
+		g->adopt_failures = 0;
+	g->failed_gen = sg->generation;
+	g->failed_instance = sg->instance;
+	uint64_t wait = SFS_MIN((uint64_t)GENS_BACKOFF_MS
+					<< SFS_MIN(g->adopt_failures, 16u),
+				(uint64_t)GENS_BACKOFF_MAX_MS);
+	g->adopt_failures++;
+	g->adopt_retry_ms = sfs_now_ms() + wait;
+	pthread_mutex_unlock(&g->lock);
 	SFS_LOG(SFS_WARN, "gens",
 		"cannot adopt the seed's generation %" PRIu64 ": %s; still "
-		"serving generation %" PRIu64,
-		sg->generation, err, old->generation);
+		"serving generation %" PRIu64 " (next try in %" PRIu64 " ms)",
+		sg->generation, err, old->generation, wait);
 	free(regs);
 	free(v); /* never installed: its fields are unset */
 	sfs_manifest_free(m);
@@ -497,30 +542,46 @@ fail:
 	return rc;
 }
 
-static int check(struct sfs_gens *g)
+static int check(struct sfs_gens *g, unsigned int ask_ms)
 {
 	struct seed_gens sg;
 	char err[SFS_XPORT_ERR_MAX];
-	int rc = ask(g, &sg, err, sizeof(err));
+	uint64_t t0 = sfs_now_ms();
+	int rc = ask(g, ask_ms, &sg, err, sizeof(err));
 
 	pthread_mutex_lock(&g->lock);
+	uint32_t src = g->current->src;
 	if (rc) {
 		if (!g->unreachable)
 			SFS_LOG(SFS_WARN, "gens",
 				"cannot ask the seed for its generation "
 				"(%s): opens go on with generation %" PRIu64,
 				err, g->current->generation);
+		if (!g->unreachable || !g->silent_since)
+			g->silent_since = t0;
+		snprintf(g->ctl_err, sizeof(g->ctl_err), "%s", err);
 		g->unreachable = 1;
 		g->retry_ms = sfs_now_ms() + g->cfg.timeout_ms;
+		uint64_t since = g->silent_since;
 		pthread_mutex_unlock(&g->lock);
+		/* A read that follows and sees no progress counts from
+		 * here: the open and the read fail within one timeout. */
+		sfs_cache_note_silence(g->cfg.cache, src, since);
 		return 0;
 	}
-	if (g->unreachable)
+	if (g->unreachable) {
 		SFS_LOG(SFS_INFO, "gens", "the seed answers again");
+		sfs_cache_note_silence(g->cfg.cache, src, 0);
+	}
 	g->unreachable = 0;
+	g->silent_since = 0;
 	update_expiry(g, &sg);
 	int newer = sg.instance != g->instance ||
 		    sg.generation != g->current->generation;
+	if (newer && sg.generation == g->failed_gen &&
+	    sg.instance == g->failed_instance &&
+	    sfs_now_ms() < g->adopt_retry_ms)
+		newer = 0; /* failed a moment ago: not at every open */
 	pthread_mutex_unlock(&g->lock);
 	return newer ? adopt(g, &sg) : 0;
 }
@@ -547,13 +608,24 @@ void sfs_gens_persist(struct sfs_cache *c, const char *seed,
 			m->generation, m->model, strerror(-rc));
 }
 
-int sfs_gens_revalidate(struct sfs_gens *g)
+/*
+ * Ask the seed unless a check ended less than @fresh_ms ago; a caller
+ * that finds one running shares its answer.  @ask_ms bounds the
+ * question.
+ */
+static int revalidate(struct sfs_gens *g, unsigned int ask_ms,
+		      uint64_t fresh_ms)
 {
 	pthread_mutex_lock(&g->lock);
+	if (fresh_ms && g->checked_ms &&
+	    sfs_now_ms() < g->checked_ms + fresh_ms) {
+		pthread_mutex_unlock(&g->lock);
+		return 0;
+	}
 	if (g->checking) {
 		/* Another open is asking: its answer is ours too. */
 		uint64_t seen = g->checks;
-		struct timespec ts = sfs_abstime(g->cfg.timeout_ms);
+		struct timespec ts = sfs_abstime(ask_ms);
 		while (g->checking && g->checks == seen &&
 		       !pthread_cond_timedwait(&g->cond, &g->lock, &ts))
 			;
@@ -566,11 +638,75 @@ int sfs_gens_revalidate(struct sfs_gens *g)
 	}
 	g->checking = 1;
 	pthread_mutex_unlock(&g->lock);
-	int rc = check(g);
+	int rc = check(g, ask_ms);
 	pthread_mutex_lock(&g->lock);
 	g->checking = 0;
 	g->checks++;
+	g->checked_ms = sfs_now_ms();
 	pthread_cond_broadcast(&g->cond);
 	pthread_mutex_unlock(&g->lock);
 	return rc;
+}
+
+int sfs_gens_revalidate(struct sfs_gens *g)
+{
+	return revalidate(g, GENS_ASK_MS, 0);
+}
+
+int sfs_gens_revalidate_missing(struct sfs_gens *g)
+{
+	return revalidate(g, GENS_LOOKUP_MS, GENS_FRESH_MS);
+}
+
+uint32_t sfs_gens_current_src(struct sfs_gens *g)
+{
+	pthread_mutex_lock(&g->lock);
+	uint32_t src = g->current->src;
+	pthread_mutex_unlock(&g->lock);
+	return src;
+}
+
+int sfs_gens_control(struct sfs_gens *g, uint64_t *silent_ms, char *err,
+		     size_t len)
+{
+	pthread_mutex_lock(&g->lock);
+	int silent = g->unreachable;
+	if (silent) {
+		*silent_ms = sfs_now_ms() - g->silent_since;
+		snprintf(err, len, "%s", g->ctl_err);
+	}
+	pthread_mutex_unlock(&g->lock);
+	return silent;
+}
+
+int sfs_gens_reconnect(struct sfs_gens *g, uint64_t old_peer,
+		       uint64_t *new_peer)
+{
+	char err[SFS_XPORT_ERR_MAX];
+	pthread_mutex_lock(&g->lock);
+	const struct sfs_manifest *m = g->current->m;
+	ssize_t i = sfs_manifest_endpoint(m, g->proto);
+	struct sfs_endpoint ep = m->eps[i < 0 ? 0 : i];
+	uint64_t cur = g->peer;
+	pthread_mutex_unlock(&g->lock);
+	*new_peer = old_peer;
+	/* A peer of a seed run that is gone is not made anew: the current
+	 * one's is (the reset drops every connection anyway). */
+	if (old_peer != cur && sfs_xport_needs_hello(g->cfg.x))
+		return -ESTALE;
+	pthread_mutex_lock(&g->connect_lock);
+	int rc = sfs_control_reconnect(g->cfg.seed, g->cfg.x, &ep,
+				       g->cfg.timeout_ms, new_peer, err,
+				       sizeof(err));
+	pthread_mutex_unlock(&g->connect_lock);
+	if (rc) {
+		SFS_LOG(SFS_WARN, "gens", "reconnecting to %s: %s", g->cfg.seed,
+			err);
+		return rc;
+	}
+	pthread_mutex_lock(&g->lock);
+	if (g->peer == cur && old_peer == cur)
+		g->peer = *new_peer;
+	pthread_mutex_unlock(&g->lock);
+	return 0;
 }

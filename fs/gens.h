@@ -47,7 +47,7 @@ struct sfs_gens_cfg {
 	unsigned int timeout_ms;
 	struct sfs_xport *x; /* [borrowed] */
 	uint64_t peer;
-	size_t ep;		     /* endpoint index in the manifests */
+	size_t ep;		     /* endpoint index in the first manifest */
 	struct sfs_cache *cache;     /* [borrowed] */
 	struct sfs_tree *tree;	     /* [borrowed] */
 	pthread_rwlock_t *tree_lock; /* [borrowed] guards @tree */
@@ -96,6 +96,33 @@ int sfs_gens_revalidate(struct sfs_gens *g);
 void sfs_gens_persist(struct sfs_cache *c, const char *seed,
 		      const struct sfs_manifest *m, uint32_t src);
 
+/*
+ * sfs_gens_revalidate_missing - for a lookup of a name that is not
+ * there: the same as sfs_gens_revalidate, but at most every 200 ms (a
+ * check that recent answers), and waiting at most a second for the
+ * seed, so a program polling for a file sees it soon after the seed
+ * publishes it, without a request per poll.
+ */
+int sfs_gens_revalidate_missing(struct sfs_gens *g);
+
+/* sfs_gens_current_src - the cache source of the current generation. */
+uint32_t sfs_gens_current_src(struct sfs_gens *g);
+
+/*
+ * sfs_gens_control - 1 when the seed's control port did not answer the
+ * last question (then *silent_ms: for how long, @err: why), else 0.
+ */
+int sfs_gens_control(struct sfs_gens *g, uint64_t *silent_ms, char *err,
+		     size_t len);
+
+/*
+ * sfs_gens_reconnect - the cache's reconnect callback (@g as its arg):
+ * reset the transport and connect again to the seed's current run.
+ * 0 or -errno (logged).  Serialized with connecting to a new run.
+ */
+int sfs_gens_reconnect(struct sfs_gens *g, uint64_t old_peer,
+		       uint64_t *new_peer);
+
 /* sfs_gens_generation - the current view's generation. */
 uint64_t sfs_gens_generation(struct sfs_gens *g);
 
@@ -112,8 +139,6 @@ void sfs_gens_identity(struct sfs_gens *g, char *buf, size_t len);
  * FUSE session goes.  Idempotent. */
 void sfs_gens_stop(struct sfs_gens *g);
 
-/* References held by open handles.  sfs_gens_alive: 0 once the seed
- * no longer serves @v. */
 /*
  * sfs_gens_hidden - 1 if the current generation does not meet
  * cfg.require (then @why, if not NULL, says which field differs), else
@@ -121,7 +146,16 @@ void sfs_gens_stop(struct sfs_gens *g);
  */
 int sfs_gens_hidden(struct sfs_gens *g, char *why, size_t len);
 
-void sfs_gens_ref(struct sfs_gens *g, struct sfs_view *v);
+/*
+ * References held by open handles and by callers that use a view's
+ * manifest outside the tree lock.  sfs_gens_ref - take one on @v, a view
+ * read from a tree node while the caller holds the tree lock (the
+ * sweeper frees a view only after it has cut the tree's pointers to it
+ * under that lock).  Returns 0, or -ESTALE when @v is NULL or no longer
+ * served: then no reference is taken.  sfs_gens_unref - drop one.
+ * sfs_gens_alive - 0 once the seed no longer serves @v.
+ */
+int sfs_gens_ref(struct sfs_gens *g, struct sfs_view *v);
 void sfs_gens_unref(struct sfs_gens *g, struct sfs_view *v);
 int sfs_gens_alive(struct sfs_gens *g, struct sfs_view *v);
 

@@ -111,6 +111,7 @@ struct mount_cfg {
 	int prefetch;		     /* warm every file once mounted */
 	struct sfs_require *require; /* owned; NULL: show every source */
 	const char *require_text;
+	uint64_t start_ms; /* when the command started (monotonic) */
 };
 
 static void usage(void)
@@ -367,8 +368,12 @@ struct replica {
 
 static void replica_close(struct replica *r)
 {
-	/* In-flight pulls write into the cache: cancel them first, then
-	 * free the cache (and its registration), then the transport. */
+	/* Nothing may post a pull once the transport is quiesced: stop the
+	 * cache's threads first (the disk tier's post what they do not
+	 * find on disk).  Then cancel the pulls in flight, which write into
+	 * the cache, then free the cache (and its registration), then the
+	 * transport. */
+	sfs_cache_stop(r->cache);
 	sfs_xport_quiesce(r->x);
 	sfs_gens_free(r->gens); /* its sweeper retires cache sources */
 	sfs_cache_free(r->cache);
@@ -382,6 +387,11 @@ static void replica_close(struct replica *r)
 		sfs_manifest_free(r->m);
 		free(r->json);
 	}
+}
+
+static int reconnect_cb(void *arg, uint64_t peer, uint64_t *new_peer)
+{
+	return sfs_gens_reconnect(arg, peer, new_peer);
 }
 
 /* Fetch, check, connect, build.  One line on stderr on failure. */
@@ -411,13 +421,14 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 		return rc;
 	}
 	size_t ep;
-	uint64_t peer;
+	uint64_t peer, t0 = sfs_now_ms();
 	rc = sfs_control_open(c->seed, r->m, c->protocol, c->timeout_ms, &r->x,
 			      &ep, &peer, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "seedfs mount: %s\n", err);
 		return rc;
 	}
+	r->status.transport_ms = sfs_now_ms() - t0;
 	const char *proto = r->m->eps[ep].protocol;
 	/* Chunks are verified whole: at least one checksum chunk each. */
 	uint32_t chunk = c->chunk_size;
@@ -487,6 +498,8 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 	if (!rc)
 		rc = sfs_gens_new(&gc, r->json, r->json_len, r->m, src,
 				  &r->gens, &first);
+	if (!rc)
+		sfs_cache_set_reconnect(r->cache, reconnect_cb, r->gens);
 	char why[256];
 	if (!rc && sfs_gens_hidden(r->gens, why, sizeof(why))) {
 		/* Mounted all the same: a later generation may match. */
@@ -565,6 +578,8 @@ struct ready_arg {
 	const char *mountpoint;
 	unsigned int read_ahead_kb;
 	int ready_fd;
+	uint64_t start_ms; /* when the command started */
+	struct sfs_status *status;
 };
 
 static void *ready_thread(void *p)
@@ -581,6 +596,15 @@ static void *ready_thread(void *p)
 	}
 	if (a->read_ahead_kb)
 		set_read_ahead(a->mountpoint, a->read_ahead_kb);
+	struct sfs_status *s = a->status;
+	pthread_mutex_lock(&s->lock);
+	s->ready_ms = sfs_now_ms() - a->start_ms;
+	uint64_t ready = s->ready_ms, xport = s->transport_ms;
+	pthread_mutex_unlock(&s->lock);
+	SFS_LOG(SFS_INFO, "mount",
+		"ready in %.2f s (transport start-up %.2f s, the rest %.2f s)",
+		(double)ready / 1e3, (double)xport / 1e3,
+		(double)(ready - SFS_MIN(ready, xport)) / 1e3);
 	if (a->ready_fd >= 0) {
 		tell_parent(&a->ready_fd, 'R');
 		detach_stdio();
@@ -640,6 +664,9 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	signal(SIGHUP, SIG_DFL);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
+	/* A seed that dies under the transport's socket must not take the
+	 * mount with it (libfabric tcp writes without MSG_NOSIGNAL). */
+	signal(SIGPIPE, SIG_IGN);
 	if (fuse_set_signal_handlers(se)) {
 		fprintf(stderr, "seedfs mount: cannot set signal handlers\n");
 		goto out_destroy;
@@ -673,7 +700,9 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	struct ready_arg ra = {.se = se,
 			       .mountpoint = cmd->mountpoint,
 			       .read_ahead_kb = c->read_ahead_kb,
-			       .ready_fd = ready_fd};
+			       .ready_fd = ready_fd,
+			       .start_ms = c->start_ms,
+			       .status = &r.status};
 	pthread_t ready_tid;
 	int ready_started =
 		!pthread_create(&ready_tid, NULL, ready_thread, &ra);
@@ -736,6 +765,7 @@ int sfs_mount_main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	memset(&c, 0, sizeof(c));
 	memset(&cmd, 0, sizeof(cmd));
+	c.start_ms = sfs_now_ms();
 	if (fuse_opt_parse(&args, &o, mount_spec, NULL) == -1)
 		goto out;
 	if (o.help) {

@@ -54,12 +54,13 @@ static int collect(struct warm *w, uint64_t ino)
 		return 0;
 	if (sfs_grow((void **)&w->items, &w->cap, w->n + 1, sizeof(*w->items)))
 		return -ENOMEM;
+	if (sfs_gens_ref(w->fs->gens, n->owner))
+		return 0; /* replaced meanwhile: not in this generation */
 	struct item *it = &w->items[w->n++];
 	it->file = n->file;
 	it->src = n->src;
 	it->view = n->owner;
 	it->path = n->path;
-	sfs_gens_ref(w->fs->gens, it->view);
 	for (size_t i = 0; i < n->file->next; i++)
 		if (n->file->ext[i].kind == SFS_EXT_REGION)
 			w->total += n->file->ext[i].len;
@@ -105,7 +106,7 @@ static int warm_extent(struct warm *w, const struct item *it,
 		uint64_t want = SFS_MIN(end, pos + w->window);
 		if (ahead < want) {
 			sfs_cache_prefetch(c, it->src, e->region, ahead,
-					   want - ahead);
+					   want - ahead, 0);
 			ahead = want;
 		}
 		struct sfs_chunk *ch;

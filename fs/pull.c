@@ -37,7 +37,26 @@ struct pull {
 	uint32_t src;
 	uint64_t window;
 	struct sfs_progress prog;
+	/* What a reconnect needs: the seed, the transport, its endpoint. */
+	const char *seed;
+	struct sfs_xport *x;
+	const struct sfs_endpoint *ep;
+	unsigned int timeout_ms;
 };
+
+/* The cache's reconnect callback: a wedged or broken connection is
+ * made anew (bounded by the timeout, logged). */
+static int reconnect(void *arg, uint64_t peer, uint64_t *new_peer)
+{
+	struct pull *p = arg;
+	char err[SFS_XPORT_ERR_MAX];
+	*new_peer = peer;
+	int rc = sfs_control_reconnect(p->seed, p->x, p->ep, p->timeout_ms,
+				       new_peer, err, sizeof(err));
+	if (rc)
+		SFS_LOG(SFS_WARN, "pull", "reconnecting: %s", err);
+	return rc;
+}
 
 static void usage(FILE *out)
 {
@@ -85,7 +104,7 @@ static int copy_region(struct pull *p, int fd, uint32_t region, uint64_t roff,
 		uint64_t want = SFS_MIN(roff + p->window, rlen);
 		if (ahead < want) {
 			sfs_cache_prefetch(p->cache, p->src, region, ahead,
-					   want - ahead);
+					   want - ahead, 0);
 			ahead = want;
 		}
 		struct sfs_chunk *ch;
@@ -281,10 +300,16 @@ int sfs_pull_main(int argc, char **argv)
 			chunk = 1u << r->csum_shift;
 		rc = sfs_control_remote_key(x, &r->rem[ep], &regs[i].key);
 	}
+	p.seed = seed;
+	p.x = x;
+	p.ep = &m->eps[ep];
+	p.timeout_ms = timeout_ms;
 	struct sfs_cache_cfg cc = {.xport = x,
 				   .size = cache_size,
 				   .chunk_size = chunk,
-				   .timeout_ms = timeout_ms};
+				   .timeout_ms = timeout_ms,
+				   .reconnect = reconnect,
+				   .reconnect_arg = &p};
 	if (!rc && !(rc = sfs_cache_new(&cc, &p.cache, err, sizeof(err))))
 		rc = sfs_cache_add_source(p.cache, peer, seed, regs,
 					  m->nregions, &p.src);
@@ -317,6 +342,7 @@ int sfs_pull_main(int argc, char **argv)
 		fprintf(stderr, "seedfs pull: %s (%s is incomplete)\n", err,
 			dest);
 out:
+	sfs_cache_stop(p.cache);
 	sfs_xport_quiesce(x);
 	sfs_cache_free(p.cache);
 	sfs_xport_close(x);

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void sfs_status_init(struct sfs_status *s)
 {
@@ -22,6 +23,44 @@ void sfs_status_init(struct sfs_status *s)
 void sfs_status_destroy(struct sfs_status *s)
 {
 	pthread_mutex_destroy(&s->lock);
+}
+
+/*
+ * What is true now of the seed: the connection the current generation
+ * reads through (up, reconnecting, down, and since when), what it
+ * moves, and whether its control port answers.
+ */
+static void render_seed(FILE *f, struct sfs_status *s)
+{
+	struct sfs_cache_peer_info pi;
+	uint32_t src = sfs_gens_current_src(s->gens);
+	char err[512];
+	uint64_t silent;
+
+	if (sfs_cache_peer(s->cache, src, &pi)) {
+		fprintf(f, "seed: %s\n", s->seed);
+		return;
+	}
+	if (pi.state == SFS_PEER_UP)
+		fprintf(f, "seed: %s (reachable)\n", s->seed);
+	else
+		fprintf(f, "seed: %s (%s for %.1f s: %s)\n", s->seed,
+			pi.state == SFS_PEER_DOWN ? "unreachable"
+						  : "reconnecting",
+			(double)pi.since_ms / 1e3, strerror(-pi.err));
+	if (pi.any_ok)
+		fprintf(f, "seed_last_pull: %.1f s ago\n",
+			(double)pi.last_ok_ms / 1e3);
+	else
+		fprintf(f, "seed_last_pull: none yet\n");
+	fprintf(f, "seed_rate: %.1f MB/s\n", pi.rate / 1e6);
+	fprintf(f, "seed_pulls: %u in flight (at most %u), %zu queued\n",
+		pi.inflight, pi.window, pi.queued);
+	if (sfs_gens_control(s->gens, &silent, err, sizeof(err)))
+		fprintf(f, "seed_control: no answer for %.1f s (%s)\n",
+			(double)silent / 1e3, err);
+	else
+		fprintf(f, "seed_control: answers\n");
 }
 
 int sfs_status_render(void *arg, char **text, size_t *len)
@@ -55,8 +94,15 @@ int sfs_status_render(void *arg, char **text, size_t *len)
 	uint64_t lookups = st.hits + st.misses;
 	fprintf(f, "seedfs: %s\n", SEEDFS_VERSION);
 	fprintf(f, "mounted: %s (%.0f s ago)\n", when, up);
-	fprintf(f, "seed: %s (%s)\n", s->seed,
-		st.sources_down ? "unreachable" : "reachable");
+	pthread_mutex_lock(&s->lock);
+	uint64_t ready = s->ready_ms, xport = s->transport_ms;
+	pthread_mutex_unlock(&s->lock);
+	if (ready)
+		fprintf(f,
+			"startup: ready in %.2f s (transport start-up %.2f "
+			"s)\n",
+			(double)ready / 1e3, (double)xport / 1e3);
+	render_seed(f, s);
 	fprintf(f, "protocol: %s (%s)\n", s->protocol, s->provider);
 	if (s->control)
 		fprintf(f, "control: %s\n", s->control);
@@ -73,6 +119,11 @@ int sfs_status_render(void *arg, char **text, size_t *len)
 	fprintf(f, "older_generations_served: %zu\n", older);
 	fprintf(f, "cache_size: %" PRIu64 " (%s)\n", st.size,
 		sfs_fmt_bytes(st.size, b1, sizeof(b1)));
+	if (st.ready < st.size)
+		fprintf(f,
+			"cache_ready: %" PRIu64 " (%s; the rest is being "
+			"faulted in)\n",
+			st.ready, sfs_fmt_bytes(st.ready, b2, sizeof(b2)));
 	fprintf(f, "cache_used: %" PRIu64 " (%s)\n", st.used,
 		sfs_fmt_bytes(st.used, b2, sizeof(b2)));
 	fprintf(f, "chunk_size: %" PRIu64 "\n", st.chunk_size);
@@ -86,9 +137,13 @@ int sfs_status_render(void *arg, char **text, size_t *len)
 	fprintf(f, "pull_rate_now: %.1f MB/s\n", rate_now / 1e6);
 	fprintf(f, "pull_rate_avg: %.1f MB/s\n",
 		up > 0 ? (double)st.bytes_pulled / up / 1e6 : 0.0);
-	fprintf(f, "errors_pull: %" PRIu64 "\n", st.errors);
+	fprintf(f, "errors_transport: %" PRIu64 "\n", st.errors_transport);
 	fprintf(f, "errors_timeout: %" PRIu64 "\n", st.timeouts);
 	fprintf(f, "errors_checksum: %" PRIu64 "\n", st.checksum_errors);
+	fprintf(f, "errors_unavailable: %" PRIu64 "\n", st.unavailable);
+	fprintf(f, "errors_no_chunk: %" PRIu64 "\n", st.no_slot);
+	fprintf(f, "reconnects: %" PRIu64 "\n", st.reconnects);
+	fprintf(f, "reconnect_failures: %" PRIu64 "\n", st.reconnect_failures);
 	if (s->disk) {
 		uint64_t used, max;
 		sfs_disk_usage(s->disk, &used, &max);
@@ -108,6 +163,8 @@ int sfs_status_render(void *arg, char **text, size_t *len)
 		fprintf(f, "disk_not_stored: %" PRIu64 "\n", st.disk_skipped);
 		fprintf(f, "disk_queue: %" PRIu64 "\n", st.disk_queue);
 		fprintf(f, "errors_disk: %" PRIu64 "\n", st.disk_errors);
+		fprintf(f, "errors_disk_timeout: %" PRIu64 "\n",
+			st.disk_timeouts);
 	}
 	if (fclose(f))
 		return -ENOMEM;

@@ -163,15 +163,42 @@ int sfs_control_connect_peer(const char *hostport, struct sfs_xport *x,
 	snprintf(path, sizeof(path), "/v1/connect?protocol=%s", ep->protocol);
 	rc = sfs_control_post(hostport, path, hello, hl, timeout_ms,
 			      SFS_XPORT_HELLO_MAX, &reply, &rl, err, errlen);
-	if (rc)
+	if (rc) {
+		/* No answer: what the hello set up goes, or every retry
+		 * would leave a queue pair behind. */
+		sfs_xport_hello_abort(x, hello, hl);
 		return rc;
+	}
 	rc = sfs_xport_peer_add(x, reply, rl, peer);
 	free(reply);
-	if (rc)
+	if (rc) {
+		sfs_xport_hello_abort(x, hello, hl);
 		snprintf(err, errlen,
 			 "protocol %s: the seed at %s answered, but its "
 			 "connection data is unusable: %s",
 			 ep->protocol, hostport, strerror(-rc));
+	}
+	return rc;
+}
+
+int sfs_control_reconnect(const char *hostport, struct sfs_xport *x,
+			  const struct sfs_endpoint *ep,
+			  unsigned int timeout_ms, uint64_t *peer, char *err,
+			  size_t errlen)
+{
+	int rc = sfs_xport_reset(x);
+	if (rc) {
+		snprintf(err, errlen, "protocol %s: cannot reset: %s",
+			 ep->protocol, strerror(-rc));
+		return rc;
+	}
+	if (!sfs_xport_needs_hello(x))
+		return 0; /* the peer stays; the next read connects */
+	uint64_t fresh;
+	rc = sfs_control_connect_peer(hostport, x, ep, timeout_ms, &fresh, err,
+				      errlen);
+	if (!rc)
+		*peer = fresh;
 	return rc;
 }
 

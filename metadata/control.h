@@ -57,6 +57,18 @@ int sfs_control_connect_peer(const char *hostport, struct sfs_xport *x,
 			     size_t errlen);
 
 /*
+ * sfs_control_reconnect - the connection of @x to the seed at @hostport
+ * (endpoint @ep, *peer) is wedged or broken: reset the transport (reads
+ * in flight are cancelled) and connect again; *peer is updated (raw
+ * verbs makes a new one).  Bounded by @timeout_ms.  0 or -errno with one
+ * line in @err.  Not thread safe with itself on one transport.
+ */
+int sfs_control_reconnect(const char *hostport, struct sfs_xport *x,
+			  const struct sfs_endpoint *ep,
+			  unsigned int timeout_ms, uint64_t *peer, char *err,
+			  size_t errlen);
+
+/*
  * sfs_control_remote_key - the key to read a region through @x: the
  * published one, or a raw key imported with sfs_xport_key_import.
  * Returns 0 or -errno.  Thread safe.

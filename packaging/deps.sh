@@ -21,7 +21,7 @@ pkgs=(
 case "${1:-}" in
 --build-only) ;;
 --bench) pkgs+=(sshfs openssh-server openssh-client gnuplot-nox) ;;
-*) pkgs+=(attr python3 python3-numpy
+*) pkgs+=(attr rsync python3 python3-numpy
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
 	cpio gzip) ;;
 esac

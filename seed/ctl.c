@@ -41,6 +41,20 @@ static enum MHD_Result reply_text(struct MHD_Connection *conn,
 	return ret;
 }
 
+/* The client's address, numeric, for limits and logs. */
+static void client_name(struct MHD_Connection *conn, char *buf, size_t len)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	snprintf(buf, len, "?");
+	if (ci && ci->client_addr)
+		getnameinfo(ci->client_addr,
+			    ci->client_addr->sa_family == AF_INET6
+				    ? sizeof(struct sockaddr_in6)
+				    : sizeof(struct sockaddr_in),
+			    buf, (socklen_t)len, NULL, 0, NI_NUMERICHOST);
+}
+
 /* A POST body being received (at most SFS_XPORT_HELLO_MAX bytes). */
 struct post {
 	size_t len;
@@ -59,7 +73,10 @@ connect_reply(struct sfs_ctl *c, struct MHD_Connection *conn, struct post *p)
 	if (p->too_big)
 		return reply_text(conn, MHD_HTTP_CONTENT_TOO_LARGE,
 				  "hello too large\n");
-	int rc = sfs_seed_accept(c->seed, proto, p->buf, p->len, reply, &rlen);
+	char client[64];
+	client_name(conn, client, sizeof(client));
+	int rc = sfs_seed_accept(c->seed, proto, p->buf, p->len, client, reply,
+				 &rlen);
 	if (rc == -EPROTONOSUPPORT)
 		return reply_text(conn, MHD_HTTP_NOT_FOUND,
 				  "this seed takes no connection for that "
@@ -70,6 +87,9 @@ connect_reply(struct sfs_ctl *c, struct MHD_Connection *conn, struct post *p)
 	if (rc == -EMFILE)
 		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
 				  "too many replicas connected\n");
+	if (rc == -EUSERS)
+		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+				  "too many connections from this client\n");
 	if (rc)
 		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
 				  "cannot create a connection (see the seed's "

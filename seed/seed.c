@@ -325,13 +325,13 @@ const char *sfs_seed_protocol(const struct sfs_seed *s)
 }
 
 int sfs_seed_accept(struct sfs_seed *s, const char *protocol, const void *hello,
-		    size_t len, void *reply, size_t *rlen)
+		    size_t len, const char *client, void *reply, size_t *rlen)
 {
 	for (size_t i = 0; protocol && i < s->nx; i++)
 		if (!strcmp(s->pname[i], protocol))
 			return sfs_xport_needs_hello(s->x[i])
 				       ? sfs_xport_accept(s->x[i], hello, len,
-							  reply, rlen)
+							  client, reply, rlen)
 				       : -EPROTONOSUPPORT;
 	return -EPROTONOSUPPORT;
 }

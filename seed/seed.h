@@ -79,11 +79,12 @@ const char *sfs_seed_protocol(const struct sfs_seed *s);
 
 /*
  * sfs_seed_accept - answer a replica's connection hello for @protocol
- * (see sfs_xport_accept).  -EPROTONOSUPPORT when the seed does not serve
- * @protocol or it needs no exchange.  Thread safe.
+ * from @client (its address; see sfs_xport_accept).  -EPROTONOSUPPORT
+ * when the seed does not serve @protocol or it needs no exchange.
+ * Thread safe.
  */
 int sfs_seed_accept(struct sfs_seed *s, const char *protocol, const void *hello,
-		    size_t len, void *reply, size_t *rlen);
+		    size_t len, const char *client, void *reply, size_t *rlen);
 
 /* sfs_seed_summary - one human line: model, generation, files, bytes. */
 void sfs_seed_summary(struct sfs_seed *s, char *buf, size_t len);

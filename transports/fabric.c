@@ -38,7 +38,8 @@
 
 #define FAB_API FI_VERSION(1, 14)
 #define FAB_CQ_BATCH 32
-#define FAB_WAIT_MS 100 /* longest nap of the progress thread */
+#define FAB_WAIT_MS 100	    /* longest nap of the progress thread */
+#define FAB_POST_WAIT_MS 20 /* a busy provider: then -EAGAIN */
 
 struct fab_op {
 	struct fi_context2 fctx; /* must stay first: the CQ gives it back */
@@ -64,14 +65,27 @@ struct fab_xport {
 	size_t nmapped, cap_mapped; /* protected by inflight.lock */
 	uint64_t *mapped;	    /* raw keys mapped with fi_mr_map_raw */
 	atomic_uint_fast64_t next_key;
+	atomic_uint cq_faults; /* error completions that failed no request */
 
 	pthread_t thread;
 	int thread_started;
 	atomic_bool stop;
 
 	struct sfs_xreq_list inflight;
+	/* Posters hold it for reading; sfs_xport_reset and quiesce for
+	 * writing while they replace or close the endpoint. */
+	pthread_rwlock_t ep_lock;
+	/* The peers' addresses, in fi_addr order, to insert them again
+	 * after a reset: protected by inflight.lock. */
+	size_t npeers, cap_peers;
+	struct fab_peer *peers;
 
 	size_t addr_len;
+	uint8_t addr[SFS_XPORT_ADDR_MAX];
+};
+
+struct fab_peer {
+	size_t len;
 	uint8_t addr[SFS_XPORT_ADDR_MAX];
 };
 
@@ -97,33 +111,52 @@ static int fab_errno(ssize_t rc)
 	return e < FI_ERRNO_OFFSET ? -(int)e : -EIO;
 }
 
-static void fab_cq_error(struct fab_xport *x)
+/*
+ * Take one error completion and fail its request.  Returns 0 when an
+ * entry was taken, -1 when none could be (fi_cq_readerr failed).  An
+ * error without a context (seen from shm when its copy from the peer
+ * fails) cannot be matched to a request: that request never completes
+ * here, and the cache above detects it (no progress) and resets the
+ * transport, which cancels it.  Both are logged once per 1000.
+ */
+static int fab_cq_error(struct fab_xport *x, int detail)
 {
 	struct fi_cq_err_entry e = {0};
 	char buf[256];
 	ssize_t rc = fi_cq_readerr(x->cq, &e, 0);
 
 	if (rc < 0) {
-		if (rc != -FI_EAGAIN)
-			SFS_LOG(SFS_WARN, "xport", "fi_cq_readerr: %s",
-				fi_strerror((int)-rc));
-		return;
+		if (rc != -FI_EAGAIN &&
+		    atomic_fetch_add(&x->cq_faults, 1) % 1000 == 0)
+			SFS_LOG(SFS_WARN, "xport", "%s: fi_cq_readerr: %s",
+				x->proto->name, fi_strerror((int)-rc));
+		return -1;
 	}
 	struct fab_op *op = e.op_context;
 	int st = fab_errno(-(ssize_t)e.err);
 	if (!op) {
-		SFS_LOG(SFS_WARN, "xport",
-			"completion error without context: flags 0x%llx len %zu: %s",
-			(unsigned long long)e.flags, e.len, fi_strerror(e.err));
-		return;
+		if (atomic_fetch_add(&x->cq_faults, 1) % 1000 == 0)
+			SFS_LOG(SFS_WARN, "xport",
+				"%s: completion error without context (flags "
+				"0x%llx): %s; the read it belonged to cannot "
+				"complete",
+				x->proto->name, (unsigned long long)e.flags,
+				fi_strerror(e.err));
+		return 0;
 	}
-	/* Log the cause once per request: the first failing op. */
-	if (atomic_load(&op->req->status) == 0)
+	/* Log the cause once per request: the first failing op.  The
+	 * provider's detail (err_data) belongs to the endpoint: not once it
+	 * is closed. */
+	if (atomic_load(&op->req->status) == 0 && detail)
 		SFS_LOG(SFS_WARN, "xport", "%s: read failed: %s (provider: %s)",
 			x->proto->name, fi_strerror(e.err),
 			fi_cq_strerror(x->cq, e.prov_errno, e.err_data, buf,
 				       sizeof(buf)));
+	else if (atomic_load(&op->req->status) == 0)
+		SFS_LOG(SFS_DEBUG, "xport", "%s: read failed: %s",
+			x->proto->name, fi_strerror(e.err));
 	sfs_xreq_put(&x->inflight, op->req, 1, st ? st : -EIO);
+	return 0;
 }
 
 /*
@@ -151,7 +184,10 @@ static void *fab_progress(void *arg)
 			continue;
 		}
 		if (n == -FI_EAVAIL) {
-			fab_cq_error(x);
+			if (fab_cq_error(x, 1)) {
+				struct timespec ts = {0, 10000000};
+				nanosleep(&ts, NULL);
+			}
 			continue;
 		}
 		if (n != -FI_EAGAIN) {
@@ -177,17 +213,21 @@ static void *fab_progress(void *arg)
 	return NULL;
 }
 
-static void fab_quiesce(struct sfs_xport *base)
+static void stop_progress(struct fab_xport *x)
 {
-	struct fab_xport *x = to_fab(base);
-
 	if (x->thread_started) {
 		atomic_store(&x->stop, 1);
 		pthread_join(x->thread, NULL);
 		x->thread_started = 0;
 	}
-	/* Closing the endpoint discards what is in flight: nothing writes
-	 * into caller memory after this. */
+}
+
+/* Close the endpoint (x->ep_lock held for writing, no progress thread):
+ * what is in flight is discarded, so nothing writes into caller memory
+ * after this.  Completions already queued are delivered first; every
+ * request left is cancelled. */
+static void close_ep(struct fab_xport *x)
+{
 	if (x->ep) {
 		int rc = fi_close(&x->ep->fid);
 		if (rc)
@@ -195,7 +235,33 @@ static void fab_quiesce(struct sfs_xport *base)
 				fi_strerror(-rc));
 		x->ep = NULL;
 	}
+	if (x->cq) {
+		struct fi_cq_entry ents[FAB_CQ_BATCH];
+		ssize_t n;
+		while ((n = fi_cq_read(x->cq, ents, FAB_CQ_BATCH)) > 0 ||
+		       n == -FI_EAVAIL) {
+			if (n == -FI_EAVAIL) {
+				if (fab_cq_error(x, 0))
+					break;
+				continue;
+			}
+			for (ssize_t i = 0; i < n; i++) {
+				struct fab_op *op = ents[i].op_context;
+				sfs_xreq_put(&x->inflight, op->req, 1, 0);
+			}
+		}
+	}
 	sfs_xreq_cancel_all(&x->inflight);
+}
+
+static void fab_quiesce(struct sfs_xport *base)
+{
+	struct fab_xport *x = to_fab(base);
+
+	stop_progress(x);
+	pthread_rwlock_wrlock(&x->ep_lock);
+	close_ep(x);
+	pthread_rwlock_unlock(&x->ep_lock);
 }
 
 static void fab_close(struct sfs_xport *base)
@@ -208,6 +274,7 @@ static void fab_close(struct sfs_xport *base)
 	for (size_t i = 0; i < x->nmapped; i++)
 		fi_mr_unmap_key(x->domain, x->mapped[i]);
 	free(x->mapped);
+	free(x->peers);
 	if (x->cq)
 		fi_close(&x->cq->fid);
 	if (x->av)
@@ -219,6 +286,7 @@ static void fab_close(struct sfs_xport *base)
 	if (x->info)
 		fi_freeinfo(x->info);
 	pthread_mutex_destroy(&x->inflight.lock);
+	pthread_rwlock_destroy(&x->ep_lock);
 	free(x);
 }
 
@@ -330,6 +398,128 @@ static struct fi_info *fab_hints(const char *provider, int hmem)
 	return h;
 }
 
+/*
+ * The address vector, completion queue and endpoint, bound and enabled
+ * (x->ep_lock held for writing, or nobody else yet).  Returns 0 or a
+ * libfabric error with *step naming the call that failed.
+ */
+static int open_ep(struct fab_xport *x, const char **step)
+{
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	int rc;
+
+	*step = "fi_av_open";
+	rc = fi_av_open(x->domain, &av_attr, &x->av, NULL);
+	if (rc)
+		return rc;
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT,
+				     .wait_obj = FI_WAIT_FD};
+	*step = "fi_cq_open";
+	x->wait_fd = -1;
+	rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
+	if (!rc && fi_control(&x->cq->fid, FI_GETWAIT, &x->wait_fd)) {
+		fi_close(&x->cq->fid);
+		x->cq = NULL;
+		x->wait_fd = -1;
+		rc = -FI_ENOSYS;
+	}
+	if (rc) {
+		/* No fd to sleep on here: the progress thread polls. */
+		cq_attr.wait_obj = FI_WAIT_NONE;
+		rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
+	}
+	if (rc)
+		return rc;
+	*step = "fi_endpoint";
+	rc = fi_endpoint(x->domain, x->info, &x->ep, NULL);
+	if (rc)
+		return rc;
+	*step = "fi_ep_bind(av)";
+	rc = fi_ep_bind(x->ep, &x->av->fid, 0);
+	if (rc)
+		return rc;
+	*step = "fi_ep_bind(cq)";
+	rc = fi_ep_bind(x->ep, &x->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (rc)
+		return rc;
+	*step = "fi_enable";
+	rc = fi_enable(x->ep);
+	if (rc)
+		return rc;
+	x->addr_len = sizeof(x->addr);
+	*step = "fi_getname";
+	return fi_getname(&x->ep->fid, x->addr, &x->addr_len);
+}
+
+static int start_progress(struct fab_xport *x)
+{
+	atomic_store(&x->stop, 0);
+	int rc = pthread_create(&x->thread, NULL, fab_progress, x);
+	if (rc)
+		return -rc;
+	x->thread_started = 1;
+	return 0;
+}
+
+/*
+ * A new endpoint, completion queue and address vector in the same
+ * domain: every connection of the old endpoint goes (reads in flight on
+ * it are cancelled) and the next read to a peer makes a new one.  The
+ * peers are inserted again in their order, so their fi_addr stay.
+ * Registrations belong to the domain and stay valid, unless they are
+ * bound to the endpoint (FI_MR_ENDPOINT): then a reset is refused.
+ */
+static int fab_reset(struct sfs_xport *base)
+{
+	struct fab_xport *x = to_fab(base);
+	const char *step = "";
+	int rc;
+
+	if (x->mr_mode & FI_MR_ENDPOINT)
+		return -EOPNOTSUPP;
+	stop_progress(x);
+	pthread_rwlock_wrlock(&x->ep_lock);
+	close_ep(x);
+	if (x->cq)
+		fi_close(&x->cq->fid);
+	if (x->av)
+		fi_close(&x->av->fid);
+	x->cq = NULL;
+	x->av = NULL;
+	rc = open_ep(x, &step);
+	pthread_mutex_lock(&x->inflight.lock);
+	for (size_t i = 0; !rc && i < x->npeers; i++) {
+		fi_addr_t fa = FI_ADDR_NOTAVAIL;
+		step = "fi_av_insert";
+		int n = fi_av_insert(x->av, x->peers[i].addr, 1, &fa, 0, NULL);
+		if (n != 1 || fa != i)
+			rc = n < 0 ? n : -FI_EINVAL;
+	}
+	pthread_mutex_unlock(&x->inflight.lock);
+	pthread_rwlock_unlock(&x->ep_lock);
+	if (rc) {
+		/* Reads fail from now on (no endpoint); a later reset may
+		 * succeed. */
+		SFS_LOG(SFS_ERR, "xport", "%s: reset: %s failed: %s",
+			x->proto->name, step, fi_strerror(-rc));
+		if (x->ep) {
+			fi_close(&x->ep->fid);
+			x->ep = NULL;
+		}
+		return fab_errno(rc);
+	}
+	rc = start_progress(x);
+	if (rc) {
+		SFS_LOG(SFS_ERR, "xport", "%s: reset: progress thread: %s",
+			x->proto->name, strerror(-rc));
+		return rc;
+	}
+	SFS_LOG(SFS_INFO, "xport",
+		"%s: new endpoint: the next read connects again",
+		x->proto->name);
+	return 0;
+}
+
 static int fab_open(const struct sfs_xport_proto *p,
 		    const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
 		    char *err, size_t errlen)
@@ -349,6 +539,13 @@ static int fab_open(const struct sfs_xport_proto *p,
 	x->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	atomic_init(&x->next_key, 1);
 	pthread_mutex_init(&x->inflight.lock, NULL);
+	/* A reset must not wait behind a stream of posters. */
+	pthread_rwlockattr_t ra;
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(
+		&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&x->ep_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
 
 	if (!strcmp(p->provider, "efa")) {
 		/* Ask the device, not the instance type, whether it can
@@ -406,58 +603,15 @@ static int fab_open(const struct sfs_xport_proto *p,
 	rc = fi_domain(x->fabric, x->info, &x->domain, NULL);
 	if (rc)
 		goto err_fi;
-	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-	step = "fi_av_open";
-	rc = fi_av_open(x->domain, &av_attr, &x->av, NULL);
-	if (rc)
-		goto err_fi;
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT,
-				     .wait_obj = FI_WAIT_FD};
-	step = "fi_cq_open";
-	x->wait_fd = -1;
-	rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
-	if (!rc && fi_control(&x->cq->fid, FI_GETWAIT, &x->wait_fd)) {
-		fi_close(&x->cq->fid);
-		x->cq = NULL;
-		x->wait_fd = -1;
-		rc = -FI_ENOSYS;
-	}
-	if (rc) {
-		/* No fd to sleep on here: the progress thread polls. */
-		cq_attr.wait_obj = FI_WAIT_NONE;
-		rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
-	}
-	if (rc)
-		goto err_fi;
-	step = "fi_endpoint";
-	rc = fi_endpoint(x->domain, x->info, &x->ep, NULL);
-	if (rc)
-		goto err_fi;
-	step = "fi_ep_bind(av)";
-	rc = fi_ep_bind(x->ep, &x->av->fid, 0);
-	if (rc)
-		goto err_fi;
-	step = "fi_ep_bind(cq)";
-	rc = fi_ep_bind(x->ep, &x->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (rc)
-		goto err_fi;
-	step = "fi_enable";
-	rc = fi_enable(x->ep);
-	if (rc)
-		goto err_fi;
-	x->addr_len = sizeof(x->addr);
-	step = "fi_getname";
-	rc = fi_getname(&x->ep->fid, x->addr, &x->addr_len);
+	rc = open_ep(x, &step);
 	if (rc)
 		goto err_fi;
 
-	rc = pthread_create(&x->thread, NULL, fab_progress, x);
+	rc = start_progress(x);
 	if (rc) {
-		rc = -rc;
 		step = "pthread_create";
 		goto err_msg;
 	}
-	x->thread_started = 1;
 	char mr[96], mm[32];
 	mr_mode_desc(x->mr_mode, mr, sizeof(mr));
 	SFS_LOG(SFS_INFO, "xport",
@@ -717,7 +871,23 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 			return -EINVAL;
 		}
 	}
-	int rc = fi_av_insert(x->av, addr, 1, &fa, 0, NULL);
+	pthread_rwlock_rdlock(&x->ep_lock);
+	pthread_mutex_lock(&x->inflight.lock);
+	int rc = sfs_grow((void **)&x->peers, &x->cap_peers, x->npeers + 1,
+			  sizeof(x->peers[0]));
+	if (!rc) {
+		rc = x->av ? fi_av_insert(x->av, addr, 1, &fa, 0, NULL)
+			   : -FI_ESHUTDOWN;
+		if (rc == 1 && fa != x->npeers) {
+			rc = -FI_EINVAL; /* a table: indexes in order */
+		} else if (rc == 1) {
+			x->peers[x->npeers].len = len;
+			memcpy(x->peers[x->npeers].addr, addr, len);
+			x->npeers++;
+		}
+	}
+	pthread_mutex_unlock(&x->inflight.lock);
+	pthread_rwlock_unlock(&x->ep_lock);
 	if (rc != 1) {
 		SFS_LOG(SFS_ERR, "xport", "%s: fi_av_insert: %s",
 			x->proto->name,
@@ -744,11 +914,25 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 			return -EINVAL;
 		nops += 1 + (rds[i].len - 1) / x->max_msg;
 	}
+	/* A reset or quiesce replaces the endpoint under the write lock;
+	 * once quiesced there is none, and reads are refused. */
+	pthread_rwlock_rdlock(&x->ep_lock);
+	if (!x->ep) {
+		pthread_rwlock_unlock(&x->ep_lock);
+		return -ESHUTDOWN;
+	}
 	r = sfs_xreq_new(&x->inflight, nops, sizeof(struct fab_op), done, arg);
-	if (!r)
+	if (!r) {
+		pthread_rwlock_unlock(&x->ep_lock);
 		return -ENOMEM;
+	}
 
-	uint64_t deadline = sfs_now_ms() + x->timeout_ms;
+	/* The provider answers -FI_EAGAIN while it connects (25 ms on tcp,
+	 * 0.7 s on soft-RoCE) or while it is full.  The first operation
+	 * waits a little, then gives the read back (-EAGAIN, nothing
+	 * posted): the caller queues it and its own deadlines decide.  Once
+	 * part of a read is out, the rest waits up to the timeout. */
+	uint64_t start = sfs_now_ms();
 	for (size_t i = 0; i < n && !status; i++) {
 		const struct sfs_xport_rd *rd = &rds[i];
 		void *desc = rd->lmr ? ((struct fab_mr *)rd->lmr)->desc : NULL;
@@ -762,7 +946,10 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 					     len, desc, peer, rd->raddr + off,
 					     rd->rkey, &op->fctx)) ==
 			       -FI_EAGAIN) {
-				if (sfs_now_ms() > deadline) {
+				uint64_t el = sfs_now_ms() - start;
+				if (!posted && el > FAB_POST_WAIT_MS)
+					break;
+				if (el > x->timeout_ms) {
 					rc = -FI_ETIMEDOUT;
 					break;
 				}
@@ -770,6 +957,10 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 					struct timespec ts = {0, 50000};
 					nanosleep(&ts, NULL);
 				}
+			}
+			if (rc == -FI_EAGAIN) {
+				status = -EAGAIN; /* nothing posted */
+				break;
 			}
 			if (rc) {
 				SFS_LOG(SFS_WARN, "xport",
@@ -784,6 +975,7 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 			off += len;
 		}
 	}
+	pthread_rwlock_unlock(&x->ep_lock);
 	return sfs_xreq_end_post(&x->inflight, r, nops, posted, status);
 }
 
@@ -791,6 +983,7 @@ const struct sfs_xport_ops sfs_fabric_ops = {
 	.name = "fabric",
 	.open = fab_open,
 	.quiesce = fab_quiesce,
+	.reset = fab_reset,
 	.close = fab_close,
 	.info = fab_info,
 	.mr_reg = fab_mr_reg,

@@ -157,6 +157,17 @@ void sfs_xport_quiesce(struct sfs_xport *x)
 		x->ops->quiesce(x);
 }
 
+int sfs_xport_reset(struct sfs_xport *x)
+{
+	return x->ops->reset ? x->ops->reset(x) : -EOPNOTSUPP;
+}
+
+void sfs_xport_peer_remove(struct sfs_xport *x, uint64_t peer)
+{
+	if (x->ops->peer_remove)
+		x->ops->peer_remove(x, peer);
+}
+
 void sfs_xport_info(struct sfs_xport *x, struct sfs_xport_info *info)
 {
 	x->ops->info(x, info);
@@ -233,8 +244,15 @@ int sfs_xport_hello(struct sfs_xport *x, void *buf, size_t *len)
 }
 
 int sfs_xport_accept(struct sfs_xport *x, const void *hello, size_t len,
-		     void *reply, size_t *rlen)
+		     const char *client, void *reply, size_t *rlen)
 {
-	return x->ops->accept ? x->ops->accept(x, hello, len, reply, rlen)
-			      : -EOPNOTSUPP;
+	return x->ops->accept
+		       ? x->ops->accept(x, hello, len, client, reply, rlen)
+		       : -EOPNOTSUPP;
+}
+
+void sfs_xport_hello_abort(struct sfs_xport *x, const void *hello, size_t len)
+{
+	if (x->ops->hello_abort)
+		x->ops->hello_abort(x, hello, len);
 }

@@ -74,9 +74,9 @@ struct sfs_xport_rd {
 
 /*
  * Completion callback: called exactly once per successful
- * sfs_xport_read, from the progress thread (or from sfs_xport_close with
- * -ECANCELED), with 0 or a negative errno.  Must not block for long and
- * must not call sfs_xport_close.
+ * sfs_xport_read, from the progress thread (or with -ECANCELED from
+ * sfs_xport_quiesce, close or reset), with 0 or a negative errno.  Must
+ * not block for long and must not call back into the transport.
  */
 typedef void (*sfs_xport_done_fn)(void *arg, int status);
 
@@ -103,6 +103,26 @@ void sfs_xport_close(struct sfs_xport *x);
  * read may be posted concurrently or afterwards.
  */
 void sfs_xport_quiesce(struct sfs_xport *x);
+
+/*
+ * sfs_xport_reset - drop every connection of @x and start afresh, for a
+ * connection that is wedged (no progress) or broken: reads in flight
+ * complete with -ECANCELED, registrations stay valid.  Peers of backends
+ * without a hello (libfabric) stay valid and the next read connects
+ * again; peers of hello backends (raw verbs) are gone and must be
+ * connected again (sfs_xport_hello, sfs_xport_peer_add).  Reads posted
+ * meanwhile wait for it (bounded by their own timeout).  Returns 0 or
+ * -errno (-EOPNOTSUPP: this backend cannot).  Thread safe, but not with
+ * itself or quiesce.
+ */
+int sfs_xport_reset(struct sfs_xport *x);
+
+/*
+ * sfs_xport_peer_remove - @peer will not be read again: tear down what
+ * belongs to it alone (a raw verbs queue pair; reads in flight on it
+ * fail).  Nothing for libfabric.  Thread safe.
+ */
+void sfs_xport_peer_remove(struct sfs_xport *x, uint64_t peer);
 
 /* sfs_xport_info - fill @info.  Thread safe. */
 void sfs_xport_info(struct sfs_xport *x, struct sfs_xport_info *info);
@@ -162,9 +182,11 @@ int sfs_xport_peer_add(struct sfs_xport *x, const void *addr, size_t len,
  * provider's max_msg_size.  Returns 0 when posted: @done(@arg, status)
  * will then be called once when all of them completed (status is the
  * first error).  Returns -errno when nothing was posted (@done is not
- * called): -ETIMEDOUT when the provider stayed busy past the timeout.
- * Destination memory belongs to the transport until @done runs.
- * Thread safe.
+ * called): -EAGAIN when the provider is busy (connecting, or full) for
+ * a moment: try again soon; -ESHUTDOWN once quiesced; -ETIMEDOUT when
+ * part of the read went out and the provider stayed busy past the
+ * timeout for the rest.  Destination memory belongs to the transport
+ * until @done runs.  Thread safe.
  */
 int sfs_xport_read(struct sfs_xport *x, uint64_t peer,
 		   const struct sfs_xport_rd *rds, size_t n,
@@ -180,15 +202,20 @@ int sfs_xport_read(struct sfs_xport *x, uint64_t peer,
  * sfs_xport_needs_hello - 1 for such backends, 0 otherwise.
  * sfs_xport_hello - replica: up to SFS_XPORT_HELLO_MAX bytes into @buf,
  *   length into *len.  0 or -errno.  Thread safe.
- * sfs_xport_accept - seed: answer @hello with a reply (up to
- *   SFS_XPORT_HELLO_MAX bytes).  0, -EINVAL for a bad hello, -EMFILE
- *   when too many peers are connected, or -errno.  Thread safe.
+ * sfs_xport_accept - seed: answer @hello from @client (its address, for
+ *   limits and logs) with a reply (up to SFS_XPORT_HELLO_MAX bytes).
+ *   0, -EINVAL for a bad hello, -EMFILE when too many peers are
+ *   connected, -EUSERS when @client has too many, or -errno.  Peers that
+ *   went away are found and torn down in the background.  Thread safe.
+ * sfs_xport_hello_abort - replica: @hello will never be answered (the
+ *   exchange failed): free what it set up.  Thread safe.
  */
 #define SFS_XPORT_HELLO_MAX 256
 int sfs_xport_needs_hello(struct sfs_xport *x);
 int sfs_xport_hello(struct sfs_xport *x, void *buf, size_t *len);
 int sfs_xport_accept(struct sfs_xport *x, const void *hello, size_t len,
-		     void *reply, size_t *rlen);
+		     const char *client, void *reply, size_t *rlen);
+void sfs_xport_hello_abort(struct sfs_xport *x, const void *hello, size_t len);
 
 #define SFS_XPORT_AUTO "auto"
 

@@ -34,7 +34,10 @@
 #define VB_WIRE_MAGIC 0x56534653u /* "SFSV" */
 #define VB_WIRE_VERSION 1
 #define VB_WIRE_LEN 44
-#define VB_MAX_PEERS 1024 /* QPs a seed will create */
+#define VB_MAX_PEERS 1024    /* QPs a seed keeps at once */
+#define VB_MAX_PER_CLIENT 32 /* of them for one client address */
+#define VB_CHECK_MS 10000    /* a seed probes its replicas this often */
+#define VB_RECV_TAG 1u	     /* wr_id of receives: (peer << 1) | 1 */
 #define VB_SQ_DEPTH 256
 #define VB_CQ_DEPTH 1024
 #define VB_RD_ATOMIC 16 /* reads in flight per QP, at most */
@@ -53,11 +56,16 @@ struct vb_wire {
 	uint8_t gid[16];
 };
 
+/* A queue pair and its state.  Slots whose qp is NULL are free (a seed
+ * reuses them; a replica never does: its peer ids are indexes). */
 struct vb_peer {
 	struct ibv_qp *qp;
 	uint32_t psn; /* our starting PSN */
 	uint8_t rd_atomic;
 	int connected;
+	char client[64];  /* seed: who asked for it */
+	int probing;	  /* seed: a probe SEND is in flight */
+	atomic_int posts; /* replica: work requests in flight */
 };
 
 struct vb_xport {
@@ -77,9 +85,16 @@ struct vb_xport {
 	struct ibv_comp_channel *chan;
 	struct ibv_cq *cq;
 
+	/* Peers are created under lock; their QPs are destroyed (reset,
+	 * peer_remove, the seed's reclaim) with qp_lock held for writing,
+	 * and posted to with it held for reading. */
 	pthread_mutex_t lock;
+	pthread_rwlock_t qp_lock;
 	size_t npeers, cap_peers; /* protected by lock */
-	struct vb_peer *peers;	  /* protected by lock */
+	struct vb_peer **peers;	  /* protected by lock; each one stays
+				     where it is until close */
+	size_t live;		  /* seed: QPs connected; protected by lock */
+	unsigned int check_ms;	  /* seed: probe period */
 	struct sfs_xreq_list inflight;
 
 	pthread_t thread;
@@ -90,6 +105,8 @@ struct vb_xport {
 	uint8_t addr[VB_WIRE_LEN];
 };
 
+/* Ops are allocated by sfs_xreq_new: pointers, so their low bit is 0. */
+
 struct vb_mr {
 	struct sfs_xport_mr base;
 	struct ibv_mr *mr;
@@ -97,6 +114,7 @@ struct vb_mr {
 
 struct vb_op {
 	struct sfs_xreq *req;
+	struct vb_peer *peer;
 };
 
 #define to_vb(p) ((struct vb_xport *)(p))
@@ -182,28 +200,71 @@ static int wire_get(const void *buf, size_t len, struct vb_wire *w,
 	return 0;
 }
 
-static void vb_drain(struct vb_xport *x)
+/* Keep one receive posted on a replica's QP: the seed's liveness probe
+ * (a zero-byte SEND) lands there. */
+static int post_recv(struct ibv_qp *qp, size_t idx)
+{
+	struct ibv_recv_wr wr = {.wr_id = ((uint64_t)idx << 1) | VB_RECV_TAG,
+				 .num_sge = 0},
+			   *bad;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+static void vb_seed_probe_done(struct vb_xport *x, const struct ibv_wc *wc);
+static void *vb_keeper(void *arg);
+
+/* Take every completion there is.  Returns how many. */
+static int vb_drain(struct vb_xport *x)
 {
 	struct ibv_wc wc[32];
-	int n;
+	int n, total = 0;
+
+	if (!x->cq)
+		return 0;
 
 	while ((n = ibv_poll_cq(x->cq, 32, wc)) > 0) {
+		total += n;
 		for (int i = 0; i < n; i++) {
+			if (wc[i].wr_id & VB_RECV_TAG) {
+				/* A probe from the seed (replica), or the
+				 * answer to ours (seed). */
+				if (x->role == SFS_XPORT_SEED) {
+					vb_seed_probe_done(x, &wc[i]);
+					continue;
+				}
+				size_t idx = (size_t)(wc[i].wr_id >> 1);
+				pthread_mutex_lock(&x->lock);
+				struct vb_peer *p =
+					idx < x->npeers ? x->peers[idx] : NULL;
+				if (p && p->qp && !wc[i].status &&
+				    post_recv(p->qp, idx))
+					SFS_LOG(SFS_WARN, "xport",
+						"rdma: cannot post a receive "
+						"on QP %u",
+						p->qp->qp_num);
+				pthread_mutex_unlock(&x->lock);
+				continue;
+			}
 			struct vb_op *op =
 				(struct vb_op *)(uintptr_t)wc[i].wr_id;
 			int st = vb_wc_errno(wc[i].status);
 			if (st && atomic_load(&op->req->status) == 0)
-				SFS_LOG(SFS_WARN, "xport",
+				SFS_LOG(wc[i].status == IBV_WC_WR_FLUSH_ERR
+						? SFS_DEBUG
+						: SFS_WARN,
+					"xport",
 					"rdma: read on QP %u failed: %s "
 					"(vendor error 0x%x)",
 					wc[i].qp_num,
 					ibv_wc_status_str(wc[i].status),
 					wc[i].vendor_err);
+			atomic_fetch_sub(&op->peer->posts, 1);
 			sfs_xreq_put(&x->inflight, op->req, 1, st);
 		}
 	}
 	if (n < 0)
 		SFS_LOG(SFS_WARN, "xport", "rdma: ibv_poll_cq failed");
+	return total;
 }
 
 /* Replica progress: sleep on the completion channel, drain the CQ. */
@@ -226,6 +287,90 @@ static void *vb_progress(void *arg)
 		vb_drain(x);
 	}
 	return NULL;
+}
+
+static void vb_stop_thread(struct vb_xport *x)
+{
+	if (x->thread_started) {
+		atomic_store(&x->stop, 1);
+		pthread_join(x->thread, NULL);
+		x->thread_started = 0;
+	}
+}
+
+static int vb_start_thread(struct vb_xport *x, void *(*fn)(void *))
+{
+	atomic_store(&x->stop, 0);
+	int rc = pthread_create(&x->thread, NULL, fn, x);
+	if (!rc)
+		x->thread_started = 1;
+	return -rc;
+}
+
+/*
+ * Tear down the QPs of @p[0..n) (x->qp_lock held for writing, no
+ * progress thread): to the error state, so the device flushes what is
+ * posted; completions taken (bounded wait); destroyed; then taken again.
+ * Whatever never completed is cancelled by the caller.
+ */
+static void destroy_qps(struct vb_xport *x, struct vb_peer **p, size_t n)
+{
+	struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+	uint64_t until = sfs_now_ms() + 1000;
+	int busy = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (p[i]->qp && ibv_modify_qp(p[i]->qp, &err, IBV_QP_STATE))
+			SFS_LOG(SFS_WARN, "xport",
+				"rdma: QP %u to the error state: %s",
+				p[i]->qp->qp_num, strerror(errno));
+	do {
+		vb_drain(x);
+		busy = 0;
+		for (size_t i = 0; i < n; i++)
+			busy += p[i]->qp && atomic_load(&p[i]->posts) > 0;
+		if (busy) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	} while (busy && sfs_now_ms() < until);
+	for (size_t i = 0; i < n; i++) {
+		if (p[i]->qp && ibv_destroy_qp(p[i]->qp))
+			SFS_LOG(SFS_WARN, "xport", "rdma: ibv_destroy_qp: %s",
+				strerror(errno));
+		pthread_mutex_lock(&x->lock);
+		if (p[i]->qp && p[i]->connected && x->live)
+			x->live--;
+		p[i]->qp = NULL;
+		p[i]->connected = 0;
+		p[i]->probing = 0;
+		pthread_mutex_unlock(&x->lock);
+	}
+	vb_drain(x);
+}
+
+/* Every peer there is now (x->qp_lock held for writing: none is
+ * destroyed meanwhile; new ones may be added).  [new] or NULL. */
+static struct vb_peer **snapshot(struct vb_xport *x, size_t *n)
+{
+	pthread_mutex_lock(&x->lock);
+	struct vb_peer **p = malloc((x->npeers ? x->npeers : 1) * sizeof(*p));
+	*n = p ? x->npeers : 0;
+	if (p)
+		memcpy(p, x->peers, *n * sizeof(*p));
+	pthread_mutex_unlock(&x->lock);
+	return p;
+}
+
+static void destroy_all(struct vb_xport *x)
+{
+	size_t n;
+	pthread_rwlock_wrlock(&x->qp_lock);
+	struct vb_peer **p = snapshot(x, &n);
+	if (p)
+		destroy_qps(x, p, n);
+	free(p);
+	pthread_rwlock_unlock(&x->qp_lock);
 }
 
 /* Best GID of @port: RoCE v2 with the IPv4 address @node if given, else
@@ -319,21 +464,59 @@ static void vb_quiesce(struct sfs_xport *base)
 {
 	struct vb_xport *x = to_vb(base);
 
-	if (x->thread_started) {
-		atomic_store(&x->stop, 1);
-		pthread_join(x->thread, NULL);
-		x->thread_started = 0;
-	}
+	vb_stop_thread(x);
 	/* Destroyed QPs write nothing more into our memory. */
+	destroy_all(x);
+	sfs_xreq_cancel_all(&x->inflight);
+}
+
+/* Replica: every QP goes; peers must connect again (a new hello). */
+static int vb_reset(struct sfs_xport *base)
+{
+	struct vb_xport *x = to_vb(base);
+
+	if (x->role != SFS_XPORT_REPLICA)
+		return -EOPNOTSUPP;
+	vb_stop_thread(x);
+	destroy_all(x);
+	sfs_xreq_cancel_all(&x->inflight);
+	int rc = vb_start_thread(x, vb_progress);
+	if (rc)
+		SFS_LOG(SFS_ERR, "xport", "rdma: reset: progress thread: %s",
+			strerror(-rc));
+	else
+		SFS_LOG(SFS_INFO, "xport",
+			"rdma: queue pairs torn down: peers connect again");
+	return rc;
+}
+
+static void vb_peer_remove(struct sfs_xport *base, uint64_t peer)
+{
+	struct vb_xport *x = to_vb(base);
+
+	pthread_rwlock_wrlock(&x->qp_lock);
 	pthread_mutex_lock(&x->lock);
-	for (size_t i = 0; i < x->npeers; i++) {
-		if (x->peers[i].qp && ibv_destroy_qp(x->peers[i].qp))
+	struct vb_peer *p = peer < x->npeers ? x->peers[peer] : NULL;
+	pthread_mutex_unlock(&x->lock);
+	if (p && p->qp) {
+		SFS_LOG(SFS_DEBUG, "xport", "rdma: QP %u released",
+			p->qp->qp_num);
+		/* The progress thread takes the flushed completions. */
+		struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+		ibv_modify_qp(p->qp, &err, IBV_QP_STATE);
+		for (int i = 0; i < 1000 && atomic_load(&p->posts) > 0; i++) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+		if (ibv_destroy_qp(p->qp))
 			SFS_LOG(SFS_WARN, "xport", "rdma: ibv_destroy_qp: %s",
 				strerror(errno));
-		x->peers[i].qp = NULL;
+		pthread_mutex_lock(&x->lock);
+		p->qp = NULL;
+		p->connected = 0;
+		pthread_mutex_unlock(&x->lock);
 	}
-	pthread_mutex_unlock(&x->lock);
-	sfs_xreq_cancel_all(&x->inflight);
+	pthread_rwlock_unlock(&x->qp_lock);
 }
 
 static void vb_close(struct sfs_xport *base)
@@ -353,8 +536,11 @@ static void vb_close(struct sfs_xport *base)
 			strerror(errno));
 	if (x->ctx)
 		ibv_close_device(x->ctx);
+	for (size_t i = 0; i < x->npeers; i++)
+		free(x->peers[i]);
 	free(x->peers);
 	pthread_mutex_destroy(&x->lock);
+	pthread_rwlock_destroy(&x->qp_lock);
 	pthread_mutex_destroy(&x->inflight.lock);
 	free(x);
 }
@@ -392,6 +578,17 @@ static int vb_open(const struct sfs_xport_proto *p,
 	x->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	pthread_mutex_init(&x->lock, NULL);
 	pthread_mutex_init(&x->inflight.lock, NULL);
+	pthread_rwlockattr_t ra;
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(
+		&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&x->qp_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	const char *ck = getenv("SEEDFS_RDMA_PEER_CHECK_MS");
+	uint64_t v;
+	x->check_ms = ck && !sfs_parse_u64(ck, &v) && v >= 100 && v <= 3600000
+			      ? (unsigned int)v
+			      : VB_CHECK_MS;
 
 	rc = vb_pick_device(x, cfg->node, why, sizeof(why));
 	if (rc) {
@@ -413,12 +610,11 @@ static int vb_open(const struct sfs_xport_proto *p,
 	step = "ibv_req_notify_cq";
 	if ((errno = ibv_req_notify_cq(x->cq, 0)))
 		goto err_step;
-	if (x->role == SFS_XPORT_REPLICA) {
-		step = "pthread_create";
-		if ((errno = pthread_create(&x->thread, NULL, vb_progress, x)))
-			goto err_step;
-		x->thread_started = 1;
-	}
+	step = "pthread_create";
+	if ((errno = -vb_start_thread(x, x->role == SFS_XPORT_REPLICA
+						 ? vb_progress
+						 : vb_keeper)))
+		goto err_step;
 	struct vb_wire w;
 	local_wire(x, &w, 1, 0, 1, 0);
 	wire_put(&w, x->addr);
@@ -512,8 +708,13 @@ static void vb_mr_export(const struct sfs_xport_mr *base, uint64_t *raddr,
 	*key = m->mr->rkey;
 }
 
-/* A new QP in INIT, remembered as peer *idx (c->lock held). */
-static int new_qp(struct vb_xport *x, int remote_read, size_t *idx)
+/*
+ * A new QP in INIT, remembered as peer *idx (x->lock held).  A seed
+ * reuses the slot of a QP it tore down; a replica's peer ids are never
+ * reused.  @client: who asked (seed), counted against its limit.
+ */
+static int new_qp(struct vb_xport *x, int remote_read, const char *client,
+		  size_t *idx)
 {
 	struct ibv_qp_init_attr ia = {
 		.send_cq = x->cq,
@@ -522,7 +723,7 @@ static int new_qp(struct vb_xport *x, int remote_read, size_t *idx)
 		.sq_sig_all = 0,
 		.cap = {.max_send_wr = (uint32_t)SFS_MIN(VB_SQ_DEPTH,
 							 x->dattr.max_qp_wr),
-			.max_recv_wr = 1,
+			.max_recv_wr = 2,
 			.max_send_sge = 1,
 			.max_recv_sge = 1},
 	};
@@ -531,36 +732,63 @@ static int new_qp(struct vb_xport *x, int remote_read, size_t *idx)
 		.pkey_index = 0,
 		.port_num = x->port,
 		.qp_access_flags = remote_read ? IBV_ACCESS_REMOTE_READ : 0};
-	struct vb_peer *p;
+	struct vb_peer *p = NULL;
+	size_t slot = x->npeers, mine = 0, used = 0;
 	uint32_t psn;
 
-	if (x->npeers >= VB_MAX_PEERS)
+	for (size_t i = 0; i < x->npeers; i++) {
+		struct vb_peer *q = x->peers[i];
+		if (q->qp) {
+			used++;
+			mine += client && !strcmp(q->client, client);
+		} else if (x->role == SFS_XPORT_SEED && slot == x->npeers) {
+			slot = i;
+		}
+	}
+	if (used >= VB_MAX_PEERS)
 		return -EMFILE;
-	if (sfs_grow((void **)&x->peers, &x->cap_peers, x->npeers + 1,
-		     sizeof(x->peers[0])))
-		return -ENOMEM;
+	if (client && mine >= VB_MAX_PER_CLIENT)
+		return -EUSERS;
+	if (slot == x->npeers) {
+		if (sfs_grow((void **)&x->peers, &x->cap_peers, x->npeers + 1,
+			     sizeof(x->peers[0])) ||
+		    !(p = calloc(1, sizeof(*p))))
+			return -ENOMEM;
+	} else {
+		p = x->peers[slot];
+	}
 	struct ibv_qp *qp = ibv_create_qp(x->pd, &ia);
-	if (!qp)
+	if (!qp) {
+		if (slot == x->npeers)
+			free(p);
 		return errno ? -errno : -EIO;
+	}
 	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				  IBV_QP_ACCESS_FLAGS)) {
+				  IBV_QP_ACCESS_FLAGS) ||
+	    (x->role == SFS_XPORT_REPLICA && post_recv(qp, slot))) {
 		int rc = errno ? -errno : -EIO;
 		ibv_destroy_qp(qp);
+		if (slot == x->npeers)
+			free(p);
 		return rc;
 	}
 	if (getrandom(&psn, sizeof(psn), 0) != sizeof(psn))
 		psn = (uint32_t)sfs_now_ns();
-	p = &x->peers[x->npeers];
 	memset(p, 0, sizeof(*p));
 	p->qp = qp;
 	p->psn = psn & 0xffffff;
-	*idx = x->npeers++;
+	snprintf(p->client, sizeof(p->client), "%s", client ? client : "");
+	if (slot == x->npeers)
+		x->peers[x->npeers++] = p;
+	*idx = slot;
 	return 0;
 }
 
 /* INIT -> RTR -> RTS towards @w; @rd_in is what we accept in flight,
- * @rd_out what we keep in flight. */
+ * @rd_out what we keep in flight.  A seed's probes retry a receiver
+ * that is not ready a few times only (rnr 6), so a replica that stopped
+ * taking them is found too. */
 static int connect_qp(struct vb_xport *x, struct vb_peer *p,
 		      const struct vb_wire *w, uint8_t rd_in, uint8_t rd_out)
 {
@@ -590,7 +818,7 @@ static int connect_qp(struct vb_xport *x, struct vb_peer *p,
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14; /* 4.096 us * 2^14 = 67 ms per try */
 	a.retry_cnt = 7;
-	a.rnr_retry = 7;
+	a.rnr_retry = x->role == SFS_XPORT_SEED ? 6 : 7;
 	a.sq_psn = p->psn;
 	a.max_rd_atomic = rd_out;
 	if (ibv_modify_qp(p->qp, &a,
@@ -613,11 +841,11 @@ static int vb_hello(struct sfs_xport *base, void *buf, size_t *len)
 	if (*len < VB_WIRE_LEN)
 		return -ENOSPC;
 	pthread_mutex_lock(&x->lock);
-	rc = new_qp(x, 0, &idx);
+	rc = new_qp(x, 0, NULL, &idx);
 	if (!rc) {
 		uint8_t rd = (uint8_t)SFS_MIN(VB_RD_ATOMIC,
 					      x->dattr.max_qp_init_rd_atom);
-		local_wire(x, &w, x->peers[idx].qp->qp_num, x->peers[idx].psn,
+		local_wire(x, &w, x->peers[idx]->qp->qp_num, x->peers[idx]->psn,
 			   rd ? rd : 1, 0);
 	}
 	pthread_mutex_unlock(&x->lock);
@@ -631,8 +859,28 @@ static int vb_hello(struct sfs_xport *base, void *buf, size_t *len)
 	return 0;
 }
 
+/* The replica's own hello that got no answer: its QP goes. */
+static void vb_hello_abort(struct sfs_xport *base, const void *hello,
+			   size_t len)
+{
+	struct vb_xport *x = to_vb(base);
+	struct vb_wire w;
+	const char *bad;
+	if (wire_get(hello, len, &w, &bad))
+		return;
+	pthread_mutex_lock(&x->lock);
+	size_t found = x->npeers;
+	for (size_t i = 0; i < x->npeers; i++)
+		if (x->peers[i]->qp && !x->peers[i]->connected &&
+		    x->peers[i]->qp->qp_num == w.qpn)
+			found = i;
+	pthread_mutex_unlock(&x->lock);
+	if (found < x->npeers)
+		vb_peer_remove(base, found);
+}
+
 static int vb_accept(struct sfs_xport *base, const void *hello, size_t len,
-		     void *reply, size_t *rlen)
+		     const char *client, void *reply, size_t *rlen)
 {
 	struct vb_xport *x = to_vb(base);
 	struct vb_wire in, w;
@@ -641,7 +889,8 @@ static int vb_accept(struct sfs_xport *base, const void *hello, size_t len,
 	int rc;
 
 	if ((rc = wire_get(hello, len, &in, &bad))) {
-		SFS_LOG(SFS_WARN, "xport", "rdma: bad hello: field %s", bad);
+		SFS_LOG(SFS_WARN, "xport", "rdma: bad hello from %s: field %s",
+			client ? client : "?", bad);
 		return rc;
 	}
 	if (*rlen < VB_WIRE_LEN)
@@ -649,24 +898,107 @@ static int vb_accept(struct sfs_xport *base, const void *hello, size_t len,
 	uint8_t rd_in = (uint8_t)SFS_MIN(VB_RD_ATOMIC, x->dattr.max_qp_rd_atom);
 	rd_in = rd_in ? rd_in : 1;
 	pthread_mutex_lock(&x->lock);
-	rc = new_qp(x, 1, &idx);
+	rc = new_qp(x, 1, client ? client : "", &idx);
 	if (!rc) {
-		rc = connect_qp(x, &x->peers[idx], &in, rd_in, 1);
-		if (!rc)
-			local_wire(x, &w, x->peers[idx].qp->qp_num,
-				   x->peers[idx].psn, rd_in, in.qpn);
+		rc = connect_qp(x, x->peers[idx], &in, rd_in, 1);
+		if (!rc) {
+			local_wire(x, &w, x->peers[idx]->qp->qp_num,
+				   x->peers[idx]->psn, rd_in, in.qpn);
+			x->live++;
+		} else {
+			ibv_destroy_qp(x->peers[idx]->qp);
+			x->peers[idx]->qp = NULL;
+		}
 	}
+	size_t live = x->live;
 	pthread_mutex_unlock(&x->lock);
 	if (rc) {
-		SFS_LOG(SFS_WARN, "xport", "rdma: cannot accept QP %u: %s",
-			in.qpn, strerror(-rc));
+		SFS_LOG(SFS_WARN, "xport",
+			"rdma: cannot accept QP %u from %s: %s", in.qpn,
+			client ? client : "?",
+			rc == -EUSERS ? "too many queue pairs for this client"
+				      : strerror(-rc));
 		return rc;
 	}
-	SFS_LOG(SFS_INFO, "xport", "rdma: QP %u connected to replica QP %u",
-		w.qpn, in.qpn);
+	SFS_LOG(SFS_INFO, "xport",
+		"rdma: QP %u connected to replica QP %u of %s (%zu connected)",
+		w.qpn, in.qpn, client ? client : "?", live);
 	wire_put(&w, reply);
 	*rlen = VB_WIRE_LEN;
 	return 0;
+}
+
+/*
+ * The seed's side of a probe: a zero-byte SEND to every connected
+ * replica each check period.  A replica that is alive has a receive
+ * posted and the SEND completes; one that went away (its QP destroyed,
+ * its host gone) fails it (retries exceeded), and its QP is torn down so
+ * its slot serves a new replica.  Runs on the keeper thread.
+ */
+static void vb_seed_probe_done(struct vb_xport *x, const struct ibv_wc *wc)
+{
+	size_t idx = (size_t)(wc->wr_id >> 1);
+	pthread_mutex_lock(&x->lock);
+	struct vb_peer *p = idx < x->npeers ? x->peers[idx] : NULL;
+	if (p && p->probing) {
+		p->probing = 0;
+		if (wc->status != IBV_WC_SUCCESS) {
+			p->probing = -1; /* dead: torn down by the keeper */
+			SFS_LOG(SFS_INFO, "xport",
+				"rdma: replica of QP %u (%s) is gone (%s): its "
+				"queue pair is released",
+				wc->qp_num, p->client,
+				ibv_wc_status_str(wc->status));
+		}
+	}
+	pthread_mutex_unlock(&x->lock);
+}
+
+static void *vb_keeper(void *arg)
+{
+	struct vb_xport *x = arg;
+	uint64_t next = sfs_now_ms() + x->check_ms;
+
+	while (!atomic_load(&x->stop)) {
+		struct timespec ts = {0, 20000000};
+		nanosleep(&ts, NULL);
+		vb_drain(x);
+		/* Tear down the dead ones. */
+		pthread_rwlock_wrlock(&x->qp_lock);
+		pthread_mutex_lock(&x->lock);
+		for (size_t i = 0; i < x->npeers; i++) {
+			struct vb_peer *p = x->peers[i];
+			if (p->qp && p->probing < 0) {
+				ibv_destroy_qp(p->qp);
+				p->qp = NULL;
+				p->connected = 0;
+				p->probing = 0;
+				x->live--;
+			}
+		}
+		pthread_mutex_unlock(&x->lock);
+		pthread_rwlock_unlock(&x->qp_lock);
+		if (sfs_now_ms() < next)
+			continue;
+		next = sfs_now_ms() + x->check_ms;
+		pthread_mutex_lock(&x->lock);
+		for (size_t i = 0; i < x->npeers; i++) {
+			struct vb_peer *p = x->peers[i];
+			if (!p->qp || !p->connected || p->probing)
+				continue;
+			struct ibv_send_wr wr = {.wr_id = ((uint64_t)i << 1) |
+							  VB_RECV_TAG,
+						 .num_sge = 0,
+						 .opcode = IBV_WR_SEND,
+						 .send_flags =
+							 IBV_SEND_SIGNALED},
+					   *bad;
+			if (ibv_post_send(p->qp, &wr, &bad) == 0)
+				p->probing = 1;
+		}
+		pthread_mutex_unlock(&x->lock);
+	}
+	return NULL;
 }
 
 static int vb_peer_add(struct sfs_xport *base, const void *addr, size_t len,
@@ -687,7 +1019,7 @@ static int vb_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 	rc = -ENOENT;
 	pthread_mutex_lock(&x->lock);
 	for (size_t i = 0; i < x->npeers; i++) {
-		struct vb_peer *p = &x->peers[i];
+		struct vb_peer *p = x->peers[i];
 		if (p->connected || !p->qp || p->qp->qp_num != w.peer_qpn)
 			continue;
 		uint8_t rd = (uint8_t)SFS_MIN(
@@ -713,15 +1045,9 @@ static int vb_read(struct sfs_xport *base, uint64_t peer,
 	struct vb_xport *x = to_vb(base);
 	uint64_t max = x->pattr.max_msg_sz ? x->pattr.max_msg_sz : (1u << 30);
 	size_t nops = 0, posted = 0;
-	struct ibv_qp *qp = NULL;
+	struct vb_peer *p = NULL;
 	int status = 0;
 
-	pthread_mutex_lock(&x->lock);
-	if (peer < x->npeers && x->peers[peer].connected)
-		qp = x->peers[peer].qp;
-	pthread_mutex_unlock(&x->lock);
-	if (!qp)
-		return -ENOTCONN;
 	for (size_t i = 0; i < n; i++) {
 		if (rds[i].len == 0)
 			continue;
@@ -729,10 +1055,22 @@ static int vb_read(struct sfs_xport *base, uint64_t peer,
 			return -EINVAL;
 		nops += 1 + (rds[i].len - 1) / max;
 	}
+	/* Held while posting: the QP is not destroyed meanwhile. */
+	pthread_rwlock_rdlock(&x->qp_lock);
+	pthread_mutex_lock(&x->lock);
+	if (peer < x->npeers && x->peers[peer]->connected)
+		p = x->peers[peer];
+	pthread_mutex_unlock(&x->lock);
+	if (!p) {
+		pthread_rwlock_unlock(&x->qp_lock);
+		return -ENOTCONN;
+	}
 	struct sfs_xreq *r = sfs_xreq_new(&x->inflight, nops,
 					  sizeof(struct vb_op), done, arg);
-	if (!r)
+	if (!r) {
+		pthread_rwlock_unlock(&x->qp_lock);
 		return -ENOMEM;
+	}
 	uint64_t deadline = sfs_now_ms() + x->timeout_ms;
 	for (size_t i = 0; i < n && !status; i++) {
 		const struct sfs_xport_rd *rd = &rds[i];
@@ -741,6 +1079,7 @@ static int vb_read(struct sfs_xport *base, uint64_t peer,
 			size_t len = (size_t)SFS_MIN(rd->len - off, max);
 			struct vb_op *op = sfs_xreq_op(r, posted, sizeof(*op));
 			op->req = r;
+			op->peer = p;
 			struct ibv_sge sge = {
 				.addr = (uint64_t)(uintptr_t)rd->local + off,
 				.length = (uint32_t)len,
@@ -756,8 +1095,10 @@ static int vb_read(struct sfs_xport *base, uint64_t peer,
 						  .rkey = (uint32_t)rd->rkey}},
 				*bad;
 			int rc;
+			atomic_fetch_add(&p->posts, 1);
 			/* A full send queue drains as reads complete. */
-			while ((rc = ibv_post_send(qp, &wr, &bad)) == ENOMEM) {
+			while ((rc = ibv_post_send(p->qp, &wr, &bad)) ==
+			       ENOMEM) {
 				if (sfs_now_ms() > deadline) {
 					rc = ETIMEDOUT;
 					break;
@@ -766,6 +1107,7 @@ static int vb_read(struct sfs_xport *base, uint64_t peer,
 				nanosleep(&ts, NULL);
 			}
 			if (rc) {
+				atomic_fetch_sub(&p->posts, 1);
 				SFS_LOG(SFS_WARN, "xport",
 					"rdma: ibv_post_send(%zu bytes at "
 					"0x%llx): %s",
@@ -779,6 +1121,7 @@ static int vb_read(struct sfs_xport *base, uint64_t peer,
 			off += len;
 		}
 	}
+	pthread_rwlock_unlock(&x->qp_lock);
 	return sfs_xreq_end_post(&x->inflight, r, nops, posted, status);
 }
 
@@ -786,6 +1129,8 @@ const struct sfs_xport_ops sfs_verbs_ops = {
 	.name = "verbs",
 	.open = vb_open,
 	.quiesce = vb_quiesce,
+	.reset = vb_reset,
+	.peer_remove = vb_peer_remove,
 	.close = vb_close,
 	.info = vb_info,
 	.mr_reg = vb_mr_reg,
@@ -794,5 +1139,6 @@ const struct sfs_xport_ops sfs_verbs_ops = {
 	.peer_add = vb_peer_add,
 	.hello = vb_hello,
 	.accept = vb_accept,
+	.hello_abort = vb_hello_abort,
 	.read = vb_read,
 };

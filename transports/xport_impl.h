@@ -17,6 +17,10 @@ struct sfs_xport_ops {
 		    const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
 		    char *err, size_t errlen);
 	void (*quiesce)(struct sfs_xport *x);
+	/* Optional (NULL: -EOPNOTSUPP): see sfs_xport_reset. */
+	int (*reset)(struct sfs_xport *x);
+	/* Optional (NULL: nothing to tear down). */
+	void (*peer_remove)(struct sfs_xport *x, uint64_t peer);
 	void (*close)(struct sfs_xport *x);
 	void (*info)(struct sfs_xport *x, struct sfs_xport_info *info);
 	int (*mr_reg)(struct sfs_xport *x, void *buf, size_t len,
@@ -36,7 +40,8 @@ struct sfs_xport_ops {
 	/* Optional (NULL: no exchange needed): see sfs_xport_hello. */
 	int (*hello)(struct sfs_xport *x, void *buf, size_t *len);
 	int (*accept)(struct sfs_xport *x, const void *hello, size_t len,
-		      void *reply, size_t *rlen);
+		      const char *client, void *reply, size_t *rlen);
+	void (*hello_abort)(struct sfs_xport *x, const void *hello, size_t len);
 	int (*read)(struct sfs_xport *x, uint64_t peer,
 		    const struct sfs_xport_rd *rds, size_t n,
 		    sfs_xport_done_fn done, void *arg);

@@ -29,7 +29,7 @@ pulled=$(val bytes_pulled)
 # Every remote byte once (small files travel inline in the manifest).
 [ "$pulled" -le "$total" ] && [ "$pulled" -ge $((total - (1 << 20))) ] ||
 	fail "bytes_pulled $pulled for $total bytes"
-[ "$(val errors_pull)" -eq 0 ] || fail "pull errors"
+[ "$(val errors_transport)" -eq 0 ] || fail "pull errors"
 grep -q "^seed: $HOST:$SEED_PORT (reachable)$" "$S" || fail "status seed line"
 grep -q "^protocol: tcp (tcp;ofi_rxm)$" "$S" || fail "status protocol line"
 grep -q "^model: m generation 1 files" "$S" || fail "status model line"

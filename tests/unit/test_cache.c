@@ -148,7 +148,7 @@ START_TEST(single_flight)
 	ck_assert_uint_eq(st.pulls, NCHUNKS);
 	ck_assert_uint_eq(st.bytes_pulled, data_len);
 	ck_assert_uint_eq(st.hits + st.misses, 8 * NCHUNKS);
-	ck_assert_uint_eq(st.errors, 0);
+	ck_assert_uint_eq(st.errors_transport, 0);
 	sfs_cache_free(c);
 }
 END_TEST

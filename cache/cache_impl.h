@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache_impl.h - what the files of the cache share: its structures and
+ * the calls between them.  Only cache/ includes this.
+ *
+ *   cache.c  the API: sources, get, put, prefetch, retire, stats, and
+ *            the disk tier's threads
+ *   peer.c   connections: the pull queues, posting, completions,
+ *            deadlines, throughput, reconnects (the worker thread)
+ *   slab.c   the memory: mapped once, registered in segments, the
+ *            later ones in the background
+ *
+ * Life of a chunk:
+ *
+ *   FREE -> DISK (a disk thread looks for it) -> READY
+ *             \-> QUEUED (not on disk)
+ *   FREE -> QUEUED (on its peer's demand or ahead list)
+ *        -> LOADING (posted: the transport owns its memory until the
+ *           callback) -> READY (verified) | FAILED
+ *
+ * READY chunks nobody pins are on the LRU; FAILED ones are freed when
+ * the last pin goes.  Every field marked so is protected by c->lock.
+ */
+#ifndef SFS_CACHE_IMPL_H
+#define SFS_CACHE_IMPL_H
+
+#include "cache/cache.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sfs_disk_src;
+struct sfs_xport_mr;
+
+enum chunk_state {
+	CH_FREE,
+	CH_DISK,    /* queued for, or being read by, a disk thread */
+	CH_QUEUED,  /* waiting for a transport slot of its peer */
+	CH_LOADING, /* posted: owned by the transport until its callback */
+	CH_READY,
+	CH_FAILED,
+};
+
+/* Every field is protected by c->lock, except data and mr (fixed when
+ * its segment is ready). */
+struct sfs_chunk {
+	struct sfs_cache *c;
+	uint8_t *data;		 /* this slot's memory */
+	struct sfs_xport_mr *mr; /* its segment's registration */
+	uint32_t src, region;
+	uint64_t idx;
+	uint32_t len;
+	int retried; /* a checksum mismatch was pulled again once */
+	enum chunk_state state;
+	int refs; /* readers pinning it */
+	int err;
+	int demand;	 /* QUEUED or DISK: a reader waits for it */
+	uint32_t peer;	 /* QUEUED, LOADING: index into c->peers */
+	uint64_t seq;	 /* LOADING: post order on its peer */
+	uint64_t posted_ms;
+	uint64_t overtaken_ms;	 /* LOADING: a later post completed first */
+	int disk_op;		 /* DISK_LOAD or DISK_STORE while queued */
+	struct sfs_chunk *dnext; /* disk queue */
+	struct sfs_chunk *hnext; /* hash chain */
+	/* LRU (READY, unpinned), free list, a peer's queue (QUEUED) or its
+	 * list of posted chunks (LOADING) */
+	struct sfs_chunk *prev, *next;
+};
+
+struct list {
+	struct sfs_chunk *head, *tail;
+};
+
+struct cache_source {
+	uint32_t peer; /* index into c->peers */
+	char *label;
+	size_t nregions;
+	struct sfs_cache_region *regions;
+	int retired;		   /* protected by c->lock */
+	struct sfs_disk_src *disk; /* protected by c->lock; NULL: memory only */
+};
+
+/* The connection to one seed, shared by every source read through it.
+ * Protected by c->lock. */
+struct cache_peer {
+	uint64_t id; /* the transport's */
+	char label[160];
+	enum sfs_peer_state state;
+	int err;		/* not UP: why */
+	uint64_t since_ms;	/* in this state since */
+	uint64_t down_until_ms; /* DOWN: then one read probes */
+	unsigned int failures;	/* stalls and failed reconnects since the
+				   last pull that completed */
+	int repair;		/* a reconnect is wanted */
+	int repairing;		/* the worker is at it */
+	uint64_t repair_after_ms;
+	const char *why; /* what asked for the reconnect */
+	struct list demand, ahead, loading;
+	size_t queued;
+	unsigned int inflight, window;
+	uint64_t busy_until_ms; /* the provider said "busy": not before */
+	uint64_t post_seq;
+	uint64_t last_done_ms; /* a pull completed (any outcome) */
+	uint64_t last_ok_ms;   /* a pull completed with the bytes */
+	uint64_t silent_since; /* the control port has been silent */
+	uint64_t busy_ns, busy_mark_ns, busy_bytes;
+	double rate; /* bytes/s while busy */
+	size_t sources;	 /* not retired */
+	int removed;	 /* removed from the transport */
+};
+
+enum { DISK_LOAD = 1, DISK_STORE };
+#define DISK_THREADS 2
+
+struct cache_seg {
+	uint8_t *base;
+	size_t len;
+	struct sfs_xport_mr *mr;
+	int ready;
+};
+
+struct sfs_cache {
+	struct sfs_xport *x;
+	uint8_t *slab;
+	size_t slab_len;
+	uint32_t chunk_size;
+	unsigned int chunk_shift;
+	unsigned int timeout_ms;
+	int verify; /* check pulled chunks against the seed's checksums */
+	int (*reconnect)(void *arg, uint64_t peer, uint64_t *new_peer);
+	void *reconnect_arg;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* any chunk changed state, was put, or a peer
+				changed state */
+	size_t nslots;
+	struct sfs_chunk *slots;
+	size_t nbuckets;		/* power of two */
+	struct sfs_chunk **buckets;	/* protected by lock */
+	struct list lru;		/* protected by lock */
+	struct list free;		/* protected by lock */
+	size_t nfree;			/* protected by lock */
+	size_t loading;			/* protected by lock */
+	size_t nsources, cap_sources;	/* protected by lock */
+	struct cache_source **sources;	/* protected by lock; each stays */
+	size_t npeers, cap_peers;	/* protected by lock */
+	struct cache_peer **peers;	/* protected by lock; each stays */
+	struct sfs_cache_stats st;	/* protected by lock */
+	int stopping;			/* protected by lock */
+
+	/* The slab's segments; segs[i].ready and ready_bytes protected by
+	 * lock. */
+	size_t nsegs;
+	struct cache_seg *segs;
+	uint64_t ready_bytes;
+	pthread_t grower;
+	int grower_started;
+
+	/* The worker: posts what completions made room for, reconnects. */
+	pthread_cond_t work_cond; /* protected by lock */
+	int work;		  /* protected by lock: something to do */
+	pthread_t worker;
+	int worker_started;
+
+	/* The disk tier: its queues are protected by lock. */
+	struct sfs_disk *disk;
+	pthread_cond_t disk_cond; /* a queue grew, or stop */
+	struct sfs_chunk *dl_head, *dl_tail; /* loads: before stores */
+	struct sfs_chunk *ds_head, *ds_tail; /* stores */
+	size_t dq_stores; /* STOREs queued or being written */
+	size_t nthreads;
+	pthread_t threads[DISK_THREADS];
+};
+
+/* list.c-style helpers (cache.c) */
+void sfs_list_del(struct list *l, struct sfs_chunk *ch);
+void sfs_list_add_tail(struct list *l, struct sfs_chunk *ch);
+void sfs_list_add_head(struct list *l, struct sfs_chunk *ch);
+
+/* cache.c: a chunk nobody pins any more goes to the LRU, or is freed if
+ * failed (c->lock held). */
+void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch);
+/* cache.c: the disk tier stores a freshly pulled chunk (c->lock held). */
+void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch);
+
+/* peer.c: 0 when every checksum chunk of @ch matches the seed's, else
+ * -EBADMSG (logged naming @label, unless NULL).  Runs outside the lock:
+ * the slot is owned by its pull or disk load, @r is a copy. */
+int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
+		     const struct sfs_cache_region *r, const char *label);
+
+/* peer.c (c->lock held unless said) */
+int sfs_peer_find_or_add(struct sfs_cache *c, uint64_t id, const char *label,
+			 uint32_t *idx);
+/* Queue @ch (hashed, state FREE or DISK) on its source's peer. */
+void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand);
+/* A reader now waits for @ch: move it before the read-ahead. */
+void sfs_peer_promote(struct sfs_cache *c, struct sfs_chunk *ch);
+/* Post what the windows allow; drops the lock while posting. */
+void sfs_peer_pump(struct sfs_cache *c);
+/* 0 when a read may use peer @p now, else its error (DOWN). */
+int sfs_peer_usable(struct sfs_cache *c, struct cache_peer *p);
+/* Wait for @ch (pinned) to leave DISK/QUEUED/LOADING; @start: when the
+ * reader came.  0 (READY) or -errno; counts what it gives up. */
+int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start);
+/* Fail every queued chunk of @p with @err. */
+void sfs_peer_fail_queued(struct sfs_cache *c, struct cache_peer *p, int err,
+			  uint32_t src_only);
+void sfs_peer_wake_worker(struct sfs_cache *c);
+void *sfs_peer_worker(void *arg); /* the thread (no lock) */
+/* The transport's completion callback. */
+void sfs_peer_on_pulled(void *arg, int status);
+
+/* slab.c */
+int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen);
+int sfs_slab_start(struct sfs_cache *c); /* the background thread */
+void sfs_slab_join(struct sfs_cache *c);
+void sfs_slab_free(struct sfs_cache *c);
+
+#endif /* SFS_CACHE_IMPL_H */

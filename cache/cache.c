@@ -182,16 +182,22 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 		goto err_free;
 	}
 	c->worker_started = 1;
-	if ((rc = sfs_slab_start(c))) {
-		snprintf(err, errlen, "cache: background thread: %s",
-			 strerror(-rc));
-		goto err_free;
-	}
 	*out = c;
 	return 0;
 
 err_free:
 	sfs_cache_free(c); /* no chunk is in use yet */
+	return rc;
+}
+
+int sfs_cache_grow(struct sfs_cache *c)
+{
+	int rc = sfs_slab_start(c);
+	if (rc)
+		SFS_LOG(SFS_WARN, "cache",
+			"cannot start the background thread (%s): the cache "
+			"stays at its first segment",
+			strerror(-rc));
 	return rc;
 }
 

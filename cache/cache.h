@@ -123,6 +123,14 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 		  char *err, size_t errlen);
 
 /*
+ * sfs_cache_grow - fault in and register the rest of the slab in the
+ * background; until then the cache holds its first segment (64 MiB)
+ * only.  Call once what must be quick is done (a mount being ready).
+ * Returns 0 or -errno (logged; the cache stays small).
+ */
+int sfs_cache_grow(struct sfs_cache *c);
+
+/*
  * sfs_cache_stop - stop posting: queued pulls fail with -ESHUTDOWN, the
  * cache's threads (disk tier, poster, background registration) end.
  * Pulls already posted still complete or are cancelled by the

@@ -55,9 +55,9 @@ struct sfs_chunk {
 	enum chunk_state state;
 	int refs; /* readers pinning it */
 	int err;
-	int demand;	 /* QUEUED or DISK: a reader waits for it */
-	uint32_t peer;	 /* QUEUED, LOADING: index into c->peers */
-	uint64_t seq;	 /* LOADING: post order on its peer */
+	int demand;    /* QUEUED or DISK: a reader waits for it */
+	uint32_t peer; /* QUEUED, LOADING: index into c->peers */
+	uint64_t seq;  /* LOADING: post order on its peer */
 	uint64_t posted_ms;
 	uint64_t overtaken_ms;	 /* LOADING: a later post completed first */
 	int disk_op;		 /* DISK_LOAD or DISK_STORE while queued */
@@ -105,9 +105,9 @@ struct cache_peer {
 	uint64_t last_ok_ms;   /* a pull completed with the bytes */
 	uint64_t silent_since; /* the control port has been silent */
 	uint64_t busy_ns, busy_mark_ns, busy_bytes;
-	double rate; /* bytes/s while busy */
-	size_t sources;	 /* not retired */
-	int removed;	 /* removed from the transport */
+	double rate;	/* bytes/s while busy */
+	size_t sources; /* not retired */
+	int removed;	/* removed from the transport */
 };
 
 enum { DISK_LOAD = 1, DISK_STORE };
@@ -136,18 +136,18 @@ struct sfs_cache {
 				changed state */
 	size_t nslots;
 	struct sfs_chunk *slots;
-	size_t nbuckets;		/* power of two */
-	struct sfs_chunk **buckets;	/* protected by lock */
-	struct list lru;		/* protected by lock */
-	struct list free;		/* protected by lock */
-	size_t nfree;			/* protected by lock */
-	size_t loading;			/* protected by lock */
-	size_t nsources, cap_sources;	/* protected by lock */
-	struct cache_source **sources;	/* protected by lock; each stays */
-	size_t npeers, cap_peers;	/* protected by lock */
-	struct cache_peer **peers;	/* protected by lock; each stays */
-	struct sfs_cache_stats st;	/* protected by lock */
-	int stopping;			/* protected by lock */
+	size_t nbuckets;	       /* power of two */
+	struct sfs_chunk **buckets;    /* protected by lock */
+	struct list lru;	       /* protected by lock */
+	struct list free;	       /* protected by lock */
+	size_t nfree;		       /* protected by lock */
+	size_t loading;		       /* protected by lock */
+	size_t nsources, cap_sources;  /* protected by lock */
+	struct cache_source **sources; /* protected by lock; each stays */
+	size_t npeers, cap_peers;      /* protected by lock */
+	struct cache_peer **peers;     /* protected by lock; each stays */
+	struct sfs_cache_stats st;     /* protected by lock */
+	int stopping;		       /* protected by lock */
 
 	/* The slab's segments; segs[i].ready and ready_bytes protected by
 	 * lock. */
@@ -165,7 +165,7 @@ struct sfs_cache {
 
 	/* The disk tier: its queues are protected by lock. */
 	struct sfs_disk *disk;
-	pthread_cond_t disk_cond; /* a queue grew, or stop */
+	pthread_cond_t disk_cond;	     /* a queue grew, or stop */
 	struct sfs_chunk *dl_head, *dl_tail; /* loads: before stores */
 	struct sfs_chunk *ds_head, *ds_tail; /* stores */
 	size_t dq_stores; /* STOREs queued or being written */

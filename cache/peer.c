@@ -32,8 +32,8 @@
 #define WINDOW_SECONDS 0.25 /* bytes in flight: this much of the rate */
 #define AHEAD_SECONDS 1.0   /* read-ahead: this much of the rate */
 #define RATE_SAMPLE_NS 200000000ull
-#define REPAIR_SPACING_MS 1000 /* one peer is reconnected at most this often */
-#define POST_RETRY_MS 5 /* a busy provider is tried again after this */
+#define REPAIR_SPACING_MS 250 /* one peer is reconnected at most this often */
+#define POST_RETRY_MS 5	      /* a busy provider is tried again after this */
 
 int sfs_peer_find_or_add(struct sfs_cache *c, uint64_t id, const char *label,
 			 uint32_t *idx)
@@ -168,17 +168,20 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
 }
 
 /*
- * Something went wrong with @p: @why, @err.  The first time since a
- * pull last completed, it is reconnected (readers keep waiting, each
- * within its own bound); when it goes on failing it is down for a
- * while.  Called with c->lock held.
+ * Something went wrong with @p: @why, @err.  It is reconnected (readers
+ * keep waiting, each within its own bound).  Stalls and failed posts
+ * (@counts) mean the seed may be gone: the second since a pull last
+ * completed puts it down for a while.  A failed pull does not count: the
+ * seed answered (libfabric tcp, for one, answers a withdrawn key by
+ * dropping the connection), and one broken file must not take the seed
+ * away from the others.  Called with c->lock held.
  */
 static void trouble(struct sfs_cache *c, struct cache_peer *p, const char *why,
-		    int err)
+		    int err, int counts)
 {
 	if (c->stopping || p->removed)
 		return;
-	p->failures++;
+	p->failures += counts;
 	if (p->state == SFS_PEER_UP && p->failures >= 2) {
 		go_down(c, p, err, why);
 	} else if (p->state == SFS_PEER_UP) {
@@ -260,7 +263,7 @@ static void post(struct sfs_cache *c, struct cache_peer *p,
 			"%s: %s",
 			ch->region, off, ch->len, s->label, strerror(-prc));
 		c->st.errors_transport++;
-		trouble(c, p, "a pull could not be posted", prc);
+		trouble(c, p, "a pull could not be posted", prc, 1);
 	}
 	pthread_cond_broadcast(&c->cond);
 	sfs_cache_settle(c, ch);
@@ -374,7 +377,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 					ch->region, ch->idx << c->chunk_shift,
 					ch->len, s->label, strerror(-status));
 				c->st.errors_transport++;
-				trouble(c, p, "a pull failed", status);
+				trouble(c, p, "a pull failed", status, 0);
 			}
 		}
 	}
@@ -455,7 +458,7 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 				trouble(c, p,
 					lost ? "a pull got no answer"
 					     : "no progress",
-					-ETIMEDOUT);
+					-ETIMEDOUT, 1);
 				return -ETIMEDOUT;
 			}
 		}
@@ -465,8 +468,7 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 }
 
 void sfs_cache_set_reconnect(struct sfs_cache *c,
-			     int (*fn)(void *, uint64_t, uint64_t *),
-			     void *arg)
+			     int (*fn)(void *, uint64_t, uint64_t *), void *arg)
 {
 	pthread_mutex_lock(&c->lock);
 	c->reconnect = fn;
@@ -492,9 +494,9 @@ static void repair(struct sfs_cache *c, struct cache_peer *p)
 	if (!rc) {
 		p->id = fresh;
 		c->st.reconnects++;
-		SFS_LOG(SFS_INFO, "cache", "%s: connected again (%s) in %" PRIu64
-			" ms",
-			p->label, why, sfs_now_ms() - t0);
+		SFS_LOG(SFS_INFO, "cache",
+			"%s: connected again (%s) in %" PRIu64 " ms", p->label,
+			why, sfs_now_ms() - t0);
 		if (p->state == SFS_PEER_RECONNECTING) {
 			p->state = SFS_PEER_UP;
 			p->since_ms = sfs_now_ms();

@@ -25,9 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define HUGE_PAGE (2u << 20)
-#define SEG_BYTES (64u << 20)
+#define SEG_BYTES (32u << 20)
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -114,6 +117,9 @@ static void *grower(void *arg)
 	struct sfs_cache *c = arg;
 	uint64_t t0 = sfs_now_ms();
 
+	/* Behind the readers: zeroing pages is not urgent. */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+
 	for (size_t k = 1; k < c->nsegs; k++) {
 		pthread_mutex_lock(&c->lock);
 		int stop = c->stopping;
@@ -125,7 +131,8 @@ static void *grower(void *arg)
 			SFS_LOG(SFS_WARN, "cache",
 				"cannot register more of the cache (%s): it "
 				"stays at %zu of %zu bytes",
-				strerror(-rc), (size_t)(c->segs[k].base - c->slab),
+				strerror(-rc),
+				(size_t)(c->segs[k].base - c->slab),
 				c->slab_len);
 			return NULL;
 		}

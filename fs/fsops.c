@@ -59,6 +59,13 @@ static struct sfs_fs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/*
+ * The attributes of @n: the seed's time and permission bits where it
+ * published them (so rsync and make see a file as unchanged across
+ * remounts), else the mount's time; directories count their listed
+ * subdirectories in nlink, as find expects.  Never setuid: the bits
+ * above 0777 are dropped.
+ */
 static void fill_attr(const struct sfs_fs *fs, uint64_t ino,
 		      const struct sfs_node *n, struct stat *st)
 {
@@ -67,17 +74,37 @@ static void fill_attr(const struct sfs_fs *fs, uint64_t ino,
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
+	if (n->meta.has) {
+		struct timespec t = {
+			.tv_sec = (time_t)(n->meta.mtime_ns / 1000000000),
+			.tv_nsec = (long)(n->meta.mtime_ns % 1000000000)};
+		if (t.tv_nsec < 0) {
+			t.tv_sec--;
+			t.tv_nsec += 1000000000;
+		}
+		st->st_atim = st->st_mtim = st->st_ctim = t;
+	}
 	st->st_blksize = 1 << 20;
 	if (n->kind == SFS_NODE_DIR) {
-		st->st_mode = S_IFDIR | 0555;
-		st->st_nlink = 2;
+		st->st_mode =
+			S_IFDIR | (n->meta.has ? n->meta.mode & 0777 : 0555);
+		st->st_nlink = 2 + n->nsubdirs;
 		st->st_size = 4096;
 	} else {
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode =
+			S_IFREG | (n->meta.has ? n->meta.mode & 0777 : 0444);
 		st->st_nlink = 1;
 		st->st_size = (off_t)n->size;
 		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
 	}
+}
+
+/* A file's attributes never change (a new generation's changed files
+ * are new inodes): kept long.  A directory's (its time, its nlink) do
+ * with a generation: kept as briefly as names. */
+static double attr_timeout(const struct sfs_fs *fs, const struct sfs_node *n)
+{
+	return n->kind == SFS_NODE_DIR ? fs->entry_timeout : fs->attr_timeout;
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -112,6 +139,21 @@ static void revalidate_hidden(struct sfs_fs *fs, fuse_ino_t dir,
 		sfs_gens_revalidate(fs->gens);
 }
 
+/* Look @name up in @parent (fs->lock held); fills @e when found. */
+static uint64_t lookup_locked(struct sfs_fs *fs, fuse_ino_t parent,
+			      const char *name, struct fuse_entry_param *e)
+{
+	uint64_t ino = sfs_tree_lookup(fs->tree, parent, name);
+	if (ino) {
+		const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+		e->ino = ino;
+		e->generation = 1;
+		e->attr_timeout = attr_timeout(fs, n);
+		fill_attr(fs, ino, n, &e->attr);
+	}
+	return ino;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct sfs_fs *fs = fs_of(req);
@@ -119,18 +161,23 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	revalidate_hidden(fs, parent, name);
 	memset(&e, 0, sizeof(e));
-	/* Names may change with a generation: kept briefly.  An inode's
-	 * attributes never change: kept long. */
+	/* Names may change with a generation: kept briefly. */
 	e.entry_timeout = fs->entry_timeout;
 	pthread_rwlock_rdlock(&fs->lock);
-	uint64_t ino = sfs_tree_lookup(fs->tree, parent, name);
-	if (ino) {
-		e.ino = ino;
-		e.generation = 1;
-		e.attr_timeout = fs->attr_timeout;
-		fill_attr(fs, ino, sfs_tree_get(fs->tree, ino), &e.attr);
-	}
+	uint64_t ino = lookup_locked(fs, parent, name, &e);
 	pthread_rwlock_unlock(&fs->lock);
+	if (!ino && fs->gens && strcmp(name, SFS_MF_RESERVED)) {
+		/* Not there: perhaps in a generation published since.  Ask
+		 * (at most every 200 ms, waiting a second at most), so a
+		 * program polling for a new file sees it soon; a miss is
+		 * kept by the kernel as briefly. */
+		sfs_gens_revalidate_missing(fs->gens);
+		pthread_rwlock_rdlock(&fs->lock);
+		ino = lookup_locked(fs, parent, name, &e);
+		pthread_rwlock_unlock(&fs->lock);
+		if (!ino)
+			e.entry_timeout = fs->negative_timeout;
+	}
 	fuse_reply_entry(req, &e);
 }
 
@@ -142,11 +189,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 
 	pthread_rwlock_rdlock(&fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+	double timeout = n ? attr_timeout(fs, n) : 0;
 	if (n)
 		fill_attr(fs, ino, n, &st);
 	pthread_rwlock_unlock(&fs->lock);
 	if (n)
-		fuse_reply_attr(req, &st, fs->attr_timeout);
+		fuse_reply_attr(req, &st, timeout);
 	else
 		fuse_reply_err(req, ENOENT);
 }
@@ -204,6 +252,9 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		} else {
 			uint64_t c = n->child[i - 2];
 			const struct sfs_node *cn = sfs_tree_get(fs->tree, c);
+			/* .seedfs: by name only, not in listings. */
+			if (sfs_tree_hidden(fs->tree, ino, cn))
+				continue;
 			name = cn->name;
 			st.st_ino = c;
 			st.st_mode =

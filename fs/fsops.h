@@ -23,6 +23,7 @@ struct sfs_fs {
 	struct sfs_gens *gens;	 /* borrowed */
 	struct sfs_cache *cache; /* borrowed */
 	double entry_timeout;	 /* seconds the kernel may cache names */
+	double negative_timeout; /* and that a name is not there */
 	double attr_timeout;	 /* and attributes (an inode's never change) */
 	unsigned int max_background; /* 0: kernel default */
 	uid_t uid;

@@ -5,12 +5,14 @@
 #include "common/util.h"
 #include "fs/prefetch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,6 +314,33 @@ static int socket_dir(char *dir, size_t len)
 	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
 		return -EPERM;
 	return 0;
+}
+
+int sfs_mctl_remove_stale(void)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)], path[512];
+	int n = 0;
+	if (socket_dir(dir, sizeof(dir)))
+		return 0;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		int pid, end = 0;
+		if (sscanf(e->d_name, "mount-%d.sock%n", &pid, &end) != 1 ||
+		    e->d_name[end] || pid <= 0)
+			continue;
+		if (kill(pid, 0) == 0 || errno != ESRCH)
+			continue; /* alive (or not ours to judge) */
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (!unlink(path)) {
+			n++;
+			SFS_LOG(SFS_INFO, "mctl",
+				"removed %s: its mount daemon is gone", path);
+		}
+	}
+	if (d)
+		closedir(d);
+	return n;
 }
 
 int sfs_mctl_start(struct sfs_fs *fs, struct sfs_mctl **out, char *err,

@@ -38,6 +38,13 @@ const char *sfs_mctl_path(const struct sfs_mctl *c);
 int sfs_mctl_prefetch_all(struct sfs_mctl *c);
 
 /*
+ * sfs_mctl_remove_stale - remove the sockets of mount daemons that are
+ * gone (mount-PID.sock whose PID no longer runs) from this user's
+ * socket directory.  Returns how many.
+ */
+int sfs_mctl_remove_stale(void);
+
+/*
  * sfs_mctl_stop - stop listening, stop every prefetch and wait for them
  * (each stops within the cache's timeout), remove the socket, free.
  * NULL is fine.

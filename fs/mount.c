@@ -15,6 +15,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fs/mctl.h"
+#include "fs/mntcheck.h"
+#include "common/mem.h"
 #include "fs/fsops.h"
 #include "fs/gens.h"
 #include "fs/status.h"
@@ -49,6 +51,8 @@ struct mount_opts {
 	char *require;
 	int no_verify;
 	int prefetch;
+	int nonempty;
+	char *mnt; /* the first non-option argument: the mount point */
 	char *log_level;
 	char *log_file;
 	int help;
@@ -83,6 +87,7 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--ahead %s", ahead),
 	OPT("--require=%s", require),
 	OPT("--require %s", require),
+	{"nonempty", offsetof(struct mount_opts, nonempty), 1},
 	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
 	{"--prefetch", offsetof(struct mount_opts, prefetch), 1},
 	OPT("--log-level=%s", log_level),
@@ -163,6 +168,8 @@ static void usage(void)
 	       "    --prefetch             once mounted, warm the cache with\n"
 	       "                           every file in the background (see\n"
 	       "                           seedfs prefetch)\n"
+	       "    -o nonempty            mount over a directory that is not\n"
+	       "                           empty (refused otherwise)\n"
 	       "    --log-level LEVEL      err, warn, info, debug (default info)\n"
 	       "    --log-file FILE        log here; default: stderr with -f,\n"
 	       "                           syslog in the background\n"
@@ -189,16 +196,53 @@ static int num_opt(const char *val, const char *name,
 	return 0;
 }
 
-/* 1/16 of the RAM, within [64 MiB, 4 GiB]: the replica's engine needs
- * the rest. */
-static uint64_t default_cache_size(void)
+/* Memory the mount needs besides its cache (threads, tree, libfabric,
+ * measured: 40-60 MiB of RSS with a 64 MiB cache). */
+#define MOUNT_OVERHEAD (64ull << 20)
+
+/* 1/16 of the RAM, within [64 MiB, 4 GiB], and at most half of what the
+ * machine and the mount's cgroup can still give: the replica's engine
+ * needs the rest. */
+static uint64_t default_cache_size(const struct sfs_mem_room *room)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
 	uint64_t v = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 16
 					  : 256u << 20;
+	v = SFS_MIN(v, room->available / 2);
 	v = SFS_MAX(v, 64ull << 20);
 	v = SFS_MIN(v, 4ull << 30);
 	return v & ~((1ull << 20) - 1);
+}
+
+/* A cache the machine or the cgroup cannot hold is refused now, in one
+ * line, rather than OOM-killed later with no word. */
+static int check_room(uint64_t cache, const struct sfs_mem_room *r,
+		      const char *asked)
+{
+	char b1[32], b2[32], b3[32];
+	if (cache + MOUNT_OVERHEAD <= r->available)
+		return 0;
+	uint64_t fit =
+		r->available > MOUNT_OVERHEAD + (16u << 20)
+			? (r->available - MOUNT_OVERHEAD) & ~((1ull << 20) - 1)
+			: 0;
+	if (r->cgroup <= r->machine)
+		fprintf(stderr,
+			"seedfs mount: --cache-size %s is more than this "
+			"mount can have: its cgroup %s allows %s (%s) and %s "
+			"of it is free; use --cache-size %lluM or less\n",
+			asked, r->cg_path,
+			sfs_fmt_bytes(r->cg_limit, b1, sizeof(b1)), r->cg_file,
+			sfs_fmt_bytes(r->cgroup, b2, sizeof(b2)),
+			(unsigned long long)(fit >> 20));
+	else
+		fprintf(stderr,
+			"seedfs mount: --cache-size %s is more than this "
+			"machine can give: %s available (MemAvailable); "
+			"use --cache-size %lluM or less%s\n",
+			asked, sfs_fmt_bytes(r->machine, b3, sizeof(b3)),
+			(unsigned long long)(fit >> 20), "");
+	return -ENOMEM;
 }
 
 static int resolve(const struct mount_opts *o, struct mount_cfg *c)
@@ -209,8 +253,10 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	/* auto on a replica: whatever the seed serves. */
 	if (c->protocol && !strcmp(c->protocol, SFS_XPORT_AUTO))
 		c->protocol = NULL;
+	struct sfs_mem_room room;
+	sfs_mem_room(&room, NULL, NULL);
 	c->timeout_ms = 10000;
-	c->cache_size = default_cache_size();
+	c->cache_size = default_cache_size(&room);
 	c->chunk_size = 1u << 20;
 	c->read_ahead_kb = 16384;
 	c->max_background = 32; /* kernel default 12; 32 measured faster */
@@ -234,6 +280,9 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		return -EINVAL;
 	if (o->cache_size)
 		c->cache_size = v;
+	if (check_room(c->cache_size, &room,
+		       o->cache_size ? o->cache_size : "(the default)"))
+		return -ENOMEM;
 	c->cache_dir = o->cache_dir;
 	if (num_opt(o->cache_dir_size, "--cache-dir-size", sfs_parse_size,
 		    64u << 20, 1ull << 50, &c->cache_dir_size))
@@ -406,9 +455,12 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 		fprintf(stderr, "seedfs mount: %s\n", err);
 		return rc;
 	}
+	uint64_t tm = sfs_now_ms();
 	rc = sfs_control_get(c->seed, "/v1/manifest", c->timeout_ms,
 			     SFS_MANIFEST_MAX, &r->json, &r->json_len, err,
 			     sizeof(err));
+	SFS_LOG(SFS_DEBUG, "mount", "manifest fetched in %llu ms",
+		(unsigned long long)(sfs_now_ms() - tm));
 	if (rc) {
 		fprintf(stderr, "seedfs mount: cannot fetch the manifest: %s\n",
 			err);
@@ -446,7 +498,10 @@ static int replica_open(const struct mount_cfg *c, struct replica *r)
 				   .timeout_ms = c->timeout_ms,
 				   .no_verify = c->no_verify,
 				   .disk = r->disk};
+	uint64_t tc = sfs_now_ms();
 	rc = sfs_cache_new(&cc, &r->cache, err, sizeof(err));
+	SFS_LOG(SFS_DEBUG, "mount", "cache ready in %llu ms",
+		(unsigned long long)(sfs_now_ms() - tc));
 	if (rc) {
 		fprintf(stderr, "seedfs mount: %s\n", err);
 		return rc;
@@ -580,6 +635,7 @@ struct ready_arg {
 	int ready_fd;
 	uint64_t start_ms; /* when the command started */
 	struct sfs_status *status;
+	struct sfs_cache *cache;
 };
 
 static void *ready_thread(void *p)
@@ -605,6 +661,8 @@ static void *ready_thread(void *p)
 		"ready in %.2f s (transport start-up %.2f s, the rest %.2f s)",
 		(double)ready / 1e3, (double)xport / 1e3,
 		(double)(ready - SFS_MIN(ready, xport)) / 1e3);
+	/* The rest of the cache is faulted in from now on, behind. */
+	sfs_cache_grow(a->cache);
 	if (a->ready_fd >= 0) {
 		tell_parent(&a->ready_fd, 'R');
 		detach_stdio();
@@ -640,6 +698,7 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	/* Names follow the seed's generations within a second; an inode's
 	 * attributes never change. */
 	r.fs.entry_timeout = 1.0;
+	r.fs.negative_timeout = 0.2;
 	r.fs.attr_timeout = 86400.0;
 	r.fs.ra_max = SFS_MIN(c->ahead, c->cache_size / 4);
 	r.fs.ra_min = SFS_MIN(4ull * c->chunk_size, r.fs.ra_max);
@@ -702,7 +761,8 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 			       .read_ahead_kb = c->read_ahead_kb,
 			       .ready_fd = ready_fd,
 			       .start_ms = c->start_ms,
-			       .status = &r.status};
+			       .status = &r.status,
+			       .cache = r.cache};
 	pthread_t ready_tid;
 	int ready_started =
 		!pthread_create(&ready_tid, NULL, ready_thread, &ra);
@@ -754,6 +814,17 @@ out:
 	return rc;
 }
 
+/* fuse_opt_parse: note the mount point (the first argument that is not
+ * an option) and leave everything else to libfuse. */
+static int keep_mountpoint(void *data, const char *arg, int key,
+			   struct fuse_args *outargs)
+{
+	struct mount_opts *o = data;
+	if (key == FUSE_OPT_KEY_NONOPT && !o->mnt && !(o->mnt = strdup(arg)))
+		return -1;
+	return 1;
+}
+
 int sfs_mount_main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -766,7 +837,7 @@ int sfs_mount_main(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	memset(&cmd, 0, sizeof(cmd));
 	c.start_ms = sfs_now_ms();
-	if (fuse_opt_parse(&args, &o, mount_spec, NULL) == -1)
+	if (fuse_opt_parse(&args, &o, mount_spec, keep_mountpoint) == -1)
 		goto out;
 	if (o.help) {
 		usage();
@@ -794,6 +865,23 @@ int sfs_mount_main(int argc, char **argv)
 	}
 	if (resolve(&o, &c))
 		goto out;
+	if (!o.mnt) {
+		fprintf(stderr, "seedfs mount: MOUNTPOINT is required "
+				"(seedfs mount --help)\n");
+		goto out;
+	}
+	/* Before anything starts: a wrong place is one line.  (A dead
+	 * mount must go before libfuse resolves the path.) */
+	char perr[600], note[600];
+	if (sfs_mnt_preflight(o.mnt, o.nonempty, perr, sizeof(perr), note,
+			      sizeof(note))) {
+		fprintf(stderr, "seedfs mount: %s\n", perr);
+		goto out;
+	}
+	if (*note) {
+		fprintf(stderr, "seedfs mount: %s\n", note);
+		SFS_LOG(SFS_INFO, "mount", "%s", note);
+	}
 	if (fuse_parse_cmdline(&args, &cmd) != 0)
 		goto out;
 	if (!cmd.mountpoint) {
@@ -855,6 +943,7 @@ out:
 	free(o.max_background);
 	free(o.ahead);
 	free(o.require);
+	free(o.mnt);
 	sfs_require_free(c.require);
 	free(o.log_level);
 	free(o.log_file);

@@ -135,6 +135,37 @@ static int copy_region(struct pull *p, int fd, uint32_t region, uint64_t roff,
 	return 0;
 }
 
+static struct timespec meta_time(const struct sfs_mmeta *mm)
+{
+	struct timespec t = {.tv_sec = (time_t)(mm->mtime_ns / 1000000000),
+			     .tv_nsec = (long)(mm->mtime_ns % 1000000000)};
+	if (t.tv_nsec < 0) {
+		t.tv_sec--;
+		t.tv_nsec += 1000000000;
+	}
+	return t;
+}
+
+/* Directories last (writing into them changed their times), deepest
+ * first; DEST itself is the model's directory. */
+static int dir_times(const struct sfs_manifest *m, const char *dest)
+{
+	char path[SFS_MF_PATH_MAX * 2];
+	for (size_t k = m->ndirs + 1; k-- > 0;) {
+		const struct sfs_mmeta *mm =
+			k ? &m->dir_meta[k - 1] : &m->root_meta;
+		if (!mm->has)
+			continue;
+		snprintf(path, sizeof(path), "%s%s%s", dest, k ? "/" : "",
+			 k ? m->dirs[k - 1] : "");
+		struct timespec ts[2] = {meta_time(mm), meta_time(mm)};
+		if (chmod(path, (mode_t)(mm->mode & 0777)) ||
+		    utimensat(AT_FDCWD, path, ts, 0))
+			return -errno;
+	}
+	return 0;
+}
+
 static int pull_file(struct pull *p, const struct sfs_manifest *m,
 		     const struct sfs_mfile *f, const char *dest, char *err,
 		     size_t errlen)
@@ -161,6 +192,15 @@ static int pull_file(struct pull *p, const struct sfs_manifest *m,
 			rc = copy_region(p, fd, e->region, e->roff, e->len,
 					 e->off, m->regions[e->region].len);
 		}
+	}
+	/* The seed's time and permission bits, as cp -a would keep them. */
+	if (!rc && f->meta.has && fchmod(fd, (mode_t)(f->meta.mode & 0777)))
+		rc = -errno;
+	if (!rc && f->meta.has) {
+		struct timespec ts[2] = {meta_time(&f->meta),
+					 meta_time(&f->meta)};
+		if (futimens(fd, ts))
+			rc = -errno;
 	}
 	if (close(fd) && !rc)
 		rc = -errno;
@@ -310,9 +350,11 @@ int sfs_pull_main(int argc, char **argv)
 				   .timeout_ms = timeout_ms,
 				   .reconnect = reconnect,
 				   .reconnect_arg = &p};
-	if (!rc && !(rc = sfs_cache_new(&cc, &p.cache, err, sizeof(err))))
+	if (!rc && !(rc = sfs_cache_new(&cc, &p.cache, err, sizeof(err)))) {
+		sfs_cache_grow(p.cache);
 		rc = sfs_cache_add_source(p.cache, peer, seed, regs,
 					  m->nregions, &p.src);
+	}
 	if (rc) {
 		fprintf(stderr, "seedfs pull: cannot set up: %s\n",
 			strerror(-rc));
@@ -337,6 +379,9 @@ int sfs_pull_main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < m->nfiles && !rc; i++)
 		rc = pull_file(&p, m, &m->files[i], dest, err, sizeof(err));
+	if (!rc && (rc = dir_times(m, dest)))
+		snprintf(err, sizeof(err), "setting directory times: %s",
+			 strerror(-rc));
 	sfs_progress_end(&p.prog, rc == 0);
 	if (rc)
 		fprintf(stderr, "seedfs pull: %s (%s is incomplete)\n", err,

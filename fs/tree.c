@@ -121,11 +121,16 @@ static int same_dir(const struct sfs_node *n, const void *arg)
 	return 1;
 }
 
+/* The same bytes and the same attributes: the kernel keeps an inode's
+ * page cache and attributes (it may cache them for a day). */
 static int same_file(const struct sfs_node *n, const void *arg)
 {
 	const struct sfs_mfile *f = arg;
 	return n->file && n->size == f->size && n->file->has_xxh3 &&
-	       f->has_xxh3 && n->file->xxh3 == f->xxh3;
+	       f->has_xxh3 && n->file->xxh3 == f->xxh3 &&
+	       n->meta.has == f->meta.has &&
+	       n->meta.mtime_ns == f->meta.mtime_ns &&
+	       n->meta.mode == f->meta.mode;
 }
 
 static int never(const struct sfs_node *n, const void *arg)
@@ -193,6 +198,7 @@ static int fill_tensors(struct sfs_tree *t, uint64_t dbg,
 		n->size = mt->len;
 		n->src = src;
 		n->owner = owner;
+		n->meta = m->files[mt->file].meta;
 		strcat(esc, ".json");
 		strcat(path, ".json");
 		/* Its text names the generation: a new inode each time. */
@@ -210,6 +216,7 @@ static int fill_tensors(struct sfs_tree *t, uint64_t dbg,
 		n->size = len;
 		n->src = src;
 		n->owner = owner;
+		n->meta = m->files[mt->file].meta;
 	}
 	json_decref(seen);
 	return rc;
@@ -231,6 +238,7 @@ static int fill_model(struct sfs_tree *t, uint64_t model,
 
 	if (json_object_set_new(dirs, "", json_integer((json_int_t)model)))
 		return -ENOMEM;
+	sfs_tree_get(t, model)->meta = m->root_meta;
 	/* The manifest was validated: parents come before children and
 	 * every path is unique, so each parent is in the map. */
 	for (size_t i = 0; i < m->ndirs; i++) {
@@ -239,6 +247,7 @@ static int fill_model(struct sfs_tree *t, uint64_t model,
 		if ((rc = place(t, old, m->dirs[i], parent, name, SFS_NODE_DIR,
 				same_dir, NULL, &ino)))
 			return rc;
+		sfs_tree_get(t, ino)->meta = m->dir_meta[i];
 		if (json_object_set_new(dirs, m->dirs[i],
 					json_integer((json_int_t)ino)))
 			return -ENOMEM;
@@ -255,6 +264,7 @@ static int fill_model(struct sfs_tree *t, uint64_t model,
 		n->size = f->size;
 		n->src = src;
 		n->owner = owner;
+		n->meta = f->meta;
 	}
 	if ((rc = place(t, old, SFS_MF_RESERVED, model, SFS_MF_RESERVED,
 			SFS_NODE_DIR, same_dir, NULL, &dbg)))
@@ -398,6 +408,7 @@ int sfs_tree_hide_model(struct sfs_tree *t, const char *name, uint64_t **sup,
 			root->nchild--;
 			break;
 		}
+	sfs_tree_finish(t);
 	return rc;
 }
 
@@ -420,11 +431,26 @@ static int cmp_child(const void *a, const void *b)
 void sfs_tree_finish(struct sfs_tree *t)
 {
 	sort_tree = t;
-	for (size_t i = 0; i < t->n; i++)
-		if (t->nodes[i].nchild > 1)
-			qsort(t->nodes[i].child, t->nodes[i].nchild,
-			      sizeof(uint64_t), cmp_child);
+	for (size_t i = 0; i < t->n; i++) {
+		struct sfs_node *d = &t->nodes[i];
+		if (d->nchild > 1)
+			qsort(d->child, d->nchild, sizeof(uint64_t), cmp_child);
+		d->nsubdirs = 0;
+		for (size_t k = 0; k < d->nchild; k++) {
+			const struct sfs_node *c = &t->nodes[d->child[k] - 1];
+			d->nsubdirs += c->kind == SFS_NODE_DIR &&
+				       !sfs_tree_hidden(t, i + 1, c);
+		}
+	}
 	sort_tree = NULL;
+}
+
+int sfs_tree_hidden(const struct sfs_tree *t, uint64_t dir,
+		    const struct sfs_node *child)
+{
+	const struct sfs_node *d = sfs_tree_get(t, dir);
+	return d && (dir == SFS_ROOT_INO || d->parent == SFS_ROOT_INO) &&
+	       !strcmp(child->name, SFS_MF_RESERVED);
 }
 
 uint64_t sfs_tree_lookup(const struct sfs_tree *t, uint64_t parent,

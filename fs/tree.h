@@ -50,6 +50,10 @@ struct sfs_node {
 	uint64_t base;
 	uint32_t src;	     /* FILE: cache source of its regions */
 	const uint8_t *blob; /* BLOB [borrowed] */
+	/* The seed's time and permission bits (files, directories of the
+	 * model, and a tensor's those of its file); .has 0: the mount's. */
+	struct sfs_mmeta meta;
+	uint32_t nsubdirs; /* DIR: listed subdirectories (after finish) */
 	size_t nchild, cap_child;
 	uint64_t *child; /* DIR: inos, sorted by name after finish */
 };
@@ -104,8 +108,18 @@ int sfs_tree_hide_model(struct sfs_tree *t, const char *name, uint64_t **sup,
  * Returns 0 or -ENOMEM. */
 int sfs_tree_add_status(struct sfs_tree *t);
 
-/* sfs_tree_finish - sort children for lookup; after additions. */
+/* sfs_tree_finish - sort children for lookup, count subdirectories;
+ * after additions. */
 void sfs_tree_finish(struct sfs_tree *t);
+
+/*
+ * sfs_tree_hidden - 1 if @child of directory @dir is left out of
+ * listings: the debug view .seedfs at the mount's root and in each
+ * model's directory (reachable by name, like ZFS's .zfs), so cp -r, tar,
+ * du and rsync see the model alone.
+ */
+int sfs_tree_hidden(const struct sfs_tree *t, uint64_t dir,
+		    const struct sfs_node *child);
 
 /* sfs_tree_get - node of @ino or NULL. */
 static inline struct sfs_node *sfs_tree_get(const struct sfs_tree *t,

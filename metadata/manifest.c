@@ -131,12 +131,22 @@ int sfs_manifest_add_dir(struct sfs_manifest *m, const char *path)
 {
 	char *p;
 	if (sfs_grow((void **)&m->dirs, &m->cap_dirs, m->ndirs + 1,
-		     sizeof(m->dirs[0])))
+		     sizeof(m->dirs[0])) ||
+	    sfs_grow((void **)&m->dir_meta, &m->cap_dir_meta, m->ndirs + 1,
+		     sizeof(m->dir_meta[0])))
 		return -ENOMEM;
 	if (!(p = strdup(path)))
 		return -ENOMEM;
+	memset(&m->dir_meta[m->ndirs], 0, sizeof(m->dir_meta[0]));
 	m->dirs[m->ndirs++] = p;
 	return 0;
+}
+
+void sfs_mmeta_set(struct sfs_mmeta *mm, int64_t mtime_ns, uint32_t mode)
+{
+	mm->has = 1;
+	mm->mtime_ns = mtime_ns;
+	mm->mode = mode & 07777;
 }
 
 int sfs_manifest_add_file(struct sfs_manifest *m, const char *path, size_t *idx)
@@ -239,6 +249,7 @@ void sfs_manifest_free(struct sfs_manifest *m)
 	for (size_t i = 0; i < m->ndirs; i++)
 		free(m->dirs[i]);
 	free(m->dirs);
+	free(m->dir_meta);
 	for (size_t i = 0; i < m->nfiles; i++) {
 		struct sfs_mfile *f = &m->files[i];
 		for (size_t j = 0; j < f->next; j++)
@@ -294,6 +305,22 @@ static json_t *encode_extent(const struct sfs_extent *e)
 			 (json_int_t)e->len);
 }
 
+/* "mtime_ns" and "mode" into @o, when @mm has them.  0 or -1. */
+static int encode_meta(json_t *o, const struct sfs_mmeta *mm)
+{
+	if (!o)
+		return -1;
+	if (!mm->has)
+		return 0;
+	return json_object_set_new(o, "mtime_ns",
+				   json_integer((json_int_t)mm->mtime_ns)) ||
+			       json_object_set_new(
+				       o, "mode",
+				       json_integer((json_int_t)mm->mode))
+		       ? -1
+		       : 0;
+}
+
 static json_t *encode_file(const struct sfs_mfile *f)
 {
 	json_t *ext = json_array();
@@ -304,8 +331,19 @@ static json_t *encode_file(const struct sfs_mfile *f)
 		}
 	json_t *o = json_pack("{s:s,s:I,s:o*}", "path", f->path, "size",
 			      (json_int_t)f->size, "extents", ext);
-	if (o && f->has_xxh3 &&
-	    json_object_set_new(o, "xxh3", hex_u64(f->xxh3))) {
+	if ((o && f->has_xxh3 &&
+	     json_object_set_new(o, "xxh3", hex_u64(f->xxh3))) ||
+	    encode_meta(o, &f->meta)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *encode_dir(const char *path, const struct sfs_mmeta *mm)
+{
+	json_t *o = json_pack("{s:s}", "path", path);
+	if (encode_meta(o, mm)) {
 		json_decref(o);
 		return NULL;
 	}
@@ -437,7 +475,7 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 			 "tensors", tensors);
 	if (!root)
 		return -ENOMEM;
-	if (encode_identity(m, root))
+	if (encode_identity(m, root) || encode_meta(root, &m->root_meta))
 		goto out;
 	for (size_t i = 0; i < m->neps; i++)
 		if (json_array_append_new(eps, encode_endpoint(&m->eps[i])))
@@ -446,7 +484,10 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 		if (json_array_append_new(regions, encode_region(m, i)))
 			goto out;
 	for (size_t i = 0; i < m->ndirs; i++)
-		if (json_array_append_new(dirs, json_string(m->dirs[i])))
+		if (json_array_append_new(
+			    dirs, m->version >= 3 ? encode_dir(m->dirs[i],
+							       &m->dir_meta[i])
+						  : json_string(m->dirs[i])))
 			goto out;
 	for (size_t i = 0; i < m->nfiles; i++)
 		if (json_array_append_new(files, encode_file(&m->files[i])))
@@ -634,11 +675,13 @@ int sfs_manifest_validate(const struct sfs_manifest *m, char *err,
 	json_t *set;
 	int rc = 0;
 
-	if (m->version != SFS_MANIFEST_VERSION)
+	if (m->version < SFS_MANIFEST_VERSION_MIN ||
+	    m->version > SFS_MANIFEST_VERSION)
 		return sfs_fail(err, errlen,
 				"seedfs_manifest: version %u, this "
-				"build reads %d",
-				m->version, SFS_MANIFEST_VERSION);
+				"build reads %d to %d",
+				m->version, SFS_MANIFEST_VERSION_MIN,
+				SFS_MANIFEST_VERSION);
 	if (sfs_path_check(m->model, &why) || strchr(m->model, '/'))
 		return sfs_fail(err, errlen,
 				"model: '%.64s' is not a valid name", m->model);
@@ -997,6 +1040,30 @@ static int decode_extent(struct sfs_manifest *m, size_t fi, size_t j, json_t *e,
 	return sfs_manifest_add_remote(m, fi, (uint32_t)region, off, len);
 }
 
+/* Optional "mtime_ns" and "mode" of @o (named @what in errors). */
+static int decode_meta(json_t *o, struct sfs_mmeta *mm, const char *what,
+		       char *err, size_t errlen)
+{
+	json_t *t = json_object_get(o, "mtime_ns");
+	json_t *md = json_object_get(o, "mode");
+	if (!t && !md)
+		return 0;
+	if (!json_is_integer(t))
+		return sfs_fail(err, errlen,
+				"%s.mtime_ns: missing or not an "
+				"integer",
+				what);
+	if (!json_is_integer(md) || json_integer_value(md) < 0 ||
+	    json_integer_value(md) > 07777)
+		return sfs_fail(err, errlen,
+				"%s.mode: missing or not permission bits "
+				"(0..4095)",
+				what);
+	sfs_mmeta_set(mm, (int64_t)json_integer_value(t),
+		      (uint32_t)json_integer_value(md));
+	return 0;
+}
+
 static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 			size_t errlen)
 {
@@ -1051,6 +1118,11 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 					i);
 			m->files[idx].has_xxh3 = 1;
 		}
+		char what[32];
+		snprintf(what, sizeof(what), "files[%zu]", i);
+		if ((rc = decode_meta(f, &m->files[idx].meta, what, err,
+				      errlen)))
+			return rc;
 		json_array_foreach (ext, j, e) {
 			if ((rc = decode_extent(m, idx, j, e, err, errlen)))
 				return rc;
@@ -1264,12 +1336,12 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 			 "seedfs_manifest: missing version number");
 		goto out;
 	}
-	if (ver != SFS_MANIFEST_VERSION) {
+	if (ver < SFS_MANIFEST_VERSION_MIN || ver > SFS_MANIFEST_VERSION) {
 		sfs_fail(err, errlen,
 			 "seedfs_manifest: version %" PRIu64
 			 ", this build reads "
-			 "%d",
-			 ver, SFS_MANIFEST_VERSION);
+			 "%d to %d",
+			 ver, SFS_MANIFEST_VERSION_MIN, SFS_MANIFEST_VERSION);
 		goto out;
 	}
 	model = get_str(root, "model", SFS_MF_NAME_MAX);
@@ -1292,6 +1364,7 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	rc = -ENOMEM;
 	if (!(m = sfs_manifest_new(model, gen)))
 		goto out;
+	m->version = (uint32_t)ver;
 	free(m->revision);
 	if (!(m->revision = strdup(rev)))
 		goto out;
@@ -1323,16 +1396,27 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 		goto out;
 	}
 	for (i = 0; i < json_array_size(v); i++) {
-		json_t *d = json_array_get(v, i);
-		if (!json_is_string(d) ||
-		    strlen(json_string_value(d)) != json_string_length(d)) {
-			rc = sfs_fail(err, errlen, "dirs[%zu]: not a string",
-				      i);
+		json_t *d = json_array_get(v, i), *po = d;
+		char what[32];
+		snprintf(what, sizeof(what), "dirs[%zu]", i);
+		/* Version 3: {"path", "mtime_ns", "mode"}; 2: the path. */
+		if (ver >= 3)
+			po = json_is_object(d) ? json_object_get(d, "path")
+					       : NULL;
+		if (!json_is_string(po) ||
+		    strlen(json_string_value(po)) != json_string_length(po)) {
+			rc = sfs_fail(err, errlen, "%s%s: not a string", what,
+				      ver >= 3 ? ".path" : "");
 			goto out;
 		}
-		if ((rc = sfs_manifest_add_dir(m, json_string_value(d))))
+		if ((rc = sfs_manifest_add_dir(m, json_string_value(po))))
+			goto out;
+		if (ver >= 3 && (rc = decode_meta(d, &m->dir_meta[m->ndirs - 1],
+						  what, err, errlen)))
 			goto out;
 	}
+	if ((rc = decode_meta(root, &m->root_meta, "manifest", err, errlen)))
+		goto out;
 	if ((rc = decode_files(m, json_object_get(root, "files"), err, errlen)))
 		goto out;
 	if ((rc = decode_tensors(m, json_object_get(root, "tensors"), err,

@@ -21,7 +21,8 @@
 #include "metadata/identity.h"
 #include "metadata/safetensors.h"
 
-#define SFS_MANIFEST_VERSION 2
+#define SFS_MANIFEST_VERSION 3	      /* what this build writes */
+#define SFS_MANIFEST_VERSION_MIN 2    /* and the oldest it reads */
 #define SFS_MANIFEST_MAX (256u << 20) /* bytes of JSON accepted */
 #define SFS_MF_MAX_FILES 1000000
 #define SFS_MF_MAX_REGIONS 1000000
@@ -49,9 +50,18 @@ struct sfs_extent {
 	uint8_t *data;	 /* INLINE: @len bytes, owned */
 };
 
+/* When a file or directory last changed on the seed, and its permission
+ * bits (manifest version 3; absent from version 2). */
+struct sfs_mmeta {
+	int has;	  /* published: the fields below hold */
+	int64_t mtime_ns; /* nanoseconds since the epoch */
+	uint32_t mode;	  /* permission bits, 0..07777 */
+};
+
 struct sfs_mfile {
 	char *path; /* relative, '/'-separated, no "." or ".." */
 	uint64_t size;
+	struct sfs_mmeta meta;
 	int has_xxh3; /* xxh3 is the whole file's XXH3-64 */
 	uint64_t xxh3;
 	size_t next, cap_ext;
@@ -112,8 +122,10 @@ struct sfs_manifest {
 	struct sfs_endpoint eps[SFS_MF_MAX_ENDPOINTS];
 	size_t nregions, cap_regions;
 	struct sfs_region *regions;
-	size_t ndirs, cap_dirs;
+	size_t ndirs, cap_dirs, cap_dir_meta;
 	char **dirs; /* every directory, parents before children */
+	struct sfs_mmeta *dir_meta; /* [i]: of dirs[i] */
+	struct sfs_mmeta root_meta; /* of the model's own directory */
 	size_t nfiles, cap_files;
 	struct sfs_mfile *files;
 	size_t ntensors, cap_tensors;
@@ -153,6 +165,8 @@ static inline uint64_t sfs_csum_count(uint64_t len, uint32_t shift)
 int sfs_manifest_set_remote_raw(struct sfs_manifest *m, uint32_t id, size_t ep,
 				uint64_t raddr, const uint8_t *raw, size_t len);
 int sfs_manifest_add_dir(struct sfs_manifest *m, const char *path);
+/* sfs_mmeta_set - @mm holds @mtime_ns and @mode (its permission bits). */
+void sfs_mmeta_set(struct sfs_mmeta *mm, int64_t mtime_ns, uint32_t mode);
 int sfs_manifest_add_file(struct sfs_manifest *m, const char *path,
 			  size_t *idx);
 /* Append an extent to file @idx: a copy of @data, or a region range. */

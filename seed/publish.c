@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -230,6 +231,19 @@ static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 		return rc;
 	}
 	f->size = (uint64_t)st.st_size;
+	/* What replicas show (rsync and make compare times), and what the
+	 * seed watches: this inode, as it is now. */
+	sfs_mmeta_set(&s->m->files[f->fidx].meta,
+		      (int64_t)st.st_mtim.tv_sec * 1000000000 +
+			      st.st_mtim.tv_nsec,
+		      st.st_mode);
+	f->dev = (uint64_t)st.st_dev;
+	f->ino = (uint64_t)st.st_ino;
+	f->wd = -1;
+	if (!(f->abs = strdup(e->abs))) {
+		close(fd);
+		return -ENOMEM;
+	}
 	if (f->size == 0) {
 		close(fd);
 		return 0;
@@ -426,6 +440,20 @@ static int gen_identity(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	return rc;
 }
 
+/* An in-memory model changes when it is committed: its files and
+ * directories carry that time. */
+static void mem_times(struct sfs_manifest *m)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t t = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+	sfs_mmeta_set(&m->root_meta, t, 0755);
+	for (size_t i = 0; i < m->ndirs; i++)
+		sfs_mmeta_set(&m->dir_meta[i], t, 0755);
+	for (size_t i = 0; i < m->nfiles; i++)
+		sfs_mmeta_set(&m->files[i].meta, t, 0644);
+}
+
 int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 		     uint64_t number, uint64_t instance, uint64_t grace_s,
 		     struct seed_gen **out, char *err, size_t errlen)
@@ -449,15 +477,20 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 		if ((rc = gen_identity(s, cfg, err, errlen)) ||
 		    (rc = seed_gen_prepare_mem(s, cfg->mem, err, errlen)))
 			goto err;
+		mem_times(s->m);
 		*out = s;
 		return 0;
 	}
+	sfs_mmeta_set(&s->m->root_meta, s->w->root_mtime_ns, s->w->root_mode);
 	if (!(s->files = calloc(s->w->n ? s->w->n : 1, sizeof(s->files[0]))))
 		goto err_msg;
 	for (size_t i = 0; i < s->w->n; i++) {
 		const struct sfs_walk_entry *e = &s->w->e[i];
 		if (e->type == SFS_WALK_DIR) {
 			rc = sfs_manifest_add_dir(s->m, e->rel);
+			if (!rc)
+				sfs_mmeta_set(&s->m->dir_meta[s->m->ndirs - 1],
+					      e->mtime_ns, e->mode);
 		} else {
 			rc = map_file(s, e, &s->files[s->nfiles], err, errlen);
 			s->nfiles++;
@@ -531,6 +564,28 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	return 0;
 }
 
+int seed_gen_withdraw(struct seed_gen *g, size_t i)
+{
+	struct seed_file *f = &g->files[i];
+	if (f->withdrawn || !f->nmr)
+		return 0;
+	for (size_t j = 0; j < f->nmr; j++) {
+		sfs_xport_mr_dereg(f->mr[j]);
+		f->mr[j] = NULL;
+	}
+	f->nmr = 0;
+	/* Zero pages in place of the file's: nothing can fault on a page
+	 * past a truncated end, and a transport that reads without keys
+	 * (shm) gets bytes that replicas refuse by checksum. */
+	if (f->map && !f->borrowed &&
+	    mmap(f->map, f->size, PROT_READ,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+		SFS_LOG(SFS_WARN, "seed", "%s: cannot replace its mapping: %s",
+			g->m->files[f->fidx].path, strerror(errno));
+	f->withdrawn = 1;
+	return 1;
+}
+
 void seed_gen_free(struct seed_gen *s)
 {
 	if (!s)
@@ -541,6 +596,7 @@ void seed_gen_free(struct seed_gen *s)
 			sfs_xport_mr_dereg(f->mr[j]);
 		free(f->mr);
 		free(f->prefix);
+		free(f->abs);
 		if (f->map && !f->borrowed)
 			munmap(f->map, f->size);
 	}

@@ -23,6 +23,11 @@ struct sfs_xport_mr;
 struct seed_file {
 	void *map; /* whole file, read-only; NULL when empty */
 	uint64_t size;
+	char *abs;	   /* files: the path mapped; owned */
+	uint64_t dev, ino; /* files: the inode mapped */
+	int wd;		   /* its inotify watch, or -1 */
+	int withdrawn;	   /* it changed on disk: its bytes are no longer
+			      served (seed_gen_withdraw) */
 	size_t fidx;	   /* index in the manifest */
 	uint64_t data_off; /* safetensors: bytes of header to inline */
 	size_t nmr;
@@ -117,6 +122,15 @@ int seed_add_tensor(struct sfs_manifest *m, const char *name, const char *dtype,
  * manifest file as remote extents.  Returns 0 or -errno. */
 int seed_piece_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 		       struct seed_file *f);
+
+/*
+ * seed_gen_withdraw - file @i of @g changed on disk under the seed: its
+ * bytes are no longer served.  Its registrations go (replicas reading it
+ * get an error from the transport, not wrong bytes) and its mapping is
+ * replaced by zero pages of the same size.  Returns 1 when it was
+ * served until now, else 0.  Not thread safe with publishing.
+ */
+int seed_gen_withdraw(struct seed_gen *g, size_t i);
 
 /* seed_gen_free - deregister, unmap, free.  NULL is fine. */
 void seed_gen_free(struct seed_gen *g);

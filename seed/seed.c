@@ -22,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/inotify.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SEED_MAX_GENS 8 /* generations alive at once */
@@ -40,7 +42,51 @@ struct sfs_seed {
 	size_t ngens;			      /* protected by lock */
 	struct seed_gen *gens[SEED_MAX_GENS]; /* protected by lock; the
 						 last one is current */
+	/* inotify on every published file (IN_MODIFY): a file that changes
+	 * under the seed is withdrawn.  -1: none (in-memory models).  The
+	 * watches are managed by the thread that publishes. */
+	int wfd;
 };
+
+/* Watch the files @g serves from disk. */
+static void watch_gen(struct sfs_seed *s, struct seed_gen *g)
+{
+	for (size_t i = 0; s->wfd >= 0 && i < g->nfiles; i++) {
+		struct seed_file *f = &g->files[i];
+		struct stat st;
+		if (!f->abs || !f->nmr)
+			continue; /* inline or empty: copied, nothing to back */
+		int wd = inotify_add_watch(s->wfd, f->abs, IN_MODIFY);
+		/* The path must still name the inode that is mapped. */
+		if (wd < 0 || stat(f->abs, &st) ||
+		    (uint64_t)st.st_dev != f->dev ||
+		    (uint64_t)st.st_ino != f->ino) {
+			if (wd < 0)
+				SFS_LOG(SFS_WARN, "seed",
+					"cannot watch %s for changes: %s",
+					f->abs, strerror(errno));
+			continue;
+		}
+		f->wd = wd;
+	}
+}
+
+/* Stop watching what only @g watched (it is being freed). */
+static void unwatch_gen(struct sfs_seed *s, struct seed_gen *g)
+{
+	for (size_t i = 0; s->wfd >= 0 && i < g->nfiles; i++) {
+		int wd = g->files[i].wd, shared = 0;
+		if (wd <= 0)
+			continue;
+		for (size_t k = 0; k < s->ngens && !shared; k++)
+			for (size_t j = 0; s->gens[k] != g &&
+					   j < s->gens[k]->nfiles && !shared;
+			     j++)
+				shared = s->gens[k]->files[j].wd == wd;
+		if (!shared)
+			inotify_rm_watch(s->wfd, wd);
+	}
+}
 
 /*
  * Some providers (libfabric verbs under rxm) add local write access to
@@ -164,7 +210,13 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 	if (!(s = calloc(1, sizeof(*s))))
 		return -ENOMEM;
 	s->cfg = *cfg;
+	s->wfd = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	if (!cfg->mem && (s->wfd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) < 0)
+		SFS_LOG(SFS_WARN, "seed",
+			"inotify: %s: files changed under the seed will not be "
+			"noticed",
+			strerror(errno));
 	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
 	    sizeof(s->instance))
 		s->instance = sfs_now_ns() ^ (uint64_t)getpid() << 32;
@@ -181,6 +233,7 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 				   s->protocols, err, errlen)))
 		goto err;
 	s->gens[s->ngens++] = g;
+	watch_gen(s, g);
 	*out = s;
 	return 0;
 err:
@@ -222,6 +275,7 @@ int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
 	s->gens[s->ngens++] = g;
 	uint64_t old = cur->number;
 	pthread_mutex_unlock(&s->lock);
+	watch_gen(s, g);
 	SFS_LOG(SFS_INFO, "seed",
 		"generation %" PRIu64 " published; generation %" PRIu64
 		" stays served for %u s",
@@ -255,9 +309,53 @@ int64_t sfs_seed_reap(struct sfs_seed *s)
 		SFS_LOG(SFS_INFO, "seed",
 			"generation %" PRIu64 " is no longer served",
 			dead[i]->number);
+		unwatch_gen(s, dead[i]);
 		seed_gen_free(dead[i]);
 	}
 	return next;
+}
+
+int sfs_seed_watch_fd(const struct sfs_seed *s)
+{
+	return s->wfd;
+}
+
+int sfs_seed_files_changed(struct sfs_seed *s)
+{
+	char buf[4096]
+		__attribute__((aligned(__alignof__(struct inotify_event))));
+	int withdrawn = 0;
+	ssize_t n;
+
+	while ((n = read(s->wfd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const void *)p;
+			p += sizeof(*ev) + ev->len;
+			if (!(ev->mask & IN_MODIFY))
+				continue;
+			for (size_t k = 0; k < s->ngens; k++) {
+				struct seed_gen *g = s->gens[k];
+				for (size_t i = 0; i < g->nfiles; i++) {
+					if (g->files[i].wd != ev->wd ||
+					    !seed_gen_withdraw(g, i))
+						continue;
+					withdrawn++;
+					SFS_LOG(SFS_WARN, "seed",
+						"%s changed on disk under the "
+						"seed: its bytes are withdrawn "
+						"from generation %" PRIu64
+						" (replicas get an I/O error "
+						"for it, never other bytes); "
+						"the next generation follows "
+						"once the directory is quiet",
+						g->m->files[g->files[i].fidx]
+							.path,
+						g->number);
+				}
+			}
+		}
+	}
+	return withdrawn;
 }
 
 int sfs_seed_manifest_copy(struct sfs_seed *s, uint64_t generation, char **json,
@@ -360,6 +458,8 @@ void sfs_seed_close(struct sfs_seed *s)
 		seed_gen_free(s->gens[i]);
 	for (size_t i = 0; i < s->nx; i++)
 		sfs_xport_close(s->x[i]);
+	if (s->wfd >= 0)
+		close(s->wfd);
 	pthread_mutex_destroy(&s->lock);
 	free(s->name);
 	free(s);

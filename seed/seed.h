@@ -71,6 +71,18 @@ int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen);
  */
 int64_t sfs_seed_reap(struct sfs_seed *s);
 
+/*
+ * sfs_seed_watch_fd - readable when a published file may have changed on
+ * disk (then call sfs_seed_files_changed), or -1.
+ * sfs_seed_files_changed - withdraw every published file that changed
+ * under the seed (one line each): its bytes are no longer served by any
+ * generation (see seed_gen_withdraw); returns how many.  The caller
+ * publishes the next generation once the directory is quiet.  Call from
+ * the thread that republishes.
+ */
+int sfs_seed_watch_fd(const struct sfs_seed *s);
+int sfs_seed_files_changed(struct sfs_seed *s);
+
 /* sfs_seed_current - the current generation's number.  Thread safe. */
 uint64_t sfs_seed_current(struct sfs_seed *s);
 

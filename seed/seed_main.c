@@ -151,6 +151,7 @@ static int serve(struct sfs_seed *s, const sigset_t *set, const char *watch_dir)
 {
 	int sfd = signalfd(-1, set, SFD_CLOEXEC);
 	uint64_t settle_at = 0;
+	int changed_file = 0;
 
 	if (sfd < 0) {
 		SFS_LOG(SFS_ERR, "seed", "signalfd: %s", strerror(errno));
@@ -174,10 +175,11 @@ static int serve(struct sfs_seed *s, const sigset_t *set, const char *watch_dir)
 			left = left < 0 ? 0 : left;
 			wait = wait < 0 || left < wait ? left : wait;
 		}
-		struct pollfd p[2] = {{.fd = sfd, .events = POLLIN},
-				      {.fd = watch_fd, .events = POLLIN}};
-		int n = poll(p, watch_fd >= 0 ? 2 : 1,
-			     wait < 0 ? -1 : (int)SFS_MIN(wait, 60000));
+		struct pollfd p[3] = {
+			{.fd = sfd, .events = POLLIN},
+			{.fd = sfs_seed_watch_fd(s), .events = POLLIN},
+			{.fd = watch_fd, .events = POLLIN}};
+		int n = poll(p, 3, wait < 0 ? -1 : (int)SFS_MIN(wait, 60000));
 		if (n < 0 && errno != EINTR)
 			break;
 		if (p[0].revents & POLLIN) {
@@ -192,7 +194,13 @@ static int serve(struct sfs_seed *s, const sigset_t *set, const char *watch_dir)
 				republish(s, "SIGHUP");
 			}
 		}
-		if (watch_fd >= 0 && (p[1].revents & POLLIN)) {
+		/* A published file changed in place: withdrawn now, the
+		 * next generation once it is quiet. */
+		if ((p[1].revents & POLLIN) && sfs_seed_files_changed(s)) {
+			settle_at = sfs_now_ms() + WATCH_SETTLE_MS;
+			changed_file = 1;
+		}
+		if (watch_fd >= 0 && (p[2].revents & POLLIN)) {
 			char buf[4096];
 			while (read(watch_fd, buf, sizeof(buf)) > 0)
 				;
@@ -200,8 +208,13 @@ static int serve(struct sfs_seed *s, const sigset_t *set, const char *watch_dir)
 		}
 		if (settle_at && sfs_now_ms() >= settle_at) {
 			settle_at = 0;
-			republish(s, "the model directory changed");
-			nftw(watch_dir, add_watch, 16, FTW_PHYS);
+			republish(s,
+				  changed_file
+					  ? "a published file changed on disk"
+					  : "the model directory changed");
+			changed_file = 0;
+			if (watch_dir)
+				nftw(watch_dir, add_watch, 16, FTW_PHYS);
 		}
 	}
 	if (watch_fd >= 0)

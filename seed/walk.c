@@ -28,8 +28,13 @@ struct walk_ctx {
 	size_t errlen;
 };
 
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
 static int add(struct walk_ctx *c, const char *rel, const char *abs,
-	       enum sfs_walk_type type, uint64_t size)
+	       enum sfs_walk_type type, const struct stat *st)
 {
 	struct sfs_walk *w = c->w;
 	if (w->n >= SFS_MF_MAX_FILES) {
@@ -43,7 +48,9 @@ static int add(struct walk_ctx *c, const char *rel, const char *abs,
 	e->rel = strdup(rel);
 	e->abs = strdup(abs);
 	e->type = type;
-	e->size = size;
+	e->size = type == SFS_WALK_FILE ? (uint64_t)st->st_size : 0;
+	e->mtime_ns = mtime_ns(st);
+	e->mode = st->st_mode & 07777;
 	if (!e->rel || !e->abs) {
 		free(e->rel);
 		free(e->abs);
@@ -119,11 +126,11 @@ static int visit(struct walk_ctx *c, const char *abs, const char *rel)
 				WALK_DEPTH_MAX);
 			return 0;
 		}
-		int rc = add(c, rel, target, SFS_WALK_DIR, 0);
+		int rc = add(c, rel, target, SFS_WALK_DIR, &st);
 		return rc ? rc : walk(c, target, rel);
 	}
 	if (S_ISREG(st.st_mode))
-		return add(c, rel, target, SFS_WALK_FILE, (uint64_t)st.st_size);
+		return add(c, rel, target, SFS_WALK_FILE, &st);
 	SFS_LOG(SFS_WARN, "seed", "skipping %s: not a regular file", rel);
 	return 0;
 }
@@ -209,6 +216,8 @@ int sfs_walk_dir(const char *root, struct sfs_walk **out, char *err,
 	}
 	if (!(c.w = calloc(1, sizeof(*c.w))))
 		return -ENOMEM;
+	c.w->root_mtime_ns = mtime_ns(&st);
+	c.w->root_mode = st.st_mode & 07777;
 	c.root = resolved;
 	c.root_len = strlen(resolved);
 	if (c.root_len == 1) /* "/": every path is inside */

@@ -22,12 +22,16 @@ struct sfs_walk_entry {
 	char *rel; /* path relative to the root, '/'-separated */
 	char *abs; /* resolved absolute path to open */
 	enum sfs_walk_type type;
-	uint64_t size; /* files */
+	uint64_t size;	  /* files */
+	int64_t mtime_ns; /* of what it resolves to */
+	uint32_t mode;	  /* its permission bits */
 };
 
 struct sfs_walk {
 	size_t n, cap;
 	struct sfs_walk_entry *e;
+	int64_t root_mtime_ns; /* of the directory walked */
+	uint32_t root_mode;
 };
 
 /*

@@ -134,6 +134,10 @@ static int fab_cq_error(struct fab_xport *x, int detail)
 	}
 	struct fab_op *op = e.op_context;
 	int st = fab_errno(-(ssize_t)e.err);
+	/* -ECANCELED means "cancelled by us" (reset, quiesce) to callers;
+	 * tcp answers a key the seed no longer has with FI_ECANCELED. */
+	if (st == -ECANCELED)
+		st = -EREMOTEIO;
 	if (!op) {
 		if (atomic_fetch_add(&x->cq_faults, 1) % 1000 == 0)
 			SFS_LOG(SFS_WARN, "xport",

@@ -132,6 +132,10 @@ static int vb_wc_errno(enum ibv_wc_status st)
 		return -EACCES;
 	case IBV_WC_LOC_PROT_ERR:
 		return -EFAULT;
+	case IBV_WC_WR_FLUSH_ERR:
+		/* The QP went to the error state (ours: reset, removal; or
+		 * after another request failed): not this request's fault. */
+		return -ECANCELED;
 	default:
 		return -EIO;
 	}

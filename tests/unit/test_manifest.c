@@ -43,9 +43,12 @@ static struct sfs_manifest *sample(void)
 						     sizeof(rawkey)),
 			 0);
 	ck_assert_int_eq(sfs_manifest_add_dir(m, "sub"), 0);
+	sfs_mmeta_set(&m->dir_meta[0], 1700000000123456789ll, 0755);
 	ck_assert_int_eq(sfs_manifest_add_dir(m, "sub/deeper"), 0);
+	sfs_mmeta_set(&m->root_meta, 1700000001000000000ll, 0750);
 	ck_assert_int_eq(sfs_manifest_add_file(m, "config.json", &f), 0);
 	ck_assert_int_eq(sfs_manifest_add_inline(m, f, "{}", 2), 0);
+	sfs_mmeta_set(&m->files[f].meta, -5, 0644);
 	ck_assert_int_eq(sfs_manifest_add_file(m, "model.safetensors", &f), 0);
 	ck_assert_int_eq(sfs_manifest_add_inline(m, f, hdr, 10), 0);
 	ck_assert_int_eq(sfs_manifest_add_remote(m, f, r0, 10, 990), 0);
@@ -69,6 +72,27 @@ static struct sfs_manifest *sample(void)
 	ck_assert_int_eq(sfs_manifest_add_remote(m, f, r1, 100, 200), 0);
 	return m;
 }
+
+/* A seed of the previous version: dirs are strings, no times. */
+START_TEST(version_2_read)
+{
+	struct sfs_manifest *m = sample(), *d = NULL;
+	char *text;
+	size_t len;
+	m->version = 2;
+	ck_assert_int_eq(sfs_manifest_encode(m, &text, &len), 0);
+	ck_assert_ptr_nonnull(strstr(text, "\"sub/deeper\""));
+	ck_assert_ptr_null(strstr(text, "\"path\": \"sub\""));
+	ck_assert_msg(sfs_manifest_decode(text, len, &d, err, sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_uint_eq(d->version, 2);
+	ck_assert_uint_eq(d->ndirs, 2);
+	ck_assert_str_eq(d->dirs[1], "sub/deeper");
+	free(text);
+	sfs_manifest_free(m);
+	sfs_manifest_free(d);
+}
+END_TEST
 
 START_TEST(round_trip)
 {
@@ -125,6 +149,17 @@ START_TEST(round_trip)
 	ck_assert_str_eq(d->tensors[0].layout, "checkpoint:block128");
 	ck_assert_int_eq(d->tensors[1].has_xxh3, 0);
 	ck_assert_str_eq(d->tensors[1].layout, "");
+	/* Version 3: times and modes of files and directories. */
+	ck_assert_uint_eq(d->version, 3);
+	ck_assert_int_eq(d->dir_meta[0].has, 1);
+	ck_assert_int_eq(d->dir_meta[0].mtime_ns, 1700000000123456789ll);
+	ck_assert_uint_eq(d->dir_meta[0].mode, 0755);
+	ck_assert_int_eq(d->dir_meta[1].has, 0);
+	ck_assert_int_eq(d->root_meta.mtime_ns, 1700000001000000000ll);
+	ck_assert_uint_eq(d->root_meta.mode, 0750);
+	ck_assert_int_eq(d->files[0].meta.mtime_ns, -5);
+	ck_assert_uint_eq(d->files[0].meta.mode, 0644);
+	ck_assert_int_eq(d->files[1].meta.has, 0);
 	ck_assert_int_eq(sfs_manifest_encode(d, &b, &bl), 0);
 	ck_assert_str_eq(a, b);
 	free(a);
@@ -176,9 +211,20 @@ static void expect_reject(void (*mutate)(json_t *), const char *needle)
 
 REJECT(version_missing, "seedfs_manifest",
        json_object_del(r, "seedfs_manifest"))
-REJECT(version_unknown, "version 3", SET(r, "seedfs_manifest", json_integer(3)))
-REJECT(version_old, "version 1, this build reads 2",
+REJECT(version_unknown, "version 4", SET(r, "seedfs_manifest", json_integer(4)))
+REJECT(version_old, "version 1, this build reads 2 to 3",
        SET(r, "seedfs_manifest", json_integer(1)))
+REJECT(mode_too_big, "files[0].mode",
+       SET(AT(r, "files", 0), "mode", json_integer(010000)))
+REJECT(mode_negative, "files[0].mode",
+       SET(AT(r, "files", 0), "mode", json_integer(-1)))
+REJECT(mtime_not_int, "files[0].mtime_ns",
+       SET(AT(r, "files", 0), "mtime_ns", json_string("yesterday")))
+REJECT(mtime_without_mode, "dirs[1].mode",
+       SET(AT(r, "dirs", 1), "mtime_ns", json_integer(1)))
+REJECT(root_mode_bad, "manifest.mode", SET(r, "mode", json_real(1.5)))
+REJECT(dir_v3_string, "dirs[0].path: not a string",
+       json_array_set_new(json_object_get(r, "dirs"), 0, json_string("sub")))
 REJECT(model_missing, "model:", json_object_del(r, "model"))
 REJECT(model_slash, "model:", SET(r, "model", json_string("a/b")))
 REJECT(model_dotdot, "model:", SET(r, "model", json_string("..")))
@@ -227,7 +273,8 @@ REJECT(dir_dotdot, "dirs[0]",
 REJECT(dir_empty_component, "dirs[1]",
        json_array_set_new(json_object_get(r, "dirs"), 1, json_string("sub//x")))
 REJECT(dir_duplicate, "duplicate",
-       json_array_append_new(json_object_get(r, "dirs"), json_string("sub")))
+       json_array_append_new(json_object_get(r, "dirs"),
+			     json_pack("{s:s}", "path", "sub")))
 REJECT(dir_parent_missing, "parent",
        json_array_remove(json_object_get(r, "dirs"), 0))
 REJECT(file_reserved_name, "'.seedfs' is reserved",
@@ -374,6 +421,7 @@ static Suite *suite(void)
 	Suite *s = suite_create("manifest");
 	TCase *t = tcase_create("codec"), *b = tcase_create("reject");
 	tcase_add_test(t, round_trip);
+	tcase_add_test(t, version_2_read);
 	tcase_add_test(t, extent_lookup_boundaries);
 	tcase_add_test(t, path_rules);
 	tcase_add_test(b, reject_not_json);
@@ -381,6 +429,12 @@ static Suite *suite(void)
 	tcase_add_test(b, version_missing);
 	tcase_add_test(b, version_unknown);
 	tcase_add_test(b, version_old);
+	tcase_add_test(b, mode_too_big);
+	tcase_add_test(b, mode_negative);
+	tcase_add_test(b, mtime_not_int);
+	tcase_add_test(b, mtime_without_mode);
+	tcase_add_test(b, root_mode_bad);
+	tcase_add_test(b, dir_v3_string);
 	tcase_add_test(b, model_missing);
 	tcase_add_test(b, model_slash);
 	tcase_add_test(b, model_dotdot);

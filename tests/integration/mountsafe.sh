@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Mounting is safe and quick: a directory that is not empty, or one where
+# a seedfs mount is up, is refused in one line (-o nonempty allows the
+# first); a dead seedfs mount there is detached, saying so, and its
+# daemon's control socket removed; a cache larger than the machine or
+# the mount's cgroup can give is refused in one line; the mount is ready
+# in under half a second whatever the cache size (the transport's
+# start-up apart), the cache faulted in behind.
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 4M --shards 2
+start_seed "$MODEL"
+MNT=$WORK/mnt
+mkdir -p "$MNT"
+
+# refused CMD_ARGS... PATTERN: one line on stderr with PATTERN, status
+# != 0, nothing new mounted on $MNT.
+refused() {
+	local pat=${*: -1} st=0 before
+	before=$(grep -c " $MNT fuse" /proc/mounts || true)
+	"$SEEDFS" mount --seed "$HOST:$SEED_PORT" "${@:1:$#-1}" 2>"$WORK/err" || st=$?
+	[ "$st" -ne 0 ] || { MOUNTS+=("$MNT"); fail "mount succeeded: ${*:1:$#-1}"; }
+	[ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "not one line: $(cat "$WORK/err")"
+	grep -qF -- "$pat" "$WORK/err" || fail "'$pat' not in: $(cat "$WORK/err")"
+	[ "$(grep -c " $MNT fuse" /proc/mounts || true)" = "$before" ] ||
+		fail "something got mounted"
+}
+
+touch "$MNT/stray"
+refused "$MNT" "is not empty (1 entry)"
+ok "not empty: $(cat "$WORK/err")"
+mount_seed "$MNT" -o nonempty
+cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read with -o nonempty"
+refused "$MNT" "a seedfs mount (seedfs@$HOST:$SEED_PORT) is already up there"
+ok "already mounted: $(cat "$WORK/err")"
+unmount_check_nonempty() {
+	fusermount3 -u "$MNT" || fail "unmount"
+	for _ in $(seq 100); do kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.05; done
+	[ -e "$MNT/stray" ] || fail "the hidden file is gone"
+}
+unmount_check_nonempty
+rm "$MNT/stray"
+ok "-o nonempty mounts over a directory that is not empty"
+
+# A dead seedfs mount: its daemon killed.  The next mount detaches it,
+# says so, and removes the dead daemon's control socket.
+mount_seed "$MNT"
+sock=$(awk '$1 == "control:" { print $2 }' "$MNT/.seedfs/status")
+[ -S "$sock" ] || fail "no control socket $sock"
+kill -9 "$MOUNT_PID"
+for _ in $(seq 100); do kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.05; done
+if ls "$MNT" 2>"$WORK/ls.err"; then fail "the dead mount still answers"; fi
+grep -q "Transport endpoint is not connected" "$WORK/ls.err" || fail "not ENOTCONN: $(cat "$WORK/ls.err")"
+"$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$MNT" --log-file "$WORK/mount2.log" \
+	2>"$WORK/err" || fail "mount over a dead mount: $(cat "$WORK/err")"
+grep -q "detached a seedfs mount (seedfs@$HOST:$SEED_PORT) whose daemon was gone; removed its control socket" \
+	"$WORK/err" || fail "not said: $(cat "$WORK/err")"
+[ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "more than one line: $(cat "$WORK/err")"
+[ ! -e "$sock" ] || fail "the dead daemon's socket $sock is still there"
+MOUNT_PID=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' "$WORK/mount2.log" | tail -n 1)
+PIDS+=("$MOUNT_PID")
+cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read after replacing a dead mount"
+[ "$(grep -c " $MNT fuse" /proc/mounts)" = 1 ] || fail "mounts stacked on $MNT"
+ok "dead mount: $(cat "$WORK/err")"
+unmount_check "$MNT" "$MOUNT_PID"
+
+# A cache larger than the machine can give.
+refused "$MNT" --cache-size 1T "is more than this machine can give"
+ok "machine: $(cat "$WORK/err")"
+
+# A cache larger than the mount's cgroup allows: a 1 GiB cgroup of our
+# own (v2 memory.max or v1 memory.limit_in_bytes).
+CG=
+if [ -e /sys/fs/cgroup/cgroup.controllers ] &&
+	grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
+	CG=/sys/fs/cgroup/seedfs-test-$$
+	mkdir "$CG" 2>/dev/null && echo 1G >"$CG/memory.max" 2>/dev/null || CG=
+elif [ -d /sys/fs/cgroup/memory ]; then
+	CG=/sys/fs/cgroup/memory/seedfs-test-$$
+	mkdir "$CG" 2>/dev/null && echo 1G >"$CG/memory.limit_in_bytes" 2>/dev/null || CG=
+fi
+in_cg() { sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG" "$@"; }
+if [ -n "$CG" ]; then
+	trap 'cleanup; rmdir "$CG" 2>/dev/null || true' EXIT
+	st=0
+	in_cg "$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$MNT" --cache-size 3G 2>"$WORK/err" || st=$?
+	[ $st -ne 0 ] || { MOUNTS+=("$MNT"); fail "3G cache mounted in a 1 GiB cgroup"; }
+	[ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "not one line: $(cat "$WORK/err")"
+	grep -q "is more than this mount can have: its cgroup /seedfs-test-$$ allows 1.0 GiB" \
+		"$WORK/err" || fail "said: $(cat "$WORK/err")"
+	ok "cgroup: $(cat "$WORK/err")"
+	# The default cache fits in the cgroup.
+	MOUNTS+=("$MNT")
+	in_cg "$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$MNT" --log-file "$WORK/mount3.log" ||
+		fail "default cache in a 1 GiB cgroup"
+	cs=$(awk '$1 == "cache_size:" { print $2 }' "$MNT/.seedfs/status")
+	[ "$cs" -le $((512 << 20)) ] || fail "default cache $cs in a 1 GiB cgroup"
+	cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read in the cgroup"
+	fusermount3 -u "$MNT"
+	ok "the default cache in a 1 GiB cgroup is $((cs >> 20)) MiB"
+else
+	echo "skip: cannot make a memory cgroup here"
+fi
+
+# Ready fast whatever the cache size; the cache is faulted in behind.
+for cs in default 4G; do
+	opts=()
+	[ $cs = default ] || opts=(--cache-size $cs)
+	mount_seed "$MNT" "${opts[@]}"
+	line=$(grep "mount: ready in" "$WORK/mount.log" | tail -n 1)
+	rest=$(echo "$line" | sed -n 's/.*the rest \([0-9.]*\) s).*/\1/p')
+	[ -n "$rest" ] || fail "no ready line: $line"
+	awk -v r="$rest" 'BEGIN { exit !(r < 0.5) }' || fail "cache $cs: $line"
+	size=$(awk '$1 == "cache_size:" { print $2 }' "$MNT/.seedfs/status")
+	for _ in $(seq 200); do
+		grep -q "^cache_ready:" "$MNT/.seedfs/status" || break
+		sleep 0.05
+	done
+	grep -q "^cache_ready:" "$MNT/.seedfs/status" &&
+		fail "cache not all faulted in 10 s: $(grep ^cache_ready "$MNT/.seedfs/status")"
+	cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read"
+	ok "cache $cs ($((size >> 20)) MiB): ${line#*mount: }"
+	unmount_check "$MNT" "$MOUNT_PID"
+done
+sanitizers_clean

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Everyday tools see the model, not the debug view: cp -r, du -sb, tar,
+# find and rsync through the mount equal the original; times, modes and
+# directory link counts are the seed's and stay across remounts (and
+# seedfs pull keeps them); a file published later is found by a program
+# polling for it within a second; status says what is true now after
+# the seed restarts and counts each kind of error under its name.
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 12M --shards 3
+chmod 0640 "$MODEL/tokenizer.json"
+chmod 0750 "$MODEL/extra"
+touch -d '2021-03-04 05:06:07.123456789' "$MODEL/config.json"
+cp -a "$MODEL" "$WORK/copy"
+start_seed "$MODEL" --grace 2
+MNT=$WORK/mnt
+mount_seed "$MNT" --timeout 2
+M=$MNT/m
+S=$MNT/.seedfs/status
+val() { awk -v k="$1:" '$1 == k { print $2 }' "$S"; }
+
+# The debug view: reachable by name, never listed.
+ls -a "$M" | grep -qx .seedfs && fail ".seedfs listed in the model directory"
+ls -a "$MNT" | grep -qx .seedfs && fail ".seedfs listed at the mount root"
+[ -n "$(ls "$M/.seedfs/tensors" | head -n 1)" ] || fail ".seedfs/tensors not reachable"
+grep -q '^model: m ' "$S" || fail "status not reachable by name"
+ok ".seedfs is reachable by name and listed nowhere"
+
+# What tools see equals the original.
+[ "$(du -sb "$M" | cut -f1)" = "$(du -sb "$MODEL" | cut -f1)" ] ||
+	fail "du -sb: $(du -sb "$M") vs $(du -sb "$MODEL")"
+cp -r "$M" "$WORK/cpr"
+diff -r "$MODEL" "$WORK/cpr" || fail "cp -r copied something else"
+[ "$(du -sb "$WORK/cpr" | cut -f1)" = "$(du -sb "$MODEL" | cut -f1)" ] ||
+	fail "cp -r copied $(du -sb "$WORK/cpr")"
+a=$(cd "$MODEL" && tar cf - . | wc -c)
+b=$(cd "$M" && tar cf - . | wc -c)
+[ "$a" = "$b" ] || fail "tar: $b bytes through the mount, $a from the original"
+# The listing too: names, sizes, modes, owners and times.
+diff <(cd "$MODEL" && tar cf - . | tar tvf - | sort -k6) \
+	<(cd "$M" && tar cf - . | tar tvf - | sort -k6) || fail "tar tvf differs"
+for t in f d; do
+	diff <(cd "$MODEL" && find . -type $t | sort) <(cd "$M" && find . -type $t | sort) ||
+		fail "find -type $t differs"
+done
+[ "$(cd "$M" && find . -type f -print0 | xargs -0 cat | wc -c)" = \
+	"$(cd "$MODEL" && find . -type f -print0 | xargs -0 cat | wc -c)" ] ||
+	fail "find -type f | xargs cat"
+for d in . extra extra/deep; do
+	[ "$(stat -c %h "$M/$d")" = "$(stat -c %h "$MODEL/$d")" ] ||
+		fail "nlink of $d: $(stat -c %h "$M/$d"), want $(stat -c %h "$MODEL/$d")"
+done
+ok "du -sb $(du -sb "$M" | cut -f1), cp -r, tar ($b bytes, same listing), find -type f/d and nlink equal the original"
+
+# rsync finds nothing to do, before and after a remount.
+rs() { rsync -a --dry-run --itemize-changes "$1/" "$WORK/copy/"; }
+out=$(rs "$M") || fail "rsync failed"
+[ -z "$out" ] || fail "rsync would transfer: $out"
+[ "$(stat -c '%y %a' "$M/config.json")" = "$(stat -c '%y %a' "$MODEL/config.json")" ] ||
+	fail "config.json time: $(stat -c '%y' "$M/config.json")"
+[ "$(stat -c %a "$M/tokenizer.json")" = 640 ] || fail "mode of tokenizer.json"
+unmount_check "$MNT" "$MOUNT_PID"
+mount_seed "$MNT" --timeout 2
+out=$(rs "$M") || fail "rsync failed"
+[ -z "$out" ] || fail "after a remount rsync would transfer: $out"
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" m "$WORK/pulled" 2>"$WORK/pull.err" ||
+	fail "pull: $(cat "$WORK/pull.err")"
+out=$(rs "$WORK/pulled") || fail "rsync failed"
+[ -z "$out" ] || fail "after seedfs pull rsync would transfer: $out"
+ok "rsync -a --dry-run -i: nothing to transfer (mount, remount, seedfs pull)"
+
+# A program polling for a file sees it within a second of the republish,
+# with no open elsewhere to make the mount ask.
+( until [ -e "$M/late.txt" ]; do sleep 0.05; done; now_ms >"$WORK/seen" ) &
+POLL=$!
+PIDS+=("$POLL")
+sleep 1.5 # the poller's misses are cached meanwhile
+echo late >"$MODEL/late.txt"
+kill -HUP "$SEED_PID"
+for _ in $(seq 200); do grep -q "published .*generation 2" "$WORK/seed.out" && break; sleep 0.01; done
+t_pub=$(now_ms)
+grep -q "published .*generation 2" "$WORK/seed.out" || fail "no generation 2"
+for _ in $(seq 60); do [ -s "$WORK/seen" ] && break; sleep 0.05; done
+[ -s "$WORK/seen" ] || fail "the poller did not see late.txt within 3 s"
+el=$(($(cat "$WORK/seen") - t_pub))
+[ "$el" -le 1000 ] || fail "late.txt seen $el ms after the republish"
+cmp "$MODEL/late.txt" "$M/late.txt" || fail "late.txt bytes"
+ok "a polling program saw a new file $el ms after the republish"
+
+# Lookups of missing names are bounded in time, even with a seed that
+# does not answer (stopped): the first waits at most a second, the
+# rest do not wait.
+kill -STOP "$SEED_PID"
+sleep 0.3 # past the last answer's 200 ms: the next miss asks
+t0=$(now_ms)
+for i in $(seq 50); do [ ! -e "$M/missing-$i" ] || fail "missing-$i exists"; done
+el=$(($(now_ms) - t0))
+kill -CONT "$SEED_PID"
+[ "$el" -le 1800 ] || fail "50 lookups of missing names took $el ms with a stopped seed"
+ok "50 lookups of missing names with a stopped seed: $el ms"
+
+# Status after the seed restarts: what is true now.  A read that needs
+# the dead seed fails; each kind of failure is counted under its name
+# (as many as the log shows); a new seed on the same port serves the
+# next open, and status says reachable again.
+grep -q "^seed: $HOST:$SEED_PORT (reachable)$" "$S" || fail "status: $(grep ^seed "$S")"
+OLD_PORT=$SEED_PORT
+kill -9 "$SEED_PID"
+wait "$SEED_PID" 2>/dev/null || true
+F=model-00002-of-00003.safetensors
+if cat "$M/$F" >/dev/null 2>"$WORK/cat.err"; then fail "read from a dead seed"; fi
+grep -Eq "^seed: $HOST:$SEED_PORT \((unreachable|reconnecting) for " "$S" ||
+	fail "status after the kill: $(grep ^seed "$S")"
+grep -q "^seed_control: no answer" "$S" || fail "status: $(grep ^seed_control "$S")"
+n_to=$(grep -c "no progress for" "$WORK/mount.log" || true)
+n_tr=$(grep -c "W cache: pull of .* failed:" "$WORK/mount.log" || true)
+[ "$(val errors_timeout)" = "$n_to" ] ||
+	fail "errors_timeout $(val errors_timeout), the log has $n_to"
+[ "$(val errors_transport)" = "$n_tr" ] ||
+	fail "errors_transport $(val errors_transport), the log has $n_tr"
+[ "$((n_to + n_tr))" -ge 1 ] || fail "the failure was not counted"
+ok "dead seed: $(grep ^seed: "$S"); errors_timeout $n_to and errors_transport $n_tr, as logged"
+start_seed "$MODEL" --listen "$HOST:$OLD_PORT"
+[ "$SEED_PORT" = "$OLD_PORT" ] || fail "the seed came back on $SEED_PORT"
+cmp "$MODEL/$F" "$M/$F" || fail "read after the seed came back"
+grep -q "^seed: $HOST:$SEED_PORT (reachable)$" "$S" || fail "status: $(grep ^seed "$S")"
+grep -q "^seed_control: answers$" "$S" || fail "status: $(grep ^seed_control "$S")"
+ok "the seed restarted: reads work, status says $(grep ^seed: "$S")"
+unmount_check "$MNT" "$MOUNT_PID"
+sanitizers_clean

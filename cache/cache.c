@@ -73,13 +73,14 @@ static struct sfs_chunk *lookup(struct sfs_cache *c, uint32_t src,
 	return ch;
 }
 
-static void unhash(struct sfs_cache *c, struct sfs_chunk *ch)
+void sfs_cache_unhash(struct sfs_cache *c, struct sfs_chunk *ch)
 {
 	struct sfs_chunk **pp =
 		&c->buckets[bucket_of(c, ch->src, ch->region, ch->idx)];
-	while (*pp != ch)
+	while (*pp && *pp != ch)
 		pp = &(*pp)->hnext;
-	*pp = ch->hnext;
+	if (*pp) /* an orphan is no longer there */
+		*pp = ch->hnext;
 	ch->hnext = NULL;
 }
 
@@ -90,8 +91,9 @@ void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
 	if (ch->state == CH_READY) {
 		sfs_list_add_tail(&c->lru, ch);
 	} else {
-		unhash(c, ch);
+		sfs_cache_unhash(c, ch);
 		ch->state = CH_FREE;
+		ch->orphan = 0;
 		sfs_list_add_tail(&c->free, ch);
 		c->nfree++;
 	}
@@ -111,7 +113,7 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 	ch = c->lru.head;
 	if (ch) {
 		sfs_list_del(&c->lru, ch);
-		unhash(c, ch);
+		sfs_cache_unhash(c, ch);
 		ch->state = CH_FREE;
 	}
 	return ch;
@@ -252,24 +254,43 @@ void sfs_cache_stop(struct sfs_cache *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Caches whose memory a transport may still write into: kept. */
+static pthread_mutex_t graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sfs_cache *graveyard[16];
+
 void sfs_cache_free(struct sfs_cache *c)
+{
+	sfs_cache_free_quiesced(c, 0);
+}
+
+void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 {
 	if (!c)
 		return;
 	sfs_cache_stop(c);
-	/* Pulls in flight write into the slab: let them finish first. */
+	/* Pulls in flight write into the slab: let them finish first
+	 * (quiesced: they were cancelled, but for @abandoned). */
 	pthread_mutex_lock(&c->lock);
-	struct timespec until = sfs_abstime(c->timeout_ms);
+	struct timespec until = sfs_abstime(abandoned ? 0 : c->timeout_ms);
 	while (c->loading &&
 	       pthread_cond_timedwait(&c->cond, &c->lock, &until) == 0)
 		;
 	size_t left = c->loading;
 	pthread_mutex_unlock(&c->lock);
 	if (left) {
-		/* The transport still owns that memory: leak it rather than
-		 * free what may be written.  Quiesce the transport first. */
+		/* The transport still owns that memory: keep it rather than
+		 * free what may be written. */
 		SFS_LOG(SFS_WARN, "cache",
-			"%zu pulls still in flight at shutdown", left);
+			"%zu pulls still in flight at shutdown: their memory "
+			"is kept",
+			left);
+		pthread_mutex_lock(&graveyard_lock);
+		for (size_t i = 0; i < SFS_ARRAY_SIZE(graveyard); i++)
+			if (!graveyard[i]) {
+				graveyard[i] = c;
+				break;
+			}
+		pthread_mutex_unlock(&graveyard_lock);
 		return;
 	}
 	sfs_slab_free(c);
@@ -645,6 +666,7 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
+again:
 	ch = find_or_start(c, src, region, off >> c->chunk_shift, 1, 1, &rc);
 	if (!ch) {
 		pthread_mutex_unlock(&c->lock);
@@ -658,6 +680,17 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
 		c->st.misses++;
 	sfs_peer_pump(c);
 	rc = sfs_peer_wait(c, ch, start);
+	if (rc == -EAGAIN) {
+		/* Its pull was on a connection since replaced: start it
+		 * again on the new one, within the same bound. */
+		ch->refs--;
+		sfs_cache_settle(c, ch);
+		if ((rc = check_range(c, src, region, off))) {
+			pthread_mutex_unlock(&c->lock);
+			return rc;
+		}
+		goto again;
+	}
 	if (!rc) {
 		uint64_t in = off - (ch->idx << c->chunk_shift);
 		*out = ch;

@@ -141,8 +141,12 @@ void sfs_cache_stop(struct sfs_cache *c);
 /*
  * sfs_cache_free - stop, wait (bounded) for pulls in flight, then free.
  * Pinned chunks must have been put.  NULL is fine.
+ * sfs_cache_free_quiesced - the same once the transport is quiesced:
+ * @abandoned pulls will never complete (sfs_xport_quiesce said so), and
+ * then the memory is kept, not freed, and nothing is waited for.
  */
 void sfs_cache_free(struct sfs_cache *c);
+void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned);
 
 /* sfs_cache_set_reconnect - set (or change) cfg.reconnect, for owners
  * made after the cache. */

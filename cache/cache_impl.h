@@ -59,8 +59,11 @@ struct sfs_chunk {
 	uint32_t peer; /* QUEUED, LOADING: index into c->peers */
 	uint64_t seq;  /* LOADING: post order on its peer */
 	uint64_t posted_ms;
-	uint64_t overtaken_ms;	 /* LOADING: a later post completed first */
-	int disk_op;		 /* DISK_LOAD or DISK_STORE while queued */
+	uint64_t overtaken_ms; /* LOADING: a later post completed first */
+	uint64_t epoch;	       /* LOADING: c->epoch when posted */
+	int orphan;  /* LOADING on a connection since replaced: out of the
+		       hash, its slot waits for the transport's callback */
+	int disk_op; /* DISK_LOAD or DISK_STORE while queued */
 	struct sfs_chunk *dnext; /* disk queue */
 	struct sfs_chunk *hnext; /* hash chain */
 	/* LRU (READY, unpinned), free list, a peer's queue (QUEUED) or its
@@ -148,6 +151,7 @@ struct sfs_cache {
 	struct cache_peer **peers;     /* protected by lock; each stays */
 	struct sfs_cache_stats st;     /* protected by lock */
 	int stopping;		       /* protected by lock */
+	uint64_t epoch; /* protected by lock: transport resets so far */
 
 	/* The slab's segments; segs[i].ready and ready_bytes protected by
 	 * lock. */
@@ -178,6 +182,8 @@ void sfs_list_del(struct list *l, struct sfs_chunk *ch);
 void sfs_list_add_tail(struct list *l, struct sfs_chunk *ch);
 void sfs_list_add_head(struct list *l, struct sfs_chunk *ch);
 
+/* cache.c: out of the hash (c->lock held); harmless if it is not. */
+void sfs_cache_unhash(struct sfs_cache *c, struct sfs_chunk *ch);
 /* cache.c: a chunk nobody pins any more goes to the LRU, or is freed if
  * failed (c->lock held). */
 void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch);

@@ -144,12 +144,14 @@ void sfs_peer_fail_queued(struct sfs_cache *c, struct cache_peer *p, int err,
 	pthread_cond_broadcast(&c->cond);
 }
 
-/* How long a peer that keeps failing stays down: 1 s, doubling, at
- * most the timeout. */
+/* How long a peer stays down after its @failures-th stall in a row: 1 s,
+ * doubling, at most the timeout or 5 s, so reads work again soon after
+ * a link comes back. */
 static uint64_t hold_ms(struct sfs_cache *c, unsigned int failures)
 {
-	unsigned int k = failures > 2 ? SFS_MIN(failures - 2, 10u) : 0;
-	return SFS_MIN((uint64_t)1000 << k, (uint64_t)c->timeout_ms);
+	unsigned int k = failures > 1 ? SFS_MIN(failures - 1, 10u) : 0;
+	uint64_t cap = SFS_MIN((uint64_t)c->timeout_ms, 5000);
+	return SFS_MIN((uint64_t)1000 << k, cap);
 }
 
 static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
@@ -168,22 +170,25 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
 }
 
 /*
- * Something went wrong with @p: @why, @err.  It is reconnected (readers
- * keep waiting, each within its own bound).  Stalls and failed posts
- * (@counts) mean the seed may be gone: the second since a pull last
- * completed puts it down for a while.  A failed pull does not count: the
- * seed answered (libfabric tcp, for one, answers a withdrawn key by
- * dropping the connection), and one broken file must not take the seed
- * away from the others.  Called with c->lock held.
+ * Something went wrong with @p: @why, @err.  It is reconnected in the
+ * background.  A stall (no progress for the timeout) or a pull that
+ * could not even be posted (@stalled) means the seed may be gone: it is
+ * down for a while (reads fail at once: the reader that found the
+ * stall has waited the timeout, the next ones need not), then one read
+ * tries again.  A failed pull only reconnects: the seed answered
+ * (libfabric tcp, for one, answers a withdrawn key by dropping the
+ * connection), and one broken file must not take the seed away from the
+ * others.  Called with c->lock held.
  */
 static void trouble(struct sfs_cache *c, struct cache_peer *p, const char *why,
-		    int err, int counts)
+		    int err, int stalled)
 {
 	if (c->stopping || p->removed)
 		return;
-	p->failures += counts;
-	if (p->state == SFS_PEER_UP && p->failures >= 2) {
-		go_down(c, p, err, why);
+	if (stalled) {
+		p->failures++;
+		if (p->state != SFS_PEER_DOWN)
+			go_down(c, p, err, why);
 	} else if (p->state == SFS_PEER_UP) {
 		p->state = SFS_PEER_RECONNECTING;
 		p->err = err;
@@ -231,6 +236,7 @@ static void post(struct sfs_cache *c, struct cache_peer *p,
 	ch->seq = ++p->post_seq;
 	ch->posted_ms = sfs_now_ms();
 	ch->overtaken_ms = 0;
+	ch->epoch = c->epoch;
 	sfs_list_add_tail(&p->loading, ch);
 	p->inflight++;
 	c->loading++;
@@ -329,10 +335,20 @@ void sfs_peer_on_pulled(void *arg, int status)
 	struct cache_peer *p = c->peers[ch->peer];
 	const struct cache_source *s = c->sources[ch->src];
 	uint64_t now = sfs_now_ms();
+	c->loading--;
+	if (ch->orphan) {
+		/* Its connection was replaced: the bytes are not used (a new
+		 * pull serves its readers), only the slot comes back. */
+		ch->state = CH_FAILED;
+		ch->err = -ECANCELED;
+		sfs_cache_settle(c, ch);
+		pthread_cond_broadcast(&c->cond);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	busy_account(c, p);
 	sfs_list_del(&p->loading, ch);
 	p->inflight--;
-	c->loading--;
 	if (status == -ECANCELED) {
 		/* A reconnect (or the end) cancelled it: pulled again for
 		 * whoever waits, once the peer is back. */
@@ -392,6 +408,8 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 	enum chunk_state last = ch->state;
 
 	for (;;) {
+		if (ch->orphan)
+			return -EAGAIN; /* the caller starts it again */
 		if (ch->state == CH_READY)
 			return 0;
 		if (ch->state == CH_FAILED) {
@@ -438,7 +456,8 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 			 * count from then, if nothing completed since. */
 			if (p->silent_since && p->silent_since < base &&
 			    p->silent_since >= p->last_done_ms &&
-			    base - p->silent_since <= c->timeout_ms)
+			    base - p->silent_since <=
+				    2 * (uint64_t)c->timeout_ms)
 				base = p->silent_since;
 			int lost = ch->state == CH_LOADING && ch->overtaken_ms;
 			base = SFS_MAX(base, lost ? ch->overtaken_ms
@@ -476,6 +495,32 @@ void sfs_cache_set_reconnect(struct sfs_cache *c,
 	pthread_mutex_unlock(&c->lock);
 }
 
+/*
+ * The transport was reset: pulls posted before are on a connection that
+ * is gone (or going), and may complete much later or never.  They leave
+ * the hash and their peers' windows, so their readers start them again
+ * on the new connection; each slot comes back with its callback.
+ */
+static void orphan_posted(struct sfs_cache *c)
+{
+	uint64_t e = c->epoch++;
+	for (size_t i = 0; i < c->npeers; i++) {
+		struct cache_peer *p = c->peers[i];
+		for (struct sfs_chunk *ch = p->loading.head, *next; ch;
+		     ch = next) {
+			next = ch->next;
+			if (ch->epoch > e)
+				continue;
+			busy_account(c, p);
+			sfs_list_del(&p->loading, ch);
+			p->inflight--;
+			sfs_cache_unhash(c, ch);
+			ch->orphan = 1;
+		}
+	}
+	pthread_cond_broadcast(&c->cond);
+}
+
 /* Reconnect @p (c->lock held; dropped meanwhile). */
 static void repair(struct sfs_cache *c, struct cache_peer *p)
 {
@@ -494,6 +539,7 @@ static void repair(struct sfs_cache *c, struct cache_peer *p)
 	if (!rc) {
 		p->id = fresh;
 		c->st.reconnects++;
+		orphan_posted(c);
 		SFS_LOG(SFS_INFO, "cache",
 			"%s: connected again (%s) in %" PRIu64 " ms", p->label,
 			why, sfs_now_ms() - t0);

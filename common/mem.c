@@ -58,8 +58,7 @@ static void walk_up(struct sfs_mem_room *r, const char *root, const char *cg,
 			 strcmp(prefix, "/") ? prefix : "", limit_file);
 		if (read_value(path, &limit) && limit != UINT64_MAX) {
 			snprintf(path, sizeof(path), "%s%s/%s", root,
-				 strcmp(prefix, "/") ? prefix : "",
-				 usage_file);
+				 strcmp(prefix, "/") ? prefix : "", usage_file);
 			read_value(path, &usage);
 			uint64_t room = limit > usage ? limit - usage : 0;
 			if (room < r->cgroup) {
@@ -95,7 +94,8 @@ void sfs_mem_room(struct sfs_mem_room *r, const char *proc, const char *sysfs)
 	FILE *f = fopen(path, "r");
 	while (f && fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = '\0';
-		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		char *c1 = strchr(line, ':'),
+		     *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 		if (!c2)
 			continue;
 		*c2 = '\0';

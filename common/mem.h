@@ -11,13 +11,13 @@
 #include <stdint.h>
 
 struct sfs_mem_room {
-	uint64_t available;  /* the least of the two below */
-	uint64_t machine;    /* MemAvailable; UINT64_MAX: unknown */
-	uint64_t cgroup;     /* limit - usage of the tightest; UINT64_MAX:
+	uint64_t available; /* the least of the two below */
+	uint64_t machine;   /* MemAvailable; UINT64_MAX: unknown */
+	uint64_t cgroup;    /* limit - usage of the tightest; UINT64_MAX:
 				no limit */
-	uint64_t cg_limit;   /* that limit */
-	char cg_path[1024];  /* that cgroup, e.g. "/system.slice/x" */
-	char cg_file[32];    /* "memory.max" or "memory.limit_in_bytes" */
+	uint64_t cg_limit;  /* that limit */
+	char cg_path[1024]; /* that cgroup, e.g. "/system.slice/x" */
+	char cg_file[32];   /* "memory.max" or "memory.limit_in_bytes" */
 };
 
 /*

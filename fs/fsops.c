@@ -154,6 +154,22 @@ static uint64_t lookup_locked(struct sfs_fs *fs, fuse_ino_t parent,
 	return ino;
 }
 
+/* @ino is .seedfs or under it: names there do not follow the seed. */
+static int in_debug_view(struct sfs_fs *fs, uint64_t ino)
+{
+	int in = 0;
+	pthread_rwlock_rdlock(&fs->lock);
+	for (int depth = 0; ino != SFS_ROOT_INO && depth < 8 && !in; depth++) {
+		const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+		if (!n)
+			break;
+		in = !strcmp(n->name, SFS_MF_RESERVED);
+		ino = n->parent;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	return in;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct sfs_fs *fs = fs_of(req);
@@ -166,7 +182,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	pthread_rwlock_rdlock(&fs->lock);
 	uint64_t ino = lookup_locked(fs, parent, name, &e);
 	pthread_rwlock_unlock(&fs->lock);
-	if (!ino && fs->gens && strcmp(name, SFS_MF_RESERVED)) {
+	if (!ino && fs->gens && strcmp(name, SFS_MF_RESERVED) &&
+	    !in_debug_view(fs, parent)) {
 		/* Not there: perhaps in a generation published since.  Ask
 		 * (at most every 200 ms, waiting a second at most), so a
 		 * program polling for a new file sees it soon; a miss is

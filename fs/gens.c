@@ -40,6 +40,7 @@ struct sfs_gens {
 	 * before this (each would wait the whole timeout) */
 	uint64_t retry_ms;
 	uint64_t checked_ms;   /* protected by lock: the last check ended */
+	int bg_wanted;	       /* protected by lock: the sweeper asks */
 	uint64_t silent_since; /* protected by lock: no answer since */
 	char ctl_err[SFS_XPORT_ERR_MAX]; /* protected by lock: why */
 	/* A generation whose adoption failed is not tried again before
@@ -177,13 +178,36 @@ static size_t view_inodes(struct sfs_gens *g, struct sfs_view *v, int clear,
 	return n;
 }
 
-/* Expire what is due, free what nobody holds; sleep until the next. */
+static int check(struct sfs_gens *g, unsigned int ask_ms);
+
+/* Run one check (g->lock held, g->checking just set; dropped meanwhile),
+ * and tell those who wait for it. */
+static int run_check(struct sfs_gens *g, unsigned int ask_ms)
+{
+	pthread_mutex_unlock(&g->lock);
+	int rc = check(g, ask_ms);
+	pthread_mutex_lock(&g->lock);
+	g->checking = 0;
+	g->checks++;
+	g->checked_ms = sfs_now_ms();
+	pthread_cond_broadcast(&g->cond);
+	return rc;
+}
+
+/* Expire what is due, free what nobody holds, ask the seed when an open
+ * wanted it asked behind its back; sleep until the next. */
 static void *sweeper(void *arg)
 {
 	struct sfs_gens *g = arg;
 
 	pthread_mutex_lock(&g->lock);
 	while (!g->stop) {
+		if (g->bg_wanted && !g->checking) {
+			g->bg_wanted = 0;
+			g->checking = 1;
+			run_check(g, GENS_ASK_MS);
+			continue;
+		}
 		uint64_t now = sfs_now_ms(), next = 0;
 		struct sfs_view *due = NULL, *dead = NULL;
 		for (struct sfs_view **pv = &g->views; *pv;) {
@@ -632,18 +656,20 @@ static int revalidate(struct sfs_gens *g, unsigned int ask_ms,
 		pthread_mutex_unlock(&g->lock);
 		return 0;
 	}
-	if (g->unreachable && sfs_now_ms() < g->retry_ms) {
+	if (g->unreachable) {
+		/* It did not answer last time: do not make this open wait
+		 * for it again (with a read after it, that would be two
+		 * timeouts).  It is asked again behind, a timeout after the
+		 * last question; the open goes on with what is current. */
+		if (sfs_now_ms() >= g->retry_ms) {
+			g->bg_wanted = 1;
+			pthread_cond_broadcast(&g->cond);
+		}
 		pthread_mutex_unlock(&g->lock);
-		return 0; /* asked a moment ago, no answer: do not wait again */
+		return 0;
 	}
 	g->checking = 1;
-	pthread_mutex_unlock(&g->lock);
-	int rc = check(g, ask_ms);
-	pthread_mutex_lock(&g->lock);
-	g->checking = 0;
-	g->checks++;
-	g->checked_ms = sfs_now_ms();
-	pthread_cond_broadcast(&g->cond);
+	int rc = run_check(g, ask_ms);
 	pthread_mutex_unlock(&g->lock);
 	return rc;
 }

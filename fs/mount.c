@@ -423,9 +423,9 @@ static void replica_close(struct replica *r)
 	 * the cache, then free the cache (and its registration), then the
 	 * transport. */
 	sfs_cache_stop(r->cache);
-	sfs_xport_quiesce(r->x);
+	size_t left = sfs_xport_quiesce(r->x);
 	sfs_gens_free(r->gens); /* its sweeper retires cache sources */
-	sfs_cache_free(r->cache);
+	sfs_cache_free_quiesced(r->cache, left);
 	sfs_disk_close(r->disk);
 	sfs_xport_close(r->x);
 	sfs_tree_free(r->tree);

@@ -388,8 +388,7 @@ int sfs_pull_main(int argc, char **argv)
 			dest);
 out:
 	sfs_cache_stop(p.cache);
-	sfs_xport_quiesce(x);
-	sfs_cache_free(p.cache);
+	sfs_cache_free_quiesced(p.cache, sfs_xport_quiesce(x));
 	sfs_xport_close(x);
 	free(regs);
 	sfs_manifest_free(m);

@@ -36,237 +36,12 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
-#define FAB_API FI_VERSION(1, 14)
-#define FAB_CQ_BATCH 32
-#define FAB_WAIT_MS 100	    /* longest nap of the progress thread */
-#define FAB_POST_WAIT_MS 20 /* a busy provider: then -EAGAIN */
+#include "fabric_impl.h"
 
-struct fab_op {
-	struct fi_context2 fctx; /* must stay first: the CQ gives it back */
-	struct sfs_xreq *req;
-};
-
-struct fab_xport {
-	struct sfs_xport base;
-	const struct sfs_xport_proto *proto;
-	enum sfs_xport_role role;
-	unsigned int timeout_ms;
-
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-	uint64_t mr_mode;
-	uint64_t max_msg;
-	int wait_fd; /* CQ wait fd (FI_WAIT_FD), or -1: poll with naps */
-	int hmem;    /* opened with FI_HMEM */
-	size_t nmapped, cap_mapped; /* protected by inflight.lock */
-	uint64_t *mapped;	    /* raw keys mapped with fi_mr_map_raw */
-	atomic_uint_fast64_t next_key;
-	atomic_uint cq_faults; /* error completions that failed no request */
-
-	pthread_t thread;
-	int thread_started;
-	atomic_bool stop;
-
-	struct sfs_xreq_list inflight;
-	/* Posters hold it for reading; sfs_xport_reset and quiesce for
-	 * writing while they replace or close the endpoint. */
-	pthread_rwlock_t ep_lock;
-	/* The peers' addresses, in fi_addr order, to insert them again
-	 * after a reset: protected by inflight.lock. */
-	size_t npeers, cap_peers;
-	struct fab_peer *peers;
-
-	size_t addr_len;
-	uint8_t addr[SFS_XPORT_ADDR_MAX];
-};
-
-struct fab_peer {
-	size_t len;
-	uint8_t addr[SFS_XPORT_ADDR_MAX];
-};
-
-struct fab_mr {
-	struct sfs_xport_mr base;
-	struct fab_xport *x;
-	struct fid_mr *mr;
-	void *desc;
-	uint64_t raddr;
-	uint64_t key;
-	size_t raw_len; /* FI_MR_RAW: the key's bytes, else 0 */
-	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
-};
-
-#define to_fab(p) ((struct fab_xport *)(p))
-
-/* Map a libfabric error (negative) to a negative errno, once, here. */
-static int fab_errno(ssize_t rc)
-{
-	long e = rc < 0 ? -rc : rc;
-	if (e == 0)
-		return 0;
-	return e < FI_ERRNO_OFFSET ? -(int)e : -EIO;
-}
-
-/*
- * Take one error completion and fail its request.  Returns 0 when an
- * entry was taken, -1 when none could be (fi_cq_readerr failed).  An
- * error without a context (seen from shm when its copy from the peer
- * fails) cannot be matched to a request: that request never completes
- * here, and the cache above detects it (no progress) and resets the
- * transport, which cancels it.  Both are logged once per 1000.
- */
-static int fab_cq_error(struct fab_xport *x, int detail)
-{
-	struct fi_cq_err_entry e = {0};
-	char buf[256];
-	ssize_t rc = fi_cq_readerr(x->cq, &e, 0);
-
-	if (rc < 0) {
-		if (rc != -FI_EAGAIN &&
-		    atomic_fetch_add(&x->cq_faults, 1) % 1000 == 0)
-			SFS_LOG(SFS_WARN, "xport", "%s: fi_cq_readerr: %s",
-				x->proto->name, fi_strerror((int)-rc));
-		return -1;
-	}
-	struct fab_op *op = e.op_context;
-	int st = fab_errno(-(ssize_t)e.err);
-	/* -ECANCELED means "cancelled by us" (reset, quiesce) to callers;
-	 * tcp answers a key the seed no longer has with FI_ECANCELED. */
-	if (st == -ECANCELED)
-		st = -EREMOTEIO;
-	if (!op) {
-		if (atomic_fetch_add(&x->cq_faults, 1) % 1000 == 0)
-			SFS_LOG(SFS_WARN, "xport",
-				"%s: completion error without context (flags "
-				"0x%llx): %s; the read it belonged to cannot "
-				"complete",
-				x->proto->name, (unsigned long long)e.flags,
-				fi_strerror(e.err));
-		return 0;
-	}
-	/* Log the cause once per request: the first failing op.  The
-	 * provider's detail (err_data) belongs to the endpoint: not once it
-	 * is closed. */
-	if (atomic_load(&op->req->status) == 0 && detail)
-		SFS_LOG(SFS_WARN, "xport", "%s: read failed: %s (provider: %s)",
-			x->proto->name, fi_strerror(e.err),
-			fi_cq_strerror(x->cq, e.prov_errno, e.err_data, buf,
-				       sizeof(buf)));
-	else if (atomic_load(&op->req->status) == 0)
-		SFS_LOG(SFS_DEBUG, "xport", "%s: read failed: %s",
-			x->proto->name, fi_strerror(e.err));
-	sfs_xreq_put(&x->inflight, op->req, 1, st ? st : -EIO);
-	return 0;
-}
-
-/*
- * The progress thread: reads the CQ (which also drives the provider's
- * progress, without which the seed serves nothing) and completes
- * requests.  When idle it sleeps in poll() on the CQ's wait fd after
- * fi_trywait says it may; providers without one are polled with short
- * naps.  (fi_cq_sread is not used: shm's waits by spinning in
- * sched_yield and ignored its timeout.)
- */
-static void *fab_progress(void *arg)
-{
-	struct fab_xport *x = arg;
-	struct fi_cq_entry ents[FAB_CQ_BATCH];
-	unsigned int idle = 0;
-
-	while (!atomic_load(&x->stop)) {
-		ssize_t n = fi_cq_read(x->cq, ents, FAB_CQ_BATCH);
-		if (n > 0) {
-			idle = 0;
-			for (ssize_t i = 0; i < n; i++) {
-				struct fab_op *op = ents[i].op_context;
-				sfs_xreq_put(&x->inflight, op->req, 1, 0);
-			}
-			continue;
-		}
-		if (n == -FI_EAVAIL) {
-			if (fab_cq_error(x, 1)) {
-				struct timespec ts = {0, 10000000};
-				nanosleep(&ts, NULL);
-			}
-			continue;
-		}
-		if (n != -FI_EAGAIN) {
-			SFS_LOG(SFS_WARN, "xport", "%s: fi_cq_read: %s",
-				x->proto->name, fi_strerror((int)-n));
-			struct timespec ts = {0, 10000000};
-			nanosleep(&ts, NULL);
-			continue;
-		}
-		if (x->wait_fd >= 0) {
-			struct fid *f = &x->cq->fid;
-			if (fi_trywait(x->fabric, &f, 1) == FI_SUCCESS) {
-				struct pollfd p = {.fd = x->wait_fd,
-						   .events = POLLIN};
-				poll(&p, 1, FAB_WAIT_MS);
-			}
-		} else if (++idle > 64) {
-			/* Spin briefly after activity, then nap. */
-			struct timespec ts = {0, idle > 4096 ? 200000 : 20000};
-			nanosleep(&ts, NULL);
-		}
-	}
-	return NULL;
-}
-
-static void stop_progress(struct fab_xport *x)
-{
-	if (x->thread_started) {
-		atomic_store(&x->stop, 1);
-		pthread_join(x->thread, NULL);
-		x->thread_started = 0;
-	}
-}
-
-/* Close the endpoint (x->ep_lock held for writing, no progress thread):
- * what is in flight is discarded, so nothing writes into caller memory
- * after this.  Completions already queued are delivered first; every
- * request left is cancelled. */
-static void close_ep(struct fab_xport *x)
-{
-	if (x->ep) {
-		int rc = fi_close(&x->ep->fid);
-		if (rc)
-			SFS_LOG(SFS_WARN, "xport", "fi_close(ep): %s",
-				fi_strerror(-rc));
-		x->ep = NULL;
-	}
-	if (x->cq) {
-		struct fi_cq_entry ents[FAB_CQ_BATCH];
-		ssize_t n;
-		while ((n = fi_cq_read(x->cq, ents, FAB_CQ_BATCH)) > 0 ||
-		       n == -FI_EAVAIL) {
-			if (n == -FI_EAVAIL) {
-				if (fab_cq_error(x, 0))
-					break;
-				continue;
-			}
-			for (ssize_t i = 0; i < n; i++) {
-				struct fab_op *op = ents[i].op_context;
-				sfs_xreq_put(&x->inflight, op->req, 1, 0);
-			}
-		}
-	}
-	sfs_xreq_cancel_all(&x->inflight);
-}
-
-static void fab_quiesce(struct sfs_xport *base)
-{
-	struct fab_xport *x = to_fab(base);
-
-	stop_progress(x);
-	pthread_rwlock_wrlock(&x->ep_lock);
-	close_ep(x);
-	pthread_rwlock_unlock(&x->ep_lock);
-}
+/* Transports left with reads in flight at close: kept, never freed (the
+ * provider may still write into what they point at). */
+static pthread_mutex_t graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fab_xport *graveyard[16];
 
 static void fab_close(struct sfs_xport *base)
 {
@@ -274,15 +49,20 @@ static void fab_close(struct sfs_xport *base)
 
 	if (!x)
 		return;
-	fab_quiesce(base);
+	if (fab_quiesce(base)) {
+		pthread_mutex_lock(&graveyard_lock);
+		for (size_t i = 0; i < SFS_ARRAY_SIZE(graveyard); i++)
+			if (!graveyard[i]) {
+				graveyard[i] = x;
+				break;
+			}
+		pthread_mutex_unlock(&graveyard_lock);
+		return;
+	}
 	for (size_t i = 0; i < x->nmapped; i++)
 		fi_mr_unmap_key(x->domain, x->mapped[i]);
 	free(x->mapped);
 	free(x->peers);
-	if (x->cq)
-		fi_close(&x->cq->fid);
-	if (x->av)
-		fi_close(&x->av->fid);
 	if (x->domain)
 		fi_close(&x->domain->fid);
 	if (x->fabric)
@@ -402,128 +182,6 @@ static struct fi_info *fab_hints(const char *provider, int hmem)
 	return h;
 }
 
-/*
- * The address vector, completion queue and endpoint, bound and enabled
- * (x->ep_lock held for writing, or nobody else yet).  Returns 0 or a
- * libfabric error with *step naming the call that failed.
- */
-static int open_ep(struct fab_xport *x, const char **step)
-{
-	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-	int rc;
-
-	*step = "fi_av_open";
-	rc = fi_av_open(x->domain, &av_attr, &x->av, NULL);
-	if (rc)
-		return rc;
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT,
-				     .wait_obj = FI_WAIT_FD};
-	*step = "fi_cq_open";
-	x->wait_fd = -1;
-	rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
-	if (!rc && fi_control(&x->cq->fid, FI_GETWAIT, &x->wait_fd)) {
-		fi_close(&x->cq->fid);
-		x->cq = NULL;
-		x->wait_fd = -1;
-		rc = -FI_ENOSYS;
-	}
-	if (rc) {
-		/* No fd to sleep on here: the progress thread polls. */
-		cq_attr.wait_obj = FI_WAIT_NONE;
-		rc = fi_cq_open(x->domain, &cq_attr, &x->cq, NULL);
-	}
-	if (rc)
-		return rc;
-	*step = "fi_endpoint";
-	rc = fi_endpoint(x->domain, x->info, &x->ep, NULL);
-	if (rc)
-		return rc;
-	*step = "fi_ep_bind(av)";
-	rc = fi_ep_bind(x->ep, &x->av->fid, 0);
-	if (rc)
-		return rc;
-	*step = "fi_ep_bind(cq)";
-	rc = fi_ep_bind(x->ep, &x->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (rc)
-		return rc;
-	*step = "fi_enable";
-	rc = fi_enable(x->ep);
-	if (rc)
-		return rc;
-	x->addr_len = sizeof(x->addr);
-	*step = "fi_getname";
-	return fi_getname(&x->ep->fid, x->addr, &x->addr_len);
-}
-
-static int start_progress(struct fab_xport *x)
-{
-	atomic_store(&x->stop, 0);
-	int rc = pthread_create(&x->thread, NULL, fab_progress, x);
-	if (rc)
-		return -rc;
-	x->thread_started = 1;
-	return 0;
-}
-
-/*
- * A new endpoint, completion queue and address vector in the same
- * domain: every connection of the old endpoint goes (reads in flight on
- * it are cancelled) and the next read to a peer makes a new one.  The
- * peers are inserted again in their order, so their fi_addr stay.
- * Registrations belong to the domain and stay valid, unless they are
- * bound to the endpoint (FI_MR_ENDPOINT): then a reset is refused.
- */
-static int fab_reset(struct sfs_xport *base)
-{
-	struct fab_xport *x = to_fab(base);
-	const char *step = "";
-	int rc;
-
-	if (x->mr_mode & FI_MR_ENDPOINT)
-		return -EOPNOTSUPP;
-	stop_progress(x);
-	pthread_rwlock_wrlock(&x->ep_lock);
-	close_ep(x);
-	if (x->cq)
-		fi_close(&x->cq->fid);
-	if (x->av)
-		fi_close(&x->av->fid);
-	x->cq = NULL;
-	x->av = NULL;
-	rc = open_ep(x, &step);
-	pthread_mutex_lock(&x->inflight.lock);
-	for (size_t i = 0; !rc && i < x->npeers; i++) {
-		fi_addr_t fa = FI_ADDR_NOTAVAIL;
-		step = "fi_av_insert";
-		int n = fi_av_insert(x->av, x->peers[i].addr, 1, &fa, 0, NULL);
-		if (n != 1 || fa != i)
-			rc = n < 0 ? n : -FI_EINVAL;
-	}
-	pthread_mutex_unlock(&x->inflight.lock);
-	pthread_rwlock_unlock(&x->ep_lock);
-	if (rc) {
-		/* Reads fail from now on (no endpoint); a later reset may
-		 * succeed. */
-		SFS_LOG(SFS_ERR, "xport", "%s: reset: %s failed: %s",
-			x->proto->name, step, fi_strerror(-rc));
-		if (x->ep) {
-			fi_close(&x->ep->fid);
-			x->ep = NULL;
-		}
-		return fab_errno(rc);
-	}
-	rc = start_progress(x);
-	if (rc) {
-		SFS_LOG(SFS_ERR, "xport", "%s: reset: progress thread: %s",
-			x->proto->name, strerror(-rc));
-		return rc;
-	}
-	SFS_LOG(SFS_INFO, "xport",
-		"%s: new endpoint: the next read connects again",
-		x->proto->name);
-	return 0;
-}
-
 static int fab_open(const struct sfs_xport_proto *p,
 		    const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
 		    char *err, size_t errlen)
@@ -607,11 +265,11 @@ static int fab_open(const struct sfs_xport_proto *p,
 	rc = fi_domain(x->fabric, x->info, &x->domain, NULL);
 	if (rc)
 		goto err_fi;
-	rc = open_ep(x, &step);
+	rc = fab_conn_open(x, &x->cur, &step);
 	if (rc)
 		goto err_fi;
 
-	rc = start_progress(x);
+	rc = fab_start_progress(x);
 	if (rc) {
 		step = "pthread_create";
 		goto err_msg;
@@ -623,7 +281,7 @@ static int fab_open(const struct sfs_xport_proto *p,
 		p->name, x->info->fabric_attr->prov_name,
 		x->info->fabric_attr->name, x->info->domain_attr->name, mr,
 		sfs_fmt_size_limit(x->max_msg, mm, sizeof(mm)),
-		x->wait_fd >= 0 ? "cq wait fd" : "cq polled");
+		x->cur->wait_fd >= 0 ? "cq wait fd" : "cq polled");
 	*out = &x->base;
 	return 0;
 
@@ -692,7 +350,7 @@ static int fab_mr_reg(struct sfs_xport *base, void *buf, size_t len,
 		goto err_free;
 	}
 	if (x->mr_mode & FI_MR_ENDPOINT) {
-		rc = fi_mr_bind(m->mr, &x->ep->fid, 0);
+		rc = fi_mr_bind(m->mr, &x->cur->ep->fid, 0);
 		if (!rc)
 			rc = fi_mr_enable(m->mr);
 		if (rc) {
@@ -769,7 +427,7 @@ static int fab_mr_reg_cuda(struct sfs_xport *base, void *buf, size_t len,
 	m->x = x;
 	rc = fi_mr_regattr(x->domain, &attr, 0, &m->mr);
 	if (!rc && (x->mr_mode & FI_MR_ENDPOINT)) {
-		rc = fi_mr_bind(m->mr, &x->ep->fid, 0);
+		rc = fi_mr_bind(m->mr, &x->cur->ep->fid, 0);
 		if (!rc)
 			rc = fi_mr_enable(m->mr);
 		if (rc)
@@ -880,8 +538,8 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 	int rc = sfs_grow((void **)&x->peers, &x->cap_peers, x->npeers + 1,
 			  sizeof(x->peers[0]));
 	if (!rc) {
-		rc = x->av ? fi_av_insert(x->av, addr, 1, &fa, 0, NULL)
-			   : -FI_ESHUTDOWN;
+		rc = x->cur ? fi_av_insert(x->cur->av, addr, 1, &fa, 0, NULL)
+			    : -FI_ESHUTDOWN;
 		if (rc == 1 && fa != x->npeers) {
 			rc = -FI_EINVAL; /* a table: indexes in order */
 		} else if (rc == 1) {
@@ -921,7 +579,8 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 	/* A reset or quiesce replaces the endpoint under the write lock;
 	 * once quiesced there is none, and reads are refused. */
 	pthread_rwlock_rdlock(&x->ep_lock);
-	if (!x->ep) {
+	struct fab_conn *c = x->cur;
+	if (!c) {
 		pthread_rwlock_unlock(&x->ep_lock);
 		return -ESHUTDOWN;
 	}
@@ -944,9 +603,11 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 			size_t len = SFS_MIN(rd->len - off, x->max_msg);
 			struct fab_op *op = sfs_xreq_op(r, posted, sizeof(*op));
 			op->req = r;
+			op->conn = c;
 			ssize_t rc;
 			unsigned spins = 0;
-			while ((rc = fi_read(x->ep, (char *)rd->local + off,
+			atomic_fetch_add(&c->inflight, 1);
+			while ((rc = fi_read(c->ep, (char *)rd->local + off,
 					     len, desc, peer, rd->raddr + off,
 					     rd->rkey, &op->fctx)) ==
 			       -FI_EAGAIN) {
@@ -962,6 +623,8 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 					nanosleep(&ts, NULL);
 				}
 			}
+			if (rc)
+				atomic_fetch_sub(&c->inflight, 1);
 			if (rc == -FI_EAGAIN) {
 				status = -EAGAIN; /* nothing posted */
 				break;

@@ -151,10 +151,9 @@ void sfs_xport_close(struct sfs_xport *x)
 		x->ops->close(x);
 }
 
-void sfs_xport_quiesce(struct sfs_xport *x)
+size_t sfs_xport_quiesce(struct sfs_xport *x)
 {
-	if (x)
-		x->ops->quiesce(x);
+	return x ? x->ops->quiesce(x) : 0;
 }
 
 int sfs_xport_reset(struct sfs_xport *x)

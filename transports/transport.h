@@ -90,19 +90,23 @@ int sfs_xport_open(const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
 		   char *err, size_t errlen);
 
 /*
- * sfs_xport_close - stop the progress thread, cancel reads still in
- * flight (their callbacks get -ECANCELED), free everything.  NULL is
+ * sfs_xport_close - quiesce, free everything (a transport left with
+ * reads in flight is kept instead, see sfs_xport_quiesce).  NULL is
  * fine.  No other call may run on @x concurrently.
  */
 void sfs_xport_close(struct sfs_xport *x);
 
 /*
- * sfs_xport_quiesce - stop the progress thread and cancel reads in
- * flight (their callbacks get -ECANCELED); registrations stay valid so
- * they can be deregistered before sfs_xport_close.  Idempotent.  No
- * read may be posted concurrently or afterwards.
+ * sfs_xport_quiesce - stop the progress thread and end the reads in
+ * flight: cancelled (their callbacks get -ECANCELED) where the backend
+ * can do that safely; registrations stay valid so they can be
+ * deregistered before sfs_xport_close.  Returns how many reads could
+ * not be ended (libfabric: an endpoint with reads in flight is not
+ * closed, see fabric_impl.h): their callbacks never come, and their
+ * memory must not be freed or reused.  Reads are refused afterwards
+ * (-ESHUTDOWN).  Idempotent.
  */
-void sfs_xport_quiesce(struct sfs_xport *x);
+size_t sfs_xport_quiesce(struct sfs_xport *x);
 
 /*
  * sfs_xport_reset - drop every connection of @x and start afresh, for a

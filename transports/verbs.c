@@ -464,7 +464,7 @@ static int vb_pick_device(struct vb_xport *x, const char *node, char *why,
 	return 0;
 }
 
-static void vb_quiesce(struct sfs_xport *base)
+static size_t vb_quiesce(struct sfs_xport *base)
 {
 	struct vb_xport *x = to_vb(base);
 
@@ -472,6 +472,7 @@ static void vb_quiesce(struct sfs_xport *base)
 	/* Destroyed QPs write nothing more into our memory. */
 	destroy_all(x);
 	sfs_xreq_cancel_all(&x->inflight);
+	return 0;
 }
 
 /* Replica: every QP goes; peers must connect again (a new hello). */

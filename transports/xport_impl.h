@@ -16,7 +16,7 @@ struct sfs_xport_ops {
 	int (*open)(const struct sfs_xport_proto *proto,
 		    const struct sfs_xport_cfg *cfg, struct sfs_xport **out,
 		    char *err, size_t errlen);
-	void (*quiesce)(struct sfs_xport *x);
+	size_t (*quiesce)(struct sfs_xport *x);
 	/* Optional (NULL: -EOPNOTSUPP): see sfs_xport_reset. */
 	int (*reset)(struct sfs_xport *x);
 	/* Optional (NULL: nothing to tear down). */

@@ -16,6 +16,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/seedfs-test.XXXXXX")
 HOST=${SEEDFS_TEST_HOST:-127.0.0.1}
 PIDS=()
 MOUNTS=()
+NETNS=()
 
 # Sanitizer reports of every process go to files we check at the end.
 export ASAN_OPTIONS="log_path=$WORK/asan:detect_leaks=1:abort_on_error=0"
@@ -35,6 +36,9 @@ cleanup() {
 		# libfabric shm keeps a 16 MiB /dev/shm/PID:... per process;
 		# one killed cannot unlink its own.
 		rm -f "/dev/shm/$p:"*
+	done
+	for p in "${NETNS[@]}"; do
+		ip netns del "$p" 2>/dev/null || true
 	done
 	rm -rf "$WORK"
 }
@@ -120,4 +124,54 @@ sanitizers_clean() {
 		found=1
 	done
 	[ $found -eq 0 ] || fail "sanitizer reports"
+}
+
+# netns_setup: a network namespace for the seed, joined to this one by
+# a veth pair (HOST_IP here, NS_IP there); removed on exit.  Sets NS,
+# VETH (our end), NS_VETH (its end), HOST_IP, NS_IP.
+netns_setup() {
+	[ "$(id -u)" = 0 ] || { echo "skip: network namespaces need root"; exit 77; }
+	NS=sfs$$
+	VETH=sfsa$$
+	NS_VETH=sfsb$$
+	local net="10.$((200 + $$ % 50)).$(($$ % 250))"
+	HOST_IP=$net.1
+	NS_IP=$net.2
+	ip netns add "$NS" || fail "ip netns add"
+	NETNS+=("$NS")
+	ip link add "$VETH" type veth peer name "$NS_VETH" || fail "ip link add veth"
+	ip link set "$NS_VETH" netns "$NS"
+	ip addr add "$HOST_IP/24" dev "$VETH"
+	ip link set "$VETH" up
+	ip -n "$NS" addr add "$NS_IP/24" dev "$NS_VETH"
+	ip -n "$NS" link set "$NS_VETH" up
+	ip -n "$NS" link set lo up
+}
+
+# start_seed_ns DIR [seed args...]: start_seed inside $NS on $NS_IP
+start_seed_ns() {
+	local dir=$1
+	shift
+	ip netns exec "$NS" "$SEEDFS" seed --model-dir "$dir" --listen "$NS_IP:0" "$@" \
+		>"$WORK/seed.out" 2>"$WORK/seed.err" &
+	SEED_PID=$!
+	PIDS+=("$SEED_PID")
+	local i
+	for i in $(seq 1200); do
+		grep -q ready "$WORK/seed.out" 2>/dev/null && break
+		kill -0 "$SEED_PID" 2>/dev/null || fail "seed exited: $(cat "$WORK/seed.err")"
+		sleep 0.05
+	done
+	SEED_PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
+	[ -n "$SEED_PORT" ] || fail "seed did not report ready"
+}
+
+# link DEV-SPEC: replace the qdiscs of both ends.  "" removes them;
+# otherwise the words are a tc qdisc, applied on both ends.
+link() {
+	tc qdisc del dev "$VETH" root 2>/dev/null || true
+	ip netns exec "$NS" tc qdisc del dev "$NS_VETH" root 2>/dev/null || true
+	[ -z "$*" ] && return 0
+	tc qdisc add dev "$VETH" root "$@" || fail "tc $*"
+	ip netns exec "$NS" tc qdisc add dev "$NS_VETH" root "$@" || fail "tc $* (ns)"
 }

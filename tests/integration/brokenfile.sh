@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One broken file does not take the seed away.  A published file
+# truncated on the seed's disk: the seed says so in one line and stops
+# serving its bytes (withdrawn; the next generation is tried once the
+# directory is quiet); a read of it gets EIO soon; the mount's
+# connection, dropped by the provider, is made anew (logged), and the
+# untouched files read byte-exact right after.  An in-place overwrite:
+# a handle opened before gets EIO, never the new or mixed bytes; once
+# the directory is whole again the next generation serves both files.
+#   brokenfile.sh BUILD_DIR [PROTOCOL]
+source "$(dirname "$0")/lib.sh" "$1"
+PROTO=${2:-tcp}
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 32M --shards 4
+cp -a "$MODEL" "$WORK/orig"
+F1=model-00001-of-00004.safetensors
+F2=model-00002-of-00004.safetensors
+F3=model-00003-of-00004.safetensors
+F4=model-00004-of-00004.safetensors
+start_seed "$MODEL" --protocol "$PROTO" --grace 30
+MNT=$WORK/mnt
+mount_seed "$MNT" --protocol "$PROTO"
+M=$MNT/m
+cmp "$MODEL/$F1" "$M/$F1" || fail "before"
+
+truncate -s 1M "$MODEL/$F2"
+for _ in $(seq 100); do grep -q "changed on disk under the seed" "$WORK/seed.err" && break; sleep 0.02; done
+[ "$(grep -c "$F2 changed on disk under the seed: its bytes are withdrawn from generation 1" "$WORK/seed.err")" = 1 ] ||
+	fail "the seed did not say it once: $(grep -c changed "$WORK/seed.err")"
+t0=$(now_ms)
+if cat "$M/$F2" >/dev/null 2>"$WORK/cat.err"; then fail "a truncated file read"; fi
+el=$(($(now_ms) - t0))
+grep -q "Input/output error" "$WORK/cat.err" || fail "not EIO: $(cat "$WORK/cat.err")"
+[ "$el" -le 5000 ] || fail "EIO after $el ms"
+t0=$(now_ms)
+cmp "$MODEL/$F3" "$M/$F3" || fail "an untouched file after the broken one"
+el3=$(($(now_ms) - t0))
+[ "$el3" -le 5000 ] || fail "the untouched file took $el3 ms"
+ok "truncated: $(grep -o "$F2 changed.*withdrawn from generation 1" "$WORK/seed.err"); EIO after $el ms; $F3 byte-exact after $el3 ms"
+# The seed tried the next generation and refused it (the shard is cut).
+for _ in $(seq 150); do grep -q "not republished" "$WORK/seed.err" && break; sleep 0.02; done
+grep -q "a published file changed on disk: not republished, the current generation is still served: refusing $F2" \
+	"$WORK/seed.err" || fail "republish: $(grep seed: "$WORK/seed.err" | tail -n 2)"
+cmp "$MODEL/$F1" "$M/$F1" || fail "$F1 later"
+if [ "$PROTO" = tcp ]; then
+	grep -q "connected again" "$WORK/mount.log" || fail "no reconnection logged"
+fi
+grep -q "^seed: $HOST:$SEED_PORT (reachable)$" "$MNT/.seedfs/status" ||
+	fail "status: $(grep ^seed: "$MNT/.seedfs/status")"
+ok "the seed kept generation 1 without $F2; the mount reads the rest, $(grep -c 'connected again' "$WORK/mount.log") reconnection(s)"
+
+# An in-place overwrite of a file not read yet, under a handle opened
+# before.
+coproc HOLD { "$HOLDFILE" "$M/$F4"; }
+PIDS+=("$HOLD_PID")
+read -r line <&"${HOLD[0]}"
+[ "$line" = OPEN ] || fail "holdfile: $line"
+hold() { echo "$1" >&"${HOLD[1]}"; read -r reply <&"${HOLD[0]}"; echo "$reply"; }
+# New bytes in the data section (the header stays valid).
+dd if=/dev/urandom of="$MODEL/$F4" bs=1M seek=1 count=2 conv=notrunc 2>/dev/null
+for _ in $(seq 100); do grep -q "$F4 changed on disk" "$WORK/seed.err" && break; sleep 0.02; done
+grep -q "$F4 changed on disk under the seed" "$WORK/seed.err" || fail "overwrite not noticed"
+[ "$(hold "R 2000000 100000")" = "ERR EIO" ] || fail "the old handle read an overwritten file"
+ok "overwritten in place: the handle opened before gets EIO"
+echo Q >&"${HOLD[1]}"
+wait "$HOLD_PID" || true
+
+# The directory whole again: the next generation serves both.
+cp "$WORK/orig/$F2" "$MODEL/$F2.tmp" && mv "$MODEL/$F2.tmp" "$MODEL/$F2"
+kill -HUP "$SEED_PID"
+for _ in $(seq 200); do grep -q "published .*generation 2" "$WORK/seed.out" && break; sleep 0.05; done
+grep -q "published .*generation 2" "$WORK/seed.out" || fail "no generation 2: $(tail -n 3 "$WORK/seed.err")"
+cmp "$MODEL/$F2" "$M/$F2" || fail "$F2 in generation 2"
+cmp "$MODEL/$F4" "$M/$F4" || fail "$F4 (overwritten) in generation 2"
+cmp "$MODEL/$F3" "$M/$F3" || fail "$F3 in generation 2"
+cmp "$MODEL/$F1" "$M/$F1" || fail "$F1 in generation 2"
+ok "generation 2: the restored and the overwritten shard read byte-exact"
+unmount_check "$MNT" "$MOUNT_PID"
+sanitizers_clean

@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fabric_conn.c - connections of the libfabric backend: endpoints and
+ * their completion queues, the progress thread, reset and quiesce.
+ *
+ * The progress thread reads every connection's CQ (which also drives
+ * the provider's progress, without which the seed serves nothing) and
+ * completes requests.  When idle it sleeps in poll() on the CQs' wait
+ * fds after fi_trywait says it may; providers without them are polled
+ * with short naps.  (fi_cq_sread is not used: shm's waits by spinning
+ * in sched_yield and ignored its timeout.)
+ */
+#include "fabric_impl.h"
+
+#include "common/log.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#define FAB_OLD_WARN 8 /* retired connections still busy: worth a line */
+
+int fab_errno(ssize_t rc)
+{
+	long e = rc < 0 ? -rc : rc;
+	if (e == 0)
+		return 0;
+	return e < FI_ERRNO_OFFSET ? -(int)e : -EIO;
+}
+
+/* One completed operation of @c. */
+static void op_done(struct fab_xport *x, struct fab_op *op, int status)
+{
+	atomic_fetch_sub(&op->conn->inflight, 1);
+	sfs_xreq_put(&x->inflight, op->req, 1, status);
+}
+
+/*
+ * Take one error completion of @c and fail its request.  Returns 0 when
+ * an entry was taken, -1 when none could be (fi_cq_readerr failed).  An
+ * error without a context (seen from shm when its copy from the peer
+ * fails) cannot be matched to a request: that request never completes
+ * here, and the cache above finds it (later reads overtake it) and
+ * resets the transport.  Both are logged once per 1000.
+ */
+static int cq_error(struct fab_xport *x, struct fab_conn *c)
+{
+	struct fi_cq_err_entry e = {0};
+	char buf[256];
+	ssize_t rc = fi_cq_readerr(c->cq, &e, 0);
+
+	if (rc < 0) {
+		if (rc != -FI_EAGAIN &&
+		    atomic_fetch_add(&x->cq_faults, 1) % 1000 == 0)
+			SFS_LOG(SFS_WARN, "xport", "%s: fi_cq_readerr: %s",
+				x->proto->name, fi_strerror((int)-rc));
+		return -1;
+	}
+	struct fab_op *op = e.op_context;
+	int st = fab_errno(-(ssize_t)e.err);
+	/* -ECANCELED means "cancelled by us" to callers; tcp answers a key
+	 * the seed no longer has with FI_ECANCELED. */
+	if (st == -ECANCELED)
+		st = -EREMOTEIO;
+	if (!op) {
+		if (atomic_fetch_add(&x->cq_faults, 1) % 1000 == 0)
+			SFS_LOG(SFS_WARN, "xport",
+				"%s: completion error without context (flags "
+				"0x%llx): %s; the read it belonged to cannot "
+				"complete",
+				x->proto->name, (unsigned long long)e.flags,
+				fi_strerror(e.err));
+		return 0;
+	}
+	/* Log the cause once per request: the first failing op. */
+	if (atomic_load(&op->req->status) == 0)
+		SFS_LOG(SFS_WARN, "xport", "%s: read failed: %s (provider: %s)",
+			x->proto->name, fi_strerror(e.err),
+			fi_cq_strerror(c->cq, e.prov_errno, e.err_data, buf,
+				       sizeof(buf)));
+	op_done(x, op, st ? st : -EIO);
+	return 0;
+}
+
+/* Everything @c's CQ holds now.  Returns how many entries; -1 when its
+ * errors cannot be read. */
+static int drain(struct fab_xport *x, struct fab_conn *c)
+{
+	struct fi_cq_entry ents[FAB_CQ_BATCH];
+	int total = 0;
+	for (;;) {
+		ssize_t n = fi_cq_read(c->cq, ents, FAB_CQ_BATCH);
+		if (n > 0) {
+			for (ssize_t i = 0; i < n; i++)
+				op_done(x, ents[i].op_context, 0);
+			total += (int)n;
+			continue;
+		}
+		if (n == -FI_EAVAIL) {
+			if (cq_error(x, c))
+				return -1;
+			total++;
+			continue;
+		}
+		if (n != -FI_EAGAIN) {
+			SFS_LOG(SFS_WARN, "xport", "%s: fi_cq_read: %s",
+				x->proto->name, fi_strerror((int)-n));
+			return -1;
+		}
+		return total;
+	}
+}
+
+/* Close @c: only with nothing in flight on it (see fab_conn). */
+static void conn_close(struct fab_xport *x, struct fab_conn *c)
+{
+	int rc;
+	if (c->ep && (rc = fi_close(&c->ep->fid)))
+		SFS_LOG(SFS_WARN, "xport", "%s: fi_close(ep): %s",
+			x->proto->name, fi_strerror(-rc));
+	if (c->cq)
+		fi_close(&c->cq->fid);
+	if (c->av)
+		fi_close(&c->av->fid);
+	free(c);
+}
+
+int fab_conn_open(struct fab_xport *x, struct fab_conn **out,
+		  const char **step)
+{
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	struct fab_conn *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return -FI_ENOMEM;
+	c->wait_fd = -1;
+	*step = "fi_av_open";
+	if ((rc = fi_av_open(x->domain, &av_attr, &c->av, NULL)))
+		goto err;
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT,
+				     .wait_obj = FI_WAIT_FD};
+	*step = "fi_cq_open";
+	rc = fi_cq_open(x->domain, &cq_attr, &c->cq, NULL);
+	if (!rc && fi_control(&c->cq->fid, FI_GETWAIT, &c->wait_fd)) {
+		fi_close(&c->cq->fid);
+		c->cq = NULL;
+		c->wait_fd = -1;
+		rc = -FI_ENOSYS;
+	}
+	if (rc) {
+		/* No fd to sleep on here: the progress thread polls. */
+		cq_attr.wait_obj = FI_WAIT_NONE;
+		rc = fi_cq_open(x->domain, &cq_attr, &c->cq, NULL);
+	}
+	if (rc)
+		goto err;
+	*step = "fi_endpoint";
+	if ((rc = fi_endpoint(x->domain, x->info, &c->ep, NULL)))
+		goto err;
+	*step = "fi_ep_bind(av)";
+	if ((rc = fi_ep_bind(c->ep, &c->av->fid, 0)))
+		goto err;
+	*step = "fi_ep_bind(cq)";
+	if ((rc = fi_ep_bind(c->ep, &c->cq->fid, FI_TRANSMIT | FI_RECV)))
+		goto err;
+	*step = "fi_enable";
+	if ((rc = fi_enable(c->ep)))
+		goto err;
+	x->addr_len = sizeof(x->addr);
+	*step = "fi_getname";
+	if ((rc = fi_getname(&c->ep->fid, x->addr, &x->addr_len)))
+		goto err;
+	*step = "fi_av_insert";
+	pthread_mutex_lock(&x->inflight.lock);
+	for (size_t i = 0; !rc && i < x->npeers; i++) {
+		fi_addr_t fa = FI_ADDR_NOTAVAIL;
+		int n = fi_av_insert(c->av, x->peers[i].addr, 1, &fa, 0, NULL);
+		if (n != 1 || fa != i) /* a table: indexes in order */
+			rc = n < 0 ? n : -FI_EINVAL;
+	}
+	pthread_mutex_unlock(&x->inflight.lock);
+	if (rc)
+		goto err;
+	*out = c;
+	return 0;
+err:
+	conn_close(x, c); /* nothing posted yet */
+	return rc;
+}
+
+/* Sleep until a CQ may have something, at most FAB_WAIT_MS. */
+static void nap(struct fab_xport *x, unsigned int *idle)
+{
+	struct fid *fids[1 + FAB_OLD_WARN];
+	struct pollfd pfd[1 + FAB_OLD_WARN];
+	size_t n = 0;
+	int fds = 1;
+
+	for (struct fab_conn *c = x->cur; c; c = c == x->cur ? x->old : c->next) {
+		if (n == SFS_ARRAY_SIZE(fids) || c->wait_fd < 0) {
+			fds = 0;
+			break;
+		}
+		fids[n] = &c->cq->fid;
+		pfd[n].fd = c->wait_fd;
+		pfd[n].events = POLLIN;
+		n++;
+	}
+	if (n && fds) {
+		if (fi_trywait(x->fabric, fids, (int)n) == FI_SUCCESS)
+			poll(pfd, n, FAB_WAIT_MS);
+	} else if (++*idle > 64) {
+		/* Spin briefly after activity, then nap. */
+		struct timespec ts = {0, *idle > 4096 ? 200000 : 20000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void *progress(void *arg)
+{
+	struct fab_xport *x = arg;
+	unsigned int idle = 0;
+
+	while (!atomic_load(&x->stop)) {
+		int got = x->cur ? drain(x, x->cur) : 0, bad = got < 0;
+		/* Retired connections: progressed until nothing is in
+		 * flight on them, then closed. */
+		for (struct fab_conn **pc = &x->old; *pc;) {
+			struct fab_conn *c = *pc;
+			int n = drain(x, c);
+			bad |= n < 0;
+			got += n > 0 ? n : 0;
+			if (atomic_load(&c->inflight) == 0) {
+				*pc = c->next;
+				conn_close(x, c);
+				SFS_LOG(SFS_DEBUG, "xport",
+					"%s: a retired endpoint is closed",
+					x->proto->name);
+				continue;
+			}
+			pc = &c->next;
+		}
+		if (got > 0) {
+			idle = 0;
+			continue;
+		}
+		if (bad) {
+			struct timespec ts = {0, 10000000};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		nap(x, &idle);
+	}
+	return NULL;
+}
+
+int fab_start_progress(struct fab_xport *x)
+{
+	atomic_store(&x->stop, 0);
+	int rc = pthread_create(&x->thread, NULL, progress, x);
+	if (rc)
+		return -rc;
+	x->thread_started = 1;
+	return 0;
+}
+
+static void stop_progress(struct fab_xport *x)
+{
+	if (x->thread_started) {
+		atomic_store(&x->stop, 1);
+		pthread_join(x->thread, NULL);
+		x->thread_started = 0;
+	}
+}
+
+/*
+ * A new connection: every peer is reached anew by the next read.  Reads
+ * in flight on the old one are not cancelled: they complete or fail as
+ * the old connection allows, and it is closed after (see fab_conn).
+ * Registrations belong to the domain and stay valid, unless they are
+ * bound to the endpoint (FI_MR_ENDPOINT): then a reset is refused.
+ */
+int fab_reset(struct sfs_xport *base)
+{
+	struct fab_xport *x = to_fab(base);
+	struct fab_conn *fresh = NULL;
+	const char *step = "";
+
+	if (x->mr_mode & FI_MR_ENDPOINT)
+		return -EOPNOTSUPP;
+	stop_progress(x);
+	pthread_rwlock_wrlock(&x->ep_lock);
+	int rc = fab_conn_open(x, &fresh, &step);
+	size_t nold = 0;
+	int left = 0;
+	if (!rc) {
+		if (x->cur) {
+			left = atomic_load(&x->cur->inflight);
+			x->cur->next = x->old;
+			x->old = x->cur;
+		}
+		x->cur = fresh;
+		for (struct fab_conn *c = x->old; c; c = c->next)
+			nold++;
+	}
+	pthread_rwlock_unlock(&x->ep_lock);
+	int prc = fab_start_progress(x);
+	if (rc) {
+		SFS_LOG(SFS_ERR, "xport", "%s: reset: %s failed: %s",
+			x->proto->name, step, fi_strerror(-rc));
+		return fab_errno(rc);
+	}
+	if (prc) {
+		SFS_LOG(SFS_ERR, "xport", "%s: reset: progress thread: %s",
+			x->proto->name, strerror(-prc));
+		return prc;
+	}
+	SFS_LOG(nold >= FAB_OLD_WARN ? SFS_WARN : SFS_INFO, "xport",
+		"%s: new endpoint: the next read connects again (%d reads "
+		"left on the old one, %zu old endpoint%s still busy)",
+		x->proto->name, left, nold, nold == 1 ? "" : "s");
+	return 0;
+}
+
+/*
+ * Stop the progress thread and close every connection with nothing in
+ * flight.  One that still has reads in flight is left open and its
+ * reads never complete: their memory stays the transport's (the caller
+ * must not free it).  Returns how many reads were left so.
+ */
+size_t fab_quiesce(struct sfs_xport *base)
+{
+	struct fab_xport *x = to_fab(base);
+
+	stop_progress(x);
+	pthread_rwlock_wrlock(&x->ep_lock);
+	struct fab_conn *all = x->old;
+	if (x->cur) {
+		x->cur->next = all;
+		all = x->cur;
+	}
+	x->cur = x->old = NULL;
+	for (struct fab_conn *c = all, *next; c; c = next) {
+		next = c->next;
+		drain(x, c);
+		int n = atomic_load(&c->inflight);
+		if (!n) {
+			conn_close(x, c);
+			continue;
+		}
+		x->abandoned += (size_t)n;
+		SFS_LOG(SFS_WARN, "xport",
+			"%s: %d reads still in flight on an endpoint that "
+			"cannot be closed safely: left open",
+			x->proto->name, n);
+	}
+	pthread_rwlock_unlock(&x->ep_lock);
+	return x->abandoned;
+}

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fabric_impl.h - what the two files of the libfabric backend share:
+ * fabric.c (open, registrations, peers, reads) and fabric_conn.c
+ * (connections: endpoints, completion, progress, reset, quiesce).
+ * Only transports/fabric*.c include this.
+ */
+#ifndef SFS_FABRIC_IMPL_H
+#define SFS_FABRIC_IMPL_H
+
+#include "xport_impl.h"
+#include "xreq.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#define FAB_API FI_VERSION(1, 14)
+#define FAB_CQ_BATCH 32
+#define FAB_WAIT_MS 100	    /* longest nap of the progress thread */
+#define FAB_POST_WAIT_MS 20 /* a busy provider: then -EAGAIN */
+
+/*
+ * A connection: an endpoint with its own completion queue and address
+ * vector.  Reads are posted to x->cur.  A reset moves it to x->old and
+ * opens a new one; the old one keeps being progressed (its reads
+ * complete or fail as they will) and is closed once nothing is in
+ * flight on it, because libfabric 1.17's tcp provider crashes when an
+ * endpoint is closed while a read's answer is partly received
+ * (measured: a seed stopped in the middle of a transfer).
+ */
+struct fab_conn {
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	int wait_fd;	    /* the CQ's (FI_WAIT_FD), or -1: polled */
+	atomic_int inflight; /* operations posted, not completed */
+	struct fab_conn *next;
+};
+
+struct fab_op {
+	struct fi_context2 fctx; /* must stay first: the CQ gives it back */
+	struct sfs_xreq *req;
+	struct fab_conn *conn;
+};
+
+struct fab_peer {
+	size_t len;
+	uint8_t addr[SFS_XPORT_ADDR_MAX];
+};
+
+struct fab_xport {
+	struct sfs_xport base;
+	const struct sfs_xport_proto *proto;
+	enum sfs_xport_role role;
+	unsigned int timeout_ms;
+
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	/* Posters hold ep_lock for reading while they post to cur; reset
+	 * and quiesce hold it for writing (with the progress thread
+	 * stopped) to replace or drop cur.  old: retired connections,
+	 * touched only by the progress thread, or with it stopped. */
+	pthread_rwlock_t ep_lock;
+	struct fab_conn *cur;
+	struct fab_conn *old;
+	uint64_t mr_mode;
+	uint64_t max_msg;
+	int hmem;		    /* opened with FI_HMEM */
+	size_t nmapped, cap_mapped; /* protected by inflight.lock */
+	uint64_t *mapped;	    /* raw keys mapped with fi_mr_map_raw */
+	atomic_uint_fast64_t next_key;
+	atomic_uint cq_faults; /* error completions that failed no request */
+
+	pthread_t thread;
+	int thread_started;
+	atomic_bool stop;
+
+	struct sfs_xreq_list inflight;
+	/* The peers' addresses, in fi_addr order, to insert them into a
+	 * new connection: protected by inflight.lock. */
+	size_t npeers, cap_peers;
+	struct fab_peer *peers;
+	size_t abandoned; /* quiesce: reads left on unclosable connections */
+
+	size_t addr_len;
+	uint8_t addr[SFS_XPORT_ADDR_MAX];
+};
+
+struct fab_mr {
+	struct sfs_xport_mr base;
+	struct fab_xport *x;
+	struct fid_mr *mr;
+	void *desc;
+	uint64_t raddr;
+	uint64_t key;
+	size_t raw_len; /* FI_MR_RAW: the key's bytes, else 0 */
+	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+};
+
+#define to_fab(p) ((struct fab_xport *)(p))
+
+/* fab_errno - a libfabric error (negative) as a negative errno. */
+int fab_errno(ssize_t rc);
+
+/*
+ * fab_conn_open - a new connection of @x with every known peer inserted
+ * in its order (x->ep_lock held for writing, or @x not shared yet).
+ * Returns 0 or a libfabric error, *step naming the call.
+ */
+int fab_conn_open(struct fab_xport *x, struct fab_conn **out,
+		  const char **step);
+
+/* fab_start_progress - the progress thread.  0 or -errno. */
+int fab_start_progress(struct fab_xport *x);
+
+/* fab_reset, fab_quiesce - the ops (see transport.h). */
+int fab_reset(struct sfs_xport *base);
+size_t fab_quiesce(struct sfs_xport *base);
+
+#endif /* SFS_FABRIC_IMPL_H */

@@ -26,6 +26,9 @@ struct sfs_disk_src {
 	int *fds;	 /* protected by d->lock; -1: not open yet */
 	uint64_t *bytes; /* protected by d->lock: allocated per file */
 	int dropped;	 /* protected by d->lock */
+	/* Reads and writes using fds outside the lock; a dropped source's
+	 * files are closed by the last of them.  Protected by d->lock. */
+	unsigned int busy;
 	struct sfs_disk_src *next;
 };
 
@@ -344,27 +347,51 @@ static int region_fd(struct sfs_disk_src *s, uint32_t region, int create)
 	return fd;
 }
 
+/* Close every file of @s (d->lock held): it was dropped and nothing
+ * uses them.  The space they held goes back to the filesystem. */
+static void close_files(struct sfs_disk_src *s)
+{
+	for (size_t i = 0; i < s->nregions; i++) {
+		if (s->fds[i] >= 0)
+			close(s->fds[i]);
+		s->fds[i] = -1;
+	}
+}
+
+/* An I/O on @s is over (d->lock held). */
+static void unbusy(struct sfs_disk_src *s)
+{
+	if (--s->busy == 0 && s->dropped)
+		close_files(s);
+}
+
 int sfs_disk_read(struct sfs_disk_src *s, uint32_t region, uint64_t off,
 		  void *buf, size_t len)
 {
 	pthread_mutex_lock(&s->d->lock);
 	int fd = s->dropped ? -ENOENT : region_fd(s, region, 0);
+	s->busy += fd >= 0;
 	pthread_mutex_unlock(&s->d->lock);
 	if (fd < 0)
 		return fd;
 	size_t got = 0;
-	while (got < len) {
+	int rc = 0;
+	while (got < len && !rc) {
 		ssize_t n = pread(fd, (char *)buf + got, len - got,
 				  (off_t)(off + got));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ENODATA;
-		got += (size_t)n;
+			rc = -errno;
+		else if (n == 0)
+			rc = -ENODATA;
+		else
+			got += (size_t)n;
 	}
-	return 0;
+	pthread_mutex_lock(&s->d->lock);
+	unbusy(s);
+	pthread_mutex_unlock(&s->d->lock);
+	return rc;
 }
 
 int sfs_disk_write(struct sfs_disk_src *s, uint32_t region, uint64_t off,
@@ -392,6 +419,7 @@ int sfs_disk_write(struct sfs_disk_src *s, uint32_t region, uint64_t off,
 	}
 	fd = region_fd(s, region, 1);
 	d->used += len; /* reserved; corrected below */
+	s->busy += fd >= 0;
 	pthread_mutex_unlock(&d->lock);
 	if (fd < 0)
 		rc = fd;
@@ -408,14 +436,18 @@ int sfs_disk_write(struct sfs_disk_src *s, uint32_t region, uint64_t off,
 	}
 	struct stat st;
 	pthread_mutex_lock(&d->lock);
-	d->used -= len;
-	if (fd >= 0 && !fstat(fd, &st)) {
+	d->used = d->used > len ? d->used - len : 0;
+	/* A source dropped meanwhile was taken out of the count whole: what
+	 * this write added went with it. */
+	if (fd >= 0 && !s->dropped && !fstat(fd, &st)) {
 		uint64_t now = (uint64_t)st.st_blocks * 512;
 		d->used = d->used + now > s->bytes[region]
 				  ? d->used + now - s->bytes[region]
 				  : 0;
 		s->bytes[region] = now;
 	}
+	if (fd >= 0)
+		unbusy(s);
 	if (rc == -ENOSPC && !d->full_logged) {
 		SFS_LOG(SFS_WARN, "disk",
 			"%s: the filesystem is full: new chunks stay in memory",
@@ -438,6 +470,12 @@ void sfs_disk_drop(struct sfs_disk_src *s)
 		uint64_t b = dir_bytes(d->dfd, s->name, NULL);
 		remove_dir(d->dfd, s->name);
 		d->used = d->used > b ? d->used - b : 0;
+		for (size_t i = 0; i < s->nregions; i++)
+			s->bytes[i] = 0;
+		/* Unlinked files hold their space while open: closed now,
+		 * or by the last read or write still using them. */
+		if (!s->busy)
+			close_files(s);
 		SFS_LOG(SFS_DEBUG, "disk", "%s/%s removed: no longer served",
 			d->dir, s->name);
 	}

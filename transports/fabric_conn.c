@@ -132,8 +132,7 @@ static void conn_close(struct fab_xport *x, struct fab_conn *c)
 	free(c);
 }
 
-int fab_conn_open(struct fab_xport *x, struct fab_conn **out,
-		  const char **step)
+int fab_conn_open(struct fab_xport *x, struct fab_conn **out, const char **step)
 {
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	struct fab_conn *c = calloc(1, sizeof(*c));
@@ -204,7 +203,8 @@ static void nap(struct fab_xport *x, unsigned int *idle)
 	size_t n = 0;
 	int fds = 1;
 
-	for (struct fab_conn *c = x->cur; c; c = c == x->cur ? x->old : c->next) {
+	for (struct fab_conn *c = x->cur; c;
+	     c = c == x->cur ? x->old : c->next) {
 		if (n == SFS_ARRAY_SIZE(fids) || c->wait_fd < 0) {
 			fds = 0;
 			break;

@@ -38,7 +38,7 @@ struct fab_conn {
 	struct fid_av *av;
 	struct fid_cq *cq;
 	struct fid_ep *ep;
-	int wait_fd;	    /* the CQ's (FI_WAIT_FD), or -1: polled */
+	int wait_fd;	     /* the CQ's (FI_WAIT_FD), or -1: polled */
 	atomic_int inflight; /* operations posted, not completed */
 	struct fab_conn *next;
 };

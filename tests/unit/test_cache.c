@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #define CHUNK (64u << 10)
@@ -208,12 +209,150 @@ START_TEST(checksums_verified_and_mismatch_refused)
 	struct sfs_cache_stats st;
 	sfs_cache_stats(c, &st);
 	ck_assert_uint_eq(st.checksum_errors, 2);
+	/* Wrong bytes from a live seed: the seed is not down, the others
+	 * read at once (a retry once kept the first pull's deadline and
+	 * could mark a healthy seed down). */
+	struct sfs_cache_peer_info pi;
+	ck_assert_int_eq(sfs_cache_peer(c, src, &pi), 0);
+	ck_assert_int_eq(pi.state, SFS_PEER_UP);
+	ck_assert_uint_eq(st.timeouts, 0);
+	ck_assert_uint_eq(st.unavailable, 0);
+	ck_assert_int_eq(read_check(c, src, 4 * CHUNK, CHUNK), 0);
 	/* Checksum chunks larger than cache chunks cannot be verified. */
 	reg.csum_shift = 20;
 	ck_assert_int_eq(sfs_cache_add_source(c, peer, "t", &reg, 1, &src),
 			 -EINVAL);
 	sfs_cache_free(c);
 	free(sums);
+}
+END_TEST
+
+/* Once the transport is quiesced (an unmount), a read is refused, never
+ * posted on an endpoint that is gone (that crashed a mount whose disk
+ * tier still had misses to pull), and the cache stops cleanly. */
+START_TEST(read_after_quiesce_refused)
+{
+	uint32_t src;
+	struct sfs_cache *c = new_cache(16, &src);
+	ck_assert_int_eq(read_check(c, src, 0, CHUNK), 0);
+	/* What an unmount does: queued pulls fail, nothing posts. */
+	ck_assert_int_eq(sfs_cache_prefetch(c, src, 0, CHUNK, 8 * CHUNK, 0), 0);
+	sfs_cache_stop(c);
+	size_t left = sfs_xport_quiesce(replica);
+	ck_assert_uint_eq(left, 0);
+	static uint8_t buf[CHUNK];
+	struct sfs_xport_rd rd = {.local = buf,
+				  .raddr = region.raddr,
+				  .rkey = region.key,
+				  .len = CHUNK};
+	ck_assert_int_eq(sfs_xport_read(replica, peer, &rd, 1, NULL, NULL),
+			 -ESHUTDOWN);
+	struct sfs_chunk *ch;
+	const uint8_t *p;
+	size_t avail;
+	ck_assert_int_eq(sfs_cache_get(c, src, 0, 0, &ch, &p, &avail),
+			 -ESHUTDOWN);
+	sfs_cache_free_quiesced(c, left);
+}
+END_TEST
+
+/*
+ * A pull the transport loses (shm reports a failed copy without saying
+ * which request it was, so that request never completes) does not wedge
+ * its chunk: its reader gives up once later pulls overtook it for the
+ * timeout, the transport is reset, and the next read of the chunk pulls
+ * it again.  The seed's memory is a file truncated under it.
+ */
+START_TEST(lost_pull_recovered)
+{
+	char err[SFS_XPORT_ERR_MAX], path[] = "/tmp/seedfs-lost.XXXXXX";
+	struct sfs_xport_cfg sc = {
+		.protocol = "shm", .role = SFS_XPORT_SEED, .timeout_ms = 1000};
+	struct sfs_xport_cfg rc = {.protocol = "shm",
+				   .role = SFS_XPORT_REPLICA,
+				   .timeout_ms = 1000};
+	struct sfs_xport *s, *r;
+	ck_assert_msg(sfs_xport_open(&sc, &s, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_msg(sfs_xport_open(&rc, &r, err, sizeof(err)) == 0, "%s",
+		      err);
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	size_t len = 4 * CHUNK;
+	uint8_t *content = malloc(len);
+	for (size_t i = 0; i < len; i++)
+		content[i] = (uint8_t)(i * 29);
+	ck_assert_int_eq(pwrite(fd, content, len, 0), (ssize_t)len);
+	uint8_t *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	struct sfs_xport_mr *mr, *mr2;
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(s, map, len, SFS_XPORT_REMOTE_READ, &mr), 0);
+	ck_assert_int_eq(sfs_xport_mr_reg(s, data, data_len,
+					  SFS_XPORT_REMOTE_READ, &mr2),
+			 0);
+	struct sfs_cache_region regs[2] = {{.len = len}, {.len = data_len}};
+	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+	size_t rl;
+	sfs_xport_mr_export(mr, &regs[0].raddr, &regs[0].key, raw, &rl);
+	sfs_xport_mr_export(mr2, &regs[1].raddr, &regs[1].key, raw, &rl);
+	struct sfs_xport_info in;
+	uint64_t p2;
+	sfs_xport_info(s, &in);
+	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &p2), 0);
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = r,
+				    .size = (uint64_t)CHUNK * 32,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 1000};
+	uint32_t src;
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_cache_add_source(c, p2, "lossy", regs, 2, &src),
+			 0);
+
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	/* The lost one, then reads that complete after it. */
+	ck_assert_int_eq(sfs_cache_prefetch(c, src, 0, 0, CHUNK, 1), 0);
+	usleep(100000);
+	uint64_t t0 = sfs_now_ms();
+	struct sfs_chunk *ch;
+	const uint8_t *p;
+	size_t avail;
+	for (uint64_t off = 0; off < data_len; off += CHUNK) {
+		ck_assert_int_eq(sfs_cache_get(c, src, 1, off, &ch, &p, &avail),
+				 0);
+		sfs_cache_put(c, ch);
+	}
+	int got = sfs_cache_get(c, src, 0, 0, &ch, &p, &avail);
+	uint64_t el = sfs_now_ms() - t0;
+	ck_assert_msg(got == -ETIMEDOUT || got == -EIO, "got %d", got);
+	ck_assert_uint_le(el, 3000);
+	/* The file whole again: the chunk is pulled anew, byte-exact. */
+	ck_assert_int_eq(pwrite(fd, content, len, 0), (ssize_t)len);
+	int ok = -1;
+	for (int i = 0; i < 50 && ok; i++) {
+		ok = sfs_cache_get(c, src, 0, 100, &ch, &p, &avail);
+		if (!ok) {
+			ck_assert_mem_eq(p, content + 100, 1000);
+			sfs_cache_put(c, ch);
+		} else {
+			usleep(100000);
+		}
+	}
+	ck_assert_int_eq(ok, 0);
+	struct sfs_cache_stats st;
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_ge(st.reconnects, 1);
+	sfs_cache_stop(c);
+	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
+	sfs_xport_close(r);
+	sfs_xport_mr_dereg(mr);
+	sfs_xport_mr_dereg(mr2);
+	sfs_xport_close(s);
+	munmap(map, len);
+	close(fd);
+	free(content);
 }
 END_TEST
 
@@ -226,6 +365,8 @@ int main(void)
 	tcase_add_test(t, single_flight);
 	tcase_add_test(t, eviction_within_bound);
 	tcase_add_test(t, checksums_verified_and_mismatch_refused);
+	tcase_add_test(t, read_after_quiesce_refused);
+	tcase_add_test(t, lost_pull_recovered);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

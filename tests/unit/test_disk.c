@@ -11,6 +11,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,106 @@ static int count_dirs(void)
 	}
 	return -1;
 }
+
+/* Open descriptors of this process on files that were deleted. */
+static int deleted_fds(void)
+{
+	char path[64], target[512];
+	int n = 0;
+	for (int fd = 0; fd < 1024; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		ssize_t k = readlink(path, target, sizeof(target) - 1);
+		if (k <= 0)
+			continue;
+		target[k] = '\0';
+		n += strstr(target, dir) && strstr(target, "(deleted)");
+	}
+	return n;
+}
+
+/* Bytes the directory's files hold on disk. */
+static uint64_t du(void)
+{
+	char cmd[160], buf[64] = "";
+	snprintf(cmd, sizeof(cmd), "du -s -B1 %s | cut -f1", dir);
+	FILE *f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+	pclose(f);
+	return strtoull(buf, NULL, 10);
+}
+
+/* A dropped source's files are closed: their space goes back, and
+ * descriptors do not pile up generation after generation. */
+START_TEST(drop_frees_space)
+{
+	struct sfs_disk *d;
+	static char in[256 * KB];
+	memset(in, 5, sizeof(in));
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &d, err, sizeof(err)), 0);
+	for (int g = 0; g < 8; g++) {
+		struct sfs_disk_src *s;
+		char key[32];
+		snprintf(key, sizeof(key), "generation %d", g);
+		ck_assert_int_eq(sfs_disk_attach(d, key, "x", 2, &s), 0);
+		ck_assert_int_eq(sfs_disk_write(s, 0, 0, in, sizeof(in)), 0);
+		ck_assert_int_eq(sfs_disk_write(s, 1, 0, in, sizeof(in)), 0);
+		sfs_disk_drop(s);
+		ck_assert_int_eq(deleted_fds(), 0);
+	}
+	uint64_t used, max;
+	sfs_disk_usage(d, &used, &max);
+	ck_assert_uint_eq(used, 0);
+	ck_assert_uint_le(du(), 64 * KB); /* the directory itself, the lock */
+	sfs_disk_close(d);
+}
+END_TEST
+
+struct racer {
+	struct sfs_disk *d;
+	struct sfs_disk_src *s;
+	int stop;
+};
+
+static void *writer(void *arg)
+{
+	struct racer *r = arg;
+	static char in[64 * KB];
+	memset(in, 9, sizeof(in));
+	for (uint64_t off = 0; !__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE);
+	     off = (off + sizeof(in)) % (4096 * KB))
+		sfs_disk_write(__atomic_load_n(&r->s, __ATOMIC_ACQUIRE), 0, off,
+			       in, sizeof(in));
+	return NULL;
+}
+
+/* Writes racing drops: the byte count stays what the disk holds. */
+START_TEST(count_survives_drops)
+{
+	struct racer r = {0};
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &r.d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_attach(r.d, "g0", "x", 1, &r.s), 0);
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, writer, &r), 0);
+	for (int g = 1; g < 200; g++) {
+		struct sfs_disk_src *next, *old = r.s;
+		char key[32];
+		snprintf(key, sizeof(key), "g%d", g);
+		ck_assert_int_eq(sfs_disk_attach(r.d, key, "x", 1, &next), 0);
+		__atomic_store_n(&r.s, next, __ATOMIC_RELEASE);
+		usleep(500);
+		sfs_disk_drop(old);
+	}
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	sfs_disk_drop(r.s);
+	uint64_t used, max;
+	sfs_disk_usage(r.d, &used, &max);
+	ck_assert_uint_eq(used, 0);
+	ck_assert_int_eq(deleted_fds(), 0);
+	sfs_disk_close(r.d);
+}
+END_TEST
 
 START_TEST(round_trip_and_misses)
 {
@@ -184,6 +285,8 @@ int main(void)
 	tcase_add_test(t, one_user_per_directory);
 	tcase_add_test(t, foreign_directory_started_afresh);
 	tcase_add_test(t, bound_removes_least_recently_used);
+	tcase_add_test(t, drop_frees_space);
+	tcase_add_test(t, count_survives_drops);
 	tcase_set_timeout(t, 30);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);

@@ -79,6 +79,13 @@ char *sfs_fmt_size_limit(uint64_t n, char *buf, size_t len);
 int sfs_grow(void **p, size_t *cap, size_t need, size_t elem);
 
 /*
+ * sfs_raise_nofile - raise this process's soft limit of open files to
+ * its hard limit (a seed's control port holds a socket per client).
+ * Best effort.
+ */
+void sfs_raise_nofile(void);
+
+/*
  * sfs_fail - write one line into @err (@errlen bytes) and return -EINVAL:
  * how the parsers of untrusted input refuse it, naming the field.
  */

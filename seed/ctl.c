@@ -14,23 +14,58 @@
 #include "transports/transport.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#define CTL_DEADLINE_MS 5000 /* a request arrives whole within this */
+#define CTL_PER_CLIENT 32    /* connections from one address */
+#define CTL_MAX_CONN 2048    /* in all */
+#define CTL_IDLE_S 10	     /* a connection silent this long goes */
+#define CTL_TICK_MS 200	     /* the loop looks at deadlines this often */
+
+/* One TCP connection, from accept to close.  Only the loop thread
+ * touches these (MHD calls back from it alone). */
+struct ctl_conn {
+	struct MHD_Connection *mc;
+	uint64_t since_ms; /* waiting for a whole request since */
+	int answering;	   /* a response is queued */
+	struct ctl_conn *prev, *next;
+};
 
 struct sfs_ctl {
 	struct MHD_Daemon *d;
 	struct sfs_seed *seed;
 	int fd;
+	pthread_t thread;
+	int thread_started;
+	atomic_bool stop;
+	struct ctl_conn *conns; /* the loop thread's */
+	uint64_t cut, cut_logged_ms;
 };
+
+/* The request on @conn is answered: its deadline no longer runs. */
+static void answering(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct ctl_conn *t = ci ? ci->socket_context : NULL;
+	if (t)
+		t->answering = 1;
+}
 
 static enum MHD_Result reply_text(struct MHD_Connection *conn,
 				  unsigned int code, const char *text)
 {
+	answering(conn);
 	struct MHD_Response *r = MHD_create_response_from_buffer(
 		strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
 	if (!r)
@@ -94,6 +129,7 @@ connect_reply(struct sfs_ctl *c, struct MHD_Connection *conn, struct post *p)
 		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
 				  "cannot create a connection (see the seed's "
 				  "log)\n");
+	answering(conn);
 	struct MHD_Response *r = MHD_create_response_from_buffer(
 		rlen, reply, MHD_RESPMEM_MUST_COPY);
 	if (!r)
@@ -123,6 +159,7 @@ static enum MHD_Result manifest_reply(struct sfs_ctl *c,
 				  "that generation is no longer served\n");
 	if (rc)
 		return MHD_NO;
+	answering(conn);
 	struct MHD_Response *r = MHD_create_response_from_buffer(
 		len, json, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
@@ -172,6 +209,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 		if (sfs_seed_generations(c->seed, buf, sizeof(buf)))
 			return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
 					  "too many generations\n");
+		answering(conn);
 		struct MHD_Response *r = MHD_create_response_from_buffer(
 			strlen(buf), buf, MHD_RESPMEM_MUST_COPY);
 		if (!r)
@@ -192,6 +230,86 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 {
 	free(*req_cls);
 	*req_cls = NULL;
+	/* Kept alive: the next request has the whole deadline again. */
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct ctl_conn *t = ci ? ci->socket_context : NULL;
+	if (t) {
+		t->answering = 0;
+		t->since_ms = sfs_now_ms();
+	}
+}
+
+static void connection(void *cls, struct MHD_Connection *conn, void **sc,
+		       enum MHD_ConnectionNotificationCode toe)
+{
+	struct sfs_ctl *c = cls;
+	struct ctl_conn *t = *sc;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		if (!(t = calloc(1, sizeof(*t))))
+			return; /* untracked: MHD's idle timeout still holds */
+		t->mc = conn;
+		t->since_ms = sfs_now_ms();
+		t->next = c->conns;
+		if (t->next)
+			t->next->prev = t;
+		c->conns = t;
+		*sc = t;
+		return;
+	}
+	if (!t)
+		return;
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		c->conns = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	free(t);
+	*sc = NULL;
+}
+
+/*
+ * A request must arrive whole within CTL_DEADLINE_MS: a client that
+ * sends a byte a second (which resets an idle timeout) or nothing at all
+ * holds a connection no longer than that.  Its socket is shut down, and
+ * MHD closes it at its next turn.
+ */
+static void sweep(struct sfs_ctl *c)
+{
+	uint64_t now = sfs_now_ms(), cut = 0;
+	for (struct ctl_conn *t = c->conns; t; t = t->next) {
+		if (t->answering || t->since_ms == UINT64_MAX ||
+		    now - t->since_ms < CTL_DEADLINE_MS)
+			continue;
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+			t->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci)
+			shutdown(ci->connect_fd, SHUT_RDWR);
+		t->since_ms = UINT64_MAX;
+		cut++;
+	}
+	c->cut += cut;
+	if (c->cut && now - c->cut_logged_ms >= 10000) {
+		SFS_LOG(SFS_WARN, "ctl",
+			"closed %" PRIu64 " connections that sent no whole "
+			"request within %u ms",
+			c->cut, CTL_DEADLINE_MS);
+		c->cut = 0;
+		c->cut_logged_ms = now;
+	}
+}
+
+/* The control port's one thread: MHD's event loop (epoll) and the
+ * deadlines.  Requests are answered here, each quickly. */
+static void *loop(void *arg)
+{
+	struct sfs_ctl *c = arg;
+	while (!atomic_load(&c->stop)) {
+		MHD_run_wait(c->d, CTL_TICK_MS);
+		sweep(c);
+	}
+	return NULL;
 }
 
 /* Bind and listen ourselves: port 0 works and the error is ours. */
@@ -256,15 +374,26 @@ int sfs_ctl_start(struct sfs_seed *s, const char *host, const char *port,
 		free(c);
 		return rc;
 	}
-	unsigned int flags =
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION;
+	/* Event driven (epoll), one thread: a connection costs a socket,
+	 * not a thread.  A few per client address, and a deadline for each
+	 * request (sweep), so a crowd of slow or idle clients cannot keep
+	 * the port from answering others. */
+	unsigned int flags = MHD_USE_EPOLL;
 	if (family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	struct rlimit rl;
+	unsigned int limit = CTL_MAX_CONN;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < limit + 256)
+		limit = rl.rlim_cur > 512 ? (unsigned int)rl.rlim_cur - 256
+					  : 256;
 	c->d = MHD_start_daemon(
 		flags, 0, NULL, NULL, handle, c, MHD_OPTION_LISTEN_SOCKET,
-		c->fd, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-		MHD_OPTION_CONNECTION_LIMIT, 256u, MHD_OPTION_NOTIFY_COMPLETED,
-		completed, NULL, MHD_OPTION_END);
+		c->fd, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CTL_IDLE_S,
+		MHD_OPTION_CONNECTION_LIMIT, limit,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned int)CTL_PER_CLIENT, MHD_OPTION_NOTIFY_COMPLETED,
+		completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, connection, c,
+		MHD_OPTION_END);
 	if (!c->d) {
 		snprintf(err, errlen,
 			 "control port %s:%s: cannot start HTTP "
@@ -274,6 +403,14 @@ int sfs_ctl_start(struct sfs_seed *s, const char *host, const char *port,
 		free(c);
 		return -EIO;
 	}
+	int rc = -pthread_create(&c->thread, NULL, loop, c);
+	if (rc) {
+		snprintf(err, errlen, "control port: thread: %s",
+			 strerror(-rc));
+		sfs_ctl_stop(c);
+		return rc;
+	}
+	c->thread_started = 1;
 	*out = c;
 	return 0;
 }
@@ -282,6 +419,10 @@ void sfs_ctl_stop(struct sfs_ctl *c)
 {
 	if (!c)
 		return;
+	if (c->thread_started) {
+		atomic_store(&c->stop, 1);
+		pthread_join(c->thread, NULL);
+	}
 	/* Take the listen socket back so it is closed exactly once. */
 	MHD_socket fd = MHD_quiesce_daemon(c->d);
 	MHD_stop_daemon(c->d);

@@ -362,6 +362,7 @@ int sfs_seed_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	sfs_raise_nofile();
 	rc = sfs_seed_open(&cfg, &s, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "seedfs seed: %s\n", err);

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The control port stays open for business.  300 clients that send a
+# request one byte a second (from 127.0.0.2) and 500 that connect and
+# send nothing (from 127.0.0.3) run for 12 s; meanwhile every
+# /v1/generation asked from 127.0.0.1 is answered within a second, and
+# a new mount is up within one.  The port is event driven, caps each
+# client address, and gives each request a deadline (and says so).
+source "$(dirname "$0")/lib.sh" "$1"
+SLOW=$BUILD/tests/slowclient
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 4M --shards 1
+start_seed "$MODEL"
+URL=http://$HOST:$SEED_PORT/v1/generation
+curl -sf -m 2 "$URL" >/dev/null || fail "no answer before"
+
+"$SLOW" "$HOST" "$SEED_PORT" 127.0.0.2 300 drip 12 >"$WORK/drip.out" &
+DRIP=$!
+PIDS+=("$DRIP")
+"$SLOW" "$HOST" "$SEED_PORT" 127.0.0.3 500 idle 12 >"$WORK/idle.out" &
+IDLE=$!
+PIDS+=("$IDLE")
+sleep 2
+worst=0
+for i in $(seq 16); do
+	t0=$(now_ms)
+	curl -sf -m 3 "$URL" >"$WORK/gen.json" || fail "curl $i: no answer"
+	el=$(($(now_ms) - t0))
+	grep -q '"generation": 1' "$WORK/gen.json" || fail "answer $i: $(cat "$WORK/gen.json")"
+	[ "$el" -le 1000 ] || fail "curl $i answered after $el ms"
+	[ "$el" -gt "$worst" ] && worst=$el
+	sleep 0.4
+done
+MNT=$WORK/mnt
+t0=$(now_ms)
+mount_seed "$MNT"
+el=$(($(now_ms) - t0))
+[ "$el" -le 1500 ] || fail "the mount took $el ms"
+cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read during the attack"
+ok "under 300 dripping and 500 idle clients: 16 answers in at most $worst ms, a mount in $el ms"
+wait "$DRIP" "$IDLE"
+drip=$(cat "$WORK/drip.out")
+idle=$(cat "$WORK/idle.out")
+[ "$(echo "$drip" | awk '{ print $4 }')" -gt 0 ] || fail "no dripping client was cut: $drip"
+[ "$(echo "$idle" | awk '{ print $4 }')" -gt 0 ] || fail "no idle client was cut: $idle"
+grep -q "closed [0-9]* connections that sent no whole request within 5000 ms" "$WORK/seed.err" ||
+	fail "the seed did not say it cut them"
+ok "dripping: $drip; idle: $idle; $(grep -o 'closed [0-9]* connections.*' "$WORK/seed.err" | head -n 1)"
+unmount_check "$MNT" "$MOUNT_PID"
+curl -sf -m 2 "$URL" >/dev/null || fail "no answer after"
+sanitizers_clean

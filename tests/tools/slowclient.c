@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * slowclient - hostile clients of a seed's control port, for tests.
+ *
+ *   slowclient HOST PORT SRCADDR N drip|idle SECONDS
+ *
+ * Keeps N connections from SRCADDR open to HOST:PORT for SECONDS:
+ * "drip" sends an HTTP request that never ends, one byte a second per
+ * connection (which resets any idle timeout); "idle" sends nothing.  A
+ * connection the server closes is opened again.  Prints, at the end,
+ * "opened N closed M" (M: closed by the server).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char req[] = "GET /v1/generation HTTP/1.1\r\nHost: seed\r\n"
+			  "X-Slow: ";
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct slot {
+	int fd;
+	size_t sent;
+	double next;
+};
+
+static int open_one(const struct sockaddr_in *dst, const struct sockaddr_in *src)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (const struct sockaddr *)src, sizeof(*src)) ||
+	    (connect(fd, (const struct sockaddr *)dst, sizeof(*dst)) &&
+	     errno != EINPROGRESS)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 7) {
+		fprintf(stderr, "usage: slowclient HOST PORT SRCADDR N "
+				"drip|idle SECONDS\n");
+		return 2;
+	}
+	struct sockaddr_in dst = {.sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)atoi(argv[2]))};
+	struct sockaddr_in src = {.sin_family = AF_INET};
+	if (inet_pton(AF_INET, argv[1], &dst.sin_addr) != 1 ||
+	    inet_pton(AF_INET, argv[3], &src.sin_addr) != 1) {
+		fprintf(stderr, "slowclient: bad address\n");
+		return 2;
+	}
+	int n = atoi(argv[4]), drip = !strcmp(argv[5], "drip");
+	double end = now() + atof(argv[6]);
+	struct slot *s = calloc((size_t)n, sizeof(*s));
+	struct pollfd *p = calloc((size_t)n, sizeof(*p));
+	long opened = 0, closed = 0;
+	for (int i = 0; i < n; i++)
+		s[i].fd = -1;
+	while (now() < end) {
+		double t = now();
+		for (int i = 0; i < n; i++) {
+			if (s[i].fd < 0 && t >= s[i].next) {
+				s[i].fd = open_one(&dst, &src);
+				s[i].sent = 0;
+				s[i].next = t + 1.0;
+				opened += s[i].fd >= 0;
+			} else if (s[i].fd >= 0 && drip && t >= s[i].next) {
+				char c = s[i].sent < sizeof(req) - 1
+						 ? req[s[i].sent]
+						 : 'a';
+				if (send(s[i].fd, &c, 1, MSG_NOSIGNAL) == 1)
+					s[i].sent++;
+				s[i].next = t + 1.0;
+			}
+			p[i].fd = s[i].fd;
+			p[i].events = POLLIN;
+			p[i].revents = 0;
+		}
+		if (poll(p, (nfds_t)n, 50) > 0)
+			for (int i = 0; i < n; i++) {
+				char buf[256];
+				if (s[i].fd < 0 || !p[i].revents)
+					continue;
+				if (recv(s[i].fd, buf, sizeof(buf), 0) > 0)
+					continue;
+				close(s[i].fd); /* the server closed it */
+				s[i].fd = -1;
+				s[i].next = now() + 0.05;
+				closed++;
+			}
+	}
+	printf("opened %ld closed %ld\n", opened, closed);
+	return 0;
+}

@@ -1,7 +1,8 @@
 # seedfs top-level Makefile: drives CMake.
 #   make          build build/seedfs
 #   make test     install missing Debian packages, build, run every test
-#                 (normal build and an ASan+UBSan build)
+#                 (normal build, an ASan+UBSan build, and the unit tests
+#                 and a concurrency stress in a ThreadSanitizer build)
 #   make demo     install, build, publish a generated model, mount it
 #   make test-rdma  the soft-RoCE VM tier alone: raw verbs and libfabric
 #                 verbs on a real kernel RDMA stack (qemu, TCG)
@@ -13,6 +14,7 @@
 
 BUILD   ?= build
 ASAN    ?= build-asan
+TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
@@ -37,6 +39,9 @@ test: deps check-format
 	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN) -j $(JOBS)
 	cd $(ASAN) && ctest $(CTEST_FLAGS) -L asan
+	@cmake -S . -B $(TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDFS_TSAN=ON >/dev/null
+	@cmake --build $(TSAN) -j $(JOBS)
+	cd $(TSAN) && ctest $(CTEST_FLAGS) -L tsan
 
 test-fast: all
 	cd $(BUILD) && ctest $(CTEST_FLAGS)
@@ -69,4 +74,4 @@ check-format:
 	else echo "clang-format not installed: format check skipped"; fi
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(TSAN)

@@ -791,9 +791,9 @@ static int new_qp(struct vb_xport *x, int remote_read, const char *client,
 }
 
 /* INIT -> RTR -> RTS towards @w; @rd_in is what we accept in flight,
- * @rd_out what we keep in flight.  A seed's probes retry a receiver
- * that is not ready a few times only (rnr 6), so a replica that stopped
- * taking them is found too. */
+ * @rd_out what we keep in flight.  A seed's probes retry a few times
+ * only, so a replica that is gone, or that stopped taking them, is
+ * found. */
 static int connect_qp(struct vb_xport *x, struct vb_peer *p,
 		      const struct vb_wire *w, uint8_t rd_in, uint8_t rd_out)
 {
@@ -822,7 +822,9 @@ static int connect_qp(struct vb_xport *x, struct vb_peer *p,
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14; /* 4.096 us * 2^14 = 67 ms per try */
-	a.retry_cnt = 7;
+	/* 7 means "for ever" to rxe (and RNR's 7 to the spec): the seed's
+	 * probes must end, in about half a second, when no one answers. */
+	a.retry_cnt = x->role == SFS_XPORT_SEED ? 6 : 7;
 	a.rnr_retry = x->role == SFS_XPORT_SEED ? 6 : 7;
 	a.sq_psn = p->psn;
 	a.max_rd_atomic = rd_out;
@@ -946,6 +948,8 @@ static void vb_seed_probe_done(struct vb_xport *x, const struct ibv_wc *wc)
 	pthread_mutex_lock(&x->lock);
 	struct vb_peer *p = idx < x->npeers ? x->peers[idx] : NULL;
 	if (p && p->probing) {
+		SFS_LOG(SFS_DEBUG, "xport", "rdma: probe of QP %u: %s",
+			wc->qp_num, ibv_wc_status_str(wc->status));
 		p->probing = 0;
 		if (wc->status != IBV_WC_SUCCESS) {
 			p->probing = -1; /* dead: torn down by the keeper */
@@ -998,8 +1002,13 @@ static void *vb_keeper(void *arg)
 						 .send_flags =
 							 IBV_SEND_SIGNALED},
 					   *bad;
-			if (ibv_post_send(p->qp, &wr, &bad) == 0)
+			int rc = ibv_post_send(p->qp, &wr, &bad);
+			if (rc == 0)
 				p->probing = 1;
+			else
+				SFS_LOG(SFS_DEBUG, "xport",
+					"rdma: cannot probe QP %u: %s",
+					p->qp->qp_num, strerror(rc));
 		}
 		pthread_mutex_unlock(&x->lock);
 	}

@@ -21,6 +21,7 @@ NETNS=()
 # Sanitizer reports of every process go to files we check at the end.
 export ASAN_OPTIONS="log_path=$WORK/asan:detect_leaks=1:abort_on_error=0"
 export UBSAN_OPTIONS="log_path=$WORK/ubsan:print_stacktrace=1"
+export TSAN_OPTIONS="log_path=$WORK/tsan:halt_on_error=0:second_deadlock_stack=1:suppressions=$(dirname "${BASH_SOURCE[0]}")/tsan.supp"
 export LSAN_OPTIONS="suppressions=$(dirname "${BASH_SOURCE[0]}")/lsan.supp:print_suppressions=0"
 
 cleanup() {
@@ -52,10 +53,10 @@ fail() {
 		echo "--- $f (last lines)" >&2
 		tail -n 15 "$f" >&2
 	done
-	for f in "$WORK"/asan.* "$WORK"/ubsan.*; do
+	for f in "$WORK"/asan.* "$WORK"/ubsan.* "$WORK"/tsan.*; do
 		[ -e "$f" ] || continue
 		echo "--- sanitizer report $f" >&2
-		head -n 40 "$f" >&2
+		head -n 60 "$f" >&2
 	done
 	exit 1
 }
@@ -117,10 +118,10 @@ unmount_check() {
 # sanitizers_clean: fail if any process wrote a sanitizer report
 sanitizers_clean() {
 	local f found=0
-	for f in "$WORK"/asan.* "$WORK"/ubsan.*; do
+	for f in "$WORK"/asan.* "$WORK"/ubsan.* "$WORK"/tsan.*; do
 		[ -e "$f" ] || continue
 		echo "--- sanitizer report $f" >&2
-		head -n 40 "$f" >&2
+		head -n 60 "$f" >&2
 		found=1
 	done
 	[ $found -eq 0 ] || fail "sanitizer reports"

@@ -30,6 +30,19 @@ for p in "$@"; do
 		fi
 	done
 done
+# Raw verbs queue pairs: limits and reclaim.
+case " $* " in
+*" rdma "*)
+	echo "vm: verbs_peers"
+	t0=$(date +%s)
+	if bash "$HERE/../integration/verbs_peers.sh" "$BUILD"; then
+		echo "vm: verbs_peers passed in $(($(date +%s) - t0)) s"
+	else
+		echo "vm: verbs_peers FAILED"
+		status=1
+	fi
+	;;
+esac
 # One seed serving every RDMA protocol given and tcp at once.
 all=$(IFS=,; echo "$*"),tcp
 echo "vm: multi over $all"

@@ -52,6 +52,9 @@ struct open_file {
 	 * out frees.  Both protected by lock. */
 	unsigned int inflight;
 	int released;
+	/* Every open handle, for those the kernel never releases (an
+	 * unmount): protected by fs->handles_lock. */
+	struct open_file *prev, *next;
 };
 
 static struct sfs_fs *fs_of(fuse_req_t req)
@@ -292,6 +295,14 @@ static void open_file_free(struct sfs_fs *fs, struct open_file *h)
 {
 	if (!h)
 		return;
+	pthread_mutex_lock(&fs->handles_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else if (fs->handles == h)
+		fs->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->handles_lock);
 	if (h->view)
 		sfs_gens_unref(fs->gens, h->view);
 	free(h->text);
@@ -394,6 +405,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, err);
 		return;
 	}
+	pthread_mutex_lock(&fs->handles_lock);
+	h->next = fs->handles;
+	if (h->next)
+		h->next->prev = h;
+	fs->handles = h;
+	pthread_mutex_unlock(&fs->handles_lock);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	/* An inode's bytes never change: keep its page cache. */
 	fi->keep_cache = !fi->direct_io;
@@ -696,6 +713,18 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	size_t len = 0;
 	int rc = xattr_of(fs_of(req), ino, NULL, &val, &len);
 	reply_xattr(req, size, rc, val, len);
+}
+
+void sfs_fs_release_all(struct sfs_fs *fs)
+{
+	for (;;) {
+		pthread_mutex_lock(&fs->handles_lock);
+		struct open_file *h = fs->handles;
+		pthread_mutex_unlock(&fs->handles_lock);
+		if (!h)
+			break;
+		open_file_free(fs, h);
+	}
 }
 
 const struct fuse_lowlevel_ops sfs_fs_ops = {

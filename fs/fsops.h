@@ -16,6 +16,7 @@
 struct sfs_tree;
 struct sfs_cache;
 struct sfs_gens;
+struct open_file;
 
 struct sfs_fs {
 	pthread_rwlock_t lock;	 /* guards the tree: a generation rewrites it */
@@ -34,7 +35,16 @@ struct sfs_fs {
 	/* Renders .seedfs/status: *text [new, free()], 0 or -errno. */
 	int (*status)(void *arg, char **text, size_t *len);
 	void *status_arg;
+	pthread_mutex_t handles_lock;
+	struct open_file *handles; /* protected by handles_lock */
 };
+
+/*
+ * sfs_fs_release_all - free the handles the kernel never released (the
+ * connection ended with files open): after the session loop, before the
+ * generations go.  Not thread safe with requests.
+ */
+void sfs_fs_release_all(struct sfs_fs *fs);
 
 /* The operations table; userdata is a struct sfs_fs. */
 extern const struct fuse_lowlevel_ops sfs_fs_ops;

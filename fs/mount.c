@@ -432,6 +432,7 @@ static void replica_close(struct replica *r)
 	if (r->status_ready)
 		sfs_status_destroy(&r->status);
 	pthread_rwlock_destroy(&r->fs.lock);
+	pthread_mutex_destroy(&r->fs.handles_lock);
 	if (!r->gens) {
 		sfs_manifest_free(r->m);
 		free(r->json);
@@ -690,6 +691,7 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 
 	memset(&r, 0, sizeof(r));
 	pthread_rwlock_init(&r.fs.lock, NULL);
+	pthread_mutex_init(&r.fs.handles_lock, NULL);
 	if (replica_open(c, &r))
 		goto out;
 	r.fs.tree = r.tree;
@@ -808,6 +810,7 @@ out_destroy:
 	r.ctl = NULL;
 	sfs_gens_stop(r.gens); /* no invalidation of a session gone */
 	fuse_session_destroy(se);
+	sfs_fs_release_all(&r.fs); /* files still open at the unmount */
 out:
 	replica_close(&r);
 	tell_parent(&ready_fd, 'F');

@@ -360,7 +360,7 @@ static struct vb_peer **snapshot(struct vb_xport *x, size_t *n)
 	pthread_mutex_lock(&x->lock);
 	struct vb_peer **p = malloc((x->npeers ? x->npeers : 1) * sizeof(*p));
 	*n = p ? x->npeers : 0;
-	if (p)
+	if (p && *n)
 		memcpy(p, x->peers, *n * sizeof(*p));
 	pthread_mutex_unlock(&x->lock);
 	return p;

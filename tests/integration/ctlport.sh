@@ -38,7 +38,8 @@ el=$(($(now_ms) - t0))
 [ "$el" -le 1500 ] || fail "the mount took $el ms"
 cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read during the attack"
 ok "under 300 dripping and 500 idle clients: 16 answers in at most $worst ms, a mount in $el ms"
-wait "$DRIP" "$IDLE"
+wait "$DRIP" || fail "the dripping clients: $(cat "$WORK/drip.out")"
+wait "$IDLE" || fail "the idle clients: $(cat "$WORK/idle.out")"
 drip=$(cat "$WORK/drip.out")
 idle=$(cat "$WORK/idle.out")
 [ "$(echo "$drip" | awk '{ print $4 }')" -gt 0 ] || fail "no dripping client was cut: $drip"

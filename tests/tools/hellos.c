@@ -45,7 +45,8 @@ int main(int argc, char **argv)
 				  .role = SFS_XPORT_REPLICA,
 				  .timeout_ms = 10000};
 	if (ep < 0 || sfs_xport_open(&c, &x, err, sizeof(err))) {
-		fprintf(stderr, "hellos: %s\n", ep < 0 ? "no rdma endpoint" : err);
+		fprintf(stderr, "hellos: %s\n",
+			ep < 0 ? "no rdma endpoint" : err);
 		return 1;
 	}
 	int n = atoi(argv[2]), ok = 0, refused = 0;

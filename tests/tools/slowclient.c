@@ -38,7 +38,8 @@ struct slot {
 	double next;
 };
 
-static int open_one(const struct sockaddr_in *dst, const struct sockaddr_in *src)
+static int open_one(const struct sockaddr_in *dst,
+		    const struct sockaddr_in *src)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -107,6 +108,11 @@ int main(int argc, char **argv)
 				closed++;
 			}
 	}
+	for (int i = 0; i < n; i++)
+		if (s[i].fd >= 0)
+			close(s[i].fd);
+	free(s);
+	free(p);
 	printf("opened %ld closed %ld\n", opened, closed);
 	return 0;
 }

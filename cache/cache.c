@@ -254,10 +254,6 @@ void sfs_cache_stop(struct sfs_cache *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Caches whose memory a transport may still write into: kept. */
-static pthread_mutex_t graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sfs_cache *graveyard[16];
-
 void sfs_cache_free(struct sfs_cache *c)
 {
 	sfs_cache_free_quiesced(c, 0);
@@ -284,13 +280,7 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 			"%zu pulls still in flight at shutdown: their memory "
 			"is kept",
 			left);
-		pthread_mutex_lock(&graveyard_lock);
-		for (size_t i = 0; i < SFS_ARRAY_SIZE(graveyard); i++)
-			if (!graveyard[i]) {
-				graveyard[i] = c;
-				break;
-			}
-		pthread_mutex_unlock(&graveyard_lock);
+		sfs_keep_forever(c);
 		return;
 	}
 	sfs_slab_free(c);

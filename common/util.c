@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -327,4 +328,16 @@ void sfs_raise_nofile(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+}
+
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static void **kept;
+static size_t nkept, cap_kept;
+
+void sfs_keep_forever(void *p)
+{
+	pthread_mutex_lock(&kept_lock);
+	if (!sfs_grow((void **)&kept, &cap_kept, nkept + 1, sizeof(*kept)))
+		kept[nkept++] = p;
+	pthread_mutex_unlock(&kept_lock);
 }

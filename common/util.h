@@ -79,6 +79,13 @@ char *sfs_fmt_size_limit(uint64_t n, char *buf, size_t len);
 int sfs_grow(void **p, size_t *cap, size_t need, size_t elem);
 
 /*
+ * sfs_keep_forever - @p must never be freed (a transport may still
+ * write into it): keep it reachable, so leak checkers do not count it,
+ * until the process ends.  Thread safe.
+ */
+void sfs_keep_forever(void *p);
+
+/*
  * sfs_raise_nofile - raise this process's soft limit of open files to
  * its hard limit (a seed's control port holds a socket per client).
  * Best effort.

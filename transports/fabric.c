@@ -38,11 +38,6 @@
 
 #include "fabric_impl.h"
 
-/* Transports left with reads in flight at close: kept, never freed (the
- * provider may still write into what they point at). */
-static pthread_mutex_t graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fab_xport *graveyard[16];
-
 static void fab_close(struct sfs_xport *base)
 {
 	struct fab_xport *x = to_fab(base);
@@ -50,13 +45,9 @@ static void fab_close(struct sfs_xport *base)
 	if (!x)
 		return;
 	if (fab_quiesce(base)) {
-		pthread_mutex_lock(&graveyard_lock);
-		for (size_t i = 0; i < SFS_ARRAY_SIZE(graveyard); i++)
-			if (!graveyard[i]) {
-				graveyard[i] = x;
-				break;
-			}
-		pthread_mutex_unlock(&graveyard_lock);
+		/* Reads in flight: the provider may still write into what
+		 * they point at. */
+		sfs_keep_forever(x);
 		return;
 	}
 	for (size_t i = 0; i < x->nmapped; i++)

@@ -66,11 +66,13 @@ ok() { echo "ok: $*"; }
 # now_ms: monotonic-enough wall clock in milliseconds
 now_ms() { date +%s%3N; }
 
-# start_seed DIR [seed args...]: sets SEED_PID and SEED_PORT
+# start_seed DIR [seed args...]: sets SEED_PID and SEED_PORT.  The
+# command runs under ${SEED_WRAP[@]} (a network namespace) if set.
+SEED_WRAP=()
 start_seed() {
 	local dir=$1
 	shift
-	"$SEEDFS" seed --model-dir "$dir" --listen "$HOST:0" "$@" \
+	"${SEED_WRAP[@]}" "$SEEDFS" seed --model-dir "$dir" --listen "$HOST:0" "$@" \
 		>"$WORK/seed.out" 2>"$WORK/seed.err" &
 	SEED_PID=$!
 	PIDS+=("$SEED_PID")
@@ -151,20 +153,9 @@ netns_setup() {
 
 # start_seed_ns DIR [seed args...]: start_seed inside $NS on $NS_IP
 start_seed_ns() {
-	local dir=$1
-	shift
-	ip netns exec "$NS" "$SEEDFS" seed --model-dir "$dir" --listen "$NS_IP:0" "$@" \
-		>"$WORK/seed.out" 2>"$WORK/seed.err" &
-	SEED_PID=$!
-	PIDS+=("$SEED_PID")
-	local i
-	for i in $(seq 1200); do
-		grep -q ready "$WORK/seed.out" 2>/dev/null && break
-		kill -0 "$SEED_PID" 2>/dev/null || fail "seed exited: $(cat "$WORK/seed.err")"
-		sleep 0.05
-	done
-	SEED_PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
-	[ -n "$SEED_PORT" ] || fail "seed did not report ready"
+	SEED_WRAP=(ip netns exec "$NS")
+	start_seed "$@" --listen "$NS_IP:0"
+	SEED_WRAP=()
 }
 
 # link DEV-SPEC: replace the qdiscs of both ends.  "" removes them;

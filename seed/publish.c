@@ -510,6 +510,33 @@ err:
 	return rc;
 }
 
+/*
+ * An in-memory model's files carry the time of the commit that changed
+ * them: a file with the same path, size and hash as in the generation
+ * before keeps that one's time (replicas keep its inode and page
+ * cache), and so do directories that were there before.
+ */
+static void inherit_times(struct sfs_manifest *m, const struct sfs_manifest *p)
+{
+	for (size_t i = 0; i < m->nfiles; i++) {
+		struct sfs_mfile *f = &m->files[i];
+		for (size_t j = 0; j < p->nfiles; j++) {
+			const struct sfs_mfile *o = &p->files[j];
+			if (!strcmp(o->path, f->path) && o->size == f->size &&
+			    o->has_xxh3 && f->has_xxh3 && o->xxh3 == f->xxh3 &&
+			    o->meta.has)
+				f->meta = o->meta;
+		}
+	}
+	for (size_t i = 0; i < m->ndirs; i++)
+		for (size_t j = 0; j < p->ndirs; j++)
+			if (!strcmp(m->dirs[i], p->dirs[j]) &&
+			    p->dir_meta[j].has)
+				m->dir_meta[i] = p->dir_meta[j];
+	if (p->root_meta.has)
+		m->root_meta = p->root_meta;
+}
+
 int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 		     size_t nx, struct sfs_xport *const *x, int writable,
 		     const char *protocols, char *err, size_t errlen)
@@ -544,6 +571,8 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 			snprintf(err, errlen, "out of memory");
 		return rc;
 	}
+	if (!s->w && s->prev)
+		inherit_times(s->m, s->prev);
 	rc = sfs_manifest_validate(s->m, why, sizeof(why));
 	if (rc) {
 		snprintf(err, errlen, "manifest self-check failed: %s", why);

@@ -75,6 +75,9 @@ struct seed_gen {
 	struct seed_file *files;
 	uint64_t total_bytes;
 	struct sfs_walk *w; /* between prepare and publish; NULL: mem */
+	/* The generation before (in-memory models: unchanged files keep its
+	 * times) [borrowed, set by the seed for publish], or NULL. */
+	const struct sfs_manifest *prev;
 	/* The seed's transports [borrowed], set by publish. */
 	size_t nx;
 	struct sfs_xport *const *x;

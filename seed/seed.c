@@ -250,12 +250,17 @@ int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
 
 	pthread_mutex_lock(&s->lock);
 	number = s->gens[s->ngens - 1]->number + 1;
+	/* Only this thread frees generations: it stays while we publish. */
+	const struct sfs_manifest *prev = s->gens[s->ngens - 1]->m;
 	pthread_mutex_unlock(&s->lock);
 	rc = seed_gen_prepare(&s->cfg, s->name, number, s->instance,
 			      s->cfg.grace_s, &g, err, errlen);
-	if (!rc)
+	if (!rc) {
+		g->prev = prev;
 		rc = seed_gen_publish(g, &s->cfg, s->nx, s->x, s->writable,
 				      s->protocols, err, errlen);
+		g->prev = NULL;
+	}
 	if (rc) {
 		seed_gen_free(g);
 		return rc;

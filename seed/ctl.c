@@ -335,7 +335,7 @@ static int listen_on(const char *host, const char *port, int *family,
 			continue;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(fd, 64) == 0) {
+		    listen(fd, SOMAXCONN) == 0) {
 			*family = ai->ai_family;
 			break;
 		}

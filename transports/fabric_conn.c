@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -177,6 +178,9 @@ int fab_conn_open(struct fab_xport *x, struct fab_conn **out, const char **step)
 	*step = "fi_getname";
 	if ((rc = fi_getname(&c->ep->fid, x->addr, &x->addr_len)))
 		goto err;
+	if (x->info->addr_format == FI_ADDR_STR)
+		snprintf(c->name, sizeof(c->name), "%.*s", (int)x->addr_len,
+			 (const char *)x->addr);
 	*step = "fi_av_insert";
 	pthread_mutex_lock(&x->inflight.lock);
 	for (size_t i = 0; !rc && i < x->npeers; i++) {
@@ -361,6 +365,14 @@ size_t fab_quiesce(struct sfs_xport *base)
 			"%s: %d reads still in flight on an endpoint that "
 			"cannot be closed safely: left open",
 			x->proto->name, n);
+		/* shm names its endpoint's region after it, and removes it
+		 * when the endpoint closes: this one never will. */
+		if (!strncmp(c->name, "fi_shm://", 9)) {
+			char path[SFS_XPORT_ADDR_MAX + 16];
+			snprintf(path, sizeof(path), "/dev/shm/%s",
+				 c->name + 9);
+			unlink(path);
+		}
 	}
 	pthread_rwlock_unlock(&x->ep_lock);
 	return x->abandoned;

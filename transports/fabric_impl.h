@@ -41,6 +41,8 @@ struct fab_conn {
 	int wait_fd;	     /* the CQ's (FI_WAIT_FD), or -1: polled */
 	atomic_int inflight; /* operations posted, not completed */
 	struct fab_conn *next;
+	char name[SFS_XPORT_ADDR_MAX + 1]; /* its address, as a string
+					      when the provider's is one */
 };
 
 struct fab_op {

@@ -207,23 +207,20 @@ int sfs_cache_grow(struct sfs_cache *c)
  * given up (c->lock held, stopping). */
 static void drop_disk_queues(struct sfs_cache *c)
 {
-	while (c->dl_head) {
-		struct sfs_chunk *ch = c->dl_head;
-		c->dl_head = ch->dnext;
+	struct sfs_chunk *ch;
+	while ((ch = c->dloads.head)) {
+		sfs_list_del(&c->dloads, ch);
 		ch->state = CH_FAILED;
 		ch->err = -ESHUTDOWN;
 		sfs_cache_settle(c, ch);
 	}
-	c->dl_tail = NULL;
-	while (c->ds_head) {
-		struct sfs_chunk *ch = c->ds_head;
-		c->ds_head = ch->dnext;
+	while ((ch = c->dstores.head)) {
+		sfs_list_del(&c->dstores, ch);
 		c->dq_stores--;
 		c->st.disk_skipped++;
 		ch->refs--;
 		sfs_cache_settle(c, ch);
 	}
-	c->ds_tail = NULL;
 }
 
 void sfs_cache_stop(struct sfs_cache *c)
@@ -368,13 +365,7 @@ int sfs_cache_persist_source(struct sfs_cache *c, uint32_t src, const char *key,
 static void disk_queue_load(struct sfs_cache *c, struct sfs_chunk *ch)
 {
 	ch->state = CH_DISK;
-	ch->disk_op = DISK_LOAD;
-	ch->dnext = NULL;
-	if (c->dl_tail)
-		c->dl_tail->dnext = ch;
-	else
-		c->dl_head = ch;
-	c->dl_tail = ch;
+	sfs_list_add_tail(&c->dloads, ch);
 	pthread_cond_signal(&c->disk_cond);
 }
 
@@ -392,13 +383,7 @@ void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch)
 	}
 	ch->refs++;
 	c->dq_stores++;
-	ch->disk_op = DISK_STORE;
-	ch->dnext = NULL;
-	if (c->ds_tail)
-		c->ds_tail->dnext = ch;
-	else
-		c->ds_head = ch;
-	c->ds_tail = ch;
+	sfs_list_add_tail(&c->dstores, ch);
 	pthread_cond_signal(&c->disk_cond);
 }
 
@@ -474,22 +459,16 @@ static void *disk_thread(void *arg)
 	pthread_mutex_lock(&c->lock);
 	while (!c->stopping) {
 		/* Loads first: a reader may be waiting for one. */
-		struct sfs_chunk *ch = c->dl_head ? c->dl_head : c->ds_head;
-		if (!ch) {
+		struct sfs_chunk *ch;
+		if ((ch = c->dloads.head)) {
+			sfs_list_del(&c->dloads, ch);
+			disk_load(c, ch);
+		} else if ((ch = c->dstores.head)) {
+			sfs_list_del(&c->dstores, ch);
+			disk_store(c, ch);
+		} else {
 			/* Idle until there is work. */
 			pthread_cond_wait(&c->disk_cond, &c->lock);
-			continue;
-		}
-		if (ch == c->dl_head) {
-			c->dl_head = ch->dnext;
-			if (!c->dl_head)
-				c->dl_tail = NULL;
-			disk_load(c, ch);
-		} else {
-			c->ds_head = ch->dnext;
-			if (!c->ds_head)
-				c->ds_tail = NULL;
-			disk_store(c, ch);
 		}
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -124,7 +124,7 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 
 /*
  * sfs_cache_grow - fault in and register the rest of the slab in the
- * background; until then the cache holds its first segment (64 MiB)
+ * background; until then the cache holds its first segment (32 MiB)
  * only.  Call once what must be quick is done (a mount being ready).
  * Returns 0 or -errno (logged; the cache stays small).
  */

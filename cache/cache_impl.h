@@ -61,13 +61,12 @@ struct sfs_chunk {
 	uint64_t posted_ms;
 	uint64_t overtaken_ms; /* LOADING: a later post completed first */
 	uint64_t epoch;	       /* LOADING: c->epoch when posted */
-	int orphan;  /* LOADING on a connection since replaced: out of the
+	int orphan; /* LOADING on a connection since replaced: out of the
 		       hash, its slot waits for the transport's callback */
-	int disk_op; /* DISK_LOAD or DISK_STORE while queued */
-	struct sfs_chunk *dnext; /* disk queue */
 	struct sfs_chunk *hnext; /* hash chain */
-	/* LRU (READY, unpinned), free list, a peer's queue (QUEUED) or its
-	 * list of posted chunks (LOADING) */
+	/* LRU (READY, unpinned), free list, a peer's queue (QUEUED), its
+	 * list of posted chunks (LOADING), or a disk queue (DISK; READY and
+	 * pinned by its store) */
 	struct sfs_chunk *prev, *next;
 };
 
@@ -113,14 +112,12 @@ struct cache_peer {
 	int removed;	/* removed from the transport */
 };
 
-enum { DISK_LOAD = 1, DISK_STORE };
 #define DISK_THREADS 2
 
 struct cache_seg {
 	uint8_t *base;
 	size_t len;
 	struct sfs_xport_mr *mr;
-	int ready;
 };
 
 struct sfs_cache {
@@ -153,7 +150,7 @@ struct sfs_cache {
 	int stopping;		       /* protected by lock */
 	uint64_t epoch; /* protected by lock: transport resets so far */
 
-	/* The slab's segments; segs[i].ready and ready_bytes protected by
+	/* The slab's segments; ready_bytes (those in use) protected by
 	 * lock. */
 	size_t nsegs;
 	struct cache_seg *segs;
@@ -169,9 +166,9 @@ struct sfs_cache {
 
 	/* The disk tier: its queues are protected by lock. */
 	struct sfs_disk *disk;
-	pthread_cond_t disk_cond;	     /* a queue grew, or stop */
-	struct sfs_chunk *dl_head, *dl_tail; /* loads: before stores */
-	struct sfs_chunk *ds_head, *ds_tail; /* stores */
+	pthread_cond_t disk_cond; /* a queue grew, or stop */
+	struct list dloads;	  /* loads: before stores */
+	struct list dstores;
 	size_t dq_stores; /* STOREs queued or being written */
 	size_t nthreads;
 	pthread_t threads[DISK_THREADS];

@@ -144,6 +144,28 @@ void sfs_peer_fail_queued(struct sfs_cache *c, struct cache_peer *p, int err,
 	pthread_cond_broadcast(&c->cond);
 }
 
+/*
+ * A pull of (@src, @region) failed: the read-ahead queued behind it on
+ * @p would most likely fail the same way (a withdrawn file), and each
+ * failure would drop the connection again.  It is given up; readers
+ * that come for those bytes pull them anew.  (A queued chunk a reader
+ * waits for is on the demand list: kept.)
+ */
+static void drop_ahead(struct sfs_cache *c, struct cache_peer *p, uint32_t src,
+		       uint32_t region)
+{
+	for (struct sfs_chunk *ch = p->ahead.head, *next; ch; ch = next) {
+		next = ch->next;
+		if (ch->src != src || ch->region != region)
+			continue;
+		sfs_list_del(&p->ahead, ch);
+		p->queued--;
+		ch->state = CH_FAILED;
+		ch->err = -ECANCELED;
+		sfs_cache_settle(c, ch);
+	}
+}
+
 /* How long a peer stays down after its @failures-th stall in a row: 1 s,
  * doubling, at most the timeout or 5 s, so reads work again soon after
  * a link comes back. */
@@ -323,15 +345,15 @@ void sfs_peer_on_pulled(void *arg, int status)
 	struct sfs_chunk *ch = arg;
 	struct sfs_cache *c = ch->c;
 
-	if (!status && c->verify) {
-		pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->lock);
+	if (!status && c->verify && !ch->orphan) {
 		const struct cache_source *s = c->sources[ch->src];
 		const struct sfs_cache_region r = s->regions[ch->region];
 		const char *label = s->label; /* freed with the cache only */
 		pthread_mutex_unlock(&c->lock);
 		status = sfs_cache_verify(c, ch, &r, label);
+		pthread_mutex_lock(&c->lock);
 	}
-	pthread_mutex_lock(&c->lock);
 	struct cache_peer *p = c->peers[ch->peer];
 	const struct cache_source *s = c->sources[ch->src];
 	uint64_t now = sfs_now_ms();
@@ -393,6 +415,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 					ch->region, ch->idx << c->chunk_shift,
 					ch->len, s->label, strerror(-status));
 				c->st.errors_transport++;
+				drop_ahead(c, p, ch->src, ch->region);
 				trouble(c, p, "a pull failed", status, 0);
 			}
 		}

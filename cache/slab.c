@@ -60,7 +60,6 @@ static void seg_publish(struct sfs_cache *c, size_t k)
 		sfs_list_add_tail(&c->free, ch);
 		c->nfree++;
 	}
-	s->ready = 1;
 	c->ready_bytes += s->len;
 	pthread_cond_broadcast(&c->cond);
 }

@@ -26,6 +26,36 @@ struct timespec sfs_abstime(uint64_t ms)
 	return ts;
 }
 
+int64_t sfs_timespec_ns(struct timespec ts)
+{
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct timespec sfs_ns_timespec(int64_t ns)
+{
+	struct timespec t = {.tv_sec = (time_t)(ns / 1000000000),
+			     .tv_nsec = (long)(ns % 1000000000)};
+	if (t.tv_nsec < 0) {
+		t.tv_sec--;
+		t.tv_nsec += 1000000000;
+	}
+	return t;
+}
+
+int sfs_rwlock_init_writer(pthread_rwlock_t *l)
+{
+	pthread_rwlockattr_t a;
+	int rc = pthread_rwlockattr_init(&a);
+	if (rc)
+		return -rc;
+	rc = pthread_rwlockattr_setkind_np(
+		&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	if (!rc)
+		rc = pthread_rwlock_init(l, &a);
+	pthread_rwlockattr_destroy(&a);
+	return -rc;
+}
+
 int sfs_cond_init(pthread_cond_t *c)
 {
 	pthread_condattr_t a;

@@ -27,9 +27,17 @@ static inline uint64_t sfs_now_ms(void)
  */
 struct timespec sfs_abstime(uint64_t ms);
 
+/* Wall-clock times as signed nanoseconds since the epoch (a manifest's
+ * mtime_ns) and back; before 1970 too. */
+int64_t sfs_timespec_ns(struct timespec ts);
+struct timespec sfs_ns_timespec(int64_t ns);
+
 /* sfs_cond_init - condvar that waits on CLOCK_MONOTONIC.  0 or -errno. */
 #include <pthread.h>
 int sfs_cond_init(pthread_cond_t *c);
+/* sfs_rwlock_init_writer - a rwlock whose writer does not wait behind a
+ * stream of readers (a reset behind posters).  0 or -errno. */
+int sfs_rwlock_init_writer(pthread_rwlock_t *l);
 
 /*
  * sfs_parse_hostport - split "HOST:PORT", "[V6]:PORT" or ":PORT" into

@@ -77,16 +77,9 @@ static void fill_attr(const struct sfs_fs *fs, uint64_t ino,
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
-	if (n->meta.has) {
-		struct timespec t = {
-			.tv_sec = (time_t)(n->meta.mtime_ns / 1000000000),
-			.tv_nsec = (long)(n->meta.mtime_ns % 1000000000)};
-		if (t.tv_nsec < 0) {
-			t.tv_sec--;
-			t.tv_nsec += 1000000000;
-		}
-		st->st_atim = st->st_mtim = st->st_ctim = t;
-	}
+	if (n->meta.has)
+		st->st_atim = st->st_mtim = st->st_ctim =
+			sfs_ns_timespec(n->meta.mtime_ns);
 	st->st_blksize = 1 << 20;
 	if (n->kind == SFS_NODE_DIR) {
 		st->st_mode =

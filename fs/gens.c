@@ -711,11 +711,16 @@ int sfs_gens_reconnect(struct sfs_gens *g, uint64_t old_peer,
 	char err[SFS_XPORT_ERR_MAX];
 	pthread_mutex_lock(&g->lock);
 	const struct sfs_manifest *m = g->current->m;
+	/* Adoption refuses a manifest without it: always there. */
 	ssize_t i = sfs_manifest_endpoint(m, g->proto);
-	struct sfs_endpoint ep = m->eps[i < 0 ? 0 : i];
+	struct sfs_endpoint ep;
+	if (i >= 0)
+		ep = m->eps[i];
 	uint64_t cur = g->peer;
 	pthread_mutex_unlock(&g->lock);
 	*new_peer = old_peer;
+	if (i < 0)
+		return -EPROTONOSUPPORT;
 	/* A peer of a seed run that is gone is not made anew: the current
 	 * one's is (the reset drops every connection anyway). */
 	if (old_peer != cur && sfs_xport_needs_hello(g->cfg.x))

@@ -157,8 +157,9 @@ int sfs_mnt_preflight(const char *mnt, int nonempty, char *err, size_t errlen,
 		}
 	}
 	if (stat(canon, &st)) {
-		snprintf(err, errlen, "%s: %s", mnt, strerror(errno));
-		return -errno;
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", mnt, strerror(-rc));
+		return rc;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "%s: %s", mnt, strerror(ENOTDIR));
@@ -168,8 +169,9 @@ int sfs_mnt_preflight(const char *mnt, int nonempty, char *err, size_t errlen,
 		return 0;
 	DIR *d = opendir(canon);
 	if (!d) {
-		snprintf(err, errlen, "%s: %s", mnt, strerror(errno));
-		return -errno;
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", mnt, strerror(-rc));
+		return rc;
 	}
 	size_t n = 0;
 	struct dirent *e;

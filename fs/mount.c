@@ -13,12 +13,12 @@
 #include "cache/cache.h"
 #include "cache/disk.h"
 #include "common/log.h"
-#include "common/util.h"
-#include "fs/mctl.h"
-#include "fs/mntcheck.h"
 #include "common/mem.h"
+#include "common/util.h"
 #include "fs/fsops.h"
 #include "fs/gens.h"
+#include "fs/mctl.h"
+#include "fs/mntcheck.h"
 #include "fs/status.h"
 #include "fs/tree.h"
 #include "metadata/control.h"
@@ -243,9 +243,9 @@ static int check_room(uint64_t cache, const struct sfs_mem_room *r,
 		fprintf(stderr,
 			"seedfs mount: --cache-size %s is more than this "
 			"machine can give: %s available (MemAvailable); "
-			"use --cache-size %lluM or less%s\n",
+			"use --cache-size %lluM or less\n",
 			asked, sfs_fmt_bytes(r->machine, b3, sizeof(b3)),
-			(unsigned long long)(fit >> 20), "");
+			(unsigned long long)(fit >> 20));
 	return -ENOMEM;
 }
 

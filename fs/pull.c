@@ -135,17 +135,6 @@ static int copy_region(struct pull *p, int fd, uint32_t region, uint64_t roff,
 	return 0;
 }
 
-static struct timespec meta_time(const struct sfs_mmeta *mm)
-{
-	struct timespec t = {.tv_sec = (time_t)(mm->mtime_ns / 1000000000),
-			     .tv_nsec = (long)(mm->mtime_ns % 1000000000)};
-	if (t.tv_nsec < 0) {
-		t.tv_sec--;
-		t.tv_nsec += 1000000000;
-	}
-	return t;
-}
-
 /* Directories last (writing into them changed their times), deepest
  * first; DEST itself is the model's directory. */
 static int dir_times(const struct sfs_manifest *m, const char *dest)
@@ -158,7 +147,8 @@ static int dir_times(const struct sfs_manifest *m, const char *dest)
 			continue;
 		snprintf(path, sizeof(path), "%s%s%s", dest, k ? "/" : "",
 			 k ? m->dirs[k - 1] : "");
-		struct timespec ts[2] = {meta_time(mm), meta_time(mm)};
+		struct timespec ts[2] = {sfs_ns_timespec(mm->mtime_ns),
+					 sfs_ns_timespec(mm->mtime_ns)};
 		if (chmod(path, (mode_t)(mm->mode & 0777)) ||
 		    utimensat(AT_FDCWD, path, ts, 0))
 			return -errno;
@@ -194,12 +184,11 @@ static int pull_file(struct pull *p, const struct sfs_manifest *m,
 		}
 	}
 	/* The seed's time and permission bits, as cp -a would keep them. */
-	if (!rc && f->meta.has && fchmod(fd, (mode_t)(f->meta.mode & 0777)))
-		rc = -errno;
 	if (!rc && f->meta.has) {
-		struct timespec ts[2] = {meta_time(&f->meta),
-					 meta_time(&f->meta)};
-		if (futimens(fd, ts))
+		struct timespec ts[2] = {sfs_ns_timespec(f->meta.mtime_ns),
+					 sfs_ns_timespec(f->meta.mtime_ns)};
+		if (fchmod(fd, (mode_t)(f->meta.mode & 0777)) ||
+		    futimens(fd, ts))
 			rc = -errno;
 	}
 	if (close(fd) && !rc)

@@ -25,8 +25,9 @@ struct sfs_status {
 	const char *require;	 /* --require [borrowed] or NULL */
 	time_t mounted;		 /* wall clock */
 	uint64_t mounted_ns;	 /* monotonic */
-	uint64_t ready_ms;	 /* from start to ready; 0: not yet */
-	uint64_t transport_ms;	 /* of it, opening the transport */
+	uint64_t ready_ms; /* protected by lock: start to ready; 0: not yet */
+	uint64_t transport_ms; /* of it, opening the transport (set before
+				    the session starts) */
 	pthread_mutex_t lock;
 	uint64_t last_ns, last_bytes; /* protected by lock */
 	double rate_now;	      /* bytes/s; protected by lock */

@@ -312,13 +312,11 @@ static int encode_meta(json_t *o, const struct sfs_mmeta *mm)
 		return -1;
 	if (!mm->has)
 		return 0;
-	return json_object_set_new(o, "mtime_ns",
-				   json_integer((json_int_t)mm->mtime_ns)) ||
-			       json_object_set_new(
-				       o, "mode",
-				       json_integer((json_int_t)mm->mode))
-		       ? -1
-		       : 0;
+	if (json_object_set_new(o, "mtime_ns",
+				json_integer((json_int_t)mm->mtime_ns)) ||
+	    json_object_set_new(o, "mode", json_integer((json_int_t)mm->mode)))
+		return -1;
+	return 0;
 }
 
 static json_t *encode_file(const struct sfs_mfile *f)

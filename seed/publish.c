@@ -233,9 +233,7 @@ static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 	f->size = (uint64_t)st.st_size;
 	/* What replicas show (rsync and make compare times), and what the
 	 * seed watches: this inode, as it is now. */
-	sfs_mmeta_set(&s->m->files[f->fidx].meta,
-		      (int64_t)st.st_mtim.tv_sec * 1000000000 +
-			      st.st_mtim.tv_nsec,
+	sfs_mmeta_set(&s->m->files[f->fidx].meta, sfs_timespec_ns(st.st_mtim),
 		      st.st_mode);
 	f->dev = (uint64_t)st.st_dev;
 	f->ino = (uint64_t)st.st_ino;
@@ -446,7 +444,7 @@ static void mem_times(struct sfs_manifest *m)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	int64_t t = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+	int64_t t = sfs_timespec_ns(now);
 	sfs_mmeta_set(&m->root_meta, t, 0755);
 	for (size_t i = 0; i < m->ndirs; i++)
 		sfs_mmeta_set(&m->dir_meta[i], t, 0755);
@@ -518,23 +516,34 @@ err:
  */
 static void inherit_times(struct sfs_manifest *m, const struct sfs_manifest *p)
 {
+	/* Best effort: without memory, the times of this commit. */
+	json_t *files = json_object(), *dirs = json_object(), *v;
+	for (size_t j = 0; files && j < p->nfiles; j++)
+		json_object_set_new_nocheck(files, p->files[j].path,
+					    json_integer((json_int_t)j));
+	for (size_t j = 0; dirs && j < p->ndirs; j++)
+		json_object_set_new_nocheck(dirs, p->dirs[j],
+					    json_integer((json_int_t)j));
 	for (size_t i = 0; i < m->nfiles; i++) {
 		struct sfs_mfile *f = &m->files[i];
-		for (size_t j = 0; j < p->nfiles; j++) {
-			const struct sfs_mfile *o = &p->files[j];
-			if (!strcmp(o->path, f->path) && o->size == f->size &&
-			    o->has_xxh3 && f->has_xxh3 && o->xxh3 == f->xxh3 &&
-			    o->meta.has)
-				f->meta = o->meta;
-		}
+		if (!(v = json_object_get(files, f->path)))
+			continue;
+		const struct sfs_mfile *o = &p->files[json_integer_value(v)];
+		if (o->size == f->size && o->has_xxh3 && f->has_xxh3 &&
+		    o->xxh3 == f->xxh3 && o->meta.has)
+			f->meta = o->meta;
 	}
-	for (size_t i = 0; i < m->ndirs; i++)
-		for (size_t j = 0; j < p->ndirs; j++)
-			if (!strcmp(m->dirs[i], p->dirs[j]) &&
-			    p->dir_meta[j].has)
-				m->dir_meta[i] = p->dir_meta[j];
+	for (size_t i = 0; i < m->ndirs; i++) {
+		if (!(v = json_object_get(dirs, m->dirs[i])))
+			continue;
+		const struct sfs_mmeta *o = &p->dir_meta[json_integer_value(v)];
+		if (o->has)
+			m->dir_meta[i] = *o;
+	}
 	if (p->root_meta.has)
 		m->root_meta = p->root_meta;
+	json_decref(files);
+	json_decref(dirs);
 }
 
 int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,

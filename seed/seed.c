@@ -71,21 +71,44 @@ static void watch_gen(struct sfs_seed *s, struct seed_gen *g)
 	}
 }
 
-/* Stop watching what only @g watched (it is being freed). */
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* Stop watching what only @g watched: it is being freed and is no longer
+ * in s->gens (an unchanged file has the same watch in every generation
+ * that serves it).  The publishing thread's, like every change of
+ * s->gens: no lock needed to read them. */
 static void unwatch_gen(struct sfs_seed *s, struct seed_gen *g)
 {
-	for (size_t i = 0; s->wfd >= 0 && i < g->nfiles; i++) {
-		int wd = g->files[i].wd, shared = 0;
-		if (wd <= 0)
-			continue;
-		for (size_t k = 0; k < s->ngens && !shared; k++)
-			for (size_t j = 0; s->gens[k] != g &&
-					   j < s->gens[k]->nfiles && !shared;
-			     j++)
-				shared = s->gens[k]->files[j].wd == wd;
-		if (!shared)
+	size_t n = 0, cap = 0;
+	int *kept = NULL;
+	if (s->wfd < 0)
+		return;
+	for (size_t k = 0; k < s->ngens; k++) {
+		const struct seed_gen *o = s->gens[k];
+		for (size_t j = 0; j < o->nfiles; j++) {
+			if (o->files[j].wd <= 0)
+				continue;
+			if (sfs_grow((void **)&kept, &cap, n + 1,
+				     sizeof(*kept))) {
+				free(kept);
+				return; /* kept until the seed stops */
+			}
+			kept[n++] = o->files[j].wd;
+		}
+	}
+	if (n)
+		qsort(kept, n, sizeof(*kept), cmp_int);
+	for (size_t i = 0; i < g->nfiles; i++) {
+		int wd = g->files[i].wd;
+		if (wd > 0 &&
+		    (!n || !bsearch(&wd, kept, n, sizeof(*kept), cmp_int)))
 			inotify_rm_watch(s->wfd, wd);
 	}
+	free(kept);
 }
 
 /*

@@ -28,11 +28,6 @@ struct walk_ctx {
 	size_t errlen;
 };
 
-static int64_t mtime_ns(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
 static int add(struct walk_ctx *c, const char *rel, const char *abs,
 	       enum sfs_walk_type type, const struct stat *st)
 {
@@ -49,7 +44,7 @@ static int add(struct walk_ctx *c, const char *rel, const char *abs,
 	e->abs = strdup(abs);
 	e->type = type;
 	e->size = type == SFS_WALK_FILE ? (uint64_t)st->st_size : 0;
-	e->mtime_ns = mtime_ns(st);
+	e->mtime_ns = sfs_timespec_ns(st->st_mtim);
 	e->mode = st->st_mode & 07777;
 	if (!e->rel || !e->abs) {
 		free(e->rel);
@@ -216,7 +211,7 @@ int sfs_walk_dir(const char *root, struct sfs_walk **out, char *err,
 	}
 	if (!(c.w = calloc(1, sizeof(*c.w))))
 		return -ENOMEM;
-	c.w->root_mtime_ns = mtime_ns(&st);
+	c.w->root_mtime_ns = sfs_timespec_ns(st.st_mtim);
 	c.w->root_mode = st.st_mode & 07777;
 	c.root = resolved;
 	c.root_len = strlen(resolved);

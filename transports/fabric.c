@@ -193,12 +193,7 @@ static int fab_open(const struct sfs_xport_proto *p,
 	atomic_init(&x->next_key, 1);
 	pthread_mutex_init(&x->inflight.lock, NULL);
 	/* A reset must not wait behind a stream of posters. */
-	pthread_rwlockattr_t ra;
-	pthread_rwlockattr_init(&ra);
-	pthread_rwlockattr_setkind_np(
-		&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&x->ep_lock, &ra);
-	pthread_rwlockattr_destroy(&ra);
+	sfs_rwlock_init_writer(&x->ep_lock);
 
 	if (!strcmp(p->provider, "efa")) {
 		/* Ask the device, not the instance type, whether it can

@@ -373,6 +373,7 @@ size_t fab_quiesce(struct sfs_xport *base)
 				 c->name + 9);
 			unlink(path);
 		}
+		sfs_keep_forever(c);
 	}
 	pthread_rwlock_unlock(&x->ep_lock);
 	return x->abandoned;

@@ -312,10 +312,11 @@ static int vb_start_thread(struct vb_xport *x, void *(*fn)(void *))
 }
 
 /*
- * Tear down the QPs of @p[0..n) (x->qp_lock held for writing, no
- * progress thread): to the error state, so the device flushes what is
- * posted; completions taken (bounded wait); destroyed; then taken again.
- * Whatever never completed is cancelled by the caller.
+ * Tear down the QPs of @p[0..n) (x->qp_lock held for writing): to the
+ * error state, so the device flushes what is posted; completions taken
+ * (here, and by the progress thread if it runs; bounded wait);
+ * destroyed; then taken again.  Whatever never completed is cancelled by
+ * the caller (or, with the thread running, fails its reader's deadline).
  */
 static void destroy_qps(struct vb_xport *x, struct vb_peer **p, size_t n)
 {
@@ -506,20 +507,7 @@ static void vb_peer_remove(struct sfs_xport *base, uint64_t peer)
 	if (p && p->qp) {
 		SFS_LOG(SFS_DEBUG, "xport", "rdma: QP %u released",
 			p->qp->qp_num);
-		/* The progress thread takes the flushed completions. */
-		struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
-		ibv_modify_qp(p->qp, &err, IBV_QP_STATE);
-		for (int i = 0; i < 1000 && atomic_load(&p->posts) > 0; i++) {
-			struct timespec ts = {0, 1000000};
-			nanosleep(&ts, NULL);
-		}
-		if (ibv_destroy_qp(p->qp))
-			SFS_LOG(SFS_WARN, "xport", "rdma: ibv_destroy_qp: %s",
-				strerror(errno));
-		pthread_mutex_lock(&x->lock);
-		p->qp = NULL;
-		p->connected = 0;
-		pthread_mutex_unlock(&x->lock);
+		destroy_qps(x, &p, 1);
 	}
 	pthread_rwlock_unlock(&x->qp_lock);
 }
@@ -583,12 +571,7 @@ static int vb_open(const struct sfs_xport_proto *p,
 	x->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	pthread_mutex_init(&x->lock, NULL);
 	pthread_mutex_init(&x->inflight.lock, NULL);
-	pthread_rwlockattr_t ra;
-	pthread_rwlockattr_init(&ra);
-	pthread_rwlockattr_setkind_np(
-		&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&x->qp_lock, &ra);
-	pthread_rwlockattr_destroy(&ra);
+	sfs_rwlock_init_writer(&x->qp_lock);
 	const char *ck = getenv("SEEDFS_RDMA_PEER_CHECK_MS");
 	uint64_t v;
 	x->check_ms = ck && !sfs_parse_u64(ck, &v) && v >= 100 && v <= 3600000

@@ -18,6 +18,7 @@
 #include <string.h>
 
 static void *disk_thread(void *arg);
+static void holder_free(struct cache_holder *h);
 
 void sfs_list_del(struct list *l, struct sfs_chunk *ch)
 {
@@ -54,21 +55,20 @@ void sfs_list_add_head(struct list *l, struct sfs_chunk *ch)
 	l->head = ch;
 }
 
-static size_t bucket_of(const struct sfs_cache *c, uint32_t src,
-			uint32_t region, uint64_t idx)
+static size_t bucket_of(const struct sfs_cache *c, uint32_t set, uint32_t obj,
+			uint64_t idx)
 {
 	uint64_t h = idx * 0x9e3779b97f4a7c15ull;
-	h ^= ((uint64_t)src << 32 | region) * 0xc2b2ae3d27d4eb4full;
+	h ^= ((uint64_t)set << 32 | obj) * 0xc2b2ae3d27d4eb4full;
 	h ^= h >> 29;
 	return (size_t)(h & (c->nbuckets - 1));
 }
 
-static struct sfs_chunk *lookup(struct sfs_cache *c, uint32_t src,
-				uint32_t region, uint64_t idx)
+static struct sfs_chunk *lookup(struct sfs_cache *c, uint32_t set, uint32_t obj,
+				uint64_t idx)
 {
-	struct sfs_chunk *ch = c->buckets[bucket_of(c, src, region, idx)];
-	while (ch &&
-	       !(ch->idx == idx && ch->region == region && ch->src == src))
+	struct sfs_chunk *ch = c->buckets[bucket_of(c, set, obj, idx)];
+	while (ch && !(ch->idx == idx && ch->obj == obj && ch->set == set))
 		ch = ch->hnext;
 	return ch;
 }
@@ -76,7 +76,7 @@ static struct sfs_chunk *lookup(struct sfs_cache *c, uint32_t src,
 void sfs_cache_unhash(struct sfs_cache *c, struct sfs_chunk *ch)
 {
 	struct sfs_chunk **pp =
-		&c->buckets[bucket_of(c, ch->src, ch->region, ch->idx)];
+		&c->buckets[bucket_of(c, ch->set, ch->obj, ch->idx)];
 	while (*pp && *pp != ch)
 		pp = &(*pp)->hnext;
 	if (*pp) /* an orphan is no longer there */
@@ -229,8 +229,7 @@ void sfs_cache_stop(struct sfs_cache *c)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->stopping = 1;
-	for (size_t i = 0; i < c->npeers; i++)
-		sfs_peer_fail_queued(c, c->peers[i], -ESHUTDOWN, UINT32_MAX);
+	sfs_peer_fail_queued(c, -ESHUTDOWN, SFS_NONE);
 	drop_disk_queues(c);
 	pthread_cond_broadcast(&c->cond);
 	pthread_cond_broadcast(&c->disk_cond);
@@ -281,12 +280,16 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 		return;
 	}
 	sfs_slab_free(c);
-	for (size_t i = 0; i < c->nsources; i++) {
-		free(c->sources[i]->label);
-		free(c->sources[i]->regions);
-		free(c->sources[i]);
+	for (size_t i = 0; i < c->nsets; i++) {
+		free(c->sets[i]->label);
+		free(c->sets[i]->objs);
+		free(c->sets[i]->holders);
+		free(c->sets[i]);
 	}
-	free(c->sources);
+	free(c->sets);
+	for (size_t i = 0; i < c->nholders; i++)
+		holder_free(c->holders[i]);
+	free(c->holders);
 	for (size_t i = 0; i < c->npeers; i++)
 		free(c->peers[i]);
 	free(c->peers);
@@ -299,56 +302,53 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 	free(c);
 }
 
-int sfs_cache_add_source(struct sfs_cache *c, uint64_t peer, const char *label,
-			 const struct sfs_cache_region *r, size_t n,
-			 uint32_t *src)
+int sfs_cache_add_set(struct sfs_cache *c, const char *label,
+		      const struct sfs_cache_obj *objs, size_t n, uint32_t *set)
 {
-	struct cache_source *s = calloc(1, sizeof(*s));
+	struct cache_set *s = calloc(1, sizeof(*s));
 	int rc = -ENOMEM;
 
 	if (!s)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
-		if (r[i].xxh3 && (r[i].csum_shift > c->chunk_shift ||
-				  r[i].csum_shift < 12)) {
+		if (objs[i].xxh3 && (objs[i].csum_shift > c->chunk_shift ||
+				     objs[i].csum_shift < 12)) {
 			free(s);
 			return -EINVAL;
 		}
-	s->nregions = n;
+	s->nobjs = n;
 	s->label = strdup(label);
-	s->regions = calloc(n ? n : 1, sizeof(*r));
-	if (!s->label || !s->regions)
+	s->objs = calloc(n ? n : 1, sizeof(*objs));
+	if (!s->label || !s->objs)
 		goto err;
-	memcpy(s->regions, r, n * sizeof(*r));
+	memcpy(s->objs, objs, n * sizeof(*objs));
 	pthread_mutex_lock(&c->lock);
-	rc = sfs_grow((void **)&c->sources, &c->cap_sources, c->nsources + 1,
-		      sizeof(c->sources[0]));
-	if (!rc)
-		rc = sfs_peer_find_or_add(c, peer, label, &s->peer);
+	rc = sfs_grow((void **)&c->sets, &c->cap_sets, c->nsets + 1,
+		      sizeof(c->sets[0]));
 	if (!rc) {
-		*src = (uint32_t)c->nsources;
-		c->sources[c->nsources++] = s;
+		*set = (uint32_t)c->nsets;
+		c->sets[c->nsets++] = s;
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (!rc)
 		return 0;
 err:
 	free(s->label);
-	free(s->regions);
+	free(s->objs);
 	free(s);
 	return rc;
 }
 
-int sfs_cache_persist_source(struct sfs_cache *c, uint32_t src, const char *key,
-			     const char *about)
+int sfs_cache_persist_set(struct sfs_cache *c, uint32_t set, const char *key,
+			  const char *about)
 {
 	struct sfs_disk_src *d;
 
 	if (!c->disk)
 		return 0;
 	pthread_mutex_lock(&c->lock);
-	size_t n = src < c->nsources ? c->sources[src]->nregions : 0;
-	int known = src < c->nsources;
+	size_t n = set < c->nsets ? c->sets[set]->nobjs : 0;
+	int known = set < c->nsets;
 	pthread_mutex_unlock(&c->lock);
 	if (!known)
 		return -EINVAL;
@@ -356,9 +356,188 @@ int sfs_cache_persist_source(struct sfs_cache *c, uint32_t src, const char *key,
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&c->lock);
-	c->sources[src]->disk = d;
+	c->sets[set]->disk = d;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+}
+
+int sfs_cache_add_peer(struct sfs_cache *c, uint64_t id, const char *label,
+		       uint32_t *peer)
+{
+	struct cache_peer *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->id = id;
+	snprintf(p->label, sizeof(p->label), "%s", label);
+	p->state = SFS_PEER_UP;
+	p->since_ms = sfs_now_ms();
+	p->window = 4;
+	pthread_mutex_lock(&c->lock);
+	int rc = sfs_grow((void **)&c->peers, &c->cap_peers, c->npeers + 1,
+			  sizeof(c->peers[0]));
+	if (!rc) {
+		*peer = (uint32_t)c->npeers;
+		c->peers[c->npeers++] = p;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc)
+		free(p);
+	return rc;
+}
+
+static void holder_free(struct cache_holder *h)
+{
+	if (!h)
+		return;
+	for (size_t i = 0; h->has && i < h->nobjs; i++)
+		free(h->has[i]);
+	free(h->has);
+	free(h->objs);
+	free(h);
+}
+
+/* Take @hi out of its set and peer (c->lock held). */
+static void holder_drop(struct sfs_cache *c, uint32_t hi)
+{
+	struct cache_holder *h = c->holders[hi];
+	if (h->removed)
+		return;
+	h->removed = 1;
+	struct cache_set *s = c->sets[h->set];
+	for (size_t i = 0; i < s->nholders; i++)
+		if (s->holders[i] == hi) {
+			s->holders[i] = s->holders[--s->nholders];
+			break;
+		}
+	c->peers[h->peer]->nholders--;
+	sfs_peer_orphan(c, c->peers[h->peer], hi);
+	pthread_cond_broadcast(&c->cond);
+	sfs_peer_wake_worker(c);
+}
+
+void sfs_cache_remove_peer(struct sfs_cache *c, uint32_t peer)
+{
+	uint64_t id = 0;
+	int remove = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (peer < c->npeers && !c->peers[peer]->removed) {
+		struct cache_peer *p = c->peers[peer];
+		for (size_t i = 0; i < c->nholders; i++)
+			if (c->holders[i]->peer == peer)
+				holder_drop(c, (uint32_t)i);
+		sfs_peer_orphan(c, p, SFS_NONE);
+		p->removed = 1;
+		p->repair = 0;
+		id = p->id;
+		remove = 1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	/* Nobody reads through that connection any more. */
+	if (remove)
+		sfs_xport_peer_remove(c->x, id);
+}
+
+/* Pieces must tile [0, len) in order. */
+static int pieces_ok(const struct sfs_cache_hobj *o, uint64_t len)
+{
+	uint64_t at = 0;
+	for (size_t k = 0; k < o->npieces; k++) {
+		const struct sfs_cache_piece *p = &o->pieces[k];
+		if (p->off != at || p->len == 0 || p->len > len - at)
+			return 0;
+		at += p->len;
+	}
+	return o->npieces == 0 || at == len;
+}
+
+int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
+			 const struct sfs_cache_hobj *objs, size_t n,
+			 int partial, uint32_t *holder)
+{
+	struct cache_holder *h = calloc(1, sizeof(*h));
+	int rc = -ENOMEM;
+
+	if (!h)
+		return -ENOMEM;
+	h->set = set;
+	h->peer = peer;
+	h->nobjs = n;
+	h->partial = partial;
+	if (!(h->objs = calloc(n ? n : 1, sizeof(*objs))) ||
+	    (partial && !(h->has = calloc(n ? n : 1, sizeof(*h->has))))) {
+		holder_free(h);
+		return -ENOMEM;
+	}
+	memcpy(h->objs, objs, n * sizeof(*objs));
+	pthread_mutex_lock(&c->lock);
+	rc = set < c->nsets && peer < c->npeers && n == c->sets[set]->nobjs &&
+			     !c->sets[set]->retired && !c->peers[peer]->removed
+		     ? 0
+		     : -EINVAL;
+	for (size_t i = 0; !rc && i < n; i++)
+		if (!pieces_ok(&objs[i], c->sets[set]->objs[i].len))
+			rc = -EINVAL;
+	if (!rc)
+		rc = sfs_grow((void **)&c->holders, &c->cap_holders,
+			      c->nholders + 1, sizeof(c->holders[0]));
+	struct cache_set *s = rc ? NULL : c->sets[set];
+	if (s)
+		rc = sfs_grow((void **)&s->holders, &s->cap_holders,
+			      s->nholders + 1, sizeof(s->holders[0]));
+	if (!rc) {
+		*holder = (uint32_t)c->nholders;
+		c->holders[c->nholders++] = h;
+		s->holders[s->nholders++] = *holder;
+		c->peers[peer]->nholders++;
+		pthread_cond_broadcast(&c->cond);
+		sfs_peer_wake_worker(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc)
+		holder_free(h);
+	return rc;
+}
+
+void sfs_cache_remove_holder(struct sfs_cache *c, uint32_t holder)
+{
+	pthread_mutex_lock(&c->lock);
+	if (holder < c->nholders)
+		holder_drop(c, holder);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx)
+{
+	if (h->removed || obj >= h->nobjs || !h->objs[obj].npieces)
+		return 0;
+	if (!h->partial)
+		return 1;
+	const uint64_t *bits = h->has[obj];
+	return bits && (bits[idx / 64] >> (idx % 64) & 1);
+}
+
+void sfs_cache_holder_has(struct sfs_cache *c, uint32_t holder, uint32_t obj,
+			  uint64_t idx, int has)
+{
+	pthread_mutex_lock(&c->lock);
+	struct cache_holder *h =
+		holder < c->nholders ? c->holders[holder] : NULL;
+	if (h && h->partial && obj < h->nobjs) {
+		uint64_t len = c->sets[h->set]->objs[obj].len;
+		uint64_t nchunks = (len + c->chunk_size - 1) >> c->chunk_shift;
+		if (idx < nchunks && !h->has[obj] && has)
+			h->has[obj] = calloc((size_t)(nchunks + 63) / 64, 8);
+		if (idx < nchunks && h->has[obj]) {
+			if (has)
+				h->has[obj][idx / 64] |= 1ull << (idx % 64);
+			else
+				h->has[obj][idx / 64] &= ~(1ull << (idx % 64));
+		}
+		if (has)
+			sfs_peer_wake_worker(c);
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* Hand @ch to a disk thread to look for it (c->lock held). */
@@ -392,15 +571,15 @@ void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch)
  * drops it. */
 static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 {
-	const struct cache_source *s = c->sources[ch->src];
-	const struct sfs_cache_region r = s->regions[ch->region];
+	const struct cache_set *s = c->sets[ch->set];
+	const struct sfs_cache_obj o = s->objs[ch->obj];
 	struct sfs_disk_src *d = s->disk;
 	uint64_t off = ch->idx << c->chunk_shift;
 
 	pthread_mutex_unlock(&c->lock);
-	int rc = sfs_disk_read(d, ch->region, off, ch->data, ch->len);
+	int rc = sfs_disk_read(d, ch->obj, off, ch->data, ch->len);
 	if (!rc)
-		rc = sfs_cache_verify(c, ch, &r, NULL);
+		rc = sfs_cache_verify(c, ch, &o, NULL, NULL);
 	pthread_mutex_lock(&c->lock);
 	if (!rc) {
 		ch->state = CH_READY;
@@ -413,9 +592,9 @@ static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 	if (rc != -ENOENT && rc != -ENODATA && rc != -EBADMSG) {
 		c->st.disk_errors++;
 		SFS_LOG(SFS_WARN, "cache",
-			"disk tier: reading region %u bytes [%" PRIu64
+			"disk tier: reading %s object %u bytes [%" PRIu64
 			", +%u): %s; pulling them",
-			ch->region, off, ch->len, strerror(-rc));
+			s->label, ch->obj, off, ch->len, strerror(-rc));
 	}
 	pthread_cond_broadcast(&c->cond);
 	if (s->retired) {
@@ -430,11 +609,11 @@ static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 
 static void disk_store(struct sfs_cache *c, struct sfs_chunk *ch)
 {
-	struct sfs_disk_src *d = c->sources[ch->src]->disk;
+	struct sfs_disk_src *d = c->sets[ch->set]->disk;
 
 	pthread_mutex_unlock(&c->lock);
-	int rc = sfs_disk_write(d, ch->region, ch->idx << c->chunk_shift,
-				ch->data, ch->len);
+	int rc = sfs_disk_write(d, ch->obj, ch->idx << c->chunk_shift, ch->data,
+				ch->len);
 	pthread_mutex_lock(&c->lock);
 	c->dq_stores--;
 	if (!rc) {
@@ -445,8 +624,8 @@ static void disk_store(struct sfs_cache *c, struct sfs_chunk *ch)
 	} else {
 		c->st.disk_errors++;
 		SFS_LOG(SFS_WARN, "cache",
-			"disk tier: writing region %u chunk %" PRIu64 ": %s",
-			ch->region, ch->idx, strerror(-rc));
+			"disk tier: writing object %u chunk %" PRIu64 ": %s",
+			ch->obj, ch->idx, strerror(-rc));
 	}
 	ch->refs--;
 	sfs_cache_settle(c, ch);
@@ -485,41 +664,44 @@ static void pin(struct sfs_cache *c, struct sfs_chunk *ch)
 }
 
 /*
- * Find or start the chunk @idx of (src, region).  With @pinned the
- * caller gets a reference (and may wait for a slot).  Called with
- * c->lock held.  Returns the chunk or NULL (*rc set).
+ * Find or start the chunk @idx of (set, obj).  With @pinned the caller
+ * gets a reference (and may wait for a slot).  Called with c->lock
+ * held.  Returns the chunk or NULL (*rc set).
  */
-static struct sfs_chunk *find_or_start(struct sfs_cache *c, uint32_t src,
-				       uint32_t region, uint64_t idx,
-				       int pinned, int demand, int *rc)
+static struct sfs_chunk *find_or_start(struct sfs_cache *c, uint32_t set,
+				       uint32_t obj, uint64_t idx, int pinned,
+				       int demand, int *rc)
 {
-	struct cache_source *s = c->sources[src];
-	const struct sfs_cache_region *r = &s->regions[region];
+	struct cache_set *s = c->sets[set];
+	const struct sfs_cache_obj *o = &s->objs[obj];
 	uint64_t deadline = sfs_now_ms() + c->timeout_ms;
-	struct sfs_chunk *ch = lookup(c, src, region, idx);
+	struct sfs_chunk *ch = lookup(c, set, obj, idx);
 
 	if (ch) {
 		if (pinned)
 			pin(c, ch);
 		return ch;
 	}
-	if ((*rc = sfs_peer_usable(c, c->peers[s->peer]))) {
+	/* Not on disk and no holder can serve it now: fail at once. */
+	if (!(s->disk && o->xxh3) && (*rc = sfs_peer_set_usable(c, set))) {
 		c->st.unavailable += pinned;
 		return NULL;
 	}
 	/* Waiting for a slot drops the lock: look the chunk up again
 	 * after every wait, someone may have started it meanwhile. */
-	while (!(ch = lookup(c, src, region, idx)) && !(ch = take_slot(c))) {
+	while (!(ch = lookup(c, set, obj, idx)) && !(ch = take_slot(c))) {
 		uint64_t now = sfs_now_ms();
-		if (now >= deadline || !pinned || c->stopping) {
-			if (pinned && !c->stopping) {
+		if (now >= deadline || !pinned || c->stopping || s->retired) {
+			if (pinned && !c->stopping && !s->retired) {
 				SFS_LOG(SFS_WARN, "cache",
 					"no free chunk within %u ms: every "
 					"chunk is pinned or being pulled",
 					c->timeout_ms);
 				c->st.no_slot++;
 			}
-			*rc = c->stopping ? -ESHUTDOWN : -ETIMEDOUT;
+			*rc = c->stopping  ? -ESHUTDOWN
+			      : s->retired ? -ESTALE
+					   : -ETIMEDOUT;
 			return NULL;
 		}
 		struct timespec ts = sfs_abstime(deadline - now);
@@ -531,87 +713,79 @@ static struct sfs_chunk *find_or_start(struct sfs_cache *c, uint32_t src,
 		return ch;
 	}
 	uint64_t off = idx << c->chunk_shift;
-	ch->src = src;
-	ch->region = region;
+	ch->set = set;
+	ch->obj = obj;
 	ch->idx = idx;
-	ch->len = (uint32_t)SFS_MIN((uint64_t)c->chunk_size, r->len - off);
-	ch->retried = 0;
+	ch->len = (uint32_t)SFS_MIN((uint64_t)c->chunk_size, o->len - off);
+	ch->mismatches = 0;
+	ch->avoid = SFS_NONE;
 	ch->err = 0;
 	ch->refs = pinned ? 1 : 0;
 	ch->demand = demand;
-	size_t b = bucket_of(c, src, region, idx);
+	size_t b = bucket_of(c, set, obj, idx);
 	ch->hnext = c->buckets[b];
 	c->buckets[b] = ch;
-	if (s->disk && r->xxh3) /* it may be on disk already */
+	if (s->disk && o->xxh3) /* it may be on disk already */
 		disk_queue_load(c, ch);
 	else
 		sfs_peer_enqueue(c, ch, demand);
 	return ch;
 }
 
-static int check_range(struct sfs_cache *c, uint32_t src, uint32_t region,
+static int check_range(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		       uint64_t off)
 {
-	if (src >= c->nsources || region >= c->sources[src]->nregions ||
-	    off >= c->sources[src]->regions[region].len)
+	if (set >= c->nsets || obj >= c->sets[set]->nobjs ||
+	    off >= c->sets[set]->objs[obj].len)
 		return -EINVAL;
 	if (c->stopping)
 		return -ESHUTDOWN;
-	return c->sources[src]->retired ? -ESTALE : 0;
+	return c->sets[set]->retired ? -ESTALE : 0;
 }
 
-void sfs_cache_retire_source(struct sfs_cache *c, uint32_t src)
+void sfs_cache_retire_set(struct sfs_cache *c, uint32_t set)
 {
 	struct sfs_disk_src *d = NULL;
-	int remove = 0;
-	uint64_t id = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if (src < c->nsources && !c->sources[src]->retired) {
-		struct cache_source *s = c->sources[src];
-		struct cache_peer *p = c->peers[s->peer];
+	if (set < c->nsets && !c->sets[set]->retired) {
+		struct cache_set *s = c->sets[set];
 		s->retired = 1;
 		d = s->disk;
 		/* Its unpinned chunks are of no use to anyone now. */
 		for (struct sfs_chunk *ch = c->lru.head, *next; ch; ch = next) {
 			next = ch->next;
-			if (ch->src == src) {
+			if (ch->set == set) {
 				sfs_list_del(&c->lru, ch);
 				ch->state = CH_FAILED;
 				sfs_cache_settle(c, ch);
 			}
 		}
-		sfs_peer_fail_queued(c, p, -ESTALE, src);
-		if (--p->sources == 0 && !p->removed) {
-			p->removed = 1;
-			remove = 1;
-			id = p->id;
-		}
+		sfs_peer_fail_queued(c, -ESTALE, set);
+		while (s->nholders)
+			holder_drop(c, s->holders[0]);
 		pthread_cond_broadcast(&c->cond);
 	}
 	pthread_mutex_unlock(&c->lock);
-	/* Nobody reads through that connection any more. */
-	if (remove)
-		sfs_xport_peer_remove(c->x, id);
 	/* Nobody will read these bytes again: not from disk either. */
 	sfs_disk_drop(d);
 }
 
-int sfs_cache_prefetch(struct sfs_cache *c, uint32_t src, uint32_t region,
+int sfs_cache_prefetch(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		       uint64_t off, uint64_t len, int demand)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if (check_range(c, src, region, off) || len == 0) {
+	if (check_range(c, set, obj, off) || len == 0) {
 		pthread_mutex_unlock(&c->lock);
 		return -EINVAL;
 	}
-	uint64_t rlen = c->sources[src]->regions[region].len;
-	uint64_t last = (SFS_MIN(off + len, rlen) - 1) >> c->chunk_shift;
+	uint64_t olen = c->sets[set]->objs[obj].len;
+	uint64_t last = (SFS_MIN(off + len, olen) - 1) >> c->chunk_shift;
 	for (uint64_t i = off >> c->chunk_shift; i <= last; i++) {
 		struct sfs_chunk *ch =
-			find_or_start(c, src, region, i, 0, demand, &rc);
+			find_or_start(c, set, obj, i, 0, demand, &rc);
 		if (!ch)
 			break;
 		if (demand)
@@ -622,21 +796,20 @@ int sfs_cache_prefetch(struct sfs_cache *c, uint32_t src, uint32_t region,
 	return rc;
 }
 
-int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
-		  uint64_t off, struct sfs_chunk **out, const uint8_t **data,
-		  size_t *avail)
+int sfs_cache_get(struct sfs_cache *c, uint32_t set, uint32_t obj, uint64_t off,
+		  struct sfs_chunk **out, const uint8_t **data, size_t *avail)
 {
 	uint64_t start = sfs_now_ms();
 	struct sfs_chunk *ch;
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if ((rc = check_range(c, src, region, off))) {
+	if ((rc = check_range(c, set, obj, off))) {
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
 again:
-	ch = find_or_start(c, src, region, off >> c->chunk_shift, 1, 1, &rc);
+	ch = find_or_start(c, set, obj, off >> c->chunk_shift, 1, 1, &rc);
 	if (!ch) {
 		pthread_mutex_unlock(&c->lock);
 		return rc;
@@ -650,11 +823,11 @@ again:
 	sfs_peer_pump(c);
 	rc = sfs_peer_wait(c, ch, start);
 	if (rc == -EAGAIN) {
-		/* Its pull was on a connection since replaced: start it
-		 * again on the new one, within the same bound. */
+		/* Its pull was on a connection taken out: start it again
+		 * from the holders still there, within the same bound. */
 		ch->refs--;
 		sfs_cache_settle(c, ch);
-		if ((rc = check_range(c, src, region, off))) {
+		if ((rc = check_range(c, set, obj, off))) {
 			pthread_mutex_unlock(&c->lock);
 			return rc;
 		}
@@ -692,11 +865,12 @@ void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st)
 	st->ready = c->ready_bytes;
 	st->used = (ready_slots - c->nfree) * (uint64_t)c->chunk_size;
 	st->disk_queue = c->dq_stores;
+	st->queued = c->queued;
 	st->disk_tier = c->disk != NULL;
 	pthread_mutex_unlock(&c->lock);
 }
 
-uint64_t sfs_cache_resident(struct sfs_cache *c, uint32_t src, uint32_t region,
+uint64_t sfs_cache_resident(struct sfs_cache *c, uint32_t set, uint32_t obj,
 			    uint64_t off, uint64_t len)
 {
 	uint64_t got = 0;
@@ -706,7 +880,7 @@ uint64_t sfs_cache_resident(struct sfs_cache *c, uint32_t src, uint32_t region,
 	pthread_mutex_lock(&c->lock);
 	for (uint64_t i = off >> c->chunk_shift;
 	     i <= (end - 1) >> c->chunk_shift; i++) {
-		const struct sfs_chunk *ch = lookup(c, src, region, i);
+		const struct sfs_chunk *ch = lookup(c, set, obj, i);
 		if (!ch || ch->state != CH_READY)
 			continue;
 		uint64_t a = SFS_MAX(off, i << c->chunk_shift);
@@ -716,4 +890,10 @@ uint64_t sfs_cache_resident(struct sfs_cache *c, uint32_t src, uint32_t region,
 	}
 	pthread_mutex_unlock(&c->lock);
 	return got;
+}
+
+void sfs_cache_slab(struct sfs_cache *c, uint8_t **base, size_t *len)
+{
+	*base = c->slab;
+	*len = c->slab_len;
 }

@@ -1,35 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cache.h - a chunk cache in registered memory.
+ * cache.h - a chunk cache in registered memory, filled from many
+ * sources at once.
  *
- * Remote regions are cut into fixed-size chunks; a chunk is keyed by
- * (source, region, chunk index) and pulled with one transport read (split
- * by the transport as the provider needs).  Concurrent readers of a
- * missing chunk wait for one pull (single flight).  Memory is one slab
- * of --cache-size bytes, never exceeded, registered in segments: the
- * first before the cache is returned, the rest faulted in and
- * registered in the background, so a large cache is ready at once.
- * Unpinned chunks are evicted least recently used first.
+ * What the cache holds is named by content, never by a source's memory
+ * layout: a *set* is the bytes of one content (a model generation), a
+ * list of *objects* (its files), each cut into fixed-size chunks from
+ * its first byte and checked against the object's own checksums.  A
+ * chunk is keyed by (set, object, chunk index), so any source of the
+ * same content can fill it.
  *
- * Pulls wait in two queues per peer (the connection to one seed):
- * chunks a reader waits for go before read-ahead, and only a window of
- * them is posted at once, sized to the peer's measured throughput, so
- * a slow link is slow, not broken.  A wait fails only when the peer has
- * made no progress for the timeout: a reader behind a long queue on a
- * slow but moving link waits; a reader on a stalled link gets
- * -ETIMEDOUT within the timeout of its request.  A peer that stalls,
- * loses a pull (later ones complete, this one never does) or fails a
- * pull is reconnected on a thread of the cache (cfg.reconnect); pulls
- * in flight are cancelled by that and pulled again for their readers.
- * A peer that keeps failing is down for a while (doubling up to the
- * timeout): reads that need it fail at once, then one probes again.
+ * A *peer* is a connection to one source (a transport peer).  A
+ * *holder* says how a peer serves a set: for every object, pieces that
+ * tile it (bytes inline, or a remote address and key), and which chunks
+ * it holds (a partial source serves only those).  A set may have many
+ * holders.
  *
- * With a disk tier, chunks also persist on disk (cache/disk.h): two
- * threads load them before pulling and store them after, behind the
- * readers; a reader waiting on the disk does not count against the
- * network.
+ * Pulls wait in two queues, demand (a reader waits) before read-ahead,
+ * and every peer takes the next chunk it can serve whenever it has room
+ * in its window (a quarter second of its measured throughput, 2 to 32
+ * chunks).  So a sequential reader's chunks are spread over every
+ * holder at once, each taking work as fast as it completes it: the
+ * faster source serves more, a slow one is never waited for by chunks
+ * another could serve.  A peer that fails a pull, or makes no progress
+ * for a while (much shorter than the timeout when another holder can
+ * serve its chunks), is taken out: its posted pulls are orphaned (their
+ * slots wait for the transport, never reused under a read) and pulled
+ * again from the other holders; it is reconnected in the background
+ * (cfg.reconnect) and used again once it answers.  A reader gets an
+ * error only when no holder can serve its chunk: the peer made no
+ * progress for the timeout, or every holder is down.
  *
- * The cache knows regions and bytes, never files.  All functions are
+ * Memory is one slab of --cache-size bytes, never exceeded, registered
+ * in segments: the first before the cache is returned, the rest faulted
+ * in and registered in the background.  Unpinned chunks are evicted
+ * least recently used first.  With a disk tier, chunks of persisted
+ * sets also go to disk (cache/disk.h), loaded before they are pulled.
+ *
+ * The cache knows objects and bytes, never files.  All functions are
  * thread safe.
  */
 #ifndef SFS_CACHE_H
@@ -38,10 +46,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define SFS_CACHE_NONE UINT32_MAX /* no peer, set or holder */
+
 struct sfs_cache;
 struct sfs_chunk;
 struct sfs_disk;
 struct sfs_xport;
+struct sfs_xport_mr;
 
 struct sfs_cache_cfg {
 	struct sfs_xport *xport; /* borrowed; outlives the cache */
@@ -49,31 +60,44 @@ struct sfs_cache_cfg {
 	uint32_t chunk_size;	 /* power of two, >= 4 KiB */
 	unsigned int timeout_ms; /* no progress for this long: give up */
 	int no_verify; /* serve pulled chunks without checking checksums */
-	/* The disk tier [borrowed, outlives the cache] or NULL: chunks of
-	 * persisted sources are looked for there before they are pulled,
-	 * and stored there after. */
+	/* The disk tier [borrowed, outlives the cache] or NULL. */
 	struct sfs_disk *disk;
 	/*
-	 * Make the connection to @peer anew (it stalled or failed): reset
-	 * the transport and connect again, *new_peer the id to use from
-	 * now on.  Called on a thread of the cache, without its lock,
-	 * never twice at once; bounded by the caller's own timeout.
-	 * Returns 0 or -errno.  NULL: sfs_xport_reset alone.
+	 * Make the connection of peer @peer (the cache's index) anew: it
+	 * stalled or failed.  @id is its transport peer now; *new_id the
+	 * one to use from now on.  Called on a thread of the cache,
+	 * without its lock, never twice at once; bounded by the caller's
+	 * own timeout.  Returns 0 or -errno.  NULL: sfs_xport_peer_reset.
 	 */
-	int (*reconnect)(void *arg, uint64_t peer, uint64_t *new_peer);
+	int (*reconnect)(void *arg, uint32_t peer, uint64_t id,
+			 uint64_t *new_id);
 	void *reconnect_arg;
 };
 
-/* One remote region as the seed published it. */
-struct sfs_cache_region {
+/* One object of a set: its length and checksums. */
+struct sfs_cache_obj {
 	uint64_t len;
-	uint64_t raddr;
-	uint64_t key;
-	/* The seed's XXH3-64 of every 1 << csum_shift bytes [borrowed, must
-	 * outlive the cache], or NULL: chunks are verified before they are
-	 * served.  The cache's chunk size must be a multiple. */
+	/* XXH3-64 of every 1 << csum_shift bytes from byte 0 [borrowed,
+	 * outlives the set], or NULL: served unverified.  The cache's
+	 * chunk size must be a multiple. */
 	uint32_t csum_shift;
 	const uint64_t *xxh3;
+};
+
+/* A piece of an object as one holder serves it. */
+struct sfs_cache_piece {
+	uint64_t off, len;   /* bytes [off, off+len) of the object */
+	const uint8_t *data; /* inline bytes [borrowed], or NULL: remote */
+	uint64_t raddr;	     /* remote: address of byte @off */
+	uint64_t key;
+};
+
+/* How a holder serves one object. */
+struct sfs_cache_hobj {
+	/* Pieces tiling [0, len) in order [borrowed: valid until the
+	 * holder is removed]; none for an object it does not serve. */
+	const struct sfs_cache_piece *pieces;
+	size_t npieces;
 };
 
 /* Counters: every kind of failure under its own name. */
@@ -84,9 +108,11 @@ struct sfs_cache_stats {
 	uint64_t errors_transport; /* pulls the transport failed */
 	uint64_t timeouts;	   /* reads given up: no progress */
 	uint64_t checksum_errors;  /* pulled chunks that did not match */
-	uint64_t unavailable;	   /* reads refused at once: peer down */
+	uint64_t unavailable;	   /* reads refused at once: all down */
 	uint64_t no_slot;	   /* reads that found every chunk busy */
 	uint64_t reconnects, reconnect_failures;
+	uint64_t failovers; /* pulls moved to another holder */
+	uint64_t queued;    /* chunks waiting for a peer, now */
 	/* The disk tier: chunks loaded from it (verified), stored in it,
 	 * not stored (full, or writes behind), failed I/O, reads given up
 	 * waiting for it, and chunks waiting to be written. */
@@ -99,10 +125,10 @@ struct sfs_cache_stats {
 enum sfs_peer_state {
 	SFS_PEER_UP,
 	SFS_PEER_RECONNECTING, /* a new connection is being made */
-	SFS_PEER_DOWN,	       /* reads that need it fail at once */
+	SFS_PEER_DOWN,	       /* not used until its hold ends */
 };
 
-/* What the cache knows of the connection serving a source, now. */
+/* What the cache knows of one peer, now. */
 struct sfs_cache_peer_info {
 	enum sfs_peer_state state;
 	int err;	     /* not UP: the error that made it so */
@@ -111,7 +137,9 @@ struct sfs_cache_peer_info {
 	int any_ok;	     /* a pull ever completed */
 	double rate;	     /* bytes/s while busy (0: not measured yet) */
 	unsigned int inflight, window;
-	size_t queued;
+	uint64_t pulls, bytes;		  /* completed, verified */
+	uint64_t errors, checksum_errors; /* its pulls that failed */
+	uint64_t stalls;		  /* times it was taken out */
 };
 
 /*
@@ -132,7 +160,7 @@ int sfs_cache_grow(struct sfs_cache *c);
 
 /*
  * sfs_cache_stop - stop posting: queued pulls fail with -ESHUTDOWN, the
- * cache's threads (disk tier, poster, background registration) end.
+ * cache's threads (disk tier, worker, background registration) end.
  * Pulls already posted still complete or are cancelled by the
  * transport: quiesce it after this, then sfs_cache_free.  Idempotent.
  */
@@ -148,101 +176,127 @@ void sfs_cache_stop(struct sfs_cache *c);
 void sfs_cache_free(struct sfs_cache *c);
 void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned);
 
-/* sfs_cache_set_reconnect - set (or change) cfg.reconnect, for owners
- * made after the cache. */
+/* sfs_cache_set_reconnect - set (or change) cfg.reconnect. */
 void sfs_cache_set_reconnect(struct sfs_cache *c,
-			     int (*fn)(void *, uint64_t, uint64_t *),
+			     int (*fn)(void *, uint32_t, uint64_t, uint64_t *),
 			     void *arg);
 
 /*
- * sfs_cache_add_source - a peer and its regions (copied); @label
- * (copied) names it in logs, e.g. "seed 10.0.0.1:7070".  Sources with
- * the same @peer share its connection state.  *src is used in later
- * calls.  Returns 0, -ENOMEM, or -EINVAL when a region's checksum
- * chunks are larger than the cache's chunks.
+ * sfs_cache_slab_mr - the registration of the memory holding @ch's
+ * bytes, and sfs_cache_slab - the slab, for a replica that serves what
+ * it holds (it registers the slab with a transport of its own).
  */
-int sfs_cache_add_source(struct sfs_cache *c, uint64_t peer, const char *label,
-			 const struct sfs_cache_region *r, size_t n,
-			 uint32_t *src);
+void sfs_cache_slab(struct sfs_cache *c, uint8_t **base, size_t *len);
 
 /*
- * sfs_cache_persist_source - keep the chunks of @src in the disk tier
- * under @key, a string that names exactly these bytes (the seed's
- * instance, the model, the generation), and reuse those stored before
- * under the same key once they match the seed's checksums.  @about
- * describes the source for humans.  Regions without checksums are not
- * persisted.  Without a disk tier this does nothing.  Returns 0 or
- * -errno (the source then simply stays in memory).
+ * Peers.  sfs_cache_add_peer - a connection to a source: @id is its
+ * transport peer, @label (copied) names it in logs and status ("seed
+ * 10.0.0.1:7070").  *peer is used in later calls.  0 or -ENOMEM.
+ * sfs_cache_remove_peer - the source is gone for good: its holders are
+ * removed, its queued and posted pulls go to other holders, and it is
+ * removed from the transport.  sfs_cache_peer_id - its transport peer.
  */
-int sfs_cache_persist_source(struct sfs_cache *c, uint32_t src, const char *key,
-			     const char *about);
+int sfs_cache_add_peer(struct sfs_cache *c, uint64_t id, const char *label,
+		       uint32_t *peer);
+void sfs_cache_remove_peer(struct sfs_cache *c, uint32_t peer);
+
+/*
+ * Sets.  sfs_cache_add_set - a content of @n objects (copied; their
+ * checksums borrowed, see struct sfs_cache_obj); @label (copied) names
+ * it in logs.  Returns 0, -ENOMEM, or -EINVAL when an object's checksum
+ * chunks are larger than the cache's chunks.
+ * sfs_cache_retire_set - nobody will read @set again: later gets fail
+ * with -ESTALE, its unpinned chunks are freed, its queued pulls fail,
+ * its holders go and its disk tier copy is removed.
+ */
+int sfs_cache_add_set(struct sfs_cache *c, const char *label,
+		      const struct sfs_cache_obj *objs, size_t n,
+		      uint32_t *set);
+void sfs_cache_retire_set(struct sfs_cache *c, uint32_t set);
+
+/*
+ * sfs_cache_persist_set - keep the chunks of @set in the disk tier under
+ * @key, a string naming exactly these bytes (the content digest), and
+ * reuse those stored before under the same key once they match the
+ * checksums.  @about describes it for humans.  Objects without
+ * checksums are not persisted.  Without a disk tier this does nothing.
+ * Returns 0 or -errno (the set then simply stays in memory).
+ */
+int sfs_cache_persist_set(struct sfs_cache *c, uint32_t set, const char *key,
+			  const char *about);
+
+/*
+ * Holders.  sfs_cache_add_holder - peer @peer serves @set: @objs has one
+ * entry per object of the set (its pieces borrowed until the holder is
+ * removed); it holds every chunk unless @partial, then none until
+ * sfs_cache_holder_has says so.  *holder for later calls.  Returns 0,
+ * -EINVAL (pieces that do not tile an object), -ENOMEM.
+ * sfs_cache_remove_holder - it no longer serves @set: its queued pulls
+ * go to others, its posted ones are orphaned and pulled again
+ * elsewhere.  After it returns, its pieces are no longer used.
+ * sfs_cache_holder_has - a partial holder now holds (or with @has 0 no
+ * longer holds) chunk @idx of object @obj.
+ */
+int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
+			 const struct sfs_cache_hobj *objs, size_t n,
+			 int partial, uint32_t *holder);
+void sfs_cache_remove_holder(struct sfs_cache *c, uint32_t holder);
+void sfs_cache_holder_has(struct sfs_cache *c, uint32_t holder, uint32_t obj,
+			  uint64_t idx, int has);
 
 /*
  * sfs_cache_prefetch - queue pulls for the missing chunks covering
- * [off, off+len) of a region and return without waiting for them.
+ * [off, off+len) of an object and return without waiting for them.
  * @demand: a reader is about to wait for them (they go before
  * read-ahead); else read-ahead.  Best effort: returns 0, or -errno when
  * nothing could be started.
  */
-int sfs_cache_prefetch(struct sfs_cache *c, uint32_t src, uint32_t region,
+int sfs_cache_prefetch(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		       uint64_t off, uint64_t len, int demand);
 
 /*
- * sfs_cache_get - pin the chunk holding byte @off of @region, pulling
- * it if needed, and point *data at that byte; *avail is the number of
- * valid bytes from there to the end of the chunk.  *ch [borrowed,
- * pinned] must be released with sfs_cache_put.  Returns 0, -EINVAL for
- * a range outside the region, -ESTALE for a retired source, -ETIMEDOUT
- * when the peer made no progress for the timeout (or no chunk came
- * free), -EBADMSG when the bytes did not match the seed's checksum
- * twice (pulled, retried once), the error of a peer that is down, or
- * the pull's error (-EIO, ...).
+ * sfs_cache_get - pin the chunk holding byte @off of @obj, pulling it if
+ * needed, and point *data at that byte; *avail is the number of valid
+ * bytes from there to the end of the chunk.  *ch [borrowed, pinned]
+ * must be released with sfs_cache_put.  Returns 0, -EINVAL for a range
+ * outside the object, -ESTALE for a retired set, -ETIMEDOUT when no
+ * holder made progress for the timeout (or no chunk came free),
+ * -EBADMSG when the bytes did not match the checksum from every holder
+ * tried, the error of peers that are all down, or the pull's error.
  */
-int sfs_cache_get(struct sfs_cache *c, uint32_t src, uint32_t region,
-		  uint64_t off, struct sfs_chunk **ch, const uint8_t **data,
-		  size_t *avail);
+int sfs_cache_get(struct sfs_cache *c, uint32_t set, uint32_t obj, uint64_t off,
+		  struct sfs_chunk **ch, const uint8_t **data, size_t *avail);
 
 void sfs_cache_put(struct sfs_cache *c, struct sfs_chunk *ch);
 
 /*
- * sfs_cache_retire_source - the seed no longer serves @src: later gets
- * and prefetches of it fail with -ESTALE, its unpinned chunks are freed
- * and its disk tier copy removed.  When no source uses its peer any
- * more, the peer is removed from the transport.  Thread safe.
- */
-void sfs_cache_retire_source(struct sfs_cache *c, uint32_t src);
-
-/*
  * sfs_cache_ahead - how far to read ahead of a sequential reader of
- * @src: about a second of the throughput measured from its peer,
+ * @set: about a second of the throughput of its holders together,
  * within [@min, @max] (@min until something is measured).
  */
-uint64_t sfs_cache_ahead(struct sfs_cache *c, uint32_t src, uint64_t min,
+uint64_t sfs_cache_ahead(struct sfs_cache *c, uint32_t set, uint64_t min,
 			 uint64_t max);
 
 /*
- * sfs_cache_note_silence - the seed of @src has not answered its control
- * port since @since_ms (monotonic): a read that waits on its peer and
+ * sfs_cache_note_silence - the source of @peer has not answered its
+ * control port since @since_ms (monotonic): a read that waits on it and
  * sees no progress either counts its wait from then, so an open and its
- * read together fail within one timeout.  0 clears it (the seed answers
- * again).
+ * read together fail within one timeout.  0 clears it.
  */
-void sfs_cache_note_silence(struct sfs_cache *c, uint32_t src,
+void sfs_cache_note_silence(struct sfs_cache *c, uint32_t peer,
 			    uint64_t since_ms);
 
-/* sfs_cache_peer - the state of the connection serving @src, now.
- * Returns 0 or -EINVAL (no such source). */
-int sfs_cache_peer(struct sfs_cache *c, uint32_t src,
+/* sfs_cache_peer - the state of @peer, now.  0 or -EINVAL. */
+int sfs_cache_peer(struct sfs_cache *c, uint32_t peer,
 		   struct sfs_cache_peer_info *pi);
 
 void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st);
 
 /*
- * sfs_cache_resident - how many bytes of [off, off+len) of @region are
- * in memory now (chunks ready, not being pulled).  A snapshot for
- * display; it may be stale at once.  Thread safe.
+ * sfs_cache_resident - how many bytes of [off, off+len) of @obj are in
+ * memory now (chunks ready, not being pulled).  A snapshot for display.
  */
-uint64_t sfs_cache_resident(struct sfs_cache *c, uint32_t src, uint32_t region,
+uint64_t sfs_cache_resident(struct sfs_cache *c, uint32_t set, uint32_t obj,
 			    uint64_t off, uint64_t len);
 
 #endif /* SFS_CACHE_H */

@@ -3,10 +3,11 @@
  * cache_impl.h - what the files of the cache share: its structures and
  * the calls between them.  Only cache/ includes this.
  *
- *   cache.c  the API: sources, get, put, prefetch, retire, stats, and
- *            the disk tier's threads
- *   peer.c   connections: the pull queues, posting, completions,
- *            deadlines, throughput, reconnects (the worker thread)
+ *   cache.c  the API: sets, holders, get, put, prefetch, retire, stats,
+ *            and the disk tier's threads
+ *   peer.c   connections: the pull queues, choosing a holder, posting,
+ *            completions, deadlines, throughput, failover, reconnects
+ *            (the worker thread)
  *   slab.c   the memory: mapped once, registered in segments, the
  *            later ones in the background
  *
@@ -14,12 +15,16 @@
  *
  *   FREE -> DISK (a disk thread looks for it) -> READY
  *             \-> QUEUED (not on disk)
- *   FREE -> QUEUED (on its peer's demand or ahead list)
- *        -> LOADING (posted: the transport owns its memory until the
- *           callback) -> READY (verified) | FAILED
+ *   FREE -> QUEUED (on the demand or ahead queue, for any holder)
+ *        -> LOADING (posted to one peer: the transport owns its memory
+ *           until the callback) -> READY (verified) | QUEUED again (that
+ *           peer failed, another holder serves it) | FAILED
  *
- * READY chunks nobody pins are on the LRU; FAILED ones are freed when
- * the last pin goes.  Every field marked so is protected by c->lock.
+ * A LOADING chunk whose peer is taken out (stalled, removed, reset) is
+ * orphaned: out of the hash and of its peer's list, its slot waits for
+ * the transport's callback; its readers start it again.  READY chunks
+ * nobody pins are on the LRU; FAILED ones are freed when the last pin
+ * goes.  Every field marked so is protected by c->lock.
  */
 #ifndef SFS_CACHE_IMPL_H
 #define SFS_CACHE_IMPL_H
@@ -33,10 +38,12 @@
 struct sfs_disk_src;
 struct sfs_xport_mr;
 
+#define SFS_NONE SFS_CACHE_NONE
+
 enum chunk_state {
 	CH_FREE,
 	CH_DISK,    /* queued for, or being read by, a disk thread */
-	CH_QUEUED,  /* waiting for a transport slot of its peer */
+	CH_QUEUED,  /* waiting for a peer that can serve it */
 	CH_LOADING, /* posted: owned by the transport until its callback */
 	CH_READY,
 	CH_FAILED,
@@ -48,23 +55,24 @@ struct sfs_chunk {
 	struct sfs_cache *c;
 	uint8_t *data;		 /* this slot's memory */
 	struct sfs_xport_mr *mr; /* its segment's registration */
-	uint32_t src, region;
+	uint32_t set, obj;
 	uint64_t idx;
 	uint32_t len;
-	int retried; /* a checksum mismatch was pulled again once */
+	unsigned int mismatches; /* pulls of it that did not match */
+	uint32_t avoid;		 /* a holder whose bytes did not match */
 	enum chunk_state state;
 	int refs; /* readers pinning it */
 	int err;
-	int demand;    /* QUEUED or DISK: a reader waits for it */
-	uint32_t peer; /* QUEUED, LOADING: index into c->peers */
-	uint64_t seq;  /* LOADING: post order on its peer */
+	int demand;	 /* QUEUED or DISK: a reader waits for it */
+	uint32_t peer;	 /* LOADING: index into c->peers */
+	uint32_t holder; /* LOADING: whose pieces were read */
+	uint64_t seq;	 /* LOADING: post order on its peer */
 	uint64_t posted_ms;
 	uint64_t overtaken_ms; /* LOADING: a later post completed first */
-	uint64_t epoch;	       /* LOADING: c->epoch when posted */
-	int orphan; /* LOADING on a connection since replaced: out of the
-		       hash, its slot waits for the transport's callback */
+	int orphan; /* LOADING, but out of the hash: its slot waits for the
+		       transport's callback */
 	struct sfs_chunk *hnext; /* hash chain */
-	/* LRU (READY, unpinned), free list, a peer's queue (QUEUED), its
+	/* LRU (READY, unpinned), free list, a queue (QUEUED), its peer's
 	 * list of posted chunks (LOADING), or a disk queue (DISK; READY and
 	 * pinned by its store) */
 	struct sfs_chunk *prev, *next;
@@ -74,32 +82,43 @@ struct list {
 	struct sfs_chunk *head, *tail;
 };
 
-struct cache_source {
-	uint32_t peer; /* index into c->peers */
+/* One content.  Protected by c->lock but for what never changes. */
+struct cache_set {
 	char *label;
-	size_t nregions;
-	struct sfs_cache_region *regions;
-	int retired;		   /* protected by c->lock */
-	struct sfs_disk_src *disk; /* protected by c->lock; NULL: memory only */
+	size_t nobjs;
+	struct sfs_cache_obj *objs;
+	int retired;
+	struct sfs_disk_src *disk; /* NULL: memory only */
+	size_t nholders, cap_holders;
+	uint32_t *holders;     /* live holders of this set */
+	uint64_t last_done_ms; /* a pull of this set completed */
 };
 
-/* The connection to one seed, shared by every source read through it.
- * Protected by c->lock. */
+/* One peer serving one set.  Protected by c->lock. */
+struct cache_holder {
+	uint32_t set, peer;
+	size_t nobjs;
+	struct sfs_cache_hobj *objs; /* owned array; pieces borrowed */
+	int partial;
+	uint64_t **has; /* partial: a bitmap of chunks per object */
+	int removed;
+};
+
+/* The connection to one source.  Protected by c->lock. */
 struct cache_peer {
 	uint64_t id; /* the transport's */
 	char label[160];
 	enum sfs_peer_state state;
 	int err;		/* not UP: why */
 	uint64_t since_ms;	/* in this state since */
-	uint64_t down_until_ms; /* DOWN: then one read probes */
+	uint64_t down_until_ms; /* DOWN: then it is tried again */
 	unsigned int failures;	/* stalls and failed reconnects since the
 				   last pull that completed */
 	int repair;		/* a reconnect is wanted */
 	int repairing;		/* the worker is at it */
 	uint64_t repair_after_ms;
 	const char *why; /* what asked for the reconnect */
-	struct list demand, ahead, loading;
-	size_t queued;
+	struct list loading;
 	unsigned int inflight, window;
 	uint64_t busy_until_ms; /* the provider said "busy": not before */
 	uint64_t post_seq;
@@ -107,9 +126,10 @@ struct cache_peer {
 	uint64_t last_ok_ms;   /* a pull completed with the bytes */
 	uint64_t silent_since; /* the control port has been silent */
 	uint64_t busy_ns, busy_mark_ns, busy_bytes;
-	double rate;	/* bytes/s while busy */
-	size_t sources; /* not retired */
-	int removed;	/* removed from the transport */
+	double rate;	 /* bytes/s while busy */
+	size_t nholders; /* live holders on it */
+	int removed;	 /* gone for good */
+	uint64_t pulls, bytes, errors, checksum_errors, stalls;
 };
 
 #define DISK_THREADS 2
@@ -127,8 +147,9 @@ struct sfs_cache {
 	uint32_t chunk_size;
 	unsigned int chunk_shift;
 	unsigned int timeout_ms;
-	int verify; /* check pulled chunks against the seed's checksums */
-	int (*reconnect)(void *arg, uint64_t peer, uint64_t *new_peer);
+	int verify; /* check pulled chunks against their checksums */
+	int (*reconnect)(void *arg, uint32_t peer, uint64_t id,
+			 uint64_t *new_id);
 	void *reconnect_arg;
 
 	pthread_mutex_t lock;
@@ -136,19 +157,24 @@ struct sfs_cache {
 				changed state */
 	size_t nslots;
 	struct sfs_chunk *slots;
-	size_t nbuckets;	       /* power of two */
-	struct sfs_chunk **buckets;    /* protected by lock */
-	struct list lru;	       /* protected by lock */
-	struct list free;	       /* protected by lock */
-	size_t nfree;		       /* protected by lock */
-	size_t loading;		       /* protected by lock */
-	size_t nsources, cap_sources;  /* protected by lock */
-	struct cache_source **sources; /* protected by lock; each stays */
+	size_t nbuckets;	    /* power of two */
+	struct sfs_chunk **buckets; /* protected by lock */
+	struct list lru;	    /* protected by lock */
+	struct list free;	    /* protected by lock */
+	size_t nfree;		    /* protected by lock */
+	size_t loading;		    /* protected by lock */
+	/* Chunks waiting for a peer: demand before read-ahead.  Protected
+	 * by lock. */
+	struct list demand, ahead;
+	size_t queued;
+	size_t nsets, cap_sets;	       /* protected by lock */
+	struct cache_set **sets;       /* protected by lock; each stays */
+	size_t nholders, cap_holders;  /* protected by lock */
+	struct cache_holder **holders; /* protected by lock; each stays */
 	size_t npeers, cap_peers;      /* protected by lock */
 	struct cache_peer **peers;     /* protected by lock; each stays */
 	struct sfs_cache_stats st;     /* protected by lock */
 	int stopping;		       /* protected by lock */
-	uint64_t epoch; /* protected by lock: transport resets so far */
 
 	/* The slab's segments; ready_bytes (those in use) protected by
 	 * lock. */
@@ -158,7 +184,8 @@ struct sfs_cache {
 	pthread_t grower;
 	int grower_started;
 
-	/* The worker: posts what completions made room for, reconnects. */
+	/* The worker: posts what completions made room for, finds stalled
+	 * peers, reconnects. */
 	pthread_cond_t work_cond; /* protected by lock */
 	int work;		  /* protected by lock: something to do */
 	pthread_t worker;
@@ -187,33 +214,41 @@ void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch);
 /* cache.c: the disk tier stores a freshly pulled chunk (c->lock held). */
 void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch);
 
-/* peer.c: 0 when every checksum chunk of @ch matches the seed's, else
- * -EBADMSG (logged naming @label, unless NULL).  Runs outside the lock:
- * the slot is owned by its pull or disk load, @r is a copy. */
+/* peer.c: 0 when every checksum chunk of @ch matches @o's, else
+ * -EBADMSG (logged naming @set and @label, unless NULL).  Runs outside
+ * the lock: the slot is owned by its pull or disk load, @o is a copy,
+ * the labels stay. */
 int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
-		     const struct sfs_cache_region *r, const char *label);
+		     const struct sfs_cache_obj *o, const char *set,
+		     const char *label);
 
 /* peer.c (c->lock held unless said) */
-int sfs_peer_find_or_add(struct sfs_cache *c, uint64_t id, const char *label,
-			 uint32_t *idx);
-/* Queue @ch (hashed, state FREE or DISK) on its source's peer. */
+/* Queue @ch (hashed, state FREE or DISK) for any holder. */
 void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand);
 /* A reader now waits for @ch: move it before the read-ahead. */
 void sfs_peer_promote(struct sfs_cache *c, struct sfs_chunk *ch);
 /* Post what the windows allow; drops the lock while posting. */
 void sfs_peer_pump(struct sfs_cache *c);
-/* 0 when a read may use peer @p now, else its error (DOWN). */
-int sfs_peer_usable(struct sfs_cache *c, struct cache_peer *p);
+/* 0 when some holder of @set may serve a read now, else the error of
+ * its holders (all down).  A peer whose hold is over is tried again. */
+int sfs_peer_set_usable(struct sfs_cache *c, uint32_t set);
 /* Wait for @ch (pinned) to leave DISK/QUEUED/LOADING; @start: when the
- * reader came.  0 (READY) or -errno; counts what it gives up. */
+ * reader came.  0 (READY), -EAGAIN (orphaned: start it again) or
+ * -errno; counts what it gives up. */
 int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start);
-/* Fail every queued chunk of @p with @err. */
-void sfs_peer_fail_queued(struct sfs_cache *c, struct cache_peer *p, int err,
-			  uint32_t src_only);
+/* Fail every queued chunk of @set (SFS_NONE: all) with @err. */
+void sfs_peer_fail_queued(struct sfs_cache *c, int err, uint32_t set);
+/* Orphan the chunks posted to @p (of holder @holder only, unless
+ * SFS_NONE): they are pulled again from the holders still there. */
+void sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p,
+		     uint32_t holder);
 void sfs_peer_wake_worker(struct sfs_cache *c);
 void *sfs_peer_worker(void *arg); /* the thread (no lock) */
 /* The transport's completion callback. */
 void sfs_peer_on_pulled(void *arg, int status);
+
+/* cache.c: does holder @h hold chunk @idx of @obj? (c->lock held) */
+int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx);
 
 /* slab.c */
 int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen);

@@ -1,17 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * peer.c - the cache's connections to seeds: pull queues, posting,
- * completions, deadlines, throughput and reconnects.
+ * peer.c - the cache's connections to its sources: the pull queues,
+ * choosing a holder, posting, completions, deadlines, throughput,
+ * failover and reconnects.
  *
- * A timeout means "no progress", not "took long".  A reader waiting on
- * a queued or posted chunk gives up when its peer completed nothing for
- * the timeout since the reader came (or since the seed's control port
- * went silent, if that is what it noted just before); a posted chunk
- * that later posts overtook counts only from then, so a pull the
- * transport lost is found while others flow.  The window of pulls in
- * flight follows the measured throughput (a quarter second of it, 2 to
- * 32 chunks), so on a slow link each posted pull completes soon and
- * the rest wait in the queue, demand before read-ahead.
+ * Striping.  Chunks wait in one demand queue and one read-ahead queue,
+ * not bound to any source.  Each peer takes the first chunk it can
+ * serve whenever it has room in its window, and the window follows its
+ * measured throughput (a quarter second of it, 2 to 32 chunks).  So the
+ * work goes where it is done fastest: a source twice as fast completes
+ * twice the chunks, a slow one holds only what its window allows, and
+ * nothing waits for a source that another could replace.  (Hashing
+ * chunks to sources would pile a fixed share onto the slowest one.)
+ *
+ * Failover.  A pull that fails goes back to the queue when another
+ * holder can serve it; a peer that stalls (no completion for a short
+ * while when others could serve its chunks, for the timeout when none
+ * can) is taken out: its posted pulls are orphaned and pulled again
+ * elsewhere.  A peer taken out is reconnected in the background and
+ * tried again when its hold ends (1 s, doubling up to 5 s).
+ *
+ * A timeout means "no progress", not "took long": a reader waiting on a
+ * queued or posted chunk gives up when nothing that could serve it
+ * completed anything for the timeout since the reader came (or since
+ * the source's control port went silent, if that is what it noted just
+ * before); a posted chunk that later posts overtook counts only from
+ * then, so a pull the transport lost is found while others flow.
  */
 #include "cache/cache_impl.h"
 
@@ -27,46 +41,18 @@
 #include <xxhash.h>
 
 #define WINDOW_MIN 2
-#define WINDOW_START 4
 #define WINDOW_MAX 32
 #define WINDOW_SECONDS 0.25 /* bytes in flight: this much of the rate */
 #define AHEAD_SECONDS 1.0   /* read-ahead: this much of the rate */
 #define RATE_SAMPLE_NS 200000000ull
 #define REPAIR_SPACING_MS 250 /* one peer is reconnected at most this often */
 #define POST_RETRY_MS 5	      /* a busy provider is tried again after this */
-
-int sfs_peer_find_or_add(struct sfs_cache *c, uint64_t id, const char *label,
-			 uint32_t *idx)
-{
-	for (size_t i = 0; i < c->npeers; i++) {
-		struct cache_peer *p = c->peers[i];
-		if (p->id == id && !p->removed) {
-			p->sources++;
-			*idx = (uint32_t)i;
-			return 0;
-		}
-	}
-	struct cache_peer *p = calloc(1, sizeof(*p));
-	if (!p || sfs_grow((void **)&c->peers, &c->cap_peers, c->npeers + 1,
-			   sizeof(c->peers[0]))) {
-		free(p);
-		return -ENOMEM;
-	}
-	p->id = id;
-	/* "seed HOST:PORT (model generation N)": the connection is the
-	 * part before the parenthesis. */
-	size_t n = strcspn(label, "(");
-	while (n && label[n - 1] == ' ')
-		n--;
-	snprintf(p->label, sizeof(p->label), "%.*s", (int)n, label);
-	p->state = SFS_PEER_UP;
-	p->since_ms = sfs_now_ms();
-	p->window = WINDOW_START;
-	p->sources = 1;
-	*idx = (uint32_t)c->npeers;
-	c->peers[c->npeers++] = p;
-	return 0;
-}
+#define FAILOVER_MS                                                            \
+	2000	       /* no progress this long, with another
+				 holder there: taken out */
+#define STALL_CHUNKS 4 /* ... or this many chunks' time at its rate */
+#define MISMATCH_MAX 3 /* pulls of one chunk that may not match */
+#define PIECES_MAX 64  /* transport reads for one chunk */
 
 /* Time with pulls in flight, and what completed in it: the rate. */
 static void busy_account(struct sfs_cache *c, struct cache_peer *p)
@@ -94,8 +80,6 @@ void sfs_peer_wake_worker(struct sfs_cache *c)
 
 void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand)
 {
-	uint32_t pi = c->sources[ch->src]->peer;
-	struct cache_peer *p = c->peers[pi];
 	if (c->stopping) {
 		ch->state = CH_FAILED;
 		ch->err = -ESHUTDOWN;
@@ -103,11 +87,28 @@ void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand)
 		pthread_cond_broadcast(&c->cond);
 		return;
 	}
-	ch->peer = pi;
+	ch->peer = SFS_NONE;
+	ch->holder = SFS_NONE;
 	ch->state = CH_QUEUED;
 	ch->demand = demand;
-	sfs_list_add_tail(demand ? &p->demand : &p->ahead, ch);
-	p->queued++;
+	sfs_list_add_tail(demand ? &c->demand : &c->ahead, ch);
+	c->queued++;
+}
+
+/* Back at the head of its queue: it was posted first. */
+static void requeue_head(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	ch->peer = SFS_NONE;
+	ch->holder = SFS_NONE;
+	ch->state = CH_QUEUED;
+	sfs_list_add_head(ch->demand ? &c->demand : &c->ahead, ch);
+	c->queued++;
+}
+
+static void dequeue(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	sfs_list_del(ch->demand ? &c->demand : &c->ahead, ch);
+	c->queued--;
 }
 
 void sfs_peer_promote(struct sfs_cache *c, struct sfs_chunk *ch)
@@ -118,24 +119,124 @@ void sfs_peer_promote(struct sfs_cache *c, struct sfs_chunk *ch)
 	}
 	if (ch->state != CH_QUEUED || ch->demand)
 		return;
-	struct cache_peer *p = c->peers[ch->peer];
-	sfs_list_del(&p->ahead, ch);
-	sfs_list_add_tail(&p->demand, ch);
+	sfs_list_del(&c->ahead, ch);
+	sfs_list_add_tail(&c->demand, ch);
 	ch->demand = 1;
 }
 
-void sfs_peer_fail_queued(struct sfs_cache *c, struct cache_peer *p, int err,
-			  uint32_t src_only)
+void sfs_peer_fail_queued(struct sfs_cache *c, int err, uint32_t set)
 {
-	struct list *lists[2] = {&p->demand, &p->ahead};
+	struct list *lists[2] = {&c->demand, &c->ahead};
 	for (int k = 0; k < 2; k++) {
 		for (struct sfs_chunk *ch = lists[k]->head, *next; ch;
 		     ch = next) {
 			next = ch->next;
-			if (src_only != UINT32_MAX && ch->src != src_only)
+			if (set != SFS_NONE && ch->set != set)
 				continue;
 			sfs_list_del(lists[k], ch);
-			p->queued--;
+			c->queued--;
+			ch->state = CH_FAILED;
+			ch->err = err;
+			sfs_cache_settle(c, ch);
+		}
+	}
+	pthread_cond_broadcast(&c->cond);
+}
+
+/* A peer a read may use now: up, or down with its hold over (then it is
+ * tried again).  0, or its error. */
+static int peer_usable(struct sfs_cache *c, struct cache_peer *p)
+{
+	if (p->removed)
+		return -ENOTCONN;
+	if (p->state != SFS_PEER_DOWN)
+		return 0;
+	if (sfs_now_ms() < p->down_until_ms || p->repairing)
+		return p->err ? p->err : -EIO;
+	/* The hold is over: the next pull probes. */
+	p->state = SFS_PEER_UP;
+	p->since_ms = sfs_now_ms();
+	SFS_LOG(SFS_INFO, "cache", "%s: trying again", p->label);
+	return 0;
+}
+
+/*
+ * Can some holder other than @not_peer serve chunk @ch now?  0 if so,
+ * else the error of the holders that have it (or -EIO: nobody has it).
+ */
+static int servable(struct sfs_cache *c, const struct sfs_chunk *ch,
+		    uint32_t not_peer)
+{
+	const struct cache_set *s = c->sets[ch->set];
+	int err = -EIO;
+	for (size_t i = 0; i < s->nholders; i++) {
+		const struct cache_holder *h = c->holders[s->holders[i]];
+		if (h->peer == not_peer || !sfs_holder_has(h, ch->obj, ch->idx))
+			continue;
+		int rc = peer_usable(c, c->peers[h->peer]);
+		if (!rc)
+			return 0;
+		err = rc == -ENOTCONN ? err : rc;
+	}
+	return err;
+}
+
+int sfs_peer_set_usable(struct sfs_cache *c, uint32_t set)
+{
+	const struct cache_set *s = c->sets[set];
+	int err = -EIO;
+	for (size_t i = 0; i < s->nholders; i++) {
+		int rc = peer_usable(c,
+				     c->peers[c->holders[s->holders[i]]->peer]);
+		if (!rc)
+			return 0;
+		err = rc == -ENOTCONN ? err : rc;
+	}
+	return err;
+}
+
+/* The one peer that holds @set, or NULL when several (or none) do. */
+static struct cache_peer *only_peer(struct sfs_cache *c, uint32_t set)
+{
+	const struct cache_set *s = c->sets[set];
+	uint32_t p = SFS_NONE;
+	for (size_t i = 0; i < s->nholders; i++) {
+		uint32_t q = c->holders[s->holders[i]]->peer;
+		if (p != SFS_NONE && q != p)
+			return NULL;
+		p = q;
+	}
+	return p == SFS_NONE ? NULL : c->peers[p];
+}
+
+void sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p, uint32_t holder)
+{
+	for (struct sfs_chunk *ch = p->loading.head, *next; ch; ch = next) {
+		next = ch->next;
+		if (holder != SFS_NONE && ch->holder != holder)
+			continue;
+		busy_account(c, p);
+		sfs_list_del(&p->loading, ch);
+		p->inflight--;
+		sfs_cache_unhash(c, ch);
+		ch->orphan = 1;
+	}
+	pthread_cond_broadcast(&c->cond);
+}
+
+/* Queued chunks nobody can serve any more fail with @err (their readers
+ * would wait for nothing). */
+static void fail_unservable(struct sfs_cache *c, int err)
+{
+	struct list *lists[2] = {&c->demand, &c->ahead};
+	for (int k = 0; k < 2; k++) {
+		for (struct sfs_chunk *ch = lists[k]->head, *next; ch;
+		     ch = next) {
+			next = ch->next;
+			if (!servable(c, ch, SFS_NONE))
+				continue;
+			sfs_list_del(lists[k], ch);
+			c->queued--;
 			ch->state = CH_FAILED;
 			ch->err = err;
 			sfs_cache_settle(c, ch);
@@ -145,21 +246,20 @@ void sfs_peer_fail_queued(struct sfs_cache *c, struct cache_peer *p, int err,
 }
 
 /*
- * A pull of (@src, @region) failed: the read-ahead queued behind it on
- * @p would most likely fail the same way (a withdrawn file), and each
- * failure would drop the connection again.  It is given up; readers
- * that come for those bytes pull them anew.  (A queued chunk a reader
- * waits for is on the demand list: kept.)
+ * A pull of (@set, @obj) failed on @p and no other holder serves it: the
+ * read-ahead queued behind it would most likely fail the same way (a
+ * withdrawn file), and each failure would drop the connection again.
+ * It is given up; readers that come for those bytes pull them anew.
  */
-static void drop_ahead(struct sfs_cache *c, struct cache_peer *p, uint32_t src,
-		       uint32_t region)
+static void drop_ahead(struct sfs_cache *c, uint32_t pi, uint32_t set,
+		       uint32_t obj)
 {
-	for (struct sfs_chunk *ch = p->ahead.head, *next; ch; ch = next) {
+	for (struct sfs_chunk *ch = c->ahead.head, *next; ch; ch = next) {
 		next = ch->next;
-		if (ch->src != src || ch->region != region)
+		if (ch->set != set || ch->obj != obj || !servable(c, ch, pi))
 			continue;
-		sfs_list_del(&p->ahead, ch);
-		p->queued--;
+		sfs_list_del(&c->ahead, ch);
+		c->queued--;
 		ch->state = CH_FAILED;
 		ch->err = -ECANCELED;
 		sfs_cache_settle(c, ch);
@@ -184,23 +284,26 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
 	p->err = err;
 	p->since_ms = now;
 	p->down_until_ms = now + hold;
+	p->stalls++;
 	SFS_LOG(SFS_WARN, "cache",
-		"%s is unreachable: %s (%s); reads that need it fail at once "
-		"for %" PRIu64 " ms, then one tries again",
+		"%s is unreachable: %s (%s); not used for %" PRIu64
+		" ms, then tried again",
 		p->label, why, strerror(-err), hold);
-	sfs_peer_fail_queued(c, p, err, UINT32_MAX);
+	/* Its posted pulls start again elsewhere (or fail, for readers of
+	 * chunks only it holds); what only it could serve fails now. */
+	sfs_peer_orphan(c, p, SFS_NONE);
+	fail_unservable(c, err);
 }
 
 /*
  * Something went wrong with @p: @why, @err.  It is reconnected in the
- * background.  A stall (no progress for the timeout) or a pull that
- * could not even be posted (@stalled) means the seed may be gone: it is
- * down for a while (reads fail at once: the reader that found the
- * stall has waited the timeout, the next ones need not), then one read
- * tries again.  A failed pull only reconnects: the seed answered
- * (libfabric tcp, for one, answers a withdrawn key by dropping the
- * connection), and one broken file must not take the seed away from the
- * others.  Called with c->lock held.
+ * background.  A stall (no progress) or a pull that could not even be
+ * posted (@stalled) means the source may be gone: it is down for a
+ * while, its pulls go to the other holders, then it is tried again.  A
+ * failed pull only reconnects: the source answered (libfabric tcp, for
+ * one, answers a withdrawn key by dropping the connection), and one
+ * broken file must not take the source away from the others.  Called
+ * with c->lock held.
  */
 static void trouble(struct sfs_cache *c, struct cache_peer *p, const char *why,
 		    int err, int stalled)
@@ -226,118 +329,273 @@ static void trouble(struct sfs_cache *c, struct cache_peer *p, const char *why,
 	pthread_cond_broadcast(&c->cond);
 }
 
-int sfs_peer_usable(struct sfs_cache *c, struct cache_peer *p)
+/* The holder on peer @pi that can serve @ch, or SFS_NONE.  One whose
+ * bytes did not match is taken only when no other holder could. */
+static uint32_t holder_for(struct sfs_cache *c, const struct sfs_chunk *ch,
+			   uint32_t pi)
 {
-	if (p->state != SFS_PEER_DOWN)
-		return 0;
-	if (sfs_now_ms() < p->down_until_ms || p->repairing)
-		return p->err ? p->err : -EIO;
-	/* The hold is over: this read probes. */
-	p->state = SFS_PEER_UP;
-	p->since_ms = sfs_now_ms();
-	SFS_LOG(SFS_INFO, "cache", "%s: trying again", p->label);
-	return 0;
+	const struct cache_set *s = c->sets[ch->set];
+	uint32_t found = SFS_NONE;
+	for (size_t i = 0; i < s->nholders; i++) {
+		uint32_t hi = s->holders[i];
+		const struct cache_holder *h = c->holders[hi];
+		if (h->peer == pi && sfs_holder_has(h, ch->obj, ch->idx))
+			found = hi;
+	}
+	if (found == SFS_NONE || found != ch->avoid)
+		return found;
+	return servable(c, ch, pi) ? found : SFS_NONE;
 }
 
-/* Post @ch, taken off its queue (c->lock held; dropped meanwhile). */
-static void post(struct sfs_cache *c, struct cache_peer *p,
-		 struct sfs_chunk *ch)
+/* Complete @ch now: its bytes were all inline (c->lock held). */
+static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
+			struct cache_peer *p)
 {
-	const struct cache_source *s = c->sources[ch->src];
-	const struct sfs_cache_region *r = &s->regions[ch->region];
-	uint64_t off = ch->idx << c->chunk_shift;
-	struct sfs_xport_rd rd = {.local = ch->data,
-				  .lmr = ch->mr,
-				  .raddr = r->raddr + off,
-				  .rkey = r->key,
-				  .len = ch->len};
+	const struct sfs_cache_obj *o = &c->sets[ch->set]->objs[ch->obj];
+	int rc = c->verify ? sfs_cache_verify(c, ch, o, c->sets[ch->set]->label,
+					      p->label)
+			   : 0;
+	ch->state = rc ? CH_FAILED : CH_READY;
+	ch->err = rc;
+	if (!rc) {
+		c->st.pulls++;
+		c->st.bytes_pulled += ch->len;
+	} else {
+		c->st.checksum_errors++;
+		p->checksum_errors++;
+	}
+	sfs_cache_settle(c, ch);
+	pthread_cond_broadcast(&c->cond);
+}
 
-	busy_account(c, p);
-	ch->state = CH_LOADING;
-	ch->err = 0;
-	ch->seq = ++p->post_seq;
-	ch->posted_ms = sfs_now_ms();
-	ch->overtaken_ms = 0;
-	ch->epoch = c->epoch;
-	sfs_list_add_tail(&p->loading, ch);
-	p->inflight++;
-	c->loading++;
-	uint64_t id = p->id;
-	pthread_mutex_unlock(&c->lock);
-	int prc = sfs_xport_read(c->x, id, &rd, 1, sfs_peer_on_pulled, ch);
-	pthread_mutex_lock(&c->lock);
-	if (!prc)
+/* Post @ch, taken off its queue, to peer @pi reading holder @hi's pieces
+ * (c->lock held; dropped meanwhile). */
+static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
+		 uint32_t hi)
+{
+	struct cache_peer *p = c->peers[pi];
+	const struct sfs_cache_hobj *ho = &c->holders[hi]->objs[ch->obj];
+	uint64_t off = ch->idx << c->chunk_shift, end = off + ch->len;
+	struct sfs_xport_rd rds[PIECES_MAX];
+	size_t n = 0;
+	int prc = 0;
+
+	/* The pieces of [off, end): inline ones copied now, remote ones
+	 * read into place. */
+	size_t lo = 0, hi2 = ho->npieces;
+	while (lo + 1 < hi2) {
+		size_t mid = lo + (hi2 - lo) / 2;
+		if (ho->pieces[mid].off <= off)
+			lo = mid;
+		else
+			hi2 = mid;
+	}
+	for (size_t k = lo; k < ho->npieces && ho->pieces[k].off < end; k++) {
+		const struct sfs_cache_piece *pc = &ho->pieces[k];
+		uint64_t a = SFS_MAX(off, pc->off);
+		uint64_t b = SFS_MIN(end, pc->off + pc->len);
+		if (a >= b)
+			continue;
+		if (pc->data) {
+			memcpy(ch->data + (a - off), pc->data + (a - pc->off),
+			       (size_t)(b - a));
+			continue;
+		}
+		if (n == PIECES_MAX) {
+			prc = -E2BIG; /* a manifest cut into crumbs */
+			break;
+		}
+		rds[n++] = (struct sfs_xport_rd){.local = ch->data + (a - off),
+						 .lmr = ch->mr,
+						 .raddr = pc->raddr +
+							  (a - pc->off),
+						 .rkey = pc->key,
+						 .len = (size_t)(b - a)};
+	}
+	if (!prc && n == 0) {
+		done_inline(c, ch, p);
 		return;
-	busy_account(c, p);
-	sfs_list_del(&p->loading, ch);
-	p->inflight--;
-	c->loading--;
+	}
+	uint64_t id = p->id;
+	if (!prc) {
+		busy_account(c, p);
+		ch->state = CH_LOADING;
+		ch->err = 0;
+		ch->peer = pi;
+		ch->holder = hi;
+		ch->seq = ++p->post_seq;
+		ch->posted_ms = sfs_now_ms();
+		ch->overtaken_ms = 0;
+		sfs_list_add_tail(&p->loading, ch);
+		p->inflight++;
+		c->loading++;
+		pthread_mutex_unlock(&c->lock);
+		prc = sfs_xport_read(c->x, id, rds, n, sfs_peer_on_pulled, ch);
+		pthread_mutex_lock(&c->lock);
+		if (!prc)
+			return;
+		/* Nothing was posted: it is ours again (an orphan too: the
+		 * transport never had it). */
+		if (!ch->orphan) {
+			busy_account(c, p);
+			sfs_list_del(&p->loading, ch);
+			p->inflight--;
+		}
+		c->loading--;
+		if (ch->orphan) {
+			ch->orphan = 0;
+			ch->state = CH_FAILED;
+			ch->err = -ECANCELED;
+			sfs_cache_settle(c, ch);
+			pthread_cond_broadcast(&c->cond);
+			return;
+		}
+	}
 	if (prc == -EAGAIN && !c->stopping) {
-		/* The provider is busy (connecting): back at the head of its
+		/* The provider is busy (connecting): back at the head of the
 		 * queue; the worker posts again shortly.  The readers'
 		 * deadlines decide when busy means stalled. */
-		ch->state = CH_QUEUED;
-		sfs_list_add_head(ch->demand ? &p->demand : &p->ahead, ch);
-		p->queued++;
+		requeue_head(c, ch);
 		p->busy_until_ms = sfs_now_ms() + POST_RETRY_MS;
 		sfs_peer_wake_worker(c);
 		return;
 	}
-	ch->state = CH_FAILED;
-	ch->err = prc;
 	if (!c->stopping) {
 		SFS_LOG(SFS_WARN, "cache",
-			"cannot pull region %u bytes [%" PRIu64 ", +%u) from "
-			"%s: %s",
-			ch->region, off, ch->len, s->label, strerror(-prc));
+			"cannot pull %s object %u bytes [%" PRIu64 ", +%u) "
+			"from %s: %s",
+			c->sets[ch->set]->label, ch->obj, off, ch->len,
+			p->label, strerror(-prc));
 		c->st.errors_transport++;
-		trouble(c, p, "a pull could not be posted", prc, 1);
+		p->errors++;
 	}
+	if (!c->stopping && prc != -E2BIG && !servable(c, ch, pi)) {
+		requeue_head(c, ch);
+		c->st.failovers++;
+	} else {
+		ch->state = CH_FAILED;
+		ch->err = prc;
+		sfs_cache_settle(c, ch);
+	}
+	if (!c->stopping && prc != -E2BIG)
+		trouble(c, p, "a pull could not be posted", prc, 1);
 	pthread_cond_broadcast(&c->cond);
-	sfs_cache_settle(c, ch);
+}
+
+/* The first queued chunk peer @pi can serve, and through which holder. */
+static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi)
+{
+	struct list *lists[2] = {&c->demand, &c->ahead};
+	for (int k = 0; k < 2; k++)
+		for (struct sfs_chunk *ch = lists[k]->head; ch; ch = ch->next)
+			if ((*hi = holder_for(c, ch, pi)) != SFS_NONE)
+				return ch;
+	return NULL;
 }
 
 void sfs_peer_pump(struct sfs_cache *c)
 {
-	while (!c->stopping) {
-		struct sfs_chunk *ch = NULL;
-		struct cache_peer *p = NULL;
+	static __thread size_t start;
+	int posted = 1;
+
+	while (!c->stopping && c->queued && posted) {
+		posted = 0;
 		uint64_t now = sfs_now_ms();
-		for (size_t i = 0; i < c->npeers && !ch; i++) {
-			p = c->peers[i];
-			if (!p->queued || p->state != SFS_PEER_UP ||
-			    p->inflight >= p->window || now < p->busy_until_ms)
+		size_t np = c->npeers;
+		/* Round robin over the peers: each takes one chunk a turn,
+		 * so no peer's window fills before another gets work. */
+		for (size_t k = 0; k < np && c->queued && !c->stopping; k++) {
+			uint32_t pi = (uint32_t)((start + k) % np);
+			struct cache_peer *p = c->peers[pi];
+			uint32_t hi;
+			if (p->removed || p->state != SFS_PEER_UP ||
+			    p->inflight >= p->window ||
+			    now < p->busy_until_ms || !p->nholders)
 				continue;
-			ch = p->demand.head ? p->demand.head : p->ahead.head;
+			struct sfs_chunk *ch = pick(c, pi, &hi);
+			if (!ch)
+				continue;
+			dequeue(c, ch);
+			post(c, pi, ch, hi);
+			posted = 1;
+			if (np != c->npeers)
+				break; /* peers changed while unlocked */
 		}
-		if (!ch)
-			return;
-		sfs_list_del(ch->demand ? &p->demand : &p->ahead, ch);
-		p->queued--;
-		post(c, p, ch);
+		start++;
 	}
 }
 
 int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
-		     const struct sfs_cache_region *r, const char *label)
+		     const struct sfs_cache_obj *o, const char *set,
+		     const char *label)
 {
-	if (!r->xxh3)
+	if (!o->xxh3)
 		return 0;
-	uint64_t cs = 1ull << r->csum_shift;
+	uint64_t cs = 1ull << o->csum_shift;
 	uint64_t base = ch->idx << c->chunk_shift;
-	for (uint64_t o = 0; o < ch->len; o += cs) {
-		size_t n = (size_t)SFS_MIN(cs, ch->len - o);
-		if (XXH3_64bits(ch->data + o, n) !=
-		    r->xxh3[(base + o) >> r->csum_shift]) {
+	for (uint64_t off = 0; off < ch->len; off += cs) {
+		size_t n = (size_t)SFS_MIN(cs, ch->len - off);
+		if (XXH3_64bits(ch->data + off, n) !=
+		    o->xxh3[(base + off) >> o->csum_shift]) {
 			if (label)
 				SFS_LOG(SFS_WARN, "cache",
-					"checksum mismatch: region %u bytes "
+					"checksum mismatch: %s object %u bytes "
 					"[%" PRIu64 ", +%zu) from %s",
-					ch->region, base + o, n, label);
+					set, ch->obj, base + off, n, label);
 			return -EBADMSG;
 		}
 	}
 	return 0;
+}
+
+/* A completed pull of @ch from @p failed with @status (not cancelled):
+ * pulled again from another holder, or failed (c->lock held). */
+static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
+			struct cache_peer *p, uint32_t pi, int status)
+{
+	const char *set = c->sets[ch->set]->label;
+	if (status == -EBADMSG) {
+		/* Wrong bytes from a live source: not the connection's
+		 * fault.  Pulled again, from another holder if there is
+		 * one, a few times at most. */
+		c->st.checksum_errors++;
+		p->checksum_errors++;
+		/* One holder: pulled once more; several: a few times,
+		 * preferring another holder each time. */
+		unsigned int lim =
+			c->sets[ch->set]->nholders > 1 ? MISMATCH_MAX : 2;
+		if (++ch->mismatches < lim && !c->stopping &&
+		    !c->sets[ch->set]->retired) {
+			ch->avoid = ch->holder;
+			SFS_LOG(SFS_INFO, "cache",
+				"pulling %s object %u chunk %" PRIu64
+				" again after a checksum mismatch",
+				set, ch->obj, ch->idx);
+			sfs_peer_enqueue(c, ch, ch->demand || ch->refs > 0);
+			return;
+		}
+		ch->state = CH_FAILED;
+		ch->err = status;
+		return;
+	}
+	SFS_LOG(SFS_WARN, "cache",
+		"pull of %s object %u bytes [%" PRIu64 ", +%u) from %s "
+		"failed: %s",
+		set, ch->obj, ch->idx << c->chunk_shift, ch->len, p->label,
+		strerror(-status));
+	c->st.errors_transport++;
+	p->errors++;
+	if (!c->stopping && !c->sets[ch->set]->retired &&
+	    !servable(c, ch, pi)) {
+		/* Another holder has it: no reader sees this one. */
+		c->st.failovers++;
+		sfs_peer_enqueue(c, ch, ch->demand || ch->refs > 0);
+	} else {
+		ch->state = CH_FAILED;
+		ch->err = status;
+		drop_ahead(c, pi, ch->set, ch->obj);
+	}
+	trouble(c, p, "a pull failed", status, 0);
 }
 
 void sfs_peer_on_pulled(void *arg, int status)
@@ -347,20 +605,19 @@ void sfs_peer_on_pulled(void *arg, int status)
 
 	pthread_mutex_lock(&c->lock);
 	if (!status && c->verify && !ch->orphan) {
-		const struct cache_source *s = c->sources[ch->src];
-		const struct sfs_cache_region r = s->regions[ch->region];
-		const char *label = s->label; /* freed with the cache only */
+		const struct cache_set *s = c->sets[ch->set];
+		const struct sfs_cache_obj o = s->objs[ch->obj];
+		const char *label = c->peers[ch->peer]->label; /* stays */
 		pthread_mutex_unlock(&c->lock);
-		status = sfs_cache_verify(c, ch, &r, label);
+		status = sfs_cache_verify(c, ch, &o, s->label, label);
 		pthread_mutex_lock(&c->lock);
 	}
-	struct cache_peer *p = c->peers[ch->peer];
-	const struct cache_source *s = c->sources[ch->src];
 	uint64_t now = sfs_now_ms();
 	c->loading--;
 	if (ch->orphan) {
-		/* Its connection was replaced: the bytes are not used (a new
-		 * pull serves its readers), only the slot comes back. */
+		/* Its connection was taken out: the bytes are not used (a
+		 * new pull serves its readers), only the slot comes back. */
+		ch->orphan = 0;
 		ch->state = CH_FAILED;
 		ch->err = -ECANCELED;
 		sfs_cache_settle(c, ch);
@@ -368,14 +625,16 @@ void sfs_peer_on_pulled(void *arg, int status)
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
+	uint32_t pi = ch->peer;
+	struct cache_peer *p = c->peers[pi];
+	struct cache_set *s = c->sets[ch->set];
 	busy_account(c, p);
 	sfs_list_del(&p->loading, ch);
 	p->inflight--;
 	if (status == -ECANCELED) {
 		/* A reconnect (or the end) cancelled it: pulled again for
-		 * whoever waits, once the peer is back. */
-		if (!c->stopping && ch->refs > 0 && !s->retired &&
-		    p->state != SFS_PEER_DOWN) {
+		 * whoever waits. */
+		if (!c->stopping && ch->refs > 0 && !s->retired) {
 			sfs_peer_enqueue(c, ch, 1);
 		} else {
 			ch->state = CH_FAILED;
@@ -383,6 +642,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 		}
 	} else {
 		p->last_done_ms = now;
+		s->last_done_ms = now;
 		/* Earlier posts still out were overtaken: if they never
 		 * come, only the time from now counts for them. */
 		for (struct sfs_chunk *q = p->loading.head; q; q = q->next)
@@ -393,37 +653,44 @@ void sfs_peer_on_pulled(void *arg, int status)
 			p->last_ok_ms = now;
 			p->busy_bytes += ch->len;
 			p->failures = 0;
+			p->pulls++;
+			p->bytes += ch->len;
 			if (p->state == SFS_PEER_DOWN) {
 				p->state = SFS_PEER_UP;
 				p->since_ms = now;
 			}
 			c->st.pulls++;
 			c->st.bytes_pulled += ch->len;
-			if (s->disk && s->regions[ch->region].xxh3)
+			if (s->disk && s->objs[ch->obj].xxh3)
 				sfs_cache_store_later(c, ch);
 		} else {
-			ch->state = CH_FAILED;
-			ch->err = status;
-			if (status == -EBADMSG) {
-				/* Wrong bytes from a live seed: not the
-				 * connection's fault. */
-				c->st.checksum_errors++;
-			} else {
-				SFS_LOG(SFS_WARN, "cache",
-					"pull of region %u bytes [%" PRIu64
-					", +%u) from %s failed: %s",
-					ch->region, ch->idx << c->chunk_shift,
-					ch->len, s->label, strerror(-status));
-				c->st.errors_transport++;
-				drop_ahead(c, p, ch->src, ch->region);
-				trouble(c, p, "a pull failed", status, 0);
-			}
+			pull_failed(c, ch, p, pi, status);
 		}
 	}
 	sfs_cache_settle(c, ch);
 	pthread_cond_broadcast(&c->cond);
 	sfs_peer_wake_worker(c); /* a slot in the window is free */
 	pthread_mutex_unlock(&c->lock);
+}
+
+/* The deadline of a reader of queued @ch that came at @start: the
+ * timeout from the last progress of what could serve it. */
+static uint64_t queued_deadline(struct sfs_cache *c, const struct sfs_chunk *ch,
+				uint64_t start, struct cache_peer **only)
+{
+	struct cache_peer *p = only_peer(c, ch->set);
+	uint64_t base = start;
+	*only = p;
+	if (!p)
+		return SFS_MAX(base, c->sets[ch->set]->last_done_ms) +
+		       c->timeout_ms;
+	/* One source: its control port went silent just before: count
+	 * from then, if nothing completed since. */
+	if (p->silent_since && p->silent_since < base &&
+	    p->silent_since >= p->last_done_ms &&
+	    base - p->silent_since <= 2 * (uint64_t)c->timeout_ms)
+		base = p->silent_since;
+	return SFS_MAX(base, p->last_done_ms) + c->timeout_ms;
 }
 
 int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
@@ -435,21 +702,8 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 			return -EAGAIN; /* the caller starts it again */
 		if (ch->state == CH_READY)
 			return 0;
-		if (ch->state == CH_FAILED) {
-			/* Bytes that did not match: pulled once more. */
-			if (ch->err != -EBADMSG || ch->retried || c->stopping)
-				return ch->err ? ch->err : -EIO;
-			ch->retried = 1;
-			SFS_LOG(SFS_INFO, "cache",
-				"pulling region %u chunk %" PRIu64 " again "
-				"after a checksum mismatch",
-				ch->region, ch->idx);
-			sfs_peer_enqueue(c, ch, 1);
-			sfs_peer_pump(c);
-			start = sfs_now_ms();
-			last = ch->state;
-			continue;
-		}
+		if (ch->state == CH_FAILED)
+			return ch->err ? ch->err : -EIO;
 		uint64_t now = sfs_now_ms(), deadline;
 		if (ch->state != last) {
 			/* Waiting for the disk does not count against the
@@ -463,36 +717,50 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 			if (now >= deadline) {
 				c->st.disk_timeouts++;
 				SFS_LOG(SFS_WARN, "cache",
-					"disk tier: region %u chunk %" PRIu64
+					"disk tier: object %u chunk %" PRIu64
 					" not read within %u ms",
-					ch->region, ch->idx, c->timeout_ms);
+					ch->obj, ch->idx, c->timeout_ms);
+				return -ETIMEDOUT;
+			}
+		} else if (ch->state == CH_QUEUED) {
+			int rc = servable(c, ch, SFS_NONE);
+			if (rc) {
+				c->st.unavailable++;
+				return rc;
+			}
+			struct cache_peer *p;
+			deadline = queued_deadline(c, ch, start, &p);
+			if (now >= deadline) {
+				c->st.timeouts++;
+				SFS_LOG(SFS_WARN, "cache",
+					"%s object %u chunk %" PRIu64 ": no "
+					"progress for %u ms",
+					c->sets[ch->set]->label, ch->obj,
+					ch->idx, c->timeout_ms);
+				if (p)
+					trouble(c, p, "no progress", -ETIMEDOUT,
+						1);
 				return -ETIMEDOUT;
 			}
 		} else {
 			struct cache_peer *p = c->peers[ch->peer];
-			if (p->state == SFS_PEER_DOWN) {
-				c->st.unavailable++;
-				return p->err ? p->err : -EIO;
-			}
 			uint64_t base = start;
-			/* The seed's control port went silent just before:
-			 * count from then, if nothing completed since. */
 			if (p->silent_since && p->silent_since < base &&
 			    p->silent_since >= p->last_done_ms &&
 			    base - p->silent_since <=
 				    2 * (uint64_t)c->timeout_ms)
 				base = p->silent_since;
-			int lost = ch->state == CH_LOADING && ch->overtaken_ms;
+			int lost = ch->overtaken_ms != 0;
 			base = SFS_MAX(base, lost ? ch->overtaken_ms
 						  : p->last_done_ms);
 			deadline = base + c->timeout_ms;
 			if (now >= deadline) {
 				c->st.timeouts++;
 				SFS_LOG(SFS_WARN, "cache",
-					"region %u chunk %" PRIu64 " from %s: "
-					"%s for %u ms",
-					ch->region, ch->idx,
-					c->sources[ch->src]->label,
+					"%s object %u chunk %" PRIu64 " from "
+					"%s: %s for %u ms",
+					c->sets[ch->set]->label, ch->obj,
+					ch->idx, p->label,
 					lost ? "no answer while later pulls "
 					       "completed"
 					     : "no progress",
@@ -510,7 +778,8 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 }
 
 void sfs_cache_set_reconnect(struct sfs_cache *c,
-			     int (*fn)(void *, uint64_t, uint64_t *), void *arg)
+			     int (*fn)(void *, uint32_t, uint64_t, uint64_t *),
+			     void *arg)
 {
 	pthread_mutex_lock(&c->lock);
 	c->reconnect = fn;
@@ -518,51 +787,33 @@ void sfs_cache_set_reconnect(struct sfs_cache *c,
 	pthread_mutex_unlock(&c->lock);
 }
 
-/*
- * The transport was reset: pulls posted before are on a connection that
- * is gone (or going), and may complete much later or never.  They leave
- * the hash and their peers' windows, so their readers start them again
- * on the new connection; each slot comes back with its callback.
- */
-static void orphan_posted(struct sfs_cache *c)
-{
-	uint64_t e = c->epoch++;
-	for (size_t i = 0; i < c->npeers; i++) {
-		struct cache_peer *p = c->peers[i];
-		for (struct sfs_chunk *ch = p->loading.head, *next; ch;
-		     ch = next) {
-			next = ch->next;
-			if (ch->epoch > e)
-				continue;
-			busy_account(c, p);
-			sfs_list_del(&p->loading, ch);
-			p->inflight--;
-			sfs_cache_unhash(c, ch);
-			ch->orphan = 1;
-		}
-	}
-	pthread_cond_broadcast(&c->cond);
-}
-
 /* Reconnect @p (c->lock held; dropped meanwhile). */
-static void repair(struct sfs_cache *c, struct cache_peer *p)
+static void repair(struct sfs_cache *c, uint32_t pi)
 {
+	struct cache_peer *p = c->peers[pi];
 	uint64_t old = p->id, fresh = p->id, t0 = sfs_now_ms();
 	const char *why = p->why ? p->why : "asked";
-	int (*fn)(void *, uint64_t, uint64_t *) = c->reconnect;
+	int (*fn)(void *, uint32_t, uint64_t, uint64_t *) = c->reconnect;
 	void *arg = c->reconnect_arg;
 
 	p->repair = 0;
 	p->repairing = 1;
 	pthread_mutex_unlock(&c->lock);
-	int rc = fn ? fn(arg, old, &fresh) : sfs_xport_reset(c->x);
+	int rc =
+		fn ? fn(arg, pi, old, &fresh) : sfs_xport_peer_reset(c->x, old);
 	pthread_mutex_lock(&c->lock);
 	p->repairing = 0;
 	p->repair_after_ms = sfs_now_ms() + REPAIR_SPACING_MS;
+	if (p->removed) {
+		pthread_cond_broadcast(&c->cond);
+		return;
+	}
 	if (!rc) {
 		p->id = fresh;
 		c->st.reconnects++;
-		orphan_posted(c);
+		/* Pulls posted on the old connection may complete much
+		 * later or never: their readers start them again. */
+		sfs_peer_orphan(c, p, SFS_NONE);
 		SFS_LOG(SFS_INFO, "cache",
 			"%s: connected again (%s) in %" PRIu64 " ms", p->label,
 			why, sfs_now_ms() - t0);
@@ -581,47 +832,113 @@ static void repair(struct sfs_cache *c, struct cache_peer *p)
 	pthread_cond_broadcast(&c->cond);
 }
 
+/*
+ * A peer with pulls out and no completion for a while, while another
+ * holder could serve them, is taken out now rather than after the
+ * timeout: "a while" is FAILOVER_MS, or STALL_CHUNKS chunks' time at its
+ * measured rate if that is longer (a slow link is not a stalled one).
+ * Returns when to look again (c->lock held).
+ */
+static uint64_t find_stalls(struct sfs_cache *c, uint64_t now)
+{
+	uint64_t next = now + 1000;
+	for (size_t i = 0; i < c->npeers; i++) {
+		struct cache_peer *p = c->peers[i];
+		if (p->removed || p->state != SFS_PEER_UP || !p->inflight)
+			continue;
+		uint64_t limit = FAILOVER_MS;
+		if (p->rate > 0) {
+			double t = STALL_CHUNKS * 1e3 * c->chunk_size / p->rate;
+			limit = SFS_MAX(limit, (uint64_t)t);
+		}
+		if (limit >= c->timeout_ms)
+			continue; /* the readers' deadlines decide */
+		/* No completion since the oldest pull out was posted, or
+		 * one overtaken and still out: stalled. */
+		uint64_t since = UINT64_MAX, lost = UINT64_MAX;
+		int alt = 0;
+		for (struct sfs_chunk *ch = p->loading.head; ch;
+		     ch = ch->next) {
+			since = SFS_MIN(since, ch->posted_ms);
+			if (ch->overtaken_ms)
+				lost = SFS_MIN(lost, ch->overtaken_ms);
+			alt = alt || !servable(c, ch, (uint32_t)i);
+		}
+		since = SFS_MIN(SFS_MAX(since, p->last_done_ms), lost);
+		if (!alt)
+			continue;
+		if (now >= since + limit) {
+			c->st.timeouts++;
+			trouble(c, p,
+				"no progress while another source has "
+				"its chunks",
+				-ETIMEDOUT, 1);
+		} else {
+			next = SFS_MIN(next, since + limit);
+		}
+	}
+	return next;
+}
+
 void *sfs_peer_worker(void *arg)
 {
 	struct sfs_cache *c = arg;
 
 	pthread_mutex_lock(&c->lock);
 	while (!c->stopping) {
-		uint64_t now = sfs_now_ms(), next = now + 1000;
-		struct cache_peer *todo = NULL;
+		uint64_t now = sfs_now_ms();
+		uint32_t todo = SFS_NONE;
 		c->work = 0;
-		for (size_t i = 0; i < c->npeers && !todo; i++) {
+		uint64_t next = find_stalls(c, now);
+		for (size_t i = 0; i < c->npeers && todo == SFS_NONE; i++) {
 			struct cache_peer *p = c->peers[i];
-			if (p->queued && p->busy_until_ms > now)
+			if (c->queued && p->busy_until_ms > now)
 				next = SFS_MIN(next, p->busy_until_ms);
+			if (p->state == SFS_PEER_DOWN && !p->removed)
+				next = SFS_MIN(next, SFS_MAX(p->down_until_ms,
+							     now + 1));
 			if (!p->repair || p->repairing || p->removed)
 				continue;
 			if (now >= p->repair_after_ms)
-				todo = p;
+				todo = (uint32_t)i;
 			else
 				next = SFS_MIN(next, p->repair_after_ms);
 		}
-		if (todo) {
+		if (todo != SFS_NONE) {
 			repair(c, todo);
 			continue;
+		}
+		/* A peer whose hold is over takes work again (it probes). */
+		for (size_t i = 0; i < c->npeers && c->queued; i++) {
+			struct cache_peer *p = c->peers[i];
+			if (p->state == SFS_PEER_DOWN && p->nholders &&
+			    now >= p->down_until_ms)
+				peer_usable(c, p);
 		}
 		sfs_peer_pump(c);
 		if (c->work || c->stopping)
 			continue;
-		struct timespec ts = sfs_abstime(next - now);
+		struct timespec ts = sfs_abstime(next > now ? next - now : 1);
 		pthread_cond_timedwait(&c->work_cond, &c->lock, &ts);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
 }
 
-uint64_t sfs_cache_ahead(struct sfs_cache *c, uint32_t src, uint64_t min,
+uint64_t sfs_cache_ahead(struct sfs_cache *c, uint32_t set, uint64_t min,
 			 uint64_t max)
 {
 	double rate = 0;
 	pthread_mutex_lock(&c->lock);
-	if (src < c->nsources)
-		rate = c->peers[c->sources[src]->peer]->rate;
+	if (set < c->nsets) {
+		const struct cache_set *s = c->sets[set];
+		for (size_t i = 0; i < s->nholders; i++) {
+			const struct cache_peer *p =
+				c->peers[c->holders[s->holders[i]]->peer];
+			if (p->state == SFS_PEER_UP)
+				rate += p->rate;
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (rate <= 0)
 		return min;
@@ -631,12 +948,12 @@ uint64_t sfs_cache_ahead(struct sfs_cache *c, uint32_t src, uint64_t min,
 	return SFS_MAX(w, min);
 }
 
-void sfs_cache_note_silence(struct sfs_cache *c, uint32_t src,
+void sfs_cache_note_silence(struct sfs_cache *c, uint32_t peer,
 			    uint64_t since_ms)
 {
 	pthread_mutex_lock(&c->lock);
-	if (src < c->nsources) {
-		struct cache_peer *p = c->peers[c->sources[src]->peer];
+	if (peer < c->npeers) {
+		struct cache_peer *p = c->peers[peer];
 		if (!since_ms)
 			p->silent_since = 0;
 		else if (!p->silent_since ||
@@ -648,19 +965,19 @@ void sfs_cache_note_silence(struct sfs_cache *c, uint32_t src,
 	pthread_mutex_unlock(&c->lock);
 }
 
-int sfs_cache_peer(struct sfs_cache *c, uint32_t src,
+int sfs_cache_peer(struct sfs_cache *c, uint32_t peer,
 		   struct sfs_cache_peer_info *pi)
 {
 	memset(pi, 0, sizeof(*pi));
 	pthread_mutex_lock(&c->lock);
-	if (src >= c->nsources) {
+	if (peer >= c->npeers) {
 		pthread_mutex_unlock(&c->lock);
 		return -EINVAL;
 	}
-	struct cache_peer *p = c->peers[c->sources[src]->peer];
+	struct cache_peer *p = c->peers[peer];
 	uint64_t now = sfs_now_ms();
 	if (p->state == SFS_PEER_DOWN && now >= p->down_until_ms)
-		pi->state = SFS_PEER_UP; /* the next read probes */
+		pi->state = SFS_PEER_UP; /* the next pull probes */
 	else
 		pi->state = p->state;
 	pi->err = p->err;
@@ -670,7 +987,11 @@ int sfs_cache_peer(struct sfs_cache *c, uint32_t src,
 	pi->rate = p->rate;
 	pi->inflight = p->inflight;
 	pi->window = p->window;
-	pi->queued = p->queued;
+	pi->pulls = p->pulls;
+	pi->bytes = p->bytes;
+	pi->errors = p->errors;
+	pi->checksum_errors = p->checksum_errors;
+	pi->stalls = p->stalls;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

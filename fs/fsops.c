@@ -12,14 +12,14 @@
  */
 #include "fsops.h"
 
-#include "cache/cache.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "fs/gens.h"
-#include "fs/readahead.h"
-#include "fs/tree.h"
-#include "fs/tview.h"
 #include "metadata/manifest.h"
+#include "replica/readahead.h"
+#include "replica/gens.h"
+#include "replica/replica.h"
+#include "replica/tree.h"
+#include "replica/tview.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,22 +30,20 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
-#define READ_IOV_STACK 32
-
 /* What an open file needs, copied from the tree at open. */
 struct open_file {
 	enum sfs_node_kind kind;
-	struct sfs_view *view;	      /* all but STATUS: holds a reference */
-	const struct sfs_mfile *file; /* FILE: in view->m */
+	struct sfs_view *view; /* all but STATUS: holds a reference */
 	const struct sfs_mtensor *tensor; /* TENSOR, TJSON: in view->m */
-	uint64_t base;	  /* TENSOR: where its bytes start in @file; FILE: 0 */
-	uint32_t src;	  /* FILE, TENSOR: the view's cache source */
+	/* FILE, TENSOR: what the replica reads (its file is in view->m,
+	 * a tensor's bytes from its base); TJSON: its file */
+	struct sfs_rfile rf;
 	const char *path; /* for logs; the node's, stable */
 	uint64_t size;
 	const uint8_t *blob; /* BLOB: in view->json */
 	char *text;	     /* STATUS: the snapshot, owned */
 	pthread_mutex_t lock;
-	struct sfs_ra ra; /* FILE: protected by lock */
+	struct sfs_ra ra; /* FILE, TENSOR: protected by lock */
 	/* Reads still replying, and whether RELEASE came meanwhile: the
 	 * kernel may release a handle as soon as it has our reply, while
 	 * the replying thread is still inside fuse_reply_*.  The last one
@@ -129,10 +127,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void revalidate_hidden(struct sfs_fs *fs, fuse_ino_t dir,
 			      const char *name)
 {
-	if (dir == SFS_ROOT_INO && fs->gens &&
-	    (!name || strcmp(name, SFS_MF_RESERVED)) &&
-	    sfs_gens_hidden(fs->gens, NULL, 0))
-		sfs_gens_revalidate(fs->gens);
+	if (dir == SFS_ROOT_INO && (!name || strcmp(name, SFS_MF_RESERVED)) &&
+	    sfs_replica_hidden(fs->r, NULL, 0))
+		sfs_replica_revalidate(fs->r);
 }
 
 /* Look @name up in @parent (fs->lock held); fills @e when found. */
@@ -154,7 +151,7 @@ static uint64_t lookup_locked(struct sfs_fs *fs, fuse_ino_t parent,
 static int in_debug_view(struct sfs_fs *fs, uint64_t ino)
 {
 	int in = 0;
-	pthread_rwlock_rdlock(&fs->lock);
+	pthread_rwlock_rdlock(fs->lock);
 	for (int depth = 0; ino != SFS_ROOT_INO && depth < 8 && !in; depth++) {
 		const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 		if (!n)
@@ -162,7 +159,7 @@ static int in_debug_view(struct sfs_fs *fs, uint64_t ino)
 		in = !strcmp(n->name, SFS_MF_RESERVED);
 		ino = n->parent;
 	}
-	pthread_rwlock_unlock(&fs->lock);
+	pthread_rwlock_unlock(fs->lock);
 	return in;
 }
 
@@ -175,19 +172,19 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	memset(&e, 0, sizeof(e));
 	/* Names may change with a generation: kept briefly. */
 	e.entry_timeout = fs->entry_timeout;
-	pthread_rwlock_rdlock(&fs->lock);
+	pthread_rwlock_rdlock(fs->lock);
 	uint64_t ino = lookup_locked(fs, parent, name, &e);
-	pthread_rwlock_unlock(&fs->lock);
-	if (!ino && fs->gens && strcmp(name, SFS_MF_RESERVED) &&
+	pthread_rwlock_unlock(fs->lock);
+	if (!ino && strcmp(name, SFS_MF_RESERVED) &&
 	    !in_debug_view(fs, parent)) {
 		/* Not there: perhaps in a generation published since.  Ask
 		 * (at most every 200 ms, waiting a second at most), so a
 		 * program polling for a new file sees it soon; a miss is
 		 * kept by the kernel as briefly. */
-		sfs_gens_revalidate_missing(fs->gens);
-		pthread_rwlock_rdlock(&fs->lock);
+		sfs_replica_revalidate_missing(fs->r);
+		pthread_rwlock_rdlock(fs->lock);
 		ino = lookup_locked(fs, parent, name, &e);
-		pthread_rwlock_unlock(&fs->lock);
+		pthread_rwlock_unlock(fs->lock);
 		if (!ino)
 			e.entry_timeout = fs->negative_timeout;
 	}
@@ -200,12 +197,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct sfs_fs *fs = fs_of(req);
 	struct stat st;
 
-	pthread_rwlock_rdlock(&fs->lock);
+	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	double timeout = n ? attr_timeout(fs, n) : 0;
 	if (n)
 		fill_attr(fs, ino, n, &st);
-	pthread_rwlock_unlock(&fs->lock);
+	pthread_rwlock_unlock(fs->lock);
 	if (n)
 		fuse_reply_attr(req, &st, timeout);
 	else
@@ -217,10 +214,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct sfs_fs *fs = fs_of(req);
 	revalidate_hidden(fs, ino, NULL);
-	pthread_rwlock_rdlock(&fs->lock);
+	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	int err = !n ? ENOENT : n->kind != SFS_NODE_DIR ? ENOTDIR : 0;
-	pthread_rwlock_unlock(&fs->lock);
+	pthread_rwlock_unlock(fs->lock);
 	if (err) {
 		fuse_reply_err(req, err);
 		return;
@@ -241,10 +238,10 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	pthread_rwlock_rdlock(&fs->lock);
+	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	if (!n || n->kind != SFS_NODE_DIR) {
-		pthread_rwlock_unlock(&fs->lock);
+		pthread_rwlock_unlock(fs->lock);
 		free(buf);
 		fuse_reply_err(req, ENOTDIR);
 		return;
@@ -279,7 +276,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			break;
 		used += len;
 	}
-	pthread_rwlock_unlock(&fs->lock);
+	pthread_rwlock_unlock(fs->lock);
 	fuse_reply_buf(req, buf, used);
 	free(buf);
 }
@@ -297,13 +294,13 @@ static void open_file_free(struct sfs_fs *fs, struct open_file *h)
 		h->next->prev = h->prev;
 	pthread_mutex_unlock(&fs->handles_lock);
 	if (h->view)
-		sfs_gens_unref(fs->gens, h->view);
+		sfs_replica_unref(fs->r, h->view);
 	free(h->text);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
 
-/* Bind @h to what the tree says of @ino now (c->lock held). */
+/* Bind @h to what the tree says of @ino now (fs->lock held). */
 static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
 {
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
@@ -319,14 +316,20 @@ static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
 	h->path = n->path;
 	h->size = n->size;
 	if (n->kind != SFS_NODE_STATUS) {
-		if (sfs_gens_ref(fs->gens, n->owner))
+		if (sfs_replica_ref(fs->r, n->owner))
 			return ESTALE;
 		h->view = n->owner;
-		h->file = n->file;
 		h->tensor = n->tensor;
-		h->base = n->base;
-		h->src = n->src;
 		h->blob = n->blob;
+		h->rf.view = n->owner;
+		h->rf.file = n->file;
+		h->rf.set = n->set;
+		h->rf.obj =
+			n->file ? (uint32_t)(n->file - h->view->m->files) : 0;
+		h->rf.base = n->base;
+		h->rf.size = n->size;
+		h->rf.ra_lock = &h->lock;
+		h->rf.ra = &h->ra;
 	}
 	return 0;
 }
@@ -334,22 +337,10 @@ static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
 /* Bytes of @h's tensor in memory now. */
 static uint64_t tensor_cached(struct sfs_fs *fs, const struct open_file *h)
 {
-	const struct sfs_mfile *f = h->file;
-	uint64_t off = h->tensor->off, end = off + h->tensor->len, got = 0;
-	ssize_t first = sfs_mfile_find_extent(f, off);
-
-	for (size_t i = (size_t)first;
-	     first >= 0 && i < f->next && f->ext[i].off < end; i++) {
-		const struct sfs_extent *e = &f->ext[i];
-		uint64_t a = SFS_MAX(off, e->off);
-		uint64_t b = SFS_MIN(end, e->off + e->len);
-		got += e->kind == SFS_EXT_INLINE
-			       ? b - a
-			       : sfs_cache_resident(
-					 fs->cache, h->src, e->region,
-					 e->roff + (a - e->off), b - a);
-	}
-	return got;
+	struct sfs_rfile f = h->rf;
+	f.base = h->tensor->off;
+	f.size = h->tensor->len;
+	return sfs_replica_resident(fs->r, &f, 0, h->tensor->len);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -365,20 +356,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Close-to-open: the seed's current generation, before binding
 	 * (not for the status file: it is the mount's, and it must answer
 	 * while the seed does not). */
-	pthread_rwlock_rdlock(&fs->lock);
+	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	int status = n && n->kind == SFS_NODE_STATUS;
-	pthread_rwlock_unlock(&fs->lock);
+	pthread_rwlock_unlock(fs->lock);
 	if (!status)
-		sfs_gens_revalidate(fs->gens);
+		sfs_replica_revalidate(fs->r);
 	if (!(h = calloc(1, sizeof(*h)))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	pthread_mutex_init(&h->lock, NULL);
-	pthread_rwlock_rdlock(&fs->lock);
+	pthread_rwlock_rdlock(fs->lock);
 	err = bind_node(fs, ino, h);
-	pthread_rwlock_unlock(&fs->lock);
+	pthread_rwlock_unlock(fs->lock);
 	if (!err && h->kind == SFS_NODE_TJSON) {
 		/* Rendered per open: how much is cached changes. */
 		err = -sfs_tview_json(h->view->m, h->tensor, fs->tree->seed,
@@ -387,9 +378,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (!err && h->kind == SFS_NODE_STATUS) {
 		/* A snapshot per open, read to EOF whatever stat says. */
-		int rc = fs->status ? fs->status(fs->status_arg, &h->text,
-						 &h->size)
-				    : -ENOSYS;
+		int rc = sfs_replica_status(fs->r, &h->text, &h->size);
 		err = -rc;
 		fi->direct_io = 1;
 	}
@@ -411,145 +400,17 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
-struct read_ctx {
-	struct iovec *iov;
-	struct sfs_chunk **pins;
-	size_t n, cap;
-	struct iovec iov_stack[READ_IOV_STACK];
-	struct sfs_chunk *pins_stack[READ_IOV_STACK];
-};
-
-static int ctx_push(struct read_ctx *r, const void *p, size_t len,
-		    struct sfs_chunk *pin)
-{
-	if (r->n == r->cap) {
-		size_t cap = r->cap * 2;
-		struct iovec *iov = malloc(cap * sizeof(*iov));
-		struct sfs_chunk **pins = malloc(cap * sizeof(*pins));
-		if (!iov || !pins) {
-			free(iov);
-			free(pins);
-			return -ENOMEM;
-		}
-		memcpy(iov, r->iov, r->n * sizeof(*iov));
-		memcpy(pins, r->pins, r->n * sizeof(*pins));
-		if (r->iov != r->iov_stack) {
-			free(r->iov);
-			free(r->pins);
-		}
-		r->iov = iov;
-		r->pins = pins;
-		r->cap = cap;
-	}
-	r->iov[r->n].iov_base = (void *)p;
-	r->iov[r->n].iov_len = len;
-	r->pins[r->n] = pin;
-	r->n++;
-	return 0;
-}
-
-static void ctx_release(struct sfs_cache *c, struct read_ctx *r)
-{
-	for (size_t i = 0; i < r->n; i++)
-		sfs_cache_put(c, r->pins[i]);
-	if (r->iov != r->iov_stack) {
-		free(r->iov);
-		free(r->pins);
-	}
-}
-
-/* Queue the pulls of the bytes [off, end) of @h, for a reader about to
- * wait (@demand) or ahead of one; wait for none. */
-static void pull_range(struct sfs_fs *fs, const struct open_file *h,
-		       uint64_t off, uint64_t end, int demand)
-{
-	const struct sfs_mfile *f = h->file;
-	ssize_t first = sfs_mfile_find_extent(f, off);
-
-	for (size_t i = (size_t)first;
-	     first >= 0 && i < f->next && f->ext[i].off < end; i++) {
-		const struct sfs_extent *e = &f->ext[i];
-		if (e->kind != SFS_EXT_REGION)
-			continue;
-		uint64_t a = SFS_MAX(off, e->off);
-		uint64_t b = SFS_MIN(end, e->off + e->len);
-		sfs_cache_prefetch(fs->cache, h->src, e->region,
-				   e->roff + (a - e->off), b - a, demand);
-	}
-}
-
-/* Pin the bytes [off, end) of @h, extent by extent, into @r. */
-static int gather(struct sfs_fs *fs, const struct open_file *h, uint64_t off,
-		  uint64_t end, struct read_ctx *r)
-{
-	const struct sfs_mfile *f = h->file;
-	ssize_t first = sfs_mfile_find_extent(f, off);
-	int rc = 0;
-
-	for (size_t i = (size_t)first;
-	     first >= 0 && i < f->next && f->ext[i].off < end && !rc; i++) {
-		const struct sfs_extent *e = &f->ext[i];
-		uint64_t a = SFS_MAX(off, e->off);
-		uint64_t b = SFS_MIN(end, e->off + e->len);
-		if (e->kind == SFS_EXT_INLINE) {
-			rc = ctx_push(r, e->data + (a - e->off), b - a, NULL);
-			continue;
-		}
-		while (a < b && !rc) {
-			struct sfs_chunk *ch;
-			const uint8_t *p;
-			size_t avail;
-			rc = sfs_cache_get(fs->cache, h->src, e->region,
-					   e->roff + (a - e->off), &ch, &p,
-					   &avail);
-			if (rc)
-				break;
-			size_t take = (size_t)SFS_MIN((uint64_t)avail, b - a);
-			rc = ctx_push(r, p, take, ch);
-			if (rc)
-				sfs_cache_put(fs->cache, ch);
-			a += take;
-		}
-	}
-	return rc;
-}
-
 static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 		      size_t size, off_t off)
 {
-	uint64_t end = SFS_MIN(h->size, (uint64_t)off + size);
-	const uint64_t base = h->base; /* a tensor: where it starts */
-	struct read_ctx r;
-	int rc;
+	struct sfs_rvec v;
 
 	SFS_LOG(SFS_DEBUG, "fs", "read %s [%jd, +%zu)", h->path, (intmax_t)off,
 		size);
-	if (!sfs_gens_alive(fs->gens, h->view)) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	/* Queue every pull this read needs, then those of the read-ahead
-	 * window (behind them, and as deep as the link's throughput makes
-	 * worthwhile), before waiting for any. */
-	pull_range(fs, h, base + (uint64_t)off, base + end, 1);
-	if (fs->ra_max) {
-		uint64_t a, b;
-		uint64_t max = sfs_cache_ahead(fs->cache, h->src, fs->ra_min,
-					       fs->ra_max);
-		pthread_mutex_lock(&h->lock);
-		sfs_ra_step(&h->ra, (uint64_t)off, end, h->size, fs->ra_min,
-			    max, &a, &b);
-		pthread_mutex_unlock(&h->lock);
-		if (a < b)
-			pull_range(fs, h, base + a, base + b, 0);
-	}
-	r.iov = r.iov_stack;
-	r.pins = r.pins_stack;
-	r.n = 0;
-	r.cap = READ_IOV_STACK;
-	rc = gather(fs, h, base + (uint64_t)off, base + end, &r);
-	if (rc == -ESTALE || (rc && !sfs_gens_alive(fs->gens, h->view))) {
-		/* The seed stopped serving this generation meanwhile. */
+	sfs_rvec_init(&v);
+	int rc = sfs_replica_read(fs->r, &h->rf, (uint64_t)off, size, &v);
+	if (rc == -ESTALE) {
+		/* The seed stopped serving this generation. */
 		fuse_reply_err(req, ESTALE);
 	} else if (rc) {
 		SFS_LOG(SFS_WARN, "fs", "read %s [%jd, +%zu): %s", h->path,
@@ -562,9 +423,9 @@ static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 		 * the cause is in the log above. */
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
 	} else {
-		fuse_reply_iov(req, r.iov, (int)r.n);
+		fuse_reply_iov(req, v.iov, (int)v.n);
 	}
-	ctx_release(fs->cache, &r);
+	sfs_rvec_release(fs->r, &v);
 }
 
 /* A read holds its handle until its reply is out. */
@@ -648,7 +509,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static int xattr_of(struct sfs_fs *fs, fuse_ino_t ino, const char *name,
 		    char **out, size_t *len)
 {
-	pthread_rwlock_rdlock(&fs->lock);
+	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	struct sfs_view *v = NULL;
 	const struct sfs_mtensor *t = NULL;
@@ -658,21 +519,21 @@ static int xattr_of(struct sfs_fs *fs, fuse_ino_t ino, const char *name,
 		  n->kind == SFS_NODE_TJSON)) {
 		/* A replaced node's generation may be gone (no owner) or
 		 * going: then its attributes are stale, like its bytes. */
-		rc = sfs_gens_ref(fs->gens, n->owner);
+		rc = sfs_replica_ref(fs->r, n->owner);
 		if (!rc) {
 			v = n->owner;
 			t = n->tensor;
 			f = n->file;
 		}
 	}
-	pthread_rwlock_unlock(&fs->lock);
+	pthread_rwlock_unlock(fs->lock);
 	if (rc)
 		return rc;
 	if (!v)
 		return name ? -ENODATA : 0;
 	rc = name ? sfs_tview_xattr(v->m, t, f, fs->tree->seed, name, out, len)
 		  : sfs_tview_xattr_list(v->m, t, f, fs->tree->seed, out, len);
-	sfs_gens_unref(fs->gens, v);
+	sfs_replica_unref(fs->r, v);
 	return rc;
 }
 

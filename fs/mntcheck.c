@@ -2,7 +2,7 @@
 #include "fs/mntcheck.h"
 
 #include "common/log.h"
-#include "fs/mctl.h"
+#include "replica/mctl.h"
 
 #include <dirent.h>
 #include <errno.h>

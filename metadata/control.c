@@ -186,17 +186,20 @@ int sfs_control_reconnect(const char *hostport, struct sfs_xport *x,
 			  unsigned int timeout_ms, uint64_t *peer, char *err,
 			  size_t errlen)
 {
-	int rc = sfs_xport_reset(x);
-	if (rc) {
-		snprintf(err, errlen, "protocol %s: cannot reset: %s",
-			 ep->protocol, strerror(-rc));
+	if (!sfs_xport_needs_hello(x)) {
+		/* The peer stays; its next read connects again. */
+		int rc = sfs_xport_peer_reset(x, *peer);
+		if (rc)
+			snprintf(err, errlen, "protocol %s: cannot reset: %s",
+				 ep->protocol, strerror(-rc));
 		return rc;
 	}
-	if (!sfs_xport_needs_hello(x))
-		return 0; /* the peer stays; the next read connects */
+	/* A queue pair of its own: torn down, and made again through the
+	 * control port. */
+	sfs_xport_peer_remove(x, *peer);
 	uint64_t fresh;
-	rc = sfs_control_connect_peer(hostport, x, ep, timeout_ms, &fresh, err,
-				      errlen);
+	int rc = sfs_control_connect_peer(hostport, x, ep, timeout_ms, &fresh,
+					  err, errlen);
 	if (!rc)
 		*peer = fresh;
 	return rc;

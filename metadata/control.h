@@ -58,10 +58,12 @@ int sfs_control_connect_peer(const char *hostport, struct sfs_xport *x,
 
 /*
  * sfs_control_reconnect - the connection of @x to the seed at @hostport
- * (endpoint @ep, *peer) is wedged or broken: reset the transport (reads
- * in flight are cancelled) and connect again; *peer is updated (raw
- * verbs makes a new one).  Bounded by @timeout_ms.  0 or -errno with one
- * line in @err.  Not thread safe with itself on one transport.
+ * (endpoint @ep, *peer) is wedged or broken: make that connection anew
+ * (sfs_xport_peer_reset; the other peers are not touched where the
+ * backend allows), or for raw verbs remove its queue pair and connect
+ * again through the control port; *peer is updated (raw verbs makes a
+ * new one).  Bounded by @timeout_ms.  0 or -errno with one line in
+ * @err.  Not thread safe with itself on one transport.
  */
 int sfs_control_reconnect(const char *hostport, struct sfs_xport *x,
 			  const struct sfs_endpoint *ep,

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 /* ---- builder ---------------------------------------------------------- */
 
@@ -70,21 +71,84 @@ void sfs_manifest_set_remote(struct sfs_manifest *m, uint32_t id, size_t ep,
 	*r = (struct sfs_remote){.raddr = raddr, .key = key};
 }
 
-int sfs_manifest_set_checksums(struct sfs_manifest *m, uint32_t id,
+int sfs_manifest_set_checksums(struct sfs_manifest *m, size_t idx,
 			       uint32_t shift, const uint64_t *sums, size_t n)
 {
-	struct sfs_region *r = &m->regions[id];
+	struct sfs_mfile *f = &m->files[idx];
 	if (shift < SFS_MF_CSUM_MIN_SHIFT || shift > SFS_MF_CSUM_MAX_SHIFT ||
-	    n != sfs_csum_count(r->len, shift))
+	    n != sfs_csum_count(f->size, shift))
 		return -EINVAL;
-	uint64_t *copy = malloc(n * sizeof(*copy));
+	uint64_t *copy = malloc((n ? n : 1) * sizeof(*copy));
 	if (!copy)
 		return -ENOMEM;
 	memcpy(copy, sums, n * sizeof(*copy));
-	free(r->xxh3);
-	r->xxh3 = copy;
-	r->csum_shift = shift;
+	free(f->sums);
+	f->sums = copy;
+	f->csum_shift = shift;
 	return 0;
+}
+
+/* Path order for the content digest (qsort has no context). */
+static __thread const struct sfs_manifest *content_m;
+static int by_file_path(const void *a, const void *b)
+{
+	return strcmp(content_m->files[*(const size_t *)a].path,
+		      content_m->files[*(const size_t *)b].path);
+}
+static int by_dir_path(const void *a, const void *b)
+{
+	return strcmp(content_m->dirs[*(const size_t *)a],
+		      content_m->dirs[*(const size_t *)b]);
+}
+
+static void put_u64(XXH3_state_t *st, uint64_t v)
+{
+	uint8_t b[8];
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	XXH3_64bits_update(st, b, sizeof(b));
+}
+
+int sfs_manifest_content(const struct sfs_manifest *m, uint64_t *out)
+{
+	size_t n = SFS_MAX(m->nfiles, m->ndirs);
+	size_t *ix = malloc((n ? n : 1) * sizeof(*ix));
+	XXH3_state_t *st = XXH3_createState();
+	int rc = -ENOMEM;
+
+	if (!ix || !st)
+		goto out;
+	rc = -EINVAL;
+	for (size_t i = 0; i < m->nfiles; i++)
+		if (!m->files[i].has_xxh3)
+			goto out;
+	XXH3_64bits_reset(st);
+	XXH3_64bits_update(st, "seedfs-content-1", 16);
+	content_m = m;
+	for (size_t i = 0; i < m->ndirs; i++)
+		ix[i] = i;
+	qsort(ix, m->ndirs, sizeof(*ix), by_dir_path);
+	put_u64(st, m->ndirs);
+	for (size_t i = 0; i < m->ndirs; i++)
+		XXH3_64bits_update(st, m->dirs[ix[i]],
+				   strlen(m->dirs[ix[i]]) + 1);
+	for (size_t i = 0; i < m->nfiles; i++)
+		ix[i] = i;
+	qsort(ix, m->nfiles, sizeof(*ix), by_file_path);
+	put_u64(st, m->nfiles);
+	for (size_t i = 0; i < m->nfiles; i++) {
+		const struct sfs_mfile *f = &m->files[ix[i]];
+		XXH3_64bits_update(st, f->path, strlen(f->path) + 1);
+		put_u64(st, f->size);
+		put_u64(st, f->xxh3);
+	}
+	content_m = NULL;
+	*out = XXH3_64bits_digest(st);
+	rc = 0;
+out:
+	XXH3_freeState(st);
+	free(ix);
+	return rc;
 }
 
 int sfs_manifest_set_remote_raw(struct sfs_manifest *m, uint32_t id, size_t ep,
@@ -240,11 +304,9 @@ void sfs_manifest_free(struct sfs_manifest *m)
 		return;
 	free(m->model);
 	free(m->revision);
-	for (size_t i = 0; i < m->nregions; i++) {
+	for (size_t i = 0; i < m->nregions; i++)
 		for (size_t j = 0; j < SFS_MF_MAX_ENDPOINTS; j++)
 			free(m->regions[i].rem[j].raw);
-		free(m->regions[i].xxh3);
-	}
 	free(m->regions);
 	for (size_t i = 0; i < m->ndirs; i++)
 		free(m->dirs[i]);
@@ -256,6 +318,7 @@ void sfs_manifest_free(struct sfs_manifest *m)
 			free(f->ext[j].data);
 		free(f->ext);
 		free(f->path);
+		free(f->sums);
 	}
 	free(m->files);
 	for (size_t i = 0; i < m->ntensors; i++)
@@ -319,6 +382,22 @@ static int encode_meta(json_t *o, const struct sfs_mmeta *mm)
 	return 0;
 }
 
+/* {"algorithm": "xxh3-64", "chunk_size": 2^k, "values": HEX}, or NULL */
+static json_t *encode_checksum(uint32_t shift, const uint64_t *sums, uint64_t n)
+{
+	char *hex = malloc(16 * n + 1);
+	if (!hex)
+		return NULL;
+	hex[0] = '\0';
+	for (uint64_t k = 0; k < n; k++)
+		snprintf(hex + 16 * k, 17, "%016" PRIx64, sums[k]);
+	json_t *o =
+		json_pack("{s:s,s:I,s:s}", "algorithm", "xxh3-64", "chunk_size",
+			  (json_int_t)(1ll << shift), "values", hex);
+	free(hex);
+	return o;
+}
+
 static json_t *encode_file(const struct sfs_mfile *f)
 {
 	json_t *ext = json_array();
@@ -331,6 +410,12 @@ static json_t *encode_file(const struct sfs_mfile *f)
 			      (json_int_t)f->size, "extents", ext);
 	if ((o && f->has_xxh3 &&
 	     json_object_set_new(o, "xxh3", hex_u64(f->xxh3))) ||
+	    (o && f->csum_shift &&
+	     json_object_set_new(
+		     o, "checksum",
+		     encode_checksum(
+			     f->csum_shift, f->sums,
+			     sfs_csum_count(f->size, f->csum_shift)))) ||
 	    encode_meta(o, &f->meta)) {
 		json_decref(o);
 		return NULL;
@@ -401,29 +486,8 @@ static json_t *encode_region(const struct sfs_manifest *m, size_t i)
 			return NULL;
 		}
 	}
-	json_t *o = json_pack("{s:I,s:I,s:o*}", "id", (json_int_t)i, "length",
-			      (json_int_t)r->len, "remote", rem);
-	if (o && r->csum_shift) {
-		uint64_t n = sfs_csum_count(r->len, r->csum_shift);
-		char *hex = malloc(16 * n + 1);
-		if (!hex) {
-			json_decref(o);
-			return NULL;
-		}
-		for (uint64_t k = 0; k < n; k++)
-			snprintf(hex + 16 * k, 17, "%016" PRIx64, r->xxh3[k]);
-		if (json_object_set_new(
-			    o, "checksum",
-			    json_pack("{s:s,s:I,s:s}", "algorithm", "xxh3-64",
-				      "chunk_size",
-				      (json_int_t)(1ll << r->csum_shift),
-				      "values", hex))) {
-			json_decref(o);
-			o = NULL;
-		}
-		free(hex);
-	}
-	return o;
+	return json_pack("{s:I,s:I,s:o*}", "id", (json_int_t)i, "length",
+			 (json_int_t)r->len, "remote", rem);
 }
 
 /* "identity" and "identity_id", the identity's model and generation
@@ -473,7 +537,12 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 			 "tensors", tensors);
 	if (!root)
 		return -ENOMEM;
-	if (encode_identity(m, root) || encode_meta(root, &m->root_meta))
+	uint64_t content;
+	if ((rc = sfs_manifest_content(m, &content)))
+		goto out;
+	rc = -ENOMEM;
+	if (encode_identity(m, root) || encode_meta(root, &m->root_meta) ||
+	    json_object_set_new(root, "content", hex_u64(content)))
 		goto out;
 	for (size_t i = 0; i < m->neps; i++)
 		if (json_array_append_new(eps, encode_endpoint(&m->eps[i])))
@@ -483,9 +552,7 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 			goto out;
 	for (size_t i = 0; i < m->ndirs; i++)
 		if (json_array_append_new(
-			    dirs, m->version >= 3 ? encode_dir(m->dirs[i],
-							       &m->dir_meta[i])
-						  : json_string(m->dirs[i])))
+			    dirs, encode_dir(m->dirs[i], &m->dir_meta[i])))
 			goto out;
 	for (size_t i = 0; i < m->nfiles; i++)
 		if (json_array_append_new(files, encode_file(&m->files[i])))
@@ -566,6 +633,15 @@ static int validate_file(const struct sfs_manifest *m, size_t i,
 				"files[%zu] '%s': size %" PRIu64
 				" exceeds the cap",
 				i, f->path, f->size);
+	if (!f->has_xxh3)
+		return sfs_fail(err, errlen,
+				"files[%zu].xxh3: missing (the file's digest)",
+				i);
+	if (f->csum_shift &&
+	    (f->csum_shift < SFS_MF_CSUM_MIN_SHIFT ||
+	     f->csum_shift > SFS_MF_CSUM_MAX_SHIFT || !f->sums))
+		return sfs_fail(err, errlen, "files[%zu].checksum: malformed",
+				i);
 	*total_ext += f->next;
 	if (*total_ext > SFS_MF_MAX_EXTENTS)
 		return sfs_fail(err, errlen,
@@ -845,59 +921,57 @@ static int decode_endpoints(struct sfs_manifest *m, json_t *a, char *err,
 	return 0;
 }
 
-/* {"algorithm": "xxh3-64", "chunk_size": 2^k, "values": 16 hex/chunk} */
-static int decode_checksum(struct sfs_manifest *m, uint32_t id, size_t i,
-			   json_t *cs, char *err, size_t errlen)
+/* files[i].checksum: {"algorithm": "xxh3-64", "chunk_size": 2^k,
+ * "values": 16 hex digits per chunk of the file} */
+static int decode_checksum(struct sfs_manifest *m, size_t fi, json_t *cs,
+			   char *err, size_t errlen)
 {
-	const struct sfs_region *r = &m->regions[id];
+	const struct sfs_mfile *f = &m->files[fi];
 	const char *algo = get_str(cs, "algorithm", 16);
 	uint64_t size, n;
 	json_t *v = json_object_get(cs, "values");
 
 	if (!json_is_object(cs) || !algo || strcmp(algo, "xxh3-64"))
 		return sfs_fail(err, errlen,
-				"regions[%zu].checksum.algorithm: not xxh3-64",
-				i);
+				"files[%zu].checksum.algorithm: not xxh3-64",
+				fi);
 	if (get_u64(cs, "chunk_size", 1ull << SFS_MF_CSUM_MAX_SHIFT, &size) ||
 	    size < (1u << SFS_MF_CSUM_MIN_SHIFT) || (size & (size - 1)))
 		return sfs_fail(
 			err, errlen,
-			"regions[%zu].checksum.chunk_size: not a power of "
+			"files[%zu].checksum.chunk_size: not a power of "
 			"two in 4 KiB..1 GiB",
-			i);
+			fi);
 	uint32_t shift = (uint32_t)__builtin_ctzll(size);
-	n = sfs_csum_count(r->len, shift);
+	n = sfs_csum_count(f->size, shift);
 	if (!json_is_string(v) || json_string_length(v) != 16 * n)
 		return sfs_fail(err, errlen,
-				"regions[%zu].checksum.values: not %" PRIu64
+				"files[%zu].checksum.values: not %" PRIu64
 				" hex values of 16 digits",
-				i, n);
+				fi, n);
 	const char *hex = json_string_value(v);
 	uint64_t *sums = malloc((size_t)(n ? n : 1) * sizeof(*sums));
 	if (!sums)
 		return -ENOMEM;
 	for (uint64_t k = 0; k < n; k++) {
-		char one[17];
-		memcpy(one, hex + 16 * k, 16);
-		one[16] = '\0';
 		uint64_t x = 0;
 		for (int d = 0; d < 16; d++) {
-			int c = one[d];
+			int c = hex[16 * k + (uint64_t)d];
 			int val = c >= '0' && c <= '9'	 ? c - '0'
 				  : c >= 'a' && c <= 'f' ? c - 'a' + 10
 							 : -1;
 			if (val < 0) {
 				free(sums);
 				return sfs_fail(err, errlen,
-						"regions[%zu].checksum.values: "
+						"files[%zu].checksum.values: "
 						"not lowercase hex",
-						i);
+						fi);
 			}
 			x = x << 4 | (uint64_t)val;
 		}
 		sums[k] = x;
 	}
-	int rc = sfs_manifest_set_checksums(m, id, shift, sums, (size_t)n);
+	int rc = sfs_manifest_set_checksums(m, fi, shift, sums, (size_t)n);
 	free(sums);
 	return rc;
 }
@@ -938,9 +1012,6 @@ static int decode_regions(struct sfs_manifest *m, json_t *a, char *err,
 				i, m->neps);
 		int rc = sfs_manifest_add_region(m, len, &got);
 		if (rc)
-			return rc;
-		json_t *cs = json_object_get(r, "checksum");
-		if (cs && (rc = decode_checksum(m, got, i, cs, err, errlen)))
 			return rc;
 		json_array_foreach (rem, j, x) {
 			if (!json_is_object(x) || get_hex(x, "address", &addr))
@@ -1107,15 +1178,12 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 					SFS_MF_MAX_EXTENTS);
 		if ((rc = sfs_manifest_add_file(m, path, &idx)))
 			return rc;
-		if (json_object_get(f, "xxh3")) {
-			if (get_hex(f, "xxh3", &m->files[idx].xxh3))
-				return sfs_fail(
-					err, errlen,
-					"files[%zu].xxh3: not a 64-bit hex "
-					"string",
+		if (get_hex(f, "xxh3", &m->files[idx].xxh3))
+			return sfs_fail(err, errlen,
+					"files[%zu].xxh3: missing or not a "
+					"64-bit hex string (the file's digest)",
 					i);
-			m->files[idx].has_xxh3 = 1;
-		}
+		m->files[idx].has_xxh3 = 1;
 		char what[32];
 		snprintf(what, sizeof(what), "files[%zu]", i);
 		if ((rc = decode_meta(f, &m->files[idx].meta, what, err,
@@ -1130,6 +1198,9 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 					"files[%zu].size: says %" PRIu64
 					", extents cover %" PRIu64,
 					i, size, m->files[idx].size);
+		json_t *cs = json_object_get(f, "checksum");
+		if (cs && (rc = decode_checksum(m, idx, cs, err, errlen)))
+			return rc;
 	}
 	return 0;
 }
@@ -1337,9 +1408,13 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	if (ver < SFS_MANIFEST_VERSION_MIN || ver > SFS_MANIFEST_VERSION) {
 		sfs_fail(err, errlen,
 			 "seedfs_manifest: version %" PRIu64
-			 ", this build reads "
-			 "%d to %d",
-			 ver, SFS_MANIFEST_VERSION_MIN, SFS_MANIFEST_VERSION);
+			 ", this build reads %d%s",
+			 ver, SFS_MANIFEST_VERSION,
+			 ver < SFS_MANIFEST_VERSION_MIN
+				 ? " (the seed is older than this replica: "
+				   "upgrade it)"
+				 : " (the seed is newer than this replica: "
+				   "upgrade it)");
 		goto out;
 	}
 	model = get_str(root, "model", SFS_MF_NAME_MAX);
@@ -1397,20 +1472,18 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 		json_t *d = json_array_get(v, i), *po = d;
 		char what[32];
 		snprintf(what, sizeof(what), "dirs[%zu]", i);
-		/* Version 3: {"path", "mtime_ns", "mode"}; 2: the path. */
-		if (ver >= 3)
-			po = json_is_object(d) ? json_object_get(d, "path")
-					       : NULL;
+		/* {"path", "mtime_ns", "mode"} */
+		po = json_is_object(d) ? json_object_get(d, "path") : NULL;
 		if (!json_is_string(po) ||
 		    strlen(json_string_value(po)) != json_string_length(po)) {
-			rc = sfs_fail(err, errlen, "%s%s: not a string", what,
-				      ver >= 3 ? ".path" : "");
+			rc = sfs_fail(err, errlen, "%s.path: not a string",
+				      what);
 			goto out;
 		}
 		if ((rc = sfs_manifest_add_dir(m, json_string_value(po))))
 			goto out;
-		if (ver >= 3 && (rc = decode_meta(d, &m->dir_meta[m->ndirs - 1],
-						  what, err, errlen)))
+		if ((rc = decode_meta(d, &m->dir_meta[m->ndirs - 1], what, err,
+				      errlen)))
 			goto out;
 	}
 	if ((rc = decode_meta(root, &m->root_meta, "manifest", err, errlen)))
@@ -1420,7 +1493,23 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	if ((rc = decode_tensors(m, json_object_get(root, "tensors"), err,
 				 errlen)))
 		goto out;
-	rc = sfs_manifest_validate(m, err, errlen);
+	if ((rc = sfs_manifest_validate(m, err, errlen)))
+		goto out;
+	/* The content digest must be what the files say. */
+	uint64_t want;
+	if (get_hex(root, "content", &m->content)) {
+		rc = sfs_fail(err, errlen,
+			      "content: missing or not a 64-bit hex string");
+		goto out;
+	}
+	if ((rc = sfs_manifest_content(m, &want)))
+		goto out;
+	if (want != m->content)
+		rc = sfs_fail(
+			err, errlen,
+			"content: 0x%016" PRIx64 " published, but the "
+			"files' paths, sizes and digests give 0x%016" PRIx64,
+			m->content, want);
 out:
 	json_decref(root);
 	if (rc) {

@@ -21,8 +21,8 @@
 #include "metadata/identity.h"
 #include "metadata/safetensors.h"
 
-#define SFS_MANIFEST_VERSION 3	      /* what this build writes */
-#define SFS_MANIFEST_VERSION_MIN 2    /* and the oldest it reads */
+#define SFS_MANIFEST_VERSION 4	      /* what this build writes */
+#define SFS_MANIFEST_VERSION_MIN 4    /* and the oldest it reads */
 #define SFS_MANIFEST_MAX (256u << 20) /* bytes of JSON accepted */
 #define SFS_MF_MAX_FILES 1000000
 #define SFS_MF_MAX_REGIONS 1000000
@@ -62,8 +62,16 @@ struct sfs_mfile {
 	char *path; /* relative, '/'-separated, no "." or ".." */
 	uint64_t size;
 	struct sfs_mmeta meta;
-	int has_xxh3; /* xxh3 is the whole file's XXH3-64 */
+	/* The whole file's XXH3-64: its digest.  Two sources publish the
+	 * same file when path, size and digest are equal (always set in
+	 * version 4). */
+	int has_xxh3;
 	uint64_t xxh3;
+	/* XXH3-64 of every 1 << csum_shift bytes of the file, from its
+	 * first byte (the last one shorter); csum_shift 0: none
+	 * published.  Owned, sfs_csum_count(size, csum_shift) values. */
+	uint32_t csum_shift;
+	uint64_t *sums;
 	size_t next, cap_ext;
 	struct sfs_extent *ext; /* tile [0, size) in order */
 };
@@ -82,11 +90,7 @@ struct sfs_remote {
 #define SFS_MF_CSUM_MAX_SHIFT 30 /* .. 1 GiB */
 
 struct sfs_region {
-	uint64_t len; /* > 0 */
-	/* XXH3-64 of every chunk of 1 << csum_shift bytes (the last one
-	 * shorter); csum_shift 0: none published. */
-	uint32_t csum_shift;
-	uint64_t *xxh3; /* owned, ceil(len / chunk) values */
+	uint64_t len;				     /* > 0 */
 	struct sfs_remote rem[SFS_MF_MAX_ENDPOINTS]; /* [i]: endpoint i */
 };
 
@@ -116,7 +120,10 @@ struct sfs_manifest {
 	char *model;
 	char *revision;
 	uint64_t generation;
-	uint64_t instance;	/* random per seed run: tells restarts apart */
+	uint64_t instance; /* random per seed run: tells restarts apart */
+	/* What the files hold (sfs_manifest_content): equal content means
+	 * the same bytes in every file, whoever publishes them. */
+	uint64_t content;
 	uint64_t grace_seconds; /* a superseded generation stays served */
 	size_t neps; /* 1..SFS_MF_MAX_ENDPOINTS, the seed's preference order */
 	struct sfs_endpoint eps[SFS_MF_MAX_ENDPOINTS];
@@ -147,10 +154,19 @@ int sfs_manifest_add_endpoint(struct sfs_manifest *m, const char *protocol,
 int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len, uint32_t *id);
 void sfs_manifest_set_remote(struct sfs_manifest *m, uint32_t id, size_t ep,
 			     uint64_t raddr, uint64_t key);
-/* Checksums of region @id: @n XXH3-64 values of 1 << @shift bytes each
- * (copied).  Returns 0, -EINVAL or -ENOMEM. */
-int sfs_manifest_set_checksums(struct sfs_manifest *m, uint32_t id,
+/* Checksums of file @idx: @n XXH3-64 values of 1 << @shift bytes each
+ * from its first byte (copied).  Returns 0, -EINVAL or -ENOMEM. */
+int sfs_manifest_set_checksums(struct sfs_manifest *m, size_t idx,
 			       uint32_t shift, const uint64_t *sums, size_t n);
+
+/*
+ * sfs_manifest_content - the content digest of @m's files: XXH3-64 over
+ * every directory path and every file's path, size and digest, in path
+ * order (docs/manifest.md).  Independent of how the bytes are laid out
+ * in a seed's memory, of inline limits and of checksum chunk sizes.
+ * Returns 0, -EINVAL (a file without a digest) or -ENOMEM.
+ */
+int sfs_manifest_content(const struct sfs_manifest *m, uint64_t *out);
 /* sfs_manifest_layout_ok - 1 if @s is a valid layout name (1..63 of
  * [A-Za-z0-9._:+-]), else 0. */
 int sfs_manifest_layout_ok(const char *s);

@@ -105,18 +105,22 @@ static size_t shard_end(const struct seed_mem *mm, size_t a, uint64_t *bytes)
 	return b;
 }
 
-static int add_inline_file(struct seed_gen *s, const char *path,
+static int add_inline_file(struct seed_gen *s, uint32_t shift, const char *path,
 			   const void *data, size_t len)
 {
 	size_t fidx;
+	struct seed_sums ss;
 	int rc = sfs_manifest_add_file(s->m, path, &fidx);
 	if (!rc && len)
 		rc = sfs_manifest_add_inline(s->m, fidx, data, len);
-	if (!rc) {
-		s->m->files[fidx].xxh3 = XXH3_64bits(len ? data : "", len);
-		s->m->files[fidx].has_xxh3 = 1;
-		s->total_bytes += len;
+	if (!rc && !(rc = seed_sums_start(&ss, shift))) {
+		rc = seed_sums_add(&ss, len ? data : "", len);
+		if (!rc)
+			rc = seed_sums_finish(&ss, s->m, fidx);
+		seed_sums_free(&ss);
 	}
+	if (!rc)
+		s->total_bytes += len;
 	return rc;
 }
 
@@ -139,7 +143,7 @@ static int add_parents(struct seed_gen *s, const char *path)
 }
 
 int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
-			 char *err, size_t errlen)
+			 uint32_t shift, char *err, size_t errlen)
 {
 	char *id_json = NULL;
 	json_t *index = NULL, *wmap = NULL;
@@ -154,7 +158,7 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 	for (size_t i = 0; i < mm->nfiles; i++) {
 		const struct seed_mem_file *f = &mm->files[i];
 		if ((rc = add_parents(s, f->path)) ||
-		    (rc = add_inline_file(s, f->path, f->data, f->len)))
+		    (rc = add_inline_file(s, shift, f->path, f->data, f->len)))
 			goto out;
 	}
 	if (!mm->ntensors) {
@@ -252,7 +256,7 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = add_inline_file(s, "model.safetensors.index.json", text,
+	rc = add_inline_file(s, shift, "model.safetensors.index.json", text,
 			     strlen(text));
 	free(text);
 out:
@@ -268,28 +272,35 @@ out:
 
 int seed_gen_publish_mem(struct seed_gen *s, const struct sfs_seed_cfg *cfg)
 {
-	XXH3_state_t *st = XXH3_createState();
-	int rc = 0;
+	struct seed_sums ss;
+	int started = 0, rc = 0;
 
-	if (!st)
-		return -ENOMEM;
+	/* A shard's digest and checksums run over its bytes as a loader
+	 * sees them: the header, then each tensor's bytes. */
 	for (size_t i = 0; i < s->nfiles && !rc; i++) {
 		struct seed_file *f = &s->files[i];
 		if (f->prefix) { /* the first piece of a shard */
-			XXH3_64bits_reset(st);
-			XXH3_64bits_update(st, f->prefix, f->prefix_len);
-			rc = sfs_manifest_add_inline(s->m, f->fidx, f->prefix,
-						     f->prefix_len);
+			if ((rc = seed_sums_start(&ss, cfg->csum_shift)))
+				break;
+			started = 1;
+			rc = seed_sums_add(&ss, f->prefix, f->prefix_len);
+			if (!rc)
+				rc = sfs_manifest_add_inline(s->m, f->fidx,
+							     f->prefix,
+							     f->prefix_len);
 		}
 		if (!rc && f->size) {
-			XXH3_64bits_update(st, f->map, (size_t)f->size);
-			rc = seed_piece_publish(s, cfg, f);
+			rc = seed_sums_add(&ss, f->map, f->size);
+			if (!rc)
+				rc = seed_piece_publish(s, cfg, f);
 		}
 		if (!rc && f->last) {
-			s->m->files[f->fidx].xxh3 = XXH3_64bits_digest(st);
-			s->m->files[f->fidx].has_xxh3 = 1;
+			rc = seed_sums_finish(&ss, s->m, f->fidx);
+			seed_sums_free(&ss);
+			started = 0;
 		}
 	}
-	XXH3_freeState(st);
+	if (started)
+		seed_sums_free(&ss);
 	return rc;
 }

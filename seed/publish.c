@@ -30,17 +30,82 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* XXH3-64 of every 1 << @shift bytes of @f's bytes: [new], NULL when
- * out of memory. */
-static uint64_t *chunk_sums(const struct seed_file *f, uint32_t shift)
+int seed_sums_start(struct seed_sums *ss, uint32_t shift)
 {
-	uint64_t cs = 1ull << shift;
-	size_t n = (size_t)sfs_csum_count(f->size, shift);
-	uint64_t *sums = malloc((n ? n : 1) * sizeof(*sums));
-	for (size_t k = 0; sums && k < n; k++)
-		sums[k] = XXH3_64bits((const char *)f->map + k * cs,
-				      (size_t)SFS_MIN(cs, f->size - k * cs));
-	return sums;
+	memset(ss, 0, sizeof(*ss));
+	ss->shift = shift;
+	if (!(ss->whole = XXH3_createState()) ||
+	    (shift && !(ss->chunk = XXH3_createState()))) {
+		seed_sums_free(ss);
+		return -ENOMEM;
+	}
+	XXH3_64bits_reset(ss->whole);
+	if (ss->chunk)
+		XXH3_64bits_reset(ss->chunk);
+	return 0;
+}
+
+static int sums_push(struct seed_sums *ss, uint64_t v)
+{
+	if (sfs_grow((void **)&ss->sums, &ss->cap, ss->n + 1,
+		     sizeof(ss->sums[0])))
+		return -ENOMEM;
+	ss->sums[ss->n++] = v;
+	return 0;
+}
+
+int seed_sums_add(struct seed_sums *ss, const void *data, uint64_t len)
+{
+	const uint8_t *p = data;
+	XXH3_64bits_update(ss->whole, p, (size_t)len);
+	if (!ss->shift)
+		return 0;
+	uint64_t cs = 1ull << ss->shift;
+	while (len) {
+		/* Whole chunks hash in one call; a chunk split across calls
+		 * goes through the streaming state. */
+		if (!ss->fill && len >= cs) {
+			if (sums_push(ss, XXH3_64bits(p, (size_t)cs)))
+				return -ENOMEM;
+			p += cs;
+			len -= cs;
+			continue;
+		}
+		uint64_t take = SFS_MIN(len, cs - ss->fill);
+		XXH3_64bits_update(ss->chunk, p, (size_t)take);
+		ss->fill += take;
+		p += take;
+		len -= take;
+		if (ss->fill == cs) {
+			if (sums_push(ss, XXH3_64bits_digest(ss->chunk)))
+				return -ENOMEM;
+			XXH3_64bits_reset(ss->chunk);
+			ss->fill = 0;
+		}
+	}
+	return 0;
+}
+
+int seed_sums_finish(struct seed_sums *ss, struct sfs_manifest *m, size_t fidx)
+{
+	struct sfs_mfile *f = &m->files[fidx];
+	f->xxh3 = XXH3_64bits_digest(ss->whole);
+	f->has_xxh3 = 1;
+	if (!ss->shift)
+		return 0;
+	if (ss->fill && sums_push(ss, XXH3_64bits_digest(ss->chunk)))
+		return -ENOMEM;
+	return sfs_manifest_set_checksums(m, fidx, ss->shift, ss->sums, ss->n);
+}
+
+void seed_sums_free(struct seed_sums *ss)
+{
+	if (ss->whole)
+		XXH3_freeState(ss->whole);
+	if (ss->chunk)
+		XXH3_freeState(ss->chunk);
+	free(ss->sums);
+	memset(ss, 0, sizeof(*ss));
 }
 
 int seed_add_tensor(struct sfs_manifest *m, const char *name, const char *dtype,
@@ -132,8 +197,7 @@ static int map_writable(struct seed_file *f, const char *abs)
 /* Register @f in pieces with every transport; each piece becomes one
  * region with one remote address and key per endpoint. */
 static int register_file(struct seed_gen *s, struct seed_file *f,
-			 uint64_t piece, uint32_t shift, const uint64_t *sums,
-			 uint32_t *first)
+			 uint64_t piece, uint32_t *first)
 {
 	size_t n = (size_t)((f->size + piece - 1) / piece);
 	int rc;
@@ -149,11 +213,6 @@ static int register_file(struct seed_gen *s, struct seed_file *f,
 			return rc;
 		if (i == 0)
 			*first = id;
-		/* Pieces are whole checksum chunks: a slice of the file's. */
-		if (sums && (rc = sfs_manifest_set_checksums(
-				     s->m, id, shift, sums + (off >> shift),
-				     (size_t)sfs_csum_count(len, shift))))
-			return rc;
 		for (size_t t = 0; t < s->nx; t++) {
 			struct sfs_xport_mr **mr = &f->mr[i * s->nx + t];
 			uint8_t raw[SFS_XPORT_RAWKEY_MAX];
@@ -197,14 +256,8 @@ static int add_remote_range(struct sfs_manifest *m, size_t fidx, uint32_t first,
 int seed_piece_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 		       struct seed_file *f)
 {
-	uint64_t *sums = NULL;
 	uint32_t first = 0;
-	int rc;
-
-	if (cfg->csum_shift && !(sums = chunk_sums(f, cfg->csum_shift)))
-		return -ENOMEM;
-	rc = register_file(s, f, cfg->mr_max, cfg->csum_shift, sums, &first);
-	free(sums);
+	int rc = register_file(s, f, cfg->mr_max, &first);
 	if (!rc)
 		rc = add_remote_range(s->m, f->fidx, first, cfg->mr_max, 0,
 				      f->size);
@@ -276,26 +329,25 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 			const struct sfs_walk_entry *e, struct seed_file *f,
 			char *err, size_t errlen)
 {
+	struct seed_sums ss;
 	uint32_t first = 0;
 	int rc;
 
-	/* The whole file's hash: replicas keep what did not change across
-	 * generations.  Of what is on disk, before anything else. */
-	struct sfs_mfile *mf = &s->m->files[f->fidx];
-	mf->xxh3 = XXH3_64bits(f->size ? f->map : "", (size_t)f->size);
-	mf->has_xxh3 = 1;
-	if (f->size == 0)
-		return 0;
+	/* The whole file's digest (replicas keep what did not change
+	 * across generations; sources of the same content are known by
+	 * it) and its checksums: of what is on disk, before anything
+	 * else.  Set once the file's extents are in the manifest. */
+	if ((rc = seed_sums_start(&ss, cfg->csum_shift)))
+		return rc;
+	rc = seed_sums_add(&ss, f->size ? f->map : "", f->size);
+	if (rc || f->size == 0)
+		goto out;
 	if (f->size <= cfg->inline_max) {
 		rc = sfs_manifest_add_inline(s->m, f->fidx, f->map, f->size);
 		munmap(f->map, f->size);
 		f->map = NULL;
-		return rc;
+		goto out;
 	}
-	/* Checksums of what is on disk, before anything else happens. */
-	uint64_t *sums = NULL;
-	if (cfg->csum_shift && !(sums = chunk_sums(f, cfg->csum_shift)))
-		return -ENOMEM;
 	int corrupt = cfg->test_corrupt_path &&
 		      !strcmp(cfg->test_corrupt_path, e->rel) &&
 		      cfg->test_corrupt_off < f->size;
@@ -307,13 +359,11 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 			cfg->test_corrupt_off, e->rel);
 	}
 	if (!rc)
-		rc = register_file(s, f, cfg->mr_max, cfg->csum_shift, sums,
-				   &first);
-	free(sums);
+		rc = register_file(s, f, cfg->mr_max, &first);
 	if (rc) {
 		snprintf(err, errlen, "cannot register %s with protocol %s: %s",
 			 e->rel, s->protocols, strerror(-rc));
-		return rc;
+		goto out;
 	}
 	/* The published file is byte-identical: the header inline, the
 	 * rest remote ranges over the file's own registration. */
@@ -323,6 +373,10 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	if (!rc)
 		rc = add_remote_range(s->m, f->fidx, first, cfg->mr_max,
 				      f->data_off, f->size);
+out:
+	if (!rc)
+		rc = seed_sums_finish(&ss, s->m, f->fidx);
+	seed_sums_free(&ss);
 	return rc;
 }
 
@@ -473,7 +527,8 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 	if (cfg->mem) {
 		/* The identity first: the shards' headers carry it. */
 		if ((rc = gen_identity(s, cfg, err, errlen)) ||
-		    (rc = seed_gen_prepare_mem(s, cfg->mem, err, errlen)))
+		    (rc = seed_gen_prepare_mem(s, cfg->mem, cfg->csum_shift,
+					       err, errlen)))
 			goto err;
 		mem_times(s->m);
 		*out = s;
@@ -553,6 +608,8 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	char why[400];
 	int rc = 0;
 
+	if (errlen)
+		err[0] = '\0';
 	s->nx = nx;
 	s->x = x;
 	s->writable = writable;
@@ -578,6 +635,9 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	if (rc) {
 		if (rc == -ENOMEM)
 			snprintf(err, errlen, "out of memory");
+		else if (!*err)
+			snprintf(err, errlen, "cannot publish: %s",
+				 strerror(-rc));
 		return rc;
 	}
 	if (!s->w && s->prev)
@@ -585,6 +645,10 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	rc = sfs_manifest_validate(s->m, why, sizeof(why));
 	if (rc) {
 		snprintf(err, errlen, "manifest self-check failed: %s", why);
+		return rc;
+	}
+	if ((rc = sfs_manifest_content(s->m, &s->m->content))) {
+		snprintf(err, errlen, "content digest: %s", strerror(-rc));
 		return rc;
 	}
 	rc = sfs_manifest_encode(s->m, &s->json, &s->json_len);

@@ -109,7 +109,7 @@ int seed_gen_publish(struct seed_gen *g, const struct sfs_seed_cfg *cfg,
  * -errno with one line in @err.  (memgen.c)
  */
 int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
-			 char *err, size_t errlen);
+			 uint32_t shift, char *err, size_t errlen);
 
 /* seed_gen_publish_mem - register the pieces, checksum, add extents.
  * Returns 0 or -errno.  (memgen.c) */
@@ -121,10 +121,29 @@ int seed_add_tensor(struct sfs_manifest *m, const char *name, const char *dtype,
 		    uint32_t ndim, const uint64_t *shape, size_t fidx,
 		    uint64_t off, uint64_t len, const void *bytes);
 
-/* seed_piece_publish - checksum and register @f's bytes, appended to its
- * manifest file as remote extents.  Returns 0 or -errno. */
+/* seed_piece_publish - register @f's bytes, appended to its manifest
+ * file as remote extents.  Returns 0 or -errno. */
 int seed_piece_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 		       struct seed_file *f);
+
+/*
+ * A file's digest (its whole XXH3-64) and checksums (XXH3-64 of every
+ * 1 << shift bytes from its first byte; shift 0: none), fed its bytes
+ * in order in pieces of any size.  start: 0 or -ENOMEM.  add: 0 or
+ * -ENOMEM.  finish: set them on file @fidx of @m (0 or -errno).  free:
+ * always, after start.
+ */
+struct seed_sums {
+	uint32_t shift;
+	uint64_t *sums;
+	size_t n, cap;
+	uint64_t fill; /* bytes of the chunk being hashed */
+	struct XXH3_state_s *chunk, *whole;
+};
+int seed_sums_start(struct seed_sums *ss, uint32_t shift);
+int seed_sums_add(struct seed_sums *ss, const void *data, uint64_t len);
+int seed_sums_finish(struct seed_sums *ss, struct sfs_manifest *m, size_t fidx);
+void seed_sums_free(struct seed_sums *ss);
 
 /*
  * seed_gen_withdraw - file @i of @g changed on disk under the seed: its

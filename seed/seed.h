@@ -115,7 +115,4 @@ int sfs_ctl_start(struct sfs_seed *s, const char *host, const char *port,
 		  size_t errlen);
 void sfs_ctl_stop(struct sfs_ctl *c);
 
-/* sfs_seed_main - `seedfs seed ...`; returns the exit status. */
-int sfs_seed_main(int argc, char **argv);
-
 #endif /* SFS_SEED_H */

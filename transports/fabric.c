@@ -53,6 +53,8 @@ static void fab_close(struct sfs_xport *base)
 	for (size_t i = 0; i < x->nmapped; i++)
 		fi_mr_unmap_key(x->domain, x->mapped[i]);
 	free(x->mapped);
+	for (size_t i = 0; i < x->npeers; i++)
+		free(x->peers[i]);
 	free(x->peers);
 	if (x->domain)
 		fi_close(&x->domain->fid);
@@ -251,7 +253,11 @@ static int fab_open(const struct sfs_xport_proto *p,
 	rc = fi_domain(x->fabric, x->info, &x->domain, NULL);
 	if (rc)
 		goto err_fi;
-	rc = fab_conn_open(x, &x->cur, &step);
+	/* A replica's peers get a connection each, so one that stalls is
+	 * reset alone; not where registrations belong to an endpoint. */
+	x->per_peer = cfg->role == SFS_XPORT_REPLICA &&
+		      !(x->mr_mode & FI_MR_ENDPOINT);
+	rc = fab_conn_open(x, NULL, 0, 1, &x->cur, &step);
 	if (rc)
 		goto err_fi;
 
@@ -519,30 +525,46 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 			return -EINVAL;
 		}
 	}
-	pthread_rwlock_rdlock(&x->ep_lock);
-	pthread_mutex_lock(&x->inflight.lock);
-	int rc = sfs_grow((void **)&x->peers, &x->cap_peers, x->npeers + 1,
-			  sizeof(x->peers[0]));
+	struct fab_peer *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->len = len;
+	memcpy(p->addr, addr, len);
+	const char *step = "fi_av_insert";
+	int rc;
+	/* A connection of its own is opened with the progress thread
+	 * stopped: it walks the peers. */
+	if (x->per_peer)
+		fab_stop_progress(x);
+	pthread_rwlock_wrlock(&x->ep_lock);
+	rc = sfs_grow((void **)&x->peers, &x->cap_peers, x->npeers + 1,
+		      sizeof(x->peers[0]));
+	if (rc) {
+		rc = -FI_ENOMEM;
+	} else if (!x->cur) {
+		rc = -FI_ESHUTDOWN;
+	} else if (x->per_peer) {
+		rc = fab_conn_open(x, &p, 1, 0, &p->conn, &step);
+	} else {
+		int k = fi_av_insert(x->cur->av, addr, 1, &fa, 0, NULL);
+		rc = k == 1 && fa == x->npeers ? 0 /* a table: in order */
+		     : k < 0		       ? k
+					       : -FI_EINVAL;
+	}
 	if (!rc) {
-		rc = x->cur ? fi_av_insert(x->cur->av, addr, 1, &fa, 0, NULL)
-			    : -FI_ESHUTDOWN;
-		if (rc == 1 && fa != x->npeers) {
-			rc = -FI_EINVAL; /* a table: indexes in order */
-		} else if (rc == 1) {
-			x->peers[x->npeers].len = len;
-			memcpy(x->peers[x->npeers].addr, addr, len);
-			x->npeers++;
-		}
+		*peer = x->npeers;
+		x->peers[x->npeers++] = p;
 	}
-	pthread_mutex_unlock(&x->inflight.lock);
 	pthread_rwlock_unlock(&x->ep_lock);
-	if (rc != 1) {
-		SFS_LOG(SFS_ERR, "xport", "%s: fi_av_insert: %s",
-			x->proto->name,
-			rc < 0 ? fi_strerror(-rc) : "address not inserted");
-		return rc < 0 ? fab_errno(rc) : -EINVAL;
+	if (x->per_peer && fab_start_progress(x))
+		SFS_LOG(SFS_ERR, "xport", "%s: progress thread lost",
+			x->proto->name);
+	if (rc) {
+		free(p);
+		SFS_LOG(SFS_ERR, "xport", "%s: adding a peer: %s: %s",
+			x->proto->name, step, fi_strerror(-rc));
+		return fab_errno(rc);
 	}
-	*peer = fa;
 	return 0;
 }
 
@@ -566,6 +588,16 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 	 * once quiesced there is none, and reads are refused. */
 	pthread_rwlock_rdlock(&x->ep_lock);
 	struct fab_conn *c = x->cur;
+	fi_addr_t fa = peer;
+	if (x->per_peer) {
+		struct fab_peer *p = peer < x->npeers ? x->peers[peer] : NULL;
+		if (!p || p->removed) {
+			pthread_rwlock_unlock(&x->ep_lock);
+			return p ? -ENOTCONN : -EINVAL;
+		}
+		c = p->conn;
+		fa = 0;
+	}
 	if (!c) {
 		pthread_rwlock_unlock(&x->ep_lock);
 		return -ESHUTDOWN;
@@ -594,7 +626,7 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 			unsigned spins = 0;
 			atomic_fetch_add(&c->inflight, 1);
 			while ((rc = fi_read(c->ep, (char *)rd->local + off,
-					     len, desc, peer, rd->raddr + off,
+					     len, desc, fa, rd->raddr + off,
 					     rd->rkey, &op->fctx)) ==
 			       -FI_EAGAIN) {
 				uint64_t el = sfs_now_ms() - start;
@@ -637,6 +669,8 @@ const struct sfs_xport_ops sfs_fabric_ops = {
 	.open = fab_open,
 	.quiesce = fab_quiesce,
 	.reset = fab_reset,
+	.peer_reset = fab_peer_reset,
+	.peer_remove = fab_peer_remove,
 	.close = fab_close,
 	.info = fab_info,
 	.mr_reg = fab_mr_reg,

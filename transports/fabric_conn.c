@@ -27,6 +27,7 @@
 #include <rdma/fi_errno.h>
 
 #define FAB_OLD_WARN 8 /* retired connections still busy: worth a line */
+#define FAB_NAP_FDS 64 /* more connections than this: polled */
 
 int fab_errno(ssize_t rc)
 {
@@ -133,7 +134,8 @@ static void conn_close(struct fab_xport *x, struct fab_conn *c)
 	free(c);
 }
 
-int fab_conn_open(struct fab_xport *x, struct fab_conn **out, const char **step)
+int fab_conn_open(struct fab_xport *x, struct fab_peer *const *ins, size_t n,
+		  int main, struct fab_conn **out, const char **step)
 {
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	struct fab_conn *c = calloc(1, sizeof(*c));
@@ -174,22 +176,25 @@ int fab_conn_open(struct fab_xport *x, struct fab_conn **out, const char **step)
 	*step = "fi_enable";
 	if ((rc = fi_enable(c->ep)))
 		goto err;
-	x->addr_len = sizeof(x->addr);
+	uint8_t addr[SFS_XPORT_ADDR_MAX];
+	size_t alen = sizeof(addr);
 	*step = "fi_getname";
-	if ((rc = fi_getname(&c->ep->fid, x->addr, &x->addr_len)))
+	if ((rc = fi_getname(&c->ep->fid, addr, &alen)))
 		goto err;
-	if (x->info->addr_format == FI_ADDR_STR)
-		snprintf(c->name, sizeof(c->name), "%.*s", (int)x->addr_len,
-			 (const char *)x->addr);
-	*step = "fi_av_insert";
-	pthread_mutex_lock(&x->inflight.lock);
-	for (size_t i = 0; !rc && i < x->npeers; i++) {
-		fi_addr_t fa = FI_ADDR_NOTAVAIL;
-		int n = fi_av_insert(c->av, x->peers[i].addr, 1, &fa, 0, NULL);
-		if (n != 1 || fa != i) /* a table: indexes in order */
-			rc = n < 0 ? n : -FI_EINVAL;
+	if (main) {
+		memcpy(x->addr, addr, alen);
+		x->addr_len = alen;
 	}
-	pthread_mutex_unlock(&x->inflight.lock);
+	if (x->info->addr_format == FI_ADDR_STR)
+		snprintf(c->name, sizeof(c->name), "%.*s", (int)alen,
+			 (const char *)addr);
+	*step = "fi_av_insert";
+	for (size_t i = 0; !rc && i < n; i++) {
+		fi_addr_t fa = FI_ADDR_NOTAVAIL;
+		int k = fi_av_insert(c->av, ins[i]->addr, 1, &fa, 0, NULL);
+		if (k != 1 || fa != i) /* a table: indexes in order */
+			rc = k < 0 ? k : -FI_EINVAL;
+	}
 	if (rc)
 		goto err;
 	*out = c;
@@ -199,25 +204,33 @@ err:
 	return rc;
 }
 
+/* Add @c's CQ to what nap waits on; 0 when it cannot be waited on. */
+static int nap_add(struct fab_conn *c, struct fid **fids, struct pollfd *pfd,
+		   size_t *n)
+{
+	if (!c)
+		return 1;
+	if (*n == FAB_NAP_FDS || c->wait_fd < 0)
+		return 0;
+	fids[*n] = &c->cq->fid;
+	pfd[*n].fd = c->wait_fd;
+	pfd[*n].events = POLLIN;
+	(*n)++;
+	return 1;
+}
+
 /* Sleep until a CQ may have something, at most FAB_WAIT_MS. */
 static void nap(struct fab_xport *x, unsigned int *idle)
 {
-	struct fid *fids[1 + FAB_OLD_WARN];
-	struct pollfd pfd[1 + FAB_OLD_WARN];
+	struct fid *fids[FAB_NAP_FDS];
+	struct pollfd pfd[FAB_NAP_FDS];
 	size_t n = 0;
-	int fds = 1;
+	int fds = nap_add(x->cur, fids, pfd, &n);
 
-	for (struct fab_conn *c = x->cur; c;
-	     c = c == x->cur ? x->old : c->next) {
-		if (n == SFS_ARRAY_SIZE(fids) || c->wait_fd < 0) {
-			fds = 0;
-			break;
-		}
-		fids[n] = &c->cq->fid;
-		pfd[n].fd = c->wait_fd;
-		pfd[n].events = POLLIN;
-		n++;
-	}
+	for (size_t i = 0; fds && i < x->npeers; i++)
+		fds = nap_add(x->peers[i]->conn, fids, pfd, &n);
+	for (struct fab_conn *c = x->old; fds && c; c = c->next)
+		fds = nap_add(c, fids, pfd, &n);
 	if (n && fds) {
 		if (fi_trywait(x->fabric, fids, (int)n) == FI_SUCCESS)
 			poll(pfd, n, FAB_WAIT_MS);
@@ -234,7 +247,18 @@ static void *progress(void *arg)
 	unsigned int idle = 0;
 
 	while (!atomic_load(&x->stop)) {
-		int got = x->cur ? drain(x, x->cur) : 0, bad = got < 0;
+		int got = 0, bad = 0;
+		if (x->cur) {
+			int n = drain(x, x->cur);
+			bad |= n < 0;
+			got += n > 0 ? n : 0;
+		}
+		for (size_t i = 0; i < x->npeers; i++) {
+			struct fab_conn *c = x->peers[i]->conn;
+			int n = c ? drain(x, c) : 0;
+			bad |= n < 0;
+			got += n > 0 ? n : 0;
+		}
 		/* Retired connections: progressed until nothing is in
 		 * flight on them, then closed. */
 		for (struct fab_conn **pc = &x->old; *pc;) {
@@ -276,7 +300,7 @@ int fab_start_progress(struct fab_xport *x)
 	return 0;
 }
 
-static void stop_progress(struct fab_xport *x)
+void fab_stop_progress(struct fab_xport *x)
 {
 	if (x->thread_started) {
 		atomic_store(&x->stop, 1);
@@ -285,9 +309,49 @@ static void stop_progress(struct fab_xport *x)
 	}
 }
 
+void fab_retire(struct fab_xport *x, struct fab_conn *c)
+{
+	if (!c)
+		return;
+	c->next = x->old;
+	x->old = c;
+}
+
+static size_t count_old(const struct fab_xport *x)
+{
+	size_t n = 0;
+	for (const struct fab_conn *c = x->old; c; c = c->next)
+		n++;
+	return n;
+}
+
+/* A fresh connection in place of x->cur, or of peer @i's own (@i <
+ * npeers): x->ep_lock held for writing, progress stopped.  The reads
+ * left on the old one, or -errno. */
+static int renew(struct fab_xport *x, size_t i, const char **step)
+{
+	struct fab_conn *fresh = NULL, **slot;
+	int rc;
+	if (i < x->npeers) {
+		slot = &x->peers[i]->conn;
+		rc = fab_conn_open(x, &x->peers[i], 1, 0, &fresh, step);
+	} else {
+		slot = &x->cur;
+		rc = fab_conn_open(x, x->per_peer ? NULL : x->peers,
+				   x->per_peer ? 0 : x->npeers, 1, &fresh,
+				   step);
+	}
+	if (rc)
+		return fab_errno(rc);
+	int left = *slot ? atomic_load(&(*slot)->inflight) : 0;
+	fab_retire(x, *slot);
+	*slot = fresh;
+	return left;
+}
+
 /*
- * A new connection: every peer is reached anew by the next read.  Reads
- * in flight on the old one are not cancelled: they complete or fail as
+ * New connections: every peer is reached anew by the next read.  Reads
+ * in flight on the old ones are not cancelled: they complete or fail as
  * the old connection allows, and it is closed after (see fab_conn).
  * Registrations belong to the domain and stay valid, unless they are
  * bound to the endpoint (FI_MR_ENDPOINT): then a reset is refused.
@@ -295,32 +359,26 @@ static void stop_progress(struct fab_xport *x)
 int fab_reset(struct sfs_xport *base)
 {
 	struct fab_xport *x = to_fab(base);
-	struct fab_conn *fresh = NULL;
 	const char *step = "";
+	int left = 0, rc = 0;
 
 	if (x->mr_mode & FI_MR_ENDPOINT)
 		return -EOPNOTSUPP;
-	stop_progress(x);
+	fab_stop_progress(x);
 	pthread_rwlock_wrlock(&x->ep_lock);
-	int rc = fab_conn_open(x, &fresh, &step);
-	size_t nold = 0;
-	int left = 0;
-	if (!rc) {
-		if (x->cur) {
-			left = atomic_load(&x->cur->inflight);
-			x->cur->next = x->old;
-			x->old = x->cur;
-		}
-		x->cur = fresh;
-		for (struct fab_conn *c = x->old; c; c = c->next)
-			nold++;
+	for (size_t i = 0; i <= x->npeers && rc >= 0; i++) {
+		if (i < x->npeers && (!x->per_peer || x->peers[i]->removed))
+			continue;
+		rc = renew(x, i, &step);
+		left += rc > 0 ? rc : 0;
 	}
+	size_t nold = count_old(x);
 	pthread_rwlock_unlock(&x->ep_lock);
 	int prc = fab_start_progress(x);
-	if (rc) {
+	if (rc < 0) {
 		SFS_LOG(SFS_ERR, "xport", "%s: reset: %s failed: %s",
-			x->proto->name, step, fi_strerror(-rc));
-		return fab_errno(rc);
+			x->proto->name, step, strerror(-rc));
+		return rc;
 	}
 	if (prc) {
 		SFS_LOG(SFS_ERR, "xport", "%s: reset: progress thread: %s",
@@ -334,6 +392,59 @@ int fab_reset(struct sfs_xport *base)
 	return 0;
 }
 
+int fab_peer_reset(struct sfs_xport *base, uint64_t peer)
+{
+	struct fab_xport *x = to_fab(base);
+	const char *step = "";
+
+	if (!x->per_peer)
+		return fab_reset(base);
+	fab_stop_progress(x);
+	pthread_rwlock_wrlock(&x->ep_lock);
+	int rc = peer < x->npeers && !x->peers[peer]->removed
+			 ? renew(x, (size_t)peer, &step)
+			 : -EINVAL;
+	size_t nold = count_old(x);
+	pthread_rwlock_unlock(&x->ep_lock);
+	int prc = fab_start_progress(x);
+	if (rc < 0) {
+		SFS_LOG(SFS_ERR, "xport", "%s: reset of peer %llu: %s: %s",
+			x->proto->name, (unsigned long long)peer,
+			rc == -EINVAL ? "no such peer" : step, strerror(-rc));
+		return rc;
+	}
+	if (prc) {
+		SFS_LOG(SFS_ERR, "xport", "%s: reset: progress thread: %s",
+			x->proto->name, strerror(-prc));
+		return prc;
+	}
+	SFS_LOG(nold >= FAB_OLD_WARN ? SFS_WARN : SFS_INFO, "xport",
+		"%s: new endpoint for peer %llu: its next read connects "
+		"again (%d reads left on the old one, %zu old endpoint%s "
+		"still busy)",
+		x->proto->name, (unsigned long long)peer, rc, nold,
+		nold == 1 ? "" : "s");
+	return 0;
+}
+
+void fab_peer_remove(struct sfs_xport *base, uint64_t peer)
+{
+	struct fab_xport *x = to_fab(base);
+	if (!x->per_peer)
+		return; /* shared: nothing of its own */
+	fab_stop_progress(x);
+	pthread_rwlock_wrlock(&x->ep_lock);
+	if (peer < x->npeers && !x->peers[peer]->removed) {
+		x->peers[peer]->removed = 1;
+		fab_retire(x, x->peers[peer]->conn);
+		x->peers[peer]->conn = NULL;
+	}
+	pthread_rwlock_unlock(&x->ep_lock);
+	if (fab_start_progress(x))
+		SFS_LOG(SFS_ERR, "xport", "%s: progress thread lost",
+			x->proto->name);
+}
+
 /*
  * Stop the progress thread and close every connection with nothing in
  * flight.  One that still has reads in flight is left open and its
@@ -344,13 +455,14 @@ size_t fab_quiesce(struct sfs_xport *base)
 {
 	struct fab_xport *x = to_fab(base);
 
-	stop_progress(x);
+	fab_stop_progress(x);
 	pthread_rwlock_wrlock(&x->ep_lock);
-	struct fab_conn *all = x->old;
-	if (x->cur) {
-		x->cur->next = all;
-		all = x->cur;
+	for (size_t i = 0; i < x->npeers; i++) {
+		fab_retire(x, x->peers[i]->conn);
+		x->peers[i]->conn = NULL;
 	}
+	fab_retire(x, x->cur);
+	struct fab_conn *all = x->old;
 	x->cur = x->old = NULL;
 	for (struct fab_conn *c = all, *next; c; c = next) {
 		next = c->next;

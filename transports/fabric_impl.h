@@ -27,7 +27,11 @@
 
 /*
  * A connection: an endpoint with its own completion queue and address
- * vector.  Reads are posted to x->cur.  A reset moves it to x->old and
+ * vector.  A seed has one (x->cur, its published address).  A replica
+ * has one per peer (each peer's reads go to its own, so one seed that
+ * stalls is reset without touching the others), besides x->cur; where
+ * registrations are bound to endpoints (FI_MR_ENDPOINT) every peer
+ * shares x->cur instead.  A reset moves a connection to x->old and
  * opens a new one; the old one keeps being progressed (its reads
  * complete or fail as they will) and is closed once nothing is in
  * flight on it, because libfabric 1.17's tcp provider crashes when an
@@ -54,6 +58,8 @@ struct fab_op {
 struct fab_peer {
 	size_t len;
 	uint8_t addr[SFS_XPORT_ADDR_MAX];
+	struct fab_conn *conn; /* its own (per_peer), else NULL */
+	int removed;	       /* sfs_xport_peer_remove: no more reads */
 };
 
 struct fab_xport {
@@ -85,10 +91,13 @@ struct fab_xport {
 	atomic_bool stop;
 
 	struct sfs_xreq_list inflight;
-	/* The peers' addresses, in fi_addr order, to insert them into a
-	 * new connection: protected by inflight.lock. */
+	/* A connection per peer (replicas, unless FI_MR_ENDPOINT). */
+	int per_peer;
+	/* The peers, in the order they were added (their ids): changed
+	 * under ep_lock for writing with the progress thread stopped, read
+	 * under ep_lock or by the progress thread. */
 	size_t npeers, cap_peers;
-	struct fab_peer *peers;
+	struct fab_peer **peers;
 	size_t abandoned; /* quiesce: reads left on unclosable connections */
 
 	size_t addr_len;
@@ -112,18 +121,30 @@ struct fab_mr {
 int fab_errno(ssize_t rc);
 
 /*
- * fab_conn_open - a new connection of @x with every known peer inserted
- * in its order (x->ep_lock held for writing, or @x not shared yet).
- * Returns 0 or a libfabric error, *step naming the call.
+ * fab_conn_open - a new connection of @x with the @n peers @ins
+ * inserted in their order (fi_addr 0..n-1) (x->ep_lock held for
+ * writing, or @x not shared yet).  @main: it is x->cur, whose address
+ * @x publishes.  Returns 0 or a libfabric error, *step naming the call.
  */
-int fab_conn_open(struct fab_xport *x, struct fab_conn **out,
-		  const char **step);
+int fab_conn_open(struct fab_xport *x, struct fab_peer *const *ins, size_t n,
+		  int main, struct fab_conn **out, const char **step);
+
+/* fab_stop_progress - stop the progress thread (before changing what
+ * it reads); fab_start_progress starts it again. */
+void fab_stop_progress(struct fab_xport *x);
+
+/* fab_retire - @c leaves service: progressed until idle, then closed
+ * (progress thread stopped). */
+void fab_retire(struct fab_xport *x, struct fab_conn *c);
 
 /* fab_start_progress - the progress thread.  0 or -errno. */
 int fab_start_progress(struct fab_xport *x);
 
-/* fab_reset, fab_quiesce - the ops (see transport.h). */
+/* fab_reset, fab_peer_reset, fab_peer_remove, fab_quiesce - the ops
+ * (see transport.h). */
 int fab_reset(struct sfs_xport *base);
+int fab_peer_reset(struct sfs_xport *base, uint64_t peer);
+void fab_peer_remove(struct sfs_xport *base, uint64_t peer);
 size_t fab_quiesce(struct sfs_xport *base);
 
 #endif /* SFS_FABRIC_IMPL_H */

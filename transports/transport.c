@@ -161,6 +161,15 @@ int sfs_xport_reset(struct sfs_xport *x)
 	return x->ops->reset ? x->ops->reset(x) : -EOPNOTSUPP;
 }
 
+int sfs_xport_peer_reset(struct sfs_xport *x, uint64_t peer)
+{
+	if (x->ops->hello)
+		return -EOPNOTSUPP;
+	if (x->ops->peer_reset)
+		return x->ops->peer_reset(x, peer);
+	return sfs_xport_reset(x);
+}
+
 void sfs_xport_peer_remove(struct sfs_xport *x, uint64_t peer)
 {
 	if (x->ops->peer_remove)

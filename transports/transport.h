@@ -122,6 +122,18 @@ size_t sfs_xport_quiesce(struct sfs_xport *x);
 int sfs_xport_reset(struct sfs_xport *x);
 
 /*
+ * sfs_xport_peer_reset - the connection to @peer alone is wedged or
+ * broken: make it anew (the next read to @peer connects again); the
+ * other peers' reads go on undisturbed.  Reads in flight to @peer are
+ * not cancelled: they complete or fail as the old connection allows.
+ * Backends that cannot reset one peer reset everything
+ * (sfs_xport_reset); hello backends answer -EOPNOTSUPP (remove the peer
+ * and connect again).  Returns 0 or -errno.  Thread safe, but not with
+ * reset or quiesce.
+ */
+int sfs_xport_peer_reset(struct sfs_xport *x, uint64_t peer);
+
+/*
  * sfs_xport_peer_remove - @peer will not be read again: tear down what
  * belongs to it alone (a raw verbs queue pair; reads in flight on it
  * fail).  Nothing for libfabric.  Thread safe.

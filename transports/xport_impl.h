@@ -19,6 +19,8 @@ struct sfs_xport_ops {
 	size_t (*quiesce)(struct sfs_xport *x);
 	/* Optional (NULL: -EOPNOTSUPP): see sfs_xport_reset. */
 	int (*reset)(struct sfs_xport *x);
+	/* Optional (NULL: a reset of everything): see sfs_xport_peer_reset. */
+	int (*peer_reset)(struct sfs_xport *x, uint64_t peer);
 	/* Optional (NULL: nothing to tear down). */
 	void (*peer_remove)(struct sfs_xport *x, uint64_t peer);
 	void (*close)(struct sfs_xport *x);

@@ -23,9 +23,9 @@ if dd if="$M/$F" of="$WORK/out" bs=4096 skip=$((BAD / 4096)) count=1 \
 	fail "the corrupt byte was served"
 fi
 grep -q "Input/output error" "$WORK/dd.err" || fail "not EIO: $(cat "$WORK/dd.err")"
-grep -q "checksum mismatch: region .* from seed $HOST:$SEED_PORT" "$WORK/mount.log" ||
+grep -q "checksum mismatch: m generation 1 object [0-9]* bytes .* from seed $HOST:$SEED_PORT" "$WORK/mount.log" ||
 	fail "cache did not log the mismatch"
-grep -q "pulling region .* again after a checksum mismatch" "$WORK/mount.log" ||
+grep -q "pulling m generation 1 object [0-9]* chunk [0-9]* again after a checksum mismatch" "$WORK/mount.log" ||
 	fail "no retry"
 grep -q "read m/$F \[[0-9]*, +[0-9]*): bytes do not match the seed's checksum" \
 	"$WORK/mount.log" || fail "no file-level log line"

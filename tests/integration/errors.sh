@@ -40,7 +40,7 @@ serve() { # FILE [STATUS]: sets HTTP_PORT
 	for i in $(seq 100); do grep -q port "$WORK/http.out" && break; sleep 0.05; done
 	HTTP_PORT=$(sed -n 's/port //p' "$WORK/http.out")
 }
-good_head='"seedfs_manifest":2,"model":"x","revision":"","generation":1,"endpoints":[{"protocol":"tcp","provider":"tcp;ofi_rxm","address":"02000050 7f000001 0000000000000000"}]'
+good_head='"seedfs_manifest":4,"model":"x","revision":"","generation":1,"endpoints":[{"protocol":"tcp","provider":"tcp;ofi_rxm","address":"02000050 7f000001 0000000000000000"}]'
 good_head=${good_head// /}
 bad_manifest() { # NAME JSON-TAIL PATTERN
 	printf '{%s,%s}' "$good_head" "$2" >"$WORK/$1.json"
@@ -50,16 +50,16 @@ bad_manifest() { # NAME JSON-TAIL PATTERN
 	ok "$1: $(cat "$WORK/err")"
 }
 bad_manifest extent_past_region \
-	'"regions":[{"id":0,"length":10,"remote":[{"address":"0x0","key":"0x1"}]}],"dirs":[],"files":[{"path":"a","size":20,"extents":[{"region":0,"offset":5,"length":20}]}],"tensors":[]' \
+	'"regions":[{"id":0,"length":10,"remote":[{"address":"0x0","key":"0x1"}]}],"dirs":[],"files":[{"path":"a","size":20,"xxh3":"0x1","extents":[{"region":0,"offset":5,"length":20}]}],"tensors":[]' \
 	"files[0].extents[0]"
 bad_manifest path_traversal \
-	'"regions":[],"dirs":[],"files":[{"path":"../../etc/shadow","size":1,"extents":[{"inline":"eA=="}]}],"tensors":[]' \
+	'"regions":[],"dirs":[],"files":[{"path":"../../etc/shadow","size":1,"xxh3":"0x1","extents":[{"inline":"eA=="}]}],"tensors":[]' \
 	"files[0].path"
 bad_manifest huge_size \
-	'"regions":[],"dirs":[],"files":[{"path":"a","size":99999999999999999,"extents":[]}],"tensors":[]' \
+	'"regions":[],"dirs":[],"files":[{"path":"a","size":99999999999999999,"xxh3":"0x1","extents":[]}],"tensors":[]' \
 	"files[0].size"
 bad_manifest tensor_outside_file \
-	'"regions":[],"dirs":[],"files":[{"path":"a","size":1,"extents":[{"inline":"eA=="}]}],"tensors":[{"name":"t","dtype":"U8","shape":[4],"file":"a","offset":0,"length":4}]' \
+	'"regions":[],"dirs":[],"files":[{"path":"a","size":1,"xxh3":"0x1","extents":[{"inline":"eA=="}]}],"tensors":[{"name":"t","dtype":"U8","shape":[4],"file":"a","offset":0,"length":4}]' \
 	"tensors[0]"
 printf 'hello' >"$WORK/notjson"
 serve "$WORK/notjson"

@@ -108,7 +108,7 @@ for cs in default 4G; do
 	opts=()
 	[ $cs = default ] || opts=(--cache-size $cs)
 	mount_seed "$MNT" "${opts[@]}"
-	line=$(grep "mount: ready in" "$WORK/mount.log" | tail -n 1)
+	line=$(grep "replica: ready in" "$WORK/mount.log" | tail -n 1)
 	rest=$(echo "$line" | sed -n 's/.*the rest \([0-9.]*\) s).*/\1/p')
 	[ -n "$rest" ] || fail "no ready line: $line"
 	awk -v r="$rest" 'BEGIN { exit !(r < 0.5) }' || fail "cache $cs: $line"

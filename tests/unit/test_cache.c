@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the chunk cache over a real transport: a "seed" endpoint
+ * Unit tests of the chunk cache over a real transport: "seed" endpoints
  * and a "replica" endpoint of libfabric tcp on loopback in one process.
  * Single flight (one pull per chunk whatever the readers), byte-exact
- * data, eviction within the bound.
+ * data, eviction within the bound, checksums; several holders of one
+ * set: striping, failover, a partial holder, inline pieces, a holder
+ * with wrong bytes.
  */
 #include "check_run.h"
 
@@ -13,6 +15,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,12 +27,32 @@
 #define CHUNK (64u << 10)
 #define NCHUNKS 48
 
-static struct sfs_xport *seed, *replica;
-static struct sfs_xport_mr *seed_mr;
-static uint8_t *data;
+static struct sfs_xport *seed, *replica, *seed2;
+static struct sfs_xport_mr *seed_mr, *copy_mr, *bad_mr;
+static uint8_t *data, *copy, *wrongb; /* seed2: a copy, and wrong bytes */
+static uint64_t peer2;
+static struct sfs_cache_piece copy_piece, bad_piece;
 static size_t data_len = (size_t)CHUNK * NCHUNKS - 1234; /* odd tail */
 static uint64_t peer;
-static struct sfs_cache_region region;
+static struct sfs_cache_piece piece; /* the whole of data, remote */
+
+/* A set of one object: data, with @sums (or none), held by @p through
+ * @pc (a single remote piece unless given). */
+static uint32_t add_one(struct sfs_cache *c, uint32_t p,
+			const struct sfs_cache_piece *pc, size_t npc,
+			uint32_t shift, const uint64_t *sums, uint32_t *holder)
+{
+	struct sfs_cache_obj o = {
+		.len = data_len, .csum_shift = shift, .xxh3 = sums};
+	struct sfs_cache_hobj ho = {.pieces = pc ? pc : &piece,
+				    .npieces = pc ? npc : 1};
+	uint32_t set, h;
+	ck_assert_int_eq(sfs_cache_add_set(c, "test", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p, &ho, 1, 0, &h), 0);
+	if (holder)
+		*holder = h;
+	return set;
+}
 
 static void setup(void)
 {
@@ -56,22 +79,93 @@ static void setup(void)
 	ck_assert_int_eq(sfs_xport_mr_reg(seed, data, data_len,
 					  SFS_XPORT_REMOTE_READ, &seed_mr),
 			 0);
-	sfs_xport_mr_export(seed_mr, &region.raddr, &region.key, raw, &rl);
-	region.len = data_len;
+	sfs_xport_mr_export(seed_mr, &piece.raddr, &piece.key, raw, &rl);
+	piece.len = data_len;
 	sfs_xport_info(seed, &in);
 	ck_assert_int_eq(
 		sfs_xport_peer_add(replica, in.addr, in.addr_len, &peer), 0);
+
+	/* A second seed with the same bytes, and with every byte wrong. */
+	ck_assert_msg(sfs_xport_open(&sc, &seed2, err, sizeof(err)) == 0, "%s",
+		      err);
+	copy = malloc(data_len);
+	wrongb = malloc(data_len);
+	memcpy(copy, data, data_len);
+	for (size_t i = 0; i < data_len; i++)
+		wrongb[i] = data[i] ^ 0x5a;
+	ck_assert_int_eq(sfs_xport_mr_reg(seed2, copy, data_len,
+					  SFS_XPORT_REMOTE_READ, &copy_mr),
+			 0);
+	ck_assert_int_eq(sfs_xport_mr_reg(seed2, wrongb, data_len,
+					  SFS_XPORT_REMOTE_READ, &bad_mr),
+			 0);
+	sfs_xport_mr_export(copy_mr, &copy_piece.raddr, &copy_piece.key, raw,
+			    &rl);
+	sfs_xport_mr_export(bad_mr, &bad_piece.raddr, &bad_piece.key, raw, &rl);
+	copy_piece.len = bad_piece.len = data_len;
+	sfs_xport_info(seed2, &in);
+	ck_assert_int_eq(
+		sfs_xport_peer_add(replica, in.addr, in.addr_len, &peer2), 0);
 }
 
 static void teardown(void)
 {
 	sfs_xport_close(replica);
 	sfs_xport_mr_dereg(seed_mr);
+	sfs_xport_mr_dereg(copy_mr);
+	sfs_xport_mr_dereg(bad_mr);
 	sfs_xport_close(seed);
+	sfs_xport_close(seed2);
 	munmap(data, data_len);
+	free(copy);
+	free(wrongb);
 }
 
-static struct sfs_cache *new_cache(size_t nchunks, uint32_t *src)
+/* A cache of @nchunks chunks, and peers on both seeds. */
+static struct sfs_cache *two_peers(size_t nchunks, uint32_t *p1, uint32_t *p2)
+{
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * nchunks,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 10000};
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "seed one", p1), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "seed two", p2), 0);
+	return c;
+}
+
+/* Every checksum of data, in 16 KiB chunks: [new]. */
+static uint64_t *data_sums(uint32_t shift)
+{
+	size_t n = (size_t)((data_len + (1u << shift) - 1) >> shift);
+	uint64_t *sums = malloc(n * sizeof(*sums));
+	for (size_t k = 0; k < n; k++)
+		sums[k] = XXH3_64bits(
+			data + (k << shift),
+			SFS_MIN((size_t)1 << shift, data_len - (k << shift)));
+	return sums;
+}
+
+/* A set of data held by both seeds; *h2 the second holder. */
+static uint32_t add_two(struct sfs_cache *c, uint32_t p1, uint32_t p2,
+			const struct sfs_cache_piece *second,
+			const uint64_t *sums, int partial2, uint32_t *h2)
+{
+	struct sfs_cache_obj o = {
+		.len = data_len, .csum_shift = sums ? 14 : 0, .xxh3 = sums};
+	struct sfs_cache_hobj a = {&piece, 1}, b = {second, 1};
+	uint32_t set, h1;
+	ck_assert_int_eq(sfs_cache_add_set(c, "two", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p1, &a, 1, 0, &h1), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &b, 1, partial2, h2),
+			 0);
+	return set;
+}
+
+static struct sfs_cache *new_cache(size_t nchunks, uint32_t *set)
 {
 	char err[256];
 	struct sfs_cache *c;
@@ -79,10 +173,11 @@ static struct sfs_cache *new_cache(size_t nchunks, uint32_t *src)
 				    .size = (uint64_t)CHUNK * nchunks,
 				    .chunk_size = CHUNK,
 				    .timeout_ms = 5000};
+	uint32_t p;
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_int_eq(
-		sfs_cache_add_source(c, peer, "test seed", &region, 1, src), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	*set = add_one(c, p, NULL, 0, 0, NULL, NULL);
 	return c;
 }
 
@@ -194,17 +289,14 @@ START_TEST(checksums_verified_and_mismatch_refused)
 				    .size = (uint64_t)CHUNK * 16,
 				    .chunk_size = CHUNK,
 				    .timeout_ms = 5000};
-	struct sfs_cache_region reg = region;
-	uint32_t src;
-	reg.csum_shift = shift;
-	reg.xxh3 = sums;
+	uint32_t src, p;
 	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(sfs_cache_add_source(c, peer, "test", &reg, 1, &src),
-			 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test", &p), 0);
+	src = add_one(c, p, NULL, 0, shift, sums, NULL);
 	/* Chunks 0, 1 and 3 verify and read right. */
 	ck_assert_int_eq(read_check(c, src, 0, 2 * CHUNK), 0);
 	ck_assert_int_eq(read_check(c, src, 3 * CHUNK, CHUNK), 0);
-	/* Chunk 2 never: pulled, pulled once more, refused. */
+	/* Chunk 2 never: pulled, pulled again, refused. */
 	ck_assert_int_eq(read_check(c, src, 2 * CHUNK + 100, 10), -EBADMSG);
 	struct sfs_cache_stats st;
 	sfs_cache_stats(c, &st);
@@ -213,15 +305,15 @@ START_TEST(checksums_verified_and_mismatch_refused)
 	 * read at once (a retry once kept the first pull's deadline and
 	 * could mark a healthy seed down). */
 	struct sfs_cache_peer_info pi;
-	ck_assert_int_eq(sfs_cache_peer(c, src, &pi), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p, &pi), 0);
 	ck_assert_int_eq(pi.state, SFS_PEER_UP);
 	ck_assert_uint_eq(st.timeouts, 0);
 	ck_assert_uint_eq(st.unavailable, 0);
 	ck_assert_int_eq(read_check(c, src, 4 * CHUNK, CHUNK), 0);
 	/* Checksum chunks larger than cache chunks cannot be verified. */
-	reg.csum_shift = 20;
-	ck_assert_int_eq(sfs_cache_add_source(c, peer, "t", &reg, 1, &src),
-			 -EINVAL);
+	struct sfs_cache_obj big = {
+		.len = data_len, .csum_shift = 20, .xxh3 = sums};
+	ck_assert_int_eq(sfs_cache_add_set(c, "t", &big, 1, &src), -EINVAL);
 	sfs_cache_free(c);
 	free(sums);
 }
@@ -243,8 +335,8 @@ START_TEST(read_after_quiesce_refused)
 	size_t left = sfs_xport_quiesce(replica);
 	static uint8_t buf[CHUNK];
 	struct sfs_xport_rd rd = {.local = buf,
-				  .raddr = region.raddr,
-				  .rkey = region.key,
+				  .raddr = piece.raddr,
+				  .rkey = piece.key,
 				  .len = CHUNK};
 	ck_assert_int_eq(sfs_xport_read(replica, peer, &rd, 1, NULL, NULL),
 			 -ESHUTDOWN);
@@ -293,11 +385,11 @@ START_TEST(lost_pull_recovered)
 	ck_assert_int_eq(sfs_xport_mr_reg(s, data, data_len,
 					  SFS_XPORT_REMOTE_READ, &mr2),
 			 0);
-	struct sfs_cache_region regs[2] = {{.len = len}, {.len = data_len}};
+	struct sfs_cache_piece pcs[2] = {{.len = len}, {.len = data_len}};
 	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
 	size_t rl;
-	sfs_xport_mr_export(mr, &regs[0].raddr, &regs[0].key, raw, &rl);
-	sfs_xport_mr_export(mr2, &regs[1].raddr, &regs[1].key, raw, &rl);
+	sfs_xport_mr_export(mr, &pcs[0].raddr, &pcs[0].key, raw, &rl);
+	sfs_xport_mr_export(mr2, &pcs[1].raddr, &pcs[1].key, raw, &rl);
 	struct sfs_xport_info in;
 	uint64_t p2;
 	sfs_xport_info(s, &in);
@@ -307,10 +399,13 @@ START_TEST(lost_pull_recovered)
 				    .size = (uint64_t)CHUNK * 32,
 				    .chunk_size = CHUNK,
 				    .timeout_ms = 1000};
-	uint32_t src;
+	uint32_t src, cp, h;
 	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(sfs_cache_add_source(c, p2, "lossy", regs, 2, &src),
-			 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, p2, "lossy", &cp), 0);
+	struct sfs_cache_obj objs[2] = {{.len = len}, {.len = data_len}};
+	struct sfs_cache_hobj ho[2] = {{&pcs[0], 1}, {&pcs[1], 1}};
+	ck_assert_int_eq(sfs_cache_add_set(c, "lossy", objs, 2, &src), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, src, cp, ho, 2, 0, &h), 0);
 
 	ck_assert_int_eq(ftruncate(fd, 0), 0);
 	/* The lost one, then reads that complete after it. */
@@ -357,6 +452,243 @@ START_TEST(lost_pull_recovered)
 }
 END_TEST
 
+/* Two holders of one set: a sequential read with read-ahead is spread
+ * over both, byte-exact. */
+START_TEST(striped_over_two_holders)
+{
+	uint32_t p1, p2, h2;
+	struct sfs_cache *c = two_peers(2 * NCHUNKS + 8, &p1, &p2);
+	/* Both connections made first (that takes longer than pulling
+	 * the whole of this small object over loopback). */
+	uint32_t w1 = add_one(c, p1, NULL, 0, 0, NULL, NULL);
+	uint32_t w2 = add_one(c, p2, &copy_piece, 1, 0, NULL, NULL);
+	ck_assert_int_eq(read_check(c, w1, 0, 100), 0);
+	ck_assert_int_eq(read_check(c, w2, 0, 100), 0);
+	struct sfs_cache_peer_info a, b;
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &a), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &b), 0);
+	uint64_t a0 = a.pulls, b0 = b.pulls;
+	uint32_t set = add_two(c, p1, p2, &copy_piece, NULL, 0, &h2);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
+	ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &a), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &b), 0);
+	a.pulls -= a0;
+	b.pulls -= b0;
+	ck_assert_uint_eq(a.pulls + b.pulls, NCHUNKS);
+	ck_assert_msg(a.pulls >= NCHUNKS / 5 && b.pulls >= NCHUNKS / 5,
+		      "pulls %" PRIu64 " and %" PRIu64, a.pulls, b.pulls);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/* A holder whose pulls fail (a key it does not have): every read is
+ * served by the other, no reader sees an error. */
+START_TEST(failover_on_failing_holder)
+{
+	uint32_t p1, p2, h2;
+	struct sfs_cache *c = two_peers(NCHUNKS + 8, &p1, &p2);
+	struct sfs_cache_piece wrong = copy_piece;
+	wrong.key ^= 0x7777;
+	wrong.raddr += 1ull << 40;
+	uint32_t set = add_two(c, p1, p2, &wrong, NULL, 0, &h2);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
+	ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
+	struct sfs_cache_stats st;
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_ge(st.failovers, 1);
+	ck_assert_uint_eq(st.timeouts + st.unavailable, 0);
+	struct sfs_cache_peer_info a;
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &a), 0);
+	ck_assert_uint_eq(a.pulls, NCHUNKS);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/* Wrong bytes from one holder: refused by checksum and pulled from the
+ * other; the read succeeds. */
+START_TEST(mismatch_pulled_from_another_holder)
+{
+	uint32_t p1, p2, h2;
+	uint64_t *sums = data_sums(14);
+	struct sfs_cache *c = two_peers(NCHUNKS + 8, &p1, &p2);
+	uint32_t set = add_two(c, p1, p2, &bad_piece, sums, 0, &h2);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
+	ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
+	struct sfs_cache_peer_info a, b;
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &a), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &b), 0);
+	ck_assert_uint_eq(a.pulls, NCHUNKS);
+	ck_assert_uint_eq(b.pulls, 0);
+	ck_assert_uint_ge(b.checksum_errors, 1);
+	sfs_cache_free(c);
+	free(sums);
+}
+END_TEST
+
+/* A partial holder serves only what it says it has; a chunk nobody up
+ * holds fails at once. */
+START_TEST(partial_holder)
+{
+	uint32_t p1, p2, h2;
+	struct sfs_cache *c = two_peers(NCHUNKS + 8, &p1, &p2);
+	uint32_t set = add_two(c, p1, p2, &copy_piece, NULL, 1, &h2);
+	for (uint64_t i = 0; i < 10; i++)
+		sfs_cache_holder_has(c, h2, 0, i, 1);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
+	ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
+	struct sfs_cache_peer_info b;
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &b), 0);
+	ck_assert_uint_le(b.pulls, 10);
+	sfs_cache_free(c);
+
+	/* The partial one alone: what it lacks is unavailable, at once. */
+	char err[256];
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 16,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 10000};
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "partial", &p2), 0);
+	struct sfs_cache_obj o = {.len = data_len};
+	struct sfs_cache_hobj ho = {&copy_piece, 1};
+	ck_assert_int_eq(sfs_cache_add_set(c, "p", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &ho, 1, 1, &h2), 0);
+	sfs_cache_holder_has(c, h2, 0, 1, 1);
+	ck_assert_int_eq(read_check(c, set, CHUNK, CHUNK), 0);
+	uint64_t t0 = sfs_now_ms();
+	ck_assert_int_eq(read_check(c, set, 5 * CHUNK, 10), -EIO);
+	ck_assert_uint_le(sfs_now_ms() - t0, 100);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/* Pieces that mix inline bytes and two remote ranges tile one object:
+ * chunks across their boundaries read right. */
+START_TEST(inline_and_remote_pieces)
+{
+	uint32_t p1;
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 16,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 5000};
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "seed", &p1), 0);
+	uint64_t cut = 3 * CHUNK + 777;
+	struct sfs_cache_piece pcs[3] = {{.off = 0, .len = 5000, .data = data},
+					 {.off = 5000,
+					  .len = cut - 5000,
+					  .raddr = piece.raddr + 5000,
+					  .key = piece.key},
+					 {.off = cut,
+					  .len = data_len - cut,
+					  .raddr = piece.raddr + cut,
+					  .key = piece.key}};
+	uint64_t *sums = data_sums(14);
+	uint32_t set = add_one(c, p1, pcs, 3, 14, sums, NULL);
+	ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
+	/* Pieces that leave a gap are refused. */
+	pcs[1].len--;
+	struct sfs_cache_obj o = {.len = data_len};
+	struct sfs_cache_hobj ho = {pcs, 3};
+	uint32_t s2, h;
+	ck_assert_int_eq(sfs_cache_add_set(c, "gap", &o, 1, &s2), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, s2, p1, &ho, 1, 0, &h),
+			 -EINVAL);
+	sfs_cache_free(c);
+	free(sums);
+}
+END_TEST
+
+/*
+ * A holder that stalls (a pull the transport loses: shm, a file
+ * truncated under it) while another holds the same bytes: the chunk is
+ * pulled from the other within a few seconds, far inside the timeout,
+ * and the reader sees no error.
+ */
+START_TEST(stalled_holder_fails_over)
+{
+	char err[SFS_XPORT_ERR_MAX], path[] = "/tmp/seedfs-stall.XXXXXX";
+	struct sfs_xport_cfg sc = {
+		.protocol = "shm", .role = SFS_XPORT_SEED, .timeout_ms = 20000};
+	struct sfs_xport_cfg rc = {.protocol = "shm",
+				   .role = SFS_XPORT_REPLICA,
+				   .timeout_ms = 20000};
+	struct sfs_xport *s1, *s2, *r;
+	ck_assert_msg(sfs_xport_open(&sc, &s1, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_msg(sfs_xport_open(&sc, &s2, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_msg(sfs_xport_open(&rc, &r, err, sizeof(err)) == 0, "%s",
+		      err);
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	size_t len = 4 * CHUNK;
+	ck_assert_int_eq(pwrite(fd, data, len, 0), (ssize_t)len);
+	uint8_t *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	struct sfs_xport_mr *m1, *m2;
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(s1, map, len, SFS_XPORT_REMOTE_READ, &m1), 0);
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(s2, data, len, SFS_XPORT_REMOTE_READ, &m2), 0);
+	struct sfs_cache_piece a = {.len = len}, b = {.len = len};
+	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+	size_t rl;
+	sfs_xport_mr_export(m1, &a.raddr, &a.key, raw, &rl);
+	sfs_xport_mr_export(m2, &b.raddr, &b.key, raw, &rl);
+	struct sfs_xport_info in;
+	uint64_t x1, x2;
+	sfs_xport_info(s1, &in);
+	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &x1), 0);
+	sfs_xport_info(s2, &in);
+	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &x2), 0);
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = r,
+				    .size = (uint64_t)CHUNK * 32,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 20000};
+	uint32_t set, c1, c2, h1, h2;
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, x1, "lossy", &c1), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, x2, "good", &c2), 0);
+	struct sfs_cache_obj o = {.len = len};
+	struct sfs_cache_hobj ha = {&a, 1}, hb = {&b, 1};
+	ck_assert_int_eq(sfs_cache_add_set(c, "stall", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, c1, &ha, 1, 0, &h1), 0);
+
+	/* Chunk 0 goes to the lossy one alone, and is lost there. */
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, CHUNK, 1), 0);
+	usleep(100000);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, c2, &hb, 1, 0, &h2), 0);
+	uint64_t t0 = sfs_now_ms();
+	struct sfs_chunk *ch;
+	const uint8_t *p;
+	size_t avail;
+	ck_assert_int_eq(sfs_cache_get(c, set, 0, 100, &ch, &p, &avail), 0);
+	ck_assert_mem_eq(p, data + 100, 1000);
+	sfs_cache_put(c, ch);
+	uint64_t el = sfs_now_ms() - t0;
+	ck_assert_msg(el < 6000, "failed over after %" PRIu64 " ms", el);
+	struct sfs_cache_peer_info pi;
+	ck_assert_int_eq(sfs_cache_peer(c, c1, &pi), 0);
+	ck_assert_uint_ge(pi.stalls, 1);
+	sfs_cache_stop(c);
+	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
+	sfs_xport_close(r);
+	sfs_xport_mr_dereg(m1);
+	sfs_xport_mr_dereg(m2);
+	sfs_xport_close(s1);
+	sfs_xport_close(s2);
+	munmap(map, len);
+	close(fd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -368,6 +700,12 @@ int main(void)
 	tcase_add_test(t, checksums_verified_and_mismatch_refused);
 	tcase_add_test(t, read_after_quiesce_refused);
 	tcase_add_test(t, lost_pull_recovered);
+	tcase_add_test(t, striped_over_two_holders);
+	tcase_add_test(t, failover_on_failing_holder);
+	tcase_add_test(t, mismatch_pulled_from_another_holder);
+	tcase_add_test(t, partial_holder);
+	tcase_add_test(t, inline_and_remote_pieces);
+	tcase_add_test(t, stalled_holder_fails_over);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

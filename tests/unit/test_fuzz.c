@@ -240,6 +240,10 @@ START_TEST(manifest)
 	ck_assert_int_eq(
 		sfs_manifest_add_tensor(m, "t", "F32", 2, shape, f, 3, 24), 0);
 	m->tensors[0].has_xxh3 = 1;
+	m->files[f].has_xxh3 = 1;
+	m->files[f].xxh3 = 0xabcdef;
+	uint64_t sums[1] = {42};
+	ck_assert_int_eq(sfs_manifest_set_checksums(m, f, 12, sums, 1), 0);
 	sfs_identity_set(&m->id, "quant", "fp8", err, sizeof(err));
 	ck_assert_int_eq(sfs_manifest_encode(m, &base, &bl), 0);
 	sfs_manifest_free(m);

@@ -70,27 +70,56 @@ static struct sfs_manifest *sample(void)
 	ck_assert_int_eq(sfs_manifest_add_remote(m, f, r1, 0, 100), 0);
 	ck_assert_int_eq(sfs_manifest_add_inline(m, f, "x", 1), 0);
 	ck_assert_int_eq(sfs_manifest_add_remote(m, f, r1, 100, 200), 0);
+	/* Every file's digest; checksums of one, in 4 KiB chunks. */
+	for (size_t i = 0; i < m->nfiles; i++) {
+		m->files[i].has_xxh3 = 1;
+		m->files[i].xxh3 = 0x1000 + i;
+	}
+	uint64_t sums[1] = {0xfeedfacecafebeefull};
+	ck_assert_int_eq(sfs_manifest_set_checksums(m, 1, 12, sums, 1), 0);
 	return m;
 }
 
-/* A seed of the previous version: dirs are strings, no times. */
-START_TEST(version_2_read)
+/* The content digest depends on paths, sizes and digests only: not on
+ * how the bytes are laid out (extents, regions), nor on the order of
+ * the files, nor on checksums. */
+START_TEST(content_digest)
 {
-	struct sfs_manifest *m = sample(), *d = NULL;
-	char *text;
-	size_t len;
-	m->version = 2;
-	ck_assert_int_eq(sfs_manifest_encode(m, &text, &len), 0);
-	ck_assert_ptr_nonnull(strstr(text, "\"sub/deeper\""));
-	ck_assert_ptr_null(strstr(text, "\"path\": \"sub\""));
-	ck_assert_msg(sfs_manifest_decode(text, len, &d, err, sizeof(err)) == 0,
-		      "%s", err);
-	ck_assert_uint_eq(d->version, 2);
-	ck_assert_uint_eq(d->ndirs, 2);
-	ck_assert_str_eq(d->dirs[1], "sub/deeper");
-	free(text);
+	struct sfs_manifest *m = sample(), *o = sample();
+	uint64_t a, b;
+	ck_assert_int_eq(sfs_manifest_content(m, &a), 0);
+	/* Another layout of the same bytes: one region extent made two. */
+	struct sfs_mfile *f = &o->files[1];
+	f->ext[1].len = 400;
+	ck_assert_int_eq(sfs_manifest_add_remote(o, 1, 0, 410, 590), 0);
+	f->size = 1000;
+	o->files[1].csum_shift = 0;
+	ck_assert_int_eq(sfs_manifest_content(o, &b), 0);
+	ck_assert_uint_eq(a, b);
+	/* Another order of the files. */
+	struct sfs_mfile t = o->files[0];
+	o->files[0] = o->files[3];
+	o->files[3] = t;
+	ck_assert_int_eq(sfs_manifest_content(o, &b), 0);
+	ck_assert_uint_eq(a, b);
+	/* One digest different: another content. */
+	o->files[2].xxh3 ^= 1;
+	ck_assert_int_eq(sfs_manifest_content(o, &b), 0);
+	ck_assert_uint_ne(a, b);
+	o->files[2].xxh3 ^= 1;
+	/* A size, a path. */
+	o->files[3].size++;
+	ck_assert_int_eq(sfs_manifest_content(o, &b), 0);
+	ck_assert_uint_ne(a, b);
+	o->files[3].size--;
+	o->files[3].path[0] = 'C';
+	ck_assert_int_eq(sfs_manifest_content(o, &b), 0);
+	ck_assert_uint_ne(a, b);
+	/* No digest: no content. */
+	m->files[0].has_xxh3 = 0;
+	ck_assert_int_eq(sfs_manifest_content(m, &a), -EINVAL);
 	sfs_manifest_free(m);
-	sfs_manifest_free(d);
+	sfs_manifest_free(o);
 }
 END_TEST
 
@@ -149,8 +178,16 @@ START_TEST(round_trip)
 	ck_assert_str_eq(d->tensors[0].layout, "checkpoint:block128");
 	ck_assert_int_eq(d->tensors[1].has_xxh3, 0);
 	ck_assert_str_eq(d->tensors[1].layout, "");
-	/* Version 3: times and modes of files and directories. */
-	ck_assert_uint_eq(d->version, 3);
+	/* Version 4: digests, file checksums, the content digest. */
+	ck_assert_uint_eq(d->version, 4);
+	ck_assert_uint_eq(d->files[3].xxh3, 0x1003);
+	ck_assert_uint_eq(d->files[1].csum_shift, 12);
+	ck_assert_uint_eq(d->files[1].sums[0], 0xfeedfacecafebeefull);
+	ck_assert_uint_eq(d->files[0].csum_shift, 0);
+	uint64_t content;
+	ck_assert_int_eq(sfs_manifest_content(m, &content), 0);
+	ck_assert_uint_eq(d->content, content);
+	/* Times and modes of files and directories. */
 	ck_assert_int_eq(d->dir_meta[0].has, 1);
 	ck_assert_int_eq(d->dir_meta[0].mtime_ns, 1700000000123456789ll);
 	ck_assert_uint_eq(d->dir_meta[0].mode, 0755);
@@ -211,9 +248,29 @@ static void expect_reject(void (*mutate)(json_t *), const char *needle)
 
 REJECT(version_missing, "seedfs_manifest",
        json_object_del(r, "seedfs_manifest"))
-REJECT(version_unknown, "version 4", SET(r, "seedfs_manifest", json_integer(4)))
-REJECT(version_old, "version 1, this build reads 2 to 3",
-       SET(r, "seedfs_manifest", json_integer(1)))
+REJECT(version_unknown, "version 5, this build reads 4 (the seed is newer",
+       SET(r, "seedfs_manifest", json_integer(5)))
+REJECT(version_old, "version 3, this build reads 4 (the seed is older",
+       SET(r, "seedfs_manifest", json_integer(3)))
+REJECT(content_missing, "content: missing", json_object_del(r, "content"))
+REJECT(content_wrong, "content: 0x0000000000000001 published",
+       SET(r, "content", json_string("0x1")))
+REJECT(file_digest_missing, "files[2].xxh3: missing",
+       json_object_del(AT(r, "files", 2), "xxh3"))
+REJECT(file_digest_changed,
+       "content:", SET(AT(r, "files", 2), "xxh3", json_string("0x77")))
+REJECT(checksum_algorithm, "files[1].checksum.algorithm",
+       SET(json_object_get(AT(r, "files", 1), "checksum"), "algorithm",
+	   json_string("md5")))
+REJECT(checksum_chunk_size, "files[1].checksum.chunk_size",
+       SET(json_object_get(AT(r, "files", 1), "checksum"), "chunk_size",
+	   json_integer(5000)))
+REJECT(checksum_count, "files[1].checksum.values: not 1 hex",
+       SET(json_object_get(AT(r, "files", 1), "checksum"), "values",
+	   json_string("00000000000000010000000000000002")))
+REJECT(checksum_upper, "files[1].checksum.values: not lowercase",
+       SET(json_object_get(AT(r, "files", 1), "checksum"), "values",
+	   json_string("FEEDFACECAFEBEEF")))
 REJECT(mode_too_big, "files[0].mode",
        SET(AT(r, "files", 0), "mode", json_integer(010000)))
 REJECT(mode_negative, "files[0].mode",
@@ -421,7 +478,7 @@ static Suite *suite(void)
 	Suite *s = suite_create("manifest");
 	TCase *t = tcase_create("codec"), *b = tcase_create("reject");
 	tcase_add_test(t, round_trip);
-	tcase_add_test(t, version_2_read);
+	tcase_add_test(t, content_digest);
 	tcase_add_test(t, extent_lookup_boundaries);
 	tcase_add_test(t, path_rules);
 	tcase_add_test(b, reject_not_json);
@@ -429,6 +486,14 @@ static Suite *suite(void)
 	tcase_add_test(b, version_missing);
 	tcase_add_test(b, version_unknown);
 	tcase_add_test(b, version_old);
+	tcase_add_test(b, content_missing);
+	tcase_add_test(b, content_wrong);
+	tcase_add_test(b, file_digest_missing);
+	tcase_add_test(b, file_digest_changed);
+	tcase_add_test(b, checksum_algorithm);
+	tcase_add_test(b, checksum_chunk_size);
+	tcase_add_test(b, checksum_count);
+	tcase_add_test(b, checksum_upper);
 	tcase_add_test(b, mode_too_big);
 	tcase_add_test(b, mode_negative);
 	tcase_add_test(b, mtime_not_int);

@@ -2,7 +2,7 @@
 /* Unit tests: the read-ahead window. */
 #include "check_run.h"
 
-#include "fs/readahead.h"
+#include "replica/readahead.h"
 
 #include <check.h>
 

@@ -6,8 +6,7 @@
  * a control socket), asks the mount daemon to warm the files, and shows
  * its progress.  The bytes never pass through this process.
  */
-#include "fs/mctl.h"
-#include "fs/prefetch.h"
+#include "cli/cli.h"
 
 #include "common/progress.h"
 #include "common/util.h"
@@ -197,7 +196,7 @@ static int follow(int fd, const char *what)
 	return 1;
 }
 
-int sfs_prefetch_main(int argc, char **argv)
+int sfs_cli_prefetch(int argc, char **argv)
 {
 	char real[PATH_MAX], root[PATH_MAX], what[PATH_MAX + 16];
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};

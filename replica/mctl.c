@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-#include "fs/mctl.h"
+#include "replica/mctl.h"
 
 #include "common/log.h"
 #include "common/util.h"
-#include "fs/prefetch.h"
+#include "replica/prefetch.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,7 +26,7 @@
 #define PROGRESS_EVERY_NS 100000000ull
 
 struct sfs_mctl {
-	struct sfs_fs *fs;
+	struct sfs_replica *r;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int lfd;
 	int wake[2]; /* a byte here stops the accept loop */
@@ -199,7 +199,7 @@ static void *job_thread(void *arg)
 			goto out;
 		struct sfs_prefetch_cb cb = {client_progress, client_note, j};
 		uint64_t t0 = sfs_now_ms();
-		rc = sfs_prefetch(j->ctl->fs, (const char *const *)j->paths,
+		rc = sfs_prefetch(j->ctl->r, (const char *const *)j->paths,
 				  j->npaths, &cb, err, sizeof(err));
 		if (rc == -ECANCELED && stopping(j->ctl))
 			snprintf(err, sizeof(err),
@@ -215,7 +215,7 @@ static void *job_thread(void *arg)
 	} else {
 		struct sfs_prefetch_cb cb = {log_progress, log_note, j};
 		SFS_LOG(SFS_INFO, "prefetch", "--prefetch: warming every file");
-		rc = sfs_prefetch(j->ctl->fs, (const char *const *)j->paths,
+		rc = sfs_prefetch(j->ctl->r, (const char *const *)j->paths,
 				  j->npaths, &cb, err, sizeof(err));
 		if (rc)
 			SFS_LOG(SFS_WARN, "prefetch", "--prefetch: %s", err);
@@ -343,7 +343,7 @@ int sfs_mctl_remove_stale(void)
 	return n;
 }
 
-int sfs_mctl_start(struct sfs_fs *fs, struct sfs_mctl **out, char *err,
+int sfs_mctl_start(struct sfs_replica *r, struct sfs_mctl **out, char *err,
 		   size_t errlen)
 {
 	struct sfs_mctl *c;
@@ -353,7 +353,7 @@ int sfs_mctl_start(struct sfs_fs *fs, struct sfs_mctl **out, char *err,
 
 	if (!(c = calloc(1, sizeof(*c))))
 		return -ENOMEM;
-	c->fs = fs;
+	c->r = r;
 	c->lfd = c->wake[0] = c->wake[1] = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	if ((rc = sfs_cond_init(&c->cond)))

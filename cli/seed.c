@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* seed_main.c - the `seedfs seed` command line. */
-#include "seed.h"
+#include "cli/cli.h"
+#include "seed/seed.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -47,9 +48,9 @@ static void usage(FILE *out)
 		"                       (default 64K)\n"
 		"  --mr-max SIZE        register files in pieces of at most\n"
 		"                       SIZE (default 1G)\n"
-		"  --checksum-chunk SIZE  publish an XXH3-64 per SIZE bytes\n"
-		"                       (power of two, default 1M; 0: none);\n"
-		"                       --mr-max must be a multiple\n"
+		"  --checksum-chunk SIZE  publish an XXH3-64 per SIZE bytes of\n"
+		"                       every file (power of two, default 1M;\n"
+		"                       0: none)\n"
 		"  --watch              publish a new generation when the model\n"
 		"                       directory changes (also on SIGHUP)\n"
 		"  --grace SECONDS      a superseded generation stays served\n"
@@ -229,7 +230,7 @@ static int bad(const char *opt, const char *val)
 	return 2;
 }
 
-int sfs_seed_main(int argc, char **argv)
+int sfs_cli_seed(int argc, char **argv)
 {
 	int watch = 0;
 	struct sfs_seed_cfg cfg = {.grace_s = 60,
@@ -329,11 +330,6 @@ int sfs_seed_main(int argc, char **argv)
 	if (optind < argc) {
 		fprintf(stderr, "seedfs seed: unexpected argument '%s'\n",
 			argv[optind]);
-		return 2;
-	}
-	if (cfg.csum_shift && cfg.mr_max % (1ull << cfg.csum_shift)) {
-		fprintf(stderr, "seedfs seed: --mr-max must be a multiple of "
-				"--checksum-chunk\n");
 		return 2;
 	}
 	if (!cfg.model_dir) {

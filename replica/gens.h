@@ -29,12 +29,23 @@ struct sfs_manifest;
 struct sfs_tree;
 struct sfs_xport;
 
+struct sfs_cache_obj;
+struct sfs_cache_hobj;
+struct sfs_cache_piece;
+
 struct sfs_view {
 	uint64_t generation;
 	char *json; /* the manifest as fetched, owned */
 	size_t json_len;
 	struct sfs_manifest *m; /* owned */
-	uint32_t src;		/* cache source of its regions */
+	uint32_t set;		/* cache set of its content: object i is
+				   file i */
+	uint32_t holder;	/* the seed, serving it */
+	uint32_t cpeer;		/* the cache peer of that holder */
+	/* What the cache borrows for the set and the holder: owned. */
+	struct sfs_cache_obj *objs;
+	struct sfs_cache_hobj *hobjs;
+	struct sfs_cache_piece *pieces;
 	/* Fields below are protected by the gens lock. */
 	uint64_t expires_ms; /* monotonic; 0: current, or not known */
 	int expired;
@@ -45,8 +56,10 @@ struct sfs_view {
 struct sfs_gens_cfg {
 	const char *seed; /* HOST:PORT [borrowed] */
 	unsigned int timeout_ms;
-	struct sfs_xport *x; /* [borrowed] */
-	uint64_t peer;
+	struct sfs_xport *x;	     /* [borrowed] */
+	uint64_t peer;		     /* the transport's peer of the seed */
+	uint32_t cpeer;		     /* and the cache's */
+	uint32_t chunk_size;	     /* the cache's */
 	size_t ep;		     /* endpoint index in the first manifest */
 	struct sfs_cache *cache;     /* [borrowed] */
 	struct sfs_tree *tree;	     /* [borrowed] */
@@ -62,14 +75,22 @@ struct sfs_gens_cfg {
 struct sfs_gens;
 
 /*
- * sfs_gens_new - start with the generation already in the tree: @json
- * and @m [owned from now on], its cache source @src.  *first [borrowed]
- * is its view, for the tree's owner pointers.  Starts the sweeper
- * thread.  Returns 0 or -errno.
+ * sfs_gens_new - start with the seed's first generation: @json and @m
+ * [owned from now on, also on failure].  Its content becomes a cache
+ * set, the seed its holder.  *first [borrowed] is its view, for the
+ * tree's owner pointers.  Starts the sweeper thread.  Returns 0 or
+ * -errno.
  */
 int sfs_gens_new(const struct sfs_gens_cfg *cfg, char *json, size_t json_len,
-		 struct sfs_manifest *m, uint32_t src, struct sfs_gens **out,
+		 struct sfs_manifest *m, struct sfs_gens **out,
 		 struct sfs_view **first);
+
+/*
+ * sfs_gens_chunk_size - the chunk size a cache needs for @m: @want, or
+ * the largest checksum chunk of its files if that is larger (chunks are
+ * verified whole).
+ */
+uint32_t sfs_gens_chunk_size(const struct sfs_manifest *m, uint32_t want);
 
 /* sfs_gens_set_inval - where to send page cache invalidations (the FUSE
  * session exists only after the tree is built). */
@@ -89,14 +110,6 @@ void sfs_gens_free(struct sfs_gens *g);
 int sfs_gens_revalidate(struct sfs_gens *g);
 
 /*
- * sfs_gens_persist - keep the chunks of @m's generation (cache source
- * @src) in the cache's disk tier, if it has one, keyed by the seed's
- * instance, the model and the generation.  Logs when it cannot.
- */
-void sfs_gens_persist(struct sfs_cache *c, const char *seed,
-		      const struct sfs_manifest *m, uint32_t src);
-
-/*
  * sfs_gens_revalidate_missing - for a lookup of a name that is not
  * there: the same as sfs_gens_revalidate, but at most every 200 ms (a
  * check that recent answers), and waiting at most a second for the
@@ -105,8 +118,17 @@ void sfs_gens_persist(struct sfs_cache *c, const char *seed,
  */
 int sfs_gens_revalidate_missing(struct sfs_gens *g);
 
-/* sfs_gens_current_src - the cache source of the current generation. */
-uint32_t sfs_gens_current_src(struct sfs_gens *g);
+/*
+ * sfs_gens_current - the current generation, if it is of model @name
+ * and shown: *v referenced (sfs_gens_unref it), *m its manifest.  0 or
+ * -ENOENT.
+ */
+int sfs_gens_current(struct sfs_gens *g, const char *name, struct sfs_view **v,
+		     const struct sfs_manifest **m);
+
+/* sfs_gens_current_peer - the cache peer the current generation is read
+ * through. */
+uint32_t sfs_gens_current_peer(struct sfs_gens *g);
 
 /*
  * sfs_gens_control - 1 when the seed's control port did not answer the
@@ -120,7 +142,7 @@ int sfs_gens_control(struct sfs_gens *g, uint64_t *silent_ms, char *err,
  * reset the transport and connect again to the seed's current run.
  * 0 or -errno (logged).  Serialized with connecting to a new run.
  */
-int sfs_gens_reconnect(struct sfs_gens *g, uint64_t old_peer,
+int sfs_gens_reconnect(struct sfs_gens *g, uint32_t cpeer, uint64_t old_peer,
 		       uint64_t *new_peer);
 
 /* sfs_gens_generation - the current view's generation. */

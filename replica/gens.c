@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-#include "fs/gens.h"
+#include "replica/gens.h"
 
 #include "cache/cache.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "fs/tree.h"
+#include "replica/tree.h"
 #include "metadata/control.h"
 #include "metadata/manifest.h"
 #include "transports/transport.h"
@@ -30,7 +30,8 @@ struct sfs_gens {
 	struct sfs_view *current; /* protected by lock */
 	char proto[32];		  /* the protocol read through */
 	uint64_t instance;	  /* protected by lock: the current seed run */
-	uint64_t peer;		  /* protected by lock */
+	uint64_t peer;		  /* protected by lock: the transport's */
+	uint32_t cpeer;		  /* protected by lock: the cache's */
 	int checking;	 /* protected by lock: a revalidation is running */
 	uint64_t checks; /* protected by lock: revalidations finished */
 	int hidden;	 /* protected by lock: current fails cfg.require */
@@ -62,7 +63,119 @@ static void view_free(struct sfs_view *v)
 		return;
 	sfs_manifest_free(v->m);
 	free(v->json);
+	free(v->objs);
+	free(v->hobjs);
+	free(v->pieces);
 	free(v);
+}
+
+uint32_t sfs_gens_chunk_size(const struct sfs_manifest *m, uint32_t want)
+{
+	uint32_t chunk = want;
+	for (size_t i = 0; i < m->nfiles; i++)
+		if (m->files[i].csum_shift &&
+		    (1u << m->files[i].csum_shift) > chunk)
+			chunk = 1u << m->files[i].csum_shift;
+	return chunk;
+}
+
+/* Keep the chunks of @v's content in the disk tier, if there is one:
+ * keyed by the content digest, so a seed that restarts, or another
+ * seed of the same content, finds them again.  Logs when it cannot. */
+static void persist(struct sfs_gens *g, const struct sfs_view *v)
+{
+	const struct sfs_manifest *m = v->m;
+	char key[512], about[1024];
+	snprintf(key, sizeof(key), "content %016" PRIx64 " model %s",
+		 m->content, m->model);
+	snprintf(about, sizeof(about),
+		 "model: %s\ncontent: %016" PRIx64 "\ngeneration: %" PRIu64
+		 "\nseed: %s\ninstance: %016" PRIx64,
+		 m->model, m->content, m->generation, g->cfg.seed, m->instance);
+	int rc = sfs_cache_persist_set(g->cfg.cache, v->set, key, about);
+	if (rc)
+		SFS_LOG(SFS_WARN, "gens",
+			"generation %" PRIu64 " of %s stays in memory only: "
+			"disk tier: %s",
+			m->generation, m->model, strerror(-rc));
+}
+
+/*
+ * The cache set of @v's content (object i: file i, its checksums) and
+ * the seed as its holder through cache peer @cpeer: every file's
+ * extents as pieces, region ones at endpoint @ep's addresses and keys.
+ * Returns 0 or -errno with one line in @err.
+ */
+static int view_attach(struct sfs_gens *g, struct sfs_view *v, size_t ep,
+		       uint32_t cpeer, char *err, size_t errlen)
+{
+	const struct sfs_manifest *m = v->m;
+	struct sfs_cache *c = g->cfg.cache;
+	uint64_t *keys = NULL;
+	size_t n = m->nfiles, np = 0;
+	int rc = -ENOMEM;
+
+	for (size_t i = 0; i < n; i++)
+		np += m->files[i].next;
+	v->objs = calloc(n ? n : 1, sizeof(*v->objs));
+	v->hobjs = calloc(n ? n : 1, sizeof(*v->hobjs));
+	v->pieces = calloc(np ? np : 1, sizeof(*v->pieces));
+	keys = calloc(m->nregions ? m->nregions : 1, sizeof(*keys));
+	if (!v->objs || !v->hobjs || !v->pieces || !keys)
+		goto out_msg;
+	for (size_t i = 0; i < m->nregions; i++)
+		if ((rc = sfs_control_remote_key(
+			     g->cfg.x, &m->regions[i].rem[ep], &keys[i]))) {
+			snprintf(err, errlen,
+				 "protocol %s: cannot use the seed's raw "
+				 "keys: %s",
+				 m->eps[ep].protocol, strerror(-rc));
+			goto out;
+		}
+	struct sfs_cache_piece *pc = v->pieces;
+	for (size_t i = 0; i < n; i++) {
+		const struct sfs_mfile *f = &m->files[i];
+		v->objs[i] = (struct sfs_cache_obj){
+			.len = f->size,
+			.csum_shift = f->csum_shift,
+			.xxh3 = f->csum_shift ? f->sums : NULL};
+		v->hobjs[i].pieces = pc;
+		v->hobjs[i].npieces = f->next;
+		for (size_t j = 0; j < f->next; j++, pc++) {
+			const struct sfs_extent *e = &f->ext[j];
+			pc->off = e->off;
+			pc->len = e->len;
+			if (e->kind == SFS_EXT_INLINE) {
+				pc->data = e->data;
+				continue;
+			}
+			pc->raddr =
+				m->regions[e->region].rem[ep].raddr + e->roff;
+			pc->key = keys[e->region];
+		}
+	}
+	char label[300];
+	snprintf(label, sizeof(label), "%s generation %" PRIu64, m->model,
+		 m->generation);
+	if ((rc = sfs_cache_add_set(c, label, v->objs, n, &v->set))) {
+		snprintf(err, errlen, "cache: %s", strerror(-rc));
+		goto out;
+	}
+	if ((rc = sfs_cache_add_holder(c, v->set, cpeer, v->hobjs, n, 0,
+				       &v->holder))) {
+		snprintf(err, errlen, "cache: %s", strerror(-rc));
+		sfs_cache_retire_set(c, v->set);
+		goto out;
+	}
+	v->cpeer = cpeer;
+	persist(g, v);
+	rc = 0;
+	goto out;
+out_msg:
+	snprintf(err, errlen, "out of memory");
+out:
+	free(keys);
+	return rc;
 }
 
 uint64_t sfs_gens_generation(struct sfs_gens *g)
@@ -194,6 +307,21 @@ static int run_check(struct sfs_gens *g, unsigned int ask_ms)
 	return rc;
 }
 
+/* @v is retired: if it was the last view read through its cache peer,
+ * of a seed run that is gone, the peer goes too (a raw verbs queue
+ * pair is released). */
+static void retire_peer(struct sfs_gens *g, const struct sfs_view *v)
+{
+	int used = 0;
+	pthread_mutex_lock(&g->lock);
+	used = v->cpeer == g->cpeer;
+	for (const struct sfs_view *o = g->views; o && !used; o = o->next)
+		used = o != v && !o->expired && o->cpeer == v->cpeer;
+	pthread_mutex_unlock(&g->lock);
+	if (!used)
+		sfs_cache_remove_peer(g->cfg.cache, v->cpeer);
+}
+
 /* Expire what is due, free what nobody holds, ask the seed when an open
  * wanted it asked behind its back; sleep until the next. */
 static void *sweeper(void *arg)
@@ -236,7 +364,8 @@ static void *sweeper(void *arg)
 			if (due) {
 				/* Reads through it fail with ESTALE from now
 				 * on; its pages leave the page cache. */
-				sfs_cache_retire_source(g->cfg.cache, due->src);
+				sfs_cache_retire_set(g->cfg.cache, due->set);
+				retire_peer(g, due);
 				size_t n = view_inodes(g, due, 0, &inos);
 				for (size_t i = 0; inval && i < n; i++)
 					inval(inval_arg, inos[i]);
@@ -263,42 +392,46 @@ static void *sweeper(void *arg)
 }
 
 int sfs_gens_new(const struct sfs_gens_cfg *cfg, char *json, size_t json_len,
-		 struct sfs_manifest *m, uint32_t src, struct sfs_gens **out,
+		 struct sfs_manifest *m, struct sfs_gens **out,
 		 struct sfs_view **first)
 {
 	struct sfs_gens *g = calloc(1, sizeof(*g));
 	struct sfs_view *v = calloc(1, sizeof(*v));
+	char err[SFS_XPORT_ERR_MAX];
 	int rc;
 
 	if (!g || !v) {
 		free(g);
 		free(v);
+		sfs_manifest_free(m);
+		free(json);
 		return -ENOMEM;
 	}
 	g->cfg = *cfg;
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_mutex_init(&g->connect_lock, NULL);
-	if ((rc = sfs_cond_init(&g->cond))) {
-		free(g);
-		free(v);
-		return rc;
-	}
 	v->generation = m->generation;
 	v->json = json;
 	v->json_len = json_len;
 	v->m = m;
-	v->src = src;
+	if ((rc = sfs_cond_init(&g->cond))) {
+		free(g);
+		view_free(v);
+		return rc;
+	}
 	snprintf(g->proto, sizeof(g->proto), "%s", m->eps[cfg->ep].protocol);
 	g->views = g->current = v;
 	g->instance = m->instance;
 	g->peer = cfg->peer;
+	g->cpeer = cfg->cpeer;
 	g->hidden = !sfs_require_match(cfg->require, &m->id, g->why,
 				       sizeof(g->why));
+	if ((rc = view_attach(g, v, cfg->ep, cfg->cpeer, err, sizeof(err)))) {
+		SFS_LOG(SFS_ERR, "gens", "%s", err);
+		sfs_gens_free(g);
+		return rc;
+	}
 	if ((rc = -pthread_create(&g->sweeper, NULL, sweeper, g))) {
-		g->views = NULL;
-		v->json = NULL;
-		v->m = NULL;
-		free(v);
 		sfs_gens_free(g);
 		return rc;
 	}
@@ -429,15 +562,15 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 	char err[SFS_XPORT_ERR_MAX], *json = NULL;
 	size_t len, nsup = 0;
 	struct sfs_manifest *m = NULL;
-	struct sfs_cache_region *regs = NULL;
 	struct sfs_view *v = NULL, *old;
 	uint64_t *sup = NULL, peer;
-	uint32_t src;
+	uint32_t cpeer, fresh_cpeer = SFS_CACHE_NONE;
 	int rc;
 
 	pthread_mutex_lock(&g->lock);
 	old = g->current;
 	peer = g->peer;
+	cpeer = g->cpeer;
 	uint64_t instance = g->instance;
 	pthread_mutex_unlock(&g->lock);
 
@@ -460,7 +593,16 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 		rc = -EPROTONOSUPPORT;
 		goto fail;
 	}
+	if (sfs_gens_chunk_size(m, 0) > g->cfg.chunk_size) {
+		snprintf(err, sizeof(err),
+			 "its checksum chunks (%u bytes) are larger than this "
+			 "mount's chunks (%u): remount",
+			 sfs_gens_chunk_size(m, 0), g->cfg.chunk_size);
+		rc = -EINVAL;
+		goto fail;
+	}
 	if (m->instance != instance) {
+		/* A new seed run: a new connection, a new cache peer. */
 		pthread_mutex_lock(&g->connect_lock);
 		rc = sfs_control_connect_peer(g->cfg.seed, g->cfg.x,
 					      &m->eps[ep], g->cfg.timeout_ms,
@@ -468,39 +610,31 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 		pthread_mutex_unlock(&g->connect_lock);
 		if (rc)
 			goto fail;
+		char label[300];
+		snprintf(label, sizeof(label), "seed %s", g->cfg.seed);
+		if ((rc = sfs_cache_add_peer(g->cfg.cache, peer, label,
+					     &fresh_cpeer)))
+			goto fail_msg;
+		cpeer = fresh_cpeer;
 	}
 	rc = -ENOMEM;
-	if (!(regs = calloc(m->nregions ? m->nregions : 1, sizeof(*regs))) ||
-	    !(v = calloc(1, sizeof(*v))))
+	if (!(v = calloc(1, sizeof(*v))))
 		goto fail_msg;
-	rc = 0;
-	for (size_t i = 0; i < m->nregions && !rc; i++) {
-		const struct sfs_region *r = &m->regions[i];
-		regs[i].len = r->len;
-		regs[i].raddr = r->rem[ep].raddr;
-		regs[i].csum_shift = r->csum_shift;
-		regs[i].xxh3 = r->xxh3;
-		rc = sfs_control_remote_key(g->cfg.x, &r->rem[ep],
-					    &regs[i].key);
-	}
-	char label[300];
-	snprintf(label, sizeof(label), "seed %s (%s generation %" PRIu64 ")",
-		 g->cfg.seed, m->model, m->generation);
-	if (rc || (rc = sfs_cache_add_source(g->cfg.cache, peer, label, regs,
-					     m->nregions, &src)))
-		goto fail_msg;
-	sfs_gens_persist(g->cfg.cache, g->cfg.seed, m, src);
 	v->generation = m->generation;
 	v->json = json;
 	v->json_len = len;
 	v->m = m;
-	v->src = src;
+	if ((rc = view_attach(g, v, (size_t)ep, cpeer, err, sizeof(err)))) {
+		v->json = NULL;
+		v->m = NULL;
+		goto fail;
+	}
 	/* A generation that does not meet --require is not shown: the
 	 * model leaves the tree until one that does comes. */
 	char why[256];
 	int show = sfs_require_match(g->cfg.require, &m->id, why, sizeof(why));
 	pthread_rwlock_wrlock(g->cfg.tree_lock);
-	rc = show ? sfs_tree_replace_model(g->cfg.tree, m, src, json, len, v,
+	rc = show ? sfs_tree_replace_model(g->cfg.tree, m, v->set, json, len, v,
 					   &sup, &nsup)
 		  : sfs_tree_hide_model(g->cfg.tree, m->model, &sup, &nsup);
 	pthread_rwlock_unlock(g->cfg.tree_lock);
@@ -521,6 +655,7 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 	g->current = v;
 	g->instance = m->instance;
 	g->peer = peer;
+	g->cpeer = cpeer;
 	g->adopt_failures = 0;
 	g->hidden = !show;
 	snprintf(g->why, sizeof(g->why), "%s", show ? "" : why);
@@ -535,7 +670,6 @@ static int adopt(struct sfs_gens *g, const struct seed_gens *sg)
 		"changed); generation %" PRIu64 " stays readable for open "
 		"files while the seed serves it",
 		m->generation, m->model, nsup, old->generation);
-	free(regs);
 	return 0;
 
 fail_msg:
@@ -559,10 +693,11 @@ fail:
 		"cannot adopt the seed's generation %" PRIu64 ": %s; still "
 		"serving generation %" PRIu64 " (next try in %" PRIu64 " ms)",
 		sg->generation, err, old->generation, wait);
-	free(regs);
-	free(v); /* never installed: its fields are unset */
+	view_free(v); /* never installed */
 	sfs_manifest_free(m);
 	free(json);
+	if (fresh_cpeer != SFS_CACHE_NONE)
+		sfs_cache_remove_peer(g->cfg.cache, fresh_cpeer);
 	return rc;
 }
 
@@ -574,7 +709,7 @@ static int check(struct sfs_gens *g, unsigned int ask_ms)
 	int rc = ask(g, ask_ms, &sg, err, sizeof(err));
 
 	pthread_mutex_lock(&g->lock);
-	uint32_t src = g->current->src;
+	uint32_t cpeer = g->cpeer;
 	if (rc) {
 		if (!g->unreachable)
 			SFS_LOG(SFS_WARN, "gens",
@@ -590,12 +725,12 @@ static int check(struct sfs_gens *g, unsigned int ask_ms)
 		pthread_mutex_unlock(&g->lock);
 		/* A read that follows and sees no progress counts from
 		 * here: the open and the read fail within one timeout. */
-		sfs_cache_note_silence(g->cfg.cache, src, since);
+		sfs_cache_note_silence(g->cfg.cache, cpeer, since);
 		return 0;
 	}
 	if (g->unreachable) {
 		SFS_LOG(SFS_INFO, "gens", "the seed answers again");
-		sfs_cache_note_silence(g->cfg.cache, src, 0);
+		sfs_cache_note_silence(g->cfg.cache, cpeer, 0);
 	}
 	g->unreachable = 0;
 	g->silent_since = 0;
@@ -608,28 +743,6 @@ static int check(struct sfs_gens *g, unsigned int ask_ms)
 		newer = 0; /* failed a moment ago: not at every open */
 	pthread_mutex_unlock(&g->lock);
 	return newer ? adopt(g, &sg) : 0;
-}
-
-void sfs_gens_persist(struct sfs_cache *c, const char *seed,
-		      const struct sfs_manifest *m, uint32_t src)
-{
-	char key[512], about[1024];
-
-	/* The instance tells seed runs apart: a restarted seed counts
-	 * generations from 1 again. */
-	snprintf(key, sizeof(key),
-		 "instance %016" PRIx64 " model %s generation %" PRIu64,
-		 m->instance, m->model, m->generation);
-	snprintf(about, sizeof(about),
-		 "model: %s\ngeneration: %" PRIu64 "\nseed: %s\n"
-		 "instance: %016" PRIx64,
-		 m->model, m->generation, seed, m->instance);
-	int rc = sfs_cache_persist_source(c, src, key, about);
-	if (rc)
-		SFS_LOG(SFS_WARN, "gens",
-			"generation %" PRIu64 " of %s stays in memory only: "
-			"disk tier: %s",
-			m->generation, m->model, strerror(-rc));
 }
 
 /*
@@ -684,12 +797,27 @@ int sfs_gens_revalidate_missing(struct sfs_gens *g)
 	return revalidate(g, GENS_LOOKUP_MS, GENS_FRESH_MS);
 }
 
-uint32_t sfs_gens_current_src(struct sfs_gens *g)
+int sfs_gens_current(struct sfs_gens *g, const char *name, struct sfs_view **v,
+		     const struct sfs_manifest **m)
 {
 	pthread_mutex_lock(&g->lock);
-	uint32_t src = g->current->src;
+	struct sfs_view *c = g->current;
+	int rc = strcmp(c->m->model, name) || g->hidden ? -ENOENT : 0;
+	if (!rc) {
+		c->refs++;
+		*v = c;
+		*m = c->m;
+	}
 	pthread_mutex_unlock(&g->lock);
-	return src;
+	return rc;
+}
+
+uint32_t sfs_gens_current_peer(struct sfs_gens *g)
+{
+	pthread_mutex_lock(&g->lock);
+	uint32_t p = g->cpeer;
+	pthread_mutex_unlock(&g->lock);
+	return p;
 }
 
 int sfs_gens_control(struct sfs_gens *g, uint64_t *silent_ms, char *err,
@@ -705,7 +833,7 @@ int sfs_gens_control(struct sfs_gens *g, uint64_t *silent_ms, char *err,
 	return silent;
 }
 
-int sfs_gens_reconnect(struct sfs_gens *g, uint64_t old_peer,
+int sfs_gens_reconnect(struct sfs_gens *g, uint32_t cpeer, uint64_t old_peer,
 		       uint64_t *new_peer)
 {
 	char err[SFS_XPORT_ERR_MAX];
@@ -716,14 +844,14 @@ int sfs_gens_reconnect(struct sfs_gens *g, uint64_t old_peer,
 	struct sfs_endpoint ep;
 	if (i >= 0)
 		ep = m->eps[i];
-	uint64_t cur = g->peer;
+	uint32_t cur = g->cpeer;
 	pthread_mutex_unlock(&g->lock);
 	*new_peer = old_peer;
 	if (i < 0)
 		return -EPROTONOSUPPORT;
 	/* A peer of a seed run that is gone is not made anew: the current
 	 * one's is (the reset drops every connection anyway). */
-	if (old_peer != cur && sfs_xport_needs_hello(g->cfg.x))
+	if (cpeer != cur && sfs_xport_needs_hello(g->cfg.x))
 		return -ESTALE;
 	pthread_mutex_lock(&g->connect_lock);
 	int rc = sfs_control_reconnect(g->cfg.seed, g->cfg.x, &ep,
@@ -736,7 +864,7 @@ int sfs_gens_reconnect(struct sfs_gens *g, uint64_t old_peer,
 		return rc;
 	}
 	pthread_mutex_lock(&g->lock);
-	if (g->peer == cur && old_peer == cur)
+	if (g->cpeer == cpeer)
 		g->peer = *new_peer;
 	pthread_mutex_unlock(&g->lock);
 	return 0;

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct sfs_fs;
+struct sfs_replica;
 
 struct sfs_prefetch_cb {
 	/* Told the total once, then after every chunk; a nonzero return
@@ -33,12 +33,7 @@ struct sfs_prefetch_cb {
  * -ESTALE (the generation was replaced meanwhile), -ECANCELED, or the
  * cache's error for a chunk (-EIO, -ETIMEDOUT, -EBADMSG).
  */
-int sfs_prefetch(struct sfs_fs *fs, const char *const *paths, size_t npaths,
+int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 		 const struct sfs_prefetch_cb *cb, char *err, size_t errlen);
-
-/* sfs_prefetch_main - `seedfs prefetch MOUNTPOINT/NAME [FILE...]`: ask
- * the mount daemon (over its control socket) to warm them; exit
- * status. */
-int sfs_prefetch_main(int argc, char **argv);
 
 #endif /* SFS_PREFETCH_H */

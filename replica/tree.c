@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-#include "tree.h"
+#include "replica/tree.h"
 
 #include "common/log.h"
 #include "common/util.h"
-#include "fs/tview.h"
+#include "replica/tview.h"
 #include "metadata/tname.h"
 
 #include <jansson.h>
@@ -150,7 +150,7 @@ static int same_tensor(const struct sfs_node *n, const void *arg)
  * name that cannot be a file name even escaped (too long), or a second
  * tensor of the same name, is left out with a warning. */
 static int fill_tensors(struct sfs_tree *t, uint64_t dbg,
-			const struct sfs_manifest *m, uint32_t src, void *owner,
+			const struct sfs_manifest *m, uint32_t set, void *owner,
 			json_t *old)
 {
 	char esc[256], path[300];
@@ -196,7 +196,7 @@ static int fill_tensors(struct sfs_tree *t, uint64_t dbg,
 		n->tensor = mt;
 		n->base = mt->off;
 		n->size = mt->len;
-		n->src = src;
+		n->set = set;
 		n->owner = owner;
 		n->meta = m->files[mt->file].meta;
 		strcat(esc, ".json");
@@ -214,7 +214,7 @@ static int fill_tensors(struct sfs_tree *t, uint64_t dbg,
 		n->file = &m->files[mt->file];
 		n->tensor = mt;
 		n->size = len;
-		n->src = src;
+		n->set = set;
 		n->owner = owner;
 		n->meta = m->files[mt->file].meta;
 	}
@@ -228,7 +228,7 @@ static int fill_tensors(struct sfs_tree *t, uint64_t dbg,
  * removed from it.
  */
 static int fill_model(struct sfs_tree *t, uint64_t model,
-		      const struct sfs_manifest *m, uint32_t src,
+		      const struct sfs_manifest *m, uint32_t set,
 		      const char *json, size_t json_len, void *owner,
 		      json_t *old, json_t *dirs)
 {
@@ -262,7 +262,7 @@ static int fill_model(struct sfs_tree *t, uint64_t model,
 		struct sfs_node *n = sfs_tree_get(t, ino);
 		n->file = f;
 		n->size = f->size;
-		n->src = src;
+		n->set = set;
 		n->owner = owner;
 		n->meta = f->meta;
 	}
@@ -277,7 +277,7 @@ static int fill_model(struct sfs_tree *t, uint64_t model,
 	n->blob = (const uint8_t *)json;
 	n->size = json_len;
 	n->owner = owner;
-	return fill_tensors(t, dbg, m, src, owner, old);
+	return fill_tensors(t, dbg, m, set, owner, old);
 }
 
 static uint64_t model_ino(const struct sfs_tree *t, const char *model)
@@ -290,7 +290,7 @@ static uint64_t model_ino(const struct sfs_tree *t, const char *model)
 }
 
 int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
-		       uint32_t src, const char *json, size_t json_len,
+		       uint32_t set, const char *json, size_t json_len,
 		       void *owner)
 {
 	uint64_t model;
@@ -303,7 +303,7 @@ int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
 		return rc;
 	if (!(dirs = json_object()))
 		return -ENOMEM;
-	rc = fill_model(t, model, m, src, json, json_len, owner, NULL, dirs);
+	rc = fill_model(t, model, m, set, json, json_len, owner, NULL, dirs);
 	json_decref(dirs);
 	return rc;
 }
@@ -340,7 +340,7 @@ static int collect(struct sfs_tree *t, uint64_t dir, const char *prefix,
 }
 
 int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
-			   uint32_t src, const char *json, size_t json_len,
+			   uint32_t set, const char *json, size_t json_len,
 			   void *owner, uint64_t **sup, size_t *nsup)
 {
 	uint64_t model = model_ino(t, m->model);
@@ -352,7 +352,7 @@ int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
 	*sup = NULL;
 	*nsup = 0;
 	if (!model) {
-		rc = sfs_tree_add_model(t, m, src, json, json_len, owner);
+		rc = sfs_tree_add_model(t, m, set, json, json_len, owner);
 		sfs_tree_finish(t);
 		return rc;
 	}
@@ -360,7 +360,7 @@ int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
 	dirs = json_object();
 	rc = old && dirs ? collect(t, model, "", old) : -ENOMEM;
 	if (!rc)
-		rc = fill_model(t, model, m, src, json, json_len, owner, old,
+		rc = fill_model(t, model, m, set, json, json_len, owner, old,
 				dirs);
 	/* What the new generation did not take is superseded. */
 	json_object_foreach (old, k, v) {

@@ -8,21 +8,16 @@
  * the waiting parent through a pipe when the mount is ready, so the
  * exit status and the one error line are those of the real attempt.
  */
-#include "fs/mount.h"
+#include "cli/cli.h"
 
-#include "cache/cache.h"
-#include "cache/disk.h"
 #include "common/log.h"
 #include "common/mem.h"
 #include "common/util.h"
-#include "fs/fsops.h"
-#include "fs/gens.h"
-#include "fs/mctl.h"
 #include "fs/mntcheck.h"
-#include "fs/status.h"
-#include "fs/tree.h"
+#include "fs/serve.h"
 #include "metadata/control.h"
-#include "metadata/manifest.h"
+#include "metadata/identity.h"
+#include "replica/replica.h"
 #include "transports/transport.h"
 
 #include <errno.h>
@@ -346,479 +341,50 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	return 0;
 }
 
-/*
- * Raise the kernel read-ahead of our mount so buffered reads reach us as
- * 1 MiB requests instead of 128 KiB ones.  The device number comes from
- * mountinfo: stat() on the mount point would wait for our own INIT.
- */
-static void set_read_ahead(const char *mnt, unsigned int kb)
-{
-	char line[4096], path[128], want[PATH_MAX * 4];
-	unsigned int major = 0, minor = 0;
-	int found = 0;
-	FILE *f;
-
-	/* mountinfo escapes space, tab, newline and backslash as \ooo */
-	size_t o = 0;
-	for (const char *s = mnt; *s && o + 5 < sizeof(want); s++) {
-		if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\\')
-			o += (size_t)sprintf(want + o, "\\%03o",
-					     (unsigned char)*s);
-		else
-			want[o++] = *s;
-	}
-	want[o] = '\0';
-	if (!(f = fopen("/proc/self/mountinfo", "r")))
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char mp[PATH_MAX * 4];
-		unsigned int ma, mi;
-		/* id parent major:minor root mountpoint ... - fstype ... */
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &ma, &mi, mp) ==
-			    3 &&
-		    strcmp(mp, want) == 0 && strstr(line, " - fuse")) {
-			major = ma;
-			minor = mi;
-			found = 1; /* the last match is the newest mount */
-		}
-	}
-	fclose(f);
-	if (!found) {
-		SFS_LOG(SFS_WARN, "fs", "read_ahead_kb: %s not in mountinfo",
-			mnt);
-		return;
-	}
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
-		 major, minor);
-	if (!(f = fopen(path, "w"))) {
-		SFS_LOG(SFS_WARN, "fs", "read_ahead_kb: %s: %s", path,
-			strerror(errno));
-		return;
-	}
-	fprintf(f, "%u\n", kb);
-	if (fclose(f))
-		SFS_LOG(SFS_WARN, "fs", "read_ahead_kb: writing %s: %s", path,
-			strerror(errno));
-	else
-		SFS_LOG(SFS_DEBUG, "fs", "read_ahead_kb of %s set to %u", mnt,
-			kb);
-}
-
-struct replica {
-	struct sfs_status status;
-	int status_ready;
-	char *json; /* the first generation's, until gens owns it */
-	size_t json_len;
-	struct sfs_manifest *m; /* likewise */
-	struct sfs_xport *x;
-	struct sfs_disk *disk;
-	struct sfs_cache *cache;
-	struct sfs_tree *tree;
-	struct sfs_gens *gens;
-	struct sfs_mctl *ctl;
-	struct sfs_fs fs;
-};
-
-static void replica_close(struct replica *r)
-{
-	/* Nothing may post a pull once the transport is quiesced: stop the
-	 * cache's threads first (the disk tier's post what they do not
-	 * find on disk).  Then cancel the pulls in flight, which write into
-	 * the cache, then free the cache (and its registration), then the
-	 * transport. */
-	sfs_cache_stop(r->cache);
-	size_t left = sfs_xport_quiesce(r->x);
-	sfs_gens_free(r->gens); /* its sweeper retires cache sources */
-	sfs_cache_free_quiesced(r->cache, left);
-	sfs_disk_close(r->disk);
-	sfs_xport_close(r->x);
-	sfs_tree_free(r->tree);
-	if (r->status_ready)
-		sfs_status_destroy(&r->status);
-	pthread_rwlock_destroy(&r->fs.lock);
-	pthread_mutex_destroy(&r->fs.handles_lock);
-	if (!r->gens) {
-		sfs_manifest_free(r->m);
-		free(r->json);
-	}
-}
-
-static int reconnect_cb(void *arg, uint64_t peer, uint64_t *new_peer)
-{
-	return sfs_gens_reconnect(arg, peer, new_peer);
-}
-
-/* Fetch, check, connect, build.  One line on stderr on failure. */
-static int replica_open(const struct mount_cfg *c, struct replica *r)
-{
-	char err[SFS_XPORT_ERR_MAX];
-	int rc;
-
-	/* Locked by one mount at a time: find out before anything else. */
-	if (c->cache_dir && (rc = sfs_disk_open(c->cache_dir, c->cache_dir_size,
-						&r->disk, err, sizeof(err)))) {
-		fprintf(stderr, "seedfs mount: %s\n", err);
-		return rc;
-	}
-	uint64_t tm = sfs_now_ms();
-	rc = sfs_control_get(c->seed, "/v1/manifest", c->timeout_ms,
-			     SFS_MANIFEST_MAX, &r->json, &r->json_len, err,
-			     sizeof(err));
-	SFS_LOG(SFS_DEBUG, "mount", "manifest fetched in %llu ms",
-		(unsigned long long)(sfs_now_ms() - tm));
-	if (rc) {
-		fprintf(stderr, "seedfs mount: cannot fetch the manifest: %s\n",
-			err);
-		return rc;
-	}
-	rc = sfs_manifest_decode(r->json, r->json_len, &r->m, err, sizeof(err));
-	if (rc) {
-		fprintf(stderr, "seedfs mount: bad manifest from %s: %s\n",
-			c->seed, err);
-		return rc;
-	}
-	size_t ep;
-	uint64_t peer, t0 = sfs_now_ms();
-	rc = sfs_control_open(c->seed, r->m, c->protocol, c->timeout_ms, &r->x,
-			      &ep, &peer, err, sizeof(err));
-	if (rc) {
-		fprintf(stderr, "seedfs mount: %s\n", err);
-		return rc;
-	}
-	r->status.transport_ms = sfs_now_ms() - t0;
-	const char *proto = r->m->eps[ep].protocol;
-	/* Chunks are verified whole: at least one checksum chunk each. */
-	uint32_t chunk = c->chunk_size;
-	for (size_t i = 0; i < r->m->nregions; i++)
-		if (r->m->regions[i].csum_shift &&
-		    (1u << r->m->regions[i].csum_shift) > chunk)
-			chunk = 1u << r->m->regions[i].csum_shift;
-	if (chunk != c->chunk_size)
-		SFS_LOG(SFS_INFO, "mount",
-			"chunk size %u: the seed's checksum chunks", chunk);
-
-	struct sfs_cache_cfg cc = {.xport = r->x,
-				   .size = c->cache_size,
-				   .chunk_size = chunk,
-				   .timeout_ms = c->timeout_ms,
-				   .no_verify = c->no_verify,
-				   .disk = r->disk};
-	uint64_t tc = sfs_now_ms();
-	rc = sfs_cache_new(&cc, &r->cache, err, sizeof(err));
-	SFS_LOG(SFS_DEBUG, "mount", "cache ready in %llu ms",
-		(unsigned long long)(sfs_now_ms() - tc));
-	if (rc) {
-		fprintf(stderr, "seedfs mount: %s\n", err);
-		return rc;
-	}
-	struct sfs_cache_region *regs =
-		calloc(r->m->nregions ? r->m->nregions : 1, sizeof(*regs));
-	if (!regs)
-		return -ENOMEM;
-	for (size_t i = 0; i < r->m->nregions && !rc; i++) {
-		const struct sfs_remote *rem = &r->m->regions[i].rem[ep];
-		regs[i].len = r->m->regions[i].len;
-		regs[i].raddr = rem->raddr;
-		regs[i].csum_shift = r->m->regions[i].csum_shift;
-		regs[i].xxh3 = r->m->regions[i].xxh3;
-		rc = sfs_control_remote_key(r->x, rem, &regs[i].key);
-	}
-	if (rc) {
-		fprintf(stderr,
-			"seedfs mount: protocol %s: cannot use the "
-			"seed's raw keys: %s\n",
-			proto, strerror(-rc));
-		free(regs);
-		return rc;
-	}
-	char label[300];
-	uint32_t src;
-	snprintf(label, sizeof(label), "seed %s (%s)", c->seed, r->m->model);
-	rc = sfs_cache_add_source(r->cache, peer, label, regs, r->m->nregions,
-				  &src);
-	free(regs);
-	if (!rc)
-		sfs_gens_persist(r->cache, c->seed, r->m, src);
-	if (!rc)
-		rc = sfs_tree_new(c->seed,
-				  sfs_require_value(c->require, "layout"),
-				  &r->tree);
-	/* The generations own the manifest from here on; the first one's
-	 * view owns the tree's nodes. */
-	struct sfs_gens_cfg gc = {.seed = c->seed,
-				  .timeout_ms = c->timeout_ms,
-				  .x = r->x,
-				  .peer = peer,
-				  .ep = ep,
-				  .cache = r->cache,
-				  .tree = r->tree,
-				  .tree_lock = &r->fs.lock,
-				  .require = c->require};
-	struct sfs_view *first = NULL;
-	if (!rc)
-		rc = sfs_gens_new(&gc, r->json, r->json_len, r->m, src,
-				  &r->gens, &first);
-	if (!rc)
-		sfs_cache_set_reconnect(r->cache, reconnect_cb, r->gens);
-	char why[256];
-	if (!rc && sfs_gens_hidden(r->gens, why, sizeof(why))) {
-		/* Mounted all the same: a later generation may match. */
-		fprintf(stderr,
-			"seedfs mount: model %s from %s is hidden: %s "
-			"(--require %s)\n",
-			r->m->model, c->seed, why, c->require_text);
-		SFS_LOG(SFS_WARN, "mount", "model %s is hidden: %s",
-			r->m->model, why);
-	} else if (!rc) {
-		rc = sfs_tree_add_model(r->tree, r->m, src, r->json,
-					r->json_len, first);
-	}
-	if (!rc)
-		rc = sfs_tree_add_status(r->tree);
-	if (rc) {
-		fprintf(stderr, "seedfs mount: cannot build the tree: %s\n",
-			strerror(-rc));
-		return rc;
-	}
-	struct sfs_xport_info info;
-	sfs_xport_info(r->x, &info);
-	r->status.seed = c->seed;
-	r->status.gens = r->gens;
-	r->status.cache = r->cache;
-	r->status.disk = r->disk;
-	r->status.require = c->require_text;
-	r->status_ready = 1;
-	snprintf(r->status.protocol, sizeof(r->status.protocol), "%s",
-		 info.protocol);
-	snprintf(r->status.provider, sizeof(r->status.provider), "%s",
-		 info.provider);
-	sfs_status_init(&r->status);
-	sfs_tree_finish(r->tree);
-	for (size_t i = 0; i < r->tree->n; i++)
-		if (r->tree->nodes[i].kind == SFS_NODE_FILE)
-			r->fs.total_bytes += r->tree->nodes[i].size;
-	SFS_LOG(SFS_INFO, "mount",
-		"model %s generation %llu from %s: %zu files, %zu tensors, "
-		"protocol %s",
-		r->m->model, (unsigned long long)r->m->generation, c->seed,
-		r->m->nfiles, r->m->ntensors, proto);
-	return 0;
-}
-
-static void tell_parent(int *fd, char status)
-{
-	if (*fd < 0)
-		return;
-	if (write(*fd, &status, 1) != 1)
-		SFS_LOG(SFS_WARN, "mount", "cannot signal the parent");
-	close(*fd);
-	*fd = -1;
-}
-
-static void detach_stdio(void)
-{
-	int fd = open("/dev/null", O_RDWR);
-	if (fd < 0)
-		return;
-	dup2(fd, STDIN_FILENO);
-	dup2(fd, STDOUT_FILENO);
-	dup2(fd, STDERR_FILENO);
-	if (fd > STDERR_FILENO)
-		close(fd);
-}
-
-/*
- * Runs beside the session loop.  stat() on the mount point returns only
- * once the kernel has processed our INIT reply; read_ahead_kb must be
- * raised after that, because INIT lowers it to what it offered us.  Only
- * then is the mount ready and the waiting parent told so.
- */
-struct ready_arg {
-	struct fuse_session *se;
-	const char *mountpoint;
-	unsigned int read_ahead_kb;
-	int ready_fd;
-	uint64_t start_ms; /* when the command started */
-	struct sfs_status *status;
-	struct sfs_cache *cache;
-};
-
-static void *ready_thread(void *p)
-{
-	struct ready_arg *a = p;
-	struct stat st;
-
-	if (stat(a->mountpoint, &st)) {
-		SFS_LOG(SFS_ERR, "mount", "mount point %s is not usable: %s",
-			a->mountpoint, strerror(errno));
-		tell_parent(&a->ready_fd, 'F');
-		fuse_session_exit(a->se);
-		return NULL;
-	}
-	if (a->read_ahead_kb)
-		set_read_ahead(a->mountpoint, a->read_ahead_kb);
-	struct sfs_status *s = a->status;
-	pthread_mutex_lock(&s->lock);
-	s->ready_ms = sfs_now_ms() - a->start_ms;
-	uint64_t ready = s->ready_ms, xport = s->transport_ms;
-	pthread_mutex_unlock(&s->lock);
-	SFS_LOG(SFS_INFO, "mount",
-		"ready in %.2f s (transport start-up %.2f s, the rest %.2f s)",
-		(double)ready / 1e3, (double)xport / 1e3,
-		(double)(ready - SFS_MIN(ready, xport)) / 1e3);
-	/* The rest of the cache is faulted in from now on, behind. */
-	sfs_cache_grow(a->cache);
-	if (a->ready_fd >= 0) {
-		tell_parent(&a->ready_fd, 'R');
-		detach_stdio();
-	}
-	return NULL;
-}
-
-/* The sweeper's way to drop the page cache of a generation that is no
- * longer served (not from a request: no deadlock with the kernel). */
-static void drop_page_cache(void *arg, uint64_t ino)
-{
-	int rc = fuse_lowlevel_notify_inval_inode(arg, ino, 0, 0);
-	if (rc && rc != -ENOENT)
-		SFS_LOG(SFS_WARN, "mount", "invalidating inode %llu: %s",
-			(unsigned long long)ino, strerror(-rc));
-}
-
+/* Open the replica, then serve it; in the background child, the parent
+ * waits on @ready_fd for the verdict. */
 static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		 struct fuse_cmdline_opts *cmd, const char *log_file,
 		 int ready_fd)
 {
-	struct replica r;
-	struct fuse_session *se;
-	int rc = 1;
+	struct sfs_replica_cfg rc = {
+		.seed = c->seed,
+		.protocol = c->protocol,
+		.timeout_ms = c->timeout_ms,
+		.cache_size = c->cache_size,
+		.chunk_size = c->chunk_size,
+		.cache_dir = c->cache_dir,
+		.cache_dir_size = c->cache_dir_size,
+		.no_verify = c->no_verify,
+		.require = c->require,
+		.require_text = c->require_text,
+		.layout = sfs_require_value(c->require, "layout"),
+		.start_ms = c->start_ms,
+		.who = "seedfs mount"};
+	struct sfs_serve_cfg sc = {.read_ahead_kb = c->read_ahead_kb,
+				   .max_background = c->max_background,
+				   .prefetch = c->prefetch,
+				   .ready_fd = ready_fd,
+				   .log_file = log_file};
+	struct sfs_replica *r;
+	char err[SFS_XPORT_ERR_MAX] = "";
 
-	memset(&r, 0, sizeof(r));
-	pthread_rwlock_init(&r.fs.lock, NULL);
-	pthread_mutex_init(&r.fs.handles_lock, NULL);
-	if (replica_open(c, &r))
-		goto out;
-	r.fs.tree = r.tree;
-	r.fs.gens = r.gens;
-	r.fs.cache = r.cache;
-	/* Names follow the seed's generations within a second; an inode's
-	 * attributes never change. */
-	r.fs.entry_timeout = 1.0;
-	r.fs.negative_timeout = 0.2;
-	r.fs.attr_timeout = 86400.0;
-	r.fs.ra_max = SFS_MIN(c->ahead, c->cache_size / 4);
-	r.fs.ra_min = SFS_MIN(4ull * c->chunk_size, r.fs.ra_max);
-	r.fs.status = sfs_status_render;
-	r.fs.status_arg = &r.status;
-	r.fs.max_background = c->max_background;
-	r.fs.uid = getuid();
-	r.fs.gid = getgid();
-	clock_gettime(CLOCK_REALTIME, &r.fs.mtime);
-
-	se = fuse_session_new(args, &sfs_fs_ops, sizeof(sfs_fs_ops), &r.fs);
-	if (se)
-		sfs_gens_set_inval(r.gens, drop_page_cache, se);
-	if (!se) {
-		fprintf(stderr, "seedfs mount: cannot create the FUSE "
-				"session (see the line above)\n");
-		goto out;
+	if (sfs_replica_open(&rc, &r, err, sizeof(err))) {
+		fprintf(stderr, "seedfs mount: %s\n", err);
+		if (ready_fd >= 0) {
+			char f = 'F';
+			if (write(ready_fd, &f, 1) != 1)
+				SFS_LOG(SFS_WARN, "mount",
+					"cannot signal the parent");
+			close(ready_fd);
+		}
+		return 1;
 	}
-	/* libinfinipath (loaded with Debian's libfabric for psm) installs
-	 * SIGINT/SIGTERM/SIGHUP handlers when it loads; libfuse installs
-	 * its own only over SIG_DFL.  Take them back so a signal unmounts. */
-	signal(SIGHUP, SIG_DFL);
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	/* A seed that dies under the transport's socket must not take the
-	 * mount with it (libfabric tcp writes without MSG_NOSIGNAL). */
-	signal(SIGPIPE, SIG_IGN);
-	if (fuse_set_signal_handlers(se)) {
-		fprintf(stderr, "seedfs mount: cannot set signal handlers\n");
-		goto out_destroy;
-	}
-	if (fuse_session_mount(se, cmd->mountpoint)) {
-		fprintf(stderr, "seedfs mount: cannot mount on %s\n",
-			cmd->mountpoint);
-		goto out_signals;
-	}
-	SFS_LOG(SFS_INFO, "mount", "mounted %s on %s%s", r.m->model,
-		cmd->mountpoint,
-		sfs_gens_hidden(r.gens, NULL, 0)
-			? " (hidden by --require: see .seedfs/status)"
-			: "");
-	/* `seedfs prefetch` finds this socket in .seedfs/status. */
-	char err[256];
-	if (sfs_mctl_start(&r.fs, &r.ctl, err, sizeof(err)))
-		SFS_LOG(SFS_WARN, "mount", "seedfs prefetch will not work: %s",
-			err);
-	else
-		r.status.control = sfs_mctl_path(r.ctl);
-	if (c->prefetch && r.ctl && sfs_mctl_prefetch_all(r.ctl))
-		SFS_LOG(SFS_WARN, "mount", "--prefetch: cannot start");
-	if (ready_fd >= 0) {
-		if (!log_file)
-			sfs_log_to_syslog("seedfs");
-		if (chdir("/"))
-			SFS_LOG(SFS_WARN, "mount", "chdir /: %s",
-				strerror(errno));
-	}
-	struct ready_arg ra = {.se = se,
-			       .mountpoint = cmd->mountpoint,
-			       .read_ahead_kb = c->read_ahead_kb,
-			       .ready_fd = ready_fd,
-			       .start_ms = c->start_ms,
-			       .status = &r.status,
-			       .cache = r.cache};
-	pthread_t ready_tid;
-	int ready_started =
-		!pthread_create(&ready_tid, NULL, ready_thread, &ra);
-	if (!ready_started) {
-		SFS_LOG(SFS_ERR, "mount", "cannot start the ready thread");
-		goto out_unmount;
-	}
-	ready_fd = -1; /* the ready thread owns it now */
-
-	if (cmd->singlethread) {
-		rc = fuse_session_loop(se);
-	} else {
-		struct fuse_loop_config *lc = fuse_loop_cfg_create();
-		fuse_loop_cfg_set_clone_fd(lc, cmd->clone_fd);
-		/* UINT_MAX: not given on the command line. */
-		if (cmd->max_threads && cmd->max_threads != UINT_MAX)
-			fuse_loop_cfg_set_max_threads(lc, cmd->max_threads);
-		if (cmd->max_idle_threads != UINT_MAX)
-			fuse_loop_cfg_set_idle_threads(lc,
-						       cmd->max_idle_threads);
-		rc = fuse_session_loop_mt(se, lc);
-		fuse_loop_cfg_destroy(lc);
-	}
-	/* libfuse returns the signal number when a signal ended the loop:
-	 * that is a clean stop, not an error. */
-	if (rc > 0)
-		SFS_LOG(SFS_INFO, "mount", "signal %d: unmounting %s", rc,
-			cmd->mountpoint);
-	else
-		SFS_LOG(SFS_INFO, "mount", "unmounting %s", cmd->mountpoint);
-	rc = rc < 0 ? 1 : 0;
-	/* Unmounting aborts the connection, which also releases a ready
-	 * thread still waiting in stat(); join it before the session goes. */
-	fuse_session_unmount(se);
-	pthread_join(ready_tid, NULL);
-	goto out_signals;
-out_unmount:
-	fuse_session_unmount(se);
-out_signals:
-	fuse_remove_signal_handlers(se);
-out_destroy:
-	sfs_mctl_stop(r.ctl); /* prefetches use the cache and the tree */
-	r.ctl = NULL;
-	sfs_gens_stop(r.gens); /* no invalidation of a session gone */
-	fuse_session_destroy(se);
-	sfs_fs_release_all(&r.fs); /* files still open at the unmount */
-out:
-	replica_close(&r);
-	tell_parent(&ready_fd, 'F');
-	return rc;
+	uint64_t ra_max = SFS_MIN(c->ahead, c->cache_size / 4);
+	sfs_replica_set_ahead(r, SFS_MIN(4ull * c->chunk_size, ra_max), ra_max);
+	int status = sfs_fs_serve(r, args, cmd, &sc);
+	sfs_replica_close(r);
+	return status;
 }
 
 /* fuse_opt_parse: note the mount point (the first argument that is not
@@ -832,7 +398,7 @@ static int keep_mountpoint(void *data, const char *arg, int key,
 	return 1;
 }
 
-int sfs_mount_main(int argc, char **argv)
+int sfs_cli_mount(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts cmd;

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-#include "fs/prefetch.h"
+#include "replica/prefetch.h"
 
 #include "cache/cache.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "fs/fsops.h"
-#include "fs/gens.h"
-#include "fs/tree.h"
+#include "replica/gens.h"
+#include "replica/replica.h"
+#include "replica/tree.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -20,13 +20,13 @@
 /* One file to warm, pinned to its generation by a view reference. */
 struct item {
 	const struct sfs_mfile *file;
-	uint32_t src;
+	uint32_t set, obj;
 	struct sfs_view *view;
 	const char *path; /* the node's, for messages */
 };
 
 struct warm {
-	struct sfs_fs *fs;
+	struct sfs_replica *r;
 	const struct sfs_prefetch_cb *cb;
 	struct item *items;
 	size_t n, cap;
@@ -36,10 +36,10 @@ struct warm {
 	unsigned int timeout_ms;
 };
 
-/* Add the files at and under @ino (fs->lock held). */
+/* Add the files at and under @ino (the tree lock held). */
 static int collect(struct warm *w, uint64_t ino)
 {
-	const struct sfs_node *n = sfs_tree_get(w->fs->tree, ino);
+	const struct sfs_node *n = sfs_tree_get(sfs_replica_tree(w->r), ino);
 	if (n->kind == SFS_NODE_DIR) {
 		for (size_t i = 0; i < n->nchild; i++) {
 			int rc = collect(w, n->child[i]);
@@ -54,11 +54,12 @@ static int collect(struct warm *w, uint64_t ino)
 		return 0;
 	if (sfs_grow((void **)&w->items, &w->cap, w->n + 1, sizeof(*w->items)))
 		return -ENOMEM;
-	if (sfs_gens_ref(w->fs->gens, n->owner))
+	if (sfs_replica_ref(w->r, n->owner))
 		return 0; /* replaced meanwhile: not in this generation */
 	struct item *it = &w->items[w->n++];
 	it->file = n->file;
-	it->src = n->src;
+	it->set = n->set;
+	it->obj = (uint32_t)(n->file - ((struct sfs_view *)n->owner)->m->files);
 	it->view = n->owner;
 	it->path = n->path;
 	for (size_t i = 0; i < n->file->next; i++)
@@ -67,8 +68,8 @@ static int collect(struct warm *w, uint64_t ino)
 	return 0;
 }
 
-/* The inode of @path, walked from the root (fs->lock held), or 0. */
-static uint64_t resolve(struct sfs_fs *fs, const char *path)
+/* The inode of @path, walked from the root (the tree lock held), or 0. */
+static uint64_t resolve(struct sfs_replica *r, const char *path)
 {
 	char *copy = strdup(path), *save = NULL;
 	uint64_t ino = SFS_ROOT_INO;
@@ -76,7 +77,9 @@ static uint64_t resolve(struct sfs_fs *fs, const char *path)
 		return 0;
 	for (char *c = strtok_r(copy, "/", &save); c && ino;
 	     c = strtok_r(NULL, "/", &save))
-		ino = strcmp(c, ".") ? sfs_tree_lookup(fs->tree, ino, c) : ino;
+		ino = strcmp(c, ".")
+			      ? sfs_tree_lookup(sfs_replica_tree(r), ino, c)
+			      : ino;
 	free(copy);
 	return ino;
 }
@@ -88,7 +91,7 @@ static void wait_for_disk(struct warm *w)
 	struct sfs_cache_stats st;
 	uint64_t until = sfs_now_ms() + w->timeout_ms;
 	for (;;) {
-		sfs_cache_stats(w->fs->cache, &st);
+		sfs_cache_stats(sfs_replica_cache(w->r), &st);
 		if (st.disk_queue <= w->queue_max || sfs_now_ms() >= until)
 			return;
 		usleep(1000);
@@ -99,24 +102,24 @@ static void wait_for_disk(struct warm *w)
 static int warm_extent(struct warm *w, const struct item *it,
 		       const struct sfs_extent *e, char *err, size_t errlen)
 {
-	struct sfs_cache *c = w->fs->cache;
-	uint64_t end = e->roff + e->len, ahead = e->roff;
+	struct sfs_cache *c = sfs_replica_cache(w->r);
+	uint64_t end = e->off + e->len, ahead = e->off;
 
-	for (uint64_t pos = e->roff; pos < end;) {
+	for (uint64_t pos = e->off; pos < end;) {
 		uint64_t want = SFS_MIN(end, pos + w->window);
 		if (ahead < want) {
-			sfs_cache_prefetch(c, it->src, e->region, ahead,
+			sfs_cache_prefetch(c, it->set, it->obj, ahead,
 					   want - ahead, 0);
 			ahead = want;
 		}
 		struct sfs_chunk *ch;
 		const uint8_t *p;
 		size_t avail;
-		int rc = sfs_cache_get(c, it->src, e->region, pos, &ch, &p,
+		int rc = sfs_cache_get(c, it->set, it->obj, pos, &ch, &p,
 				       &avail);
 		if (rc) {
 			snprintf(err, errlen, "%s at byte %" PRIu64 ": %s",
-				 it->path, e->off + (pos - e->roff),
+				 it->path, pos,
 				 rc == -ESTALE ? "its generation was replaced "
 						 "meanwhile; run again"
 				 : rc == -EBADMSG
@@ -142,18 +145,18 @@ static int warm_extent(struct warm *w, const struct item *it,
 	return 0;
 }
 
-int sfs_prefetch(struct sfs_fs *fs, const char *const *paths, size_t npaths,
+int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 		 const struct sfs_prefetch_cb *cb, char *err, size_t errlen)
 {
-	struct warm w = {.fs = fs, .cb = cb};
+	struct warm w = {.r = r, .cb = cb};
 	struct sfs_cache_stats st;
 	int rc = 0;
 
 	/* Like an open: the seed's current generation. */
-	sfs_gens_revalidate(fs->gens);
-	pthread_rwlock_rdlock(&fs->lock);
+	sfs_replica_revalidate(r);
+	pthread_rwlock_rdlock(sfs_replica_lock(r));
 	for (size_t i = 0; i < npaths && !rc; i++) {
-		uint64_t ino = resolve(fs, paths[i]);
+		uint64_t ino = resolve(r, paths[i]);
 		if (!ino) {
 			snprintf(err, errlen, "%s: not in the mount", paths[i]);
 			rc = -ENOENT;
@@ -161,11 +164,11 @@ int sfs_prefetch(struct sfs_fs *fs, const char *const *paths, size_t npaths,
 			rc = collect(&w, ino);
 		}
 	}
-	pthread_rwlock_unlock(&fs->lock);
+	pthread_rwlock_unlock(sfs_replica_lock(r));
 	if (rc)
 		goto out;
 
-	sfs_cache_stats(fs->cache, &st);
+	sfs_cache_stats(sfs_replica_cache(r), &st);
 	w.chunk = st.chunk_size;
 	w.window = SFS_MIN(WINDOW_MAX, st.size / 4);
 	w.timeout_ms = 10000;
@@ -207,7 +210,7 @@ int sfs_prefetch(struct sfs_fs *fs, const char *const *paths, size_t npaths,
 	rc = rc > 0 ? 0 : rc;
 out:
 	for (size_t i = 0; i < w.n; i++)
-		sfs_gens_unref(fs->gens, w.items[i].view);
+		sfs_replica_unref(r, w.items[i].view);
 	free(w.items);
 	return rc;
 }

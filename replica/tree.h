@@ -48,7 +48,7 @@ struct sfs_node {
 	 * metadata.  [borrowed from the manifest] */
 	const struct sfs_mtensor *tensor;
 	uint64_t base;
-	uint32_t src;	     /* FILE: cache source of its regions */
+	uint32_t set;	     /* FILE, TENSOR: cache set of its bytes */
 	const uint8_t *blob; /* BLOB [borrowed] */
 	/* The seed's time and permission bits (files, directories of the
 	 * model, and a tensor's those of its file); .has 0: the mount's. */
@@ -75,12 +75,12 @@ int sfs_tree_new(const char *seed, const char *layout, struct sfs_tree **out);
 /*
  * sfs_tree_add_model - add m->model and everything the manifest lists,
  * plus NAME/.seedfs/manifest.json showing @json.  @m and @json are
- * borrowed and must outlive the nodes that use them; @src is the cache
- * source for the model's regions, @owner is stored in its file nodes.
+ * borrowed and must outlive the nodes that use them; @set is the cache
+ * set of the model's bytes, @owner is stored in its file nodes.
  * Returns 0, -EEXIST (model already present) or -ENOMEM.
  */
 int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
-		       uint32_t src, const char *json, size_t json_len,
+		       uint32_t set, const char *json, size_t json_len,
 		       void *owner);
 
 /*
@@ -92,7 +92,7 @@ int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
  * again.  Returns 0, -ENOENT (no such model) or -ENOMEM.
  */
 int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
-			   uint32_t src, const char *json, size_t json_len,
+			   uint32_t set, const char *json, size_t json_len,
 			   void *owner, uint64_t **sup, size_t *nsup);
 
 /*

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "fs/readahead.h"
+#include "replica/readahead.h"
 
 #include "common/util.h"
 

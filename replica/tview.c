@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "tview.h"
+#include "replica/tview.h"
 
 #include "metadata/manifest.h"
 

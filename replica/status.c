@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-#include "fs/status.h"
+#include "replica/status.h"
 
 #include "cache/cache.h"
 #include "cache/disk.h"
 #include "common/util.h"
-#include "fs/gens.h"
+#include "replica/gens.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -33,11 +33,11 @@ void sfs_status_destroy(struct sfs_status *s)
 static void render_seed(FILE *f, struct sfs_status *s)
 {
 	struct sfs_cache_peer_info pi;
-	uint32_t src = sfs_gens_current_src(s->gens);
+	uint32_t peer = sfs_gens_current_peer(s->gens);
 	char err[512];
 	uint64_t silent;
 
-	if (sfs_cache_peer(s->cache, src, &pi)) {
+	if (sfs_cache_peer(s->cache, peer, &pi)) {
 		fprintf(f, "seed: %s\n", s->seed);
 		return;
 	}
@@ -54,8 +54,11 @@ static void render_seed(FILE *f, struct sfs_status *s)
 	else
 		fprintf(f, "seed_last_pull: none yet\n");
 	fprintf(f, "seed_rate: %.1f MB/s\n", pi.rate / 1e6);
-	fprintf(f, "seed_pulls: %u in flight (at most %u), %zu queued\n",
-		pi.inflight, pi.window, pi.queued);
+	struct sfs_cache_stats st;
+	sfs_cache_stats(s->cache, &st);
+	fprintf(f,
+		"seed_pulls: %u in flight (at most %u), %" PRIu64 " queued\n",
+		pi.inflight, pi.window, st.queued);
 	if (sfs_gens_control(s->gens, &silent, err, sizeof(err)))
 		fprintf(f, "seed_control: no answer for %.1f s (%s)\n",
 			(double)silent / 1e3, err);

@@ -18,14 +18,14 @@
 #include <stddef.h>
 
 struct sfs_mctl;
-struct sfs_fs;
+struct sfs_replica;
 
 /*
- * sfs_mctl_start - listen and serve requests on threads of its own.  @fs
+ * sfs_mctl_start - listen and serve requests on threads of its own.  @r
  * [borrowed] must outlive sfs_mctl_stop.  *out [new].  Returns 0 or
  * -errno with one line in @err.
  */
-int sfs_mctl_start(struct sfs_fs *fs, struct sfs_mctl **out, char *err,
+int sfs_mctl_start(struct sfs_replica *r, struct sfs_mctl **out, char *err,
 		   size_t errlen);
 
 /* sfs_mctl_path - the socket's path [borrowed]. */

@@ -1,11 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* main.c - `seedfs COMMAND ...`: one binary, one subcommand each. */
+#include "cli/cli.h"
 #include "common/log.h"
-#include "fs/mount.h"
-#include "fs/prefetch.h"
-#include "fs/probe.h"
-#include "fs/pull.h"
-#include "seed/seed.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -39,22 +35,22 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "seed") == 0) {
 		sfs_log_program("seedfs-seed");
-		return sfs_seed_main(argc - 1, argv + 1);
+		return sfs_cli_seed(argc - 1, argv + 1);
 	}
 	if (strcmp(cmd, "mount") == 0) {
 		sfs_log_program("seedfs-mount");
-		return sfs_mount_main(argc - 1, argv + 1);
+		return sfs_cli_mount(argc - 1, argv + 1);
 	}
 	if (strcmp(cmd, "pull") == 0) {
 		sfs_log_program("seedfs-pull");
-		return sfs_pull_main(argc - 1, argv + 1);
+		return sfs_cli_pull(argc - 1, argv + 1);
 	}
 	if (strcmp(cmd, "prefetch") == 0) {
 		sfs_log_program("seedfs-prefetch");
-		return sfs_prefetch_main(argc - 1, argv + 1);
+		return sfs_cli_prefetch(argc - 1, argv + 1);
 	}
 	if (strcmp(cmd, "probe") == 0)
-		return sfs_probe_main(argc - 1, argv + 1);
+		return sfs_cli_probe(argc - 1, argv + 1);
 	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
 		printf("seedfs %s\n", SEEDFS_VERSION);
 		return 0;

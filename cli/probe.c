@@ -4,7 +4,7 @@
  * Each protocol is opened for real (fabric, domain, endpoint, progress
  * thread), then closed: what probe says is what seed and mount will do.
  */
-#include "fs/probe.h"
+#include "cli/cli.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -24,7 +24,7 @@ static void usage(FILE *out)
 		"Exits 0 when at least one protocol is available.\n");
 }
 
-int sfs_probe_main(int argc, char **argv)
+int sfs_cli_probe(int argc, char **argv)
 {
 	const char *only = NULL;
 	int verbose = 0, avail = 0;

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/* pull.c - copy a model to a local directory (pull.h). */
+#include "replica/pull.h"
+
+#include "common/log.h"
+#include "common/progress.h"
+#include "common/util.h"
+#include "metadata/manifest.h"
+#include "replica/replica.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PULL_STEP (4u << 20) /* bytes pinned and written at once */
+
+struct pull {
+	struct sfs_replica *r;
+	struct sfs_view *view;
+	const struct sfs_manifest *m;
+	uint64_t window;
+	struct sfs_progress prog;
+};
+
+/* DEST must not exist (it is created) or be an empty directory. */
+static int make_dest(const char *dest)
+{
+	DIR *d;
+	if (mkdir(dest, 0755) == 0)
+		return 0;
+	if (errno != EEXIST || !(d = opendir(dest)))
+		return -errno;
+	struct dirent *e;
+	int empty = 1;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			empty = 0;
+	closedir(d);
+	return empty ? 0 : -ENOTEMPTY;
+}
+
+/* Write every byte of @f to @fd, keeping the window full ahead. */
+static int copy_file(struct pull *p, int fd, const struct sfs_rfile *f)
+{
+	uint64_t ahead = 0;
+	for (uint64_t pos = 0; pos < f->size;) {
+		uint64_t want = SFS_MIN(pos + p->window, f->size);
+		if (ahead < want) {
+			sfs_replica_fetch(p->r, f, ahead, want - ahead);
+			ahead = want;
+		}
+		struct sfs_rvec v;
+		sfs_rvec_init(&v);
+		int rc = sfs_replica_read(p->r, (struct sfs_rfile *)f, pos,
+					  PULL_STEP, &v);
+		uint64_t at = pos;
+		for (size_t i = 0; !rc && i < v.n; i++) {
+			const uint8_t *data = v.iov[i].iov_base;
+			size_t n = v.iov[i].iov_len;
+			for (size_t done = 0; done < n;) {
+				ssize_t w = pwrite(fd, data + done, n - done,
+						   (off_t)(at + done));
+				if (w < 0) {
+					rc = -errno;
+					break;
+				}
+				done += (size_t)w;
+			}
+			at += n;
+		}
+		sfs_rvec_release(p->r, &v);
+		if (rc)
+			return rc;
+		if (at == pos)
+			return -EIO; /* nothing came: never loop */
+		sfs_progress_add(&p->prog, at - pos);
+		pos = at;
+	}
+	return 0;
+}
+
+/* Directories last (writing into them changed their times), deepest
+ * first; DEST itself is the model's directory. */
+static int dir_times(const struct sfs_manifest *m, const char *dest)
+{
+	char path[SFS_MF_PATH_MAX * 2];
+	for (size_t k = m->ndirs + 1; k-- > 0;) {
+		const struct sfs_mmeta *mm =
+			k ? &m->dir_meta[k - 1] : &m->root_meta;
+		if (!mm->has)
+			continue;
+		snprintf(path, sizeof(path), "%s%s%s", dest, k ? "/" : "",
+			 k ? m->dirs[k - 1] : "");
+		struct timespec ts[2] = {sfs_ns_timespec(mm->mtime_ns),
+					 sfs_ns_timespec(mm->mtime_ns)};
+		if (chmod(path, (mode_t)(mm->mode & 0777)) ||
+		    utimensat(AT_FDCWD, path, ts, 0))
+			return -errno;
+	}
+	return 0;
+}
+
+static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
+		     size_t errlen)
+{
+	const struct sfs_mfile *f = &p->m->files[idx];
+	char path[SFS_MF_PATH_MAX * 2];
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dest, f->path);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot create %.400s: %s", path,
+			 strerror(errno));
+		return -errno;
+	}
+	struct sfs_rfile rf;
+	sfs_replica_rfile(p->view, idx, &rf);
+	rc = copy_file(p, fd, &rf);
+	/* The seed's time and permission bits, as cp -a would keep them. */
+	if (!rc && f->meta.has) {
+		struct timespec ts[2] = {sfs_ns_timespec(f->meta.mtime_ns),
+					 sfs_ns_timespec(f->meta.mtime_ns)};
+		if (fchmod(fd, (mode_t)(f->meta.mode & 0777)) ||
+		    futimens(fd, ts))
+			rc = -errno;
+	}
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (rc)
+		snprintf(err, errlen, "%s: %s", f->path,
+			 rc == -EBADMSG ? "bytes do not match the seed's "
+					  "checksum"
+					: strerror(-rc));
+	return rc;
+}
+
+int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
+	     uint64_t window, char *err, size_t errlen)
+{
+	struct pull p = {.r = r, .window = window};
+	int rc = sfs_replica_current(r, name, &p.view, &p.m);
+
+	if (rc) {
+		snprintf(err, errlen,
+			 "the seed at %s publishes no model %s (it publishes "
+			 "%s)",
+			 sfs_replica_seed(r), name, sfs_replica_model(r));
+		return rc;
+	}
+	if ((rc = make_dest(dest))) {
+		snprintf(err, errlen, "%s: %s", dest,
+			 rc == -ENOTEMPTY ? "not empty" : strerror(-rc));
+		sfs_replica_unref(r, p.view);
+		return rc;
+	}
+	const struct sfs_manifest *m = p.m;
+	uint64_t total = 0;
+	for (size_t i = 0; i < m->nfiles; i++)
+		total += m->files[i].size;
+	char what[300];
+	snprintf(what, sizeof(what), "pull %s", m->model);
+	sfs_progress_start(&p.prog, what, total);
+	for (size_t i = 0; i < m->ndirs && !rc; i++) {
+		char path[SFS_MF_PATH_MAX * 2];
+		snprintf(path, sizeof(path), "%s/%s", dest, m->dirs[i]);
+		if (mkdir(path, 0755) && errno != EEXIST) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot create %.400s: %s", path,
+				 strerror(errno));
+		}
+	}
+	for (size_t i = 0; i < m->nfiles && !rc; i++)
+		rc = pull_file(&p, i, dest, err, errlen);
+	if (!rc && (rc = dir_times(m, dest)))
+		snprintf(err, errlen, "setting directory times: %s",
+			 strerror(-rc));
+	sfs_progress_end(&p.prog, rc == 0);
+	if (rc) {
+		size_t l = strlen(err);
+		snprintf(err + l, errlen - l, " (%s is incomplete)", dest);
+	}
+	sfs_replica_unref(r, p.view);
+	return rc;
+}

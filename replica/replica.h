@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * replica.h - the replica's core: what a mount, `seedfs pull`,
+ * `seedfs prefetch` and the engine API share.
+ *
+ * A replica asks its seeds what they publish, checks every manifest,
+ * opens one transport, a chunk cache in registered memory (and its disk
+ * tier), builds the tree of files and follows the seeds' generations.
+ * It reads files through the cache: sfs_replica_read pins the chunks of
+ * a byte range and hands back pointers into them.  Nothing here knows
+ * FUSE: fs/ turns the tree and these reads into replies.
+ *
+ * All functions are thread safe unless said otherwise.
+ */
+#ifndef SFS_REPLICA_H
+#define SFS_REPLICA_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct sfs_cache;
+struct sfs_chunk;
+struct sfs_mfile;
+struct sfs_require;
+struct sfs_tree;
+struct sfs_view;
+struct sfs_ra;
+
+struct sfs_replica;
+
+struct sfs_replica_cfg {
+	const char *seed;	 /* HOST:PORT [borrowed] */
+	const char *protocol;	 /* NULL: the seed's first that opens */
+	unsigned int timeout_ms; /* no progress for this long: give up */
+	uint64_t cache_size;	 /* bytes of registered chunk memory */
+	uint32_t chunk_size;	 /* bytes per pull, a power of two */
+	const char *cache_dir;	 /* the disk tier, or NULL [borrowed] */
+	uint64_t cache_dir_size; /* its bound; 0: the filesystem's */
+	int no_verify;		 /* serve pulled bytes unchecked */
+	/* Show a model only while its identity matches [borrowed], or
+	 * NULL; @require_text is how the user wrote it. */
+	const struct sfs_require *require;
+	const char *require_text;
+	/* The layout --require asks for (the tensor view shows only its
+	 * tensors), or NULL [borrowed]. */
+	const char *layout;
+	uint64_t start_ms; /* when the command started (monotonic) */
+	const char *who;   /* "seedfs mount": what error lines start with */
+};
+
+/*
+ * sfs_replica_open - fetch and check the seed's manifest, open the
+ * disk tier, the transport and the cache, build the tree and start
+ * following generations.  Writes one line into @err on failure (an
+ * unreachable seed, a bad manifest, a protocol this host cannot serve,
+ * a cache the machine cannot hold).  *out [new], freed with
+ * sfs_replica_close.  Returns 0 or -errno.
+ */
+int sfs_replica_open(const struct sfs_replica_cfg *cfg,
+		     struct sfs_replica **out, char *err, size_t errlen);
+
+/* sfs_replica_ready - what had to be quick is done (a mount is
+ * ready): record the time for status and fault the rest of the cache
+ * in behind. */
+void sfs_replica_ready(struct sfs_replica *r);
+
+/*
+ * sfs_replica_set_inval - where to send page cache invalidations of a
+ * generation that is no longer served (@fn(@arg, ino)), for a mount;
+ * called from the replica's own thread.
+ */
+void sfs_replica_set_inval(struct sfs_replica *r, void (*fn)(void *, uint64_t),
+			   void *arg);
+
+/*
+ * sfs_replica_stop - stop following generations (no more
+ * invalidations) and stop the control socket's prefetches: before the
+ * FUSE session goes.  Idempotent.
+ */
+void sfs_replica_stop(struct sfs_replica *r);
+
+/* sfs_replica_close - stop, quiesce the transport, free.  NULL is fine.
+ * Not thread safe with anything else on @r. */
+void sfs_replica_close(struct sfs_replica *r);
+
+/*
+ * The tree of files [borrowed]: read it holding the lock for reading
+ * (a new generation rewrites it under the lock held for writing).
+ */
+struct sfs_tree *sfs_replica_tree(struct sfs_replica *r);
+pthread_rwlock_t *sfs_replica_lock(struct sfs_replica *r);
+
+/* The cache [borrowed], for what reads chunks itself (prefetch). */
+struct sfs_cache *sfs_replica_cache(struct sfs_replica *r);
+
+/* sfs_replica_seed - the seed's HOST:PORT [borrowed]. */
+const char *sfs_replica_seed(const struct sfs_replica *r);
+
+/* sfs_replica_model - the name of the (first) model [borrowed]. */
+const char *sfs_replica_model(const struct sfs_replica *r);
+
+/* sfs_replica_hidden - 1 when the model is hidden by the requirement
+ * (@why, if not NULL, says which field differs), else 0. */
+int sfs_replica_hidden(struct sfs_replica *r, char *why, size_t len);
+
+/*
+ * sfs_replica_revalidate - close-to-open: adopt the seed's current
+ * generation if it is newer (see sfs_gens_revalidate).
+ * sfs_replica_revalidate_missing - for a lookup of a name that is not
+ * there: at most every 200 ms, waiting a second at most.
+ */
+void sfs_replica_revalidate(struct sfs_replica *r);
+void sfs_replica_revalidate_missing(struct sfs_replica *r);
+
+/*
+ * Views: the generation a node's bytes come from.  sfs_replica_ref -
+ * take a reference on @v, read from a tree node under the lock: 0, or
+ * -ESTALE when it is no longer served (no reference taken).
+ * sfs_replica_unref - drop one.  sfs_replica_alive - 0 once no seed
+ * serves @v.
+ */
+int sfs_replica_ref(struct sfs_replica *r, struct sfs_view *v);
+void sfs_replica_unref(struct sfs_replica *r, struct sfs_view *v);
+int sfs_replica_alive(struct sfs_replica *r, struct sfs_view *v);
+
+/* The pointers a read hands back, and the chunks they pin. */
+#define SFS_RVEC_STACK 32
+struct sfs_rvec {
+	struct iovec *iov;
+	struct sfs_chunk **pins; /* [i]: pins iov[i], or NULL (inline) */
+	size_t n, cap;
+	struct iovec iov_stack[SFS_RVEC_STACK];
+	struct sfs_chunk *pins_stack[SFS_RVEC_STACK];
+};
+
+/* sfs_rvec_init - empty, on its stack arrays.  sfs_rvec_release - put
+ * every pin, free what grew.  Not thread safe on one rvec. */
+void sfs_rvec_init(struct sfs_rvec *v);
+void sfs_rvec_release(struct sfs_replica *r, struct sfs_rvec *v);
+
+/* One open file's reading state, owned by its caller. */
+struct sfs_rfile {
+	struct sfs_view *view;	      /* referenced by the caller */
+	const struct sfs_mfile *file; /* in view's manifest */
+	uint32_t set;		      /* the view's cache set */
+	uint32_t obj;		      /* @file's index: its object in @set */
+	uint64_t base;		  /* a tensor: where its bytes start in @file */
+	uint64_t size;		  /* bytes readable from @base */
+	pthread_mutex_t *ra_lock; /* guards @ra, or NULL: no read-ahead */
+	struct sfs_ra *ra;
+};
+
+/*
+ * sfs_replica_read - the bytes [off, off+len) of @f (from its base) into
+ * @out: pulls are queued for all of them first, then read-ahead as the
+ * access pattern deserves, then each chunk is waited for and pinned.
+ * Returns 0, -ESTALE (the generation is no longer served), or the
+ * cache's error (-EIO, -ETIMEDOUT, -EBADMSG, ...); logged.  @out holds
+ * what was pinned either way: release it.
+ */
+int sfs_replica_read(struct sfs_replica *r, struct sfs_rfile *f, uint64_t off,
+		     uint64_t len, struct sfs_rvec *out);
+
+/*
+ * sfs_replica_fetch - queue read-ahead pulls for @f's bytes [off,
+ * off+len) and return without waiting (a copy keeping a window full).
+ */
+void sfs_replica_fetch(struct sfs_replica *r, const struct sfs_rfile *f,
+		       uint64_t off, uint64_t len);
+
+/*
+ * sfs_replica_current - the current generation of model @name: *v
+ * [referenced: sfs_replica_unref it] and its manifest in *m [borrowed
+ * from *v].  -ENOENT when no such model is shown.
+ */
+struct sfs_manifest;
+int sfs_replica_current(struct sfs_replica *r, const char *name,
+			struct sfs_view **v, const struct sfs_manifest **m);
+
+/* sfs_replica_rfile - what reading file @idx of @v whole needs (no
+ * read-ahead: the caller keeps its own window with sfs_replica_fetch). */
+void sfs_replica_rfile(struct sfs_view *v, size_t idx, struct sfs_rfile *f);
+
+/* sfs_replica_resident - how many of @f's bytes [off, off+len) are in
+ * memory now (a snapshot, for display). */
+uint64_t sfs_replica_resident(struct sfs_replica *r, const struct sfs_rfile *f,
+			      uint64_t off, uint64_t len);
+
+/* Read-ahead bounds for callers of sfs_replica_read. */
+void sfs_replica_set_ahead(struct sfs_replica *r, uint64_t min, uint64_t max);
+
+/*
+ * sfs_replica_status - .seedfs/status: *text [new, free()].  @arg is the
+ * replica.  Returns 0 or -ENOMEM.
+ */
+int sfs_replica_status(void *arg, char **text, size_t *len);
+
+/*
+ * sfs_replica_serve_control - start the mount's control socket (seedfs
+ * prefetch talks to it), named in status; with @prefetch_all, warm
+ * every file in the background.  Logs when it cannot.
+ */
+void sfs_replica_serve_control(struct sfs_replica *r, int prefetch_all);
+
+/* sfs_replica_total_bytes - the bytes of every file shown now. */
+uint64_t sfs_replica_total_bytes(struct sfs_replica *r);
+
+#endif /* SFS_REPLICA_H */

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The layers' arrows point down only: a folder includes headers of the
+# folders below it, never of those above (docs/architecture.md).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+# folder: the folders it must not include
+declare -A above=(
+	[common]="transports metadata cache replica fs cli seed"
+	[transports]="metadata cache replica fs cli seed"
+	[metadata]="cache replica fs cli seed"
+	[cache]="replica fs cli seed"
+	[replica]="fs cli seed"
+	[fs]="cli seed"
+	[seed]="cache replica fs cli"
+)
+bad=0
+for dir in "${!above[@]}"; do
+	for up in ${above[$dir]}; do
+		if grep -rn "#include \"$up/" "$dir" --include='*.c' --include='*.h'; then
+			echo "FAIL: $dir/ includes $up/ (it is above it)"
+			bad=1
+		fi
+	done
+	# FUSE headers belong to fs/ (and cli/, above it) alone.
+	if [ "$dir" != fs ] && grep -rn "#include <fuse" "$dir" --include='*.c' --include='*.h'; then
+		echo "FAIL: $dir/ includes a FUSE header"
+		bad=1
+	fi
+done
+[ $bad -eq 0 ] && echo "ok: every include points down"
+exit $bad

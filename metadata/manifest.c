@@ -81,7 +81,8 @@ int sfs_manifest_set_checksums(struct sfs_manifest *m, size_t idx,
 	uint64_t *copy = malloc((n ? n : 1) * sizeof(*copy));
 	if (!copy)
 		return -ENOMEM;
-	memcpy(copy, sums, n * sizeof(*copy));
+	if (n)
+		memcpy(copy, sums, n * sizeof(*copy));
 	free(f->sums);
 	f->sums = copy;
 	f->csum_shift = shift;

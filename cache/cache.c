@@ -110,11 +110,20 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 		c->nfree--;
 		return ch;
 	}
-	ch = c->lru.head;
+	/* The least recently used, but not one another replica may be
+	 * reading now (exported a moment ago: see sfs_cache_export),
+	 * unless there is nothing else. */
+	uint64_t now = sfs_now_ms();
+	for (ch = c->lru.head; ch && ch->keep_until_ms > now; ch = ch->next)
+		;
+	if (!ch && (ch = c->lru.head))
+		c->st.export_evictions++;
 	if (ch) {
 		sfs_list_del(&c->lru, ch);
 		sfs_cache_unhash(c, ch);
+		c->sets[ch->set]->version++;
 		ch->state = CH_FREE;
+		ch->keep_until_ms = 0;
 	}
 	return ch;
 }
@@ -438,17 +447,54 @@ void sfs_cache_remove_peer(struct sfs_cache *c, uint32_t peer)
 		sfs_xport_peer_remove(c->x, id);
 }
 
-/* Pieces must tile [0, len) in order. */
-static int pieces_ok(const struct sfs_cache_hobj *o, uint64_t len)
+/* Pieces must tile [0, len) in order; a partial holder's may leave
+ * gaps (chunks it does not hold). */
+static int pieces_ok(const struct sfs_cache_hobj *o, uint64_t len, int partial)
 {
 	uint64_t at = 0;
 	for (size_t k = 0; k < o->npieces; k++) {
 		const struct sfs_cache_piece *p = &o->pieces[k];
-		if (p->off != at || p->len == 0 || p->len > len - at)
+		if ((partial ? p->off < at : p->off != at) || p->len == 0 ||
+		    p->off > len || p->len > len - p->off)
 			return 0;
-		at += p->len;
+		at = p->off + p->len;
 	}
-	return o->npieces == 0 || at == len;
+	return partial || o->npieces == 0 || at == len;
+}
+
+/* A partial holder holds the chunks its pieces cover whole
+ * (c->lock held). */
+static void has_from_pieces(struct sfs_cache *c, struct cache_holder *h)
+{
+	for (size_t i = 0; i < h->nobjs; i++) {
+		const struct sfs_cache_hobj *o = &h->objs[i];
+		uint64_t len = c->sets[h->set]->objs[i].len;
+		uint64_t n = (len + c->chunk_size - 1) >> c->chunk_shift;
+		free(h->has[i]);
+		h->has[i] = NULL;
+		if (!o->npieces || !n)
+			continue;
+		if (!(h->has[i] = calloc((size_t)(n + 63) / 64, 8)))
+			continue; /* none held: best effort */
+		size_t k = 0;
+		for (uint64_t idx = 0; idx < n; idx++) {
+			uint64_t a = idx << c->chunk_shift;
+			uint64_t b = SFS_MIN(a + c->chunk_size, len);
+			while (k < o->npieces &&
+			       o->pieces[k].off + o->pieces[k].len <= a)
+				k++;
+			/* Covered: pieces from a to b without a gap. */
+			uint64_t at = a;
+			for (size_t j = k; j < o->npieces && at < b; j++) {
+				if (o->pieces[j].off > at)
+					break;
+				at = SFS_MAX(at, o->pieces[j].off +
+							 o->pieces[j].len);
+			}
+			if (at >= b)
+				h->has[i][idx / 64] |= 1ull << (idx % 64);
+		}
+	}
 }
 
 int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
@@ -476,7 +522,7 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 		     ? 0
 		     : -EINVAL;
 	for (size_t i = 0; !rc && i < n; i++)
-		if (!pieces_ok(&objs[i], c->sets[set]->objs[i].len))
+		if (!pieces_ok(&objs[i], c->sets[set]->objs[i].len, partial))
 			rc = -EINVAL;
 	if (!rc)
 		rc = sfs_grow((void **)&c->holders, &c->cap_holders,
@@ -490,6 +536,8 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 		c->holders[c->nholders++] = h;
 		s->holders[s->nholders++] = *holder;
 		c->peers[peer]->nholders++;
+		if (partial)
+			has_from_pieces(c, h);
 		pthread_cond_broadcast(&c->cond);
 		sfs_peer_wake_worker(c);
 	}
@@ -497,6 +545,82 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 	if (rc)
 		holder_free(h);
 	return rc;
+}
+
+int sfs_cache_holder_update(struct sfs_cache *c, uint32_t holder,
+			    const struct sfs_cache_hobj *objs, size_t n)
+{
+	struct sfs_cache_hobj *copy = calloc(n ? n : 1, sizeof(*copy));
+	int rc = 0;
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, objs, n * sizeof(*objs));
+	pthread_mutex_lock(&c->lock);
+	struct cache_holder *h =
+		holder < c->nholders ? c->holders[holder] : NULL;
+	if (!h || h->removed || !h->partial || n != h->nobjs)
+		rc = -EINVAL;
+	for (size_t i = 0; !rc && i < n; i++)
+		if (!pieces_ok(&objs[i], c->sets[h->set]->objs[i].len, 1))
+			rc = -EINVAL;
+	if (!rc) {
+		/* Chunks posted with the old pieces still read the
+		 * addresses they were given; new ones use these. */
+		struct sfs_cache_hobj *old = h->objs;
+		h->objs = copy;
+		copy = old;
+		has_from_pieces(c, h);
+		sfs_peer_wake_worker(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(copy);
+	return rc;
+}
+
+int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
+		     uint32_t *slots, uint64_t n, uint64_t keep_ms,
+		     uint64_t *version)
+{
+	pthread_mutex_lock(&c->lock);
+	if (set >= c->nsets || obj >= c->sets[set]->nobjs ||
+	    c->sets[set]->retired) {
+		pthread_mutex_unlock(&c->lock);
+		return -ENOENT;
+	}
+	uint64_t until = sfs_now_ms() + keep_ms,
+		 len = c->sets[set]->objs[obj].len;
+	uint64_t nchunks = (len + c->chunk_size - 1) >> c->chunk_shift;
+	int held = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		struct sfs_chunk *ch =
+			i < nchunks ? lookup(c, set, obj, i) : NULL;
+		if (!ch || ch->state != CH_READY) {
+			slots[i] = UINT32_MAX;
+			continue;
+		}
+		slots[i] = (uint32_t)(ch - c->slots);
+		ch->keep_until_ms = SFS_MAX(ch->keep_until_ms, until);
+		held++;
+	}
+	*version = c->sets[set]->version;
+	pthread_mutex_unlock(&c->lock);
+	return held;
+}
+
+uint64_t sfs_cache_set_version(struct sfs_cache *c, uint32_t set)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t v = set < c->nsets ? c->sets[set]->version : 0;
+	pthread_mutex_unlock(&c->lock);
+	return v;
+}
+
+void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on)
+{
+	pthread_mutex_lock(&c->lock);
+	if (peer < c->npeers)
+		c->peers[peer]->last_resort = on;
+	pthread_mutex_unlock(&c->lock);
 }
 
 void sfs_cache_remove_holder(struct sfs_cache *c, uint32_t holder)
@@ -515,29 +639,6 @@ int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx)
 		return 1;
 	const uint64_t *bits = h->has[obj];
 	return bits && (bits[idx / 64] >> (idx % 64) & 1);
-}
-
-void sfs_cache_holder_has(struct sfs_cache *c, uint32_t holder, uint32_t obj,
-			  uint64_t idx, int has)
-{
-	pthread_mutex_lock(&c->lock);
-	struct cache_holder *h =
-		holder < c->nholders ? c->holders[holder] : NULL;
-	if (h && h->partial && obj < h->nobjs) {
-		uint64_t len = c->sets[h->set]->objs[obj].len;
-		uint64_t nchunks = (len + c->chunk_size - 1) >> c->chunk_shift;
-		if (idx < nchunks && !h->has[obj] && has)
-			h->has[obj] = calloc((size_t)(nchunks + 63) / 64, 8);
-		if (idx < nchunks && h->has[obj]) {
-			if (has)
-				h->has[obj][idx / 64] |= 1ull << (idx % 64);
-			else
-				h->has[obj][idx / 64] &= ~(1ull << (idx % 64));
-		}
-		if (has)
-			sfs_peer_wake_worker(c);
-	}
-	pthread_mutex_unlock(&c->lock);
 }
 
 /* Hand @ch to a disk thread to look for it (c->lock held). */
@@ -583,6 +684,7 @@ static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 	pthread_mutex_lock(&c->lock);
 	if (!rc) {
 		ch->state = CH_READY;
+		c->sets[ch->set]->version++;
 		c->st.disk_hits++;
 		c->st.disk_bytes_read += ch->len;
 		sfs_cache_settle(c, ch);
@@ -751,6 +853,7 @@ void sfs_cache_retire_set(struct sfs_cache *c, uint32_t set)
 	if (set < c->nsets && !c->sets[set]->retired) {
 		struct cache_set *s = c->sets[set];
 		s->retired = 1;
+		s->version++;
 		d = s->disk;
 		/* Its unpinned chunks are of no use to anyone now. */
 		for (struct sfs_chunk *ch = c->lru.head, *next; ch; ch = next) {

@@ -111,8 +111,9 @@ struct sfs_cache_stats {
 	uint64_t unavailable;	   /* reads refused at once: all down */
 	uint64_t no_slot;	   /* reads that found every chunk busy */
 	uint64_t reconnects, reconnect_failures;
-	uint64_t failovers; /* pulls moved to another holder */
-	uint64_t queued;    /* chunks waiting for a peer, now */
+	uint64_t failovers;	   /* pulls moved to another holder */
+	uint64_t export_evictions; /* exported chunks evicted early */
+	uint64_t queued;	   /* chunks waiting for a peer, now */
 	/* The disk tier: chunks loaded from it (verified), stored in it,
 	 * not stored (full, or writes behind), failed I/O, reads given up
 	 * waiting for it, and chunks waiting to be written. */
@@ -182,9 +183,8 @@ void sfs_cache_set_reconnect(struct sfs_cache *c,
 			     void *arg);
 
 /*
- * sfs_cache_slab_mr - the registration of the memory holding @ch's
- * bytes, and sfs_cache_slab - the slab, for a replica that serves what
- * it holds (it registers the slab with a transport of its own).
+ * sfs_cache_slab - the slab (its slots in order), for a replica that
+ * serves what it holds: it registers it with a transport of its own.
  */
 void sfs_cache_slab(struct sfs_cache *c, uint8_t **base, size_t *len);
 
@@ -228,21 +228,49 @@ int sfs_cache_persist_set(struct sfs_cache *c, uint32_t set, const char *key,
 /*
  * Holders.  sfs_cache_add_holder - peer @peer serves @set: @objs has one
  * entry per object of the set (its pieces borrowed until the holder is
- * removed); it holds every chunk unless @partial, then none until
- * sfs_cache_holder_has says so.  *holder for later calls.  Returns 0,
- * -EINVAL (pieces that do not tile an object), -ENOMEM.
+ * removed); it holds every chunk unless @partial, then only the chunks
+ * its pieces cover whole (pieces may leave gaps; sfs_cache_holder_update
+ * changes them).  *holder for later calls.  Returns 0, -EINVAL (pieces
+ * that do not tile an object, or overlap in a partial one), -ENOMEM.
  * sfs_cache_remove_holder - it no longer serves @set: its queued pulls
  * go to others, its posted ones are orphaned and pulled again
  * elsewhere.  After it returns, its pieces are no longer used.
- * sfs_cache_holder_has - a partial holder now holds (or with @has 0 no
- * longer holds) chunk @idx of object @obj.
  */
 int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 			 const struct sfs_cache_hobj *objs, size_t n,
 			 int partial, uint32_t *holder);
 void sfs_cache_remove_holder(struct sfs_cache *c, uint32_t holder);
-void sfs_cache_holder_has(struct sfs_cache *c, uint32_t holder, uint32_t obj,
-			  uint64_t idx, int has);
+
+/*
+ * sfs_cache_holder_update - a partial holder's pieces now are @objs
+ * (borrowed from now on; the old ones are no longer used once this
+ * returns): it holds the chunks they cover whole.  0, -EINVAL (not a
+ * partial holder, pieces that overlap or run past an object), -ENOMEM.
+ */
+int sfs_cache_holder_update(struct sfs_cache *c, uint32_t holder,
+			    const struct sfs_cache_hobj *objs, size_t n);
+
+/*
+ * sfs_cache_peer_last_resort - @peer (a seed, when re-seeders are
+ * about) takes only chunks no other holder that is up has.
+ */
+void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on);
+
+/*
+ * Serving what this cache holds to other replicas (a re-seeding mount):
+ * sfs_cache_export - for chunks 0..@n-1 of @obj of @set, the slab slot
+ * holding each (slot i is at slab + i * chunk_size), or UINT32_MAX for
+ * a chunk not in memory; each one exported is not evicted for @keep_ms
+ * (unless nothing else can go), so a replica that reads it from the
+ * list it was given reads these bytes.  *version is the set's version
+ * (it grows when a chunk of it becomes ready or leaves).  Returns how
+ * many are held, or -ENOENT (no such set, or retired).
+ * sfs_cache_set_version - the same version, alone.
+ */
+int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
+		     uint32_t *slots, uint64_t n, uint64_t keep_ms,
+		     uint64_t *version);
+uint64_t sfs_cache_set_version(struct sfs_cache *c, uint32_t set);
 
 /*
  * sfs_cache_prefetch - queue pulls for the missing chunks covering

@@ -71,6 +71,7 @@ struct sfs_chunk {
 	uint64_t overtaken_ms; /* LOADING: a later post completed first */
 	int orphan; /* LOADING, but out of the hash: its slot waits for the
 		       transport's callback */
+	uint64_t keep_until_ms;	 /* READY: exported, not evicted before */
 	struct sfs_chunk *hnext; /* hash chain */
 	/* LRU (READY, unpinned), free list, a queue (QUEUED), its peer's
 	 * list of posted chunks (LOADING), or a disk queue (DISK; READY and
@@ -92,6 +93,7 @@ struct cache_set {
 	size_t nholders, cap_holders;
 	uint32_t *holders;     /* live holders of this set */
 	uint64_t last_done_ms; /* a pull of this set completed */
+	uint64_t version; /* chunks became ready or left: an export is old */
 };
 
 /* One peer serving one set.  Protected by c->lock. */
@@ -129,6 +131,7 @@ struct cache_peer {
 	double rate;	 /* bytes/s while busy */
 	size_t nholders; /* live holders on it */
 	int removed;	 /* gone for good */
+	int last_resort; /* takes only what no other holder up has */
 	uint64_t pulls, bytes, errors, checksum_errors, stalls;
 };
 

@@ -181,6 +181,23 @@ static int servable(struct sfs_cache *c, const struct sfs_chunk *ch,
 	return err;
 }
 
+/* Does a holder on a peer other than @not_peer that is not a last
+ * resort hold @ch, and can it take it now or soon (up)? */
+static int preferred(struct sfs_cache *c, const struct sfs_chunk *ch,
+		     uint32_t not_peer)
+{
+	const struct cache_set *s = c->sets[ch->set];
+	for (size_t i = 0; i < s->nholders; i++) {
+		const struct cache_holder *h = c->holders[s->holders[i]];
+		const struct cache_peer *p = c->peers[h->peer];
+		if (h->peer != not_peer && !p->last_resort && !p->removed &&
+		    p->state == SFS_PEER_UP && !p->silent_since &&
+		    sfs_holder_has(h, ch->obj, ch->idx))
+			return 1;
+	}
+	return 0;
+}
+
 int sfs_peer_set_usable(struct sfs_cache *c, uint32_t set)
 {
 	const struct cache_set *s = c->sets[set];
@@ -291,6 +308,12 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
 		p->label, why, strerror(-err), hold);
 	/* Its posted pulls start again elsewhere (or fail, for readers of
 	 * chunks only it holds); what only it could serve fails now. */
+	uint32_t pi = SFS_NONE;
+	for (size_t i = 0; i < c->npeers; i++)
+		if (c->peers[i] == p)
+			pi = (uint32_t)i;
+	for (struct sfs_chunk *ch = p->loading.head; ch; ch = ch->next)
+		c->st.failovers += !servable(c, ch, pi);
 	sfs_peer_orphan(c, p, SFS_NONE);
 	fail_unservable(c, err);
 }
@@ -358,6 +381,7 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 	ch->state = rc ? CH_FAILED : CH_READY;
 	ch->err = rc;
 	if (!rc) {
+		c->sets[ch->set]->version++;
 		c->st.pulls++;
 		c->st.bytes_pulled += ch->len;
 	} else {
@@ -482,13 +506,19 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 	pthread_cond_broadcast(&c->cond);
 }
 
-/* The first queued chunk peer @pi can serve, and through which holder. */
+/* The first queued chunk peer @pi can serve, and through which holder.
+ * A peer whose source's control port is silent takes only what no
+ * other holder can serve. */
 static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi)
 {
 	struct list *lists[2] = {&c->demand, &c->ahead};
+	const struct cache_peer *p = c->peers[pi];
+	int silent = p->silent_since != 0;
 	for (int k = 0; k < 2; k++)
 		for (struct sfs_chunk *ch = lists[k]->head; ch; ch = ch->next)
-			if ((*hi = holder_for(c, ch, pi)) != SFS_NONE)
+			if ((*hi = holder_for(c, ch, pi)) != SFS_NONE &&
+			    (!silent || servable(c, ch, pi)) &&
+			    (!p->last_resort || !preferred(c, ch, pi)))
 				return ch;
 	return NULL;
 }
@@ -650,6 +680,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 				q->overtaken_ms = now;
 		if (!status) {
 			ch->state = CH_READY;
+			s->version++;
 			p->last_ok_ms = now;
 			p->busy_bytes += ch->len;
 			p->failures = 0;
@@ -865,6 +896,9 @@ static uint64_t find_stalls(struct sfs_cache *c, uint64_t now)
 			alt = alt || !servable(c, ch, (uint32_t)i);
 		}
 		since = SFS_MIN(SFS_MAX(since, p->last_done_ms), lost);
+		/* Its control port is silent too: gone, most likely. */
+		if (p->silent_since && alt)
+			since = 0;
 		if (!alt)
 			continue;
 		if (now >= since + limit) {

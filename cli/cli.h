@@ -12,4 +12,21 @@ int sfs_cli_pull(int argc, char **argv);     /* pull.c */
 int sfs_cli_prefetch(int argc, char **argv); /* prefetch.c */
 int sfs_cli_probe(int argc, char **argv);    /* probe.c */
 
+#include <stddef.h>
+
+/* Seeds given as "HOST:PORT[,HOST:PORT...]" (one or more options). */
+struct cli_seeds {
+	size_t n;
+	char *list[64];
+	char *text; /* the first option's argument, for messages */
+};
+
+/*
+ * cli_seeds_add - split @arg into @s; one line on stderr (starting with
+ * @who) for a seed that is not HOST:PORT or one too many.  0 or -1.
+ * cli_seeds_free - free what was added.  (seeds.c)
+ */
+int cli_seeds_add(struct cli_seeds *s, const char *arg, const char *who);
+void cli_seeds_free(struct cli_seeds *s);
+
 #endif /* SFS_CLI_H */

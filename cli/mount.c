@@ -44,6 +44,8 @@ struct mount_opts {
 	char *max_background;
 	char *ahead;
 	char *require;
+	char *listen;
+	int reseed;
 	int no_verify;
 	int prefetch;
 	int nonempty;
@@ -82,6 +84,9 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--ahead %s", ahead),
 	OPT("--require=%s", require),
 	OPT("--require %s", require),
+	OPT("--listen=%s", listen),
+	OPT("--listen %s", listen),
+	{"--reseed", offsetof(struct mount_opts, reseed), 1},
 	{"nonempty", offsetof(struct mount_opts, nonempty), 1},
 	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
 	{"--prefetch", offsetof(struct mount_opts, prefetch), 1},
@@ -97,8 +102,8 @@ static const struct fuse_opt mount_spec[] = {
 
 /* Resolved settings. */
 struct mount_cfg {
-	const char *seed;
-	const char *protocol; /* NULL: what the seed publishes */
+	struct cli_seeds seeds; /* owned */
+	const char *protocol;	/* NULL: what the seed publishes */
 	unsigned int timeout_ms;
 	uint64_t cache_size;
 	const char *cache_dir;	 /* NULL: no disk tier */
@@ -111,22 +116,29 @@ struct mount_cfg {
 	int prefetch;		     /* warm every file once mounted */
 	struct sfs_require *require; /* owned; NULL: show every source */
 	const char *require_text;
-	uint64_t start_ms; /* when the command started (monotonic) */
+	const char *reseed; /* serve what it holds here, or NULL */
+	uint64_t start_ms;  /* when the command started (monotonic) */
 };
 
 static void usage(void)
 {
 	char names[128];
 	sfs_xport_known(NULL, names, sizeof(names));
-	printf("usage: seedfs mount --seed HOST:PORT MOUNTPOINT [options]\n"
+	printf("usage: seedfs mount --seed HOST:PORT[,HOST:PORT...] MOUNTPOINT "
+	       "[options]\n"
 	       "\n"
-	       "Mount the model a seed publishes at MOUNTPOINT/NAME, read-only.\n"
-	       "Reads become one-sided reads of the seed's memory.  Goes to\n"
-	       "the background once mounted (unless -f); fusermount3 -u\n"
+	       "Mount every model the seeds publish at MOUNTPOINT/NAME,\n"
+	       "read-only.  Reads become one-sided reads of the seeds' memory,\n"
+	       "spread over every seed that publishes the same content.  Goes\n"
+	       "to the background once mounted (unless -f); fusermount3 -u\n"
 	       "MOUNTPOINT or SIGTERM unmounts.\n"
 	       "\n"
 	       "seedfs options:\n"
-	       "    --seed HOST:PORT       the seed's control port (required)\n"
+	       "    --seed HOST:PORT[,...] the seeds' control ports (required):\n"
+	       "                           each one that\n"
+	       "                           publishes a model's content is a\n"
+	       "                           source of it; the first that\n"
+	       "                           answers leads its generations\n"
 	       "    --protocol NAME        %s; default\n"
 	       "                           $SEEDFS_PROTOCOL, else (and for\n"
 	       "                           auto) what the seed publishes\n"
@@ -166,7 +178,17 @@ static void usage(void)
 	       "                           what differs\n"
 	       "    --prefetch             once mounted, warm the cache with\n"
 	       "                           every file in the background (see\n"
-	       "                           seedfs prefetch)\n"
+	       "                           seedfs prefetch); with --reseed, from\n"
+	       "                           a point of its own, so replicas\n"
+	       "                           started together pull different\n"
+	       "                           chunks from the seeds\n"
+	       "    --reseed               also serve what this mount holds to\n"
+	       "                           other replicas (remote read only):\n"
+	       "                           it announces itself to its seeds,\n"
+	       "                           and replicas told only a seed's\n"
+	       "                           address read from it too\n"
+	       "    --listen HOST:PORT     with --reseed, its control port\n"
+	       "                           (default 0.0.0.0:0, any port)\n"
 	       "    -o nonempty            mount over a directory that is not\n"
 	       "                           empty (refused otherwise)\n"
 	       "    --log-level LEVEL      err, warn, info, debug (default info)\n"
@@ -247,7 +269,6 @@ static int check_room(uint64_t cache, const struct sfs_mem_room *r,
 static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 {
 	uint64_t v;
-	c->seed = o->seed;
 	c->protocol = sfs_xport_choose(o->protocol, getenv("SEEDFS_PROTOCOL"));
 	/* auto on a replica: whatever the seed serves. */
 	if (c->protocol && !strcmp(c->protocol, SFS_XPORT_AUTO))
@@ -259,15 +280,9 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	c->chunk_size = 1u << 20;
 	c->read_ahead_kb = 16384;
 	c->max_background = 32; /* kernel default 12; 32 measured faster */
-	if (!c->seed) {
+	if (!c->seeds.n) {
 		fprintf(stderr, "seedfs mount: --seed HOST:PORT is required "
 				"(seedfs mount --help)\n");
-		return -EINVAL;
-	}
-	char h[256], p[16];
-	if (sfs_parse_hostport(c->seed, h, sizeof(h), p, sizeof(p)) || !*h) {
-		fprintf(stderr, "seedfs mount: --seed '%s' is not HOST:PORT\n",
-			c->seed);
 		return -EINVAL;
 	}
 	if (num_opt(o->timeout, "--timeout", sfs_parse_u64, 1, 3600, &v))
@@ -314,6 +329,22 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	if (o->max_background)
 		c->max_background = (unsigned int)v;
 	c->no_verify = o->no_verify;
+	if (o->listen && !o->reseed) {
+		fprintf(stderr, "seedfs mount: --listen is for --reseed\n");
+		return -EINVAL;
+	}
+	if (o->reseed) {
+		char h[256], pt[16];
+		c->reseed = o->listen ? o->listen : "0.0.0.0:0";
+		if (sfs_parse_hostport(c->reseed, h, sizeof(h), pt,
+				       sizeof(pt)) ||
+		    !*pt) {
+			fprintf(stderr,
+				"seedfs mount: --listen '%s' is not HOST:PORT\n",
+				c->reseed);
+			return -EINVAL;
+		}
+	}
 	c->prefetch = o->prefetch;
 	c->ahead = 64u << 20;
 	if (num_opt(o->ahead, "--ahead", sfs_parse_size, 0, 1ull << 40, &v))
@@ -348,7 +379,8 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		 int ready_fd)
 {
 	struct sfs_replica_cfg rc = {
-		.seed = c->seed,
+		.seeds = (const char *const *)c->seeds.list,
+		.nseeds = c->seeds.n,
 		.protocol = c->protocol,
 		.timeout_ms = c->timeout_ms,
 		.cache_size = c->cache_size,
@@ -360,7 +392,8 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		.require_text = c->require_text,
 		.layout = sfs_require_value(c->require, "layout"),
 		.start_ms = c->start_ms,
-		.who = "seedfs mount"};
+		.who = "seedfs mount",
+		.reseed = c->reseed};
 	struct sfs_serve_cfg sc = {.read_ahead_kb = c->read_ahead_kb,
 				   .max_background = c->max_background,
 				   .prefetch = c->prefetch,
@@ -436,6 +469,8 @@ int sfs_cli_mount(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (o.seed && cli_seeds_add(&c.seeds, o.seed, "seedfs mount"))
+		goto out;
 	if (resolve(&o, &c))
 		goto out;
 	if (!o.mnt) {
@@ -463,9 +498,17 @@ int sfs_cli_mount(int argc, char **argv)
 		goto out;
 	}
 	/* Read-only, named after the seed, visible as seedfs in mount(8). */
-	char fsname[300];
+	/* Commas separate -o options: the seeds' are escaped. */
+	char fsname[1200], seeds[900];
+	size_t k = 0;
+	for (const char *p = c.seeds.text; *p && k + 3 < sizeof(seeds); p++) {
+		if (*p == ',')
+			seeds[k++] = '\\';
+		seeds[k++] = *p;
+	}
+	seeds[k] = '\0';
 	snprintf(fsname, sizeof(fsname), "-oro,subtype=seedfs,fsname=seedfs@%s",
-		 c.seed);
+		 seeds);
 	if (fuse_opt_add_arg(&args, fsname) ||
 	    (cmd.debug && fuse_opt_add_arg(&args, "-odebug")))
 		goto out;
@@ -506,6 +549,7 @@ out:
 	free(cmd.mountpoint);
 	fuse_opt_free_args(&args);
 	free(o.seed);
+	cli_seeds_free(&c.seeds);
 	free(o.protocol);
 	free(o.timeout);
 	free(o.cache_size);
@@ -516,6 +560,7 @@ out:
 	free(o.max_background);
 	free(o.ahead);
 	free(o.require);
+	free(o.listen);
 	free(o.mnt);
 	sfs_require_free(c.require);
 	free(o.log_level);

@@ -20,14 +20,17 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: seedfs pull --seed HOST:PORT NAME DEST [options]\n"
+		"usage: seedfs pull --seed HOST:PORT[,HOST:PORT...] NAME DEST "
+		"[options]\n"
 		"\n"
 		"Copy the model NAME a seed publishes into the directory DEST\n"
 		"(created; it must not exist or be empty), byte-identical and\n"
 		"verified against the seed's checksums, at transport speed.\n"
 		"\n"
 		"options:\n"
-		"  --seed HOST:PORT     the seed's control port (required)\n"
+		"  --seed HOST:PORT[,...]  the seeds' control ports (required;\n"
+		"                       may be given again); the bytes come\n"
+		"                       from every one of the same content\n"
 		"  --protocol NAME      as for mount (default: the seed's first\n"
 		"                       protocol this host can use)\n"
 		"  --cache-size SIZE    memory for chunks in flight (default 64M)\n"
@@ -47,7 +50,8 @@ int sfs_cli_pull(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *seed = NULL, *protocol = NULL;
+	const char *protocol = NULL;
+	struct cli_seeds seeds = {0};
 	uint64_t cache_size = 64u << 20, v;
 	unsigned int timeout_ms = 10000;
 	char err[SFS_XPORT_ERR_MAX];
@@ -58,7 +62,10 @@ int sfs_cli_pull(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			seed = optarg;
+			if (cli_seeds_add(&seeds, optarg, "seedfs pull")) {
+				cli_seeds_free(&seeds);
+				return 2;
+			}
 			break;
 		case 'p':
 			protocol = optarg;
@@ -100,14 +107,17 @@ int sfs_cli_pull(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!seed || argc - optind != 2) {
+	if (!seeds.n || argc - optind != 2) {
+		cli_seeds_free(&seeds);
 		usage(stderr);
 		return 2;
 	}
 	const char *name = argv[optind], *dest = argv[optind + 1];
 	protocol = sfs_xport_choose(protocol, getenv("SEEDFS_PROTOCOL"));
 
-	struct sfs_replica_cfg rc = {.seed = seed,
+	struct sfs_replica_cfg rc = {.seeds = (const char *const *)seeds.list,
+				     .nseeds = seeds.n,
+				     .only = name,
 				     .protocol = protocol,
 				     .timeout_ms = timeout_ms,
 				     .cache_size = cache_size,
@@ -118,10 +128,12 @@ int sfs_cli_pull(int argc, char **argv)
 
 	if (sfs_control_init()) {
 		fprintf(stderr, "seedfs pull: cannot initialize libcurl\n");
+		cli_seeds_free(&seeds);
 		return 1;
 	}
 	if (sfs_replica_open(&rc, &r, err, sizeof(err))) {
 		fprintf(stderr, "seedfs pull: %s\n", err);
+		cli_seeds_free(&seeds);
 		return 1;
 	}
 	sfs_replica_ready(r);
@@ -129,5 +141,6 @@ int sfs_cli_pull(int argc, char **argv)
 	if (status)
 		fprintf(stderr, "seedfs pull: %s\n", err);
 	sfs_replica_close(r);
+	cli_seeds_free(&seeds);
 	return status ? 1 : 0;
 }

@@ -8,6 +8,7 @@
 #include "transports/transport.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <ftw.h>
@@ -25,7 +26,8 @@ static void usage(FILE *out)
 	char names[128];
 	sfs_xport_known(NULL, names, sizeof(names));
 	fprintf(out,
-		"usage: seedfs seed --model-dir DIR [options]\n"
+		"usage: seedfs seed --model-dir [NAME=]DIR [--model-dir ...] "
+		"[options]\n"
 		"\n"
 		"Publish the model in DIR: validate its safetensors files,\n"
 		"register them read-only with the fabric and serve the\n"
@@ -34,8 +36,13 @@ static void usage(FILE *out)
 		"SIGINT or SIGTERM stop it.\n"
 		"\n"
 		"options:\n"
-		"  --model-dir DIR      model directory to publish (required)\n"
-		"  --name NAME          model name (default: DIR's basename)\n"
+		"  --model-dir [NAME=]DIR  a model directory to publish\n"
+		"                       (required); give it again for more\n"
+		"                       models (an engine's compile caches\n"
+		"                       beside its weights), each its own\n"
+		"                       directory NAME in a mount (default:\n"
+		"                       DIR's basename)\n"
+		"  --name NAME          the model's name, with one --model-dir\n"
 		"  --listen HOST:PORT   control port (default 0.0.0.0:7070;\n"
 		"                       port 0 picks a free one)\n"
 		"  --protocol NAME      transport: %s\n"
@@ -51,8 +58,9 @@ static void usage(FILE *out)
 		"  --checksum-chunk SIZE  publish an XXH3-64 per SIZE bytes of\n"
 		"                       every file (power of two, default 1M;\n"
 		"                       0: none)\n"
-		"  --watch              publish a new generation when the model\n"
-		"                       directory changes (also on SIGHUP)\n"
+		"  --watch              publish a new generation of a model when\n"
+		"                       its directory changes (all of them on\n"
+		"                       SIGHUP)\n"
 		"  --grace SECONDS      a superseded generation stays served\n"
 		"                       this long (default 60)\n"
 		"  --identity K=V[,K=V...]  what the model is, over what its\n"
@@ -109,11 +117,15 @@ static const struct option long_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
-/* Publish the next generation; one line on stdout when it is served. */
-static void republish(struct sfs_seed *s, const char *why)
+/* Publish the next generation of model @i (SIZE_MAX: every model); one
+ * line on stdout when it is served. */
+static void republish(struct sfs_seed *s, size_t i, const char *why)
 {
-	char err[SFS_XPORT_ERR_MAX], summary[256];
-	if (sfs_seed_republish(s, err, sizeof(err))) {
+	char err[SFS_XPORT_ERR_MAX], summary[1024];
+	int rc = i == SIZE_MAX
+			 ? sfs_seed_republish(s, err, sizeof(err))
+			 : sfs_seed_republish_model(s, i, err, sizeof(err));
+	if (rc) {
 		SFS_LOG(SFS_ERR, "seed",
 			"%s: not republished, the current generation is still "
 			"served: %s",
@@ -125,8 +137,8 @@ static void republish(struct sfs_seed *s, const char *why)
 	fflush(stdout);
 }
 
-/* Watch every directory of the model (again after each republish:
- * new subdirectories). */
+/* Watch every directory of a model (again after each republish: new
+ * subdirectories); nftw has no argument for the fd. */
 static int watch_fd;
 static int add_watch(const char *path, const struct stat *st, int type,
 		     struct FTW *ftw)
@@ -140,32 +152,43 @@ static int add_watch(const char *path, const struct stat *st, int type,
 	return 0;
 }
 
+static void watch_tree(int fd, const char *dir)
+{
+	watch_fd = fd;
+	nftw(dir, add_watch, 16, FTW_PHYS);
+}
+
 #define WATCH_SETTLE_MS 1000 /* quiet time after the last change */
+#define WATCH_MAX 64	     /* models watched */
 
 /*
- * The seed's life after ready: SIGHUP republishes; with @watch_dir,
- * changes to the model directory do too, once it has been quiet for a
- * second (a checkpoint is many writes); superseded generations are
+ * The seed's life after ready: SIGHUP republishes every model; with
+ * @dirs (--watch), a change to a model's directory republishes that
+ * model once it has been quiet for a second (a checkpoint is many
+ * writes); a published file that changes on disk is withdrawn at once
+ * and its model republished the same way; superseded generations are
  * released when their grace period ends.  SIGINT and SIGTERM end it.
  */
-static int serve(struct sfs_seed *s, const sigset_t *set, const char *watch_dir)
+static int serve(struct sfs_seed *s, const sigset_t *set,
+		 const char *const *dirs, size_t ndirs)
 {
 	int sfd = signalfd(-1, set, SFD_CLOEXEC);
-	uint64_t settle_at = 0;
-	int changed_file = 0;
+	int wfd[WATCH_MAX];
+	uint64_t settle_at = 0, dirty = 0, file_dirty = 0;
+	struct pollfd p[2 + WATCH_MAX];
 
 	if (sfd < 0) {
 		SFS_LOG(SFS_ERR, "seed", "signalfd: %s", strerror(errno));
 		return 1;
 	}
-	watch_fd = -1;
-	if (watch_dir) {
-		watch_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-		if (watch_fd < 0)
+	ndirs = SFS_MIN(ndirs, (size_t)WATCH_MAX);
+	for (size_t i = 0; i < ndirs; i++) {
+		wfd[i] = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+		if (wfd[i] < 0)
 			SFS_LOG(SFS_ERR, "seed", "--watch: inotify: %s",
 				strerror(errno));
 		else
-			nftw(watch_dir, add_watch, 16, FTW_PHYS);
+			watch_tree(wfd[i], dirs[i]);
 	}
 	for (;;) {
 		int64_t reap = sfs_seed_reap(s);
@@ -176,11 +199,14 @@ static int serve(struct sfs_seed *s, const sigset_t *set, const char *watch_dir)
 			left = left < 0 ? 0 : left;
 			wait = wait < 0 || left < wait ? left : wait;
 		}
-		struct pollfd p[3] = {
-			{.fd = sfd, .events = POLLIN},
-			{.fd = sfs_seed_watch_fd(s), .events = POLLIN},
-			{.fd = watch_fd, .events = POLLIN}};
-		int n = poll(p, 3, wait < 0 ? -1 : (int)SFS_MIN(wait, 60000));
+		p[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
+		p[1] = (struct pollfd){.fd = sfs_seed_watch_fd(s),
+				       .events = POLLIN};
+		for (size_t i = 0; i < ndirs; i++)
+			p[2 + i] =
+				(struct pollfd){.fd = wfd[i], .events = POLLIN};
+		int n = poll(p, 2 + ndirs,
+			     wait < 0 ? -1 : (int)SFS_MIN(wait, 60000));
 		if (n < 0 && errno != EINTR)
 			break;
 		if (p[0].revents & POLLIN) {
@@ -192,34 +218,47 @@ static int serve(struct sfs_seed *s, const sigset_t *set, const char *watch_dir)
 						si.ssi_signo);
 					break;
 				}
-				republish(s, "SIGHUP");
+				republish(s, SIZE_MAX, "SIGHUP");
 			}
 		}
 		/* A published file changed in place: withdrawn now, the
 		 * next generation once it is quiet. */
-		if ((p[1].revents & POLLIN) && sfs_seed_files_changed(s)) {
+		uint64_t changed = 0;
+		if ((p[1].revents & POLLIN) &&
+		    sfs_seed_files_changed(s, &changed)) {
 			settle_at = sfs_now_ms() + WATCH_SETTLE_MS;
-			changed_file = 1;
+			file_dirty |= changed;
 		}
-		if (watch_fd >= 0 && (p[2].revents & POLLIN)) {
+		for (size_t i = 0; i < ndirs; i++) {
+			if (wfd[i] < 0 || !(p[2 + i].revents & POLLIN))
+				continue;
 			char buf[4096];
-			while (read(watch_fd, buf, sizeof(buf)) > 0)
+			while (read(wfd[i], buf, sizeof(buf)) > 0)
 				;
 			settle_at = sfs_now_ms() + WATCH_SETTLE_MS;
+			dirty |= 1ull << i;
 		}
 		if (settle_at && sfs_now_ms() >= settle_at) {
 			settle_at = 0;
-			republish(s,
-				  changed_file
-					  ? "a published file changed on disk"
-					  : "the model directory changed");
-			changed_file = 0;
-			if (watch_dir)
-				nftw(watch_dir, add_watch, 16, FTW_PHYS);
+			for (size_t i = 0; i < sfs_seed_nmodels(s) && i < 64;
+			     i++) {
+				if (!((dirty | file_dirty) >> i & 1))
+					continue;
+				republish(s, i,
+					  file_dirty >> i & 1
+						  ? "a published file changed "
+						    "on disk"
+						  : "the model directory "
+						    "changed");
+				if (i < ndirs && wfd[i] >= 0)
+					watch_tree(wfd[i], dirs[i]);
+			}
+			dirty = file_dirty = 0;
 		}
 	}
-	if (watch_fd >= 0)
-		close(watch_fd);
+	for (size_t i = 0; i < ndirs; i++)
+		if (wfd[i] >= 0)
+			close(wfd[i]);
 	close(sfd);
 	return 0;
 }
@@ -239,6 +278,8 @@ int sfs_cli_seed(int argc, char **argv)
 				   .mr_max = 1ull << 30,
 				   .timeout_ms = 10000};
 	const char *listen = "0.0.0.0:7070", *fabric_addr = NULL;
+	struct sfs_seed_dir dirs[WATCH_MAX];
+	size_t ndirs = 0;
 	char host[256], port[16], err[SFS_XPORT_ERR_MAX];
 	struct sfs_seed *s = NULL;
 	struct sfs_ctl *ctl = NULL;
@@ -250,9 +291,27 @@ int sfs_cli_seed(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
 		switch (c) {
-		case OPT_MODEL_DIR:
-			cfg.model_dir = optarg;
+		case OPT_MODEL_DIR: {
+			if (ndirs == WATCH_MAX) {
+				fprintf(stderr,
+					"seedfs seed: at most %d --model-dir\n",
+					WATCH_MAX);
+				return 2;
+			}
+			/* NAME=DIR names it; a path may hold '=' only after
+			 * a '/'. */
+			char *eq = strchr(optarg, '=');
+			if (eq && eq != optarg &&
+			    (size_t)(eq - optarg) < strcspn(optarg, "/")) {
+				*eq = '\0';
+				dirs[ndirs++] = (struct sfs_seed_dir){
+					.name = optarg, .dir = eq + 1};
+			} else {
+				dirs[ndirs++] =
+					(struct sfs_seed_dir){.dir = optarg};
+			}
 			break;
+		}
 		case OPT_NAME:
 			cfg.name = optarg;
 			break;
@@ -332,11 +391,31 @@ int sfs_cli_seed(int argc, char **argv)
 			argv[optind]);
 		return 2;
 	}
-	if (!cfg.model_dir) {
+	if (!ndirs) {
 		fprintf(stderr, "seedfs seed: --model-dir is required "
 				"(seedfs seed --help)\n");
 		return 2;
 	}
+	if (cfg.name && (ndirs > 1 || dirs[0].name)) {
+		fprintf(stderr,
+			"seedfs seed: --name names a single model; with "
+			"several, use --model-dir NAME=DIR\n");
+		return 2;
+	}
+	for (size_t i = 0; i < ndirs; i++)
+		if (!*dirs[i].dir) {
+			fprintf(stderr,
+				"seedfs seed: --model-dir %s%s: no "
+				"directory\n",
+				dirs[i].name ? dirs[i].name : "",
+				dirs[i].name ? "=" : "");
+			return 2;
+		}
+	cfg.model_dir = dirs[0].dir;
+	if (dirs[0].name)
+		cfg.name = dirs[0].name;
+	cfg.more = dirs + 1;
+	cfg.nmore = ndirs - 1;
 	cfg.protocol =
 		sfs_xport_choose(opt_protocol, getenv("SEEDFS_PROTOCOL"));
 	if (!cfg.protocol)
@@ -370,7 +449,7 @@ int sfs_cli_seed(int argc, char **argv)
 		sfs_seed_close(s);
 		return 1;
 	}
-	char summary[256];
+	char summary[1024];
 	sfs_seed_summary(s, summary, sizeof(summary));
 	int v6 = strchr(host, ':') != NULL;
 	printf("seedfs seed: ready on %s%s%s:%u: %s; protocol %s\n",
@@ -379,7 +458,10 @@ int sfs_cli_seed(int argc, char **argv)
 	fflush(stdout);
 	SFS_LOG(SFS_INFO, "seed", "serving %s on port %u", summary, bound);
 
-	rc = serve(s, &set, watch ? cfg.model_dir : NULL);
+	const char *wdirs[WATCH_MAX];
+	for (size_t i = 0; i < ndirs; i++)
+		wdirs[i] = dirs[i].dir;
+	rc = serve(s, &set, wdirs, watch ? ndirs : 0);
 	sfs_ctl_stop(ctl);
 	sfs_seed_close(s);
 	return rc;

@@ -371,3 +371,21 @@ void sfs_keep_forever(void *p)
 		kept[nkept++] = p;
 	pthread_mutex_unlock(&kept_lock);
 }
+
+char *sfs_url_escape(const char *s)
+{
+	size_t n = strlen(s);
+	char *out = malloc(3 * n + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || strchr("._~-", *p)) {
+			*o++ = (char)*p;
+			continue;
+		}
+		o += sprintf(o, "%%%02X", *p);
+	}
+	*o = '\0';
+	return out;
+}

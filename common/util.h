@@ -70,6 +70,10 @@ int sfs_b64_decode(const char *src, size_t len, void *dst, size_t *outlen);
 
 /* Hex of @n bytes into @dst (2n+1 bytes); strict decode, 0 or -EINVAL. */
 void sfs_hex_encode(const void *src, size_t n, char *dst);
+
+/* sfs_url_escape - @s with every byte but [A-Za-z0-9._~-] as %XX, for a
+ * URL's query: [new, free()], NULL when out of memory. */
+char *sfs_url_escape(const char *s);
 /* sfs_hex_val - the value of hex digit @c (either case), or -1. */
 int sfs_hex_val(char c);
 int sfs_hex_decode(const char *src, void *dst, size_t cap, size_t *outlen);

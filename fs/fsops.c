@@ -16,7 +16,7 @@
 #include "common/util.h"
 #include "metadata/manifest.h"
 #include "replica/readahead.h"
-#include "replica/gens.h"
+#include "replica/model.h"
 #include "replica/replica.h"
 #include "replica/tree.h"
 #include "replica/tview.h"
@@ -129,7 +129,7 @@ static void revalidate_hidden(struct sfs_fs *fs, fuse_ino_t dir,
 {
 	if (dir == SFS_ROOT_INO && (!name || strcmp(name, SFS_MF_RESERVED)) &&
 	    sfs_replica_hidden(fs->r, NULL, 0))
-		sfs_replica_revalidate(fs->r);
+		sfs_replica_revalidate(fs->r, SFS_ROOT_INO);
 }
 
 /* Look @name up in @parent (fs->lock held); fills @e when found. */
@@ -181,7 +181,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		 * (at most every 200 ms, waiting a second at most), so a
 		 * program polling for a new file sees it soon; a miss is
 		 * kept by the kernel as briefly. */
-		sfs_replica_revalidate_missing(fs->r);
+		sfs_replica_revalidate_missing(fs->r, parent);
 		pthread_rwlock_rdlock(fs->lock);
 		ino = lookup_locked(fs, parent, name, &e);
 		pthread_rwlock_unlock(fs->lock);
@@ -361,7 +361,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int status = n && n->kind == SFS_NODE_STATUS;
 	pthread_rwlock_unlock(fs->lock);
 	if (!status)
-		sfs_replica_revalidate(fs->r);
+		sfs_replica_revalidate(fs->r, ino);
 	if (!(h = calloc(1, sizeof(*h)))) {
 		fuse_reply_err(req, ENOMEM);
 		return;

@@ -198,8 +198,9 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 			cmd->mountpoint);
 		goto out_signals;
 	}
-	SFS_LOG(SFS_INFO, "mount", "mounted %s on %s%s", sfs_replica_model(r),
-		cmd->mountpoint,
+	char models[1024];
+	SFS_LOG(SFS_INFO, "mount", "mounted %s on %s%s",
+		sfs_replica_models(r, models, sizeof(models)), cmd->mountpoint,
 		sfs_replica_hidden(r, NULL, 0)
 			? " (hidden by --require: see .seedfs/status)"
 			: "");

@@ -247,6 +247,40 @@ int sfs_identity_canonical(const struct sfs_identity *id, char **out)
 	return *out ? 0 : -ENOMEM;
 }
 
+int sfs_identity_differs(const struct sfs_identity *a,
+			 const struct sfs_identity *b, char *why, size_t len)
+{
+	json_t *x = to_json(a), *y = to_json(b), *v;
+	const char *k;
+	int rc = 0;
+	if (!x || !y) {
+		json_decref(x);
+		json_decref(y);
+		snprintf(why, len, "identity: out of memory");
+		return 1;
+	}
+	json_object_del(x, "generation");
+	json_object_del(y, "generation");
+	/* Keys in the same order on both sides: the first that differs. */
+	json_object_foreach (x, k, v) {
+		json_t *w = json_object_get(y, k);
+		if (w && json_equal(v, w))
+			continue;
+		char *sv = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		char *sw = w ? json_dumps(w, JSON_ENCODE_ANY | JSON_COMPACT)
+			     : NULL;
+		snprintf(why, len, "identity.%s: %.64s here, %.64s there", k,
+			 sv ? sv : "?", sw ? sw : "none");
+		free(sv);
+		free(sw);
+		rc = 1;
+		break;
+	}
+	json_decref(x);
+	json_decref(y);
+	return rc;
+}
+
 int sfs_identity_short_id(const struct sfs_identity *id, char out[13])
 {
 	char *c;

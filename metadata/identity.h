@@ -73,6 +73,14 @@ int sfs_identity_check(const struct sfs_identity *id, char *err, size_t errlen);
  * Returns 0 or -ENOMEM. */
 int sfs_identity_canonical(const struct sfs_identity *id, char **out);
 
+/*
+ * sfs_identity_differs - 0 when @a and @b are the same identity but for
+ * the generation, else 1 with @why naming the first field that differs
+ * ("identity.quant: \"fp8\" here, \"none\" there").
+ */
+int sfs_identity_differs(const struct sfs_identity *a,
+			 const struct sfs_identity *b, char *why, size_t len);
+
 /* sfs_identity_short_id - the 12 hex digit id into @out (13 bytes).
  * Returns 0 or -ENOMEM. */
 int sfs_identity_short_id(const struct sfs_identity *id, char out[13]);

@@ -491,6 +491,21 @@ static json_t *encode_region(const struct sfs_manifest *m, size_t i)
 			 (json_int_t)r->len, "remote", rem);
 }
 
+int sfs_manifest_identity_id(const struct sfs_manifest *m,
+			     char out[SFS_ID_SHORT + 1])
+{
+	struct sfs_identity id;
+	sfs_identity_init(&id, m->model, m->generation);
+	int rc = sfs_identity_copy(&id, &m->id) ? -ENOMEM : 0;
+	if (!rc) {
+		snprintf(id.model, sizeof(id.model), "%s", m->model);
+		id.generation = m->generation;
+		rc = sfs_identity_short_id(&id, out) ? -ENOMEM : 0;
+	}
+	sfs_identity_clear(&id);
+	return rc;
+}
+
 /* "identity" and "identity_id", the identity's model and generation
  * being the manifest's.  Returns 0 or -ENOMEM. */
 static int encode_identity(const struct sfs_manifest *m, json_t *root)
@@ -543,7 +558,8 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 		goto out;
 	rc = -ENOMEM;
 	if (encode_identity(m, root) || encode_meta(root, &m->root_meta) ||
-	    json_object_set_new(root, "content", hex_u64(content)))
+	    json_object_set_new(root, "content", hex_u64(content)) ||
+	    (m->holdings && json_object_set_new(root, "holdings", json_true())))
 		goto out;
 	for (size_t i = 0; i < m->neps; i++)
 		if (json_array_append_new(eps, encode_endpoint(&m->eps[i])))
@@ -1456,6 +1472,12 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	}
 	if ((rc = decode_identity(m, root, err, errlen)))
 		goto out;
+	v = json_object_get(root, "holdings");
+	if (v && !json_is_boolean(v)) {
+		rc = sfs_fail(err, errlen, "holdings: not true or false");
+		goto out;
+	}
+	m->holdings = json_is_true(v);
 	if ((rc = decode_endpoints(m, json_object_get(root, "endpoints"), err,
 				   errlen)))
 		goto out;

@@ -124,6 +124,9 @@ struct sfs_manifest {
 	/* What the files hold (sfs_manifest_content): equal content means
 	 * the same bytes in every file, whoever publishes them. */
 	uint64_t content;
+	/* A re-seeder's: its bytes are where GET /v1/holdings says, not in
+	 * the regions (which it leaves empty of meaning). */
+	int holdings;
 	uint64_t grace_seconds; /* a superseded generation stays served */
 	size_t neps; /* 1..SFS_MF_MAX_ENDPOINTS, the seed's preference order */
 	struct sfs_endpoint eps[SFS_MF_MAX_ENDPOINTS];
@@ -194,6 +197,12 @@ int sfs_manifest_add_tensor(struct sfs_manifest *m, const char *name,
 			    const char *dtype, uint32_t ndim,
 			    const uint64_t *shape, size_t file, uint64_t off,
 			    uint64_t len);
+
+/* sfs_manifest_identity_id - the identity_id @m publishes: the short id
+ * of its identity with the manifest's model and generation.  0 or
+ * -ENOMEM. */
+int sfs_manifest_identity_id(const struct sfs_manifest *m,
+			     char out[SFS_ID_SHORT + 1]);
 
 /*
  * sfs_manifest_encode - JSON text into *out [new, NUL-terminated, free()]

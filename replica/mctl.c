@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "replica/prefetch.h"
+#include "replica/replica.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #define REQ_MAX (64u << 10) /* bytes of one request */
@@ -197,7 +199,9 @@ static void *job_thread(void *arg)
 	if (j->fd >= 0) {
 		if (read_request(j))
 			goto out;
-		struct sfs_prefetch_cb cb = {client_progress, client_note, j};
+		struct sfs_prefetch_cb cb = {.progress = client_progress,
+					     .note = client_note,
+					     .arg = j};
 		uint64_t t0 = sfs_now_ms();
 		rc = sfs_prefetch(j->ctl->r, (const char *const *)j->paths,
 				  j->npaths, &cb, err, sizeof(err));
@@ -213,8 +217,18 @@ static void *job_thread(void *arg)
 			j->paths[0][0] ? j->paths[0] : "/",
 			j->npaths > 1 ? ", ..." : "", rc ? err : "done");
 	} else {
-		struct sfs_prefetch_cb cb = {log_progress, log_note, j};
-		SFS_LOG(SFS_INFO, "prefetch", "--prefetch: warming every file");
+		struct sfs_prefetch_cb cb = {
+			.progress = log_progress, .note = log_note, .arg = j};
+		/* A re-seeder begins where its own random point says:
+		 * replicas started together pull different chunks from the
+		 * seeds, then from each other. */
+		uint64_t rnd;
+		if (sfs_replica_reseeding(j->ctl->r) &&
+		    getrandom(&rnd, sizeof(rnd), 0) == sizeof(rnd))
+			cb.start = (double)(rnd >> 11) / (double)(1ull << 53);
+		SFS_LOG(SFS_INFO, "prefetch",
+			"--prefetch: warming every file, from %.0f%% of the way",
+			cb.start * 100);
 		rc = sfs_prefetch(j->ctl->r, (const char *const *)j->paths,
 				  j->npaths, &cb, err, sizeof(err));
 		if (rc)

@@ -4,7 +4,7 @@
 #include "cache/cache.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "replica/gens.h"
+#include "replica/model.h"
 #include "replica/replica.h"
 #include "replica/tree.h"
 
@@ -98,14 +98,14 @@ static void wait_for_disk(struct warm *w)
 	}
 }
 
-/* Warm one region extent; 1 when the budget is spent. */
-static int warm_extent(struct warm *w, const struct item *it,
-		       const struct sfs_extent *e, char *err, size_t errlen)
+/* Warm bytes [off, end) of a file; 1 when the budget is spent. */
+static int warm_range(struct warm *w, const struct item *it, uint64_t off,
+		      uint64_t end, char *err, size_t errlen)
 {
 	struct sfs_cache *c = sfs_replica_cache(w->r);
-	uint64_t end = e->off + e->len, ahead = e->off;
+	uint64_t ahead = off;
 
-	for (uint64_t pos = e->off; pos < end;) {
+	for (uint64_t pos = off; pos < end;) {
 		uint64_t want = SFS_MIN(end, pos + w->window);
 		if (ahead < want) {
 			sfs_cache_prefetch(c, it->set, it->obj, ahead,
@@ -153,7 +153,7 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 	int rc = 0;
 
 	/* Like an open: the seed's current generation. */
-	sfs_replica_revalidate(r);
+	sfs_replica_revalidate(r, SFS_ROOT_INO);
 	pthread_rwlock_rdlock(sfs_replica_lock(r));
 	for (size_t i = 0; i < npaths && !rc; i++) {
 		uint64_t ino = resolve(r, paths[i]);
@@ -200,12 +200,33 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 		rc = -ECANCELED;
 		goto out;
 	}
-	for (size_t i = 0; i < w.n && !rc; i++) {
-		const struct sfs_mfile *f = w.items[i].file;
-		for (size_t j = 0; j < f->next && !rc; j++)
-			if (f->ext[j].kind == SFS_EXT_REGION)
-				rc = warm_extent(&w, &w.items[i], &f->ext[j],
-						 err, errlen);
+	/* Every region extent in order, the whole list seen as one run of
+	 * bytes; from cb->start of it to the end, then the rest. */
+	uint64_t all = 0;
+	for (size_t i = 0; i < w.n; i++)
+		for (size_t j = 0; j < w.items[i].file->next; j++)
+			if (w.items[i].file->ext[j].kind == SFS_EXT_REGION)
+				all += w.items[i].file->ext[j].len;
+	double frac = cb && cb->start > 0 && cb->start < 1 ? cb->start : 0;
+	uint64_t from = (uint64_t)(frac * (double)all);
+	for (int pass = 0; pass < 2 && !rc; pass++) {
+		uint64_t at = 0, lo = pass ? 0 : from, hi = pass ? from : all;
+		for (size_t i = 0; i < w.n && !rc; i++) {
+			const struct sfs_mfile *f = w.items[i].file;
+			for (size_t j = 0; j < f->next && !rc; j++) {
+				const struct sfs_extent *e = &f->ext[j];
+				if (e->kind != SFS_EXT_REGION)
+					continue;
+				uint64_t a = SFS_MAX(at, lo);
+				uint64_t b = SFS_MIN(at + e->len, hi);
+				if (a < b)
+					rc = warm_range(&w, &w.items[i],
+							e->off + (a - at),
+							e->off + (b - at), err,
+							errlen);
+				at += e->len;
+			}
+		}
 	}
 	rc = rc > 0 ? 0 : rc;
 out:

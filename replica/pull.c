@@ -147,10 +147,11 @@ int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
 	int rc = sfs_replica_current(r, name, &p.view, &p.m);
 
 	if (rc) {
+		char seeds[512], models[512];
 		snprintf(err, errlen,
-			 "the seed at %s publishes no model %s (it publishes "
-			 "%s)",
-			 sfs_replica_seed(r), name, sfs_replica_model(r));
+			 "%s publishes no model %s (it publishes %s)",
+			 sfs_replica_seeds(r, seeds, sizeof(seeds)), name,
+			 sfs_replica_models(r, models, sizeof(models)));
 		return rc;
 	}
 	if ((rc = make_dest(dest))) {

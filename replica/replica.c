@@ -1,174 +1,238 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * replica.c - open and close a replica: the disk tier, the seed's
- * manifest, the transport, the cache, the tree and the generations.
- * Everything that can fail happens in sfs_replica_open, so a command
- * that calls it fails in one line before anything is served.
+ * replica.c - open and close a replica (its seeds, the transport, the
+ * cache, the tree, the models), and read files through the cache.
+ * Everything that can fail at start happens in sfs_replica_open, so a
+ * command that calls it fails in one line before anything is served.
  */
-#include "replica/replica.h"
+#include "replica/replica_impl.h"
 
 #include "cache/cache.h"
 #include "cache/disk.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "metadata/control.h"
-#include "metadata/manifest.h"
-#include "replica/gens.h"
 #include "replica/mctl.h"
 #include "replica/readahead.h"
-#include "replica/status.h"
+#include "replica/reseed.h"
 #include "replica/tree.h"
 #include "transports/transport.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct sfs_replica {
-	struct sfs_replica_cfg cfg; /* strings borrowed from the caller */
-	char *seed;		    /* owned copy of cfg.seed */
-	struct sfs_status status;
-	int status_ready;
-	char *json; /* the first generation's, until gens owns it */
-	size_t json_len;
-	struct sfs_manifest *m; /* likewise; then the first view's */
-	struct sfs_xport *x;
-	struct sfs_disk *disk;
-	struct sfs_cache *cache;
-	struct sfs_tree *tree;
-	pthread_rwlock_t lock; /* guards tree: a generation rewrites it */
-	struct sfs_gens *gens;
-	struct sfs_mctl *ctl;
-	uint64_t ra_min, ra_max; /* read-ahead window; ra_max 0: off */
-};
-
-static int reconnect_cb(void *arg, uint32_t cpeer, uint64_t peer,
-			uint64_t *new_peer)
+/* The first model @s lists (or cfg.only, if it lists that), into
+ * @name.  0, -ENOENT (none) or -errno with @err. */
+static int first_model(struct sfs_replica *r, struct rsrc *s, char *name,
+		       size_t len, char *err, size_t errlen)
 {
-	return sfs_gens_reconnect(arg, cpeer, peer, new_peer);
+	struct rsrc_answer a;
+	int rc = rsrc_list(s, r->cfg.timeout_ms, &a, err, errlen);
+	if (rc)
+		return rc;
+	rc = -ENOENT;
+	for (size_t i = 0; i < a.n && rc; i++) {
+		if (r->cfg.only && strcmp(a.models[i].name, r->cfg.only))
+			continue;
+		snprintf(name, len, "%s", a.models[i].name);
+		rc = 0;
+	}
+	if (rc)
+		snprintf(err, errlen, "the seed at %s publishes %s", s->addr,
+			 r->cfg.only ? "no model of that name" : "no model");
+	free(a.models);
+	return rc;
 }
 
-/* Fetch, check, connect, build.  One line in @err on failure. */
-static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
+/*
+ * The transport, from the first seed that answers: its first model's
+ * manifest says which protocols it serves; the first this host can open
+ * (or --protocol) is the one every source is read through.  The cache,
+ * sized for that manifest's checksum chunks.  One line in @err.
+ */
+static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 {
 	const struct sfs_replica_cfg *c = &r->cfg;
-	char why[SFS_XPORT_ERR_MAX];
-	int rc;
+	char name[SFS_MF_NAME_MAX + 1], why[SFS_XPORT_ERR_MAX], path[600];
+	char first_err[SFS_XPORT_ERR_MAX] = "";
+	struct rsrc *s = NULL;
+	int rc = -EHOSTUNREACH, first_rc = 0;
+	const char *first_addr = NULL;
 
-	/* Locked by one mount at a time: find out before anything else. */
-	if (c->cache_dir && (rc = sfs_disk_open(c->cache_dir, c->cache_dir_size,
-						&r->disk, err, errlen)))
-		return rc;
+	for (size_t i = 0; i < r->nsrcs && !s; i++) {
+		rc = first_model(r, r->srcs[i], name, sizeof(name), why,
+				 sizeof(why));
+		if (!rc) {
+			s = r->srcs[i];
+		} else if (!*first_err) {
+			snprintf(first_err, sizeof(first_err), "%s", why);
+			first_rc = rc;
+			first_addr = r->srcs[i]->addr;
+		}
+	}
+	if (!s) {
+		const char *more = r->nsrcs > 1 ? " (and no other seed has "
+						  "what this replica needs)"
+						: "";
+		if (first_rc == -ENOENT)
+			snprintf(err, errlen, "%s%s", first_err, more);
+		else if (first_rc == -EPROTO)
+			snprintf(err, errlen, "bad answer from %s: %s%s",
+				 first_addr, first_err, more);
+		else
+			snprintf(err, errlen, "cannot fetch the manifest: %s%s",
+				 first_err, more);
+		return first_rc;
+	}
+	char *json, *esc = sfs_url_escape(name);
+	size_t len;
+	struct sfs_manifest *m;
+	if (!esc)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/v1/manifest?model=%s", esc);
+	free(esc);
 	uint64_t tm = sfs_now_ms();
-	rc = sfs_control_get(c->seed, "/v1/manifest", c->timeout_ms,
-			     SFS_MANIFEST_MAX, &r->json, &r->json_len, why,
-			     sizeof(why));
+	rc = sfs_control_get(s->addr, path, c->timeout_ms, SFS_MANIFEST_MAX,
+			     &json, &len, why, sizeof(why));
 	SFS_LOG(SFS_DEBUG, "replica", "manifest fetched in %llu ms",
 		(unsigned long long)(sfs_now_ms() - tm));
 	if (rc) {
 		snprintf(err, errlen, "cannot fetch the manifest: %s", why);
 		return rc;
 	}
-	rc = sfs_manifest_decode(r->json, r->json_len, &r->m, why, sizeof(why));
+	rc = sfs_manifest_decode(json, len, &m, why, sizeof(why));
+	free(json);
 	if (rc) {
-		snprintf(err, errlen, "bad manifest from %s: %s", c->seed, why);
+		snprintf(err, errlen, "bad manifest from %s: %s", s->addr, why);
 		return rc;
 	}
 	size_t ep;
-	uint64_t peer, t0 = sfs_now_ms();
-	rc = sfs_control_open(c->seed, r->m, c->protocol, c->timeout_ms, &r->x,
-			      &ep, &peer, err, errlen);
-	if (rc)
+	uint64_t xpeer, t0 = sfs_now_ms();
+	rc = sfs_control_open(s->addr, m, c->protocol, c->timeout_ms, &r->x,
+			      &ep, &xpeer, err, errlen);
+	if (rc) {
+		sfs_manifest_free(m);
 		return rc;
-	r->status.transport_ms = sfs_now_ms() - t0;
-	const char *proto = r->m->eps[ep].protocol;
+	}
+	r->transport_ms = sfs_now_ms() - t0;
+	snprintf(r->proto, sizeof(r->proto), "%s", m->eps[ep].protocol);
+	struct sfs_xport_info info;
+	sfs_xport_info(r->x, &info);
+	snprintf(r->provider, sizeof(r->provider), "%s", info.provider);
 	/* Chunks are verified whole: at least one checksum chunk each. */
-	uint32_t chunk = sfs_gens_chunk_size(r->m, c->chunk_size);
-	if (chunk != c->chunk_size)
+	r->chunk_size = model_chunk_size(m, c->chunk_size);
+	if (r->chunk_size != c->chunk_size)
 		SFS_LOG(SFS_INFO, "replica",
-			"chunk size %u: the seed's checksum chunks", chunk);
-
+			"chunk size %u: the seed's checksum chunks",
+			r->chunk_size);
 	struct sfs_cache_cfg cc = {.xport = r->x,
 				   .size = c->cache_size,
-				   .chunk_size = chunk,
+				   .chunk_size = r->chunk_size,
 				   .timeout_ms = c->timeout_ms,
 				   .no_verify = c->no_verify,
-				   .disk = r->disk};
+				   .disk = r->disk,
+				   .reconnect = rsrc_reconnect,
+				   .reconnect_arg = r};
 	uint64_t tc = sfs_now_ms();
 	rc = sfs_cache_new(&cc, &r->cache, err, errlen);
 	SFS_LOG(SFS_DEBUG, "replica", "cache ready in %llu ms",
 		(unsigned long long)(sfs_now_ms() - tc));
-	if (rc)
-		return rc;
-	char label[300];
-	uint32_t cpeer;
-	snprintf(label, sizeof(label), "seed %s", c->seed);
-	if ((rc = sfs_cache_add_peer(r->cache, peer, label, &cpeer)))
-		return rc;
-	if ((rc = sfs_tree_new(c->seed, c->layout, &r->tree)))
-		return rc;
-	/* The generations own the manifest from here on; the first one's
-	 * view owns the tree's nodes. */
-	struct sfs_gens_cfg gc = {.seed = c->seed,
-				  .timeout_ms = c->timeout_ms,
-				  .x = r->x,
-				  .peer = peer,
-				  .cpeer = cpeer,
-				  .chunk_size = chunk,
-				  .ep = ep,
-				  .cache = r->cache,
-				  .tree = r->tree,
-				  .tree_lock = &r->lock,
-				  .require = c->require};
-	struct sfs_view *first = NULL;
-	rc = sfs_gens_new(&gc, r->json, r->json_len, r->m, &r->gens, &first);
-	r->json = NULL; /* the generations' now, even on failure */
-	if (rc) {
-		r->m = NULL;
-		snprintf(err, errlen, "cannot use the seed's manifest: %s",
-			 strerror(-rc));
-		return rc;
-	}
-	r->m = first->m;
-	sfs_cache_set_reconnect(r->cache, reconnect_cb, r->gens);
-	if (sfs_gens_hidden(r->gens, why, sizeof(why))) {
-		/* Kept all the same: a later generation may match. */
-		fprintf(stderr,
-			"%s: model %s from %s is hidden: %s (--require %s)\n",
-			c->who, r->m->model, c->seed, why, c->require_text);
-		SFS_LOG(SFS_WARN, "replica", "model %s is hidden: %s",
-			r->m->model, why);
-	} else {
-		rc = sfs_tree_add_model(r->tree, r->m, first->set, first->json,
-					first->json_len, first);
-	}
 	if (!rc)
-		rc = sfs_tree_add_status(r->tree);
-	if (rc) {
+		rc = rsrc_adopt_peer(s, m, ep, xpeer, err, errlen);
+	else
+		sfs_xport_peer_remove(r->x, xpeer);
+	sfs_manifest_free(m);
+	return rc;
+}
+
+/* Everything, in order.  One line in @err on failure. */
+static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
+{
+	const struct sfs_replica_cfg *c = &r->cfg;
+	char seeds[1024];
+	int rc;
+
+	/* Locked by one mount at a time: find out before anything else. */
+	if (c->cache_dir && (rc = sfs_disk_open(c->cache_dir, c->cache_dir_size,
+						&r->disk, err, errlen)))
+		return rc;
+	if ((rc = open_transport(r, err, errlen)))
+		return rc;
+	if ((rc = sfs_tree_new(sfs_replica_seeds(r, seeds, sizeof(seeds)),
+			       c->layout, &r->tree)) ||
+	    (rc = sfs_tree_add_status(r->tree))) {
 		snprintf(err, errlen, "cannot build the tree: %s",
 			 strerror(-rc));
 		return rc;
 	}
-	struct sfs_xport_info info;
-	sfs_xport_info(r->x, &info);
-	r->status.seed = r->seed;
-	r->status.gens = r->gens;
-	r->status.cache = r->cache;
-	r->status.disk = r->disk;
-	r->status.require = c->require_text;
-	snprintf(r->status.protocol, sizeof(r->status.protocol), "%s",
-		 info.protocol);
-	snprintf(r->status.provider, sizeof(r->status.provider), "%s",
-		 info.provider);
-	sfs_status_init(&r->status);
-	r->status_ready = 1;
+	/* Ask every seed now (those that do not answer, behind). */
+	for (size_t i = 0; i < r->nsrcs; i++)
+		rsrc_revalidate(r->srcs[i], c->timeout_ms, 0);
+	size_t shown = 0, hidden = 0;
+	for (size_t i = 0; i < r->nmodels; i++) {
+		struct sfs_model *mo = r->models[i];
+		char why[256];
+		pthread_mutex_lock(&mo->lock);
+		int has = mo->current != NULL;
+		pthread_mutex_unlock(&mo->lock);
+		if (!has)
+			continue;
+		if (model_hidden(mo, why, sizeof(why))) {
+			/* Kept all the same: a later generation may match. */
+			struct rsrc *lead = rsrc_leader(r, mo->name);
+			fprintf(stderr,
+				"%s: model %s from %s is hidden: %s (--require "
+				"%s)\n",
+				c->who, mo->name, lead ? lead->addr : "?", why,
+				c->require_text);
+			hidden++;
+		} else {
+			shown++;
+		}
+	}
+	if (!shown && !hidden) {
+		/* Every model was refused: say why, for the first. */
+		for (size_t i = 0; i < r->nsrcs && !*err; i++) {
+			struct rsrc *s = r->srcs[i];
+			pthread_mutex_lock(&s->lock);
+			for (size_t k = 0; k < s->nknown && !*err; k++)
+				if (*s->known[k].why)
+					snprintf(err, errlen, "%s from %s: %s",
+						 s->known[k].name, s->addr,
+						 s->known[k].why);
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (!*err)
+			snprintf(err, errlen, "no model to show");
+		return -ENOENT;
+	}
+	pthread_rwlock_wrlock(&r->tree_lock);
 	sfs_tree_finish(r->tree);
-	SFS_LOG(SFS_INFO, "replica",
-		"model %s generation %llu from %s: %zu files, %zu tensors, "
-		"protocol %s",
-		r->m->model, (unsigned long long)r->m->generation, c->seed,
-		r->m->nfiles, r->m->ntensors, proto);
+	pthread_rwlock_unlock(&r->tree_lock);
+	if ((rc = -pthread_create(&r->sweeper, NULL, model_sweeper, r))) {
+		snprintf(err, errlen, "thread: %s", strerror(-rc));
+		return rc;
+	}
+	r->sweeper_started = 1;
+	if (c->reseed &&
+	    (rc = sfs_reseed_start(r, c->reseed, &r->reseed, err, errlen)))
+		return rc;
+	pthread_mutex_lock(&r->lock);
+	size_t nsrcs = r->nsrcs;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < nsrcs; i++)
+		if (!r->srcs[i]->thread_started &&
+		    (rc = rsrc_start(r->srcs[i]))) {
+			snprintf(err, errlen, "thread: %s", strerror(-rc));
+			return rc;
+		}
+	SFS_LOG(SFS_INFO, "replica", "%zu model%s from %s, protocol %s",
+		shown + hidden, shown + hidden == 1 ? "" : "s", seeds,
+		r->proto);
 	return 0;
 }
 
@@ -176,6 +240,10 @@ int sfs_replica_open(const struct sfs_replica_cfg *cfg,
 		     struct sfs_replica **out, char *err, size_t errlen)
 {
 	struct sfs_replica *r = calloc(1, sizeof(*r));
+	int rc = -ENOMEM;
+
+	if (errlen)
+		err[0] = '\0';
 	if (!r) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -183,30 +251,49 @@ int sfs_replica_open(const struct sfs_replica_cfg *cfg,
 	r->cfg = *cfg;
 	if (!r->cfg.who)
 		r->cfg.who = "seedfs";
-	pthread_rwlock_init(&r->lock, NULL);
-	if (!(r->seed = strdup(cfg->seed))) {
-		free(r);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
+	pthread_rwlock_init(&r->tree_lock, NULL);
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_mutex_init(&r->xlock, NULL);
+	r->mounted = time(NULL);
+	r->mounted_ns = r->last_ns = sfs_now_ns();
+	if ((rc = sfs_cond_init(&r->cond)))
+		goto fail;
+	if (!cfg->nseeds || cfg->nseeds > RSRC_MAX) {
+		snprintf(err, errlen, "1 to %d seeds, not %zu", RSRC_MAX,
+			 cfg->nseeds);
+		rc = -EINVAL;
+		goto fail;
 	}
-	r->cfg.seed = r->seed;
-	int rc = open_parts(r, err, errlen);
-	if (rc) {
-		if (!*err)
-			snprintf(err, errlen, "%s", strerror(-rc));
-		sfs_replica_close(r);
-		return rc;
+	for (size_t i = 0; i < cfg->nseeds; i++) {
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(cfg->seeds[i], cfg->seeds[j])) {
+				snprintf(err, errlen, "seed %s given twice",
+					 cfg->seeds[i]);
+				rc = -EINVAL;
+				goto fail;
+			}
+		if ((rc = rsrc_new(r, cfg->seeds[i], 0, &r->srcs[i])))
+			goto fail;
+		r->srcs[i]->idx = i;
+		r->nsrcs++;
 	}
+	if ((rc = open_parts(r, err, errlen)))
+		goto fail;
 	*out = r;
 	return 0;
+fail:
+	if (!*err)
+		snprintf(err, errlen, "%s", strerror(-rc));
+	sfs_replica_close(r);
+	return rc;
 }
 
 void sfs_replica_ready(struct sfs_replica *r)
 {
-	pthread_mutex_lock(&r->status.lock);
-	r->status.ready_ms = sfs_now_ms() - r->cfg.start_ms;
-	uint64_t ready = r->status.ready_ms, xport = r->status.transport_ms;
-	pthread_mutex_unlock(&r->status.lock);
+	pthread_mutex_lock(&r->lock);
+	r->ready_ms = sfs_now_ms() - r->cfg.start_ms;
+	uint64_t ready = r->ready_ms, xport = r->transport_ms;
+	pthread_mutex_unlock(&r->lock);
 	SFS_LOG(SFS_INFO, "replica",
 		"ready in %.2f s (transport start-up %.2f s, the rest %.2f s)",
 		(double)ready / 1e3, (double)xport / 1e3,
@@ -218,7 +305,10 @@ void sfs_replica_ready(struct sfs_replica *r)
 void sfs_replica_set_inval(struct sfs_replica *r, void (*fn)(void *, uint64_t),
 			   void *arg)
 {
-	sfs_gens_set_inval(r->gens, fn, arg);
+	pthread_mutex_lock(&r->lock);
+	r->inval = fn;
+	r->inval_arg = arg;
+	pthread_mutex_unlock(&r->lock);
 }
 
 void sfs_replica_stop(struct sfs_replica *r)
@@ -227,8 +317,21 @@ void sfs_replica_stop(struct sfs_replica *r)
 		return;
 	sfs_mctl_stop(r->ctl); /* prefetches use the cache and the tree */
 	r->ctl = NULL;
-	r->status.control = NULL;
-	sfs_gens_stop(r->gens); /* no invalidation of a session gone */
+	r->control = NULL;
+	pthread_mutex_lock(&r->lock);
+	r->stop = 1; /* no more sources */
+	size_t nsrcs = r->nsrcs;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < nsrcs; i++)
+		rsrc_stop(r->srcs[i]);
+	pthread_mutex_lock(&r->lock);
+	r->inval = NULL; /* no invalidation of a session gone */
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	if (r->sweeper_started) {
+		pthread_join(r->sweeper, NULL);
+		r->sweeper_started = 0;
+	}
 }
 
 void sfs_replica_close(struct sfs_replica *r)
@@ -236,27 +339,30 @@ void sfs_replica_close(struct sfs_replica *r)
 	if (!r)
 		return;
 	sfs_replica_stop(r);
+	/* Others read the slab through the re-seeding transport: it goes
+	 * first (its routes read the models, too). */
+	sfs_reseed_stop(r->reseed);
+	r->reseed = NULL;
 	/* Nothing may post a pull once the transport is quiesced: stop the
 	 * cache's threads first (the disk tier's post what they do not
 	 * find on disk).  Then cancel the pulls in flight, which write into
-	 * the cache, then free the cache (and its registration), then the
-	 * transport. */
+	 * the cache, then free the cache (and its registration), then what
+	 * it borrowed (the models' manifests), then the transport. */
 	sfs_cache_stop(r->cache);
 	size_t left = r->x ? sfs_xport_quiesce(r->x) : 0;
-	sfs_gens_free(r->gens); /* its sweeper retires cache sources */
 	sfs_cache_free_quiesced(r->cache, left);
+	for (size_t i = 0; i < r->nmodels; i++)
+		model_free(r->models[i]);
+	free(r->models);
+	for (size_t i = 0; i < r->nsrcs; i++)
+		rsrc_free(r->srcs[i]);
 	sfs_disk_close(r->disk);
 	sfs_xport_close(r->x);
 	sfs_tree_free(r->tree);
-	if (r->status_ready)
-		sfs_status_destroy(&r->status);
-	if (!r->gens) {
-		sfs_manifest_free(r->m);
-		free(r->json);
-	}
-	r->m = NULL;
-	pthread_rwlock_destroy(&r->lock);
-	free(r->seed);
+	pthread_cond_destroy(&r->cond);
+	pthread_rwlock_destroy(&r->tree_lock);
+	pthread_mutex_destroy(&r->lock);
+	pthread_mutex_destroy(&r->xlock);
 	free(r);
 }
 
@@ -267,7 +373,7 @@ struct sfs_tree *sfs_replica_tree(struct sfs_replica *r)
 
 pthread_rwlock_t *sfs_replica_lock(struct sfs_replica *r)
 {
-	return &r->lock;
+	return &r->tree_lock;
 }
 
 struct sfs_cache *sfs_replica_cache(struct sfs_replica *r)
@@ -275,56 +381,141 @@ struct sfs_cache *sfs_replica_cache(struct sfs_replica *r)
 	return r->cache;
 }
 
-const char *sfs_replica_seed(const struct sfs_replica *r)
+char *sfs_replica_seeds(struct sfs_replica *r, char *buf, size_t len)
 {
-	return r->seed;
+	size_t o = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < r->cfg.nseeds && o < len; i++) {
+		int n = snprintf(buf + o, len - o, "%s%s", i ? "," : "",
+				 r->cfg.seeds[i]);
+		o += n > 0 ? (size_t)n : 0;
+	}
+	return buf;
 }
 
-const char *sfs_replica_model(const struct sfs_replica *r)
+char *sfs_replica_models(struct sfs_replica *r, char *buf, size_t len)
 {
-	return r->m->model;
+	size_t o = 0;
+	buf[0] = '\0';
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nmodels;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < n && o < len; i++) {
+		struct sfs_model *mo = r->models[i];
+		int hidden = model_hidden(mo, NULL, 0);
+		int k = snprintf(buf + o, len - o, "%s%s%s", o ? ", " : "",
+				 mo->name, hidden ? " (hidden)" : "");
+		o += k > 0 ? (size_t)k : 0;
+	}
+	return buf;
 }
 
 int sfs_replica_hidden(struct sfs_replica *r, char *why, size_t len)
 {
-	return sfs_gens_hidden(r->gens, why, len);
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nmodels;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < n; i++) {
+		char w[256];
+		if (model_hidden(r->models[i], w, sizeof(w))) {
+			if (why)
+				snprintf(why, len, "%s: %s", r->models[i]->name,
+					 w);
+			return 1;
+		}
+	}
+	return 0;
 }
 
-void sfs_replica_revalidate(struct sfs_replica *r)
+/* The name of the model @ino is in (a directory under the root), into
+ * @name; 0 when @ino is the root or not in a model. */
+static int model_of_ino(struct sfs_replica *r, uint64_t ino, char *name,
+			size_t len)
 {
-	sfs_gens_revalidate(r->gens);
+	int found = 0;
+	pthread_rwlock_rdlock(&r->tree_lock);
+	for (int depth = 0; ino != SFS_ROOT_INO && depth < 4096; depth++) {
+		const struct sfs_node *n = sfs_tree_get(r->tree, ino);
+		if (!n)
+			break;
+		if (n->parent == SFS_ROOT_INO) {
+			found = strcmp(n->name, SFS_MF_RESERVED) != 0;
+			if (found)
+				snprintf(name, len, "%s", n->name);
+			break;
+		}
+		ino = n->parent;
+	}
+	pthread_rwlock_unlock(&r->tree_lock);
+	return found;
 }
 
-void sfs_replica_revalidate_missing(struct sfs_replica *r)
+static void revalidate(struct sfs_replica *r, uint64_t ino, unsigned int ask_ms,
+		       uint64_t fresh_ms)
 {
-	sfs_gens_revalidate_missing(r->gens);
+	char name[SFS_MF_NAME_MAX + 1];
+	if (model_of_ino(r, ino, name, sizeof(name))) {
+		struct rsrc *s = rsrc_leader(r, name);
+		if (s)
+			rsrc_revalidate(s, ask_ms, fresh_ms);
+		return;
+	}
+	/* The root: every seed (a model may come, or one hidden may match
+	 * again). */
+	for (size_t i = 0; i < r->nsrcs; i++)
+		if (!r->srcs[i]->reseeder)
+			rsrc_revalidate(r->srcs[i], ask_ms, fresh_ms);
+}
+
+void sfs_replica_revalidate(struct sfs_replica *r, uint64_t ino)
+{
+	revalidate(r, ino, RSRC_ASK_MS, 0);
+}
+
+void sfs_replica_revalidate_missing(struct sfs_replica *r, uint64_t ino)
+{
+	revalidate(r, ino, RSRC_LOOKUP_MS, RSRC_FRESH_MS);
 }
 
 int sfs_replica_ref(struct sfs_replica *r, struct sfs_view *v)
 {
-	return sfs_gens_ref(r->gens, v);
+	if (!v)
+		return -ESTALE; /* its generation is gone */
+	pthread_mutex_lock(&v->model->lock);
+	/* An expired view gets no new reference: the sweeper may be about
+	 * to free it (it decided under this lock that nobody holds it). */
+	int rc = v->expired ? -ESTALE : 0;
+	if (!rc)
+		v->refs++;
+	pthread_mutex_unlock(&v->model->lock);
+	return rc;
 }
 
 void sfs_replica_unref(struct sfs_replica *r, struct sfs_view *v)
 {
-	sfs_gens_unref(r->gens, v);
+	pthread_mutex_lock(&v->model->lock);
+	v->refs--;
+	int wake = v->expired && !v->refs;
+	pthread_mutex_unlock(&v->model->lock);
+	if (wake) { /* the sweeper frees it */
+		pthread_mutex_lock(&r->lock);
+		pthread_cond_broadcast(&r->cond);
+		pthread_mutex_unlock(&r->lock);
+	}
 }
 
 int sfs_replica_alive(struct sfs_replica *r, struct sfs_view *v)
 {
-	return sfs_gens_alive(r->gens, v);
+	pthread_mutex_lock(&v->model->lock);
+	int alive = !v->expired;
+	pthread_mutex_unlock(&v->model->lock);
+	return alive;
 }
 
 void sfs_replica_set_ahead(struct sfs_replica *r, uint64_t min, uint64_t max)
 {
 	r->ra_min = min;
 	r->ra_max = max;
-}
-
-int sfs_replica_status(void *arg, char **text, size_t *len)
-{
-	struct sfs_replica *r = arg;
-	return sfs_status_render(&r->status, text, len);
 }
 
 void sfs_replica_serve_control(struct sfs_replica *r, int prefetch_all)
@@ -335,20 +526,25 @@ void sfs_replica_serve_control(struct sfs_replica *r, int prefetch_all)
 			"seedfs prefetch will not work: %s", err);
 		return;
 	}
-	r->status.control = sfs_mctl_path(r->ctl);
+	r->control = sfs_mctl_path(r->ctl);
 	if (prefetch_all && sfs_mctl_prefetch_all(r->ctl))
 		SFS_LOG(SFS_WARN, "replica", "--prefetch: cannot start");
+}
+
+int sfs_replica_reseeding(struct sfs_replica *r)
+{
+	return r->reseed != NULL;
 }
 
 uint64_t sfs_replica_total_bytes(struct sfs_replica *r)
 {
 	uint64_t total = 0;
-	pthread_rwlock_rdlock(&r->lock);
+	pthread_rwlock_rdlock(&r->tree_lock);
 	for (size_t i = 0; i < r->tree->n; i++)
 		if (r->tree->nodes[i].kind == SFS_NODE_FILE &&
 		    !r->tree->nodes[i].superseded)
 			total += r->tree->nodes[i].size;
-	pthread_rwlock_unlock(&r->lock);
+	pthread_rwlock_unlock(&r->tree_lock);
 	return total;
 }
 
@@ -462,7 +658,7 @@ int sfs_replica_read(struct sfs_replica *r, struct sfs_rfile *f, uint64_t off,
 	uint64_t end = SFS_MIN(f->size, off + len);
 	if (off >= end)
 		return 0;
-	if (!sfs_gens_alive(r->gens, f->view))
+	if (!sfs_replica_alive(r, f->view))
 		return -ESTALE;
 	/* Queue every pull this read needs, then those of the read-ahead
 	 * window (behind them, and as deep as the link's throughput makes
@@ -479,7 +675,7 @@ int sfs_replica_read(struct sfs_replica *r, struct sfs_rfile *f, uint64_t off,
 			pull_range(r, f, f->base + a, f->base + b, 0);
 	}
 	int rc = gather(r, f, f->base + off, f->base + end, out);
-	if (rc && rc != -ESTALE && !sfs_gens_alive(r->gens, f->view))
+	if (rc && rc != -ESTALE && !sfs_replica_alive(r, f->view))
 		rc = -ESTALE; /* the seed stopped serving it meanwhile */
 	return rc;
 }
@@ -495,7 +691,19 @@ void sfs_replica_fetch(struct sfs_replica *r, const struct sfs_rfile *f,
 int sfs_replica_current(struct sfs_replica *r, const char *name,
 			struct sfs_view **v, const struct sfs_manifest **m)
 {
-	return sfs_gens_current(r->gens, name, v, m);
+	struct sfs_model *mo = model_get(r, name, 0);
+	int rc = -ENOENT;
+	if (!mo)
+		return rc;
+	pthread_mutex_lock(&mo->lock);
+	if (mo->current && !mo->hidden) {
+		*v = mo->current;
+		*m = mo->current->m;
+		mo->current->refs++;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&mo->lock);
+	return rc;
 }
 
 void sfs_replica_rfile(struct sfs_view *v, size_t idx, struct sfs_rfile *f)

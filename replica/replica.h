@@ -5,10 +5,13 @@
  *
  * A replica asks its seeds what they publish, checks every manifest,
  * opens one transport, a chunk cache in registered memory (and its disk
- * tier), builds the tree of files and follows the seeds' generations.
- * It reads files through the cache: sfs_replica_read pins the chunks of
- * a byte range and hands back pointers into them.  Nothing here knows
- * FUSE: fs/ turns the tree and these reads into replies.
+ * tier), builds the tree of files (one directory per model) and follows
+ * the seeds' generations.  Every seed that publishes a model's content
+ * is a source of it: reads are striped over them and fail over between
+ * them (cache.h).  It reads files through the cache: sfs_replica_read
+ * pins the chunks of a byte range and hands back pointers into them.
+ * Nothing here knows FUSE: fs/ turns the tree and these reads into
+ * replies.
  *
  * All functions are thread safe unless said otherwise.
  */
@@ -30,8 +33,14 @@ struct sfs_ra;
 
 struct sfs_replica;
 
+#define SFS_REPLICA_SEEDS_MAX 64
+
 struct sfs_replica_cfg {
-	const char *seed;	 /* HOST:PORT [borrowed] */
+	/* The seeds, HOST:PORT each, in order of preference [borrowed]:
+	 * the first that publishes a model and answers leads it. */
+	const char *const *seeds;
+	size_t nseeds;
+	const char *only;	 /* only this model (pull), or NULL */
 	const char *protocol;	 /* NULL: the seed's first that opens */
 	unsigned int timeout_ms; /* no progress for this long: give up */
 	uint64_t cache_size;	 /* bytes of registered chunk memory */
@@ -48,15 +57,19 @@ struct sfs_replica_cfg {
 	const char *layout;
 	uint64_t start_ms; /* when the command started (monotonic) */
 	const char *who;   /* "seedfs mount": what error lines start with */
+	/* Serve what it holds to other replicas on this control address
+	 * (HOST:PORT) (replica/reseed.h), or NULL. [borrowed] */
+	const char *reseed;
 };
 
 /*
- * sfs_replica_open - fetch and check the seed's manifest, open the
- * disk tier, the transport and the cache, build the tree and start
- * following generations.  Writes one line into @err on failure (an
- * unreachable seed, a bad manifest, a protocol this host cannot serve,
- * a cache the machine cannot hold).  *out [new], freed with
- * sfs_replica_close.  Returns 0 or -errno.
+ * sfs_replica_open - ask every seed what it publishes, fetch and check
+ * the manifests, open the disk tier, the transport and the cache, build
+ * the tree and start following generations.  Writes one line into @err
+ * on failure (no seed answers, a bad manifest, a protocol this host
+ * cannot serve, nothing to show).  Seeds that do not answer now are
+ * asked again behind.  *out [new], freed with sfs_replica_close.
+ * Returns 0 or -errno.
  */
 int sfs_replica_open(const struct sfs_replica_cfg *cfg,
 		     struct sfs_replica **out, char *err, size_t errlen);
@@ -95,24 +108,30 @@ pthread_rwlock_t *sfs_replica_lock(struct sfs_replica *r);
 /* The cache [borrowed], for what reads chunks itself (prefetch). */
 struct sfs_cache *sfs_replica_cache(struct sfs_replica *r);
 
-/* sfs_replica_seed - the seed's HOST:PORT [borrowed]. */
-const char *sfs_replica_seed(const struct sfs_replica *r);
+/* sfs_replica_seeds - the seeds given, "HOST:PORT,HOST:PORT" into
+ * @buf. */
+char *sfs_replica_seeds(struct sfs_replica *r, char *buf, size_t len);
 
-/* sfs_replica_model - the name of the (first) model [borrowed]. */
-const char *sfs_replica_model(const struct sfs_replica *r);
+/* sfs_replica_models - the models shown, "a, b" into @buf (hidden ones
+ * marked so). */
+char *sfs_replica_models(struct sfs_replica *r, char *buf, size_t len);
 
-/* sfs_replica_hidden - 1 when the model is hidden by the requirement
- * (@why, if not NULL, says which field differs), else 0. */
+/* sfs_replica_hidden - 1 when some model is hidden by the requirement
+ * (@why, if not NULL, says which and which field differs), else 0. */
 int sfs_replica_hidden(struct sfs_replica *r, char *why, size_t len);
 
 /*
- * sfs_replica_revalidate - close-to-open: adopt the seed's current
- * generation if it is newer (see sfs_gens_revalidate).
- * sfs_replica_revalidate_missing - for a lookup of a name that is not
- * there: at most every 200 ms, waiting a second at most.
+ * sfs_replica_revalidate - close-to-open for the model @ino belongs to
+ * (the root: every model): its leading seed is asked for its current
+ * generation (concurrent callers share one question), and a newer one
+ * is adopted.  A seed that did not answer last time is asked behind
+ * instead, a timeout after the last question, so opens do not each
+ * wait for it.  sfs_replica_revalidate_missing - the same for a lookup
+ * of a name that is not there in directory @ino: at most every 200 ms,
+ * waiting a second at most.  The tree lock must not be held.
  */
-void sfs_replica_revalidate(struct sfs_replica *r);
-void sfs_replica_revalidate_missing(struct sfs_replica *r);
+void sfs_replica_revalidate(struct sfs_replica *r, uint64_t ino);
+void sfs_replica_revalidate_missing(struct sfs_replica *r, uint64_t ino);
 
 /*
  * Views: the generation a node's bytes come from.  sfs_replica_ref -
@@ -193,7 +212,7 @@ void sfs_replica_set_ahead(struct sfs_replica *r, uint64_t min, uint64_t max);
 
 /*
  * sfs_replica_status - .seedfs/status: *text [new, free()].  @arg is the
- * replica.  Returns 0 or -ENOMEM.
+ * replica.  Returns 0 or -ENOMEM.  (status.c)
  */
 int sfs_replica_status(void *arg, char **text, size_t *len);
 
@@ -203,6 +222,9 @@ int sfs_replica_status(void *arg, char **text, size_t *len);
  * every file in the background.  Logs when it cannot.
  */
 void sfs_replica_serve_control(struct sfs_replica *r, int prefetch_all);
+
+/* sfs_replica_reseeding - 1 when it serves what it holds (--reseed). */
+int sfs_replica_reseeding(struct sfs_replica *r);
 
 /* sfs_replica_total_bytes - the bytes of every file shown now. */
 uint64_t sfs_replica_total_bytes(struct sfs_replica *r);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * seed.c - the seed: its transports, opened once, and the generations
- * of the model it serves.  The newest generation is current; the ones
- * before it stay registered (readable) for the grace period, then are
- * released.  The control port reads the generations from its own
- * threads, under s->lock.
+ * of each model it serves (one per --model-dir).  A model's newest
+ * generation is current; the ones before it stay registered (readable)
+ * for the grace period, then are released.  The control port reads the
+ * generations from its own threads, under s->lock.
  */
 #include "seed.h"
 
@@ -15,6 +15,7 @@
 #include "transports/transport.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <pthread.h>
@@ -27,11 +28,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SEED_MAX_GENS 8 /* generations alive at once */
+#define SEED_MAX_GENS 8		   /* generations alive at once */
+#define SEED_MAX_RESEEDERS 256	   /* re-seeders listed at once */
+#define SEED_RESEEDER_TTL_MS 15000 /* an announcement lasts this long */
+
+/* One published model. */
+struct seed_model {
+	struct sfs_seed_cfg cfg; /* its own: model_dir or mem, name */
+	char *name;
+	size_t ngens;			      /* protected by s->lock */
+	struct seed_gen *gens[SEED_MAX_GENS]; /* protected by s->lock; the
+						 last one is current */
+};
 
 struct sfs_seed {
 	struct sfs_seed_cfg cfg; /* strings borrowed from the caller */
-	char *name;
 	uint64_t instance;
 	size_t nx; /* transports, = manifest endpoints, same order */
 	struct sfs_xport *x[SFS_MF_MAX_ENDPOINTS];
@@ -39,9 +50,15 @@ struct sfs_seed {
 	int writable; /* some transport needs writable memory */
 	char protocols[SFS_MF_MAX_ENDPOINTS * 32];
 	pthread_mutex_t lock;
-	size_t ngens;			      /* protected by lock */
-	struct seed_gen *gens[SEED_MAX_GENS]; /* protected by lock; the
-						 last one is current */
+	/* Re-seeders that announced themselves (control addresses) and
+	 * when each announcement lapses; protected by lock. */
+	size_t nreseeders;
+	struct {
+		char addr[300];
+		uint64_t until_ms;
+	} reseeders[SEED_MAX_RESEEDERS];
+	size_t nmodels; /* fixed once open */
+	struct seed_model *models;
 	/* inotify on every published file (IN_MODIFY): a file that changes
 	 * under the seed is withdrawn.  -1: none (in-memory models).  The
 	 * watches are managed by the thread that publishes. */
@@ -78,26 +95,28 @@ static int cmp_int(const void *a, const void *b)
 }
 
 /* Stop watching what only @g watched: it is being freed and is no longer
- * in s->gens (an unchanged file has the same watch in every generation
- * that serves it).  The publishing thread's, like every change of
- * s->gens: no lock needed to read them. */
+ * in its model's gens (an unchanged file has the same watch in every
+ * generation that serves it).  The publishing thread's, like every
+ * change of the generations: no lock needed to read them. */
 static void unwatch_gen(struct sfs_seed *s, struct seed_gen *g)
 {
 	size_t n = 0, cap = 0;
 	int *kept = NULL;
 	if (s->wfd < 0)
 		return;
-	for (size_t k = 0; k < s->ngens; k++) {
-		const struct seed_gen *o = s->gens[k];
-		for (size_t j = 0; j < o->nfiles; j++) {
-			if (o->files[j].wd <= 0)
-				continue;
-			if (sfs_grow((void **)&kept, &cap, n + 1,
-				     sizeof(*kept))) {
-				free(kept);
-				return; /* kept until the seed stops */
+	for (size_t mi = 0; mi < s->nmodels; mi++) {
+		for (size_t k = 0; k < s->models[mi].ngens; k++) {
+			const struct seed_gen *o = s->models[mi].gens[k];
+			for (size_t j = 0; j < o->nfiles; j++) {
+				if (o->files[j].wd <= 0)
+					continue;
+				if (sfs_grow((void **)&kept, &cap, n + 1,
+					     sizeof(*kept))) {
+					free(kept);
+					return; /* kept until the seed stops */
+				}
+				kept[n++] = o->files[j].wd;
 			}
-			kept[n++] = o->files[j].wd;
 		}
 	}
 	if (n)
@@ -192,32 +211,32 @@ static int open_transports(struct sfs_seed *s, const struct sfs_seed_cfg *cfg,
 	return 0;
 }
 
-/* The model's name: --name, or the directory's basename. */
-static int resolve_name(struct sfs_seed *s, char *err, size_t errlen)
+/* A model's name: --name (or NAME=), or the directory's basename. */
+static int resolve_name(struct seed_model *mo, char *err, size_t errlen)
 {
 	const char *why;
-	if (s->cfg.name) {
-		s->name = strdup(s->cfg.name);
-	} else if (!s->cfg.model_dir) {
+	if (mo->cfg.name) {
+		mo->name = strdup(mo->cfg.name);
+	} else if (!mo->cfg.model_dir) {
 		snprintf(err, errlen, "a model name is required");
 		return -EINVAL;
 	} else {
-		char *tmp = strdup(s->cfg.model_dir);
+		char *tmp = strdup(mo->cfg.model_dir);
 		if (tmp) {
 			size_t l = strlen(tmp);
 			while (l > 1 && tmp[l - 1] == '/')
 				tmp[--l] = '\0';
-			s->name = strdup(basename(tmp));
+			mo->name = strdup(basename(tmp));
 			free(tmp);
 		}
 	}
-	if (!s->name)
+	if (!mo->name)
 		return -ENOMEM;
-	if (sfs_path_check(s->name, &why) || strchr(s->name, '/')) {
+	if (sfs_path_check(mo->name, &why) || strchr(mo->name, '/')) {
 		snprintf(err, errlen,
 			 "model name '%s' is not a valid directory name; use "
-			 "--name",
-			 s->name);
+			 "--name or --model-dir NAME=DIR",
+			 mo->name);
 		return -EINVAL;
 	}
 	return 0;
@@ -226,15 +245,39 @@ static int resolve_name(struct sfs_seed *s, char *err, size_t errlen)
 int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 		  char *err, size_t errlen)
 {
-	struct seed_gen *g = NULL;
+	struct seed_gen **g = NULL;
 	struct sfs_seed *s;
-	int rc;
+	int rc = -ENOMEM;
 
 	if (!(s = calloc(1, sizeof(*s))))
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->wfd = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	s->nmodels = 1 + cfg->nmore;
+	if (!(s->models = calloc(s->nmodels, sizeof(*s->models))) ||
+	    !(g = calloc(s->nmodels, sizeof(*g))))
+		goto err;
+	for (size_t i = 0; i < s->nmodels; i++) {
+		struct seed_model *mo = &s->models[i];
+		mo->cfg = *cfg;
+		if (i) {
+			mo->cfg.mem = NULL;
+			mo->cfg.model_dir = cfg->more[i - 1].dir;
+			mo->cfg.name = cfg->more[i - 1].name;
+		}
+		if ((rc = resolve_name(mo, err, errlen)))
+			goto err;
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(s->models[j].name, mo->name)) {
+				snprintf(err, errlen,
+					 "two models named %s: name one with "
+					 "--model-dir NAME=DIR",
+					 mo->name);
+				rc = -EINVAL;
+				goto err;
+			}
+	}
 	if (!cfg->mem && (s->wfd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) < 0)
 		SFS_LOG(SFS_WARN, "seed",
 			"inotify: %s: files changed under the seed will not be "
@@ -243,44 +286,65 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
 	    sizeof(s->instance))
 		s->instance = sfs_now_ns() ^ (uint64_t)getpid() << 32;
-	if ((rc = resolve_name(s, err, errlen)))
-		goto err;
 	/* Validate everything before touching the fabric: a bad file is
 	 * the one line the user sees. */
-	if ((rc = seed_gen_prepare(cfg, s->name, 1, s->instance, cfg->grace_s,
-				   &g, err, errlen)))
-		goto err;
+	for (size_t i = 0; i < s->nmodels; i++) {
+		struct seed_model *mo = &s->models[i];
+		if ((rc = seed_gen_prepare(&mo->cfg, mo->name, 1, s->instance,
+					   cfg->grace_s, &g[i], err, errlen)))
+			goto err;
+	}
 	if ((rc = open_transports(s, cfg, err, errlen)))
 		goto err;
-	if ((rc = seed_gen_publish(g, cfg, s->nx, s->x, s->writable,
-				   s->protocols, err, errlen)))
-		goto err;
-	s->gens[s->ngens++] = g;
-	watch_gen(s, g);
+	for (size_t i = 0; i < s->nmodels; i++) {
+		struct seed_model *mo = &s->models[i];
+		if ((rc = seed_gen_publish(g[i], &mo->cfg, s->nx, s->x,
+					   s->writable, s->protocols, err,
+					   errlen)))
+			goto err;
+		mo->gens[mo->ngens++] = g[i];
+		g[i] = NULL;
+		watch_gen(s, mo->gens[0]);
+	}
+	free(g);
 	*out = s;
 	return 0;
 err:
-	seed_gen_free(g);
+	for (size_t i = 0; g && i < s->nmodels; i++)
+		seed_gen_free(g[i]);
+	free(g);
 	sfs_seed_close(s);
 	return rc;
 }
 
-int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
+size_t sfs_seed_nmodels(const struct sfs_seed *s)
 {
+	return s->nmodels;
+}
+
+const char *sfs_seed_model_name(const struct sfs_seed *s, size_t i)
+{
+	return i < s->nmodels ? s->models[i].name : NULL;
+}
+
+int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
+			     size_t errlen)
+{
+	struct seed_model *mo = &s->models[i];
 	struct seed_gen *g = NULL, *cur;
 	uint64_t number;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	number = s->gens[s->ngens - 1]->number + 1;
+	number = mo->gens[mo->ngens - 1]->number + 1;
 	/* Only this thread frees generations: it stays while we publish. */
-	const struct sfs_manifest *prev = s->gens[s->ngens - 1]->m;
+	const struct sfs_manifest *prev = mo->gens[mo->ngens - 1]->m;
 	pthread_mutex_unlock(&s->lock);
-	rc = seed_gen_prepare(&s->cfg, s->name, number, s->instance,
+	rc = seed_gen_prepare(&mo->cfg, mo->name, number, s->instance,
 			      s->cfg.grace_s, &g, err, errlen);
 	if (!rc) {
 		g->prev = prev;
-		rc = seed_gen_publish(g, &s->cfg, s->nx, s->x, s->writable,
+		rc = seed_gen_publish(g, &mo->cfg, s->nx, s->x, s->writable,
 				      s->protocols, err, errlen);
 		g->prev = NULL;
 	}
@@ -289,7 +353,7 @@ int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
 		return rc;
 	}
 	pthread_mutex_lock(&s->lock);
-	if (s->ngens == SEED_MAX_GENS) {
+	if (mo->ngens == SEED_MAX_GENS) {
 		pthread_mutex_unlock(&s->lock);
 		snprintf(err, errlen,
 			 "%d generations are still served; wait for the "
@@ -298,47 +362,72 @@ int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
 		seed_gen_free(g);
 		return -EBUSY;
 	}
-	cur = s->gens[s->ngens - 1];
+	cur = mo->gens[mo->ngens - 1];
 	cur->expires_ms = sfs_now_ms() + (uint64_t)s->cfg.grace_s * 1000;
-	s->gens[s->ngens++] = g;
+	mo->gens[mo->ngens++] = g;
 	uint64_t old = cur->number;
 	pthread_mutex_unlock(&s->lock);
 	watch_gen(s, g);
 	SFS_LOG(SFS_INFO, "seed",
-		"generation %" PRIu64 " published; generation %" PRIu64
+		"%s: generation %" PRIu64 " published; generation %" PRIu64
 		" stays served for %u s",
-		number, old, s->cfg.grace_s);
+		mo->name, number, old, s->cfg.grace_s);
 	return 0;
+}
+
+int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
+{
+	int first = 0;
+	for (size_t i = 0; i < s->nmodels; i++) {
+		char e[SFS_XPORT_ERR_MAX];
+		int rc = sfs_seed_republish_model(s, i, e, sizeof(e));
+		if (rc && !first) {
+			first = rc;
+			if (s->nmodels > 1)
+				snprintf(err, errlen, "%s: %s",
+					 s->models[i].name, e);
+			else
+				snprintf(err, errlen, "%s", e);
+		} else if (rc) {
+			SFS_LOG(SFS_ERR, "seed", "%s: not republished: %s",
+				s->models[i].name, e);
+		}
+	}
+	return first;
 }
 
 int64_t sfs_seed_reap(struct sfs_seed *s)
 {
-	struct seed_gen *dead[SEED_MAX_GENS];
-	size_t ndead = 0, keep = 0;
 	int64_t next = -1;
 	uint64_t now = sfs_now_ms();
 
-	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < s->ngens; i++) {
-		struct seed_gen *g = s->gens[i];
-		int current = i + 1 == s->ngens;
-		if (!current && g->expires_ms <= now) {
-			dead[ndead++] = g;
-			continue;
+	for (size_t mi = 0; mi < s->nmodels; mi++) {
+		struct seed_model *mo = &s->models[mi];
+		struct seed_gen *dead[SEED_MAX_GENS];
+		size_t ndead = 0, keep = 0;
+		pthread_mutex_lock(&s->lock);
+		for (size_t i = 0; i < mo->ngens; i++) {
+			struct seed_gen *g = mo->gens[i];
+			int current = i + 1 == mo->ngens;
+			if (!current && g->expires_ms <= now) {
+				dead[ndead++] = g;
+				continue;
+			}
+			if (!current &&
+			    (next < 0 || (int64_t)(g->expires_ms - now) < next))
+				next = (int64_t)(g->expires_ms - now);
+			mo->gens[keep++] = g;
 		}
-		if (!current &&
-		    (next < 0 || (int64_t)(g->expires_ms - now) < next))
-			next = (int64_t)(g->expires_ms - now);
-		s->gens[keep++] = g;
-	}
-	s->ngens = keep;
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; i < ndead; i++) {
-		SFS_LOG(SFS_INFO, "seed",
-			"generation %" PRIu64 " is no longer served",
-			dead[i]->number);
-		unwatch_gen(s, dead[i]);
-		seed_gen_free(dead[i]);
+		mo->ngens = keep;
+		pthread_mutex_unlock(&s->lock);
+		for (size_t i = 0; i < ndead; i++) {
+			SFS_LOG(SFS_INFO, "seed",
+				"%s: generation %" PRIu64
+				" is no longer served",
+				mo->name, dead[i]->number);
+			unwatch_gen(s, dead[i]);
+			seed_gen_free(dead[i]);
+		}
 	}
 	return next;
 }
@@ -348,7 +437,27 @@ int sfs_seed_watch_fd(const struct sfs_seed *s)
 	return s->wfd;
 }
 
-int sfs_seed_files_changed(struct sfs_seed *s)
+/* Withdraw every file of @g watched by @wd; how many were served. */
+static int withdraw_wd(struct seed_gen *g, int wd)
+{
+	int n = 0;
+	for (size_t i = 0; i < g->nfiles; i++) {
+		if (g->files[i].wd != wd || !seed_gen_withdraw(g, i))
+			continue;
+		n++;
+		SFS_LOG(SFS_WARN, "seed",
+			"%s changed on disk under the seed: its bytes are "
+			"withdrawn from generation %" PRIu64
+			" of %s (replicas get an I/O error for it, never "
+			"other bytes); the next generation follows once the "
+			"directory is quiet",
+			g->m->files[g->files[i].fidx].path, g->number,
+			g->m->model);
+	}
+	return n;
+}
+
+int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed)
 {
 	char buf[4096]
 		__attribute__((aligned(__alignof__(struct inotify_event))));
@@ -361,39 +470,42 @@ int sfs_seed_files_changed(struct sfs_seed *s)
 			p += sizeof(*ev) + ev->len;
 			if (!(ev->mask & IN_MODIFY))
 				continue;
-			for (size_t k = 0; k < s->ngens; k++) {
-				struct seed_gen *g = s->gens[k];
-				for (size_t i = 0; i < g->nfiles; i++) {
-					if (g->files[i].wd != ev->wd ||
-					    !seed_gen_withdraw(g, i))
-						continue;
-					withdrawn++;
-					SFS_LOG(SFS_WARN, "seed",
-						"%s changed on disk under the "
-						"seed: its bytes are withdrawn "
-						"from generation %" PRIu64
-						" (replicas get an I/O error "
-						"for it, never other bytes); "
-						"the next generation follows "
-						"once the directory is quiet",
-						g->m->files[g->files[i].fidx]
-							.path,
-						g->number);
-				}
+			for (size_t mi = 0; mi < s->nmodels; mi++) {
+				int k = 0;
+				for (size_t j = 0; j < s->models[mi].ngens; j++)
+					k += withdraw_wd(s->models[mi].gens[j],
+							 ev->wd);
+				if (k && changed && mi < 64)
+					*changed |= 1ull << mi;
+				withdrawn += k;
 			}
 		}
 	}
 	return withdrawn;
 }
 
-int sfs_seed_manifest_copy(struct sfs_seed *s, uint64_t generation, char **json,
-			   size_t *len)
+/* The model named @name, or with NULL the only one; NULL when none. */
+static struct seed_model *model_of(struct sfs_seed *s, const char *name)
 {
+	if (!name)
+		return s->nmodels == 1 ? &s->models[0] : NULL;
+	for (size_t i = 0; i < s->nmodels; i++)
+		if (!strcmp(s->models[i].name, name))
+			return &s->models[i];
+	return NULL;
+}
+
+int sfs_seed_manifest_copy(struct sfs_seed *s, const char *model,
+			   uint64_t generation, char **json, size_t *len)
+{
+	struct seed_model *mo = model_of(s, model);
 	int rc = -ENOENT;
+	if (!mo)
+		return model ? -ESRCH : -EISDIR;
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < s->ngens; i++) {
-		struct seed_gen *g = s->gens[i];
-		if (generation ? g->number != generation : i + 1 != s->ngens)
+	for (size_t i = 0; i < mo->ngens; i++) {
+		struct seed_gen *g = mo->gens[i];
+		if (generation ? g->number != generation : i + 1 != mo->ngens)
 			continue;
 		*json = malloc(g->json_len + 1);
 		rc = *json ? 0 : -ENOMEM;
@@ -407,40 +519,135 @@ int sfs_seed_manifest_copy(struct sfs_seed *s, uint64_t generation, char **json,
 	return rc;
 }
 
-int sfs_seed_generations(struct sfs_seed *s, char *buf, size_t len)
+/* One model's generations as JSON (s->lock held). */
+static json_t *model_json(const struct sfs_seed *s, const struct seed_model *mo,
+			  uint64_t now)
 {
-	size_t o = 0;
-	pthread_mutex_lock(&s->lock);
-	o += (size_t)snprintf(
-		buf, len,
-		"{\"model\": \"%s\", \"generation\": %" PRIu64
-		", \"instance\": \"0x%" PRIx64 "\", \"served\": [",
-		s->name, s->gens[s->ngens - 1]->number, s->instance);
-	uint64_t now = sfs_now_ms();
-	for (size_t i = 0; i < s->ngens && o < len; i++) {
-		const struct seed_gen *g = s->gens[i];
-		if (g->expires_ms)
-			o += (size_t)snprintf(
-				buf + o, len - o,
-				"%s{\"generation\": %" PRIu64
-				", \"expires_in_ms\": %" PRIu64 "}",
-				i ? ", " : "", g->number,
-				g->expires_ms > now ? g->expires_ms - now : 0);
-		else
-			o += (size_t)snprintf(buf + o, len - o,
-					      "%s{\"generation\": %" PRIu64 "}",
-					      i ? ", " : "", g->number);
+	const struct seed_gen *cur = mo->gens[mo->ngens - 1];
+	char inst[24], content[24], id[SFS_ID_SHORT + 1] = "";
+	sfs_manifest_identity_id(cur->m, id);
+	snprintf(inst, sizeof(inst), "0x%" PRIx64, s->instance);
+	snprintf(content, sizeof(content), "0x%" PRIx64, cur->m->content);
+	json_t *served = json_array();
+	for (size_t i = 0; served && i < mo->ngens; i++) {
+		const struct seed_gen *g = mo->gens[i];
+		json_t *e =
+			json_pack("{s:I}", "generation", (json_int_t)g->number);
+		if (e && g->expires_ms)
+			json_object_set_new(
+				e, "expires_in_ms",
+				json_integer(
+					(json_int_t)(g->expires_ms > now
+							     ? g->expires_ms -
+								       now
+							     : 0)));
+		json_array_append_new(served, e);
 	}
-	if (o < len)
-		o += (size_t)snprintf(buf + o, len - o, "]}\n");
+	return json_pack("{s:s,s:I,s:s,s:s,s:s,s:o*}", "model", mo->name,
+			 "generation", (json_int_t)cur->number, "instance",
+			 inst, "content", content, "identity_id", id, "served",
+			 served);
+}
+
+int sfs_seed_generations(struct sfs_seed *s, const char *model, char **buf,
+			 size_t *len)
+{
+	struct seed_model *mo = model_of(s, model);
+	if (!mo)
+		return model ? -ESRCH : -EISDIR;
+	pthread_mutex_lock(&s->lock);
+	json_t *o = model_json(s, mo, sfs_now_ms());
 	pthread_mutex_unlock(&s->lock);
-	return o < len ? 0 : -ENOSPC;
+	*buf = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!*buf)
+		return -ENOMEM;
+	*len = strlen(*buf);
+	return 0;
+}
+
+int sfs_seed_models(struct sfs_seed *s, char **buf, size_t *len)
+{
+	char inst[24];
+	snprintf(inst, sizeof(inst), "0x%" PRIx64, s->instance);
+	json_t *a = json_array();
+	uint64_t now = sfs_now_ms();
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; a && i < s->nmodels; i++)
+		if (json_array_append_new(a,
+					  model_json(s, &s->models[i], now))) {
+			json_decref(a);
+			a = NULL;
+		}
+	pthread_mutex_unlock(&s->lock);
+	json_t *o = json_pack("{s:s,s:o*}", "instance", inst, "models", a);
+	*buf = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!*buf)
+		return -ENOMEM;
+	*len = strlen(*buf);
+	return 0;
+}
+
+int sfs_seed_announce(struct sfs_seed *s, const char *addr)
+{
+	uint64_t now = sfs_now_ms();
+	int rc = 0, known = 0;
+	pthread_mutex_lock(&s->lock);
+	size_t keep = 0;
+	for (size_t i = 0; i < s->nreseeders; i++) {
+		if (s->reseeders[i].until_ms <= now)
+			continue; /* lapsed: it unmounted or died */
+		if (!strcmp(s->reseeders[i].addr, addr)) {
+			s->reseeders[i].until_ms = now + SEED_RESEEDER_TTL_MS;
+			known = 1;
+		}
+		s->reseeders[keep++] = s->reseeders[i];
+	}
+	s->nreseeders = keep;
+	if (!known && s->nreseeders == SEED_MAX_RESEEDERS) {
+		rc = -ENOSPC;
+	} else if (!known) {
+		snprintf(s->reseeders[s->nreseeders].addr,
+			 sizeof(s->reseeders[0].addr), "%s", addr);
+		s->reseeders[s->nreseeders++].until_ms =
+			now + SEED_RESEEDER_TTL_MS;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!known && !rc)
+		SFS_LOG(SFS_INFO, "seed", "re-seeder %s announced itself",
+			addr);
+	return rc;
+}
+
+int sfs_seed_sources(struct sfs_seed *s, char **buf, size_t *len)
+{
+	uint64_t now = sfs_now_ms();
+	json_t *a = json_array();
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; a && i < s->nreseeders; i++)
+		if (s->reseeders[i].until_ms > now)
+			json_array_append_new(
+				a,
+				json_pack(
+					"{s:s,s:I}", "address",
+					s->reseeders[i].addr, "expires_in_ms",
+					(json_int_t)(s->reseeders[i].until_ms -
+						     now)));
+	pthread_mutex_unlock(&s->lock);
+	json_t *o = json_pack("{s:o*}", "reseeders", a);
+	*buf = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!*buf)
+		return -ENOMEM;
+	*len = strlen(*buf);
+	return 0;
 }
 
 uint64_t sfs_seed_current(struct sfs_seed *s)
 {
 	pthread_mutex_lock(&s->lock);
-	uint64_t g = s->gens[s->ngens - 1]->number;
+	uint64_t g = s->models[0].gens[s->models[0].ngens - 1]->number;
 	pthread_mutex_unlock(&s->lock);
 	return g;
 }
@@ -464,17 +671,23 @@ int sfs_seed_accept(struct sfs_seed *s, const char *protocol, const void *hello,
 
 void sfs_seed_summary(struct sfs_seed *s, char *buf, size_t len)
 {
-	char b[32], id[SFS_ID_SHORT + 1] = "?";
+	size_t o = 0;
 	pthread_mutex_lock(&s->lock);
-	const struct seed_gen *g = s->gens[s->ngens - 1];
-	sfs_identity_short_id(&g->m->id, id);
-	snprintf(buf, len,
-		 "model %s generation %" PRIu64
-		 " identity %s (quant %s, layout %s), %zu files, %s, %zu "
-		 "tensors, %zu regions",
-		 g->m->model, g->number, id, g->m->id.quant, g->m->id.layout,
-		 g->m->nfiles, sfs_fmt_bytes(g->total_bytes, b, sizeof(b)),
-		 g->m->ntensors, g->m->nregions);
+	for (size_t i = 0; i < s->nmodels && o < len; i++) {
+		char b[32], id[SFS_ID_SHORT + 1] = "?";
+		const struct seed_model *mo = &s->models[i];
+		const struct seed_gen *g = mo->gens[mo->ngens - 1];
+		sfs_identity_short_id(&g->m->id, id);
+		int n = snprintf(buf + o, len - o,
+				 "%smodel %s generation %" PRIu64
+				 " identity %s (quant %s, layout %s), %zu "
+				 "files, %s, %zu tensors, %zu regions",
+				 i ? "; " : "", g->m->model, g->number, id,
+				 g->m->id.quant, g->m->id.layout, g->m->nfiles,
+				 sfs_fmt_bytes(g->total_bytes, b, sizeof(b)),
+				 g->m->ntensors, g->m->nregions);
+		o += n > 0 ? (size_t)n : 0;
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -482,13 +695,16 @@ void sfs_seed_close(struct sfs_seed *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->ngens; i++)
-		seed_gen_free(s->gens[i]);
+	for (size_t m = 0; s->models && m < s->nmodels; m++) {
+		for (size_t i = 0; i < s->models[m].ngens; i++)
+			seed_gen_free(s->models[m].gens[i]);
+		free(s->models[m].name);
+	}
+	free(s->models);
 	for (size_t i = 0; i < s->nx; i++)
 		sfs_xport_close(s->x[i]);
 	if (s->wfd >= 0)
 		close(s->wfd);
 	pthread_mutex_destroy(&s->lock);
-	free(s->name);
 	free(s);
 }

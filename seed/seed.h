@@ -13,6 +13,13 @@
 struct sfs_seed;
 struct seed_mem;
 
+/* A further model of the same seed: its name (NULL: the directory's
+ * basename) and directory [borrowed]. */
+struct sfs_seed_dir {
+	const char *name;
+	const char *dir;
+};
+
 struct sfs_seed_cfg {
 	const char *model_dir;
 	/* Instead of a directory: tensors and files in memory (libseedfs),
@@ -29,6 +36,10 @@ struct sfs_seed_cfg {
 	/* "key=value[,key=value...]" over what config.json says of the
 	 * identity (docs/identity.md); NULL: config.json alone. */
 	const char *identity;
+	/* More models served by this seed, each its own directory in a
+	 * mount (--model-dir NAME=DIR ...) [borrowed]. */
+	const struct sfs_seed_dir *more;
+	size_t nmore;
 	/* Tests only: flip the published byte at this offset of this file
 	 * (after the checksums), to prove replicas refuse it. */
 	const char *test_corrupt_path;
@@ -43,26 +54,44 @@ struct sfs_seed_cfg {
 int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 		  char *err, size_t errlen);
 
-/*
- * sfs_seed_manifest_copy - the manifest of @generation (0: the current
- * one) into *json [new, free()].  -ENOENT when that generation is no
- * longer served.  Thread safe.
- */
-int sfs_seed_manifest_copy(struct sfs_seed *s, uint64_t generation, char **json,
-			   size_t *len);
-
-/* sfs_seed_generations - one line of JSON: model, current generation,
- * instance, and the generations served (with the milliseconds left of
- * their grace period, for the superseded ones).  0 or -ENOSPC.  Thread
- * safe. */
-int sfs_seed_generations(struct sfs_seed *s, char *buf, size_t len);
+/* The models, in the order given: how many, and the name of each
+ * [borrowed].  Thread safe. */
+size_t sfs_seed_nmodels(const struct sfs_seed *s);
+const char *sfs_seed_model_name(const struct sfs_seed *s, size_t i);
 
 /*
- * sfs_seed_republish - walk, validate and publish the model again as the
- * next generation; the current one stays served for the grace period.
- * On failure the current generation goes on being served and @err says
- * why.  Returns 0 or -errno.  Not thread safe with itself.
+ * sfs_seed_manifest_copy - the manifest of @model (NULL: the only one)
+ * at @generation (0: the current one) into *json [new, free()].
+ * -ENOENT when there is no such model or that generation is no longer
+ * served, -EISDIR when @model is NULL and the seed serves several.
+ * Thread safe.
  */
+int sfs_seed_manifest_copy(struct sfs_seed *s, const char *model,
+			   uint64_t generation, char **json, size_t *len);
+
+/* sfs_seed_generations - one line of JSON for @model (NULL: the only
+ * one): model, current generation, instance, content, identity id, and
+ * the generations served (with the milliseconds left of their grace
+ * period, for the superseded ones).  *buf [new, free()].  0, -ESRCH,
+ * -EISDIR (as above) or -ENOMEM.  Thread safe. */
+int sfs_seed_generations(struct sfs_seed *s, const char *model, char **buf,
+			 size_t *len);
+
+/* sfs_seed_models - {"instance": ..., "models": [each as
+ * sfs_seed_generations]}: all a replica asks to follow every model.
+ * *buf [new].  0 or -ENOMEM.  Thread safe. */
+int sfs_seed_models(struct sfs_seed *s, char **buf, size_t *len);
+
+/*
+ * sfs_seed_republish_model - walk, validate and publish model @i again
+ * as its next generation; the current one stays served for the grace
+ * period.  On failure the current generation goes on being served and
+ * @err says why.  sfs_seed_republish - every model (@err: the first
+ * failure, the others logged).  Return 0 or -errno.  Not thread safe
+ * with themselves.
+ */
+int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
+			     size_t errlen);
 int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen);
 
 /*
@@ -76,14 +105,26 @@ int64_t sfs_seed_reap(struct sfs_seed *s);
  * disk (then call sfs_seed_files_changed), or -1.
  * sfs_seed_files_changed - withdraw every published file that changed
  * under the seed (one line each): its bytes are no longer served by any
- * generation (see seed_gen_withdraw); returns how many.  The caller
+ * generation (see seed_gen_withdraw); returns how many, and sets bit i
+ * of *@changed (if not NULL) for each model i they belong to.  The caller
  * publishes the next generation once the directory is quiet.  Call from
  * the thread that republishes.
  */
 int sfs_seed_watch_fd(const struct sfs_seed *s);
-int sfs_seed_files_changed(struct sfs_seed *s);
+int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed);
 
-/* sfs_seed_current - the current generation's number.  Thread safe. */
+/*
+ * sfs_seed_announce - a re-seeder (a mount that serves what it holds)
+ * at control address @addr is alive: listed by sfs_seed_sources for the
+ * next 15 s (it announces itself again every 5).  0, or -ENOSPC when
+ * 256 are listed.  sfs_seed_sources - {"reseeders": [{"address",
+ * "expires_in_ms"}]} into *buf [new].  0 or -ENOMEM.  Thread safe.
+ */
+int sfs_seed_announce(struct sfs_seed *s, const char *addr);
+int sfs_seed_sources(struct sfs_seed *s, char **buf, size_t *len);
+
+/* sfs_seed_current - the first model's current generation.  Thread
+ * safe. */
 uint64_t sfs_seed_current(struct sfs_seed *s);
 
 /* sfs_seed_protocol - the protocol it serves (what "auto" chose). */
@@ -98,14 +139,17 @@ const char *sfs_seed_protocol(const struct sfs_seed *s);
 int sfs_seed_accept(struct sfs_seed *s, const char *protocol, const void *hello,
 		    size_t len, const char *client, void *reply, size_t *rlen);
 
-/* sfs_seed_summary - one human line: model, generation, files, bytes. */
+/* sfs_seed_summary - one human line: each model, its generation,
+ * files, bytes. */
 void sfs_seed_summary(struct sfs_seed *s, char *buf, size_t len);
 
 /* sfs_seed_close - deregister, unmap, close the transport.  NULL ok. */
 void sfs_seed_close(struct sfs_seed *s);
 
 /*
- * The control port: HTTP/1.1, GET /v1/manifest and GET /v1/health.
+ * The control port: HTTP/1.1, GET /v1/models, /v1/manifest,
+ * /v1/generation, /v1/sources, /v1/health, POST /v1/connect,
+ * /v1/announce (ctl.c, on metadata/ctlsrv.h).
  * sfs_ctl_start binds @host:@port ("" host: all addresses; port "0":
  * any) and fills *bound_port.  Returns 0 or -errno with a line in @err.
  */

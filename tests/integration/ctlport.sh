@@ -26,7 +26,7 @@ for i in $(seq 16); do
 	t0=$(now_ms)
 	curl -sf -m 3 "$URL" >"$WORK/gen.json" || fail "curl $i: no answer"
 	el=$(($(now_ms) - t0))
-	grep -q '"generation": 1' "$WORK/gen.json" || fail "answer $i: $(cat "$WORK/gen.json")"
+	grep -q '"generation":1,' "$WORK/gen.json" || fail "answer $i: $(cat "$WORK/gen.json")"
 	[ "$el" -le 1000 ] || fail "curl $i answered after $el ms"
 	[ "$el" -gt "$worst" ] && worst=$el
 	sleep 0.4

@@ -70,6 +70,22 @@ serve "$WORK/notjson" 500
 MARGS=(--seed "127.0.0.1:$HTTP_PORT")
 mount_expect "HTTP status 500"
 ok "HTTP 500: $(cat "$WORK/err")"
+# What a seed says it publishes is untrusted too: one line naming the
+# field, nothing mounted.
+bad_models() { # NAME JSON PATTERN
+	printf '%s' "$2" >"$WORK/$1.models"
+	serve "$WORK/notjson" 200 "$WORK/$1.models"
+	MARGS=(--seed "127.0.0.1:$HTTP_PORT")
+	mount_expect "$3"
+	ok "$1: $(cat "$WORK/err")"
+}
+bad_models models_traversal '{"instance":"0x1","models":[{"model":"../x","generation":1,"content":"0x1","served":[]}]}' \
+	"bad answer from 127.0.0.1" "models[0].model: not a valid model name"
+bad_models models_not_object '[1,2]' "/v1/models: not a JSON object"
+bad_models models_no_instance '{"models":[]}' "/v1/models: instance"
+bad_models models_twice '{"instance":"0x1","models":[{"model":"x","generation":1,"content":"0x1","served":[]},{"model":"x","generation":2,"content":"0x1","served":[]}]}' \
+	"models[1].model: x listed twice"
+bad_models models_none '{"instance":"0x1","models":[]}' "publishes no model"
 
 # Protocol choice against a real seed.
 MODEL=$WORK/m

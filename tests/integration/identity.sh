@@ -85,7 +85,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 [ -e "$MNT/m" ] && fail "model still shown after it stopped matching: $(ls "$MNT")"
-grep -q "^hidden: $HOST:$SEED_PORT: quant is 'awq', required 'fp8'$" "$MNT/.seedfs/status" ||
+grep -q "^hidden: m: quant is 'awq', required 'fp8'$" "$MNT/.seedfs/status" ||
 	fail "status: $(cat "$MNT/.seedfs/status")"
 ok "generation 2 (quant awq) hidden from a mount that requires fp8; status says why"
 # And back.
@@ -112,7 +112,7 @@ PIDS+=("$MOUNT_PID")
 grep -q "^seedfs mount: model m from $HOST:$SEED_PORT is hidden: layout is 'checkpoint', required 'processed'" \
 	"$WORK/mount.err" || fail "stderr: $(cat "$WORK/mount.err")"
 [ "$(ls "$MNT")" = "" ] || fail "a hidden model is listed: $(ls "$MNT")"
-grep -q "^hidden: $HOST:$SEED_PORT: layout is 'checkpoint', required 'processed'$" "$MNT/.seedfs/status" ||
+grep -q "^hidden: m: layout is 'checkpoint', required 'processed'$" "$MNT/.seedfs/status" ||
 	fail "status: $(cat "$MNT/.seedfs/status")"
 grep -q "^require: layout=processed$" "$MNT/.seedfs/status" || fail "no require line"
 ok "a checkpoint model is never shown to a mount that requires processed"

@@ -68,21 +68,23 @@ now_ms() { date +%s%3N; }
 
 # start_seed DIR [seed args...]: sets SEED_PID and SEED_PORT.  The
 # command runs under ${SEED_WRAP[@]} (a network namespace) if set.
+# SEED_LOG names its output files ($WORK/$SEED_LOG.out and .err).
 SEED_WRAP=()
+SEED_LOG=seed
 start_seed() {
-	local dir=$1
+	local dir=$1 out=$WORK/$SEED_LOG.out err=$WORK/$SEED_LOG.err
 	shift
 	"${SEED_WRAP[@]}" "$SEEDFS" seed --model-dir "$dir" --listen "$HOST:0" "$@" \
-		>"$WORK/seed.out" 2>"$WORK/seed.err" &
+		>"$out" 2>"$err" &
 	SEED_PID=$!
 	PIDS+=("$SEED_PID")
 	local i
 	for i in $(seq 1200); do
-		grep -q ready "$WORK/seed.out" 2>/dev/null && break
-		kill -0 "$SEED_PID" 2>/dev/null || fail "seed exited: $(cat "$WORK/seed.err")"
+		grep -q ready "$out" 2>/dev/null && break
+		kill -0 "$SEED_PID" 2>/dev/null || fail "seed exited: $(cat "$err")"
 		sleep 0.05
 	done
-	SEED_PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
+	SEED_PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$out")
 	[ -n "$SEED_PORT" ] || fail "seed did not report ready"
 }
 
@@ -93,7 +95,7 @@ mount_seed() {
 	mkdir -p "$mnt"
 	MOUNTS+=("$mnt")
 	: >"$WORK/mount.log"
-	"$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$mnt" \
+	"$SEEDFS" mount --seed "${MOUNT_SEEDS:-$HOST:$SEED_PORT}" "$mnt" \
 		--log-file "$WORK/mount.log" "$@" 2>"$WORK/mount.err" ||
 		fail "mount failed: $(cat "$WORK/mount.err")"
 	grep -q " $mnt fuse" /proc/mounts || fail "not in /proc/mounts"

@@ -19,7 +19,7 @@ done
 
 st=0
 "$SEEDFS" pull --seed "$HOST:$SEED_PORT" other "$WORK/x" 2>"$WORK/err" || st=$?
-[ $st -ne 0 ] && grep -q "publishes no model other (it publishes m)" "$WORK/err" || fail "wrong name: $(cat "$WORK/err")"
+[ $st -ne 0 ] && grep -q "publishes no model of that name" "$WORK/err" || fail "wrong name: $(cat "$WORK/err")"
 st=0
 "$SEEDFS" pull --seed "$HOST:$SEED_PORT" m "$WORK/copy-tcp" 2>"$WORK/err" || st=$?
 [ $st -ne 0 ] && grep -q "copy-tcp: not empty" "$WORK/err" || fail "non-empty: $(cat "$WORK/err")"

@@ -77,11 +77,11 @@ kill -HUP "$SEED_PID"
 for _ in $(seq 200); do grep -q "published .*generation 6 " "$WORK/seed.out" && break; sleep 0.05; done
 rm -f "$PROXY_STATE"/count.*
 for _ in $(seq 40); do cat "$M/config.json" >/dev/null; sleep 0.1; done
-asks=$(cat "$PROXY_STATE/count.generation" 2>/dev/null | wc -l)
+asks=$(cat "$PROXY_STATE/count.models" 2>/dev/null | wc -l)
 tries=$(cat "$PROXY_STATE/count.manifest" 2>/dev/null | wc -l)
 [ "$asks" -ge 30 ] || fail "only $asks opens asked for the generation"
 [ "$tries" -ge 1 ] && [ "$tries" -le 4 ] || fail "$tries manifest fetches for $asks opens"
-grep -q "cannot adopt the seed's generation 6: .*HTTP status 500.*next try in" "$WORK/mount2.log" ||
+grep -q "cannot adopt 127.0.0.1:$PPORT's generation 6 of m: .*HTTP status 500.*next try in" "$WORK/mount2.log" ||
 	fail "not logged: $(grep adopt "$WORK/mount2.log" | tail -n 1)"
 rm "$PROXY_STATE/fail-manifest"
 for _ in $(seq 80); do cmp -s "$MODEL/$F" "$M/$F" && break; sleep 0.1; done

@@ -99,6 +99,8 @@ el=$(($(now_ms) - t0))
 kill -CONT "$SEED_PID"
 [ "$el" -le 1800 ] || fail "50 lookups of missing names took $el ms with a stopped seed"
 ok "50 lookups of missing names with a stopped seed: $el ms"
+# It answers again: status says so within a couple of seconds.
+for _ in $(seq 40); do grep -q "^seed_control: answers$" "$S" && break; sleep 0.1; done
 
 # Status after the seed restarts: what is true now.  A read that needs
 # the dead seed fails; each kind of failure is counted under its name

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * httpfile - serve one file to every HTTP request on 127.0.0.1, so tests
- * can hand a replica a manifest of their choosing.
+ * can hand a replica a manifest of their choosing; GET /v1/models gets
+ * a list naming one model "x" (or MODELS, a file of the test's).
  *
- *   httpfile FILE [STATUS]     prints "port N", then serves until killed
+ *   httpfile FILE [STATUS [MODELS]]   prints "port N", serves until killed
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,25 +14,40 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+static char *slurp(const char *path, long *n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	fseek(f, 0, SEEK_END);
+	*n = ftell(f);
+	rewind(f);
+	char *body = malloc((size_t)*n + 1);
+	if (!body || fread(body, 1, (size_t)*n, f) != (size_t)*n)
+		exit(1);
+	fclose(f);
+	return body;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: httpfile FILE [STATUS]\n");
+		fprintf(stderr, "usage: httpfile FILE [STATUS [MODELS]]\n");
 		return 2;
 	}
-	FILE *f = fopen(argv[1], "rb");
-	if (!f) {
-		perror(argv[1]);
-		return 1;
-	}
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	rewind(f);
-	char *body = malloc((size_t)n + 1);
-	if (!body || fread(body, 1, (size_t)n, f) != (size_t)n)
-		return 1;
-	fclose(f);
+	long n, mn;
+	char *body = slurp(argv[1], &n);
 	int status = argc > 2 ? atoi(argv[2]) : 200;
+	char *models =
+		argc > 3
+			? slurp(argv[3], &mn)
+			: strdup("{\"instance\":\"0x1\",\"models\":[{\"model\":"
+				 "\"x\",\"generation\":1,\"content\":\"0x1\","
+				 "\"served\":[{\"generation\":1}]}]}");
+	if (argc <= 3)
+		mn = (long)strlen(models);
 
 	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 	struct sockaddr_in a = {.sin_family = AF_INET,
@@ -54,12 +70,13 @@ int main(int argc, char **argv)
 			close(c);
 			continue;
 		}
+		int list = !strncmp(req, "GET /v1/models", 14);
 		int hl = snprintf(head, sizeof(head),
 				  "HTTP/1.1 %d X\r\nContent-Length: %ld\r\n"
 				  "Connection: close\r\n\r\n",
-				  status, n);
+				  list ? 200 : status, list ? mn : n);
 		if (write(c, head, (size_t)hl) < 0 ||
-		    write(c, body, (size_t)n) < 0)
+		    write(c, list ? models : body, (size_t)(list ? mn : n)) < 0)
 			perror("httpfile: write");
 		close(c);
 	}

@@ -31,6 +31,17 @@ static struct sfs_xport *seed, *replica, *seed2;
 static struct sfs_xport_mr *seed_mr, *copy_mr, *bad_mr;
 static uint8_t *data, *copy, *wrongb; /* seed2: a copy, and wrong bytes */
 static uint64_t peer2;
+#if defined(__SANITIZE_THREAD__)
+#define TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_TSAN 1
+#endif
+#endif
+#ifndef TEST_TSAN
+#define TEST_TSAN 0
+#endif
+
 static struct sfs_cache_piece copy_piece, bad_piece;
 static size_t data_len = (size_t)CHUNK * NCHUNKS - 1234; /* odd tail */
 static uint64_t peer;
@@ -476,7 +487,13 @@ START_TEST(striped_over_two_holders)
 	a.pulls -= a0;
 	b.pulls -= b0;
 	ck_assert_uint_eq(a.pulls + b.pulls, NCHUNKS);
-	ck_assert_msg(a.pulls >= NCHUNKS / 5 && b.pulls >= NCHUNKS / 5,
+	/* Equal sources share the work.  Under TSan three fabric
+	 * endpoints' progress threads in one process on two cores are not
+	 * equally fast, and the work rightly follows them: only "both
+	 * served" holds there.  (sources.sh measures the split between
+	 * real processes.) */
+	uint64_t least = TEST_TSAN ? 1 : NCHUNKS / 5;
+	ck_assert_msg(a.pulls >= least && b.pulls >= least,
 		      "pulls %" PRIu64 " and %" PRIu64, a.pulls, b.pulls);
 	sfs_cache_free(c);
 }
@@ -532,9 +549,10 @@ START_TEST(partial_holder)
 {
 	uint32_t p1, p2, h2;
 	struct sfs_cache *c = two_peers(NCHUNKS + 8, &p1, &p2);
-	uint32_t set = add_two(c, p1, p2, &copy_piece, NULL, 1, &h2);
-	for (uint64_t i = 0; i < 10; i++)
-		sfs_cache_holder_has(c, h2, 0, i, 1);
+	/* It holds the first 10 chunks and a piece of the 11th. */
+	struct sfs_cache_piece first = copy_piece;
+	first.len = 10 * CHUNK + 100;
+	uint32_t set = add_two(c, p1, p2, &first, NULL, 1, &h2);
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
 	ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
 	struct sfs_cache_peer_info b;
@@ -551,10 +569,13 @@ START_TEST(partial_holder)
 	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
 	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "partial", &p2), 0);
 	struct sfs_cache_obj o = {.len = data_len};
-	struct sfs_cache_hobj ho = {&copy_piece, 1};
+	struct sfs_cache_piece second = copy_piece;
+	second.off = CHUNK;
+	second.raddr += CHUNK;
+	second.len = CHUNK;
+	struct sfs_cache_hobj ho = {&second, 1};
 	ck_assert_int_eq(sfs_cache_add_set(c, "p", &o, 1, &set), 0);
 	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &ho, 1, 1, &h2), 0);
-	sfs_cache_holder_has(c, h2, 0, 1, 1);
 	ck_assert_int_eq(read_check(c, set, CHUNK, CHUNK), 0);
 	uint64_t t0 = sfs_now_ms();
 	ck_assert_int_eq(read_check(c, set, 5 * CHUNK, 10), -EIO);

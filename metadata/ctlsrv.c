@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctlsrv.c - the control port server (ctlsrv.h): libmicrohttpd in epoll
+ * mode on one thread, limits per client address, a deadline per
+ * request, the routes left to the caller.
+ */
+#include "metadata/ctlsrv.h"
+
+#include "common/log.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define CTL_MAX_CONN 2048 /* in all */
+#define CTL_IDLE_S 10	  /* a connection silent this long goes */
+#define CTL_TICK_MS 200	  /* the loop looks at deadlines this often */
+
+/* One TCP connection, from accept to close.  Only the loop thread
+ * touches these (MHD calls back from it alone). */
+struct srv_conn {
+	struct MHD_Connection *mc;
+	uint64_t since_ms; /* waiting for a whole request since */
+	int answering;	   /* a response is queued */
+	struct srv_conn *prev, *next;
+};
+
+struct sfs_ctlsrv {
+	struct MHD_Daemon *d;
+	sfs_ctl_handler fn;
+	void *arg;
+	size_t body_max;
+	int fd;
+	pthread_t thread;
+	int thread_started;
+	atomic_bool stop;
+	struct srv_conn *conns; /* the loop thread's */
+	uint64_t cut, cut_logged_ms;
+};
+
+/* The request on @conn is answered: its deadline no longer runs. */
+static void answering(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct srv_conn *t = ci ? ci->socket_context : NULL;
+	if (t)
+		t->answering = 1;
+}
+
+/* The client's address, numeric, for limits and logs. */
+static void client_name(struct MHD_Connection *conn, char *buf, size_t len)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	snprintf(buf, len, "?");
+	if (ci && ci->client_addr)
+		getnameinfo(ci->client_addr,
+			    ci->client_addr->sa_family == AF_INET6
+				    ? sizeof(struct sockaddr_in6)
+				    : sizeof(struct sockaddr_in),
+			    buf, (socklen_t)len, NULL, 0, NI_NUMERICHOST);
+}
+
+/* A request being received: its body, up to c->body_max bytes. */
+struct pending {
+	size_t len, cap;
+	int too_big;
+	uint8_t *buf;
+};
+
+const char *sfs_ctl_arg(const struct sfs_ctl_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND,
+					   name);
+}
+
+int sfs_ctl_text(struct sfs_ctl_resp *resp, unsigned int status,
+		 const char *text)
+{
+	resp->status = status;
+	resp->type = "text/plain";
+	resp->body = strdup(text);
+	resp->body_len = resp->body ? strlen(text) : 0;
+	return resp->body ? 0 : -ENOMEM;
+}
+
+void sfs_ctl_json(struct sfs_ctl_resp *resp, char *json, size_t len)
+{
+	resp->status = 200;
+	resp->type = "application/json";
+	resp->body = json;
+	resp->body_len = len;
+}
+
+static enum MHD_Result answer(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
+			      const char *url, const char *method,
+			      struct pending *p)
+{
+	char client[64];
+	client_name(conn, client, sizeof(client));
+	struct sfs_ctl_req req = {.method = method,
+				  .url = url,
+				  .client = client,
+				  .body = p ? p->buf : NULL,
+				  .body_len = p ? p->len : 0,
+				  .body_too_big = p && p->too_big,
+				  .conn = conn};
+	struct sfs_ctl_resp resp = {0};
+	if (c->fn(c->arg, &req, &resp) || !resp.body) {
+		free(resp.body);
+		return MHD_NO;
+	}
+	answering(conn);
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		resp.body_len, resp.body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(resp.body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type",
+				resp.type ? resp.type : "text/plain");
+	enum MHD_Result ret = MHD_queue_response(conn, resp.status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
+			      const char *url, const char *method,
+			      const char *version, const char *upload_data,
+			      size_t *upload_size, void **req_cls)
+{
+	struct sfs_ctlsrv *c = cls;
+
+	if (strcmp(method, "POST") == 0) {
+		struct pending *p = *req_cls;
+		if (!p) { /* first call: headers only */
+			if (!(p = calloc(1, sizeof(*p))))
+				return MHD_NO;
+			*req_cls = p;
+			return MHD_YES;
+		}
+		if (*upload_size) { /* a piece of the body */
+			size_t n = *upload_size;
+			if (p->len + n > c->body_max) {
+				p->too_big = 1;
+			} else {
+				if (p->len + n > p->cap) {
+					size_t cap =
+						SFS_MAX(p->cap * 2, p->len + n);
+					uint8_t *b = realloc(p->buf, cap);
+					if (!b)
+						return MHD_NO;
+					p->buf = b;
+					p->cap = cap;
+				}
+				memcpy(p->buf + p->len, upload_data, n);
+				p->len += n;
+			}
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		return answer(c, conn, url, method, p);
+	}
+	return answer(c, conn, url, method, NULL);
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+		      enum MHD_RequestTerminationCode why)
+{
+	struct pending *p = *req_cls;
+	if (p)
+		free(p->buf);
+	free(p);
+	*req_cls = NULL;
+	/* Kept alive: the next request has the whole deadline again. */
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct srv_conn *t = ci ? ci->socket_context : NULL;
+	if (t) {
+		t->answering = 0;
+		t->since_ms = sfs_now_ms();
+	}
+}
+
+static void connection(void *cls, struct MHD_Connection *conn, void **sc,
+		       enum MHD_ConnectionNotificationCode toe)
+{
+	struct sfs_ctlsrv *c = cls;
+	struct srv_conn *t = *sc;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		if (!(t = calloc(1, sizeof(*t))))
+			return; /* untracked: MHD's idle timeout still holds */
+		t->mc = conn;
+		t->since_ms = sfs_now_ms();
+		t->next = c->conns;
+		if (t->next)
+			t->next->prev = t;
+		c->conns = t;
+		*sc = t;
+		return;
+	}
+	if (!t)
+		return;
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		c->conns = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	free(t);
+	*sc = NULL;
+}
+
+/*
+ * A request must arrive whole within CTLSRV_DEADLINE_MS: a client that
+ * sends a byte a second (which resets an idle timeout) or nothing at all
+ * holds a connection no longer than that.  Its socket is shut down, and
+ * MHD closes it at its next turn.
+ */
+static void sweep(struct sfs_ctlsrv *c)
+{
+	uint64_t now = sfs_now_ms(), cut = 0;
+	for (struct srv_conn *t = c->conns; t; t = t->next) {
+		if (t->answering || t->since_ms == UINT64_MAX ||
+		    now - t->since_ms < CTLSRV_DEADLINE_MS)
+			continue;
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+			t->mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci)
+			shutdown(ci->connect_fd, SHUT_RDWR);
+		t->since_ms = UINT64_MAX;
+		cut++;
+	}
+	c->cut += cut;
+	if (c->cut && now - c->cut_logged_ms >= 10000) {
+		SFS_LOG(SFS_WARN, "ctl",
+			"closed %" PRIu64 " connections that sent no whole "
+			"request within %u ms",
+			c->cut, CTLSRV_DEADLINE_MS);
+		c->cut = 0;
+		c->cut_logged_ms = now;
+	}
+}
+
+/* The control port's one thread: MHD's event loop (epoll) and the
+ * deadlines.  Requests are answered here, each quickly. */
+static void *loop(void *arg)
+{
+	struct sfs_ctlsrv *c = arg;
+	while (!atomic_load(&c->stop)) {
+		MHD_run_wait(c->d, CTL_TICK_MS);
+		sweep(c);
+	}
+	return NULL;
+}
+
+/* Bind and listen ourselves: port 0 works and the error is ours. */
+static int listen_on(const char *host, const char *port, int *family,
+		     unsigned int *bound, char *err, size_t errlen)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE},
+			*res, *ai;
+	int fd = -1, rc, one = 1;
+
+	rc = getaddrinfo(*host ? host : NULL, port, &hints, &res);
+	if (rc) {
+		snprintf(err, errlen, "control port %s:%s: %s", host, port,
+			 gai_strerror(rc));
+		return -EINVAL;
+	}
+	rc = -EADDRNOTAVAIL;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(fd, SOMAXCONN) == 0) {
+			*family = ai->ai_family;
+			break;
+		}
+		rc = -errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		snprintf(err, errlen, "control port %s:%s: %s", host, port,
+			 strerror(-rc));
+		return rc;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	getsockname(fd, (struct sockaddr *)&ss, &sl);
+	*bound = ntohs(ss.ss_family == AF_INET6
+			       ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			       : ((struct sockaddr_in *)&ss)->sin_port);
+	return fd;
+}
+
+int sfs_ctlsrv_start(const char *host, const char *port, size_t body_max,
+		     sfs_ctl_handler fn, void *arg, struct sfs_ctlsrv **out,
+		     unsigned int *bound_port, char *err, size_t errlen)
+{
+	struct sfs_ctlsrv *c;
+	int family = AF_INET;
+
+	if (!(c = calloc(1, sizeof(*c))))
+		return -ENOMEM;
+	c->fn = fn;
+	c->arg = arg;
+	c->body_max = body_max;
+	c->fd = listen_on(host, port, &family, bound_port, err, errlen);
+	if (c->fd < 0) {
+		int rc = c->fd;
+		free(c);
+		return rc;
+	}
+	/* Event driven (epoll), one thread: a connection costs a socket,
+	 * not a thread.  A few per client address, and a deadline for each
+	 * request (sweep), so a crowd of slow or idle clients cannot keep
+	 * the port from answering others. */
+	unsigned int flags = MHD_USE_EPOLL;
+	if (family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	struct rlimit rl;
+	unsigned int limit = CTL_MAX_CONN;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < limit + 256)
+		limit = rl.rlim_cur > 512 ? (unsigned int)rl.rlim_cur - 256
+					  : 256;
+	c->d = MHD_start_daemon(
+		flags, 0, NULL, NULL, handle, c, MHD_OPTION_LISTEN_SOCKET,
+		c->fd, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CTL_IDLE_S,
+		MHD_OPTION_CONNECTION_LIMIT, limit,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned int)CTLSRV_PER_CLIENT, MHD_OPTION_NOTIFY_COMPLETED,
+		completed, c, MHD_OPTION_NOTIFY_CONNECTION, connection, c,
+		MHD_OPTION_END);
+	if (!c->d) {
+		snprintf(err, errlen,
+			 "control port %s:%s: cannot start HTTP "
+			 "server",
+			 host, port);
+		close(c->fd);
+		free(c);
+		return -EIO;
+	}
+	int rc = -pthread_create(&c->thread, NULL, loop, c);
+	if (rc) {
+		snprintf(err, errlen, "control port: thread: %s",
+			 strerror(-rc));
+		sfs_ctlsrv_stop(c);
+		return rc;
+	}
+	c->thread_started = 1;
+	*out = c;
+	return 0;
+}
+
+void sfs_ctlsrv_stop(struct sfs_ctlsrv *c)
+{
+	if (!c)
+		return;
+	if (c->thread_started) {
+		atomic_store(&c->stop, 1);
+		pthread_join(c->thread, NULL);
+	}
+	/* Take the listen socket back so it is closed exactly once. */
+	MHD_socket fd = MHD_quiesce_daemon(c->d);
+	MHD_stop_daemon(c->d);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+	free(c);
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctlsrv.h - a control port: a small HTTP/1.1 server (libmicrohttpd)
+ * that a seed and a re-seeding mount answer their routes on.
+ *
+ * One event-driven thread (epoll): a connection costs a socket, not a
+ * thread.  At most CTLSRV_PER_CLIENT connections per client address,
+ * and a deadline for every request to arrive whole, so a crowd of slow
+ * or idle clients cannot keep the port from answering others.  Request
+ * bodies (POST) are capped by the caller.  Handlers run on that thread
+ * and must answer quickly.
+ */
+#ifndef SFS_CTLSRV_H
+#define SFS_CTLSRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CTLSRV_DEADLINE_MS 5000 /* a request arrives whole within this */
+#define CTLSRV_PER_CLIENT 32	/* connections from one address */
+
+struct sfs_ctlsrv;
+
+/* One request, as the handler sees it. [borrowed: valid during the
+ * call] */
+struct sfs_ctl_req {
+	const char *method; /* "GET", "HEAD", "POST" */
+	const char *url;    /* the path, without the query */
+	const char *client; /* the peer's numeric address */
+	const uint8_t *body;
+	size_t body_len;
+	int body_too_big; /* more than the cap came: body is cut */
+	void *conn;	  /* for sfs_ctl_arg */
+};
+
+/* The answer: status, type, and a body [new: malloc'd, freed by the
+ * server] of body_len bytes. */
+struct sfs_ctl_resp {
+	unsigned int status;
+	const char *type; /* "application/json", "text/plain", ... */
+	char *body;
+	size_t body_len;
+};
+
+/* sfs_ctl_arg - the value of query argument @name of @req, or NULL
+ * [borrowed]. */
+const char *sfs_ctl_arg(const struct sfs_ctl_req *req, const char *name);
+
+/* sfs_ctl_text - fill @resp with @status and a copy of @text (plain
+ * text).  Returns 0 or -ENOMEM. */
+int sfs_ctl_text(struct sfs_ctl_resp *resp, unsigned int status,
+		 const char *text);
+
+/* sfs_ctl_json - fill @resp with 200 and @json [owned from now on] of
+ * @len bytes. */
+void sfs_ctl_json(struct sfs_ctl_resp *resp, char *json, size_t len);
+
+/*
+ * Answer @req in @resp.  Returns 0, or -errno to drop the connection
+ * (out of memory).  Called on the server's thread.
+ */
+typedef int (*sfs_ctl_handler)(void *arg, const struct sfs_ctl_req *req,
+			       struct sfs_ctl_resp *resp);
+
+/*
+ * sfs_ctlsrv_start - bind @host:@port ("" host: all addresses; port
+ * "0": any), fill *bound_port, and answer every request with @fn(@arg,
+ * ...); POST bodies over @body_max bytes are cut (req->body_too_big).
+ * @name names it in logs ("ctl").  *out [new].  Returns 0 or -errno
+ * with a line in @err.
+ */
+int sfs_ctlsrv_start(const char *host, const char *port, size_t body_max,
+		     sfs_ctl_handler fn, void *arg, struct sfs_ctlsrv **out,
+		     unsigned int *bound_port, char *err, size_t errlen);
+
+/* sfs_ctlsrv_stop - stop answering, close the port, free.  NULL is
+ * fine. */
+void sfs_ctlsrv_stop(struct sfs_ctlsrv *s);
+
+#endif /* SFS_CTLSRV_H */

@@ -1,0 +1,943 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * model.c - models and their views (model.h): a source's content offered
+ * to a model becomes a holder of the view of that content, or the new
+ * current view (from the model's leader), or is refused with the field
+ * that differs; holders go when their source stops serving them, and a
+ * view with no holder left expires (the sweeper).
+ */
+#include "replica/replica_impl.h"
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "metadata/control.h"
+#include "replica/tree.h"
+#include "transports/transport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint32_t model_chunk_size(const struct sfs_manifest *m, uint32_t want)
+{
+	uint32_t chunk = want;
+	for (size_t i = 0; i < m->nfiles; i++)
+		if (m->files[i].csum_shift &&
+		    (1u << m->files[i].csum_shift) > chunk)
+			chunk = 1u << m->files[i].csum_shift;
+	return chunk;
+}
+
+struct sfs_model *model_get(struct sfs_replica *r, const char *name, int make)
+{
+	struct sfs_model *mo = NULL;
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < r->nmodels && !mo; i++)
+		if (!strcmp(r->models[i]->name, name))
+			mo = r->models[i];
+	if (!mo && make &&
+	    !sfs_grow((void **)&r->models, &r->cap_models, r->nmodels + 1,
+		      sizeof(r->models[0])) &&
+	    (mo = calloc(1, sizeof(*mo)))) {
+		if (!(mo->name = strdup(name))) {
+			free(mo);
+			mo = NULL;
+		} else {
+			mo->r = r;
+			pthread_mutex_init(&mo->lock, NULL);
+			pthread_mutex_init(&mo->adopt_lock, NULL);
+			r->models[r->nmodels++] = mo;
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+	return mo;
+}
+
+static void holder_free(struct sfs_vholder *h)
+{
+	if (!h)
+		return;
+	if (!h->view_m) {
+		sfs_manifest_free(h->m);
+		free(h->json);
+	}
+	free(h->hobjs);
+	free(h->pieces);
+	free(h);
+}
+
+static void view_free(struct sfs_view *v)
+{
+	if (!v)
+		return;
+	while (v->holders) {
+		struct sfs_vholder *h = v->holders;
+		v->holders = h->next;
+		holder_free(h);
+	}
+	sfs_manifest_free(v->m);
+	free(v->json);
+	free(v->objs);
+	free(v);
+}
+
+void model_free(struct sfs_model *mo)
+{
+	if (!mo)
+		return;
+	while (mo->views) {
+		struct sfs_view *v = mo->views;
+		mo->views = v->next;
+		view_free(v);
+	}
+	pthread_mutex_destroy(&mo->lock);
+	pthread_mutex_destroy(&mo->adopt_lock);
+	free(mo->name);
+	free(mo);
+}
+
+int model_hidden(struct sfs_model *mo, char *why, size_t len)
+{
+	pthread_mutex_lock(&mo->lock);
+	int h = mo->hidden;
+	if (h && why)
+		snprintf(why, len, "%s", mo->why);
+	pthread_mutex_unlock(&mo->lock);
+	return h;
+}
+
+/* The first field in which @b (a source's) differs from @a (ours). */
+static void differs(const struct sfs_manifest *a, const struct sfs_manifest *b,
+		    char *why, size_t len)
+{
+	if (sfs_identity_differs(&a->id, &b->id, why, len))
+		return;
+	json_t *map = json_object();
+	for (size_t i = 0; map && i < a->nfiles; i++)
+		json_object_set_new_nocheck(map, a->files[i].path,
+					    json_integer((json_int_t)i));
+	for (size_t j = 0; map && j < b->nfiles; j++) {
+		const struct sfs_mfile *fb = &b->files[j];
+		json_t *v = json_object_get(map, fb->path);
+		if (!v) {
+			snprintf(why, len, "files: %s is there, not here",
+				 fb->path);
+			goto out;
+		}
+		const struct sfs_mfile *fa = &a->files[json_integer_value(v)];
+		if (fa->size != fb->size) {
+			snprintf(why, len,
+				 "files: %s: size %" PRIu64 " here, %" PRIu64
+				 " there",
+				 fb->path, fa->size, fb->size);
+			goto out;
+		}
+		if (fa->xxh3 != fb->xxh3) {
+			snprintf(why, len,
+				 "files: %s: xxh3 0x%016" PRIx64
+				 " here, 0x%016" PRIx64 " there",
+				 fb->path, fa->xxh3, fb->xxh3);
+			goto out;
+		}
+		json_object_del(map, fb->path);
+	}
+	if (map && json_object_size(map)) {
+		snprintf(why, len, "files: %s is here, not there",
+			 json_object_iter_key(json_object_iter(map)));
+		goto out;
+	}
+	snprintf(why, len, "dirs differ");
+out:
+	json_decref(map);
+}
+
+/*
+ * The pieces of holder @h of @v: for every file of the view, the same
+ * path's extents in the holder's manifest, at endpoint @ep's addresses
+ * and keys.  Returns 0 or -errno with @why.
+ */
+static int holder_build(struct sfs_replica *r, const struct sfs_view *v,
+			struct sfs_vholder *h, size_t ep, char *why,
+			size_t whylen)
+{
+	const struct sfs_manifest *cm = v->m, *hm = h->m;
+	size_t n = cm->nfiles, np = 0;
+	uint64_t *keys = NULL;
+	json_t *map = json_object();
+	int rc = -ENOMEM;
+
+	for (size_t i = 0; map && i < hm->nfiles; i++) {
+		json_object_set_new_nocheck(map, hm->files[i].path,
+					    json_integer((json_int_t)i));
+		np += hm->files[i].next;
+	}
+	h->hobjs = calloc(n ? n : 1, sizeof(*h->hobjs));
+	h->pieces = calloc(np ? np : 1, sizeof(*h->pieces));
+	keys = calloc(hm->nregions ? hm->nregions : 1, sizeof(*keys));
+	if (!map || !h->hobjs || !h->pieces || !keys) {
+		snprintf(why, whylen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < hm->nregions; i++)
+		if ((rc = sfs_control_remote_key(r->x, &hm->regions[i].rem[ep],
+						 &keys[i]))) {
+			snprintf(why, whylen,
+				 "protocol %s: cannot use its raw keys: %s",
+				 r->proto, strerror(-rc));
+			goto out;
+		}
+	struct sfs_cache_piece *pc = h->pieces;
+	for (size_t i = 0; i < n; i++) {
+		json_t *jv = json_object_get(map, cm->files[i].path);
+		if (!jv)
+			continue; /* same content: cannot happen */
+		const struct sfs_mfile *f = &hm->files[json_integer_value(jv)];
+		h->hobjs[i].pieces = pc;
+		h->hobjs[i].npieces = f->next;
+		for (size_t j = 0; j < f->next; j++, pc++) {
+			const struct sfs_extent *e = &f->ext[j];
+			pc->off = e->off;
+			pc->len = e->len;
+			if (e->kind == SFS_EXT_INLINE) {
+				pc->data = e->data;
+				continue;
+			}
+			pc->raddr =
+				hm->regions[e->region].rem[ep].raddr + e->roff;
+			pc->key = keys[e->region];
+		}
+	}
+	rc = 0;
+out:
+	json_decref(map);
+	free(keys);
+	return rc;
+}
+
+/* Make @h, built, a holder of @v in the cache through @cpeer and link
+ * it (mo->lock held).  0 or -errno with @why. */
+static int holder_attach(struct sfs_replica *r, struct sfs_view *v,
+			 struct sfs_vholder *h, uint32_t cpeer, char *why,
+			 size_t whylen)
+{
+	int rc = sfs_cache_add_holder(r->cache, v->set, cpeer, h->hobjs,
+				      v->m->nfiles, h->partial, &h->holder);
+	if (rc) {
+		snprintf(why, whylen, "cache: %s", strerror(-rc));
+		return rc;
+	}
+	h->next = v->holders;
+	v->holders = h;
+	return 0;
+}
+
+/* Keep the chunks of @v's content in the disk tier, if there is one:
+ * keyed by the content digest, so a seed that restarts, or another
+ * seed of the same content, finds them again.  Logs when it cannot. */
+static void persist(struct sfs_replica *r, const struct sfs_view *v,
+		    const char *seed)
+{
+	const struct sfs_manifest *m = v->m;
+	char key[512], about[1024];
+	snprintf(key, sizeof(key), "content %016" PRIx64 " model %s",
+		 m->content, m->model);
+	snprintf(about, sizeof(about),
+		 "model: %s\ncontent: %016" PRIx64 "\ngeneration: %" PRIu64
+		 "\nseed: %s\ninstance: %016" PRIx64,
+		 m->model, m->content, m->generation, seed, m->instance);
+	int rc = sfs_cache_persist_set(r->cache, v->set, key, about);
+	if (rc)
+		SFS_LOG(SFS_WARN, "model",
+			"generation %" PRIu64 " of %s stays in memory only: "
+			"disk tier: %s",
+			m->generation, m->model, strerror(-rc));
+}
+
+/* A new view of @m (owned from here) with @h (built from @m) as its
+ * first holder; not linked.  NULL with @why on failure (@m, @json
+ * freed by the caller). */
+static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
+				 struct rsrc *src, struct sfs_manifest *m,
+				 char *json, size_t len, char *why,
+				 size_t whylen)
+{
+	struct sfs_view *v = calloc(1, sizeof(*v));
+	size_t n = m->nfiles;
+	if (!v || !(v->objs = calloc(n ? n : 1, sizeof(*v->objs)))) {
+		free(v);
+		snprintf(why, whylen, "out of memory");
+		return NULL;
+	}
+	v->model = mo;
+	v->generation = m->generation;
+	v->content = m->content;
+	v->m = m;
+	v->json = json;
+	v->json_len = len;
+	for (size_t i = 0; i < n; i++) {
+		const struct sfs_mfile *f = &m->files[i];
+		v->objs[i] = (struct sfs_cache_obj){
+			.len = f->size,
+			.csum_shift = f->csum_shift,
+			.xxh3 = f->csum_shift ? f->sums : NULL};
+	}
+	char label[300];
+	snprintf(label, sizeof(label), "%s generation %" PRIu64, m->model,
+		 m->generation);
+	int rc = sfs_cache_add_set(r->cache, label, v->objs, n, &v->set);
+	if (rc) {
+		snprintf(why, whylen, "cache: %s", strerror(-rc));
+		free(v->objs);
+		free(v);
+		return NULL;
+	}
+	persist(r, v, src->addr);
+	return v;
+}
+
+/* The endpoint of the replica's protocol in @m, or -1 with @why. */
+static ssize_t our_endpoint(struct sfs_replica *r, const struct sfs_manifest *m,
+			    char *why, size_t whylen)
+{
+	ssize_t ep = sfs_manifest_endpoint(m, r->proto);
+	if (ep < 0) {
+		char served[SFS_MF_MAX_ENDPOINTS * 32];
+		snprintf(why, whylen,
+			 "endpoints: it serves %s, not protocol %s",
+			 sfs_manifest_protocols(m, served, sizeof(served)),
+			 r->proto);
+	}
+	return ep;
+}
+
+/* Adopt @v as @mo's current view: the tree shows it (or hides the
+ * model when it does not meet --require).  mo->adopt_lock held, not
+ * mo->lock: the tree lock is taken before a model's (a reader holds
+ * the tree's while it takes a view's reference). */
+static void adopt(struct sfs_replica *r, struct sfs_model *mo,
+		  struct sfs_view *v)
+{
+	uint64_t *sup = NULL;
+	size_t nsup = 0;
+	char why[256];
+	int show =
+		sfs_require_match(r->cfg.require, &v->m->id, why, sizeof(why));
+	pthread_rwlock_wrlock(&r->tree_lock);
+	int rc = show ? sfs_tree_replace_model(r->tree, v->m, v->set, v->json,
+					       v->json_len, v, &sup, &nsup)
+		      : sfs_tree_hide_model(r->tree, v->m->model, &sup, &nsup);
+	pthread_rwlock_unlock(&r->tree_lock);
+	free(sup);
+	if (rc)
+		SFS_LOG(SFS_ERR, "model",
+			"generation %" PRIu64 " of %s only partly shown: %s",
+			v->generation, mo->name, strerror(-rc));
+	pthread_mutex_lock(&mo->lock);
+	struct sfs_view *old = mo->current;
+	int was_hidden = mo->hidden;
+	/* Newest first: a view shown again (the leader went back to a
+	 * content it had) moves to the front. */
+	for (struct sfs_view **pv = &mo->views; *pv; pv = &(*pv)->next)
+		if (*pv == v) {
+			*pv = v->next;
+			break;
+		}
+	v->next = mo->views;
+	mo->views = v;
+	mo->current = v;
+	mo->hidden = !show;
+	snprintf(mo->why, sizeof(mo->why), "%s", show ? "" : why);
+	mo->adopt_failures = 0;
+	uint64_t oldgen = old ? old->generation : 0;
+	pthread_mutex_unlock(&mo->lock);
+	if (!show && (!old || !was_hidden))
+		SFS_LOG(SFS_WARN, "model",
+			"generation %" PRIu64 " of %s is hidden: %s",
+			v->generation, mo->name, why);
+	if (old)
+		SFS_LOG(SFS_INFO, "model",
+			"adopted generation %" PRIu64 " of %s (%zu files or "
+			"entries changed); generation %" PRIu64 " stays "
+			"readable for open files while a source serves it",
+			v->generation, mo->name, nsup, oldgen);
+	else
+		SFS_LOG(SFS_INFO, "model",
+			"model %s generation %" PRIu64 ": %zu files, %zu "
+			"tensors",
+			mo->name, v->generation, v->m->nfiles, v->m->ntensors);
+}
+
+static int offer_locked(struct sfs_model *mo, struct rsrc *src,
+			struct sfs_vholder *h, int leader, size_t ep,
+			uint32_t cpeer, char *why, size_t whylen);
+
+int model_offer(struct sfs_model *mo, struct rsrc *src, char *json, size_t len,
+		struct sfs_manifest *m, int leader, char *why, size_t whylen)
+{
+	struct sfs_replica *r = mo->r;
+	struct sfs_vholder *h = NULL;
+	int rc = 0;
+
+	why[0] = '\0';
+	ssize_t ep = our_endpoint(r, m, why, whylen);
+	if (ep < 0)
+		goto refuse;
+	uint32_t need = model_chunk_size(m, 0);
+	if (need > r->chunk_size) {
+		snprintf(why, whylen,
+			 "files: checksum chunks of %u bytes, larger than this "
+			 "mount's chunks (%u): remount with --chunk-size %u",
+			 need, r->chunk_size, need);
+		goto refuse;
+	}
+	pthread_mutex_lock(&src->lock);
+	uint64_t instance = src->instance;
+	uint32_t cpeer = src->cpeer;
+	pthread_mutex_unlock(&src->lock);
+	if (cpeer == SFS_CACHE_NONE || instance != m->instance) {
+		snprintf(why, whylen, "not connected to that run");
+		rc = -ENOTCONN;
+		goto fail;
+	}
+	if (!(h = calloc(1, sizeof(*h)))) {
+		rc = -ENOMEM;
+		snprintf(why, whylen, "out of memory");
+		goto fail;
+	}
+	h->src = src;
+	h->instance = m->instance;
+	h->generation = m->generation;
+	h->m = m;
+	h->json = json;
+	m = NULL; /* the holder's now */
+	json = NULL;
+
+	/* One offer of a model at a time: an adoption drops mo->lock to
+	 * rewrite the tree. */
+	pthread_mutex_lock(&mo->adopt_lock);
+	rc = offer_locked(mo, src, h, leader, (size_t)ep, cpeer, why, whylen);
+	pthread_mutex_unlock(&mo->adopt_lock);
+	if (rc <= 0)
+		holder_free(h);
+	(void)len;
+	return rc;
+
+refuse:
+	holder_free(h);
+	sfs_manifest_free(m);
+	free(json);
+	return 0;
+fail:
+	holder_free(h);
+	sfs_manifest_free(m);
+	free(json);
+	return rc;
+}
+
+/* @h's pieces: from its manifest's extents, or (a re-seeder's) none
+ * until its holdings are fetched.  0 or -errno with @why. */
+static int holder_pieces(struct sfs_replica *r, const struct sfs_view *v,
+			 struct sfs_vholder *h, size_t ep, char *why,
+			 size_t whylen)
+{
+	h->partial = h->m->holdings;
+	h->ep = ep;
+	if (!h->partial)
+		return holder_build(r, v, h, ep, why, whylen);
+	h->hobjs = calloc(v->m->nfiles ? v->m->nfiles : 1, sizeof(*h->hobjs));
+	if (!h->hobjs) {
+		snprintf(why, whylen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The rest of model_offer, mo->adopt_lock held: 1 (@h is used: the
+ * model's now), 0 (refused: @why), -errno.  @h stays the caller's
+ * unless used. */
+static int offer_locked(struct sfs_model *mo, struct rsrc *src,
+			struct sfs_vholder *h, int leader, size_t ep,
+			uint32_t cpeer, char *why, size_t whylen)
+{
+	struct sfs_replica *r = mo->r;
+	int rc;
+
+	pthread_mutex_lock(&mo->lock);
+	struct sfs_view *v = NULL;
+	for (struct sfs_view *o = mo->views; o && !v; o = o->next)
+		if (!o->expired && o->content == h->m->content)
+			v = o;
+	if (!v && h->m->holdings && (mo->current || !leader)) {
+		/* A re-seeder serves a content the replica has, never a new
+		 * one (unless it is all the replica was given). */
+		snprintf(why, whylen,
+			 "a re-seeder of content %016" PRIx64
+			 ", not a generation this mount follows",
+			 h->m->content);
+		pthread_mutex_unlock(&mo->lock);
+		return 0;
+	}
+	if (v) {
+		/* The same content: one more holder, if it says the same of
+		 * what it is. */
+		if (sfs_identity_differs(&v->m->id, &h->m->id, why, whylen)) {
+			pthread_mutex_unlock(&mo->lock);
+			return 0;
+		}
+		for (struct sfs_vholder *o = v->holders; o; o = o->next)
+			if (o->src == src && o->instance == h->instance &&
+			    o->generation == h->generation) {
+				pthread_mutex_unlock(&mo->lock);
+				holder_free(h);
+				return 1; /* already */
+			}
+		if ((rc = holder_pieces(r, v, h, ep, why, whylen)) ||
+		    (rc = holder_attach(r, v, h, cpeer, why, whylen))) {
+			pthread_mutex_unlock(&mo->lock);
+			return rc;
+		}
+		/* The leader's current content is an older view's again:
+		 * that one is shown. */
+		int again = leader && !h->partial && v != mo->current;
+		if (again)
+			v->generation = h->generation;
+		pthread_mutex_unlock(&mo->lock);
+		if (again)
+			adopt(r, mo, v);
+		SFS_LOG(SFS_INFO, "model",
+			"%s: %s serves generation %" PRIu64 " (its %" PRIu64
+			")",
+			mo->name, src->addr, v->generation, h->generation);
+		return 1;
+	}
+	if (mo->current && !leader) {
+		differs(mo->current->m, h->m, why, whylen);
+		pthread_mutex_unlock(&mo->lock);
+		return 0;
+	}
+	uint64_t content = h->m->content;
+	if (mo->failed_content == content &&
+	    sfs_now_ms() < mo->adopt_retry_ms) {
+		pthread_mutex_unlock(&mo->lock);
+		snprintf(why, whylen, "its adoption failed a moment ago");
+		return -EAGAIN;
+	}
+	pthread_mutex_unlock(&mo->lock);
+
+	/* A new content from the leader: the new current view.  The view
+	 * owns the manifest; its first holder reads it. */
+	v = view_new(r, mo, src, h->m, h->json, strlen(h->json), why, whylen);
+	rc = v ? 0 : -ENOMEM;
+	if (v) {
+		h->view_m = 1;
+		if ((rc = holder_pieces(r, v, h, ep, why, whylen)) ||
+		    (rc = holder_attach(r, v, h, cpeer, why, whylen))) {
+			sfs_cache_retire_set(r->cache, v->set);
+			/* The manifest goes with the view, not the holder. */
+			h->m = NULL;
+			h->json = NULL;
+			h->view_m = 0;
+			view_free(v);
+			v = NULL;
+		}
+	}
+	if (!v) {
+		pthread_mutex_lock(&mo->lock);
+		uint64_t wait = SFS_MIN((uint64_t)ADOPT_BACKOFF_MS << SFS_MIN(
+						mo->adopt_failures, 16u),
+					(uint64_t)ADOPT_BACKOFF_MAX_MS);
+		mo->adopt_failures++;
+		mo->failed_content = content;
+		mo->adopt_retry_ms = sfs_now_ms() + wait;
+		pthread_mutex_unlock(&mo->lock);
+		SFS_LOG(SFS_WARN, "model",
+			"cannot adopt %s's generation of %s: %s (next try in "
+			"%" PRIu64 " ms)",
+			src->addr, mo->name, why, wait);
+		return rc;
+	}
+	adopt(r, mo, v);
+	return 1;
+}
+
+/* A "0x..." string into *out: 0 or -1. */
+static int hex64(json_t *v, uint64_t *out)
+{
+	if (!json_is_string(v) || json_string_length(v) > 18)
+		return -1;
+	return sfs_parse_u64(json_string_value(v), out) ? -1 : 0;
+}
+
+/*
+ * The pieces of re-seeder holder @h from its holdings answer @o: for
+ * every file, each chunk it holds in memory at the slab address of its
+ * slot.  Checked: one list per file of its manifest, one slot per chunk
+ * of its chunk size, slots that fit.  *hobjs, *pieces [new].  0 or
+ * -EPROTO with @why.
+ */
+static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
+			   const struct sfs_vholder *h, json_t *o,
+			   struct sfs_cache_hobj **hobjs,
+			   struct sfs_cache_piece **pieces, char *why,
+			   size_t whylen)
+{
+	json_t *files = json_object_get(o, "files");
+	json_t *slab = json_object_get(o, "slab");
+	json_t *cs = json_object_get(o, "chunk_size");
+	const struct sfs_manifest *hm = h->m;
+	uint64_t chunk, addr;
+	struct sfs_remote rem = {0};
+	uint8_t raw[SFS_MF_RAWKEY_MAX];
+	size_t np = 0;
+
+	if (!json_is_integer(cs) || json_integer_value(cs) < 4096 ||
+	    json_integer_value(cs) > (1ll << 30) ||
+	    (json_integer_value(cs) & (json_integer_value(cs) - 1))) {
+		snprintf(why, whylen,
+			 "holdings: chunk_size: not a power of "
+			 "two in 4 KiB..1 GiB");
+		return -EPROTO;
+	}
+	chunk = (uint64_t)json_integer_value(cs);
+	if (!json_is_array(files) || json_array_size(files) != hm->nfiles) {
+		snprintf(why, whylen,
+			 "holdings: files: not one list per file "
+			 "(%zu)",
+			 hm->nfiles);
+		return -EPROTO;
+	}
+	if (hex64(json_object_get(slab, "address"), &addr)) {
+		snprintf(why, whylen,
+			 "holdings: slab.address: not a 64-bit "
+			 "hex string");
+		return -EPROTO;
+	}
+	rem.raddr = addr;
+	const char *rk = json_string_value(json_object_get(slab, "raw_key"));
+	size_t rl;
+	if (rk) {
+		if (sfs_hex_decode(rk, raw, sizeof(raw), &rl) || !rl) {
+			snprintf(why, whylen,
+				 "holdings: slab.raw_key: not hex");
+			return -EPROTO;
+		}
+		rem.raw = raw;
+		rem.raw_len = (uint32_t)rl;
+	} else if (hex64(json_object_get(slab, "key"), &rem.key)) {
+		snprintf(why, whylen,
+			 "holdings: slab.key: not a 64-bit hex "
+			 "string");
+		return -EPROTO;
+	}
+	uint64_t key;
+	int rc = sfs_control_remote_key(r->x, &rem, &key);
+	if (rc) {
+		snprintf(why, whylen, "holdings: the slab's key: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	size_t j;
+	json_t *fa;
+	json_array_foreach (files, j, fa) {
+		uint64_t n = (hm->files[j].size + chunk - 1) / chunk;
+		if (!json_is_array(fa) || json_array_size(fa) != n) {
+			snprintf(why, whylen,
+				 "holdings: files[%zu]: not %" PRIu64 " slots",
+				 j, n);
+			return -EPROTO;
+		}
+		np += n;
+	}
+	json_t *map = json_object();
+	*hobjs = calloc(v->m->nfiles ? v->m->nfiles : 1, sizeof(**hobjs));
+	*pieces = calloc(np ? np : 1, sizeof(**pieces));
+	if (!map || !*hobjs || !*pieces) {
+		json_decref(map);
+		free(*hobjs);
+		free(*pieces);
+		snprintf(why, whylen, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < v->m->nfiles; i++)
+		json_object_set_new_nocheck(map, v->m->files[i].path,
+					    json_integer((json_int_t)i));
+	struct sfs_cache_piece *pc = *pieces;
+	json_array_foreach (files, j, fa) {
+		json_t *iv = json_object_get(map, hm->files[j].path);
+		if (!iv)
+			continue; /* same content: cannot happen */
+		size_t i = (size_t)json_integer_value(iv);
+		uint64_t size = hm->files[j].size;
+		(*hobjs)[i].pieces = pc;
+		size_t k;
+		json_t *sv;
+		json_array_foreach (fa, k, sv) {
+			json_int_t slot = json_integer_value(sv);
+			if (!json_is_integer(sv) || slot < 0 ||
+			    (uint64_t)slot > (UINT64_MAX - addr) / chunk - 1)
+				continue; /* not held (or nonsense) */
+			pc->off = (uint64_t)k * chunk;
+			pc->len = SFS_MIN(chunk, size - pc->off);
+			pc->raddr = addr + (uint64_t)slot * chunk;
+			pc->key = key;
+			pc++;
+			(*hobjs)[i].npieces++;
+		}
+	}
+	json_decref(map);
+	return 0;
+}
+
+int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
+		   const char *json, size_t len, char *why, size_t whylen)
+{
+	struct sfs_replica *r = mo->r;
+	json_error_t je;
+	json_t *o = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+	uint64_t version = 0;
+	int rc = 0;
+
+	if (!json_is_object(o) ||
+	    !json_is_integer(json_object_get(o, "version"))) {
+		snprintf(why, whylen, "holdings: not an object with a version");
+		json_decref(o);
+		return -EPROTO;
+	}
+	version = (uint64_t)json_integer_value(json_object_get(o, "version"));
+	pthread_mutex_lock(&mo->lock);
+	for (struct sfs_view *v = mo->views; v && !rc; v = v->next) {
+		if (v->content != content || v->expired)
+			continue;
+		for (struct sfs_vholder *h = v->holders; h && !rc;
+		     h = h->next) {
+			if (h->src != src || !h->partial)
+				continue;
+			if (json_is_true(json_object_get(o, "unchanged")) ||
+			    (h->have_version && h->version == version))
+				continue;
+			struct sfs_cache_hobj *ho;
+			struct sfs_cache_piece *pc;
+			if ((rc = holdings_pieces(r, v, h, o, &ho, &pc, why,
+						  whylen)))
+				break;
+			if ((rc = sfs_cache_holder_update(r->cache, h->holder,
+							  ho, v->m->nfiles))) {
+				snprintf(why, whylen, "cache: %s",
+					 strerror(-rc));
+				free(ho);
+				free(pc);
+				break;
+			}
+			free(h->hobjs);
+			free(h->pieces);
+			h->hobjs = ho;
+			h->pieces = pc;
+			h->version = version;
+			h->have_version = 1;
+		}
+	}
+	pthread_mutex_unlock(&mo->lock);
+	json_decref(o);
+	return rc;
+}
+
+int model_holdings_version(struct sfs_model *mo, struct rsrc *src,
+			   uint64_t content, uint64_t *version)
+{
+	int found = 0;
+	pthread_mutex_lock(&mo->lock);
+	for (struct sfs_view *v = mo->views; v && !found; v = v->next)
+		for (struct sfs_vholder *h = v->holders; h && !found;
+		     h = h->next)
+			if (!v->expired && v->content == content &&
+			    h->src == src && h->partial) {
+				found = 1 + h->have_version;
+				*version = h->version;
+			}
+	pthread_mutex_unlock(&mo->lock);
+	return found;
+}
+
+size_t model_prune(struct sfs_model *mo, struct rsrc *src, uint64_t instance,
+		   const uint64_t *served, const int64_t *expires_in, size_t n)
+{
+	struct sfs_replica *r = mo->r;
+	struct sfs_vholder *gone = NULL;
+	uint64_t now = sfs_now_ms();
+	size_t left = 0;
+
+	pthread_mutex_lock(&mo->lock);
+	for (struct sfs_view *v = mo->views; v; v = v->next) {
+		for (struct sfs_vholder **ph = &v->holders; *ph;) {
+			struct sfs_vholder *h = *ph;
+			size_t k = n;
+			if (h->src == src && h->instance == instance)
+				for (k = 0; k < n; k++)
+					if (served[k] == h->generation)
+						break;
+			if (h->src != src) {
+				ph = &h->next;
+				continue;
+			}
+			if (k == n) { /* no longer served: it goes */
+				*ph = h->next;
+				h->next = gone;
+				gone = h;
+				continue;
+			}
+			h->expires_ms = expires_in[k] < 0
+						? 0
+						: now + (uint64_t)expires_in[k];
+			left++;
+			ph = &h->next;
+		}
+	}
+	pthread_mutex_unlock(&mo->lock);
+	while (gone) {
+		struct sfs_vholder *h = gone;
+		gone = h->next;
+		sfs_cache_remove_holder(r->cache, h->holder);
+		holder_free(h);
+	}
+	pthread_mutex_lock(&r->lock);
+	pthread_cond_broadcast(&r->cond); /* views may be due */
+	pthread_mutex_unlock(&r->lock);
+	return left;
+}
+
+/* The inodes whose bytes come from @v; @clear also cuts them loose. */
+static size_t view_inodes(struct sfs_replica *r, struct sfs_view *v, int clear,
+			  uint64_t **inos)
+{
+	size_t n = 0, cap = 0;
+	struct sfs_tree *t = r->tree;
+
+	*inos = NULL;
+	if (clear)
+		pthread_rwlock_wrlock(&r->tree_lock);
+	else
+		pthread_rwlock_rdlock(&r->tree_lock);
+	for (size_t i = 0; i < t->n; i++) {
+		struct sfs_node *nd = &t->nodes[i];
+		if (nd->owner != v)
+			continue;
+		if (clear) {
+			nd->owner = NULL;
+			nd->file = NULL;
+			nd->tensor = NULL;
+			nd->blob = NULL;
+		} else if (!sfs_grow((void **)inos, &cap, n + 1,
+				     sizeof(**inos))) {
+			(*inos)[n++] = i + 1;
+		}
+	}
+	pthread_rwlock_unlock(&r->tree_lock);
+	return n;
+}
+
+/*
+ * One pass over @mo: holders whose grace ended go; a superseded view
+ * nobody serves expires (reads through it get ESTALE, its pages leave
+ * the page cache, its cache set is retired); an expired view nobody
+ * holds is freed.  Returns when to look again (monotonic ms, 0: no
+ * need).
+ */
+static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
+{
+	struct sfs_vholder *gone = NULL;
+	struct sfs_view *due = NULL, *dead = NULL;
+	uint64_t now = sfs_now_ms(), next = 0;
+
+	pthread_mutex_lock(&mo->lock);
+	for (struct sfs_view **pv = &mo->views; *pv;) {
+		struct sfs_view *v = *pv;
+		for (struct sfs_vholder **ph = &v->holders; *ph;) {
+			struct sfs_vholder *h = *ph;
+			if (h->expires_ms && h->expires_ms <= now) {
+				*ph = h->next;
+				h->next = gone;
+				gone = h;
+				continue;
+			}
+			if (h->expires_ms && (!next || h->expires_ms < next))
+				next = h->expires_ms;
+			ph = &h->next;
+		}
+		if (v != mo->current && !v->expired && !v->holders && !due) {
+			v->expired = 1;
+			due = v;
+		}
+		if (v != mo->current && v->expired && !v->refs && v != due &&
+		    !dead) {
+			*pv = v->next; /* unlink: freed below */
+			dead = v;
+			continue;
+		}
+		pv = &v->next;
+	}
+	pthread_mutex_unlock(&mo->lock);
+	while (gone) {
+		struct sfs_vholder *h = gone;
+		gone = h->next;
+		sfs_cache_remove_holder(r->cache, h->holder);
+		holder_free(h);
+	}
+	uint64_t *inos;
+	if (due) {
+		/* Reads through it fail with ESTALE from now on; its pages
+		 * leave the page cache. */
+		sfs_cache_retire_set(r->cache, due->set);
+		pthread_mutex_lock(&r->lock);
+		void (*inval)(void *, uint64_t) = r->inval;
+		void *arg = r->inval_arg;
+		pthread_mutex_unlock(&r->lock);
+		size_t n = view_inodes(r, due, 0, &inos);
+		for (size_t i = 0; inval && i < n; i++)
+			inval(arg, inos[i]);
+		free(inos);
+		SFS_LOG(SFS_INFO, "model",
+			"generation %" PRIu64 " of %s is no longer served: its "
+			"open files get ESTALE",
+			due->generation, mo->name);
+		next = now; /* at once again: more may be due */
+	}
+	if (dead) {
+		view_inodes(r, dead, 1, &inos);
+		free(inos);
+		view_free(dead);
+		next = now;
+	}
+	return next;
+}
+
+void *model_sweeper(void *arg)
+{
+	struct sfs_replica *r = arg;
+
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop) {
+		uint64_t next = 0;
+		for (size_t i = 0; i < r->nmodels && !r->stop; i++) {
+			struct sfs_model *mo = r->models[i];
+			pthread_mutex_unlock(&r->lock);
+			uint64_t t = sweep(r, mo);
+			pthread_mutex_lock(&r->lock);
+			if (t && (!next || t < next))
+				next = t;
+		}
+		if (r->stop)
+			break;
+		uint64_t now = sfs_now_ms();
+		if (next && next <= now)
+			continue;
+		struct timespec ts =
+			sfs_abstime(next ? SFS_MIN(next - now, 1000) : 1000);
+		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}

@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * replica_impl.h - what the files of replica/ share.  Only replica/
+ * includes this.
+ *
+ *   replica.c  open and close, reading files through the cache
+ *   source.c   sources: a seed's (or re-seeder's) control port, asked
+ *              what it publishes; its connection; offering what it
+ *              publishes to the models
+ *   model.c    models and their views: matching a source's content,
+ *              adopting a new one, holders, expiry (the sweeper)
+ *   status.c   .seedfs/status
+ *
+ * Locks, outermost first: a model's adopt_lock (one offer at a time),
+ * the tree lock (an adoption rewrites the tree; a reader holds it while
+ * it takes a view's reference), a model's lock; a source's lock and a
+ * model's lock are never held together; r->xlock (transport
+ * connections) is taken alone; the cache's lock is below all.
+ */
+#ifndef SFS_REPLICA_IMPL_H
+#define SFS_REPLICA_IMPL_H
+
+#include "metadata/manifest.h"
+#include "replica/model.h"
+#include "replica/replica.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sfs_cache;
+struct sfs_cache_hobj;
+struct sfs_cache_piece;
+struct sfs_disk;
+struct sfs_mctl;
+struct sfs_tree;
+struct sfs_xport;
+struct rsrc;
+
+#define RSRC_MAX 64	      /* sources of one replica */
+#define RMODEL_MAX 256	      /* models one source may list */
+#define RSERVED_MAX 16	      /* generations of a model a source serves */
+#define RSRC_POLL_MS 1000     /* each source is asked this often, behind */
+#define RSRC_ASK_MS 3000      /* the longest an open waits for a source */
+#define RSRC_LOOKUP_MS 1000   /* ... a lookup of a missing name */
+#define RSRC_FRESH_MS 200     /* a missing name asks at most this often */
+#define ADOPT_BACKOFF_MS 1000 /* a failed adoption is retried after this, */
+#define ADOPT_BACKOFF_MAX_MS 60000 /* doubling up to this */
+
+/* One source serving one view's content.  Protected by the model's
+ * lock. */
+struct sfs_vholder {
+	struct rsrc *src;
+	uint64_t instance;   /* of the source's run */
+	uint64_t generation; /* its number for this content */
+	char *json;	     /* its manifest: owned, the pieces borrow */
+	struct sfs_manifest *m;
+	int view_m;	  /* @m and @json are the view's (not owned) */
+	int partial;	  /* a re-seeder's: pieces from its holdings */
+	size_t ep;	  /* partial: its endpoint in @m */
+	uint64_t version; /* partial: of the holdings its pieces are */
+	int have_version;
+	struct sfs_cache_hobj *hobjs; /* per canonical file: owned */
+	struct sfs_cache_piece *pieces;
+	uint32_t holder;     /* the cache's */
+	uint64_t expires_ms; /* its grace ends then (monotonic); 0: current */
+	struct sfs_vholder *next;
+};
+
+/* A model of the replica. */
+struct sfs_model {
+	struct sfs_replica *r;
+	char *name;
+	pthread_mutex_t adopt_lock; /* one offer at a time; before lock */
+	pthread_mutex_t lock;
+	struct sfs_view *views;	  /* protected by lock: newest first */
+	struct sfs_view *current; /* protected by lock; NULL: none yet */
+	int hidden;		  /* protected by lock: fails --require */
+	char why[256];		  /* protected by lock: how */
+	/* An adoption that failed is not tried again before adopt_retry_ms
+	 * (doubling back-off), unless the content changes; protected by
+	 * lock. */
+	uint64_t failed_content, adopt_retry_ms;
+	unsigned int adopt_failures;
+};
+
+/* What a source said of one model in its last answer.  Protected by
+ * the source's lock. */
+struct rsrc_known {
+	char name[SFS_MF_NAME_MAX + 1];
+	uint64_t generation, content;
+	size_t nserved;
+	uint64_t served[RSERVED_MAX];	 /* generations still served */
+	int64_t expires_in[RSERVED_MAX]; /* ms left; -1: current */
+	int listed;			 /* in the last answer */
+	uint64_t offered; /* the generation offered to the model; 0 */
+	uint64_t offered_content;
+	char why[300]; /* refused for the model: why; "" */
+	int used;      /* a holder of one of the model's views */
+	/* Offering this generation failed (not refused): not again
+	 * before retry_ms (doubling back-off) unless it moves on. */
+	uint64_t failed_gen, retry_ms;
+	unsigned int failures;
+};
+
+/* One control address: a seed given with --seed, or a re-seeder. */
+struct rsrc {
+	struct sfs_replica *r;
+	size_t idx;
+	char *addr; /* HOST:PORT */
+	int reseeder;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a check finished; stop */
+	/* The control port; all protected by lock. */
+	int checking;	       /* a check is running */
+	uint64_t checks;       /* checks finished */
+	uint64_t checked_ms;   /* the last one ended */
+	int unreachable;       /* the last question got no answer (logged) */
+	uint64_t retry_ms;     /* while unreachable: not asked before */
+	uint64_t silent_since; /* no answer since */
+	char ctl_err[512];
+	int bg_wanted; /* ask behind an open */
+	int stop;
+	int self; /* a re-seeder listed that is this replica: not asked */
+	/* The connection, to the run of @instance; protected by lock. */
+	uint64_t instance; /* 0: none yet */
+	uint64_t xpeer;	   /* the transport's */
+	uint32_t cpeer;	   /* the cache's; SFS_CACHE_NONE: none */
+	struct sfs_endpoint ep;
+	int has_ep;
+	size_t nknown, cap_known; /* protected by lock */
+	struct rsrc_known *known;
+	pthread_t thread;
+	int thread_started;
+};
+
+struct sfs_replica {
+	struct sfs_replica_cfg cfg; /* strings borrowed from the caller */
+	char proto[32];		    /* the protocol read through */
+	struct sfs_xport *x;
+	pthread_mutex_t xlock; /* connecting and reconnecting peers */
+	struct sfs_disk *disk;
+	struct sfs_cache *cache;
+	uint32_t chunk_size;
+	struct sfs_tree *tree;
+	pthread_rwlock_t tree_lock; /* guards tree */
+	/* Sources and models: the arrays grow under lock; each entry
+	 * stays until close. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* sweeper: stop, or something to expire */
+	size_t nsrcs;
+	struct rsrc *srcs[RSRC_MAX];
+	size_t nmodels, cap_models;
+	struct sfs_model **models;
+	int stop; /* protected by lock */
+	pthread_t sweeper;
+	int sweeper_started;
+	void (*inval)(void *arg, uint64_t ino); /* protected by lock */
+	void *inval_arg;
+	struct sfs_mctl *ctl;
+	struct sfs_reseed *reseed; /* --reseed, or NULL */
+	uint64_t ra_min, ra_max;   /* read-ahead window; ra_max 0: off */
+	/* status */
+	uint64_t mounted_ns; /* monotonic */
+	time_t mounted;	     /* wall clock */
+	uint64_t ready_ms;   /* protected by lock: start to ready */
+	uint64_t transport_ms;
+	uint64_t last_ns, last_bytes; /* protected by lock */
+	double rate_now;	      /* protected by lock */
+	const char *control;	      /* the control socket, or NULL */
+	char provider[64];
+};
+
+/* A /v1/models answer. */
+struct rsrc_ans_model {
+	char name[SFS_MF_NAME_MAX + 1];
+	uint64_t generation, content;
+	size_t nserved;
+	uint64_t served[RSERVED_MAX];
+	int64_t expires_in[RSERVED_MAX];
+};
+struct rsrc_answer {
+	uint64_t instance;
+	size_t n;
+	struct rsrc_ans_model *models; /* owned: free() */
+};
+
+/* source.c */
+/* Ask @s what it publishes (GET /v1/models), checked: 0, or -errno
+ * with @err naming the field. */
+int rsrc_list(struct rsrc *s, unsigned int timeout_ms, struct rsrc_answer *a,
+	      char *err, size_t errlen);
+int rsrc_new(struct sfs_replica *r, const char *addr, int reseeder,
+	     struct rsrc **out);
+void rsrc_free(struct rsrc *s);
+/* rsrc_add - @addr is a source from now on (unless known, or RSRC_MAX
+ * are): asked behind.  0 or -errno. */
+int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder);
+/* The transport peer @xpeer, connected to endpoint @ep of the run that
+ * published @m, is @s's: a cache peer for it.  0 or -errno with @err. */
+int rsrc_adopt_peer(struct rsrc *s, const struct sfs_manifest *m, size_t ep,
+		    uint64_t xpeer, char *err, size_t errlen);
+/* Ask @s now (or share a question running): see sfs_replica_revalidate.
+ * @fresh_ms: not when an answer is younger than that. */
+void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms);
+int rsrc_start(struct rsrc *s); /* the thread that asks behind */
+void rsrc_stop(struct rsrc *s);
+/* The first seed that publishes @model and answers (else the first
+ * that publishes it; NULL: none). */
+struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model);
+/* The cache's reconnect callback (@arg: the replica). */
+int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id);
+
+/* model.c */
+/* The chunk size a cache needs for @m: @want, or the largest checksum
+ * chunk of its files if that is larger (chunks are verified whole). */
+uint32_t model_chunk_size(const struct sfs_manifest *m, uint32_t want);
+/* The model named @name, made (and listed) if @make; NULL otherwise. */
+struct sfs_model *model_get(struct sfs_replica *r, const char *name, int make);
+void model_free(struct sfs_model *mo);
+/*
+ * model_offer - source @src publishes @m (its @json; both owned from
+ * now on, freed here on refusal) for @mo, as its generation
+ * m->generation: a holder of the view of the same content, or (from the
+ * leader, or for a model without a view) the new current view.
+ * Returns 1 when used, 0 when refused (@why says which field differs),
+ * or -errno (@why says why).
+ */
+int model_offer(struct sfs_model *mo, struct rsrc *src, char *json, size_t len,
+		struct sfs_manifest *m, int leader, char *why, size_t whylen);
+/*
+ * model_prune - @src now serves its generations @served (@n of them,
+ * with @expires_in ms left each; -1: current) of @mo, from its run
+ * @instance: its holders of other runs or generations go, the others'
+ * expiry is set.  @n 0: it serves none.  Returns how many holders it
+ * still has.
+ */
+size_t model_prune(struct sfs_model *mo, struct rsrc *src, uint64_t instance,
+		   const uint64_t *served, const int64_t *expires_in, size_t n);
+int model_hidden(struct sfs_model *mo, char *why, size_t len);
+/*
+ * model_holdings - re-seeder @src's holdings answer (@json) for
+ * @content: the pieces of its holder of that view, replaced.  0, or
+ * -errno with @why naming the field.  model_holdings_version - 0 when
+ * @src is no re-seeding holder of @content, 1 when it is but holds
+ * nothing known yet, 2 with *version of what the pieces are.
+ */
+int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
+		   const char *json, size_t len, char *why, size_t whylen);
+int model_holdings_version(struct sfs_model *mo, struct rsrc *src,
+			   uint64_t content, uint64_t *version);
+/* The sweeper thread (replica.c starts it). */
+void *model_sweeper(void *arg);
+
+#endif /* SFS_REPLICA_IMPL_H */

@@ -1,0 +1,453 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reseed.c - a replica that serves what it holds (mount --reseed): its
+ * cache slab is registered, remote read only, with a seed transport of
+ * its own (the replica's protocol), and a control port answers like a
+ * seed's, with one difference: the bytes are where GET /v1/holdings
+ * says (the slot of each chunk in memory), not in the manifest's
+ * regions.
+ *
+ *   GET /v1/models                 what it holds views of
+ *   GET /v1/manifest?model=NAME    the view's manifest ("holdings": true,
+ *                                  this re-seeder's endpoint and run)
+ *   GET /v1/holdings?model=NAME&content=0x..[&since=V]
+ *                                  the slab's address and key, and for
+ *                                  each file the slot of every chunk in
+ *                                  memory (-1: not held)
+ *   POST /v1/connect               raw verbs queue pairs, as a seed's
+ *
+ * A chunk listed in a holdings answer is not evicted for
+ * RESEED_KEEP_MS (sfs_cache_export), longer than a replica uses that
+ * answer plus its longest wait: the race of a slot reused under a read
+ * is avoided, and when memory runs so short that one must go anyway,
+ * the reader's checksum finds it and pulls the chunk elsewhere.
+ *
+ * It announces itself to every seed it reads from, every 5 s, so a
+ * replica told only the seed's address finds it (GET /v1/sources on the
+ * seed).
+ */
+#include "replica/reseed.h"
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "metadata/control.h"
+#include "metadata/ctlsrv.h"
+#include "replica/replica_impl.h"
+#include "transports/transport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define RESEED_ANNOUNCE_MS 5000
+#define RESEED_BODY_MAX 4096
+
+struct sfs_reseed {
+	struct sfs_replica *r;
+	struct sfs_xport *x; /* seed role */
+	struct sfs_xport_mr *mr;
+	uint64_t raddr, key;
+	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+	size_t raw_len;
+	uint64_t instance;
+	uint64_t keep_ms; /* exported chunks stay this long */
+	struct sfs_ctlsrv *srv;
+	char announce[300]; /* the address told to seeds */
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* stop */
+	int stop;	     /* protected by lock */
+	pthread_t announcer;
+	int announcer_started;
+};
+
+/* The view of @name with @content (0: the current one), referenced;
+ * NULL if none. */
+static struct sfs_view *view_of(struct sfs_replica *r, const char *name,
+				uint64_t content)
+{
+	struct sfs_model *mo = name ? model_get(r, name, 0) : NULL;
+	struct sfs_view *v = NULL;
+	if (!mo)
+		return NULL;
+	pthread_mutex_lock(&mo->lock);
+	for (struct sfs_view *o = mo->views; o && !v; o = o->next)
+		if (!o->expired &&
+		    (content ? o->content == content : o == mo->current))
+			v = o;
+	if (v)
+		v->refs++;
+	pthread_mutex_unlock(&mo->lock);
+	return v;
+}
+
+static void view_put(struct sfs_replica *r, struct sfs_view *v)
+{
+	sfs_replica_unref(r, v);
+}
+
+/* GET /v1/models: every model it has a view of. */
+static int models_reply(struct sfs_reseed *rs, struct sfs_ctl_resp *resp)
+{
+	struct sfs_replica *r = rs->r;
+	char inst[24];
+	snprintf(inst, sizeof(inst), "0x%" PRIx64, rs->instance);
+	json_t *a = json_array();
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nmodels;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; a && i < n; i++) {
+		struct sfs_model *mo = r->models[i];
+		pthread_mutex_lock(&mo->lock);
+		const struct sfs_view *cur = mo->current;
+		json_t *served = cur ? json_array() : NULL;
+		for (const struct sfs_view *v = mo->views; served && v;
+		     v = v->next)
+			if (!v->expired)
+				json_array_append_new(
+					served,
+					json_pack("{s:I}", "generation",
+						  (json_int_t)v->generation));
+		if (cur) {
+			char content[24];
+			snprintf(content, sizeof(content), "0x%" PRIx64,
+				 cur->content);
+			json_array_append_new(
+				a, json_pack("{s:s,s:I,s:s,s:s,s:s,s:o*}",
+					     "model", mo->name, "generation",
+					     (json_int_t)cur->generation,
+					     "instance", inst, "content",
+					     content, "identity_id",
+					     cur->m->id_short, "served",
+					     served));
+		}
+		pthread_mutex_unlock(&mo->lock);
+	}
+	json_t *o = json_pack("{s:s,s:o*}", "instance", inst, "models", a);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!text)
+		return -ENOMEM;
+	sfs_ctl_json(resp, text, strlen(text));
+	return 0;
+}
+
+/* GET /v1/manifest?model=NAME: the view's manifest as this re-seeder
+ * serves it: its own endpoint and run, holdings. */
+static int manifest_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
+			  struct sfs_ctl_resp *resp)
+{
+	struct sfs_replica *r = rs->r;
+	struct sfs_view *v = view_of(r, sfs_ctl_arg(req, "model"), 0);
+	char why[400];
+	if (!v)
+		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
+				    "no such model here (GET /v1/models lists "
+				    "them)\n");
+	struct sfs_manifest *m = NULL;
+	int rc = sfs_manifest_decode(v->json, v->json_len, &m, why, sizeof(why));
+	uint64_t generation = v->generation;
+	view_put(r, v);
+	if (rc)
+		return rc;
+	struct sfs_xport_info info;
+	sfs_xport_info(rs->x, &info);
+	/* One endpoint: ours.  The regions' addresses mean nothing here. */
+	m->neps = 0;
+	rc = sfs_manifest_add_endpoint(m, info.protocol, info.provider,
+				       info.addr, info.addr_len);
+	for (size_t i = 0; !rc && i < m->nregions; i++)
+		sfs_manifest_set_remote(m, (uint32_t)i, 0, 0, 0);
+	m->instance = rs->instance;
+	m->generation = generation;
+	m->holdings = 1;
+	char *json = NULL;
+	size_t len;
+	if (!rc)
+		rc = sfs_manifest_encode(m, &json, &len);
+	sfs_manifest_free(m);
+	if (rc)
+		return rc;
+	sfs_ctl_json(resp, json, len);
+	return 0;
+}
+
+/* GET /v1/holdings?model=NAME&content=0x..[&since=V] */
+static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
+			  struct sfs_ctl_resp *resp)
+{
+	struct sfs_replica *r = rs->r;
+	const char *c = sfs_ctl_arg(req, "content"), *since = sfs_ctl_arg(req, "since");
+	uint64_t content, sv = 0;
+	if (!c || sfs_parse_u64(c, &content) ||
+	    (since && sfs_parse_u64(since, &sv)))
+		return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST,
+				    "holdings: model=NAME&content=0x... "
+				    "[&since=N]\n");
+	struct sfs_view *v = view_of(r, sfs_ctl_arg(req, "model"), content);
+	if (!v)
+		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
+				    "no such model or content here\n");
+	uint64_t version = sfs_cache_set_version(r->cache, v->set);
+	json_t *o = NULL;
+	if (since && sv == version) {
+		o = json_pack("{s:I,s:b}", "version", (json_int_t)version,
+			      "unchanged", 1);
+	} else {
+		json_t *files = json_array();
+		uint32_t *slots = NULL;
+		size_t cap = 0;
+		for (size_t i = 0; files && i < v->m->nfiles; i++) {
+			uint64_t len = v->m->files[i].size;
+			uint64_t n = (len + r->chunk_size - 1) / r->chunk_size;
+			json_t *fa = json_array();
+			if (!fa || (n && sfs_grow((void **)&slots, &cap, (size_t)n,
+						  sizeof(*slots)))) {
+				json_decref(fa);
+				json_decref(files);
+				files = NULL;
+				break;
+			}
+			if (n)
+				sfs_cache_export(r->cache, v->set, (uint32_t)i,
+						 slots, n, rs->keep_ms,
+						 &version);
+			for (uint64_t k = 0; k < n; k++)
+				json_array_append_new(
+					fa, json_integer(slots[k] == UINT32_MAX
+								 ? -1
+								 : (json_int_t)
+									   slots[k]));
+			json_array_append_new(files, fa);
+		}
+		free(slots);
+		char addr[24], key[24], raw[2 * SFS_XPORT_RAWKEY_MAX + 1];
+		snprintf(addr, sizeof(addr), "0x%" PRIx64, rs->raddr);
+		snprintf(key, sizeof(key), "0x%" PRIx64, rs->key);
+		json_t *slab = rs->raw_len
+				       ? (sfs_hex_encode(rs->raw, rs->raw_len,
+							 raw),
+					  json_pack("{s:s,s:s}", "address",
+						    addr, "raw_key", raw))
+				       : json_pack("{s:s,s:s}", "address", addr,
+						   "key", key);
+		o = json_pack("{s:I,s:I,s:I,s:o*,s:o*}", "version",
+			      (json_int_t)version, "chunk_size",
+			      (json_int_t)r->chunk_size, "keep_ms",
+			      (json_int_t)rs->keep_ms, "slab", slab, "files",
+			      files);
+	}
+	view_put(r, v);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!text)
+		return -ENOMEM;
+	sfs_ctl_json(resp, text, strlen(text));
+	return 0;
+}
+
+static int connect_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
+			 struct sfs_ctl_resp *resp)
+{
+	uint8_t reply[SFS_XPORT_HELLO_MAX];
+	size_t rlen = sizeof(reply);
+	const char *proto = sfs_ctl_arg(req, "protocol");
+	struct sfs_xport_info info;
+	sfs_xport_info(rs->x, &info);
+	if (!proto || strcmp(proto, info.protocol) ||
+	    !sfs_xport_needs_hello(rs->x))
+		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
+				    "this re-seeder takes no connection for "
+				    "that protocol\n");
+	if (req->body_too_big)
+		return sfs_ctl_text(resp, MHD_HTTP_CONTENT_TOO_LARGE,
+				    "hello too large\n");
+	int rc = sfs_xport_accept(rs->x, req->body, req->body_len, req->client,
+				  reply, &rlen);
+	if (rc == -EINVAL)
+		return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST,
+				    "malformed connection hello\n");
+	if (rc)
+		return sfs_ctl_text(resp, MHD_HTTP_SERVICE_UNAVAILABLE,
+				    "cannot take a connection now\n");
+	if (!(resp->body = malloc(rlen ? rlen : 1)))
+		return -ENOMEM;
+	memcpy(resp->body, reply, rlen);
+	resp->body_len = rlen;
+	resp->status = MHD_HTTP_OK;
+	resp->type = "application/octet-stream";
+	return 0;
+}
+
+static int handle(void *arg, const struct sfs_ctl_req *req,
+		  struct sfs_ctl_resp *resp)
+{
+	struct sfs_reseed *rs = arg;
+	if (!strcmp(req->method, "POST")) {
+		if (!strcmp(req->url, "/v1/connect"))
+			return connect_reply(rs, req, resp);
+		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
+				    "POST /v1/connect\n");
+	}
+	if (!strcmp(req->url, "/v1/models"))
+		return models_reply(rs, resp);
+	if (!strcmp(req->url, "/v1/manifest"))
+		return manifest_reply(rs, req, resp);
+	if (!strcmp(req->url, "/v1/holdings"))
+		return holdings_reply(rs, req, resp);
+	if (!strcmp(req->url, "/v1/health"))
+		return sfs_ctl_text(resp, MHD_HTTP_OK, "ok\n");
+	return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
+			    "not found; try /v1/models or /v1/holdings\n");
+}
+
+/* Tell every seed this replica reads from where it serves, every few
+ * seconds: their lists lapse without it (an unmounted re-seeder simply
+ * drops out). */
+static void *announcer(void *arg)
+{
+	struct sfs_reseed *rs = arg;
+	struct sfs_replica *r = rs->r;
+	char body[400];
+	snprintf(body, sizeof(body), "{\"address\": \"%s\"}", rs->announce);
+
+	pthread_mutex_lock(&rs->lock);
+	while (!rs->stop) {
+		pthread_mutex_unlock(&rs->lock);
+		pthread_mutex_lock(&r->lock);
+		size_t n = r->nsrcs;
+		pthread_mutex_unlock(&r->lock);
+		for (size_t i = 0; i < n; i++) {
+			struct rsrc *s = r->srcs[i];
+			char err[SFS_XPORT_ERR_MAX], *resp;
+			size_t rlen;
+			if (s->reseeder)
+				continue;
+			if (!sfs_control_post(s->addr, "/v1/announce", body,
+					      strlen(body), 2000, 4096, &resp,
+					      &rlen, err, sizeof(err)))
+				free(resp);
+			else
+				SFS_LOG(SFS_DEBUG, "reseed",
+					"announcing to %s: %s", s->addr, err);
+		}
+		pthread_mutex_lock(&rs->lock);
+		struct timespec ts = sfs_abstime(RESEED_ANNOUNCE_MS);
+		if (!rs->stop)
+			pthread_cond_timedwait(&rs->cond, &rs->lock, &ts);
+	}
+	pthread_mutex_unlock(&rs->lock);
+	return NULL;
+}
+
+uint64_t sfs_reseed_instance(const struct sfs_reseed *rs)
+{
+	return rs ? rs->instance : 0;
+}
+
+int sfs_reseed_start(struct sfs_replica *r, const char *listen,
+		     struct sfs_reseed **out, char *err, size_t errlen)
+{
+	struct sfs_reseed *rs = calloc(1, sizeof(*rs));
+	char host[256], port[16];
+	int rc = -ENOMEM;
+
+	if (!rs)
+		goto fail;
+	rs->r = r;
+	pthread_mutex_init(&rs->lock, NULL);
+	if ((rc = sfs_cond_init(&rs->cond)))
+		goto fail;
+	if (sfs_parse_hostport(listen, host, sizeof(host), port,
+			       sizeof(port))) {
+		snprintf(err, errlen, "--listen '%s' is not HOST:PORT", listen);
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (getrandom(&rs->instance, sizeof(rs->instance), 0) !=
+	    sizeof(rs->instance))
+		rs->instance = sfs_now_ns() ^ (uint64_t)getpid() << 32;
+	/* A seed transport of the protocol the replica reads with. */
+	struct sfs_xport_cfg xc = {
+		.protocol = r->proto,
+		.role = SFS_XPORT_SEED,
+		.node = *host && strcmp(host, "0.0.0.0") && strcmp(host, "::")
+				? host
+				: NULL,
+		.timeout_ms = r->cfg.timeout_ms};
+	if ((rc = sfs_xport_open(&xc, &rs->x, err, errlen)))
+		goto fail;
+	uint8_t *base;
+	size_t len;
+	sfs_cache_slab(r->cache, &base, &len);
+	if ((rc = sfs_xport_mr_reg(rs->x, base, len, SFS_XPORT_REMOTE_READ,
+				   &rs->mr))) {
+		snprintf(err, errlen,
+			 "--reseed: cannot register the cache with protocol "
+			 "%s: %s",
+			 r->proto, strerror(-rc));
+		goto fail;
+	}
+	sfs_xport_mr_export(rs->mr, &rs->raddr, &rs->key, rs->raw,
+			    &rs->raw_len);
+	rs->keep_ms = 3 * RSRC_POLL_MS + r->cfg.timeout_ms;
+	unsigned int bound;
+	if ((rc = sfs_ctlsrv_start(host, port, RESEED_BODY_MAX, handle, rs,
+				   &rs->srv, &bound, err, errlen)))
+		goto fail;
+	int v6 = strchr(host, ':') != NULL;
+	snprintf(rs->announce, sizeof(rs->announce), "%s%s%s:%u",
+		 v6 ? "[" : "", *host ? host : "0.0.0.0", v6 ? "]" : "",
+		 bound);
+	if ((rc = -pthread_create(&rs->announcer, NULL, announcer, rs))) {
+		snprintf(err, errlen, "thread: %s", strerror(-rc));
+		goto fail;
+	}
+	rs->announcer_started = 1;
+	SFS_LOG(SFS_INFO, "reseed",
+		"serving what this mount holds on %s (protocol %s)",
+		rs->announce, r->proto);
+	*out = rs;
+	return 0;
+fail:
+	if (rc == -ENOMEM && !*err)
+		snprintf(err, errlen, "out of memory");
+	sfs_reseed_stop(rs);
+	return rc;
+}
+
+const char *sfs_reseed_address(const struct sfs_reseed *rs)
+{
+	return rs->announce;
+}
+
+void sfs_reseed_stop(struct sfs_reseed *rs)
+{
+	if (!rs)
+		return;
+	if (rs->announcer_started) {
+		pthread_mutex_lock(&rs->lock);
+		rs->stop = 1;
+		pthread_cond_broadcast(&rs->cond);
+		pthread_mutex_unlock(&rs->lock);
+		pthread_join(rs->announcer, NULL);
+	}
+	sfs_ctlsrv_stop(rs->srv);
+	/* Reads in flight from others are the transport's business: once
+	 * quiesced, nothing reads the slab through it any more. */
+	size_t left = rs->x ? sfs_xport_quiesce(rs->x) : 0;
+	if (left) {
+		sfs_keep_forever(rs);
+		return;
+	}
+	sfs_xport_mr_dereg(rs->mr);
+	sfs_xport_close(rs->x);
+	pthread_cond_destroy(&rs->cond);
+	pthread_mutex_destroy(&rs->lock);
+	free(rs);
+}

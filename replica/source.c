@@ -1,0 +1,775 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * source.c - a replica's sources: each seed given with --seed (and each
+ * re-seeder a seed lists) is asked what it publishes (GET /v1/models:
+ * every model, its generation, content and the generations still
+ * served), on every open of one of its models' files when it leads that
+ * model, and behind, every second.  What is new is fetched (GET
+ * /v1/manifest?model=NAME), checked, and offered to the model
+ * (model.c): a holder of the same content, a new generation from the
+ * leader, or refused with the field that differs.  A source that
+ * restarted (a new instance) is connected to again; its old run's
+ * holders go.
+ *
+ * Everything a source answers is untrusted: bounded, validated, and a
+ * bad answer is one line naming the field.
+ */
+#include "replica/replica_impl.h"
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "metadata/control.h"
+#include "replica/reseed.h"
+#include "transports/transport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODELS_MAX_BYTES (4u << 20) /* a /v1/models answer */
+
+int rsrc_new(struct sfs_replica *r, const char *addr, int reseeder,
+	     struct rsrc **out)
+{
+	struct rsrc *s = calloc(1, sizeof(*s));
+	if (!s || !(s->addr = strdup(addr))) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->r = r;
+	s->reseeder = reseeder;
+	s->cpeer = SFS_CACHE_NONE;
+	pthread_mutex_init(&s->lock, NULL);
+	int rc = sfs_cond_init(&s->cond);
+	if (rc) {
+		free(s->addr);
+		free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void rsrc_free(struct rsrc *s)
+{
+	if (!s)
+		return;
+	rsrc_stop(s);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s->known);
+	free(s->addr);
+	free(s);
+}
+
+static const char *valid_name(json_t *v)
+{
+	const char *why, *s = json_string_value(v);
+	if (!s || json_string_length(v) > SFS_MF_NAME_MAX ||
+	    strlen(s) != json_string_length(v) || sfs_path_check(s, &why) ||
+	    strchr(s, '/'))
+		return NULL;
+	return s;
+}
+
+/* A "0x..." string holding a 64-bit value, into *out; 0 or -1. */
+static int hex64(json_t *v, uint64_t *out)
+{
+	if (!json_is_string(v) || json_string_length(v) > 18)
+		return -1;
+	return sfs_parse_u64(json_string_value(v), out) ? -1 : 0;
+}
+
+/* Parse a /v1/models answer; -EPROTO with @err naming the field. */
+static int parse_models(const char *body, size_t len, struct rsrc_answer *a,
+			char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je), *ms, *e;
+	size_t i;
+	int rc = -EPROTO;
+
+	memset(a, 0, sizeof(*a));
+	if (!json_is_object(o)) {
+		snprintf(err, errlen, "/v1/models: not a JSON object%s%s",
+			 o ? "" : ": ", o ? "" : je.text);
+		goto out;
+	}
+	if (hex64(json_object_get(o, "instance"), &a->instance)) {
+		snprintf(err, errlen,
+			 "/v1/models: instance: not a 64-bit hex "
+			 "string");
+		goto out;
+	}
+	ms = json_object_get(o, "models");
+	if (!json_is_array(ms) || json_array_size(ms) > RMODEL_MAX) {
+		snprintf(err, errlen,
+			 "/v1/models: models: not an array of at most %d",
+			 RMODEL_MAX);
+		goto out;
+	}
+	if (!(a->models =
+		      calloc(json_array_size(ms) + 1, sizeof(*a->models)))) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	json_array_foreach (ms, i, e) {
+		struct rsrc_ans_model *m = &a->models[a->n];
+		const char *name = valid_name(json_object_get(e, "model"));
+		json_t *g = json_object_get(e, "generation");
+		json_t *sv = json_object_get(e, "served"), *x;
+		if (!name) {
+			snprintf(err, errlen,
+				 "/v1/models: models[%zu].model: not a valid "
+				 "model name",
+				 i);
+			goto out;
+		}
+		for (size_t k = 0; k < a->n; k++)
+			if (!strcmp(a->models[k].name, name)) {
+				snprintf(err, errlen,
+					 "/v1/models: models[%zu].model: %s "
+					 "listed twice",
+					 i, name);
+				goto out;
+			}
+		snprintf(m->name, sizeof(m->name), "%s", name);
+		if (!json_is_integer(g) || json_integer_value(g) < 0 ||
+		    hex64(json_object_get(e, "content"), &m->content) ||
+		    !json_is_array(sv) || json_array_size(sv) > RSERVED_MAX) {
+			snprintf(err, errlen,
+				 "/v1/models: models[%zu] (%s): generation, "
+				 "content or served missing or malformed",
+				 i, name);
+			goto out;
+		}
+		m->generation = (uint64_t)json_integer_value(g);
+		size_t k;
+		json_array_foreach (sv, k, x) {
+			json_t *sg = json_object_get(x, "generation");
+			json_t *ex = json_object_get(x, "expires_in_ms");
+			if (!json_is_integer(sg) ||
+			    json_integer_value(sg) < 0 ||
+			    (ex && (!json_is_integer(ex) ||
+				    json_integer_value(ex) < 0))) {
+				snprintf(err, errlen,
+					 "/v1/models: models[%zu].served[%zu]: "
+					 "malformed",
+					 i, k);
+				goto out;
+			}
+			m->served[m->nserved] =
+				(uint64_t)json_integer_value(sg);
+			m->expires_in[m->nserved++] =
+				ex ? (int64_t)json_integer_value(ex) : -1;
+		}
+		a->n++;
+	}
+	rc = 0;
+out:
+	json_decref(o);
+	if (rc) {
+		free(a->models);
+		a->models = NULL;
+		a->n = 0;
+	}
+	return rc;
+}
+
+int rsrc_list(struct rsrc *s, unsigned int timeout_ms, struct rsrc_answer *a,
+	      char *err, size_t errlen)
+{
+	char *body;
+	size_t len;
+	memset(a, 0, sizeof(*a));
+	int rc = sfs_control_get(s->addr, "/v1/models", timeout_ms,
+				 MODELS_MAX_BYTES, &body, &len, err, errlen);
+	if (rc)
+		return rc;
+	rc = parse_models(body, len, a, err, errlen);
+	free(body);
+	return rc;
+}
+
+/* What @s knew of @name (s->lock held); made if missing.  NULL: out of
+ * memory. */
+static struct rsrc_known *known(struct rsrc *s, const char *name)
+{
+	for (size_t i = 0; i < s->nknown; i++)
+		if (!strcmp(s->known[i].name, name))
+			return &s->known[i];
+	if (sfs_grow((void **)&s->known, &s->cap_known, s->nknown + 1,
+		     sizeof(s->known[0])))
+		return NULL;
+	struct rsrc_known *k = &s->known[s->nknown++];
+	memset(k, 0, sizeof(*k));
+	snprintf(k->name, sizeof(k->name), "%s", name);
+	return k;
+}
+
+struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model)
+{
+	struct rsrc *first = NULL, *best = NULL;
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nsrcs;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < n && !best; i++) {
+		struct rsrc *s = r->srcs[i];
+		if (s->reseeder)
+			continue;
+		pthread_mutex_lock(&s->lock);
+		int lists = 0;
+		for (size_t k = 0; k < s->nknown && !lists; k++)
+			lists = s->known[k].listed &&
+				!strcmp(s->known[k].name, model);
+		if (lists && !first)
+			first = s;
+		if (lists && !s->unreachable)
+			best = s;
+		pthread_mutex_unlock(&s->lock);
+	}
+	return best ? best : first;
+}
+
+/* Connect to the run of @s that published @m: a transport peer and a
+ * cache peer.  0 or -errno with @why. */
+static int connect_run(struct rsrc *s, const struct sfs_manifest *m, char *why,
+		       size_t whylen)
+{
+	struct sfs_replica *r = s->r;
+	ssize_t ep = sfs_manifest_endpoint(m, r->proto);
+	uint64_t xpeer;
+	uint32_t cpeer;
+	char label[300];
+
+	if (ep < 0) {
+		char served[SFS_MF_MAX_ENDPOINTS * 32];
+		snprintf(why, whylen, "it serves %s, not protocol %s",
+			 sfs_manifest_protocols(m, served, sizeof(served)),
+			 r->proto);
+		return -EPROTONOSUPPORT;
+	}
+	pthread_mutex_lock(&r->xlock);
+	int rc = sfs_control_connect_peer(s->addr, r->x, &m->eps[ep],
+					  r->cfg.timeout_ms, &xpeer, why,
+					  whylen);
+	pthread_mutex_unlock(&r->xlock);
+	if (rc)
+		return rc;
+	snprintf(label, sizeof(label), "%s %s",
+		 s->reseeder ? "re-seeder" : "seed", s->addr);
+	if ((rc = sfs_cache_add_peer(r->cache, xpeer, label, &cpeer))) {
+		sfs_xport_peer_remove(r->x, xpeer);
+		snprintf(why, whylen, "cache: %s", strerror(-rc));
+		return rc;
+	}
+	/* A seed serves what no re-seeder has: it sends each byte about
+	 * once, the replicas the rest. */
+	sfs_cache_peer_last_resort(r->cache, cpeer, !s->reseeder);
+	pthread_mutex_lock(&s->lock);
+	s->instance = m->instance;
+	s->xpeer = xpeer;
+	s->cpeer = cpeer;
+	s->ep = m->eps[ep];
+	s->has_ep = 1;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int rsrc_adopt_peer(struct rsrc *s, const struct sfs_manifest *m, size_t ep,
+		    uint64_t xpeer, char *err, size_t errlen)
+{
+	char label[300];
+	uint32_t cpeer;
+	snprintf(label, sizeof(label), "%s %s",
+		 s->reseeder ? "re-seeder" : "seed", s->addr);
+	int rc = sfs_cache_add_peer(s->r->cache, xpeer, label, &cpeer);
+	if (rc) {
+		snprintf(err, errlen, "cache: %s", strerror(-rc));
+		return rc;
+	}
+	sfs_cache_peer_last_resort(s->r->cache, cpeer, !s->reseeder);
+	pthread_mutex_lock(&s->lock);
+	s->instance = m->instance;
+	s->xpeer = xpeer;
+	s->cpeer = cpeer;
+	s->ep = m->eps[ep];
+	s->has_ep = 1;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* @s's run changed from @old (its cache peer @cpeer): its holders go,
+ * and so does the connection. */
+static void forget_run(struct rsrc *s, uint64_t fresh)
+{
+	struct sfs_replica *r = s->r;
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nmodels;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < n; i++)
+		model_prune(r->models[i], s, fresh, NULL, NULL, 0);
+	pthread_mutex_lock(&s->lock);
+	uint32_t cpeer = s->cpeer;
+	s->cpeer = SFS_CACHE_NONE;
+	s->instance = 0;
+	for (size_t k = 0; k < s->nknown; k++)
+		s->known[k].offered = 0;
+	pthread_mutex_unlock(&s->lock);
+	if (cpeer != SFS_CACHE_NONE)
+		sfs_cache_remove_peer(r->cache, cpeer);
+}
+
+/* Fetch @name's manifest from @s and offer it to the model.  Updates
+ * what @s knows of it. */
+static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
+		  uint64_t instance)
+{
+	struct sfs_replica *r = s->r;
+	char path[SFS_MF_NAME_MAX * 3 + 64], err[SFS_XPORT_ERR_MAX] = "";
+	char *json = NULL, *esc = NULL;
+	size_t len;
+	struct sfs_manifest *m = NULL;
+	int rc = -ENOMEM, used = 0;
+
+	/* Model names are path components: escape what a URL needs. */
+	if (!(esc = sfs_url_escape(am->name))) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto done;
+	}
+	snprintf(path, sizeof(path), "/v1/manifest?model=%s", esc);
+	free(esc);
+	if ((rc = sfs_control_get(s->addr, path, r->cfg.timeout_ms,
+				  SFS_MANIFEST_MAX, &json, &len, err,
+				  sizeof(err))))
+		goto done;
+	char why[400];
+	if ((rc = sfs_manifest_decode(json, len, &m, why, sizeof(why)))) {
+		snprintf(err, sizeof(err), "bad manifest: %s", why);
+		goto done;
+	}
+	if (strcmp(m->model, am->name) || m->instance != instance) {
+		/* It moved on meanwhile (restarted): the next check. */
+		snprintf(err, sizeof(err), "its manifest changed meanwhile");
+		rc = -EAGAIN;
+		goto done;
+	}
+	pthread_mutex_lock(&s->lock);
+	int connected = s->cpeer != SFS_CACHE_NONE && s->instance == instance;
+	pthread_mutex_unlock(&s->lock);
+	if (!connected && (rc = connect_run(s, m, err, sizeof(err))))
+		goto done;
+	struct sfs_model *mo = model_get(r, am->name, 1);
+	if (!mo) {
+		rc = -ENOMEM;
+		snprintf(err, sizeof(err), "out of memory");
+		goto done;
+	}
+	int leader = rsrc_leader(r, am->name) == s;
+	uint64_t gen = m->generation, content = m->content;
+	rc = model_offer(mo, s, json, len, m, leader, err, sizeof(err));
+	json = NULL;
+	m = NULL;
+	used = rc == 1;
+	pthread_mutex_lock(&s->lock);
+	struct rsrc_known *k = known(s, am->name);
+	if (k && rc >= 0) {
+		k->offered = gen;
+		k->offered_content = content;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (rc >= 0)
+		rc = 0;
+done:
+	sfs_manifest_free(m);
+	free(json);
+	pthread_mutex_lock(&s->lock);
+	struct rsrc_known *kk = known(s, am->name);
+	uint64_t wait = 0;
+	if (kk && rc < 0) {
+		/* Not at every open: after a back-off, or when it moves on. */
+		if (kk->failed_gen != am->generation)
+			kk->failures = 0;
+		kk->failed_gen = am->generation;
+		wait = SFS_MIN((uint64_t)ADOPT_BACKOFF_MS
+				       << SFS_MIN(kk->failures, 16u),
+			       (uint64_t)ADOPT_BACKOFF_MAX_MS);
+		kk->failures++;
+		kk->retry_ms = sfs_now_ms() + wait;
+	} else if (kk) {
+		kk->failures = 0;
+	}
+	if (kk) {
+		int news = strncmp(kk->why, err, sizeof(kk->why) - 1) != 0;
+		kk->used = used;
+		snprintf(kk->why, sizeof(kk->why), "%.*s",
+			 (int)sizeof(kk->why) - 1, used ? "" : err);
+		pthread_mutex_unlock(&s->lock);
+		if (rc < 0)
+			SFS_LOG(SFS_WARN, "source",
+				"cannot adopt %s's generation %" PRIu64
+				" of %s: %s (next try in %" PRIu64 " ms)",
+				s->addr, am->generation, am->name, err, wait);
+		else if (!used && news && *err)
+			SFS_LOG(SFS_WARN, "source",
+				"not reading %s from %s: %s", am->name, s->addr,
+				err);
+	} else {
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+/* A re-seeder's holdings of @am, fetched when they changed, become the
+ * pieces of its holder. */
+static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
+{
+	struct sfs_replica *r = s->r;
+	struct sfs_model *mo = model_get(r, am->name, 0);
+	uint64_t version = 0;
+	int has = mo ? model_holdings_version(mo, s, am->content, &version) : 0;
+	if (!has)
+		return;
+	char path[SFS_MF_NAME_MAX * 3 + 128], err[SFS_XPORT_ERR_MAX], *body;
+	char *esc = sfs_url_escape(am->name);
+	size_t len;
+	if (!esc)
+		return;
+	int n = snprintf(path, sizeof(path),
+			 "/v1/holdings?model=%s&content=0x%" PRIx64, esc,
+			 am->content);
+	if (has == 2 && n > 0 && (size_t)n < sizeof(path))
+		snprintf(path + n, sizeof(path) - (size_t)n, "&since=%" PRIu64,
+			 version);
+	free(esc);
+	int rc = sfs_control_get(s->addr, path, r->cfg.timeout_ms, 64u << 20,
+				 &body, &len, err, sizeof(err));
+	if (!rc) {
+		rc = model_holdings(mo, s, am->content, body, len, err,
+				    sizeof(err));
+		free(body);
+	}
+	if (rc)
+		SFS_LOG(SFS_WARN, "source", "holdings of %s from %s: %s",
+			am->name, s->addr, err);
+}
+
+/* The re-seeders seed @s lists: each one not known yet becomes a
+ * source (asked behind, used where its content matches). */
+static void discover(struct rsrc *s)
+{
+	struct sfs_replica *r = s->r;
+	char err[SFS_XPORT_ERR_MAX], *body;
+	size_t len, i;
+	json_error_t je;
+	if (sfs_control_get(s->addr, "/v1/sources", r->cfg.timeout_ms, 1u << 20,
+			    &body, &len, err, sizeof(err)))
+		return; /* an older seed, or none listed */
+	json_t *o = json_loadb(body, len, 0, &je), *e;
+	free(body);
+	json_array_foreach (json_object_get(o, "reseeders"), i, e) {
+		const char *a =
+			json_string_value(json_object_get(e, "address"));
+		char h[256], p[16];
+		if (!a || sfs_parse_hostport(a, h, sizeof(h), p, sizeof(p)) ||
+		    !*h || !*p)
+			continue;
+		rsrc_add(r, a, 1);
+	}
+	json_decref(o);
+}
+
+int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder)
+{
+	struct rsrc *s = NULL;
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < r->nsrcs; i++)
+		if (!strcmp(r->srcs[i]->addr, addr)) {
+			pthread_mutex_unlock(&r->lock);
+			return 0;
+		}
+	int rc = r->nsrcs == RSRC_MAX || r->stop
+			 ? -ENOSPC
+			 : rsrc_new(r, addr, reseeder, &s);
+	if (!rc) {
+		s->idx = r->nsrcs;
+		r->srcs[r->nsrcs++] = s;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (rc)
+		return rc;
+	SFS_LOG(SFS_INFO, "source", "%s %s is a source from now on",
+		reseeder ? "re-seeder" : "seed", addr);
+	return rsrc_start(s);
+}
+
+/* Ask @s what it publishes now and act on it. */
+static void check(struct rsrc *s, unsigned int ask_ms)
+{
+	struct sfs_replica *r = s->r;
+	char err[SFS_XPORT_ERR_MAX];
+	struct rsrc_answer a = {0};
+	uint64_t t0 = sfs_now_ms();
+
+	int rc = rsrc_list(s, SFS_MIN(r->cfg.timeout_ms, ask_ms), &a, err,
+			   sizeof(err));
+	pthread_mutex_lock(&s->lock);
+	uint32_t cpeer = s->cpeer;
+	if (rc) {
+		if (!s->unreachable)
+			SFS_LOG(SFS_WARN, "source",
+				"cannot ask %s what it publishes (%s): opens go "
+				"on with what the mount has",
+				s->addr, err);
+		if (!s->unreachable || !s->silent_since)
+			s->silent_since = t0;
+		snprintf(s->ctl_err, sizeof(s->ctl_err), "%s", err);
+		s->unreachable = 1;
+		s->retry_ms = sfs_now_ms() + r->cfg.timeout_ms;
+		uint64_t since = s->silent_since;
+		pthread_mutex_unlock(&s->lock);
+		/* A read that follows and sees no progress counts from
+		 * here: the open and the read fail within one timeout. */
+		if (cpeer != SFS_CACHE_NONE)
+			sfs_cache_note_silence(r->cache, cpeer, since);
+		return;
+	}
+	int was = s->unreachable;
+	s->unreachable = 0;
+	s->silent_since = 0;
+	uint64_t old = s->instance;
+	if (s->reseeder && a.instance == sfs_reseed_instance(r->reseed)) {
+		/* This replica itself, as a seed listed it: not a source. */
+		s->self = 1;
+		pthread_mutex_unlock(&s->lock);
+		free(a.models);
+		return;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (was) {
+		SFS_LOG(SFS_INFO, "source", "%s answers again", s->addr);
+		if (cpeer != SFS_CACHE_NONE)
+			sfs_cache_note_silence(r->cache, cpeer, 0);
+	}
+	if (old && old != a.instance) {
+		SFS_LOG(SFS_INFO, "source",
+			"%s restarted (instance %016" PRIx64
+			"): its last run's "
+			"bytes are no longer read from it",
+			s->addr, a.instance);
+		forget_run(s, a.instance);
+	}
+	for (size_t i = 0; i < a.n; i++) {
+		const struct rsrc_ans_model *am = &a.models[i];
+		if (r->cfg.only && strcmp(r->cfg.only, am->name))
+			continue;
+		pthread_mutex_lock(&s->lock);
+		struct rsrc_known *k = known(s, am->name);
+		int fresh = 1;
+		if (k) {
+			k->generation = am->generation;
+			k->content = am->content;
+			k->nserved = am->nserved;
+			memcpy(k->served, am->served, sizeof(k->served));
+			memcpy(k->expires_in, am->expires_in,
+			       sizeof(k->expires_in));
+			k->listed = 1;
+			fresh = k->offered != am->generation ||
+				k->offered_content != am->content ||
+				s->instance != a.instance;
+			/* Failed a moment ago: not at every open. */
+			if (fresh && k->failed_gen == am->generation &&
+			    sfs_now_ms() < k->retry_ms)
+				fresh = 0;
+		}
+		pthread_mutex_unlock(&s->lock);
+		struct sfs_model *mo = model_get(r, am->name, 0);
+		if (mo)
+			model_prune(mo, s, a.instance, am->served,
+				    am->expires_in, am->nserved);
+		if (k && fresh)
+			offer(s, am, a.instance);
+		/* A re-seeder (found, or given): its holdings. */
+		refresh_holdings(s, am);
+	}
+	if (!s->reseeder)
+		discover(s);
+	/* Models it no longer lists: it serves none of their bytes. */
+	pthread_mutex_lock(&s->lock);
+	for (size_t k = 0; k < s->nknown; k++) {
+		struct rsrc_known *kn = &s->known[k];
+		int listed = 0;
+		for (size_t i = 0; i < a.n && !listed; i++)
+			listed = !strcmp(a.models[i].name, kn->name);
+		if (listed || !kn->listed)
+			continue;
+		kn->listed = 0;
+		kn->offered = 0;
+		char name[sizeof(kn->name)];
+		snprintf(name, sizeof(name), "%s", kn->name);
+		pthread_mutex_unlock(&s->lock);
+		struct sfs_model *mo = model_get(r, name, 0);
+		if (mo)
+			model_prune(mo, s, a.instance, NULL, NULL, 0);
+		pthread_mutex_lock(&s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	free(a.models);
+}
+
+/* Run one check (s->lock held, s->checking just set; dropped
+ * meanwhile), and tell those who wait for it. */
+static void run_check(struct rsrc *s, unsigned int ask_ms)
+{
+	pthread_mutex_unlock(&s->lock);
+	check(s, ask_ms);
+	pthread_mutex_lock(&s->lock);
+	s->checking = 0;
+	s->checks++;
+	s->checked_ms = sfs_now_ms();
+	pthread_cond_broadcast(&s->cond);
+}
+
+void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms)
+{
+	pthread_mutex_lock(&s->lock);
+	if (fresh_ms && s->checked_ms &&
+	    sfs_now_ms() < s->checked_ms + fresh_ms) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	if (s->checking) {
+		/* Another open is asking: its answer is ours too. */
+		uint64_t seen = s->checks;
+		struct timespec ts = sfs_abstime(ask_ms);
+		while (s->checking && s->checks == seen &&
+		       !pthread_cond_timedwait(&s->cond, &s->lock, &ts))
+			;
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	if (s->unreachable) {
+		/* It did not answer last time: do not make this open wait
+		 * for it again (with a read after it, that would be two
+		 * timeouts).  It is asked again behind, a timeout after the
+		 * last question; the open goes on with what is current. */
+		if (sfs_now_ms() >= s->retry_ms) {
+			s->bg_wanted = 1;
+			pthread_cond_broadcast(&s->cond);
+		}
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	s->checking = 1;
+	run_check(s, ask_ms);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Behind the opens: every source is asked every RSRC_POLL_MS (a source
+ * that does not answer, a timeout apart), so holders stay true and a
+ * source that comes back is used again. */
+static void *poller(void *arg)
+{
+	struct rsrc *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->stop) {
+		/* Opens do not wait for a source that did not answer (see
+		 * rsrc_revalidate); this thread asks it every second all
+		 * the same, so it is used again soon after it answers. */
+		uint64_t now = sfs_now_ms();
+		uint64_t next = s->checked_ms + RSRC_POLL_MS;
+		if (s->self)
+			break; /* itself: nothing to ask */
+		/* A re-seeder that went away is asked less often. */
+		if (s->reseeder && s->unreachable)
+			next = s->checked_ms + 5 * RSRC_POLL_MS;
+		if ((s->bg_wanted || now >= next) && !s->checking) {
+			s->bg_wanted = 0;
+			s->checking = 1;
+			run_check(s, RSRC_ASK_MS);
+			continue;
+		}
+		struct timespec ts = sfs_abstime(
+			next > now ? SFS_MIN(next - now, 1000) : 100);
+		pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+int rsrc_start(struct rsrc *s)
+{
+	int rc = -pthread_create(&s->thread, NULL, poller, s);
+	if (!rc)
+		s->thread_started = 1;
+	return rc;
+}
+
+void rsrc_stop(struct rsrc *s)
+{
+	if (!s->thread_started)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stop = 1;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->thread, NULL);
+	s->thread_started = 0;
+}
+
+int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id)
+{
+	struct sfs_replica *r = arg;
+	struct rsrc *s = NULL;
+	struct sfs_endpoint ep;
+	char err[SFS_XPORT_ERR_MAX];
+
+	*new_id = id;
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nsrcs;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < n && !s; i++) {
+		pthread_mutex_lock(&r->srcs[i]->lock);
+		if (r->srcs[i]->cpeer == cpeer && r->srcs[i]->has_ep) {
+			s = r->srcs[i];
+			ep = s->ep;
+		}
+		pthread_mutex_unlock(&r->srcs[i]->lock);
+	}
+	/* A peer of a source's run that is gone is not made anew. */
+	if (!s)
+		return -ESTALE;
+	/* A source whose control port does not answer is down, not
+	 * wedged: no new connection to nothing (its chunks go to the
+	 * others meanwhile, and it is tried again after its hold). */
+	char *body;
+	size_t len;
+	int rc = sfs_control_get(s->addr, "/v1/health",
+				 SFS_MIN(r->cfg.timeout_ms, 2000u), 4096, &body,
+				 &len, err, sizeof(err));
+	if (rc) {
+		SFS_LOG(SFS_WARN, "source", "reconnecting to %s: %s", s->addr,
+			err);
+		return rc;
+	}
+	free(body);
+	pthread_mutex_lock(&r->xlock);
+	rc = sfs_control_reconnect(s->addr, r->x, &ep, r->cfg.timeout_ms,
+				   new_id, err, sizeof(err));
+	pthread_mutex_unlock(&r->xlock);
+	if (rc) {
+		SFS_LOG(SFS_WARN, "source", "reconnecting to %s: %s", s->addr,
+			err);
+		return rc;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (s->cpeer == cpeer)
+		s->xpeer = *new_id;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}

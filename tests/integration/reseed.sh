@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Replicas that seed: a mount with --reseed serves what it holds; a
+# replica told only the seed's address finds it (the seed lists it) and
+# reads from it; with the seed gone, everything comes from the
+# re-seeder; a replica told only the re-seeder reads everything; a
+# partial re-seeder serves its part and the seed the rest; a re-seeder
+# that unmounts drops out and readers go on from the seed.
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 48M --shards 3
+F1=model-00001-of-00003.safetensors
+SEED_LOG=seed start_seed "$MODEL"
+SP=$SEED_PORT
+SPID=$SEED_PID
+
+# bytes MNT PREFIX: bytes a mount read from sources whose status line
+# starts with PREFIX ("seed: H:P" or "reseeder: "), summed
+bytes() {
+	awk -v s="$2" 'index($0, s) == 1 { on = 1; next }
+		/^(seed|reseeder): / { on = 0 }
+		on && $1 == "seed_bytes:" { n += $2 } END { print n + 0 }' "$1/.seedfs/status"
+}
+total=$(du -sb "$MODEL" | cut -f1)
+
+# Replica 1 holds the whole model and serves it.
+R1=$WORK/r1
+MOUNT_SEEDS="$HOST:$SP" mount_seed "$R1" --reseed --listen "$HOST:0" --cache-size 128M
+R1PID=$MOUNT_PID
+R1LOG=$WORK/r1.log
+cp "$WORK/mount.log" "$R1LOG"
+"$SEEDFS" prefetch "$R1/m" >/dev/null 2>"$WORK/pf.err" || fail "prefetch: $(cat "$WORK/pf.err")"
+R1ADDR=$(awk '$1 == "reseed:" { print $2 }' "$R1/.seedfs/status")
+[ -n "$R1ADDR" ] || fail "no reseed line: $(cat "$R1/.seedfs/status")"
+# It announced itself: the seed lists it.
+for _ in $(seq 100); do
+	curl -sf "http://$HOST:$SP/v1/sources" | grep -q "\"$R1ADDR\"" && break
+	sleep 0.1
+done
+curl -sf "http://$HOST:$SP/v1/sources" | grep -q "\"$R1ADDR\"" ||
+	fail "the seed does not list $R1ADDR: $(curl -s "http://$HOST:$SP/v1/sources")"
+ok "replica 1 holds the model and serves it on $R1ADDR; the seed lists it"
+
+# Replica 2, told only the seed: it finds replica 1.
+R2=$WORK/r2
+MOUNT_SEEDS="$HOST:$SP" mount_seed "$R2" --cache-size 128M
+R2PID=$MOUNT_PID
+for _ in $(seq 50); do
+	grep -q "^reseeder: $R1ADDR (reachable)$" "$R2/.seedfs/status" && break
+	sleep 0.1
+done
+grep -q "^reseeder: $R1ADDR (reachable)$" "$R2/.seedfs/status" ||
+	fail "replica 2 does not use replica 1: $(grep -E '^(seed|reseeder):' "$R2/.seedfs/status")"
+# The seed stops: replica 2 reads everything, byte-exact, from replica 1.
+kill -9 "$SPID"
+for f in $(cd "$MODEL" && find . -type f | sort); do
+	cmp "$MODEL/$f" "$R2/m/$f" || fail "replica 2: $f"
+done
+b1=$(bytes "$R2" "reseeder: $R1ADDR")
+[ "$b1" -ge $((total * 9 / 10)) ] || fail "replica 1 served $b1 of $total bytes"
+ok "seed stopped: replica 2 (told only the seed) read all $total bytes byte-exact, $b1 from replica 1"
+unmount_check "$R2" "$R2PID"
+
+# Replica 3, told only replica 1 (the seed is gone): everything.
+R3=$WORK/r3
+MOUNT_SEEDS="$R1ADDR" mount_seed "$R3" --cache-size 128M
+diff -r "$MODEL" "$R3/m" || fail "replica 3 differs"
+ok "replica 3 told only the re-seeder: identical"
+unmount_check "$R3" "$MOUNT_PID"
+unmount_check "$R1" "$R1PID"
+
+# A partial re-seeder: replica 4 holds one shard; replica 5 reads the
+# whole model, that shard from replica 4 and the rest from the seed.
+SEED_LOG=seed2 start_seed "$MODEL"
+SP=$SEED_PORT
+R4=$WORK/r4
+MOUNT_SEEDS="$HOST:$SP" mount_seed "$R4" --reseed --listen "$HOST:0" --cache-size 128M
+R4PID=$MOUNT_PID
+"$SEEDFS" prefetch "$R4/m" "$F1" >/dev/null 2>"$WORK/pf.err" || fail "prefetch: $(cat "$WORK/pf.err")"
+R4ADDR=$(awk '$1 == "reseed:" { print $2 }' "$R4/.seedfs/status")
+R5=$WORK/r5
+MOUNT_SEEDS="$HOST:$SP" mount_seed "$R5" --cache-size 128M
+R5PID=$MOUNT_PID
+for _ in $(seq 50); do
+	grep -q "^reseeder: $R4ADDR (reachable)$" "$R5/.seedfs/status" && break
+	sleep 0.1
+done
+sleep 1.2 # its holdings are asked every second
+diff -r "$MODEL" "$R5/m" || fail "replica 5 differs"
+f1=$(stat -c %s "$MODEL/$F1")
+b4=$(bytes "$R5" "reseeder: $R4ADDR")
+bs=$(bytes "$R5" "seed: $HOST:$SP")
+[ "$b4" -ge $((f1 * 9 / 10)) ] || fail "replica 4 served $b4 bytes, its part is $f1"
+[ "$b4" -le $((f1 + 2 * 1048576)) ] || fail "replica 4 served $b4 bytes, more than it holds ($f1)"
+[ "$bs" -ge $((total - f1 - 4 * 1048576)) ] || fail "the seed served $bs"
+ok "a partial re-seeder served its part ($b4 bytes of $F1's $f1), the seed the rest ($bs)"
+unmount_check "$R5" "$R5PID"
+
+# A re-seeder that unmounts simply drops out: a reader of replica 6,
+# reading from both, goes on from the seed.
+"$SEEDFS" prefetch "$R4/m" >/dev/null 2>&1 || fail "prefetch all"
+R6=$WORK/r6
+MOUNT_SEEDS="$HOST:$SP" mount_seed "$R6" --cache-size 32M --ahead 4M --read-ahead-kb 256
+R6PID=$MOUNT_PID
+for _ in $(seq 50); do
+	grep -q "^reseeder: $R4ADDR (reachable)$" "$R6/.seedfs/status" && break
+	sleep 0.1
+done
+sleep 1.2
+F2=model-00002-of-00003.safetensors
+size=$(stat -c %s "$MODEL/$F2")
+(
+	for ((i = 0; i * 1048576 < size; i++)); do
+		dd if="$R6/m/$F2" bs=1M skip=$i count=1 status=none || exit 1
+		sleep 0.05
+	done
+) >"$WORK/out" 2>"$WORK/read.err" &
+READER=$!
+PIDS+=("$READER")
+for _ in $(seq 200); do
+	[ "$(stat -c %s "$WORK/out" 2>/dev/null || echo 0)" -ge $((size / 3)) ] && break
+	sleep 0.05
+done
+unmount_check "$R4" "$R4PID"
+wait "$READER" || fail "the read failed when the re-seeder left: $(cat "$WORK/read.err")"
+cmp "$MODEL/$F2" "$WORK/out" || fail "bytes read across the re-seeder leaving differ"
+ok "a re-seeder unmounted mid-read: the reader went on from the seed, byte-exact ($(bytes "$R6" "reseeder: $R4ADDR") bytes from it before)"
+unmount_check "$R6" "$R6PID"
+sanitizers_clean

@@ -7,6 +7,9 @@
 #   make test-rdma  the soft-RoCE VM tier alone: raw verbs and libfabric
 #                 verbs on a real kernel RDMA stack (qemu, TCG)
 #   make bench    throughput table (BENCH_SIZE=1G by default)
+#   make bench-fanout  one seed, 8 replicas in network namespaces on
+#                 shaped links: seed only, re-seeding, the limit, a killed
+#                 seed (FANOUT_N, FANOUT_SIZE, FANOUT_RATE)
 #   make fuzz     the parsers' mutation fuzzing, long (FUZZ_ITERS per
 #                 target, default 1000000), in the ASan+UBSan build;
 #                 make test runs it short
@@ -18,7 +21,7 @@ TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all deps test test-fast test-rdma demo bench fuzz format check-format clean
+.PHONY: all deps test test-fast test-rdma demo bench bench-fanout fuzz format check-format clean
 FUZZ_ITERS ?= 1000000
 RDMA_PROTOCOLS ?= rdma rdma-fabric
 
@@ -60,6 +63,11 @@ fuzz: deps
 bench: all
 	@packaging/deps.sh --bench
 	@bench/run.sh $(BUILD)
+
+bench-fanout: all
+	@packaging/deps.sh
+	@packaging/deps.sh --bench
+	@bench/fanout.sh $(BUILD)
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 

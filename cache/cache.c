@@ -293,6 +293,8 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 		free(c->sets[i]->label);
 		free(c->sets[i]->objs);
 		free(c->sets[i]->holders);
+		free(c->sets[i]->base);
+		free(c->sets[i]->lanes);
 		free(c->sets[i]);
 	}
 	free(c->sets);
@@ -328,9 +330,14 @@ int sfs_cache_add_set(struct sfs_cache *c, const char *label,
 	s->nobjs = n;
 	s->label = strdup(label);
 	s->objs = calloc(n ? n : 1, sizeof(*objs));
-	if (!s->label || !s->objs)
+	s->base = calloc(n ? n : 1, sizeof(*s->base));
+	if (!s->label || !s->objs || !s->base)
 		goto err;
 	memcpy(s->objs, objs, n * sizeof(*objs));
+	for (size_t i = 1; i < n; i++)
+		s->base[i] = s->base[i - 1] +
+			     ((objs[i - 1].len + c->chunk_size - 1) >>
+			      c->chunk_shift);
 	pthread_mutex_lock(&c->lock);
 	rc = sfs_grow((void **)&c->sets, &c->cap_sets, c->nsets + 1,
 		      sizeof(c->sets[0]));
@@ -344,7 +351,39 @@ int sfs_cache_add_set(struct sfs_cache *c, const char *label,
 err:
 	free(s->label);
 	free(s->objs);
+	free(s->base);
 	free(s);
+	return rc;
+}
+
+int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
+			const struct sfs_cache_lane *lanes, size_t n)
+{
+	struct sfs_cache_lane *copy = NULL;
+	if (n && !(copy = malloc(n * sizeof(*copy))))
+		return -ENOMEM;
+	if (n)
+		memcpy(copy, lanes, n * sizeof(*copy));
+	pthread_mutex_lock(&c->lock);
+	int rc = set < c->nsets ? 0 : -EINVAL;
+	for (size_t i = 0; !rc && i < n; i++)
+		if (copy[i].holder != SFS_NONE &&
+		    copy[i].holder != SFS_CACHE_LANE_UNKNOWN &&
+		    (copy[i].holder >= c->nholders ||
+		     c->holders[copy[i].holder]->set != set))
+			rc = -EINVAL;
+	if (!rc) {
+		struct cache_set *s = c->sets[set];
+		struct sfs_cache_lane *old = s->lanes;
+		s->lanes = copy;
+		s->nlanes = n;
+		copy = old;
+		/* Chunks that waited for a lane may be anyone's now. */
+		sfs_peer_wake_worker(c);
+		pthread_cond_broadcast(&c->cond);
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(copy);
 	return rc;
 }
 
@@ -466,6 +505,7 @@ static int pieces_ok(const struct sfs_cache_hobj *o, uint64_t len, int partial)
  * (c->lock held). */
 static void has_from_pieces(struct sfs_cache *c, struct cache_holder *h)
 {
+	uint64_t held = 0;
 	for (size_t i = 0; i < h->nobjs; i++) {
 		const struct sfs_cache_hobj *o = &h->objs[i];
 		uint64_t len = c->sets[h->set]->objs[i].len;
@@ -491,10 +531,15 @@ static void has_from_pieces(struct sfs_cache *c, struct cache_holder *h)
 				at = SFS_MAX(at, o->pieces[j].off +
 							 o->pieces[j].len);
 			}
-			if (at >= b)
+			if (at >= b) {
 				h->has[i][idx / 64] |= 1ull << (idx % 64);
+				held++;
+			}
 		}
 	}
+	if (held > h->nheld)
+		h->grew_ms = sfs_now_ms();
+	h->nheld = held;
 }
 
 int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,

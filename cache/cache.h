@@ -114,6 +114,9 @@ struct sfs_cache_stats {
 	uint64_t failovers;	   /* pulls moved to another holder */
 	uint64_t export_evictions; /* exported chunks evicted early */
 	uint64_t queued;	   /* chunks waiting for a peer, now */
+	/* Lanes: chunks pulled from a last-resort peer that were ours,
+	 * and that were another member's (it was not waited for). */
+	uint64_t lane_own, lane_others;
 	/* The disk tier: chunks loaded from it (verified), stored in it,
 	 * not stored (full, or writes behind), failed I/O, reads given up
 	 * waiting for it, and chunks waiting to be written. */
@@ -141,6 +144,8 @@ struct sfs_cache_peer_info {
 	uint64_t pulls, bytes;		  /* completed, verified */
 	uint64_t errors, checksum_errors; /* its pulls that failed */
 	uint64_t stalls;		  /* times it was taken out */
+	uint64_t avoided_ms; /* stalled: serves only what no other source
+				holds for this much longer (0: not) */
 };
 
 /*
@@ -240,6 +245,34 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 			 const struct sfs_cache_hobj *objs, size_t n,
 			 int partial, uint32_t *holder);
 void sfs_cache_remove_holder(struct sfs_cache *c, uint32_t holder);
+
+/* A replica loading a set together with this one (sfs_cache_set_lanes). */
+struct sfs_cache_lane {
+	uint64_t key;	 /* the same for it in every member's cache */
+	uint32_t holder; /* its holder of the set here; SFS_CACHE_NONE:
+			    this cache itself; SFS_CACHE_LANE_UNKNOWN: not
+			    one yet (its chunks wait a moment, then are
+			    pulled from the seeds) */
+};
+
+#define SFS_CACHE_LANE_UNKNOWN (SFS_CACHE_NONE - 1)
+
+/*
+ * sfs_cache_set_lanes - replicas that load @set together share what
+ * they pull from last-resort peers (seeds): of the set's chunks,
+ * counted over its objects in order, chunk g is the pull of the member
+ * whose key hashed with g is highest (rendezvous hashing: every member
+ * computes the same owner, and a member joining or leaving moves only
+ * its own share).  A chunk of another member is not pulled from a
+ * last-resort peer while that member's peer is up and its holdings grew
+ * in the last 2 s or three times a pull from a last-resort peer takes
+ * (or the chunk has waited less than that): it comes
+ * from that member once it holds it.  Readers of it wait meanwhile
+ * (their timeout still bounds the wait).  @lanes is copied; @n 0: no
+ * lanes.  Returns 0, -EINVAL (a holder not of @set), -ENOMEM.
+ */
+int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
+			const struct sfs_cache_lane *lanes, size_t n);
 
 /*
  * sfs_cache_holder_update - a partial holder's pieces now are @objs

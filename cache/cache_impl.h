@@ -68,6 +68,7 @@ struct sfs_chunk {
 	uint32_t holder; /* LOADING: whose pieces were read */
 	uint64_t seq;	 /* LOADING: post order on its peer */
 	uint64_t posted_ms;
+	uint64_t queued_ms;    /* QUEUED: since */
 	uint64_t overtaken_ms; /* LOADING: a later post completed first */
 	int orphan; /* LOADING, but out of the hash: its slot waits for the
 		       transport's callback */
@@ -94,6 +95,12 @@ struct cache_set {
 	uint32_t *holders;     /* live holders of this set */
 	uint64_t last_done_ms; /* a pull of this set completed */
 	uint64_t version; /* chunks became ready or left: an export is old */
+	uint64_t *base;	  /* per object: the set's chunk number of its first */
+	/* Lanes (sfs_cache_set_lanes): chunk g is the member's with the
+	 * highest hash of (g, its key) to pull from a last-resort peer;
+	 * lanes[i] its holder, SFS_NONE for this cache itself. */
+	struct sfs_cache_lane *lanes;
+	size_t nlanes;
 };
 
 /* One peer serving one set.  Protected by c->lock. */
@@ -102,7 +109,9 @@ struct cache_holder {
 	size_t nobjs;
 	struct sfs_cache_hobj *objs; /* owned array; pieces borrowed */
 	int partial;
-	uint64_t **has; /* partial: a bitmap of chunks per object */
+	uint64_t **has;	  /* partial: a bitmap of chunks per object */
+	uint64_t nheld;	  /* partial: chunks it holds */
+	uint64_t grew_ms; /* partial: when it last held more */
 	int removed;
 };
 
@@ -118,6 +127,8 @@ struct cache_peer {
 				   last pull that completed */
 	int repair;		/* a reconnect is wanted */
 	int repairing;		/* the worker is at it */
+	int unconnected;	/* connecting again failed: no pull is posted
+				   before a reconnect succeeds */
 	uint64_t repair_after_ms;
 	const char *why; /* what asked for the reconnect */
 	struct list loading;
@@ -129,9 +140,12 @@ struct cache_peer {
 	uint64_t silent_since; /* the control port has been silent */
 	uint64_t busy_ns, busy_mark_ns, busy_bytes;
 	double rate;	 /* bytes/s while busy */
+	double lat_ms;	 /* a pull's time from post to bytes, averaged */
 	size_t nholders; /* live holders on it */
 	int removed;	 /* gone for good */
 	int last_resort; /* takes only what no other holder up has */
+	uint64_t avoid_until_ms; /* stalled while others could serve:
+				    until then, only what they cannot */
 	uint64_t pulls, bytes, errors, checksum_errors, stalls;
 };
 
@@ -150,7 +164,9 @@ struct sfs_cache {
 	uint32_t chunk_size;
 	unsigned int chunk_shift;
 	unsigned int timeout_ms;
-	int verify; /* check pulled chunks against their checksums */
+	int verify;	    /* check pulled chunks against their checksums */
+	double seed_lat_ms; /* a last-resort peer's pull time, averaged;
+			       protected by lock */
 	int (*reconnect)(void *arg, uint32_t peer, uint64_t id,
 			 uint64_t *new_id);
 	void *reconnect_arg;

@@ -13,6 +13,13 @@
  * nothing waits for a source that another could replace.  (Hashing
  * chunks to sources would pile a fixed share onto the slowest one.)
  *
+ * Lanes.  Replicas that load one content together (re-seeders that
+ * prefetch it) each pull a share from the seeds (chunk g is the member's
+ * whose key hashed with g is highest), and the rest from each other: a seed then sends each chunk
+ * about once, not once per replica.  A chunk of another member waits
+ * for it while it makes progress (its holdings grow), then is pulled
+ * from a seed all the same.
+ *
  * Failover.  A pull that fails goes back to the queue when another
  * holder can serve it; a peer that stalls (no completion for a short
  * while when others could serve its chunks, for the timeout when none
@@ -48,11 +55,17 @@
 #define REPAIR_SPACING_MS 250 /* one peer is reconnected at most this often */
 #define POST_RETRY_MS 5	      /* a busy provider is tried again after this */
 #define FAILOVER_MS                                                            \
-	2000	       /* no progress this long, with another
+	2000		   /* no progress this long, with another
 				 holder there: taken out */
-#define STALL_CHUNKS 4 /* ... or this many chunks' time at its rate */
-#define MISMATCH_MAX 3 /* pulls of one chunk that may not match */
-#define PIECES_MAX 64  /* transport reads for one chunk */
+#define STALL_CHUNKS 4	   /* ... or this many chunks' time at its rate */
+#define STALL_LATENCIES 3  /* ... or this many times a pull's usual time */
+#define FIRST_PULL_MS 4000 /* ... or, before its first pull, this */
+#define MISMATCH_MAX 3	   /* pulls of one chunk that may not match */
+#define PIECES_MAX 64	   /* transport reads for one chunk */
+#define LANE_IDLE_MS                                                           \
+	2000 /* a lane's member whose holdings did not grow this long
+		is not waited for ... */
+#define LANE_LATENCIES 3 /* ... or this many times a seed pull's time */
 
 /* Time with pulls in flight, and what completed in it: the rate. */
 static void busy_account(struct sfs_cache *c, struct cache_peer *p)
@@ -91,6 +104,7 @@ void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand)
 	ch->holder = SFS_NONE;
 	ch->state = CH_QUEUED;
 	ch->demand = demand;
+	ch->queued_ms = sfs_now_ms();
 	sfs_list_add_tail(demand ? &c->demand : &c->ahead, ch);
 	c->queued++;
 }
@@ -153,6 +167,16 @@ static int peer_usable(struct sfs_cache *c, struct cache_peer *p)
 		return 0;
 	if (sfs_now_ms() < p->down_until_ms || p->repairing)
 		return p->err ? p->err : -EIO;
+	if (p->unconnected) {
+		/* Connecting again failed: the worker tries that once more
+		 * (REPAIR_SPACING_MS apart) before anything is posted. */
+		if (!p->repair) {
+			p->repair = 1;
+			p->why = "its hold ended";
+			sfs_peer_wake_worker(c);
+		}
+		return p->err ? p->err : -EIO;
+	}
 	/* The hold is over: the next pull probes. */
 	p->state = SFS_PEER_UP;
 	p->since_ms = sfs_now_ms();
@@ -179,6 +203,51 @@ static int servable(struct sfs_cache *c, const struct sfs_chunk *ch,
 		err = rc == -ENOTCONN ? err : rc;
 	}
 	return err;
+}
+
+/* The holder whose lane @ch is in: SFS_NONE for ours, or no lanes
+ * (*any 0). */
+static uint32_t lane_of(const struct sfs_cache *c, const struct sfs_chunk *ch,
+			int *any)
+{
+	const struct cache_set *s = c->sets[ch->set];
+	uint64_t g = s->base[ch->obj] + ch->idx, best = 0;
+	uint32_t owner = SFS_NONE;
+	*any = s->nlanes != 0;
+	for (size_t i = 0; i < s->nlanes; i++) {
+		uint64_t h =
+			XXH3_64bits_withSeed(&g, sizeof(g), s->lanes[i].key);
+		if (i == 0 || h > best) {
+			best = h;
+			owner = s->lanes[i].holder;
+		}
+	}
+	return owner;
+}
+
+/* Is @ch another lane member's to pull from the seeds, and is that
+ * member worth waiting for (up, not stalled, its holdings growing or
+ * the chunk queued only a moment ago)? */
+static int lane_wait(struct sfs_cache *c, const struct sfs_chunk *ch)
+{
+	int any;
+	uint32_t hi = lane_of(c, ch, &any);
+	if (hi == SFS_NONE)
+		return 0; /* ours, or no lanes */
+	uint64_t now = sfs_now_ms();
+	/* A member's pulls from the seeds take as long as ours. */
+	uint64_t idle = SFS_MAX((uint64_t)LANE_IDLE_MS,
+				(uint64_t)(LANE_LATENCIES * c->seed_lat_ms));
+	if (hi == SFS_CACHE_LANE_UNKNOWN) /* a member not connected yet */
+		return now < ch->queued_ms + idle;
+	const struct cache_holder *h = c->holders[hi];
+	const struct cache_peer *p = c->peers[h->peer];
+	/* One that stalled for us still pulls its share from the seeds:
+	 * waited for all the same. */
+	if (h->removed || p->removed || p->state != SFS_PEER_UP ||
+	    p->silent_since)
+		return 0;
+	return now < h->grew_ms + idle || now < ch->queued_ms + idle;
 }
 
 /* Does a holder on a peer other than @not_peer that is not a last
@@ -250,8 +319,8 @@ static void fail_unservable(struct sfs_cache *c, int err)
 		for (struct sfs_chunk *ch = lists[k]->head, *next; ch;
 		     ch = next) {
 			next = ch->next;
-			if (!servable(c, ch, SFS_NONE))
-				continue;
+			if (!servable(c, ch, SFS_NONE) || lane_wait(c, ch))
+				continue; /* served, or coming from a member */
 			sfs_list_del(lists[k], ch);
 			c->queued--;
 			ch->state = CH_FAILED;
@@ -394,6 +463,22 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 
 /* Post @ch, taken off its queue, to peer @pi reading holder @hi's pieces
  * (c->lock held; dropped meanwhile). */
+/* A pull posted on last-resort peer @p: whose lane was it? */
+static void lane_account(struct sfs_cache *c, const struct cache_peer *p,
+			 const struct sfs_chunk *ch)
+{
+	int any;
+	uint32_t lane = lane_of(c, ch, &any);
+	c->st.lane_own += any && lane == SFS_NONE;
+	c->st.lane_others += any && lane != SFS_NONE;
+	SFS_LOG(SFS_DEBUG, "cache",
+		"%s: pulls object %u chunk %" PRIu64 " (%s)", p->label, ch->obj,
+		ch->idx,
+		!any		   ? "no lanes"
+		: lane == SFS_NONE ? "its lane"
+				   : "another's lane");
+}
+
 static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		 uint32_t hi)
 {
@@ -456,8 +541,11 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		pthread_mutex_unlock(&c->lock);
 		prc = sfs_xport_read(c->x, id, rds, n, sfs_peer_on_pulled, ch);
 		pthread_mutex_lock(&c->lock);
-		if (!prc)
+		if (!prc) {
+			if (p->last_resort)
+				lane_account(c, p, ch);
 			return;
+		}
 		/* Nothing was posted: it is ours again (an orphan too: the
 		 * transport never had it). */
 		if (!ch->orphan) {
@@ -507,18 +595,19 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 }
 
 /* The first queued chunk peer @pi can serve, and through which holder.
- * A peer whose source's control port is silent takes only what no
- * other holder can serve. */
+ * A peer whose source's control port is silent, or that stalled a
+ * moment ago, takes only what no other holder can serve. */
 static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi)
 {
 	struct list *lists[2] = {&c->demand, &c->ahead};
 	const struct cache_peer *p = c->peers[pi];
-	int silent = p->silent_since != 0;
+	int shy = p->silent_since != 0 || sfs_now_ms() < p->avoid_until_ms;
 	for (int k = 0; k < 2; k++)
 		for (struct sfs_chunk *ch = lists[k]->head; ch; ch = ch->next)
 			if ((*hi = holder_for(c, ch, pi)) != SFS_NONE &&
-			    (!silent || servable(c, ch, pi)) &&
-			    (!p->last_resort || !preferred(c, ch, pi)))
+			    (!shy || servable(c, ch, pi)) &&
+			    (!p->last_resort ||
+			     (!preferred(c, ch, pi) && !lane_wait(c, ch))))
 				return ch;
 	return NULL;
 }
@@ -679,6 +768,11 @@ void sfs_peer_on_pulled(void *arg, int status)
 			if (q->seq < ch->seq && !q->overtaken_ms)
 				q->overtaken_ms = now;
 		if (!status) {
+			double lat = (double)(now - ch->posted_ms);
+			p->lat_ms = p->lat_ms > 0 ? 0.8 * p->lat_ms + 0.2 * lat
+						  : lat;
+			if (p->last_resort)
+				c->seed_lat_ms = p->lat_ms;
 			ch->state = CH_READY;
 			s->version++;
 			p->last_ok_ms = now;
@@ -755,7 +849,7 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 			}
 		} else if (ch->state == CH_QUEUED) {
 			int rc = servable(c, ch, SFS_NONE);
-			if (rc) {
+			if (rc && !lane_wait(c, ch)) {
 				c->st.unavailable++;
 				return rc;
 			}
@@ -841,6 +935,7 @@ static void repair(struct sfs_cache *c, uint32_t pi)
 	}
 	if (!rc) {
 		p->id = fresh;
+		p->unconnected = 0;
 		c->st.reconnects++;
 		/* Pulls posted on the old connection may complete much
 		 * later or never: their readers start them again. */
@@ -848,7 +943,8 @@ static void repair(struct sfs_cache *c, uint32_t pi)
 		SFS_LOG(SFS_INFO, "cache",
 			"%s: connected again (%s) in %" PRIu64 " ms", p->label,
 			why, sfs_now_ms() - t0);
-		if (p->state == SFS_PEER_RECONNECTING) {
+		if (p->state == SFS_PEER_RECONNECTING ||
+		    p->state == SFS_PEER_DOWN) {
 			p->state = SFS_PEER_UP;
 			p->since_ms = sfs_now_ms();
 		}
@@ -859,15 +955,75 @@ static void repair(struct sfs_cache *c, uint32_t pi)
 			p->label, strerror(-rc));
 		if (p->state != SFS_PEER_DOWN)
 			go_down(c, p, rc, "connecting again failed");
+		else
+			p->down_until_ms =
+				sfs_now_ms() + hold_ms(c, p->failures);
+		/* Its old connection is known broken: the next probe is
+		 * connecting again, not a pull posted on it. */
+		p->unconnected = 1;
 	}
 	pthread_cond_broadcast(&c->cond);
 }
 
 /*
+ * Could the pull of @ch posted on peer @pi go elsewhere?  A re-seeder's
+ * pulls move to another re-seeder (or anywhere once its control port is
+ * silent); moving them to a seed would only load the one source every
+ * replica shares.  A seed's move to any other holder.
+ */
+static int movable(struct sfs_cache *c, const struct sfs_chunk *ch, uint32_t pi)
+{
+	const struct cache_peer *p = c->peers[pi];
+	if (p->last_resort || p->silent_since)
+		return !servable(c, ch, pi);
+	return preferred(c, ch, pi);
+}
+
+/*
+ * Peer @pi made no progress for @ms while other holders could serve
+ * its pulls.  Nothing says its connection is broken: a source shared by
+ * many replicas looks just the same, and reconnecting it would throw
+ * away what it is sending.  So its pulls that another holder can serve
+ * move there at once, and for a while (1 s, doubling while it stays
+ * stuck) it takes only what nobody else can serve.  The pulls it keeps
+ * are its readers' to time out; a broken connection shows as failed
+ * pulls, and those reconnect.
+ */
+static void avoid(struct sfs_cache *c, uint32_t pi, uint64_t ms)
+{
+	struct cache_peer *p = c->peers[pi];
+	uint64_t hold = hold_ms(c, ++p->failures);
+	size_t moved = 0;
+
+	p->avoid_until_ms = sfs_now_ms() + hold;
+	p->stalls++;
+	for (struct sfs_chunk *ch = p->loading.head, *next; ch; ch = next) {
+		next = ch->next;
+		if (!movable(c, ch, pi))
+			continue; /* no better source for this one */
+		busy_account(c, p);
+		sfs_list_del(&p->loading, ch);
+		p->inflight--;
+		sfs_cache_unhash(c, ch);
+		ch->orphan = 1;
+		moved++;
+	}
+	c->st.failovers += moved;
+	SFS_LOG(SFS_WARN, "cache",
+		"%s: no progress for %" PRIu64 " ms while other sources "
+		"have its chunks: %zu pulls moved to them; for %" PRIu64
+		" ms it serves only what they do not hold",
+		p->label, ms, moved, hold);
+	sfs_peer_wake_worker(c);
+	pthread_cond_broadcast(&c->cond);
+}
+
+/*
  * A peer with pulls out and no completion for a while, while another
- * holder could serve them, is taken out now rather than after the
+ * holder could serve them, is avoided now rather than after the
  * timeout: "a while" is FAILOVER_MS, or STALL_CHUNKS chunks' time at its
- * measured rate if that is longer (a slow link is not a stalled one).
+ * measured rate, or STALL_LATENCIES times its pulls' usual time, if
+ * longer (a slow or shared link is not a stalled one).
  * Returns when to look again (c->lock held).
  */
 static uint64_t find_stalls(struct sfs_cache *c, uint64_t now)
@@ -882,6 +1038,13 @@ static uint64_t find_stalls(struct sfs_cache *c, uint64_t now)
 			double t = STALL_CHUNKS * 1e3 * c->chunk_size / p->rate;
 			limit = SFS_MAX(limit, (uint64_t)t);
 		}
+		/* A source shared by many answers each of them slowly: a
+		 * stall is much longer than its pulls take. */
+		limit = SFS_MAX(limit, (uint64_t)(STALL_LATENCIES * p->lat_ms));
+		/* Nothing from it yet: its first pulls queue behind everyone
+		 * else's at a busy source. */
+		if (!p->lat_ms)
+			limit = SFS_MAX(limit, (uint64_t)FIRST_PULL_MS);
 		if (limit >= c->timeout_ms)
 			continue; /* the readers' deadlines decide */
 		/* No completion since the oldest pull out was posted, or
@@ -893,7 +1056,7 @@ static uint64_t find_stalls(struct sfs_cache *c, uint64_t now)
 			since = SFS_MIN(since, ch->posted_ms);
 			if (ch->overtaken_ms)
 				lost = SFS_MIN(lost, ch->overtaken_ms);
-			alt = alt || !servable(c, ch, (uint32_t)i);
+			alt = alt || movable(c, ch, (uint32_t)i);
 		}
 		since = SFS_MIN(SFS_MAX(since, p->last_done_ms), lost);
 		/* Its control port is silent too: gone, most likely. */
@@ -901,15 +1064,10 @@ static uint64_t find_stalls(struct sfs_cache *c, uint64_t now)
 			since = 0;
 		if (!alt)
 			continue;
-		if (now >= since + limit) {
-			c->st.timeouts++;
-			trouble(c, p,
-				"no progress while another source has "
-				"its chunks",
-				-ETIMEDOUT, 1);
-		} else {
+		if (now >= since + limit)
+			avoid(c, (uint32_t)i, since ? now - since : limit);
+		else
 			next = SFS_MIN(next, since + limit);
-		}
 	}
 	return next;
 }
@@ -1026,6 +1184,7 @@ int sfs_cache_peer(struct sfs_cache *c, uint32_t peer,
 	pi->errors = p->errors;
 	pi->checksum_errors = p->checksum_errors;
 	pi->stalls = p->stalls;
+	pi->avoided_ms = now < p->avoid_until_ms ? p->avoid_until_ms - now : 0;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

@@ -16,7 +16,7 @@ pkgs=(
 	rdma-core libibverbs-dev ibverbs-utils
 	libjansson-dev libxxhash-dev check libsubunit-dev
 	libmicrohttpd-dev libcurl4-openssl-dev
-	curl procps psmisc util-linux coreutils clang-format
+	curl jq procps psmisc util-linux coreutils clang-format
 )
 case "${1:-}" in
 --build-only) ;;

@@ -20,7 +20,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #define REQ_MAX (64u << 10) /* bytes of one request */
@@ -219,16 +218,7 @@ static void *job_thread(void *arg)
 	} else {
 		struct sfs_prefetch_cb cb = {
 			.progress = log_progress, .note = log_note, .arg = j};
-		/* A re-seeder begins where its own random point says:
-		 * replicas started together pull different chunks from the
-		 * seeds, then from each other. */
-		uint64_t rnd;
-		if (sfs_replica_reseeding(j->ctl->r) &&
-		    getrandom(&rnd, sizeof(rnd), 0) == sizeof(rnd))
-			cb.start = (double)(rnd >> 11) / (double)(1ull << 53);
-		SFS_LOG(SFS_INFO, "prefetch",
-			"--prefetch: warming every file, from %.0f%% of the way",
-			cb.start * 100);
+		SFS_LOG(SFS_INFO, "prefetch", "--prefetch: warming every file");
 		rc = sfs_prefetch(j->ctl->r, (const char *const *)j->paths,
 				  j->npaths, &cb, err, sizeof(err));
 		if (rc)

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 uint32_t model_chunk_size(const struct sfs_manifest *m, uint32_t want)
 {
@@ -708,6 +709,7 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 		return -EPROTO;
 	}
 	version = (uint64_t)json_integer_value(json_object_get(o, "version"));
+	int lanes_moved = 0;
 	pthread_mutex_lock(&mo->lock);
 	for (struct sfs_view *v = mo->views; v && !rc; v = v->next) {
 		if (v->content != content || v->expired)
@@ -716,6 +718,10 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 		     h = h->next) {
 			if (h->src != src || !h->partial)
 				continue;
+			int pf =
+				json_is_true(json_object_get(o, "prefetching"));
+			lanes_moved |= pf != h->prefetching;
+			h->prefetching = pf;
 			if (json_is_true(json_object_get(o, "unchanged")) ||
 			    (h->have_version && h->version == version))
 				continue;
@@ -742,6 +748,11 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 	}
 	pthread_mutex_unlock(&mo->lock);
 	json_decref(o);
+	if (lanes_moved) { /* the sweeper sets the lanes anew */
+		pthread_mutex_lock(&r->lock);
+		pthread_cond_broadcast(&r->cond);
+		pthread_mutex_unlock(&r->lock);
+	}
 	return rc;
 }
 
@@ -839,6 +850,97 @@ static size_t view_inodes(struct sfs_replica *r, struct sfs_view *v, int clear,
 	return n;
 }
 
+struct lane {
+	const char *addr;
+	uint32_t holder;
+};
+/*
+ * The lanes of @mo's current view: the re-seeders a seed listed that
+ * publish its content and prefetch all of it (or have not said yet:
+ * replicas started together then agree from the start), and this
+ * replica if it does and a seed lists it; each keyed by its address
+ * as the seed lists it, the same key in every member.  Given to the
+ * cache when they changed.
+ */
+static void lanes(struct sfs_replica *r, struct sfs_model *mo)
+{
+	struct lane l[RSRC_MAX + 1];
+	struct rsrc *cand[RSRC_MAX];
+	char self[300];
+	size_t n = 0, nc = 0, me = SIZE_MAX;
+	int listed = r->reseed && !rsrc_self_addr(r, self, sizeof(self));
+
+	pthread_mutex_lock(&mo->lock);
+	uint64_t content =
+		mo->current && !mo->current->expired ? mo->current->content : 0;
+	pthread_mutex_unlock(&mo->lock);
+	if (!content)
+		return;
+	pthread_mutex_lock(&r->lock);
+	size_t ns = r->nsrcs;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < ns; i++)
+		if (rsrc_publishes(r->srcs[i], mo->name, content))
+			cand[nc++] = r->srcs[i];
+
+	pthread_mutex_lock(&mo->lock);
+	struct sfs_view *v = mo->current;
+	if (!v || v->expired || v->content != content) {
+		pthread_mutex_unlock(&mo->lock);
+		return;
+	}
+	for (size_t i = 0; i < nc; i++) {
+		struct sfs_vholder *h = v->holders;
+		while (h && (h->src != cand[i] || !h->partial || h->expires_ms))
+			h = h->next;
+		if (!h) /* not connected yet */
+			l[n++] = (struct lane){cand[i]->addr,
+					       SFS_CACHE_LANE_UNKNOWN};
+		else if (h->prefetching || !h->have_version)
+			l[n++] = (struct lane){cand[i]->addr, h->holder};
+	}
+	if (listed && v->warming)
+		l[n++] = (struct lane){self, SFS_CACHE_NONE};
+	/* Nobody else: no lanes. */
+	if (n == 1 && l[0].holder == SFS_CACHE_NONE)
+		n = 0;
+	struct sfs_cache_lane cl[RSRC_MAX + 1];
+	uint64_t sig = XXH3_64bits(&n, sizeof(n));
+	for (size_t i = 0; i < n; i++) {
+		cl[i].key = XXH3_64bits(l[i].addr, strlen(l[i].addr));
+		cl[i].holder = l[i].holder;
+		if (l[i].holder == SFS_CACHE_NONE)
+			me = i;
+		sig += XXH3_64bits_withSeed(&cl[i], sizeof(cl[i]), 7);
+	}
+	int changed = sig != v->lanes_sig;
+	v->lanes_sig = sig;
+	uint32_t set = v->set;
+	pthread_mutex_unlock(&mo->lock);
+	if (!changed)
+		return;
+	int rc = sfs_cache_set_lanes(r->cache, set, cl, n);
+	if (rc)
+		SFS_LOG(SFS_WARN, "model", "%s: lanes: %s", mo->name,
+			strerror(-rc));
+	else if (n && me != SIZE_MAX)
+		SFS_LOG(SFS_INFO, "model",
+			"%s: %zu replicas load it together: this one pulls "
+			"about 1/%zu of it from the seeds, the rest from the "
+			"others",
+			mo->name, n, n);
+	else if (n)
+		SFS_LOG(SFS_INFO, "model",
+			"%s: %zu re-seeders load it: their chunks are read "
+			"from them, not from the seeds",
+			mo->name, n);
+	else
+		SFS_LOG(SFS_INFO, "model",
+			"%s: no replica loads it with this "
+			"one any more",
+			mo->name);
+}
+
 /*
  * One pass over @mo: holders whose grace ended go; a superseded view
  * nobody serves expires (reads through it get ESTALE, its pages leave
@@ -886,6 +988,7 @@ static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
 		sfs_cache_remove_holder(r->cache, h->holder);
 		holder_free(h);
 	}
+	lanes(r, mo);
 	uint64_t *inos;
 	if (due) {
 		/* Reads through it fail with ESTALE from now on; its pages

@@ -44,6 +44,8 @@ struct sfs_view {
 	struct sfs_cache_obj *objs; /* what the cache borrows: owned */
 	/* Protected by the model's lock: */
 	struct sfs_vholder *holders; /* who serves it */
+	int warming;		     /* prefetches of all of it running */
+	uint64_t lanes_sig;	     /* of the lanes last given the cache */
 	int expired;		     /* no longer served: ESTALE */
 	int refs;		     /* open handles and other users */
 	struct sfs_view *next;

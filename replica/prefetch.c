@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #define WINDOW_MAX (64ull << 20) /* bytes in flight ahead */
+#define LISTED_WAIT_MS 3000
+#define LANES_SETTLE_MS 250
 
 /* One file to warm, pinned to its generation by a view reference. */
 struct item {
@@ -31,6 +33,7 @@ struct warm {
 	struct item *items;
 	size_t n, cap;
 	uint64_t total, done, budget;
+	int whole; /* every byte of what it warms fits */
 	uint64_t window, chunk;
 	size_t queue_max; /* disk tier: chunks waiting to be written */
 	unsigned int timeout_ms;
@@ -145,6 +148,22 @@ static int warm_range(struct warm *w, const struct item *it, uint64_t off,
 	return 0;
 }
 
+/* Tell the replica of each view all of whose files this warms, when
+ * the cache holds them all. */
+static void whole(struct warm *w, int delta)
+{
+	for (size_t i = 0; i < w->n && w->whole; i++) {
+		struct sfs_view *v = w->items[i].view;
+		size_t k = 0, seen = 0;
+		for (size_t j = 0; j < w->n; j++) {
+			seen |= j < i && w->items[j].view == v;
+			k += w->items[j].view == v;
+		}
+		if (!seen && k == v->m->nfiles)
+			sfs_replica_warming(w->r, v, delta);
+	}
+}
+
 int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 		 const struct sfs_prefetch_cb *cb, char *err, size_t errlen)
 {
@@ -173,6 +192,7 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 	w.window = SFS_MIN(WINDOW_MAX, st.size / 4);
 	w.timeout_ms = 10000;
 	w.budget = w.total;
+	w.whole = 1;
 	if (st.disk_tier) {
 		/* The cache stops storing when a quarter of it waits for the
 		 * disk: what waits (queue_max) plus what is in flight (the
@@ -194,40 +214,46 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 		if (cb && cb->note)
 			cb->note(cb->arg, line);
 		w.total = w.budget;
+		w.whole = 0;
 	}
 	if (cb && cb->progress && cb->progress(cb->arg, 0, w.total)) {
 		snprintf(err, errlen, "stopped");
 		rc = -ECANCELED;
 		goto out;
 	}
-	/* Every region extent in order, the whole list seen as one run of
-	 * bytes; from cb->start of it to the end, then the rest. */
-	uint64_t all = 0;
-	for (size_t i = 0; i < w.n; i++)
-		for (size_t j = 0; j < w.items[i].file->next; j++)
-			if (w.items[i].file->ext[j].kind == SFS_EXT_REGION)
-				all += w.items[i].file->ext[j].len;
-	double frac = cb && cb->start > 0 && cb->start < 1 ? cb->start : 0;
-	uint64_t from = (uint64_t)(frac * (double)all);
-	for (int pass = 0; pass < 2 && !rc; pass++) {
-		uint64_t at = 0, lo = pass ? 0 : from, hi = pass ? from : all;
-		for (size_t i = 0; i < w.n && !rc; i++) {
+	whole(&w, 1);
+	/* A re-seeder waits until its seed lists it, and a moment more for
+	 * the others' holdings: replicas started together then agree on
+	 * who pulls what from the seeds before they pull. */
+	if (w.whole && !sfs_replica_wait_listed(r, LISTED_WAIT_MS)) {
+		usleep(LANES_SETTLE_MS * 1000);
+		/* All of it queued at once: its share of the seeds' chunks
+		 * is pulled without waiting for the others' shares (a
+		 * window would wait at the slowest share). */
+		w.window = SFS_MAX(w.window, w.total);
+		for (size_t i = 0; i < w.n; i++) {
 			const struct sfs_mfile *f = w.items[i].file;
-			for (size_t j = 0; j < f->next && !rc; j++) {
-				const struct sfs_extent *e = &f->ext[j];
-				if (e->kind != SFS_EXT_REGION)
-					continue;
-				uint64_t a = SFS_MAX(at, lo);
-				uint64_t b = SFS_MIN(at + e->len, hi);
-				if (a < b)
-					rc = warm_range(&w, &w.items[i],
-							e->off + (a - at),
-							e->off + (b - at), err,
-							errlen);
-				at += e->len;
-			}
+			for (size_t j = 0; j < f->next; j++)
+				if (f->ext[j].kind == SFS_EXT_REGION)
+					sfs_cache_prefetch(sfs_replica_cache(r),
+							   w.items[i].set,
+							   w.items[i].obj,
+							   f->ext[j].off,
+							   f->ext[j].len, 0);
 		}
 	}
+	/* Every region extent, in order: replicas warming together walk
+	 * the same way, so the chunks they share arrive together. */
+	for (size_t i = 0; i < w.n && !rc; i++) {
+		const struct sfs_mfile *f = w.items[i].file;
+		for (size_t j = 0; j < f->next && !rc; j++) {
+			const struct sfs_extent *e = &f->ext[j];
+			if (e->kind == SFS_EXT_REGION)
+				rc = warm_range(&w, &w.items[i], e->off,
+						e->off + e->len, err, errlen);
+		}
+	}
+	whole(&w, -1);
 	rc = rc > 0 ? 0 : rc;
 out:
 	for (size_t i = 0; i < w.n; i++)

@@ -22,9 +22,6 @@ struct sfs_prefetch_cb {
 	/* One line for the user (e.g. only part fits in the cache). */
 	void (*note)(void *arg, const char *line);
 	void *arg;
-	/* Where to begin, as a fraction of all the bytes (0: the first
-	 * file's first byte), going round to the start after the end. */
-	double start;
 };
 
 /*

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The first model @s lists (or cfg.only, if it lists that), into
  * @name.  0, -ENOENT (none) or -errno with @err. */
@@ -502,6 +503,31 @@ void sfs_replica_unref(struct sfs_replica *r, struct sfs_view *v)
 		pthread_cond_broadcast(&r->cond);
 		pthread_mutex_unlock(&r->lock);
 	}
+}
+
+void sfs_replica_warming(struct sfs_replica *r, struct sfs_view *v, int delta)
+{
+	pthread_mutex_lock(&v->model->lock);
+	v->warming += delta;
+	pthread_mutex_unlock(&v->model->lock);
+	/* The sweeper sets the lanes anew. */
+	pthread_mutex_lock(&r->lock);
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+int sfs_replica_wait_listed(struct sfs_replica *r, unsigned int ms)
+{
+	char addr[300];
+	uint64_t until = sfs_now_ms() + ms;
+	if (!r->reseed)
+		return -ENOENT;
+	while (rsrc_self_addr(r, addr, sizeof(addr))) {
+		if (sfs_now_ms() >= until)
+			return -ETIMEDOUT;
+		usleep(20000);
+	}
+	return 0;
 }
 
 int sfs_replica_alive(struct sfs_replica *r, struct sfs_view *v)

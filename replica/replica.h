@@ -138,10 +138,21 @@ void sfs_replica_revalidate_missing(struct sfs_replica *r, uint64_t ino);
  * take a reference on @v, read from a tree node under the lock: 0, or
  * -ESTALE when it is no longer served (no reference taken).
  * sfs_replica_unref - drop one.  sfs_replica_alive - 0 once no seed
- * serves @v.
+ * serves @v.  sfs_replica_warming - a prefetch of every file of @v
+ * (referenced) starts (@delta 1) or ends (-1): a re-seeder says so in
+ * its holdings, and replicas loading @v together share the seeds'
+ * chunks among those that do (see sfs_cache_set_lanes).
  */
 int sfs_replica_ref(struct sfs_replica *r, struct sfs_view *v);
 void sfs_replica_unref(struct sfs_replica *r, struct sfs_view *v);
+void sfs_replica_warming(struct sfs_replica *r, struct sfs_view *v, int delta);
+
+/*
+ * sfs_replica_wait_listed - a re-seeding replica: wait (at most @ms)
+ * until a seed lists it among its re-seeders.  Returns 0 once listed,
+ * -ETIMEDOUT, or -ENOENT (not re-seeding).
+ */
+int sfs_replica_wait_listed(struct sfs_replica *r, unsigned int ms);
 int sfs_replica_alive(struct sfs_replica *r, struct sfs_view *v);
 
 /* The pointers a read hands back, and the chunks they pin. */

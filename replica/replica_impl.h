@@ -37,14 +37,15 @@ struct sfs_tree;
 struct sfs_xport;
 struct rsrc;
 
-#define RSRC_MAX 64	      /* sources of one replica */
-#define RMODEL_MAX 256	      /* models one source may list */
-#define RSERVED_MAX 16	      /* generations of a model a source serves */
-#define RSRC_POLL_MS 1000     /* each source is asked this often, behind */
-#define RSRC_ASK_MS 3000      /* the longest an open waits for a source */
-#define RSRC_LOOKUP_MS 1000   /* ... a lookup of a missing name */
-#define RSRC_FRESH_MS 200     /* a missing name asks at most this often */
-#define ADOPT_BACKOFF_MS 1000 /* a failed adoption is retried after this, */
+#define RSRC_MAX 64		  /* sources of one replica */
+#define RMODEL_MAX 256		  /* models one source may list */
+#define RSERVED_MAX 16		  /* generations of a model a source serves */
+#define RSRC_POLL_MS 1000	  /* each source is asked this often, behind */
+#define RSRC_RESEEDER_POLL_MS 250 /* ... a re-seeder (its holdings grow) */
+#define RSRC_ASK_MS 3000	  /* the longest an open waits for a source */
+#define RSRC_LOOKUP_MS 1000	  /* ... a lookup of a missing name */
+#define RSRC_FRESH_MS 200	  /* a missing name asks at most this often */
+#define ADOPT_BACKOFF_MS 1000	  /* a failed adoption is retried after this, */
 #define ADOPT_BACKOFF_MAX_MS 60000 /* doubling up to this */
 
 /* One source serving one view's content.  Protected by the model's
@@ -60,6 +61,7 @@ struct sfs_vholder {
 	size_t ep;	  /* partial: its endpoint in @m */
 	uint64_t version; /* partial: of the holdings its pieces are */
 	int have_version;
+	int prefetching; /* partial: it says it loads the whole content */
 	struct sfs_cache_hobj *hobjs; /* per canonical file: owned */
 	struct sfs_cache_piece *pieces;
 	uint32_t holder;     /* the cache's */
@@ -102,6 +104,19 @@ struct rsrc_known {
 	uint64_t failed_gen, retry_ms;
 	unsigned int failures;
 };
+
+/*
+ * rsrc_self_addr - the address under which a seed lists this replica as
+ * a re-seeder, into @buf.  0, or -ENOENT (not re-seeding, or not listed
+ * yet).
+ */
+int rsrc_self_addr(struct sfs_replica *r, char *buf, size_t len);
+
+/*
+ * rsrc_publishes - 1 when @s is a re-seeder (not this replica) that
+ * answers and whose last answer listed model @name with @content.
+ */
+int rsrc_publishes(struct rsrc *s, const char *name, uint64_t content);
 
 /* One control address: a seed given with --seed, or a re-seeder. */
 struct rsrc {

@@ -118,13 +118,13 @@ static int models_reply(struct sfs_reseed *rs, struct sfs_ctl_resp *resp)
 			snprintf(content, sizeof(content), "0x%" PRIx64,
 				 cur->content);
 			json_array_append_new(
-				a, json_pack("{s:s,s:I,s:s,s:s,s:s,s:o*}",
-					     "model", mo->name, "generation",
-					     (json_int_t)cur->generation,
-					     "instance", inst, "content",
-					     content, "identity_id",
-					     cur->m->id_short, "served",
-					     served));
+				a,
+				json_pack("{s:s,s:I,s:s,s:s,s:s,s:o*}", "model",
+					  mo->name, "generation",
+					  (json_int_t)cur->generation,
+					  "instance", inst, "content", content,
+					  "identity_id", cur->m->id_short,
+					  "served", served));
 		}
 		pthread_mutex_unlock(&mo->lock);
 	}
@@ -150,7 +150,8 @@ static int manifest_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 				    "no such model here (GET /v1/models lists "
 				    "them)\n");
 	struct sfs_manifest *m = NULL;
-	int rc = sfs_manifest_decode(v->json, v->json_len, &m, why, sizeof(why));
+	int rc =
+		sfs_manifest_decode(v->json, v->json_len, &m, why, sizeof(why));
 	uint64_t generation = v->generation;
 	view_put(r, v);
 	if (rc)
@@ -182,7 +183,8 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 			  struct sfs_ctl_resp *resp)
 {
 	struct sfs_replica *r = rs->r;
-	const char *c = sfs_ctl_arg(req, "content"), *since = sfs_ctl_arg(req, "since");
+	const char *c = sfs_ctl_arg(req, "content"),
+		   *since = sfs_ctl_arg(req, "since");
 	uint64_t content, sv = 0;
 	if (!c || sfs_parse_u64(c, &content) ||
 	    (since && sfs_parse_u64(since, &sv)))
@@ -194,10 +196,13 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
 				    "no such model or content here\n");
 	uint64_t version = sfs_cache_set_version(r->cache, v->set);
+	pthread_mutex_lock(&v->model->lock);
+	int warming = v->warming > 0;
+	pthread_mutex_unlock(&v->model->lock);
 	json_t *o = NULL;
 	if (since && sv == version) {
-		o = json_pack("{s:I,s:b}", "version", (json_int_t)version,
-			      "unchanged", 1);
+		o = json_pack("{s:I,s:b,s:b}", "version", (json_int_t)version,
+			      "unchanged", 1, "prefetching", warming);
 	} else {
 		json_t *files = json_array();
 		uint32_t *slots = NULL;
@@ -206,8 +211,8 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 			uint64_t len = v->m->files[i].size;
 			uint64_t n = (len + r->chunk_size - 1) / r->chunk_size;
 			json_t *fa = json_array();
-			if (!fa || (n && sfs_grow((void **)&slots, &cap, (size_t)n,
-						  sizeof(*slots)))) {
+			if (!fa || (n && sfs_grow((void **)&slots, &cap,
+						  (size_t)n, sizeof(*slots)))) {
 				json_decref(fa);
 				json_decref(files);
 				files = NULL;
@@ -219,28 +224,30 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 						 &version);
 			for (uint64_t k = 0; k < n; k++)
 				json_array_append_new(
-					fa, json_integer(slots[k] == UINT32_MAX
-								 ? -1
-								 : (json_int_t)
-									   slots[k]));
+					fa,
+					json_integer(
+						slots[k] == UINT32_MAX
+							? -1
+							: (json_int_t)
+								  slots[k]));
 			json_array_append_new(files, fa);
 		}
 		free(slots);
 		char addr[24], key[24], raw[2 * SFS_XPORT_RAWKEY_MAX + 1];
 		snprintf(addr, sizeof(addr), "0x%" PRIx64, rs->raddr);
 		snprintf(key, sizeof(key), "0x%" PRIx64, rs->key);
-		json_t *slab = rs->raw_len
-				       ? (sfs_hex_encode(rs->raw, rs->raw_len,
-							 raw),
-					  json_pack("{s:s,s:s}", "address",
-						    addr, "raw_key", raw))
-				       : json_pack("{s:s,s:s}", "address", addr,
-						   "key", key);
-		o = json_pack("{s:I,s:I,s:I,s:o*,s:o*}", "version",
+		json_t *slab =
+			rs->raw_len
+				? (sfs_hex_encode(rs->raw, rs->raw_len, raw),
+				   json_pack("{s:s,s:s}", "address", addr,
+					     "raw_key", raw))
+				: json_pack("{s:s,s:s}", "address", addr, "key",
+					    key);
+		o = json_pack("{s:I,s:I,s:I,s:b,s:o*,s:o*}", "version",
 			      (json_int_t)version, "chunk_size",
 			      (json_int_t)r->chunk_size, "keep_ms",
-			      (json_int_t)rs->keep_ms, "slab", slab, "files",
-			      files);
+			      (json_int_t)rs->keep_ms, "prefetching", warming,
+			      "slab", slab, "files", files);
 	}
 	view_put(r, v);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -373,13 +380,13 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 	    sizeof(rs->instance))
 		rs->instance = sfs_now_ns() ^ (uint64_t)getpid() << 32;
 	/* A seed transport of the protocol the replica reads with. */
-	struct sfs_xport_cfg xc = {
-		.protocol = r->proto,
-		.role = SFS_XPORT_SEED,
-		.node = *host && strcmp(host, "0.0.0.0") && strcmp(host, "::")
-				? host
-				: NULL,
-		.timeout_ms = r->cfg.timeout_ms};
+	struct sfs_xport_cfg xc = {.protocol = r->proto,
+				   .role = SFS_XPORT_SEED,
+				   .node = *host && strcmp(host, "0.0.0.0") &&
+							   strcmp(host, "::")
+						   ? host
+						   : NULL,
+				   .timeout_ms = r->cfg.timeout_ms};
 	if ((rc = sfs_xport_open(&xc, &rs->x, err, errlen)))
 		goto fail;
 	uint8_t *base;
@@ -401,9 +408,8 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 				   &rs->srv, &bound, err, errlen)))
 		goto fail;
 	int v6 = strchr(host, ':') != NULL;
-	snprintf(rs->announce, sizeof(rs->announce), "%s%s%s:%u",
-		 v6 ? "[" : "", *host ? host : "0.0.0.0", v6 ? "]" : "",
-		 bound);
+	snprintf(rs->announce, sizeof(rs->announce), "%s%s%s:%u", v6 ? "[" : "",
+		 *host ? host : "0.0.0.0", v6 ? "]" : "", bound);
 	if ((rc = -pthread_create(&rs->announcer, NULL, announcer, rs))) {
 		snprintf(err, errlen, "thread: %s", strerror(-rc));
 		goto fail;

@@ -591,8 +591,13 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 		if (mo)
 			model_prune(mo, s, a.instance, am->served,
 				    am->expires_in, am->nserved);
-		if (k && fresh)
+		if (k && fresh) {
 			offer(s, am, a.instance);
+			/* A new source of a model: its lanes change. */
+			pthread_mutex_lock(&r->lock);
+			pthread_cond_broadcast(&r->cond);
+			pthread_mutex_unlock(&r->lock);
+		}
 		/* A re-seeder (found, or given): its holdings. */
 		refresh_holdings(s, am);
 	}
@@ -669,7 +674,8 @@ void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Behind the opens: every source is asked every RSRC_POLL_MS (a source
+/* Behind the opens: every source is asked every RSRC_POLL_MS (a
+ * re-seeder every RSRC_RESEEDER_POLL_MS: what it holds grows fast; a source
  * that does not answer, a timeout apart), so holders stay true and a
  * source that comes back is used again. */
 static void *poller(void *arg)
@@ -682,7 +688,9 @@ static void *poller(void *arg)
 		 * rsrc_revalidate); this thread asks it every second all
 		 * the same, so it is used again soon after it answers. */
 		uint64_t now = sfs_now_ms();
-		uint64_t next = s->checked_ms + RSRC_POLL_MS;
+		uint64_t next =
+			s->checked_ms +
+			(s->reseeder ? RSRC_RESEEDER_POLL_MS : RSRC_POLL_MS);
 		if (s->self)
 			break; /* itself: nothing to ask */
 		/* A re-seeder that went away is asked less often. */
@@ -720,6 +728,35 @@ void rsrc_stop(struct rsrc *s)
 	pthread_mutex_unlock(&s->lock);
 	pthread_join(s->thread, NULL);
 	s->thread_started = 0;
+}
+
+int rsrc_publishes(struct rsrc *s, const char *name, uint64_t content)
+{
+	pthread_mutex_lock(&s->lock);
+	struct rsrc_known *k = s->reseeder && !s->self && !s->unreachable
+				       ? known(s, name)
+				       : NULL;
+	int yes = k && k->listed && k->content == content;
+	pthread_mutex_unlock(&s->lock);
+	return yes;
+}
+
+int rsrc_self_addr(struct sfs_replica *r, char *buf, size_t len)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nsrcs;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < n && rc; i++) {
+		struct rsrc *s = r->srcs[i];
+		pthread_mutex_lock(&s->lock);
+		if (s->self) {
+			snprintf(buf, len, "%s", s->addr);
+			rc = 0;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return rc;
 }
 
 int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id)

@@ -48,6 +48,11 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 			/* Its control port does not answer either: gone. */
 			fprintf(f, "%s: %s (unreachable for %.1f s: %s)\n",
 				kind, s->addr, (double)silent / 1e3, ctl_err);
+		else if (pi.state == SFS_PEER_UP && pi.avoided_ms)
+			fprintf(f,
+				"%s: %s (reachable; stalled: for %.1f s only "
+				"what no other source holds)\n",
+				kind, s->addr, (double)pi.avoided_ms / 1e3);
 		else if (pi.state == SFS_PEER_UP)
 			fprintf(f, "%s: %s (reachable)\n", kind, s->addr);
 		else
@@ -211,6 +216,12 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	fprintf(f, "pull_rate_avg: %.1f MB/s\n",
 		up > 0 ? (double)st.bytes_pulled / up / 1e6 : 0.0);
 	fprintf(f, "failovers: %" PRIu64 "\n", st.failovers);
+	if (st.lane_own || st.lane_others)
+		fprintf(f,
+			"seed_pulls_shared: %" PRIu64
+			" of this replica's lane, %" PRIu64
+			" of others' (not waited for)\n",
+			st.lane_own, st.lane_others);
 	if (r->reseed)
 		fprintf(f, "export_evictions: %" PRIu64 "\n",
 			st.export_evictions);

@@ -181,7 +181,7 @@ int main(int argc, char **argv)
 			sfs_parse_u64(argv[++i], &shards);
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			sfs_parse_u64(argv[++i], &seed);
-		else if (!dir)
+		else if (!dir && argv[i][0] != '-')
 			dir = argv[i];
 		else {
 			fprintf(stderr, "usage: genmodel DIR [--size BYTES] "

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The fan-out bench in short: 3 replicas in network namespaces on
+# 200 Mbit/s links, a 16 MiB model.  bench/fanout.sh fails unless every
+# replica reads every file byte-exact in (a) seed only, (b) --reseed
+# --prefetch told only the seed, (c) one seed per replica, and (k) (b)
+# with the seed killed -9 once the replicas hold every chunk among
+# them; (h) kills it earlier, at half of (b)'s time, and every replica
+# must then end (byte-exact, or EIO for bytes nobody had) within the
+# bound.  Here: in (b) each replica read from the others and the seed
+# sent less than (a) made it send; no sanitizer report.
+source "$(dirname "$0")/lib.sh" "$1"
+[ "$(id -u)" = 0 ] || { echo "skip: network namespaces need root"; exit 77; }
+
+R=$WORK/results
+FANOUT_N=3 FANOUT_SIZE=16M FANOUT_RATE=200mbit FANOUT_SHORT=1 \
+	FANOUT_MOUNT_OPTS="--timeout 5" FANOUT_RESULTS=$R \
+	bash "$(dirname "$0")/../../bench/fanout.sh" "$BUILD" >"$WORK/fanout.out" 2>&1 ||
+	fail "bench/fanout.sh: $(grep -v '^20' "$WORK/fanout.out" | tail -n 20)"
+val() { awk -v k="$1" '$1 == k { print $2 }' "$R"; }
+bytes=$(val bytes)
+n=$(awk '$1 == "reseeder_bytes"' "$R" | wc -l)
+[ "$n" = 3 ] || fail "(b): $n status files, not 3"
+awk '$1 == "reseeder_bytes" && $2 == 0 { bad = 1 } END { exit bad }' "$R" ||
+	fail "(b): a replica read nothing from the others: $(cat "$R")"
+[ "$(val seed_sent_b)" -lt "$(val seed_sent_a)" ] ||
+	fail "(b): the seed sent $(val seed_sent_b) bytes, (a) $(val seed_sent_a)"
+[ "$(val seed_sent_b)" -le $((2 * bytes)) ] ||
+	fail "(b): the seed sent $(val seed_sent_b) bytes, more than twice the model ($bytes)"
+[ "$(val killed_at)" -gt 0 ] || fail "(k): the seed was not killed"
+sanitizers_clean
+ok "fan-out, 3 replicas: $(grep -E '^\| \((a|b|c|k|h)\)' "$WORK/fanout.out" |
+	awk -F'|' '{ gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3); printf "%s %s; ", $2, $3 }')"

@@ -17,6 +17,7 @@
 #include "fs/serve.h"
 #include "metadata/control.h"
 #include "metadata/identity.h"
+#include "metadata/registry.h"
 #include "replica/replica.h"
 #include "transports/transport.h"
 
@@ -45,6 +46,9 @@ struct mount_opts {
 	char *ahead;
 	char *require;
 	char *listen;
+	char *registry;
+	char *registry_ca;
+	char *registry_auth_file;
 	int reseed;
 	int no_verify;
 	int prefetch;
@@ -86,6 +90,12 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--require %s", require),
 	OPT("--listen=%s", listen),
 	OPT("--listen %s", listen),
+	OPT("--registry=%s", registry),
+	OPT("--registry %s", registry),
+	OPT("--registry-ca=%s", registry_ca),
+	OPT("--registry-ca %s", registry_ca),
+	OPT("--registry-auth-file=%s", registry_auth_file),
+	OPT("--registry-auth-file %s", registry_auth_file),
 	{"--reseed", offsetof(struct mount_opts, reseed), 1},
 	{"nonempty", offsetof(struct mount_opts, nonempty), 1},
 	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
@@ -116,8 +126,9 @@ struct mount_cfg {
 	int prefetch;		     /* warm every file once mounted */
 	struct sfs_require *require; /* owned; NULL: show every source */
 	const char *require_text;
-	const char *reseed; /* serve what it holds here, or NULL */
-	uint64_t start_ms;  /* when the command started (monotonic) */
+	const char *reseed;	     /* serve what it holds here, or NULL */
+	struct sfs_reg_cfg registry; /* .url NULL: none */
+	uint64_t start_ms;	     /* when the command started (monotonic) */
 };
 
 static void usage(void)
@@ -126,6 +137,8 @@ static void usage(void)
 	sfs_xport_known(NULL, names, sizeof(names));
 	printf("usage: seedfs mount --seed HOST:PORT[,HOST:PORT...] MOUNTPOINT "
 	       "[options]\n"
+	       "       seedfs mount --registry etcd://HOST:PORT[,...][/PREFIX] "
+	       "MOUNTPOINT [options]\n"
 	       "\n"
 	       "Mount every model the seeds publish at MOUNTPOINT/NAME,\n"
 	       "read-only.  Reads become one-sided reads of the seeds' memory,\n"
@@ -134,11 +147,22 @@ static void usage(void)
 	       "MOUNTPOINT or SIGTERM unmounts.\n"
 	       "\n"
 	       "seedfs options:\n"
-	       "    --seed HOST:PORT[,...] the seeds' control ports (required):\n"
+	       "    --seed HOST:PORT[,...] the seeds' control ports (this or\n"
+	       "                           --registry is required):\n"
 	       "                           each one that publishes a model's\n"
 	       "                           content is a source of it; the\n"
 	       "                           first that answers leads its\n"
 	       "                           generations\n"
+	       "    --registry etcd://HOST:PORT[,...][/PREFIX]\n"
+	       "                           every source recorded in this etcd\n"
+	       "                           (etcds://: TLS), followed by watch:\n"
+	       "                           models come and go, new sources and\n"
+	       "                           generations are used at once\n"
+	       "                           (docs/registry.md)\n"
+	       "    --registry-ca FILE     with etcds://, the CA of etcd's\n"
+	       "                           certificate (default: the system's)\n"
+	       "    --registry-auth-file FILE  USER:PASSWORD for etcd on its\n"
+	       "                           first line\n"
 	       "    --protocol NAME        the transport, one of\n"
 	       "                           %s;\n"
 	       "                           default $SEEDFS_PROTOCOL, else\n"
@@ -282,9 +306,18 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	c->chunk_size = 1u << 20;
 	c->read_ahead_kb = 16384;
 	c->max_background = 32; /* kernel default 12; 32 measured faster */
-	if (!c->seeds.n) {
-		fprintf(stderr, "seedfs mount: --seed HOST:PORT is required "
-				"(seedfs mount --help)\n");
+	c->registry = (struct sfs_reg_cfg){.url = o->registry,
+					   .ca_file = o->registry_ca,
+					   .auth_file = o->registry_auth_file};
+	if (!c->seeds.n && !o->registry) {
+		fprintf(stderr, "seedfs mount: --seed HOST:PORT or --registry "
+				"etcd://HOST:PORT is required (seedfs mount "
+				"--help)\n");
+		return -EINVAL;
+	}
+	if (!o->registry && (o->registry_ca || o->registry_auth_file)) {
+		fprintf(stderr, "seedfs mount: --registry-ca and "
+				"--registry-auth-file are for --registry\n");
 		return -EINVAL;
 	}
 	if (num_opt(o->timeout, "--timeout", sfs_parse_u64, 1, 3600, &v))
@@ -402,9 +435,13 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 				   .ready_fd = ready_fd,
 				   .log_file = log_file};
 	struct sfs_replica *r;
+	struct sfs_reg *reg = NULL;
 	char err[SFS_XPORT_ERR_MAX] = "";
 
-	if (sfs_replica_open(&rc, &r, err, sizeof(err))) {
+	if ((c->registry.url &&
+	     sfs_reg_open(&c->registry, &reg, err, sizeof(err))) ||
+	    (rc.registry = reg, sfs_replica_open(&rc, &r, err, sizeof(err)))) {
+		sfs_reg_free(reg);
 		fprintf(stderr, "seedfs mount: %s\n", err);
 		if (ready_fd >= 0) {
 			char f = 'F';
@@ -419,6 +456,7 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	sfs_replica_set_ahead(r, SFS_MIN(4ull * c->chunk_size, ra_max), ra_max);
 	int status = sfs_fs_serve(r, args, cmd, &sc);
 	sfs_replica_close(r);
+	sfs_reg_free(reg);
 	return status;
 }
 
@@ -503,7 +541,8 @@ int sfs_cli_mount(int argc, char **argv)
 	/* Commas separate -o options: the seeds' are escaped. */
 	char fsname[1200], seeds[900];
 	size_t k = 0;
-	for (const char *p = c.seeds.text; *p && k + 3 < sizeof(seeds); p++) {
+	const char *named = c.seeds.n ? c.seeds.text : o.registry;
+	for (const char *p = named; *p && k + 3 < sizeof(seeds); p++) {
 		if (*p == ',')
 			seeds[k++] = '\\';
 		seeds[k++] = *p;
@@ -563,6 +602,9 @@ out:
 	free(o.ahead);
 	free(o.require);
 	free(o.listen);
+	free(o.registry);
+	free(o.registry_ca);
+	free(o.registry_auth_file);
 	free(o.mnt);
 	sfs_require_free(c.require);
 	free(o.log_level);

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "metadata/control.h"
+#include "metadata/registry.h"
 #include "replica/pull.h"
 #include "replica/replica.h"
 #include "transports/transport.h"
@@ -22,15 +23,22 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: seedfs pull --seed HOST:PORT[,HOST:PORT...] NAME DEST "
 		"[options]\n"
+		"       seedfs pull --registry etcd://HOST:PORT[,...][/PREFIX] "
+		"NAME DEST [options]\n"
 		"\n"
 		"Copy the model NAME a seed publishes into the directory DEST\n"
 		"(created; it must not exist or be empty), byte-identical and\n"
 		"verified against the seed's checksums, at transport speed.\n"
 		"\n"
 		"options:\n"
-		"  --seed HOST:PORT[,...]  the seeds' control ports (required;\n"
-		"                       may be given again); the bytes come\n"
-		"                       from every one of the same content\n"
+		"  --seed HOST:PORT[,...]  the seeds' control ports (this or\n"
+		"                       --registry is required; may be given\n"
+		"                       again); the bytes come from every one\n"
+		"                       of the same content\n"
+		"  --registry etcd://HOST:PORT[,...][/PREFIX]  every source\n"
+		"                       recorded there (etcds://: TLS)\n"
+		"  --registry-ca FILE   with etcds://, the CA of etcd\n"
+		"  --registry-auth-file FILE  USER:PASSWORD for etcd\n"
 		"  --protocol NAME      as for mount (default: the seed's first\n"
 		"                       protocol this host can use)\n"
 		"  --cache-size SIZE    memory for chunks in flight (default 64M)\n"
@@ -47,6 +55,9 @@ int sfs_cli_pull(int argc, char **argv)
 		{"cache-size", required_argument, NULL, 'c'},
 		{"timeout", required_argument, NULL, 't'},
 		{"log-level", required_argument, NULL, 'l'},
+		{"registry", required_argument, NULL, 'r'},
+		{"registry-ca", required_argument, NULL, 'a'},
+		{"registry-auth-file", required_argument, NULL, 'u'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -55,6 +66,8 @@ int sfs_cli_pull(int argc, char **argv)
 	uint64_t cache_size = 64u << 20, v;
 	unsigned int timeout_ms = 10000;
 	char err[SFS_XPORT_ERR_MAX];
+	struct sfs_reg_cfg rcfg = {0};
+	struct sfs_reg *reg = NULL;
 	int c;
 
 	sfs_log_set_level("warn");
@@ -69,6 +82,15 @@ int sfs_cli_pull(int argc, char **argv)
 			break;
 		case 'p':
 			protocol = optarg;
+			break;
+		case 'r':
+			rcfg.url = optarg;
+			break;
+		case 'a':
+			rcfg.ca_file = optarg;
+			break;
+		case 'u':
+			rcfg.auth_file = optarg;
 			break;
 		case 'c':
 			if (sfs_parse_size(optarg, &v) || v < (16u << 20)) {
@@ -107,7 +129,7 @@ int sfs_cli_pull(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!seeds.n || argc - optind != 2) {
+	if ((!seeds.n && !rcfg.url) || argc - optind != 2) {
 		cli_seeds_free(&seeds);
 		usage(stderr);
 		return 2;
@@ -131,8 +153,10 @@ int sfs_cli_pull(int argc, char **argv)
 		cli_seeds_free(&seeds);
 		return 1;
 	}
-	if (sfs_replica_open(&rc, &r, err, sizeof(err))) {
+	if ((rcfg.url && sfs_reg_open(&rcfg, &reg, err, sizeof(err))) ||
+	    (rc.registry = reg, sfs_replica_open(&rc, &r, err, sizeof(err)))) {
 		fprintf(stderr, "seedfs pull: %s\n", err);
+		sfs_reg_free(reg);
 		cli_seeds_free(&seeds);
 		return 1;
 	}
@@ -141,6 +165,7 @@ int sfs_cli_pull(int argc, char **argv)
 	if (status)
 		fprintf(stderr, "seedfs pull: %s\n", err);
 	sfs_replica_close(r);
+	sfs_reg_free(reg);
 	cli_seeds_free(&seeds);
 	return status ? 1 : 0;
 }

@@ -2,6 +2,10 @@
 /* seed_main.c - the `seedfs seed` command line. */
 #include "cli/cli.h"
 #include "seed/seed.h"
+#include "seed/register.h"
+
+#include "metadata/control.h"
+#include "metadata/registry.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -71,6 +75,22 @@ static void usage(FILE *out)
 		"                       ep_size, ep_rank, framework\n"
 		"                       (docs/identity.md)\n"
 		"  --timeout SECONDS    bound on transport waits (default 10)\n"
+		"  --registry etcd://HOST:PORT[,HOST:PORT...][/PREFIX]\n"
+		"                       record every model in this etcd under\n"
+		"                       a lease, so mounts find the seed and\n"
+		"                       forget it when it dies (etcds://: TLS;\n"
+		"                       docs/registry.md)\n"
+		"  --registry-ca FILE   with etcds://, the CA that signed etcd's\n"
+		"                       certificate (default: the system's)\n"
+		"  --registry-auth-file FILE  USER:PASSWORD for etcd, on the\n"
+		"                       file's first line\n"
+		"  --registry-ttl SECONDS  the lease (default 10, renewed every\n"
+		"                       third of it)\n"
+		"  --advertise HOST[:PORT]  the control address recorded in the\n"
+		"                       registry (default: the --listen host,\n"
+		"                       or, listening on every address, the\n"
+		"                       address it reaches etcd from; the bound\n"
+		"                       port)\n"
 		"  --test-corrupt FILE:OFFSET  tests only: flip that published\n"
 		"                       byte after checksumming\n"
 		"  --log-level LEVEL    err, warn, info, debug (default info)\n"
@@ -95,6 +115,11 @@ enum {
 	OPT_GRACE,
 	OPT_WATCH,
 	OPT_IDENTITY,
+	OPT_REGISTRY,
+	OPT_REGISTRY_CA,
+	OPT_REGISTRY_AUTH,
+	OPT_REGISTRY_TTL,
+	OPT_ADVERTISE,
 };
 
 static const struct option long_opts[] = {
@@ -113,9 +138,17 @@ static const struct option long_opts[] = {
 	{"grace", required_argument, NULL, OPT_GRACE},
 	{"watch", no_argument, NULL, OPT_WATCH},
 	{"identity", required_argument, NULL, OPT_IDENTITY},
+	{"registry", required_argument, NULL, OPT_REGISTRY},
+	{"registry-ca", required_argument, NULL, OPT_REGISTRY_CA},
+	{"registry-auth-file", required_argument, NULL, OPT_REGISTRY_AUTH},
+	{"registry-ttl", required_argument, NULL, OPT_REGISTRY_TTL},
+	{"advertise", required_argument, NULL, OPT_ADVERTISE},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
+
+/* The seed's records in the registry (--registry), or NULL. */
+static struct sfs_seed_reg *seedreg;
 
 /* Publish the next generation of model @i (SIZE_MAX: every model); one
  * line on stdout when it is served. */
@@ -132,6 +165,7 @@ static void republish(struct sfs_seed *s, size_t i, const char *why)
 			why, err);
 		return;
 	}
+	sfs_seed_reg_update(seedreg);
 	sfs_seed_summary(s, summary, sizeof(summary));
 	printf("seedfs seed: published %s (%s)\n", summary, why);
 	fflush(stdout);
@@ -263,6 +297,69 @@ static int serve(struct sfs_seed *s, const sigset_t *set,
 	return 0;
 }
 
+/* --registry: the seed's records under its lease; one line on stderr
+ * when it cannot. */
+static int start_registry(struct sfs_seed *s, const struct sfs_reg_cfg *rcfg,
+			  unsigned int ttl_s, const char *advertise,
+			  const char *host, unsigned int bound,
+			  struct sfs_reg **reg)
+{
+	char control[300], err[1024], name[256] = "", h[256], p[16];
+	int rc;
+
+	if (advertise) {
+		if (sfs_parse_hostport(advertise, h, sizeof(h), p, sizeof(p)) ||
+		    !*h) {
+			fprintf(stderr,
+				"seedfs seed: --advertise %s: not HOST[:PORT]\n",
+				advertise);
+			return -EINVAL;
+		}
+		if (*p)
+			snprintf(control, sizeof(control), "%s", advertise);
+		else
+			snprintf(control, sizeof(control), "%s:%u", advertise,
+				 bound);
+	}
+	if (sfs_control_init()) {
+		fprintf(stderr, "seedfs seed: cannot initialise libcurl\n");
+		return -EIO;
+	}
+	if ((rc = sfs_reg_open(rcfg, reg, err, sizeof(err))) ||
+	    (rc = sfs_reg_check(*reg, err, sizeof(err)))) {
+		fprintf(stderr, "seedfs seed: registry %s: %s\n", rcfg->url,
+			err);
+		sfs_reg_free(*reg);
+		*reg = NULL;
+		return rc;
+	}
+	if (!advertise) {
+		/* Listening everywhere: the address it reaches etcd from is
+		 * the one the fleet most likely reaches it at. */
+		const char *hh = host;
+		int v6 = strchr(hh, ':') != NULL;
+		if (!*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::")) {
+			if (sfs_reg_local_ip(*reg, name, sizeof(name)) &&
+			    gethostname(name, sizeof(name) - 1))
+				snprintf(name, sizeof(name), "localhost");
+			hh = name;
+			v6 = 0;
+		}
+		snprintf(control, sizeof(control), "%s%s%s:%u", v6 ? "[" : "",
+			 hh, v6 ? "]" : "", bound);
+	}
+	if ((rc = sfs_seed_reg_start(s, *reg, ttl_s, control, &seedreg, err,
+				     sizeof(err)))) {
+		fprintf(stderr, "seedfs seed: %s\n", err);
+		sfs_reg_free(*reg);
+		*reg = NULL;
+		return rc;
+	}
+	SFS_LOG(SFS_INFO, "registry", "recorded in %s as %s (lease TTL %u s)",
+		sfs_reg_url(*reg), control, ttl_s);
+	return 0;
+}
+
 static int bad(const char *opt, const char *val)
 {
 	fprintf(stderr, "seedfs seed: invalid value '%s' for %s\n", val, opt);
@@ -287,7 +384,10 @@ int sfs_cli_seed(int argc, char **argv)
 	uint64_t v;
 	int c, rc;
 
-	const char *opt_protocol = NULL;
+	const char *opt_protocol = NULL, *advertise = NULL;
+	struct sfs_reg_cfg rcfg = {0};
+	struct sfs_reg *reg = NULL;
+	unsigned int reg_ttl = 10;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
 		switch (c) {
@@ -361,6 +461,23 @@ int sfs_cli_seed(int argc, char **argv)
 			break;
 		case OPT_IDENTITY:
 			cfg.identity = optarg;
+			break;
+		case OPT_REGISTRY:
+			rcfg.url = optarg;
+			break;
+		case OPT_REGISTRY_CA:
+			rcfg.ca_file = optarg;
+			break;
+		case OPT_REGISTRY_AUTH:
+			rcfg.auth_file = optarg;
+			break;
+		case OPT_REGISTRY_TTL:
+			if (sfs_parse_u64(optarg, &v) || v < 3 || v > 3600)
+				return bad("--registry-ttl", optarg);
+			reg_ttl = (unsigned int)v;
+			break;
+		case OPT_ADVERTISE:
+			advertise = optarg;
 			break;
 		case OPT_CHECKSUM_CHUNK:
 			if (sfs_parse_size(optarg, &v) ||
@@ -449,12 +566,19 @@ int sfs_cli_seed(int argc, char **argv)
 		sfs_seed_close(s);
 		return 1;
 	}
+	if (rcfg.url && (rc = start_registry(s, &rcfg, reg_ttl, advertise, host,
+					     bound, &reg))) {
+		sfs_ctl_stop(ctl);
+		sfs_seed_close(s);
+		return 1;
+	}
 	char summary[1024];
 	sfs_seed_summary(s, summary, sizeof(summary));
 	int v6 = strchr(host, ':') != NULL;
-	printf("seedfs seed: ready on %s%s%s:%u: %s; protocol %s\n",
+	printf("seedfs seed: ready on %s%s%s:%u: %s; protocol %s%s%s\n",
 	       v6 ? "[" : "", *host ? host : "0.0.0.0", v6 ? "]" : "", bound,
-	       summary, sfs_seed_protocol(s));
+	       summary, sfs_seed_protocol(s), reg ? "; registered in " : "",
+	       reg ? sfs_reg_url(reg) : "");
 	fflush(stdout);
 	SFS_LOG(SFS_INFO, "seed", "serving %s on port %u", summary, bound);
 
@@ -462,6 +586,10 @@ int sfs_cli_seed(int argc, char **argv)
 	for (size_t i = 0; i < ndirs; i++)
 		wdirs[i] = dirs[i].dir;
 	rc = serve(s, &set, wdirs, watch ? ndirs : 0);
+	/* Out of the registry first: mounts stop asking a seed going away. */
+	sfs_seed_reg_stop(seedreg);
+	seedreg = NULL;
+	sfs_reg_free(reg);
 	sfs_ctl_stop(ctl);
 	sfs_seed_close(s);
 	return rc;

@@ -2,7 +2,8 @@
 # Installs the Debian packages seedfs needs to build, test and demo.
 # Idempotent: does nothing when every package is already installed.
 # Usage: packaging/deps.sh [--build-only | --bench]
-#   default       everything, including the soft-RoCE VM test tier (qemu,
+#   default       everything, including etcd for the registry tests and
+#                 the soft-RoCE VM test tier (qemu,
 #                 Debian's kernel, busybox) that make test runs
 #   --build-only  what building and running seedfs need
 #   --bench       what make bench needs besides: sshfs and a private sshd
@@ -21,7 +22,7 @@ pkgs=(
 case "${1:-}" in
 --build-only) ;;
 --bench) pkgs+=(sshfs openssh-server openssh-client gnuplot-nox) ;;
-*) pkgs+=(attr rsync python3 python3-numpy
+*) pkgs+=(attr rsync python3 python3-numpy etcd-server etcd-client openssl
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
 	cpio gzip) ;;
 esac

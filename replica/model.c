@@ -941,6 +941,40 @@ static void lanes(struct sfs_replica *r, struct sfs_model *mo)
 			mo->name);
 }
 
+void model_retire(struct sfs_model *mo, const char *why)
+{
+	struct sfs_replica *r = mo->r;
+	uint64_t *sup = NULL;
+	size_t nsup = 0;
+
+	pthread_mutex_lock(&mo->adopt_lock);
+	pthread_mutex_lock(&mo->lock);
+	int had = mo->current != NULL;
+	mo->current = NULL;
+	pthread_mutex_unlock(&mo->lock);
+	if (had) {
+		pthread_rwlock_wrlock(&r->tree_lock);
+		sfs_tree_hide_model(r->tree, mo->name, &sup, &nsup);
+		pthread_rwlock_unlock(&r->tree_lock);
+	}
+	pthread_mutex_unlock(&mo->adopt_lock);
+	if (!had)
+		return;
+	pthread_mutex_lock(&r->lock);
+	void (*inval)(void *, uint64_t) = r->inval;
+	void *arg = r->inval_arg;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; inval && i < nsup; i++)
+		inval(arg, sup[i]);
+	if (inval)
+		inval(arg, SFS_ROOT_INO);
+	free(sup);
+	SFS_LOG(SFS_INFO, "model", "%s leaves the mount: %s", mo->name, why);
+	pthread_mutex_lock(&r->lock);
+	pthread_cond_broadcast(&r->cond); /* the sweeper expires its views */
+	pthread_mutex_unlock(&r->lock);
+}
+
 /*
  * One pass over @mo: holders whose grace ended go; a superseded view
  * nobody serves expires (reads through it get ESTALE, its pages leave

@@ -259,7 +259,7 @@ int sfs_replica_open(const struct sfs_replica_cfg *cfg,
 	r->mounted_ns = r->last_ns = sfs_now_ns();
 	if ((rc = sfs_cond_init(&r->cond)))
 		goto fail;
-	if (!cfg->nseeds || cfg->nseeds > RSRC_MAX) {
+	if ((!cfg->nseeds && !cfg->registry) || cfg->nseeds > RSRC_MAX) {
 		snprintf(err, errlen, "1 to %d seeds, not %zu", RSRC_MAX,
 			 cfg->nseeds);
 		rc = -EINVAL;
@@ -278,7 +278,11 @@ int sfs_replica_open(const struct sfs_replica_cfg *cfg,
 		r->srcs[i]->idx = i;
 		r->nsrcs++;
 	}
+	if (cfg->registry && (rc = fleet_open(r, err, errlen)))
+		goto fail;
 	if ((rc = open_parts(r, err, errlen)))
+		goto fail;
+	if (cfg->registry && (rc = fleet_start(r, err, errlen)))
 		goto fail;
 	*out = r;
 	return 0;
@@ -319,6 +323,7 @@ void sfs_replica_stop(struct sfs_replica *r)
 	sfs_mctl_stop(r->ctl); /* prefetches use the cache and the tree */
 	r->ctl = NULL;
 	r->control = NULL;
+	fleet_stop(r); /* no more news of sources */
 	pthread_mutex_lock(&r->lock);
 	r->stop = 1; /* no more sources */
 	size_t nsrcs = r->nsrcs;
@@ -357,6 +362,7 @@ void sfs_replica_close(struct sfs_replica *r)
 	free(r->models);
 	for (size_t i = 0; i < r->nsrcs; i++)
 		rsrc_free(r->srcs[i]);
+	fleet_free(r);
 	sfs_disk_close(r->disk);
 	sfs_xport_close(r->x);
 	sfs_tree_free(r->tree);
@@ -455,16 +461,20 @@ static void revalidate(struct sfs_replica *r, uint64_t ino, unsigned int ask_ms,
 		       uint64_t fresh_ms)
 {
 	char name[SFS_MF_NAME_MAX + 1];
+	int watched = fleet_healthy(r);
 	if (model_of_ino(r, ino, name, sizeof(name))) {
 		struct rsrc *s = rsrc_leader(r, name);
-		if (s)
+		/* The registry's watch tells what is new: no question while
+		 * the leader's record says what it last answered. */
+		if (s && !(watched && rsrc_reg_fresh(s, name)))
 			rsrc_revalidate(s, ask_ms, fresh_ms);
 		return;
 	}
 	/* The root: every seed (a model may come, or one hidden may match
-	 * again). */
+	 * again); with the watch running, only those it does not follow. */
 	for (size_t i = 0; i < r->nsrcs; i++)
-		if (!r->srcs[i]->reseeder)
+		if (!r->srcs[i]->reseeder &&
+		    !(watched && r->srcs[i]->registered))
 			rsrc_revalidate(r->srcs[i], ask_ms, fresh_ms);
 }
 

@@ -60,6 +60,9 @@ struct sfs_replica_cfg {
 	/* Serve what it holds to other replicas on this control address
 	 * (HOST:PORT) (replica/reseed.h), or NULL. [borrowed] */
 	const char *reseed;
+	/* The fleet registry (metadata/registry.h), or NULL: its records
+	 * are sources too, followed by watch.  [borrowed] */
+	struct sfs_reg *registry;
 };
 
 /*

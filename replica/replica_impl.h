@@ -42,6 +42,7 @@ struct rsrc;
 #define RSERVED_MAX 16		  /* generations of a model a source serves */
 #define RSRC_POLL_MS 1000	  /* each source is asked this often, behind */
 #define RSRC_RESEEDER_POLL_MS 250 /* ... a re-seeder (its holdings grow) */
+#define RSRC_REG_POLL_MS 10000	  /* ... a seed the registry's watch follows */
 #define RSRC_ASK_MS 3000	  /* the longest an open waits for a source */
 #define RSRC_LOOKUP_MS 1000	  /* ... a lookup of a missing name */
 #define RSRC_FRESH_MS 200	  /* a missing name asks at most this often */
@@ -103,6 +104,9 @@ struct rsrc_known {
 	 * before retry_ms (doubling back-off) unless it moves on. */
 	uint64_t failed_gen, retry_ms;
 	unsigned int failures;
+	/* What the registry's record of it says (fleet.c). */
+	int reg_known;
+	uint64_t reg_generation, reg_content;
 };
 
 /*
@@ -136,7 +140,9 @@ struct rsrc {
 	char ctl_err[512];
 	int bg_wanted; /* ask behind an open */
 	int stop;
-	int self; /* a re-seeder listed that is this replica: not asked */
+	int self;	/* a re-seeder listed that is this replica: not asked */
+	int registered; /* found in the registry (fleet.c) */
+	int dropped;	/* its records in the registry went: not used */
 	/* The connection, to the run of @instance; protected by lock. */
 	uint64_t instance; /* 0: none yet */
 	uint64_t xpeer;	   /* the transport's */
@@ -174,6 +180,7 @@ struct sfs_replica {
 	void *inval_arg;
 	struct sfs_mctl *ctl;
 	struct sfs_reseed *reseed; /* --reseed, or NULL */
+	struct sfs_fleet *fleet;   /* --registry, or NULL */
 	uint64_t ra_min, ra_max;   /* read-ahead window; ra_max 0: off */
 	/* status */
 	uint64_t mounted_ns; /* monotonic */
@@ -223,6 +230,20 @@ void rsrc_stop(struct rsrc *s);
 /* The first seed that publishes @model and answers (else the first
  * that publishes it; NULL: none). */
 struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model);
+/* rsrc_find - the source at @addr, or NULL. */
+struct rsrc *rsrc_find(struct sfs_replica *r, const char *addr);
+/*
+ * rsrc_drop - the registry no longer lists @s: its holders and its
+ * connection go, it is not asked until rsrc_registered.  rsrc_registered
+ * - the registry lists @s (again) with @name at @generation, @content:
+ * asked now when that is news.
+ */
+void rsrc_drop(struct rsrc *s);
+void rsrc_registered(struct rsrc *s, const char *name, uint64_t generation,
+		     uint64_t content);
+/* rsrc_reg_fresh - 1 when the registry's record of @name from @s says
+ * what @s last answered (no need to ask it). */
+int rsrc_reg_fresh(struct rsrc *s, const char *name);
 /* The cache's reconnect callback (@arg: the replica). */
 int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id);
 
@@ -264,7 +285,29 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 		   const char *json, size_t len, char *why, size_t whylen);
 int model_holdings_version(struct sfs_model *mo, struct rsrc *src,
 			   uint64_t content, uint64_t *version);
+/*
+ * model_retire - no source publishes @mo any more (the registry says
+ * so): its directory leaves the mount, its views expire once nobody
+ * serves them.  A source that publishes it again brings it back.
+ */
+void model_retire(struct sfs_model *mo, const char *why);
 /* The sweeper thread (replica.c starts it). */
 void *model_sweeper(void *arg);
+
+/* fleet.c: the registry (--registry) as a source of sources. */
+struct sfs_fleet;
+/* fleet_open - read every record now: its sources join r->srcs (not
+ * started).  0, or -errno with one line in @err. */
+int fleet_open(struct sfs_replica *r, char *err, size_t errlen);
+/* fleet_start - watch from the revision fleet_open read. */
+int fleet_start(struct sfs_replica *r, char *err, size_t errlen);
+void fleet_stop(struct sfs_replica *r);
+void fleet_free(struct sfs_replica *r);
+/* fleet_healthy - 1 while the watch runs (news comes within ms). */
+int fleet_healthy(struct sfs_replica *r);
+/* fleet_lists - 1 when some record names model @name. */
+int fleet_lists(struct sfs_replica *r, const char *name);
+/* fleet_status - lines for .seedfs/status into @buf. */
+void fleet_status(struct sfs_replica *r, char *buf, size_t len);
 
 #endif /* SFS_REPLICA_IMPL_H */

@@ -33,6 +33,7 @@
 #include "common/util.h"
 #include "metadata/control.h"
 #include "metadata/ctlsrv.h"
+#include "metadata/registry.h"
 #include "replica/replica_impl.h"
 #include "transports/transport.h"
 
@@ -64,6 +65,11 @@ struct sfs_reseed {
 	int stop;	     /* protected by lock */
 	pthread_t announcer;
 	int announcer_started;
+	/* --registry: its records (announcer thread only). */
+	struct sfs_reg_pub *pub;
+	char reg_addr[300];
+	size_t nkeys;
+	char **keys;
 };
 
 /* The view of @name with @content (0: the current one), referenced;
@@ -313,9 +319,68 @@ static int handle(void *arg, const struct sfs_ctl_req *req,
 			    "not found; try /v1/models or /v1/holdings\n");
 }
 
+/* With --registry: a record per model it has a view of, kind
+ * "reseeder" (docs/registry.md); the records of models it no longer has
+ * go. */
+static void register_models(struct sfs_reseed *rs)
+{
+	struct sfs_replica *r = rs->r;
+	struct sfs_reg *g = r->cfg.registry;
+	char inst[24], key[SFS_REG_KEY_MAX + 1];
+	char **keys = NULL;
+	size_t nkeys = 0;
+
+	if (!rs->pub)
+		return;
+	snprintf(inst, sizeof(inst), "0x%" PRIx64, rs->instance);
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nmodels;
+	pthread_mutex_unlock(&r->lock);
+	keys = calloc(n + 1, sizeof(*keys));
+	for (size_t i = 0; keys && i < n; i++) {
+		struct sfs_model *mo = r->models[i];
+		json_t *o = NULL;
+		pthread_mutex_lock(&mo->lock);
+		const struct sfs_view *cur = mo->current;
+		if (cur && !sfs_reg_model_key(g, mo->name, "reseeder",
+					      rs->reg_addr, key, sizeof(key))) {
+			char content[24];
+			snprintf(content, sizeof(content), "0x%" PRIx64,
+				 cur->content);
+			o = json_pack(
+				"{s:i,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:[s],s:b}",
+				"version", 1, "kind", "reseeder", "model",
+				mo->name, "control", rs->reg_addr, "generation",
+				(json_int_t)cur->generation, "instance", inst,
+				"content", content, "identity_id",
+				cur->m->id_short, "protocols", r->proto,
+				"prefetching", cur->warming > 0);
+		}
+		pthread_mutex_unlock(&mo->lock);
+		char *val =
+			o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		json_decref(o);
+		if (val && !sfs_reg_pub_set(rs->pub, key, val))
+			keys[nkeys++] = strdup(key);
+		free(val);
+	}
+	/* What it recorded last time and has no view of now: gone. */
+	for (size_t i = 0; i < rs->nkeys; i++) {
+		int still = 0;
+		for (size_t k = 0; k < nkeys && !still; k++)
+			still = keys[k] && !strcmp(keys[k], rs->keys[i]);
+		if (!still)
+			sfs_reg_pub_del(rs->pub, rs->keys[i]);
+		free(rs->keys[i]);
+	}
+	free(rs->keys);
+	rs->keys = keys;
+	rs->nkeys = nkeys;
+}
+
 /* Tell every seed this replica reads from where it serves, every few
  * seconds: their lists lapse without it (an unmounted re-seeder simply
- * drops out). */
+ * drops out); and the registry, when there is one. */
 static void *announcer(void *arg)
 {
 	struct sfs_reseed *rs = arg;
@@ -326,6 +391,7 @@ static void *announcer(void *arg)
 	pthread_mutex_lock(&rs->lock);
 	while (!rs->stop) {
 		pthread_mutex_unlock(&rs->lock);
+		register_models(rs);
 		pthread_mutex_lock(&r->lock);
 		size_t n = r->nsrcs;
 		pthread_mutex_unlock(&r->lock);
@@ -410,6 +476,21 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 	int v6 = strchr(host, ':') != NULL;
 	snprintf(rs->announce, sizeof(rs->announce), "%s%s%s:%u", v6 ? "[" : "",
 		 *host ? host : "0.0.0.0", v6 ? "]" : "", bound);
+	if (r->cfg.registry) {
+		char ip[270];
+		if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) {
+			if (sfs_reg_local_ip(r->cfg.registry, ip, sizeof(ip)))
+				snprintf(ip, sizeof(ip), "127.0.0.1");
+		} else {
+			snprintf(ip, sizeof(ip), "%s%s%s", v6 ? "[" : "", host,
+				 v6 ? "]" : "");
+		}
+		snprintf(rs->reg_addr, sizeof(rs->reg_addr), "%s:%u", ip,
+			 bound);
+		if ((rc = sfs_reg_pub_start(r->cfg.registry, 10, "re-seeder",
+					    &rs->pub, err, errlen)))
+			goto fail;
+	}
 	if ((rc = -pthread_create(&rs->announcer, NULL, announcer, rs))) {
 		snprintf(err, errlen, "thread: %s", strerror(-rc));
 		goto fail;
@@ -443,6 +524,14 @@ void sfs_reseed_stop(struct sfs_reseed *rs)
 		pthread_mutex_unlock(&rs->lock);
 		pthread_join(rs->announcer, NULL);
 	}
+	/* Out of the registry before it stops serving. */
+	sfs_reg_pub_stop(rs->pub);
+	rs->pub = NULL;
+	for (size_t i = 0; i < rs->nkeys; i++)
+		free(rs->keys[i]);
+	free(rs->keys);
+	rs->keys = NULL;
+	rs->nkeys = 0;
 	sfs_ctlsrv_stop(rs->srv);
 	/* Reads in flight from others are the transport's business: once
 	 * quiesced, nothing reads the slab through it any more. */

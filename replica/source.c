@@ -224,6 +224,10 @@ struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model)
 			continue;
 		pthread_mutex_lock(&s->lock);
 		int lists = 0;
+		if (s->dropped) {
+			pthread_mutex_unlock(&s->lock);
+			continue;
+		}
 		for (size_t k = 0; k < s->nknown && !lists; k++)
 			lists = s->known[k].listed &&
 				!strcmp(s->known[k].name, model);
@@ -657,6 +661,10 @@ void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms)
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
+	if (s->dropped) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	if (s->unreachable) {
 		/* It did not answer last time: do not make this open wait
 		 * for it again (with a read after it, that would be two
@@ -693,6 +701,17 @@ static void *poller(void *arg)
 			(s->reseeder ? RSRC_RESEEDER_POLL_MS : RSRC_POLL_MS);
 		if (s->self)
 			break; /* itself: nothing to ask */
+		if (s->dropped) {
+			/* Gone from the registry: asked again once back. */
+			s->bg_wanted = 0;
+			struct timespec ts = sfs_abstime(1000);
+			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+			continue;
+		}
+		/* Followed by the registry's watch: asked behind only as a
+		 * check (a re-seeder's holdings still grow fast). */
+		if (!s->reseeder && s->registered && fleet_healthy(s->r))
+			next = s->checked_ms + RSRC_REG_POLL_MS;
 		/* A re-seeder that went away is asked less often. */
 		if (s->reseeder && s->unreachable)
 			next = s->checked_ms + 5 * RSRC_POLL_MS;
@@ -809,4 +828,77 @@ int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id)
 		s->xpeer = *new_id;
 	pthread_mutex_unlock(&s->lock);
 	return 0;
+}
+
+struct rsrc *rsrc_find(struct sfs_replica *r, const char *addr)
+{
+	struct rsrc *s = NULL;
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < r->nsrcs && !s; i++)
+		if (!strcmp(r->srcs[i]->addr, addr))
+			s = r->srcs[i];
+	pthread_mutex_unlock(&r->lock);
+	return s;
+}
+
+void rsrc_drop(struct rsrc *s)
+{
+	pthread_mutex_lock(&s->lock);
+	int was = s->dropped;
+	s->dropped = 1;
+	for (size_t k = 0; k < s->nknown; k++) {
+		s->known[k].listed = 0;
+		s->known[k].reg_known = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (was)
+		return;
+	SFS_LOG(SFS_INFO, "source",
+		"%s is gone from the registry: no longer read from", s->addr);
+	forget_run(s, 0);
+	/* Its models' lanes change. */
+	pthread_mutex_lock(&s->r->lock);
+	pthread_cond_broadcast(&s->r->cond);
+	pthread_mutex_unlock(&s->r->lock);
+}
+
+void rsrc_registered(struct rsrc *s, const char *name, uint64_t generation,
+		     uint64_t content)
+{
+	pthread_mutex_lock(&s->lock);
+	int back = s->dropped;
+	s->dropped = 0;
+	s->registered = 1;
+	struct rsrc_known *k = known(s, name);
+	int news = back || !k || !k->listed || k->generation != generation ||
+		   k->content != content;
+	if (k) {
+		k->reg_known = 1;
+		k->reg_generation = generation;
+		k->reg_content = content;
+	}
+	if (news) {
+		s->bg_wanted = 1;
+		s->retry_ms = 0;
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (back)
+		SFS_LOG(SFS_INFO, "source", "%s is in the registry again",
+			s->addr);
+}
+
+int rsrc_reg_fresh(struct rsrc *s, const char *name)
+{
+	pthread_mutex_lock(&s->lock);
+	struct rsrc_known *k = NULL;
+	for (size_t i = 0; i < s->nknown && !k; i++)
+		if (!strcmp(s->known[i].name, name))
+			k = &s->known[i];
+	int fresh = s->registered && !s->dropped && !s->unreachable && k &&
+		    k->reg_known && k->listed &&
+		    k->generation == k->reg_generation &&
+		    k->content == k->reg_content && k->offered == k->generation;
+	pthread_mutex_unlock(&s->lock);
+	return fresh;
 }

@@ -32,6 +32,12 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 		pthread_mutex_unlock(&s->lock);
 		return; /* this replica, as a seed lists it */
 	}
+	if (s->dropped) {
+		pthread_mutex_unlock(&s->lock);
+		fprintf(f, "%s: %s (gone from the registry: not read from)\n",
+			s->reseeder ? "reseeder" : "seed", s->addr);
+		return;
+	}
 	uint32_t cpeer = s->cpeer;
 	int unreachable = s->unreachable;
 	uint64_t silent = s->silent_since ? sfs_now_ms() - s->silent_since : 0;
@@ -183,6 +189,11 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 			(double)ready / 1e3, (double)xport / 1e3);
 	for (size_t i = 0; i < nsrcs; i++)
 		render_source(f, r, r->srcs[i], st.queued);
+	if (r->fleet) {
+		char reg[1200];
+		fleet_status(r, reg, sizeof(reg));
+		fputs(reg, f);
+	}
 	fprintf(f, "protocol: %s (%s)\n", r->proto, r->provider);
 	if (r->reseed)
 		fprintf(f, "reseed: %s (serving what this mount holds)\n",

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "metadata/manifest.h"
+#include "metadata/identity.h"
 #include "seed/publish.h"
 #include "transports/transport.h"
 
@@ -547,6 +548,43 @@ static json_t *model_json(const struct sfs_seed *s, const struct seed_model *mo,
 			 "generation", (json_int_t)cur->number, "instance",
 			 inst, "content", content, "identity_id", id, "served",
 			 served);
+}
+
+int sfs_seed_record(struct sfs_seed *s, size_t i, const char *kind,
+		    const char *control, char **json)
+{
+	if (i >= sfs_seed_nmodels(s))
+		return -ENOENT;
+	const struct seed_model *mo = &s->models[i];
+	char *id = NULL;
+	pthread_mutex_lock(&s->lock);
+	const struct seed_gen *cur = mo->gens[mo->ngens - 1];
+	json_t *o = model_json(s, mo, sfs_now_ms()), *protos = json_array();
+	int rc = sfs_identity_canonical(&cur->m->id, &id);
+	for (size_t k = 0; protos && k < cur->m->neps; k++)
+		json_array_append_new(protos,
+				      json_string(cur->m->eps[k].protocol));
+	pthread_mutex_unlock(&s->lock);
+	json_error_t je;
+	json_t *ido = id ? json_loads(id, 0, &je) : NULL;
+	free(id);
+	if (!rc && (!o || !protos || !ido))
+		rc = -ENOMEM;
+	if (!rc) {
+		json_object_del(o, "served");
+		json_object_set_new(o, "version", json_integer(1));
+		json_object_set_new(o, "kind", json_string(kind));
+		json_object_set_new(o, "control", json_string(control));
+		json_object_set_new(o, "identity", ido);
+		json_object_set_new(o, "protocols", protos);
+		ido = protos = NULL;
+		*json = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+		rc = *json ? 0 : -ENOMEM;
+	}
+	json_decref(ido);
+	json_decref(protos);
+	json_decref(o);
+	return rc;
 }
 
 int sfs_seed_generations(struct sfs_seed *s, const char *model, char **buf,

@@ -77,6 +77,16 @@ int sfs_seed_manifest_copy(struct sfs_seed *s, const char *model,
 int sfs_seed_generations(struct sfs_seed *s, const char *model, char **buf,
 			 size_t *len);
 
+/*
+ * sfs_seed_record - model @i as the fleet registry records it
+ * (docs/registry.md): its name, generation, instance, content, identity
+ * (id and fields), protocols, @kind ("seed") and @control, the address
+ * its control port is reached at.  *json [new, free()].  0, -ENOENT or
+ * -ENOMEM.  Thread safe.
+ */
+int sfs_seed_record(struct sfs_seed *s, size_t i, const char *kind,
+		    const char *control, char **json);
+
 /* sfs_seed_models - {"instance": ..., "models": [each as
  * sfs_seed_generations]}: all a replica asks to follow every model.
  * *buf [new].  0 or -ENOMEM.  Thread safe. */

@@ -169,3 +169,43 @@ link() {
 	tc qdisc add dev "$VETH" root "$@" || fail "tc $*"
 	ip netns exec "$NS" tc qdisc add dev "$NS_VETH" root "$@" || fail "tc $* (ns)"
 }
+
+# free_port: a TCP port free on 127.0.0.1 now
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_etcd NAME CLIENT_PORT PEER_PORT CLUSTER [etcd args...]: a member
+# of Debian's etcd on loopback, data in $WORK/etcd-NAME; sets ETCD_PID.
+# CLUSTER is its --initial-cluster (NAME=http://127.0.0.1:PEER,...).
+# Waits until it answers (a single member; a cluster member's health
+# waits for its quorum: ETCD_NOWAIT=1 skips).
+start_etcd() {
+	local name=$1 cport=$2 pport=$3 cluster=$4 scheme=${ETCD_SCHEME:-http}
+	shift 4
+	etcd --name "$name" --data-dir "$WORK/etcd-$name" \
+		--listen-client-urls "$scheme://127.0.0.1:$cport" \
+		--advertise-client-urls "$scheme://127.0.0.1:$cport" \
+		--listen-peer-urls "http://127.0.0.1:$pport" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+		--initial-cluster "$cluster" --initial-cluster-state "${ETCD_STATE:-new}" \
+		--log-level error "$@" >"$WORK/etcd-$name.out" 2>"$WORK/etcd-$name.err" &
+	ETCD_PID=$!
+	PIDS+=("$ETCD_PID")
+	[ -n "${ETCD_NOWAIT:-}" ] && return 0
+	local i
+	for i in $(seq 200); do
+		curl -s -m 1 ${ETCD_CURL_OPTS:-} -X POST "$scheme://127.0.0.1:$cport/v3/maintenance/status" \
+			-d '{}' 2>/dev/null | grep -q '"version"' && return 0
+		kill -0 "$ETCD_PID" 2>/dev/null || fail "etcd $name exited: $(tail -n 5 "$WORK/etcd-$name.err")"
+		sleep 0.05
+	done
+	fail "etcd $name did not answer"
+}
+
+# etcdctl_at ENDPOINTS ARGS...: etcdctl v3 against our etcd
+etcdctl_at() {
+	local ep=$1
+	shift
+	ETCDCTL_API=3 etcdctl --endpoints "$ep" --dial-timeout 2s --command-timeout 3s "$@"
+}

@@ -67,48 +67,72 @@ struct mount_opts {
 
 static const struct fuse_opt mount_spec[] = {
 	OPT("--seed=%s", seed),
-	OPT("--seed %s", seed),
 	OPT("--protocol=%s", protocol),
-	OPT("--protocol %s", protocol),
 	OPT("--timeout=%s", timeout),
-	OPT("--timeout %s", timeout),
 	OPT("--cache-size=%s", cache_size),
-	OPT("--cache-size %s", cache_size),
 	OPT("--cache-dir=%s", cache_dir),
-	OPT("--cache-dir %s", cache_dir),
 	OPT("--cache-dir-size=%s", cache_dir_size),
-	OPT("--cache-dir-size %s", cache_dir_size),
 	OPT("--chunk-size=%s", chunk_size),
-	OPT("--chunk-size %s", chunk_size),
 	OPT("--read-ahead-kb=%s", read_ahead_kb),
-	OPT("--read-ahead-kb %s", read_ahead_kb),
 	OPT("--max-background=%s", max_background),
-	OPT("--max-background %s", max_background),
 	OPT("--ahead=%s", ahead),
-	OPT("--ahead %s", ahead),
 	OPT("--require=%s", require),
-	OPT("--require %s", require),
 	OPT("--listen=%s", listen),
-	OPT("--listen %s", listen),
-	OPT("--registry=%s", registry),
-	OPT("--registry %s", registry),
 	OPT("--registry-ca=%s", registry_ca),
-	OPT("--registry-ca %s", registry_ca),
 	OPT("--registry-auth-file=%s", registry_auth_file),
-	OPT("--registry-auth-file %s", registry_auth_file),
+	OPT("--registry=%s", registry),
 	{"--reseed", offsetof(struct mount_opts, reseed), 1},
 	{"nonempty", offsetof(struct mount_opts, nonempty), 1},
 	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
 	{"--prefetch", offsetof(struct mount_opts, prefetch), 1},
 	OPT("--log-level=%s", log_level),
-	OPT("--log-level %s", log_level),
 	OPT("--log-file=%s", log_file),
-	OPT("--log-file %s", log_file),
 	{"-h", offsetof(struct mount_opts, help), 1},
 	{"--help", offsetof(struct mount_opts, help), 1},
 	{"-V", offsetof(struct mount_opts, version), 1},
 	{"--version", offsetof(struct mount_opts, version), 1},
 	FUSE_OPT_END};
+
+/*
+ * The table has only "--name=%s" forms: fuse_opt takes a template
+ * "--name %s" for every argument that starts with --name (so
+ * --cache-dir-size would set --cache-dir too).  "--name VALUE" is made
+ * "--name=VALUE" here first.  *out [new], its strings [new] too; NULL
+ * when out of memory.
+ */
+static char **join_values(int argc, char **argv)
+{
+	char **out = calloc((size_t)argc + 1, sizeof(*out));
+	int n = 0;
+	if (!out)
+		return NULL;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		int takes = 0;
+		for (const struct fuse_opt *o = mount_spec; o->templ && i > 0;
+		     o++) {
+			size_t l = strlen(o->templ);
+			if (l > 3 && !strcmp(o->templ + l - 3, "=%s") &&
+			    strlen(a) == l - 3 && !strncmp(a, o->templ, l - 3))
+				takes = 1;
+		}
+		if (takes && i + 1 < argc) {
+			size_t l = strlen(a) + strlen(argv[i + 1]) + 2;
+			if ((out[n] = malloc(l)))
+				snprintf(out[n], l, "%s=%s", a, argv[i + 1]);
+			i++;
+		} else {
+			out[n] = strdup(a);
+		}
+		if (!out[n++]) {
+			for (int k = 0; k < n; k++)
+				free(out[k]);
+			free(out);
+			return NULL;
+		}
+	}
+	return out;
+}
 
 /* Resolved settings. */
 struct mount_cfg {
@@ -473,7 +497,11 @@ static int keep_mountpoint(void *data, const char *arg, int key,
 
 int sfs_cli_mount(int argc, char **argv)
 {
-	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	char **jargv = join_values(argc, argv);
+	int jargc = 0;
+	while (jargv && jargv[jargc])
+		jargc++;
+	struct fuse_args args = FUSE_ARGS_INIT(jargc, jargv);
 	struct fuse_cmdline_opts cmd;
 	struct mount_opts o;
 	struct mount_cfg c;
@@ -483,6 +511,10 @@ int sfs_cli_mount(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	memset(&cmd, 0, sizeof(cmd));
 	c.start_ms = sfs_now_ms();
+	if (!jargv) {
+		fprintf(stderr, "seedfs mount: out of memory\n");
+		goto out;
+	}
 	if (fuse_opt_parse(&args, &o, mount_spec, keep_mountpoint) == -1)
 		goto out;
 	if (o.help) {
@@ -589,6 +621,9 @@ int sfs_cli_mount(int argc, char **argv)
 out:
 	free(cmd.mountpoint);
 	fuse_opt_free_args(&args);
+	for (int j = 0; j < jargc; j++)
+		free(jargv[j]);
+	free(jargv);
 	free(o.seed);
 	cli_seeds_free(&c.seeds);
 	free(o.protocol);

@@ -38,8 +38,8 @@ struct sfs_reg {
 	char *pass; /* NULL: no authentication */
 	unsigned int timeout_ms;
 	pthread_mutex_t lock;
-	size_t cur;  /* protected by lock: the endpoint to try first */
-	char *token; /* protected by lock: etcd's auth token, or NULL */
+	size_t cur;	   /* protected by lock: the endpoint to try first */
+	char *token;	   /* protected by lock: etcd's auth token, or NULL */
 	char local_ip[64]; /* protected by lock: ours, as etcd saw it */
 };
 
@@ -88,8 +88,8 @@ static int b64_field(json_t *v, size_t cap, char **out, size_t *len)
 /* One kv object to @fn.  A key or value that cannot be taken (not
  * base64, over the caps) is delivered with @why set, so one hostile
  * record never stops a range or a watch. */
-static int deliver(json_t *kv, enum sfs_reg_type type, sfs_reg_fn fn,
-		   void *arg, const char *where, char *err, size_t errlen)
+static int deliver(json_t *kv, enum sfs_reg_type type, sfs_reg_fn fn, void *arg,
+		   const char *where, char *err, size_t errlen)
 {
 	struct sfs_reg_event e = {.type = type};
 	char *key = NULL, *val = NULL, why[160] = "";
@@ -151,8 +151,9 @@ int sfs_reg_parse_range(const char *body, size_t len, size_t max, sfs_reg_fn fn,
 		goto out;
 	}
 	if (header_rev(o, rev)) {
-		snprintf(err, errlen, "range: header.revision: missing or not "
-				      "an int64");
+		snprintf(err, errlen,
+			 "range: header.revision: missing or not "
+			 "an int64");
 		goto out;
 	}
 	kvs = json_object_get(o, "kvs");
@@ -213,8 +214,9 @@ int sfs_reg_parse_watch(const char *msg, size_t len, sfs_reg_fn fn, void *arg,
 	rev = 0;
 	if (!json_is_true(json_object_get(res, "canceled")) &&
 	    header_rev(res, &rev)) {
-		snprintf(err, errlen, "watch: header.revision: missing or not "
-				      "an int64");
+		snprintf(err, errlen,
+			 "watch: header.revision: missing or not "
+			 "an int64");
 		goto out;
 	}
 	*created = json_is_true(json_object_get(res, "created"));
@@ -322,9 +324,10 @@ static int parse_url(struct sfs_reg *g, const char *url, char *err,
 		}
 		if (sfs_parse_hostport(t, h, sizeof(h), port, sizeof(port)) ||
 		    !*h || !*port || strlen(t) >= HOSTPORT_MAX) {
-			snprintf(err, errlen,
-				 "--registry %s: endpoint '%s' is not HOST:PORT",
-				 url, t);
+			snprintf(
+				err, errlen,
+				"--registry %s: endpoint '%s' is not HOST:PORT",
+				url, t);
 			return -EINVAL;
 		}
 		snprintf(g->eps[g->nep++], HOSTPORT_MAX, "%s", t);
@@ -381,8 +384,8 @@ static int read_auth(struct sfs_reg *g, const char *path, char *err,
 	return rc;
 }
 
-int sfs_reg_open(const struct sfs_reg_cfg *cfg, struct sfs_reg **out,
-		 char *err, size_t errlen)
+int sfs_reg_open(const struct sfs_reg_cfg *cfg, struct sfs_reg **out, char *err,
+		 size_t errlen)
 {
 	struct sfs_reg *g = calloc(1, sizeof(*g));
 	int rc = -ENOMEM;
@@ -416,8 +419,7 @@ int sfs_reg_open(const struct sfs_reg_cfg *cfg, struct sfs_reg **out,
 			goto err_free;
 		}
 	}
-	if (cfg->auth_file &&
-	    (rc = read_auth(g, cfg->auth_file, err, errlen)))
+	if (cfg->auth_file && (rc = read_auth(g, cfg->auth_file, err, errlen)))
 		goto err_free;
 	*out = g;
 	return 0;
@@ -683,11 +685,13 @@ static int grpc_error(const char *body, size_t len, long code, char *err,
 	}
 }
 
-/* Log in: a new token in g->token.  g->lock held. */
+/* Log in: a new token in g->token.  Called without g->lock (the
+ * exchange takes it); two threads may log in at once, the last token
+ * stays. */
 static int authenticate(struct sfs_reg *g, size_t ep, char *err, size_t errlen)
 {
-	json_t *req = json_pack("{s:s,s:s}", "name", g->user, "password",
-				g->pass);
+	json_t *req =
+		json_pack("{s:s,s:s}", "name", g->user, "password", g->pass);
 	char *s = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	struct body b = {.limit = 65536};
 	long code = 0;
@@ -718,9 +722,12 @@ static int authenticate(struct sfs_reg *g, size_t ep, char *err, size_t errlen)
 		snprintf(err, errlen, "etcd: authenticate: token missing");
 		rc = -EPROTO;
 	} else {
+		char *tok = strdup(t);
+		pthread_mutex_lock(&g->lock);
 		free(g->token);
-		g->token = strdup(t);
-		rc = g->token ? 0 : -ENOMEM;
+		g->token = tok;
+		pthread_mutex_unlock(&g->lock);
+		rc = tok ? 0 : -ENOMEM;
 	}
 	json_decref(o);
 out:
@@ -748,11 +755,11 @@ static int post(struct sfs_reg *g, const char *route, const char *req,
 	again:
 		if (g->pass) {
 			pthread_mutex_lock(&g->lock);
-			if (!g->token)
-				rc = authenticate(g, ep, err, errlen);
-			else
-				rc = 0;
-			token = rc ? NULL : strdup(g->token);
+			int have = g->token != NULL;
+			pthread_mutex_unlock(&g->lock);
+			rc = have ? 0 : authenticate(g, ep, err, errlen);
+			pthread_mutex_lock(&g->lock);
+			token = rc || !g->token ? NULL : strdup(g->token);
 			pthread_mutex_unlock(&g->lock);
 			if (rc == -EACCES || rc == -EPROTO)
 				return rc;
@@ -804,8 +811,8 @@ static int post(struct sfs_reg *g, const char *route, const char *req,
 
 /* @req (a JSON object, taken) to @route; the answer object in *ans
  * [new] when @ans. */
-static int call(struct sfs_reg *g, const char *route, json_t *req,
-		json_t **ans, char *err, size_t errlen)
+static int call(struct sfs_reg *g, const char *route, json_t *req, json_t **ans,
+		char *err, size_t errlen)
 {
 	char *s = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	struct body b = {.limit = ANSWER_MAX};
@@ -925,8 +932,8 @@ int sfs_reg_revoke(struct sfs_reg *g, int64_t lease, char *err, size_t errlen)
 		    err, errlen);
 }
 
-int sfs_reg_put(struct sfs_reg *g, const char *key, const void *val,
-		size_t len, int64_t lease, char *err, size_t errlen)
+int sfs_reg_put(struct sfs_reg *g, const char *key, const void *val, size_t len,
+		int64_t lease, char *err, size_t errlen)
 {
 	char id[32];
 	json_t *req = json_object();
@@ -940,8 +947,7 @@ int sfs_reg_put(struct sfs_reg *g, const char *key, const void *val,
 	return call(g, "/v3/kv/put", req, NULL, err, errlen);
 }
 
-int sfs_reg_delete(struct sfs_reg *g, const char *key, char *err,
-		   size_t errlen)
+int sfs_reg_delete(struct sfs_reg *g, const char *key, char *err, size_t errlen)
 {
 	json_t *req = json_object();
 	if (req)
@@ -957,7 +963,8 @@ int sfs_reg_range(struct sfs_reg *g, const char *prefix, size_t max,
 	if (req) {
 		json_object_set_new(req, "key", b64(prefix, strlen(prefix)));
 		json_object_set_new(req, "range_end", range_end(prefix));
-		json_object_set_new(req, "limit", json_integer((json_int_t)max + 1));
+		json_object_set_new(req, "limit",
+				    json_integer((json_int_t)max + 1));
 	}
 	char *s = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	struct body b = {.limit = ANSWER_MAX};

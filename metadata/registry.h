@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define SFS_REG_ENDPOINTS_MAX 8
-#define SFS_REG_KEY_MAX 1024	     /* bytes of a key we read or write */
+#define SFS_REG_KEY_MAX 1024	      /* bytes of a key we read or write */
 #define SFS_REG_VALUE_MAX (64u << 10) /* bytes of a value we accept */
 #define SFS_REG_PREFIX_DEFAULT "/seedfs"
 
@@ -33,9 +33,9 @@ struct sfs_reg;
 struct sfs_reg_cfg {
 	/* etcd://HOST:PORT[,HOST:PORT...][/PREFIX]; etcds:// is TLS. */
 	const char *url;
-	const char *ca_file;   /* etcds: the CA to verify against; NULL:
+	const char *ca_file;	 /* etcds: the CA to verify against; NULL:
 				* the system's */
-	const char *auth_file; /* "USER:PASSWORD" on its first line, or
+	const char *auth_file;	 /* "USER:PASSWORD" on its first line, or
 				* NULL: no authentication */
 	unsigned int timeout_ms; /* of each request (0: 5000) */
 };
@@ -46,8 +46,8 @@ struct sfs_reg_cfg {
  * or -EINVAL / -ENOENT / -EACCES / -ENOMEM with one line in @err naming
  * the part at fault.  The password is kept in memory only.
  */
-int sfs_reg_open(const struct sfs_reg_cfg *cfg, struct sfs_reg **out,
-		 char *err, size_t errlen);
+int sfs_reg_open(const struct sfs_reg_cfg *cfg, struct sfs_reg **out, char *err,
+		 size_t errlen);
 
 /* sfs_reg_free - accepts NULL.  The password is wiped. */
 void sfs_reg_free(struct sfs_reg *g);
@@ -98,8 +98,8 @@ int sfs_reg_keepalive(struct sfs_reg *g, int64_t lease, int64_t *ttl_s,
 int sfs_reg_revoke(struct sfs_reg *g, int64_t lease, char *err, size_t errlen);
 
 /* sfs_reg_put - @key = @len bytes of @val, under @lease (0: none). */
-int sfs_reg_put(struct sfs_reg *g, const char *key, const void *val,
-		size_t len, int64_t lease, char *err, size_t errlen);
+int sfs_reg_put(struct sfs_reg *g, const char *key, const void *val, size_t len,
+		int64_t lease, char *err, size_t errlen);
 
 /* sfs_reg_delete - @key (0 also when it was not there). */
 int sfs_reg_delete(struct sfs_reg *g, const char *key, char *err,

@@ -33,8 +33,8 @@ struct sfs_reg_pub {
 	pthread_cond_t cond; /* work, stop; and records put (waiters) */
 	/* All protected by lock: */
 	int stop;
-	int64_t lease;	  /* 0: none (to grant) */
-	int down;	  /* the last request failed (logged once) */
+	int64_t lease; /* 0: none (to grant) */
+	int down;      /* the last request failed (logged once) */
 	char last_err[300];
 	uint64_t renew_ms; /* next keepalive (monotonic) */
 	uint64_t regrants; /* leases granted after the first */
@@ -104,7 +104,8 @@ static uint64_t work(struct sfs_reg_pub *p)
 		struct rec *r = &p->recs[i];
 		if (r->put == r->ver)
 			continue;
-		char *key = strdup(r->key), *val = r->val ? strdup(r->val) : NULL;
+		char *key = strdup(r->key),
+		     *val = r->val ? strdup(r->val) : NULL;
 		uint64_t ver = r->ver;
 		int64_t lease = p->lease;
 		int del = !r->val;
@@ -161,7 +162,8 @@ static uint64_t work(struct sfs_reg_pub *p)
 		pthread_mutex_lock(&p->lock);
 		if (rc == -ENOENT) {
 			SFS_LOG(SFS_WARN, "registry",
-				"%s: lease %" PRIx64 " expired (%s): its records "
+				"%s: lease %" PRIx64
+				" expired (%s): its records "
 				"are gone; registering again",
 				p->name, (uint64_t)lease, err);
 			if (p->lease == lease)
@@ -309,8 +311,8 @@ void sfs_reg_pub_state(struct sfs_reg_pub *p, char *buf, size_t len)
 		 "%s, lease %" PRIx64 " (TTL %u s, %" PRIu64
 		 " granted again), %zu records, %zu in etcd%s%s",
 		 p->down ? "unreachable" : "registered", (uint64_t)p->lease,
-		 p->ttl_s, p->regrants, n, put, *p->last_err ? "; last error: " : "",
-		 p->last_err);
+		 p->ttl_s, p->regrants, n, put,
+		 *p->last_err ? "; last error: " : "", p->last_err);
 	pthread_mutex_unlock(&p->lock);
 }
 

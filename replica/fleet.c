@@ -220,13 +220,14 @@ static struct rsrc *source_of(struct sfs_replica *r, const struct frec *f,
 		int rc = rsrc_add(r, f->control, f->reseeder);
 		if (rc)
 			SFS_LOG(SFS_WARN, "registry",
-				"%s: cannot use it as a source: %s",
-				f->control, strerror(-rc));
+				"%s: cannot use it as a source: %s", f->control,
+				strerror(-rc));
 		return rsrc_find(r, f->control);
 	}
 	pthread_mutex_lock(&r->lock);
-	int rc = r->nsrcs == RSRC_MAX ? -ENOSPC
-				      : rsrc_new(r, f->control, f->reseeder, &s);
+	int rc = r->nsrcs == RSRC_MAX
+			 ? -ENOSPC
+			 : rsrc_new(r, f->control, f->reseeder, &s);
 	if (!rc) {
 		s->idx = r->nsrcs;
 		r->srcs[r->nsrcs++] = s;
@@ -267,7 +268,10 @@ static void apply_gone(struct sfs_fleet *fl, const struct frec *f)
 	if (model_left)
 		return;
 	/* A seed given with --seed may still publish it. */
-	for (size_t i = 0; i < r->cfg.nseeds && i < r->nsrcs; i++) {
+	pthread_mutex_lock(&r->lock);
+	size_t nsrcs = r->nsrcs;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < r->cfg.nseeds && i < nsrcs; i++) {
 		struct rsrc *o = r->srcs[i];
 		pthread_mutex_lock(&o->lock);
 		for (size_t k = 0; k < o->nknown && !model_left; k++)
@@ -287,8 +291,9 @@ static void refuse(struct sfs_fleet *fl, const struct sfs_reg_event *e,
 	pthread_mutex_lock(&fl->lock);
 	fl->refused++;
 	pthread_mutex_unlock(&fl->lock);
-	SFS_LOG(SFS_WARN, "registry", "%.300s (revision %" PRId64 "): ignored: %s",
-		e->key, e->mod_revision, why);
+	SFS_LOG(SFS_WARN, "registry",
+		"%.300s (revision %" PRId64 "): ignored: %s", e->key,
+		e->mod_revision, why);
 }
 
 /* A watch event. */
@@ -584,9 +589,8 @@ void fleet_status(struct sfs_replica *r, char *buf, size_t len)
 	if (fl->healthy)
 		snprintf(buf, len,
 			 "registry: %s, watching %s from revision %" PRId64
-			 "\nregistry_records: %zu (%" PRIu64
-			 " events, %" PRIu64 " ignored, %" PRIu64
-			 " whole reads)\n",
+			 "\nregistry_records: %zu (%" PRIu64 " events, %" PRIu64
+			 " ignored, %" PRIu64 " whole reads)\n",
 			 sfs_reg_url(fl->g), fl->prefix, fl->rev, fl->n,
 			 fl->events, fl->refused, fl->ranges);
 	else

@@ -214,14 +214,15 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 	pthread_rwlock_wrlock(&r->tree_lock);
 	sfs_tree_finish(r->tree);
 	pthread_rwlock_unlock(&r->tree_lock);
+	/* r->reseed is set before the sweeper reads it (lanes). */
+	if (c->reseed &&
+	    (rc = sfs_reseed_start(r, c->reseed, &r->reseed, err, errlen)))
+		return rc;
 	if ((rc = -pthread_create(&r->sweeper, NULL, model_sweeper, r))) {
 		snprintf(err, errlen, "thread: %s", strerror(-rc));
 		return rc;
 	}
 	r->sweeper_started = 1;
-	if (c->reseed &&
-	    (rc = sfs_reseed_start(r, c->reseed, &r->reseed, err, errlen)))
-		return rc;
 	pthread_mutex_lock(&r->lock);
 	size_t nsrcs = r->nsrcs;
 	pthread_mutex_unlock(&r->lock);

@@ -66,7 +66,8 @@ int sfs_seed_reg_start(struct sfs_seed *s, struct sfs_reg *g,
 	if ((rc = sfs_reg_pub_wait(r->pub, 5000))) {
 		char state[600];
 		sfs_reg_pub_state(r->pub, state, sizeof(state));
-		snprintf(err, errlen, "registry %s: records not written in 5 s: %s",
+		snprintf(err, errlen,
+			 "registry %s: records not written in 5 s: %s",
 			 sfs_reg_url(g), state);
 		sfs_seed_reg_stop(r);
 		return rc;

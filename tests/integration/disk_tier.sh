@@ -32,7 +32,11 @@ drain() {
 }
 gen_dirs() { find "$CD" -mindepth 1 -maxdepth 1 -type d | wc -l; }
 
-mount_seed "$MNT" --cache-dir "$CD"
+# --cache-dir-size after --cache-dir (fuse_opt once took its name for a
+# --cache-dir "-size").
+mount_seed "$MNT" --cache-dir "$CD" --cache-dir-size 1G
+[ "$(val disk_dir)" = "$CD" ] || fail "disk_dir: $(val disk_dir)"
+[ "$(val disk_size)" = $((1 << 30)) ] || fail "disk_size: $(val disk_size)"
 read_all "$WORK/orig"
 drain
 pulled=$(val bytes_pulled)

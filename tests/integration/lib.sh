@@ -41,7 +41,7 @@ cleanup() {
 	for p in "${NETNS[@]}"; do
 		ip netns del "$p" 2>/dev/null || true
 	done
-	rm -rf "$WORK"
+	[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
 

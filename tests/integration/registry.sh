@@ -56,6 +56,10 @@ diff -r "$M1" "$MNT/m1" >/dev/null || fail "m1 differs"
 diff -r "$M2" "$MNT/m2" >/dev/null || fail "m2 differs"
 st | grep -q "^registry: $REG, watching $PREFIX" || fail "status: $(st | grep registry)"
 ok "mount --registry only: m1 and m2 byte-exact ($(st | grep ^registry_records:))"
+"$SEEDFS" pull --registry "$REG" m2 "$WORK/pulled" 2>"$WORK/pull.err" ||
+	fail "pull --registry: $(cat "$WORK/pull.err")"
+diff -r "$M2" "$WORK/pulled" >/dev/null || fail "pull --registry: differs"
+ok "seedfs pull --registry m2: byte-exact"
 
 # A third seed of m1 (same files): a source within a second.
 SEED_LOG=seed3 start_seed "$M1" --name m1 --registry "$REG" --registry-ttl 3

@@ -41,7 +41,7 @@ static int collect(void *arg, const struct sfs_reg_event *e)
 }
 
 #define HDR                                                                    \
-	"\"header\":{\"cluster_id\":\"324952591200643719\",\"member_id\":"    \
+	"\"header\":{\"cluster_id\":\"324952591200643719\",\"member_id\":"     \
 	"\"3319814642761637952\",\"revision\":\"4\",\"raft_term\":\"2\"}"
 
 /* Recorded: POST /v3/kv/range for /seedfs/ after one put. */
@@ -121,7 +121,8 @@ START_TEST(range_hostile)
 		"mod_revision");
 	record_refused("{" HDR ",\"kvs\":[{\"value\":\"aGVsbG8=\"}]}", "key");
 	record_refused("{" HDR ",\"kvs\":[{\"key\":\"!!!!\"}]}", "key");
-	record_refused("{" HDR ",\"kvs\":[{\"key\":\"YQ\"}]}", "key"); /* no pad */
+	record_refused("{" HDR ",\"kvs\":[{\"key\":\"YQ\"}]}",
+		       "key"); /* no pad */
 	/* A key with a NUL in it. */
 	record_refused("{" HDR ",\"kvs\":[{\"key\":\"YQBi\"}]}", "key");
 	record_refused("{" HDR ",\"kvs\":[{\"key\":\"YQ==\",\"value\":7}]}",
@@ -130,8 +131,9 @@ START_TEST(range_hostile)
 	/* A value over the cap. */
 	size_t n = (SFS_REG_VALUE_MAX + 3) / 3 * 4 + 4;
 	char *big = malloc(n + 200);
-	int k = snprintf(big, 200, "{" HDR ",\"kvs\":[{\"key\":\"YQ==\","
-					   "\"value\":\"");
+	int k = snprintf(big, 200,
+			 "{" HDR ",\"kvs\":[{\"key\":\"YQ==\","
+			 "\"value\":\"");
 	memset(big + k, 'A', n);
 	strcpy(big + k + n, "\"}]}");
 	record_refused(big, "over");
@@ -225,8 +227,7 @@ START_TEST(watch)
 }
 END_TEST
 
-static int open_url(const char *url, char *err, size_t len,
-		    struct sfs_reg **g)
+static int open_url(const char *url, char *err, size_t len, struct sfs_reg **g)
 {
 	struct sfs_reg_cfg c = {.url = url};
 	return sfs_reg_open(&c, g, err, len);
@@ -236,9 +237,8 @@ START_TEST(urls)
 {
 	struct sfs_reg *g;
 	char err[256];
-	ck_assert_int_eq(open_url("etcd://127.0.0.1:2379", err, sizeof(err),
-				  &g),
-			 0);
+	ck_assert_int_eq(
+		open_url("etcd://127.0.0.1:2379", err, sizeof(err), &g), 0);
 	ck_assert_str_eq(sfs_reg_prefix(g), "/seedfs");
 	sfs_reg_free(g);
 	ck_assert_int_eq(open_url("etcds://a:1,b:2,[::1]:3/fleet/a/", err,
@@ -246,9 +246,10 @@ START_TEST(urls)
 			 0);
 	ck_assert_str_eq(sfs_reg_prefix(g), "/fleet/a");
 	sfs_reg_free(g);
-	const char *bad[] = {"http://a:1", "etcd://", "etcd://a",
-			     "etcd://a:1,,b", "etcd://a:1/",
-			     "etcd://1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8,9:9"};
+	const char *bad[] = {
+		"http://a:1",  "etcd://",
+		"etcd://a",    "etcd://a:1,,b",
+		"etcd://a:1/", "etcd://1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8,9:9"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		*err = '\0';
 		int rc = open_url(bad[i], err, sizeof(err), &g);

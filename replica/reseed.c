@@ -33,6 +33,7 @@
 #include "common/util.h"
 #include "metadata/control.h"
 #include "metadata/ctlsrv.h"
+#include "metadata/identity.h"
 #include "metadata/registry.h"
 #include "replica/replica_impl.h"
 #include "transports/transport.h"
@@ -339,24 +340,42 @@ static void register_models(struct sfs_reseed *rs)
 	keys = calloc(n + 1, sizeof(*keys));
 	for (size_t i = 0; keys && i < n; i++) {
 		struct sfs_model *mo = r->models[i];
+		struct sfs_view *cur = view_of(r, mo->name, 0);
 		json_t *o = NULL;
-		pthread_mutex_lock(&mo->lock);
-		const struct sfs_view *cur = mo->current;
-		if (cur && !sfs_reg_model_key(g, mo->name, "reseeder",
+		if (!cur || sfs_reg_model_key(g, mo->name, "reseeder",
 					      rs->reg_addr, key, sizeof(key))) {
-			char content[24];
-			snprintf(content, sizeof(content), "0x%" PRIx64,
-				 cur->content);
-			o = json_pack(
-				"{s:i,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:[s],s:b}",
-				"version", 1, "kind", "reseeder", "model",
-				mo->name, "control", rs->reg_addr, "generation",
-				(json_int_t)cur->generation, "instance", inst,
-				"content", content, "identity_id",
-				cur->m->id_short, "protocols", r->proto,
-				"prefetching", cur->warming > 0);
+			if (cur)
+				view_put(r, cur);
+			continue;
 		}
+		/* What it holds, as a summary: the chunks themselves are at
+		 * its /v1/holdings. */
+		uint64_t held = 0, total = 0;
+		for (size_t f = 0; f < cur->m->nfiles; f++) {
+			struct sfs_rfile rf;
+			sfs_replica_rfile(cur, f, &rf);
+			held += sfs_replica_resident(r, &rf, 0, rf.size);
+			total += rf.size;
+		}
+		char content[24], *id = NULL;
+		snprintf(content, sizeof(content), "0x%" PRIx64, cur->content);
+		sfs_identity_canonical(&cur->m->id, &id);
+		json_error_t je;
+		json_t *ido = id ? json_loads(id, 0, &je) : NULL;
+		free(id);
+		pthread_mutex_lock(&mo->lock);
+		int warming = cur->warming > 0;
 		pthread_mutex_unlock(&mo->lock);
+		o = json_pack("{s:i,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:o*,s:[s],s:b,"
+			      "s:I,s:I}",
+			      "version", 1, "kind", "reseeder", "model",
+			      mo->name, "control", rs->reg_addr, "generation",
+			      (json_int_t)cur->generation, "instance", inst,
+			      "content", content, "identity_id",
+			      cur->m->id_short, "identity", ido, "protocols",
+			      r->proto, "prefetching", warming, "held_bytes",
+			      (json_int_t)held, "bytes", (json_int_t)total);
+		view_put(r, cur);
 		char *val =
 			o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 		json_decref(o);

@@ -156,7 +156,17 @@ for _ in $(seq 100); do
 done
 grep -q "^reseeder: $raddr" "$MNT_SAVE/.seedfs/status" ||
 	fail "mount 1 does not use the re-seeder: $(grep -E '^(seed|reseeder):' "$MNT_SAVE/.seedfs/status")"
-ok "a re-seeding mount registered as $rkey and mount 1 uses it"
+# Its record says how much it holds; once prefetched, all of it.
+for _ in $(seq 150); do
+	rv=$(etcdctl_at "$EP" get "$rkey" --print-value-only)
+	held=$(echo "$rv" | jq -r .held_bytes)
+	total=$(echo "$rv" | jq -r .bytes)
+	[ "$total" -gt 0 ] && [ "$held" = "$total" ] && break
+	sleep 0.1
+done
+[ "$total" -gt 0 ] && [ "$held" = "$total" ] || fail "re-seeder record: $rv"
+[ "$(echo "$rv" | jq -r .identity.model)" = m1 ] || fail "re-seeder identity: $rv"
+ok "a re-seeding mount registered as $rkey (holding $held of $total bytes) and mount 1 uses it"
 unmount_check "$MNT2" "$MOUNT_PID2"
 for _ in $(seq 50); do
 	etcdctl_at "$EP" get --prefix "${PREFIX}m1/reseeder/" --keys-only | grep -q . || break

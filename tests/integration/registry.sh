@@ -60,6 +60,15 @@ ok "mount --registry only: m1 and m2 byte-exact ($(st | grep ^registry_records:)
 	fail "pull --registry: $(cat "$WORK/pull.err")"
 diff -r "$M2" "$WORK/pulled" >/dev/null || fail "pull --registry: differs"
 ok "seedfs pull --registry m2: byte-exact"
+# --seed and --registry together: the seed given, and everything else.
+mkdir -p "$WORK/both"
+MOUNTS+=("$WORK/both")
+"$SEEDFS" mount --seed "$HOST:$P1" --registry "$REG" "$WORK/both" \
+	--log-file "$WORK/both.log" 2>"$WORK/both.err" || fail "--seed with --registry: $(cat "$WORK/both.err")"
+[ "$(ls "$WORK/both" | tr '\n' ' ')" = "m1 m2 " ] || fail "--seed with --registry: $(ls "$WORK/both")"
+cmp "$M2/config.json" "$WORK/both/m2/config.json" || fail "--seed with --registry: m2"
+fusermount3 -u "$WORK/both"
+ok "--seed with --registry: the seed given and the registry's models"
 
 # A third seed of m1 (same files): a source within a second.
 SEED_LOG=seed3 start_seed "$M1" --name m1 --registry "$REG" --registry-ttl 3

@@ -25,8 +25,9 @@
 # Environment: FANOUT_N (8), FANOUT_SIZE (64M), FANOUT_RATE (100mbit),
 # FANOUT_SCENARIOS ("a b c k h"), FANOUT_SHORT=1 (no plot file, no
 # striping: the make test form), FANOUT_RESULTS=FILE (key value lines
-# for tests), FANOUT_MOUNT_OPTS (more mount options), FANOUT_KEEP=1
-# (keep the logs and status files).
+# for tests), FANOUT_MOUNT_OPTS (more mount options), FANOUT_SEED_OPTS
+# (more seed options, e.g. --checksum-chunk 256K with --chunk-size 256K
+# in the mount's), FANOUT_KEEP=1 (keep the logs and status files).
 set -euo pipefail
 
 if [ "${1:-}" = --replica ]; then
@@ -75,6 +76,7 @@ RATE=${FANOUT_RATE:-100mbit}
 SHORT=${FANOUT_SHORT:-0}
 RESULTS=${FANOUT_RESULTS:-}
 read -r -a MOPTS <<<"${FANOUT_MOUNT_OPTS:-}"
+read -r -a SOPTS <<<"${FANOUT_SEED_OPTS:-}"
 [ "$(id -u)" = 0 ] || { echo "fanout: needs root (network namespaces, FUSE)" >&2; exit 77; }
 for t in ip tc jq curl cmp; do
 	command -v "$t" >/dev/null || { echo "fanout: needs $t (packaging/deps.sh)" >&2; exit 1; }
@@ -190,7 +192,7 @@ cpu_now() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 +
 seed_start() { # NAME INDEX: a seed of the model on $NET.INDEX:7070
 	local ns=$P-$1 out=$WORK/$1.out
 	ip netns exec "$ns" "$SEEDFS" seed --model-dir "$MODEL" \
-		--listen "$NET.$2:7070" --protocol tcp --log-level warn \
+		--listen "$NET.$2:7070" --protocol tcp --log-level warn "${SOPTS[@]}" \
 		>"$out" 2>"$WORK/$1.err" &
 	local pid=$!
 	PIDS+=("$pid")

@@ -951,6 +951,7 @@ void model_retire(struct sfs_model *mo, const char *why)
 	pthread_mutex_lock(&mo->lock);
 	int had = mo->current != NULL;
 	mo->current = NULL;
+	snprintf(mo->why, sizeof(mo->why), "gone: %s", why);
 	pthread_mutex_unlock(&mo->lock);
 	if (had) {
 		pthread_rwlock_wrlock(&r->tree_lock);

@@ -119,8 +119,11 @@ static void render_model(FILE *f, struct sfs_replica *r, struct sfs_model *mo,
 	pthread_mutex_lock(&mo->lock);
 	const struct sfs_view *v = mo->current;
 	if (!v) {
+		char why[sizeof(mo->why)];
+		snprintf(why, sizeof(why), "%s", mo->why);
 		pthread_mutex_unlock(&mo->lock);
-		fprintf(f, "model: %s (no generation yet)\n", mo->name);
+		fprintf(f, "model: %s (%s)\n", mo->name,
+			*why ? why : "no generation yet");
 		return;
 	}
 	const struct sfs_manifest *m = v->m;

@@ -293,6 +293,8 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 [ "$(ls "$MNT" | tr '\n' ' ')" = "m1 " ] || fail "m2 did not leave: $(ls "$MNT")"
+st | grep -q "^model: m2 (gone: no source is registered for it any more)" ||
+	fail "status of m2: $(st | grep '^model: m2')"
 ok "the only seed of m2 killed: m2 left the mount after $(($(now_ms) - t0)) ms"
 
 unmount_check "$MNT" "$MOUNT_PID"

@@ -8,6 +8,11 @@
 # for each protocol, then once (the first protocol where it matters):
 #   prefetch   seedfs prefetch on a fresh mount (the daemon pulls into a
 #              cache that holds the model), and the read after it
+#   ceiling    the same files through sfs-fuseceil, a minimal FUSE
+#              server of ours serving them from RAM with the mount's
+#              options, buffered and with direct_io: the most any FUSE
+#              read path can do here
+#   cold dio   a fresh mount with -o direct_io
 #   warm       the same read again (kernel page cache)
 #   tmpfs      the same files read from tmpfs directly
 #   sshfs      the same files through Debian's sshfs from a private sshd
@@ -27,19 +32,22 @@ SEEDFS=$BUILD/seedfs
 READALL=$BUILD/bench/sfs-readall
 WORK=$(mktemp -d /dev/shm/seedfs-bench.XXXXXX)
 MNT=$(mktemp -d /tmp/seedfs-bench-mnt.XXXXXX)
+CMNT=$(mktemp -d /tmp/seedfs-bench-ceil.XXXXXX)
+CEIL_PID=
 SMNT=$(mktemp -d /tmp/seedfs-bench-sshfs.XXXXXX)
 SEED_PID=
 SSHD_PID=
 
 cleanup() {
 	local m
-	for m in "$MNT" "$SMNT"; do
+	for m in "$MNT" "$SMNT" "$CMNT"; do
 		if grep -q " $m fuse" /proc/mounts; then fusermount3 -u "$m" || true; fi
 	done
 	[ -n "$SEED_PID" ] && { kill "$SEED_PID" && wait "$SEED_PID"; } 2>/dev/null
 	[ -n "$SEED_PID" ] && rm -f "/dev/shm/$SEED_PID:"*
 	[ -n "$SSHD_PID" ] && { kill "$SSHD_PID" && wait "$SSHD_PID"; } 2>/dev/null
-	rm -rf "$WORK" "$MNT" "$SMNT"
+	[ -n "$CEIL_PID" ] && { kill "$CEIL_PID" && wait "$CEIL_PID"; } 2>/dev/null
+	rm -rf "$WORK" "$MNT" "$SMNT" "$CMNT"
 }
 trap cleanup EXIT
 
@@ -125,6 +133,25 @@ read_after_prefetch() { # PROTOCOL: a fresh mount, prefetched, then read
 	fusermount3 -u "$MNT"
 }
 
+cold_dio() { # PROTOCOL: a fresh mount with -o direct_io
+	mount_it "$1" -o direct_io
+	"$READALL" "$MNT/model"
+	fusermount3 -u "$MNT"
+}
+# [-o direct_io]: the model's files through the FUSE ceiling server, a
+# fresh mount each time, the mount's read-ahead.
+ceil_read() {
+	"$BUILD/bench/sfs-fuseceil" "$WORK/model" "$CMNT" "$@" 2>"$WORK/ceil.err" &
+	CEIL_PID=$!
+	for _ in $(seq 200); do grep -q " $CMNT fuse" /proc/mounts && break; sleep 0.02; done
+	grep -q " $CMNT fuse" /proc/mounts || { cat "$WORK/ceil.err" >&2; return 1; }
+	echo 16384 >"/sys/class/bdi/$(mountpoint -d "$CMNT")/read_ahead_kb"
+	"$READALL" "$CMNT"
+	fusermount3 -u "$CMNT"
+	wait "$CEIL_PID"
+	CEIL_PID=
+}
+
 # sshfs from a private sshd on loopback: its own keys and config, as
 # the user running the bench; nothing of the system's sshd is used.
 SSH=$WORK/ssh
@@ -172,6 +199,10 @@ done
 first=${PROTOS%%,*}
 echo "measuring prefetch, warm, tmpfs ($first)..."
 prefetch=$(median_of time_prefetch "$first")
+dio=$(median_of cold_dio "$first")
+echo "measuring the FUSE ceiling..."
+ceil=$(median_of ceil_read)
+ceil_dio=$(median_of ceil_read -o direct_io)
 after=$(median_of read_after_prefetch "$first")
 mount_it "$first"
 "$READALL" "$MNT/model" >/dev/null
@@ -194,6 +225,9 @@ for p in ${PROTOS//,/ }; do
 	row "$p: seedfs pull (to tmpfs)" "${pull[$p]}"
 	row "$p: mount, cold (fresh mount)" "${cold[$p]}"
 done
+row "$first: mount, cold, -o direct_io" "$dio"
+row "FUSE ceiling, buffered (RAM, ours)" "$ceil"
+row "FUSE ceiling, direct_io (RAM, ours)" "$ceil_dio"
 row "$first: seedfs prefetch (fresh mount)" "$prefetch"
 row "$first: mount, read after prefetch" "$after"
 row "mount, warm (page cache)" "$warm"
@@ -211,6 +245,26 @@ ratio "$first: prefetch / raw transport" "$prefetch" "${raw[$first]}"
 ratio "mount warm / tmpfs" "$warm" "$tmpfs"
 ratio "$first: mount cold / sshfs" "${cold[$first]}" "$sshfs"
 
+# The goals of the FUSE path: each against its limit in this run.  On
+# one host the transport's copies and FUSE's share the CPUs: the cold
+# read's limit is the two in series, 1/(1/raw + 1/ceiling).
+series() { awk -v a="$(col "$1" 1)" -v b="$(col "$2" 1)" 'BEGIN { printf "%.2f", 1 / (1 / a + 1 / b) }'; }
+goal() { # NAME VALUE LIMIT WANT
+	local r
+	r=$(div "$2" "$3")
+	printf '| %-46s | %5s | %5s | %5s | %-6s |\n' "$1" "$2" "$3" "$r" \
+		"$(awk -v r="$r" -v w="$4" 'BEGIN { print (r >= w ? "met" : "missed") " (>= " w ")" }')"
+}
+printf '\n| %-46s | %5s | %5s | %5s | %-6s |\n' "goal" "GB/s" "limit" "x" "verdict"
+printf '|%s|%s|%s|%s|%s|\n' "------------------------------------------------" "-------" "-------" "-------" "---------------"
+goal "$first: cold / series(raw, buffered ceiling)" "$(col "${cold[$first]}" 1)" \
+	"$(series "${raw[$first]}" "$ceil")" 0.8
+goal "$first: cold direct_io / series(raw, dio ceiling)" "$(col "$dio" 1)" \
+	"$(series "${raw[$first]}" "$ceil_dio")" 0.8
+goal "read after prefetch / buffered ceiling" "$(col "$after" 1)" "$(col "$ceil" 1)" 0.9
+goal "$first: prefetch / raw transport" "$(col "$prefetch" 1)" "$(col "${raw[$first]}" 1)" 0.9
+goal "$first: pull / raw transport" "$(col "${pull[$first]}" 1)" "$(col "${raw[$first]}" 1)" 0.8
+
 # The plot: every median, one bar each.
 {
 	for p in ${PROTOS//,/ }; do
@@ -218,6 +272,9 @@ ratio "$first: mount cold / sshfs" "${cold[$first]}" "$sshfs"
 		printf '"%s pull"\t%s\n' "$p" "$(col "${pull[$p]}" 1)"
 		printf '"%s cold"\t%s\n' "$p" "$(col "${cold[$p]}" 1)"
 	done
+	printf '"%s cold dio"\t%s\n' "$first" "$(col "$dio" 1)"
+	printf '"FUSE ceiling"\t%s\n' "$(col "$ceil" 1)"
+	printf '"FUSE ceiling dio"\t%s\n' "$(col "$ceil_dio" 1)"
 	printf '"%s prefetch"\t%s\n' "$first" "$(col "$prefetch" 1)"
 	printf '"read after prefetch"\t%s\n' "$(col "$after" 1)"
 	printf '"warm"\t%s\n' "$(col "$warm" 1)"

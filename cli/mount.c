@@ -53,6 +53,7 @@ struct mount_opts {
 	int no_verify;
 	int prefetch;
 	int nonempty;
+	int direct_io;
 	char *mnt; /* the first non-option argument: the mount point */
 	char *log_level;
 	char *log_file;
@@ -83,6 +84,7 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--registry=%s", registry),
 	{"--reseed", offsetof(struct mount_opts, reseed), 1},
 	{"nonempty", offsetof(struct mount_opts, nonempty), 1},
+	{"direct_io", offsetof(struct mount_opts, direct_io), 1},
 	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
 	{"--prefetch", offsetof(struct mount_opts, prefetch), 1},
 	OPT("--log-level=%s", log_level),
@@ -148,6 +150,7 @@ struct mount_cfg {
 	uint64_t ahead; /* largest read-ahead window; 0: off */
 	int no_verify;
 	int prefetch;		     /* warm every file once mounted */
+	int direct_io;		     /* -o direct_io */
 	struct sfs_require *require; /* owned; NULL: show every source */
 	const char *require_text;
 	const char *reseed;	     /* serve what it holds here, or NULL */
@@ -241,6 +244,10 @@ static void usage(void)
 	       "                           (default 0.0.0.0:0, any port)\n"
 	       "    -o nonempty            mount over a directory that is not\n"
 	       "                           empty (refused otherwise)\n"
+	       "    -o direct_io           model files bypass the page cache:\n"
+	       "                           every read comes from the mount's\n"
+	       "                           cache, one copy fewer; mmap of them\n"
+	       "                           fails (ENODEV) with this libfuse\n"
 	       "    --log-level LEVEL      err, warn, info, debug (default info)\n"
 	       "    --log-file FILE        log here; default: stderr with -f,\n"
 	       "                           syslog in the background\n"
@@ -405,6 +412,7 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		}
 	}
 	c->prefetch = o->prefetch;
+	c->direct_io = o->direct_io;
 	c->ahead = 64u << 20;
 	if (num_opt(o->ahead, "--ahead", sfs_parse_size, 0, 1ull << 40, &v))
 		return -EINVAL;
@@ -456,6 +464,7 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	struct sfs_serve_cfg sc = {.read_ahead_kb = c->read_ahead_kb,
 				   .max_background = c->max_background,
 				   .prefetch = c->prefetch,
+				   .direct_io = c->direct_io,
 				   .ready_fd = ready_fd,
 				   .log_file = log_file};
 	struct sfs_replica *r;

@@ -394,6 +394,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fs->handles = h;
 	pthread_mutex_unlock(&fs->handles_lock);
 	fi->fh = (uint64_t)(uintptr_t)h;
+	/* -o direct_io: reads of a file come from the mount's cache each
+	 * time, with no copy into the page cache (no mmap then). */
+	if (!err && fs->direct_io && h->kind == SFS_NODE_FILE)
+		fi->direct_io = 1;
 	/* An inode's bytes never change: keep its page cache. */
 	fi->keep_cache = !fi->direct_io;
 	fi->noflush = 1;

@@ -27,6 +27,7 @@ struct sfs_fs {
 	double negative_timeout; /* and that a name is not there */
 	double attr_timeout;	 /* and attributes (an inode's never change) */
 	unsigned int max_background; /* 0: kernel default */
+	int direct_io; /* -o direct_io: model files bypass the page cache */
 	uid_t uid;
 	gid_t gid;
 	struct timespec mtime; /* of every inode: when mounted */

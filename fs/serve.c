@@ -167,6 +167,7 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 	fs.negative_timeout = 0.2;
 	fs.attr_timeout = 86400.0;
 	fs.max_background = c->max_background;
+	fs.direct_io = c->direct_io;
 	fs.uid = getuid();
 	fs.gid = getgid();
 	fs.total_bytes = sfs_replica_total_bytes(r);

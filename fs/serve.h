@@ -17,6 +17,7 @@ struct sfs_serve_cfg {
 	unsigned int read_ahead_kb;  /* 0: the kernel's */
 	unsigned int max_background; /* 0: the kernel's */
 	int prefetch;		     /* warm every file once mounted */
+	int direct_io;		     /* -o direct_io */
 	/* Background: told 'R' once the mount is ready ('F' on failure),
 	 * then stdio goes to /dev/null and logs to syslog (unless
 	 * @log_file).  -1: foreground. */

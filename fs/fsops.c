@@ -114,6 +114,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	if (fs->max_background)
 		conn->max_background = fs->max_background;
+#ifdef SEEDFS_FUSE_DIO_MMAP
+	/* -o direct_io and mmap together, where kernel and libfuse can. */
+	if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP)
+		conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
+#endif
 	SFS_LOG(SFS_DEBUG, "fs",
 		"init: proto %u.%u max_readahead %u "
 		"max_read %u",

@@ -47,9 +47,8 @@ static size_t add(const char *name, size_t parent, int dir)
 			exit(1);
 		}
 	}
-	nodes[nnodes] = (struct node){.name = strdup(name),
-				      .parent = parent,
-				      .dir = dir};
+	nodes[nnodes] = (struct node){
+		.name = strdup(name), .parent = parent, .dir = dir};
 	return nnodes++;
 }
 
@@ -80,7 +79,8 @@ static void load(const char *path, size_t self)
 		char *buf = malloc(st.st_size ? (size_t)st.st_size : 1);
 		size_t got = 0;
 		while (fd >= 0 && buf && got < (size_t)st.st_size) {
-			ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+			ssize_t n =
+				read(fd, buf + got, (size_t)st.st_size - got);
 			if (n <= 0)
 				break;
 			got += (size_t)n;

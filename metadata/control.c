@@ -12,35 +12,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct body {
-	char *buf;
-	size_t len, cap, limit;
-	int too_big;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *arg)
+int sfs_http_body_add(struct sfs_http_body *b, const char *p, size_t n)
 {
-	struct body *b = arg;
-	size_t k = size * n;
-
-	if (b->len + k > b->limit) {
+	if (b->len + n > b->limit) {
 		b->too_big = 1;
-		return 0; /* aborts the transfer */
+		return -E2BIG;
 	}
-	if (b->len + k + 1 > b->cap) {
+	if (b->len + n + 1 > b->cap) {
 		size_t cap = b->cap ? b->cap : 65536;
-		while (cap < b->len + k + 1)
+		while (cap < b->len + n + 1)
 			cap *= 2;
 		char *q = realloc(b->buf, cap);
 		if (!q)
-			return 0;
+			return -ENOMEM;
 		b->buf = q;
 		b->cap = cap;
 	}
-	memcpy(b->buf + b->len, p, k);
-	b->len += k;
+	memcpy(b->buf + b->len, p, n);
+	b->len += n;
 	b->buf[b->len] = '\0';
-	return k;
+	return 0;
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+	return sfs_http_body_add(arg, p, size * n) ? 0 : size * n;
 }
 
 int sfs_control_init(void)
@@ -53,7 +49,7 @@ static int request(const char *hostport, const char *path, const void *body,
 		   size_t blen, unsigned int timeout_ms, size_t cap, char **out,
 		   size_t *len, char *err, size_t errlen)
 {
-	struct body b = {.limit = cap};
+	struct sfs_http_body b = {.limit = cap};
 	char url[600], cerr[CURL_ERROR_SIZE] = "";
 	struct curl_slist *hdr = NULL;
 	long code = 0;

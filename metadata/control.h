@@ -27,6 +27,19 @@ int sfs_control_post(const char *hostport, const char *path, const void *body,
 		     size_t len, unsigned int timeout_ms, size_t cap,
 		     char **resp, size_t *rlen, char *err, size_t errlen);
 
+/*
+ * A bounded HTTP answer as libcurl hands it over (also the registry
+ * client's).  sfs_http_body_add - append @n bytes, NUL kept after them:
+ * 0, or -E2BIG past @limit (too_big set) / -ENOMEM.  The caller frees
+ * buf.
+ */
+struct sfs_http_body {
+	char *buf;
+	size_t len, cap, limit;
+	int too_big;
+};
+int sfs_http_body_add(struct sfs_http_body *b, const char *p, size_t n);
+
 struct sfs_xport;
 struct sfs_manifest;
 

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "metadata/control.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -488,9 +489,7 @@ void sfs_reg_models_prefix(const struct sfs_reg *g, char *buf, size_t len)
 /* ---- requests ---- */
 
 struct body {
-	char *buf;
-	size_t len, cap, limit;
-	int too_big;
+	struct sfs_http_body h;
 	/* A watch: each complete line to @line. */
 	int (*line)(void *arg, const char *s, size_t n);
 	void *line_arg;
@@ -502,34 +501,21 @@ struct body {
 
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
-	struct body *b = arg;
+	struct body *bd = arg;
+	struct sfs_http_body *b = &bd->h;
 	size_t k = size * n;
 
-	if (b->len + k > b->limit) {
-		b->too_big = 1;
+	if (sfs_http_body_add(b, p, k))
 		return 0;
-	}
-	if (b->len + k + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 16384;
-		while (cap < b->len + k + 1)
-			cap *= 2;
-		char *q = realloc(b->buf, cap);
-		if (!q)
-			return 0;
-		b->buf = q;
-		b->cap = cap;
-	}
-	memcpy(b->buf + b->len, p, k);
-	b->len += k;
-	b->buf[b->len] = '\0';
-	if (!b->line)
+	if (!bd->line)
 		return k;
 	/* The gateway ends each message of a stream with a newline. */
 	char *nl;
 	size_t off = 0;
 	while ((nl = memchr(b->buf + off, '\n', b->len - off))) {
 		size_t l = (size_t)(nl - (b->buf + off));
-		if (l && (b->line_rc = b->line(b->line_arg, b->buf + off, l)))
+		if (l &&
+		    (bd->line_rc = bd->line(bd->line_arg, b->buf + off, l)))
 			return 0;
 		off += l + 1;
 	}
@@ -627,10 +613,10 @@ static int exchange(struct sfs_reg *g, size_t ep, const char *route,
 	} else if (b->line_rc) {
 		rc = b->line_rc;
 		/* @err is the line's */
-	} else if (b->too_big) {
+	} else if (b->h.too_big) {
 		rc = -E2BIG;
 		snprintf(err, errlen, "%s: answer over %zu bytes", g->eps[ep],
-			 b->limit);
+			 b->h.limit);
 	} else {
 		switch (cc) {
 		case CURLE_OPERATION_TIMEDOUT:
@@ -693,7 +679,7 @@ static int authenticate(struct sfs_reg *g, size_t ep, char *err, size_t errlen)
 	json_t *req =
 		json_pack("{s:s,s:s}", "name", g->user, "password", g->pass);
 	char *s = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	struct body b = {.limit = 65536};
+	struct body b = {.h.limit = 65536};
 	long code = 0;
 	int rc = -ENOMEM;
 	json_decref(req);
@@ -706,7 +692,7 @@ static int authenticate(struct sfs_reg *g, size_t ep, char *err, size_t errlen)
 	if (rc)
 		goto out;
 	if (code != 200) {
-		grpc_error(b.buf, b.len, code, err, errlen);
+		grpc_error(b.h.buf, b.h.len, code, err, errlen);
 		char why[400];
 		snprintf(why, sizeof(why), "%s", err);
 		snprintf(err, errlen,
@@ -716,7 +702,7 @@ static int authenticate(struct sfs_reg *g, size_t ep, char *err, size_t errlen)
 		goto out;
 	}
 	json_error_t je;
-	json_t *o = json_loadb(b.buf, b.len, 0, &je);
+	json_t *o = json_loadb(b.h.buf, b.h.len, 0, &je);
 	const char *t = json_string_value(json_object_get(o, "token"));
 	if (!t || strlen(t) > 4096) {
 		snprintf(err, errlen, "etcd: authenticate: token missing");
@@ -731,7 +717,7 @@ static int authenticate(struct sfs_reg *g, size_t ep, char *err, size_t errlen)
 	}
 	json_decref(o);
 out:
-	free(b.buf);
+	free(b.h.buf);
 	return rc;
 }
 
@@ -769,7 +755,7 @@ static int post(struct sfs_reg *g, const char *route, const char *req,
 				return -ENOMEM;
 		}
 		long code = 0;
-		b->len = 0;
+		b->h.len = 0;
 		rc = exchange(g, ep, route, req, token, timeout_ms, b, &code,
 			      err, errlen);
 		if (token) {
@@ -787,7 +773,7 @@ static int post(struct sfs_reg *g, const char *route, const char *req,
 		pthread_mutex_unlock(&g->lock);
 		if (code == 200)
 			return 0;
-		rc = grpc_error(b->buf, b->len, code, err, errlen);
+		rc = grpc_error(b->h.buf, b->h.len, code, err, errlen);
 		if (rc == -EACCES && g->pass && !relogged) {
 			/* Its token expired (etcd restarted, or its TTL). */
 			relogged = 1;
@@ -815,7 +801,7 @@ static int call(struct sfs_reg *g, const char *route, json_t *req, json_t **ans,
 		char *err, size_t errlen)
 {
 	char *s = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	struct body b = {.limit = ANSWER_MAX};
+	struct body b = {.h.limit = ANSWER_MAX};
 	json_decref(req);
 	if (ans)
 		*ans = NULL;
@@ -827,7 +813,7 @@ static int call(struct sfs_reg *g, const char *route, json_t *req, json_t **ans,
 	free(s);
 	if (!rc && ans) {
 		json_error_t je;
-		*ans = json_loadb(b.buf ? b.buf : "", b.len, 0, &je);
+		*ans = json_loadb(b.h.buf ? b.h.buf : "", b.h.len, 0, &je);
 		if (!json_is_object(*ans)) {
 			snprintf(err, errlen, "etcd: %s: not a JSON object",
 				 route);
@@ -836,7 +822,7 @@ static int call(struct sfs_reg *g, const char *route, json_t *req, json_t **ans,
 			rc = -EPROTO;
 		}
 	}
-	free(b.buf);
+	free(b.h.buf);
 	return rc;
 }
 
@@ -967,7 +953,7 @@ int sfs_reg_range(struct sfs_reg *g, const char *prefix, size_t max,
 				    json_integer((json_int_t)max + 1));
 	}
 	char *s = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	struct body b = {.limit = ANSWER_MAX};
+	struct body b = {.h.limit = ANSWER_MAX};
 	json_decref(req);
 	if (!s) {
 		snprintf(err, errlen, "out of memory");
@@ -976,9 +962,9 @@ int sfs_reg_range(struct sfs_reg *g, const char *prefix, size_t max,
 	int rc = post(g, "/v3/kv/range", s, g->timeout_ms, &b, err, errlen);
 	free(s);
 	if (!rc)
-		rc = sfs_reg_parse_range(b.buf ? b.buf : "", b.len, max, fn,
-					 arg, rev, err, errlen);
-	free(b.buf);
+		rc = sfs_reg_parse_range(b.h.buf ? b.h.buf : "", b.h.len, max,
+					 fn, arg, rev, err, errlen);
+	free(b.h.buf);
 	return rc;
 }
 
@@ -1040,14 +1026,14 @@ int sfs_reg_watch(struct sfs_reg *g, const char *prefix, int64_t start,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	struct body b = {.limit = MSG_MAX,
+	struct body b = {.h.limit = MSG_MAX,
 			 .line = watch_line,
 			 .line_arg = &w,
 			 .stop = stop,
 			 .stop_arg = stop_arg};
 	int rc = post(g, "/v3/watch", s, 0, &b, err, errlen);
 	free(s);
-	free(b.buf);
+	free(b.h.buf);
 	if (w.canceled && w.compact) {
 		*next = w.compact;
 		return -ESTALE;

@@ -71,6 +71,29 @@ static void holder_free(struct sfs_vholder *h)
 	free(h);
 }
 
+/* Holders taken out of their views (a list through ->next): out of the
+ * cache, freed.  Called without the model's lock. */
+static void holders_drop(struct sfs_replica *r, struct sfs_vholder *gone)
+{
+	while (gone) {
+		struct sfs_vholder *h = gone;
+		gone = h->next;
+		sfs_cache_remove_holder(r->cache, h->holder);
+		holder_free(h);
+	}
+}
+
+/* Tell the kernel @n inodes changed (their page cache goes). */
+static void inval_inos(struct sfs_replica *r, const uint64_t *inos, size_t n)
+{
+	pthread_mutex_lock(&r->lock);
+	void (*inval)(void *, uint64_t) = r->inval;
+	void *arg = r->inval_arg;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; inval && i < n; i++)
+		inval(arg, inos[i]);
+}
+
 static void view_free(struct sfs_view *v)
 {
 	if (!v)
@@ -808,12 +831,7 @@ size_t model_prune(struct sfs_model *mo, struct rsrc *src, uint64_t instance,
 		}
 	}
 	pthread_mutex_unlock(&mo->lock);
-	while (gone) {
-		struct sfs_vholder *h = gone;
-		gone = h->next;
-		sfs_cache_remove_holder(r->cache, h->holder);
-		holder_free(h);
-	}
+	holders_drop(r, gone);
 	pthread_mutex_lock(&r->lock);
 	pthread_cond_broadcast(&r->cond); /* views may be due */
 	pthread_mutex_unlock(&r->lock);
@@ -961,14 +979,9 @@ void model_retire(struct sfs_model *mo, const char *why)
 	pthread_mutex_unlock(&mo->adopt_lock);
 	if (!had)
 		return;
-	pthread_mutex_lock(&r->lock);
-	void (*inval)(void *, uint64_t) = r->inval;
-	void *arg = r->inval_arg;
-	pthread_mutex_unlock(&r->lock);
-	for (size_t i = 0; inval && i < nsup; i++)
-		inval(arg, sup[i]);
-	if (inval)
-		inval(arg, SFS_ROOT_INO);
+	uint64_t root = SFS_ROOT_INO;
+	inval_inos(r, sup, nsup);
+	inval_inos(r, &root, 1);
 	free(sup);
 	SFS_LOG(SFS_INFO, "model", "%s leaves the mount: %s", mo->name, why);
 	pthread_mutex_lock(&r->lock);
@@ -1017,25 +1030,15 @@ static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
 		pv = &v->next;
 	}
 	pthread_mutex_unlock(&mo->lock);
-	while (gone) {
-		struct sfs_vholder *h = gone;
-		gone = h->next;
-		sfs_cache_remove_holder(r->cache, h->holder);
-		holder_free(h);
-	}
+	holders_drop(r, gone);
 	lanes(r, mo);
 	uint64_t *inos;
 	if (due) {
 		/* Reads through it fail with ESTALE from now on; its pages
 		 * leave the page cache. */
 		sfs_cache_retire_set(r->cache, due->set);
-		pthread_mutex_lock(&r->lock);
-		void (*inval)(void *, uint64_t) = r->inval;
-		void *arg = r->inval_arg;
-		pthread_mutex_unlock(&r->lock);
 		size_t n = view_inodes(r, due, 0, &inos);
-		for (size_t i = 0; inval && i < n; i++)
-			inval(arg, inos[i]);
+		inval_inos(r, inos, n);
 		free(inos);
 		SFS_LOG(SFS_INFO, "model",
 			"generation %" PRIu64 " of %s is no longer served: its "

@@ -248,8 +248,6 @@ static int connect_run(struct rsrc *s, const struct sfs_manifest *m, char *why,
 	struct sfs_replica *r = s->r;
 	ssize_t ep = sfs_manifest_endpoint(m, r->proto);
 	uint64_t xpeer;
-	uint32_t cpeer;
-	char label[300];
 
 	if (ep < 0) {
 		char served[SFS_MF_MAX_ENDPOINTS * 32];
@@ -265,24 +263,9 @@ static int connect_run(struct rsrc *s, const struct sfs_manifest *m, char *why,
 	pthread_mutex_unlock(&r->xlock);
 	if (rc)
 		return rc;
-	snprintf(label, sizeof(label), "%s %s",
-		 s->reseeder ? "re-seeder" : "seed", s->addr);
-	if ((rc = sfs_cache_add_peer(r->cache, xpeer, label, &cpeer))) {
+	if ((rc = rsrc_adopt_peer(s, m, (size_t)ep, xpeer, why, whylen)))
 		sfs_xport_peer_remove(r->x, xpeer);
-		snprintf(why, whylen, "cache: %s", strerror(-rc));
-		return rc;
-	}
-	/* A seed serves what no re-seeder has: it sends each byte about
-	 * once, the replicas the rest. */
-	sfs_cache_peer_last_resort(r->cache, cpeer, !s->reseeder);
-	pthread_mutex_lock(&s->lock);
-	s->instance = m->instance;
-	s->xpeer = xpeer;
-	s->cpeer = cpeer;
-	s->ep = m->eps[ep];
-	s->has_ep = 1;
-	pthread_mutex_unlock(&s->lock);
-	return 0;
+	return rc;
 }
 
 int rsrc_adopt_peer(struct rsrc *s, const struct sfs_manifest *m, size_t ep,
@@ -297,6 +280,8 @@ int rsrc_adopt_peer(struct rsrc *s, const struct sfs_manifest *m, size_t ep,
 		snprintf(err, errlen, "cache: %s", strerror(-rc));
 		return rc;
 	}
+	/* A seed serves what no re-seeder has: it sends each byte about
+	 * once, the replicas the rest. */
 	sfs_cache_peer_last_resort(s->r->cache, cpeer, !s->reseeder);
 	pthread_mutex_lock(&s->lock);
 	s->instance = m->instance;

@@ -88,14 +88,21 @@ start_seed() {
 	[ -n "$SEED_PORT" ] || fail "seed did not report ready"
 }
 
-# mount_seed MNT [mount args...]: background mount; sets MOUNT_PID
+# mount_seed MNT [mount args...]: background mount; sets MOUNT_PID.
+# Its sources: MOUNT_REG (a --registry URL) if set, else MOUNT_SEEDS,
+# else the last seed started.
 mount_seed() {
-	local mnt=$1
+	local mnt=$1 src
 	shift
 	mkdir -p "$mnt"
 	MOUNTS+=("$mnt")
 	: >"$WORK/mount.log"
-	"$SEEDFS" mount --seed "${MOUNT_SEEDS:-$HOST:$SEED_PORT}" "$mnt" \
+	if [ -n "${MOUNT_REG:-}" ]; then
+		src=(--registry "$MOUNT_REG")
+	else
+		src=(--seed "${MOUNT_SEEDS:-$HOST:$SEED_PORT}")
+	fi
+	"$SEEDFS" mount "${src[@]}" "$mnt" \
 		--log-file "$WORK/mount.log" "$@" 2>"$WORK/mount.err" ||
 		fail "mount failed: $(cat "$WORK/mount.err")"
 	grep -q " $mnt fuse" /proc/mounts || fail "not in /proc/mounts"

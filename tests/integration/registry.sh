@@ -32,25 +32,11 @@ keys=$(etcdctl_at "$EP" get --prefix "$PREFIX" --keys-only | grep -c . || true)
 [ "$keys" = 2 ] || fail "etcd holds $keys records: $(etcdctl_at "$EP" get --prefix "$PREFIX")"
 ok "two seeds registered: $(etcdctl_at "$EP" get --prefix "$PREFIX" --keys-only | grep . | tr '\n' ' ')"
 
-# mount_reg MNT [args]: a mount told only the registry
-mount_reg() {
-	local mnt=$1
-	shift
-	mkdir -p "$mnt"
-	MOUNTS+=("$mnt")
-	: >"$WORK/mount.log"
-	"$SEEDFS" mount --registry "$REG" "$mnt" --log-file "$WORK/mount.log" "$@" \
-		2>"$WORK/mount.err" || fail "mount failed: $(cat "$WORK/mount.err")"
-	MOUNT_PID=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' \
-		"$WORK/mount.log" | tail -n 1)
-	[ -n "$MOUNT_PID" ] || fail "no pid in the mount log"
-	PIDS+=("$MOUNT_PID")
-}
 st() { cat "$MNT/.seedfs/status"; }
 val() { st | sed -n "s/^$1: \([^ ]*\).*/\1/p" | head -n 1; }
 
 MNT=$WORK/mnt
-mount_reg "$MNT" --timeout 5 --cache-size 64M --ahead 4M
+MOUNT_REG=$REG mount_seed "$MNT" --timeout 5 --cache-size 64M --ahead 4M
 [ "$(ls "$MNT" | tr '\n' ' ')" = "m1 m2 " ] || fail "models: $(ls "$MNT")"
 diff -r "$M1" "$MNT/m1" >/dev/null || fail "m1 differs"
 diff -r "$M2" "$MNT/m2" >/dev/null || fail "m2 differs"
@@ -150,7 +136,7 @@ ok "kill -9 of a seed: its record gone in $gone ms, the read went on byte-exact,
 MNT2=$WORK/mnt2
 MNT_SAVE=$MNT
 MOUNT_PID1=$MOUNT_PID
-mount_reg "$MNT2" --reseed --listen "$HOST:0" --prefetch --cache-size 128M
+MOUNT_REG=$REG mount_seed "$MNT2" --reseed --listen "$HOST:0" --prefetch --cache-size 128M
 MOUNT_PID2=$MOUNT_PID
 for _ in $(seq 100); do
 	etcdctl_at "$EP" get --prefix "${PREFIX}m1/reseeder/" --keys-only | grep -q . && break

@@ -11,20 +11,6 @@ M=$WORK/m
 "$GENMODEL" "$M" --size 16M --shards 1
 st() { cat "$MNT/.seedfs/status"; }
 
-# mount_reg MNT REG [args]: a mount told only the registry
-mount_reg() {
-	local mnt=$1 reg=$2
-	shift 2
-	mkdir -p "$mnt"
-	MOUNTS+=("$mnt")
-	: >"$WORK/mount.log"
-	"$SEEDFS" mount --registry "$reg" "$mnt" --log-file "$WORK/mount.log" "$@" \
-		2>"$WORK/mount.err" || fail "mount failed: $(cat "$WORK/mount.err")"
-	MOUNT_PID=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' \
-		"$WORK/mount.log" | tail -n 1)
-	PIDS+=("$MOUNT_PID")
-}
-
 # --- three members, one killed ---
 declare -a CPS PPS EPIDS
 cluster=""
@@ -46,7 +32,7 @@ etcdctl_at "$EPS" endpoint health >/dev/null 2>&1 || fail "the cluster is not he
 REG=etcd://$EPS/c$$
 SEED_LOG=seed start_seed "$M" --name m --registry "$REG" --registry-ttl 3
 MNT=$WORK/mnt
-mount_reg "$MNT" "$REG"
+MOUNT_REG=$REG mount_seed "$MNT"
 diff -r "$M" "$MNT/m" >/dev/null || fail "m differs"
 ok "three members: registered, mounted, byte-exact"
 
@@ -102,7 +88,7 @@ if "$SEEDFS" mount --registry "$REG" "$WORK/mnt-noauth" 2>"$WORK/noauth.err"; th
 	fail "a mount without credentials worked"
 fi
 grep -q "registry-auth-file" "$WORK/noauth.err" || fail "no credentials: $(cat "$WORK/noauth.err")"
-mount_reg "$MNT" "$REG" --registry-auth-file "$WORK/auth"
+MOUNT_REG=$REG mount_seed "$MNT" --registry-auth-file "$WORK/auth"
 diff -r "$M" "$MNT/m" >/dev/null || fail "m differs (auth)"
 ok "etcd with auth: right user file accepted; wrong: '$(cat "$WORK/bad.lines")'; none: '$(cat "$WORK/noauth.err")'"
 unmount_check "$MNT" "$MOUNT_PID"
@@ -142,7 +128,7 @@ if "$SEEDFS" mount --registry "etcd://127.0.0.1:$CP/s$$" "$WORK/mnt-badca" \
 	MOUNTS+=("$WORK/mnt-badca")
 	fail "plain HTTP to a TLS etcd worked"
 fi
-mount_reg "$MNT" "$REG" --registry-ca "$WORK/ca.crt"
+MOUNT_REG=$REG mount_seed "$MNT" --registry-ca "$WORK/ca.crt"
 diff -r "$M" "$MNT/m" >/dev/null || fail "m differs (TLS)"
 ok "etcd over TLS: the right CA accepted; another: '$(cat "$WORK/badca.err")'"
 unmount_check "$MNT" "$MOUNT_PID"

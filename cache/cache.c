@@ -86,6 +86,10 @@ void sfs_cache_unhash(struct sfs_cache *c, struct sfs_chunk *ch)
 
 void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
 {
+	if (ch->dst) { /* its reader's: it looks at the state itself */
+		pthread_cond_broadcast(&c->cond);
+		return;
+	}
 	if (ch->refs || (ch->state != CH_READY && ch->state != CH_FAILED))
 		return;
 	if (ch->state == CH_READY) {
@@ -815,9 +819,9 @@ static void pin(struct sfs_cache *c, struct sfs_chunk *ch)
  * gets a reference (and may wait for a slot).  Called with c->lock
  * held.  Returns the chunk or NULL (*rc set).
  */
-static struct sfs_chunk *find_or_start(struct sfs_cache *c, uint32_t set,
-				       uint32_t obj, uint64_t idx, int pinned,
-				       int demand, int *rc)
+struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
+					  uint32_t obj, uint64_t idx,
+					  int pinned, int demand, int *rc)
 {
 	struct cache_set *s = c->sets[set];
 	const struct sfs_cache_obj *o = &s->objs[obj];
@@ -879,8 +883,8 @@ static struct sfs_chunk *find_or_start(struct sfs_cache *c, uint32_t set,
 	return ch;
 }
 
-static int check_range(struct sfs_cache *c, uint32_t set, uint32_t obj,
-		       uint64_t off)
+int sfs_cache_check_range(struct sfs_cache *c, uint32_t set, uint32_t obj,
+			  uint64_t off)
 {
 	if (set >= c->nsets || obj >= c->sets[set]->nobjs ||
 	    off >= c->sets[set]->objs[obj].len)
@@ -925,7 +929,7 @@ int sfs_cache_prefetch(struct sfs_cache *c, uint32_t set, uint32_t obj,
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if (check_range(c, set, obj, off) || len == 0) {
+	if (sfs_cache_check_range(c, set, obj, off) || len == 0) {
 		pthread_mutex_unlock(&c->lock);
 		return -EINVAL;
 	}
@@ -933,7 +937,7 @@ int sfs_cache_prefetch(struct sfs_cache *c, uint32_t set, uint32_t obj,
 	uint64_t last = (SFS_MIN(off + len, olen) - 1) >> c->chunk_shift;
 	for (uint64_t i = off >> c->chunk_shift; i <= last; i++) {
 		struct sfs_chunk *ch =
-			find_or_start(c, set, obj, i, 0, demand, &rc);
+			sfs_cache_find_or_start(c, set, obj, i, 0, demand, &rc);
 		if (!ch)
 			break;
 		if (demand)
@@ -952,12 +956,13 @@ int sfs_cache_get(struct sfs_cache *c, uint32_t set, uint32_t obj, uint64_t off,
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if ((rc = check_range(c, set, obj, off))) {
+	if ((rc = sfs_cache_check_range(c, set, obj, off))) {
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
 again:
-	ch = find_or_start(c, set, obj, off >> c->chunk_shift, 1, 1, &rc);
+	ch = sfs_cache_find_or_start(c, set, obj, off >> c->chunk_shift, 1, 1,
+				     &rc);
 	if (!ch) {
 		pthread_mutex_unlock(&c->lock);
 		return rc;
@@ -975,7 +980,7 @@ again:
 		 * from the holders still there, within the same bound. */
 		ch->refs--;
 		sfs_cache_settle(c, ch);
-		if ((rc = check_range(c, set, obj, off))) {
+		if ((rc = sfs_cache_check_range(c, set, obj, off))) {
 			pthread_mutex_unlock(&c->lock);
 			return rc;
 		}

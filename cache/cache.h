@@ -354,6 +354,55 @@ int sfs_cache_peer(struct sfs_cache *c, uint32_t peer,
 void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st);
 
 /*
+ * Direct reads: bytes pulled straight into a caller's registered memory
+ * (the engine API, cache/direct.c), striped and failed over like any
+ * pull, never through a slot.
+ *
+ * sfs_cache_dst_new - [@base, @base+@len) may be read into; @mr
+ * [borrowed] is its registration with the cache's transport
+ * (SFS_XPORT_LOCAL_DST), NULL where the transport needs none.  *out
+ * [new].  0 or -ENOMEM.
+ * sfs_cache_dst_free - no more reads into it.  -EBUSY when a read that
+ * gave up (timed out) is still held by the transport: the memory and
+ * its registration must then stay valid until the cache is freed (the
+ * transport quiesced); the dst itself is freed once that read ends.
+ * NULL is fine (0).
+ */
+struct sfs_cache_dst;
+int sfs_cache_dst_new(struct sfs_cache *c, void *base, size_t len,
+		      struct sfs_xport_mr *mr, struct sfs_cache_dst **out);
+int sfs_cache_dst_free(struct sfs_cache_dst *d);
+
+/* One read of sfs_cache_read_into. */
+struct sfs_cache_rd {
+	uint32_t set, obj;
+	uint64_t off, len; /* bytes of the object */
+	uint8_t *to;	   /* @len bytes inside @dst's range */
+	struct sfs_cache_dst *dst;
+	int status; /* out: 0 or -errno */
+};
+
+/*
+ * sfs_cache_read_into - every read of @rds, at once.  Where checksums
+ * are checked, the checksum blocks a read covers whole are pulled
+ * straight into its memory and verified there; the parts of blocks at
+ * its ends come through the cache's slots and are copied (a block is
+ * verified whole or not at all).  Unverified sets go straight in
+ * entirely.  Pulls are spread over every holder, and one whose source
+ * fails or stalls is pulled again from the others (a pull moved off a
+ * stalled source, whose old read may still land, is pulled into a slot
+ * and copied once the old read has ended).  At most @ahead bytes are
+ * in flight (0: 128 chunks).  Returns 0, or the first read's error
+ * (each read's in ->status): -EINVAL (a range outside its object or
+ * its dst), -ESTALE, -ETIMEDOUT, -EBADMSG, the holders' error.
+ * Returns only when no pull of it still writes into the caller's
+ * memory, except after -ETIMEDOUT (see sfs_cache_dst_free).  Thread
+ * safe.
+ */
+int sfs_cache_read_into(struct sfs_cache *c, struct sfs_cache_rd *rds, size_t n,
+			uint64_t ahead);
+
+/*
  * sfs_cache_resident - how many bytes of [off, off+len) of @obj are in
  * memory now (chunks ready, not being pulled).  A snapshot for display.
  */

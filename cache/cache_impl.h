@@ -72,7 +72,15 @@ struct sfs_chunk {
 	uint64_t overtaken_ms; /* LOADING: a later post completed first */
 	int orphan; /* LOADING, but out of the hash: its slot waits for the
 		       transport's callback */
-	uint64_t keep_until_ms;	 /* READY: exported, not evicted before */
+	uint64_t keep_until_ms; /* READY: exported, not evicted before */
+	/* A direct read (direct.c): the bytes go to a caller's memory, not
+	 * a slot; never hashed, on the LRU or stored.  @start is its first
+	 * byte in the object (a slot's is idx << chunk_shift), @abandoned
+	 * says its reader gave up while the transport still had it (the
+	 * callback frees it). */
+	struct sfs_cache_dst *dst;
+	uint64_t start;
+	int abandoned;
 	struct sfs_chunk *hnext; /* hash chain */
 	/* LRU (READY, unpinned), free list, a queue (QUEUED), its peer's
 	 * list of posted chunks (LOADING), or a disk queue (DISK; READY and
@@ -220,6 +228,13 @@ struct sfs_cache {
 	pthread_t threads[DISK_THREADS];
 };
 
+/* The first byte of @ch in its object. */
+static inline uint64_t sfs_chunk_off(const struct sfs_cache *c,
+				     const struct sfs_chunk *ch)
+{
+	return ch->dst ? ch->start : ch->idx << c->chunk_shift;
+}
+
 /* list.c-style helpers (cache.c) */
 void sfs_list_del(struct list *l, struct sfs_chunk *ch);
 void sfs_list_add_tail(struct list *l, struct sfs_chunk *ch);
@@ -230,6 +245,17 @@ void sfs_cache_unhash(struct sfs_cache *c, struct sfs_chunk *ch);
 /* cache.c: a chunk nobody pins any more goes to the LRU, or is freed if
  * failed (c->lock held). */
 void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch);
+/* cache.c: find or start chunk @idx of (@set, @obj) (c->lock held; see
+ * there). */
+struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
+					  uint32_t obj, uint64_t idx,
+					  int pinned, int demand, int *rc);
+/* cache.c: 0 when @off is inside (@set, @obj) and the set is live. */
+int sfs_cache_check_range(struct sfs_cache *c, uint32_t set, uint32_t obj,
+			  uint64_t off);
+/* direct.c: the callback of an abandoned direct chunk frees it (c->lock
+ * held). */
+void sfs_direct_release(struct sfs_cache *c, struct sfs_chunk *ch);
 /* cache.c: the disk tier stores a freshly pulled chunk (c->lock held). */
 void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch);
 

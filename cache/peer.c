@@ -465,15 +465,13 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
  * (c->lock held; dropped meanwhile). */
 /* A pull posted on last-resort peer @p: whose lane was it? */
 static void lane_account(struct sfs_cache *c, const struct cache_peer *p,
-			 const struct sfs_chunk *ch)
+			 uint32_t obj, uint64_t idx, int any, uint32_t lane)
 {
-	int any;
-	uint32_t lane = lane_of(c, ch, &any);
 	c->st.lane_own += any && lane == SFS_NONE;
 	c->st.lane_others += any && lane != SFS_NONE;
 	SFS_LOG(SFS_DEBUG, "cache",
-		"%s: pulls object %u chunk %" PRIu64 " (%s)", p->label, ch->obj,
-		ch->idx,
+		"%s: pulls object %u chunk %" PRIu64 " (%s)", p->label, obj,
+		idx,
 		!any		   ? "no lanes"
 		: lane == SFS_NONE ? "its lane"
 				   : "another's lane");
@@ -484,7 +482,7 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 {
 	struct cache_peer *p = c->peers[pi];
 	const struct sfs_cache_hobj *ho = &c->holders[hi]->objs[ch->obj];
-	uint64_t off = ch->idx << c->chunk_shift, end = off + ch->len;
+	uint64_t off = sfs_chunk_off(c, ch), end = off + ch->len;
 	struct sfs_xport_rd rds[PIECES_MAX];
 	size_t n = 0;
 	int prc = 0;
@@ -538,12 +536,19 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		sfs_list_add_tail(&p->loading, ch);
 		p->inflight++;
 		c->loading++;
+		/* Once posted, @ch may complete (and a direct one be freed by
+		 * its reader) before the lock is back: what is logged of it
+		 * is taken now. */
+		int any = 0, last = p->last_resort;
+		uint32_t lane = last ? lane_of(c, ch, &any) : SFS_NONE;
+		uint32_t obj = ch->obj;
+		uint64_t idx = ch->idx;
 		pthread_mutex_unlock(&c->lock);
 		prc = sfs_xport_read(c->x, id, rds, n, sfs_peer_on_pulled, ch);
 		pthread_mutex_lock(&c->lock);
 		if (!prc) {
-			if (p->last_resort)
-				lane_account(c, p, ch);
+			if (last)
+				lane_account(c, p, obj, idx, any, lane);
 			return;
 		}
 		/* Nothing was posted: it is ours again (an orphan too: the
@@ -651,7 +656,7 @@ int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
 	if (!o->xxh3)
 		return 0;
 	uint64_t cs = 1ull << o->csum_shift;
-	uint64_t base = ch->idx << c->chunk_shift;
+	uint64_t base = sfs_chunk_off(c, ch);
 	for (uint64_t off = 0; off < ch->len; off += cs) {
 		size_t n = (size_t)SFS_MIN(cs, ch->len - off);
 		if (XXH3_64bits(ch->data + off, n) !=
@@ -700,7 +705,7 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 	SFS_LOG(SFS_WARN, "cache",
 		"pull of %s object %u bytes [%" PRIu64 ", +%u) from %s "
 		"failed: %s",
-		set, ch->obj, ch->idx << c->chunk_shift, ch->len, p->label,
+		set, ch->obj, sfs_chunk_off(c, ch), ch->len, p->label,
 		strerror(-status));
 	c->st.errors_transport++;
 	p->errors++;
@@ -730,6 +735,21 @@ void sfs_peer_on_pulled(void *arg, int status)
 		pthread_mutex_unlock(&c->lock);
 		status = sfs_cache_verify(c, ch, &o, s->label, label);
 		pthread_mutex_lock(&c->lock);
+	}
+	/* (Checked after the verification: the lock was dropped.) */
+	if (ch->dst && ch->abandoned) {
+		/* Its reader gave up: the memory is the caller's again. */
+		if (!ch->orphan) {
+			struct cache_peer *p = c->peers[ch->peer];
+			busy_account(c, p);
+			sfs_list_del(&p->loading, ch);
+			p->inflight--;
+		}
+		c->loading--;
+		sfs_direct_release(c, ch);
+		sfs_peer_wake_worker(c);
+		pthread_mutex_unlock(&c->lock);
+		return;
 	}
 	uint64_t now = sfs_now_ms();
 	c->loading--;
@@ -786,7 +806,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 			}
 			c->st.pulls++;
 			c->st.bytes_pulled += ch->len;
-			if (s->disk && s->objs[ch->obj].xxh3)
+			if (s->disk && s->objs[ch->obj].xxh3 && !ch->dst)
 				sfs_cache_store_later(c, ch);
 		} else {
 			pull_failed(c, ch, p, pi, status);

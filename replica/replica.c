@@ -389,6 +389,16 @@ struct sfs_cache *sfs_replica_cache(struct sfs_replica *r)
 	return r->cache;
 }
 
+struct sfs_xport *sfs_replica_xport(struct sfs_replica *r)
+{
+	return r->x;
+}
+
+const char *sfs_replica_protocol(struct sfs_replica *r)
+{
+	return r->proto;
+}
+
 char *sfs_replica_seeds(struct sfs_replica *r, char *buf, size_t len)
 {
 	size_t o = 0;

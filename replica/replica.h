@@ -24,6 +24,7 @@
 #include <sys/uio.h>
 
 struct sfs_cache;
+struct sfs_xport;
 struct sfs_chunk;
 struct sfs_mfile;
 struct sfs_require;
@@ -110,6 +111,11 @@ pthread_rwlock_t *sfs_replica_lock(struct sfs_replica *r);
 
 /* The cache [borrowed], for what reads chunks itself (prefetch). */
 struct sfs_cache *sfs_replica_cache(struct sfs_replica *r);
+
+/* The transport [borrowed], for registering a reader's own memory (the
+ * engine API), and the protocol it reads through. */
+struct sfs_xport *sfs_replica_xport(struct sfs_replica *r);
+const char *sfs_replica_protocol(struct sfs_replica *r);
 
 /* sfs_replica_seeds - the seeds given, "HOST:PORT,HOST:PORT" into
  * @buf. */

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libseedfs (seed/lib.c, seed/memgen.c) through its public API, with a
+ * libseedfs (lib/pub.c, seed/memgen.c) through its public API, with a
  * real tcp transport and control port on loopback: every refusal, the
  * synthesized shard's header and index, an in-place update as the next
  * generation.  Linked into the test (not through the shared library) so
  * the ASan build checks it too.
  */
-#include "seed/seedfs.h"
+#include "lib/seedfs.h"
 
 #include "metadata/control.h"
 #include "metadata/manifest.h"

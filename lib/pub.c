@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lib.c - libseedfs (seedfs.h): a seed serving an in-memory model.  The
+ * pub.c - libseedfs (seedfs.h): a seed serving an in-memory model.  The
  * staged tensors and files are a struct seed_mem that every commit
  * publishes as the next generation; a thread releases superseded
  * generations when their grace period ends.
  */
-#include "seed/seedfs.h"
+#include "lib/seedfs.h"
 
 #include "common/log.h"
 #include "common/util.h"

@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.c - libseedfs's engine API (seedfs.h, sfs_client_*): a replica
+ * core (replica/replica.h) with no FUSE and no tree walk, one model's
+ * current generation pinned, and reads that land in the caller's
+ * registered memory (sfs_cache_read_into).
+ */
+#include "lib/seedfs.h"
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "metadata/control.h"
+#include "metadata/manifest.h"
+#include "metadata/registry.h"
+#include "replica/replica.h"
+#include "transports/transport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLIENT_CACHE (64ull << 20)
+#define CLIENT_CACHE_MIN (16ull << 20)
+#define CLIENT_TIMEOUT_MS 10000
+#define CLIENT_CHUNK (1u << 20)
+#define CLIENT_RD_STACK 64
+
+struct sfs_client {
+	struct sfs_replica *r;
+	struct sfs_reg *reg;
+	char *seeds[SFS_REPLICA_SEEDS_MAX];
+	size_t nseeds;
+	char *model;
+	struct sfs_view *view;	      /* referenced */
+	const struct sfs_manifest *m; /* the view's */
+	uint32_t set;
+};
+
+struct sfs_client_mr {
+	struct sfs_client *c;
+	struct sfs_xport_mr *mr;
+	struct sfs_cache_dst *dst;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static int curl_rc;
+
+static void curl_init(void)
+{
+	curl_rc = sfs_control_init();
+}
+
+/* "A,B,C" into c->seeds. */
+static int split_seeds(struct sfs_client *c, const char *list, char *err,
+		       size_t errlen)
+{
+	char *dup = strdup(list), *save = NULL;
+	if (!dup)
+		return -ENOMEM;
+	for (char *t = strtok_r(dup, ",", &save); t;
+	     t = strtok_r(NULL, ",", &save)) {
+		char h[256], p[16];
+		if (sfs_parse_hostport(t, h, sizeof(h), p, sizeof(p)) || !*h ||
+		    !*p) {
+			snprintf(err, errlen,
+				 "seeds: '%.300s' is not HOST:PORT", t);
+			free(dup);
+			return -EINVAL;
+		}
+		if (c->nseeds == SFS_REPLICA_SEEDS_MAX) {
+			snprintf(err, errlen, "seeds: at most %d",
+				 SFS_REPLICA_SEEDS_MAX);
+			free(dup);
+			return -EINVAL;
+		}
+		if (!(c->seeds[c->nseeds] = strdup(t))) {
+			free(dup);
+			return -ENOMEM;
+		}
+		c->nseeds++;
+	}
+	free(dup);
+	return 0;
+}
+
+int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
+		    struct sfs_client **out, char *err, size_t errlen)
+{
+	struct sfs_client *c;
+	int rc;
+
+	*out = NULL;
+	snprintf(err, errlen, "out of memory");
+	if (!cfg || !model || !*model) {
+		snprintf(err, errlen, "no config or model name");
+		return -EINVAL;
+	}
+	if ((!cfg->seeds || !*cfg->seeds) && !cfg->registry) {
+		snprintf(err, errlen, "neither seeds nor registry given");
+		return -EINVAL;
+	}
+	if (cfg->log_level && sfs_log_set_level(cfg->log_level)) {
+		snprintf(err, errlen,
+			 "log_level: '%s' is not err, warn, info or debug",
+			 cfg->log_level);
+		return -EINVAL;
+	}
+	if (!cfg->log_level)
+		sfs_log_set_level("warn");
+	uint64_t cache = cfg->cache_size ? cfg->cache_size : CLIENT_CACHE;
+	if (cache < CLIENT_CACHE_MIN) {
+		snprintf(err, errlen, "cache_size: at least 16 MiB");
+		return -EINVAL;
+	}
+	pthread_once(&curl_once, curl_init);
+	if (curl_rc) {
+		snprintf(err, errlen, "cannot initialize libcurl");
+		return curl_rc;
+	}
+	if (!(c = calloc(1, sizeof(*c))) || !(c->model = strdup(model))) {
+		rc = -ENOMEM;
+		goto err_free;
+	}
+	if (cfg->seeds && (rc = split_seeds(c, cfg->seeds, err, errlen)))
+		goto err_free;
+	if (cfg->registry) {
+		struct sfs_reg_cfg rcfg = {.url = cfg->registry,
+					   .ca_file = cfg->registry_ca,
+					   .auth_file =
+						   cfg->registry_auth_file};
+		if ((rc = sfs_reg_open(&rcfg, &c->reg, err, errlen)))
+			goto err_free;
+	}
+	struct sfs_replica_cfg rcfg = {
+		.seeds = (const char *const *)c->seeds,
+		.nseeds = c->nseeds,
+		.only = c->model,
+		.protocol = sfs_xport_choose(cfg->protocol,
+					     getenv("SEEDFS_PROTOCOL")),
+		.timeout_ms =
+			cfg->timeout_ms ? cfg->timeout_ms : CLIENT_TIMEOUT_MS,
+		.cache_size = cache,
+		.chunk_size = CLIENT_CHUNK,
+		.no_verify = cfg->no_verify,
+		.start_ms = sfs_now_ms(),
+		.who = "libseedfs",
+		.registry = c->reg,
+	};
+	if ((rc = sfs_replica_open(&rcfg, &c->r, err, errlen)))
+		goto err_reg;
+	sfs_replica_ready(c->r);
+	if ((rc = sfs_replica_current(c->r, model, &c->view, &c->m))) {
+		char seeds[512], models[512];
+		snprintf(err, errlen,
+			 "%s publishes no model %s (it publishes %s)",
+			 sfs_replica_seeds(c->r, seeds, sizeof(seeds)), model,
+			 sfs_replica_models(c->r, models, sizeof(models)));
+		goto err_replica;
+	}
+	struct sfs_rfile rf;
+	sfs_replica_rfile(c->view, 0, &rf);
+	c->set = rf.set;
+	*out = c;
+	return 0;
+
+err_replica:
+	sfs_replica_close(c->r);
+err_reg:
+	sfs_reg_free(c->reg);
+err_free:
+	if (c) {
+		for (size_t i = 0; i < c->nseeds; i++)
+			free(c->seeds[i]);
+		free(c->model);
+		free(c);
+	}
+	return rc;
+}
+
+void sfs_client_close(struct sfs_client *c)
+{
+	if (!c)
+		return;
+	if (c->view)
+		sfs_replica_unref(c->r, c->view);
+	sfs_replica_close(c->r);
+	sfs_reg_free(c->reg);
+	for (size_t i = 0; i < c->nseeds; i++)
+		free(c->seeds[i]);
+	free(c->model);
+	free(c);
+}
+
+void sfs_client_info(struct sfs_client *c, struct sfs_client_info *out)
+{
+	struct sfs_cache_stats st;
+	memset(out, 0, sizeof(*out));
+	out->model = c->m->model;
+	out->generation = c->m->generation;
+	out->identity = c->m->id_short;
+	out->protocol = sfs_replica_protocol(c->r);
+	out->nfiles = c->m->nfiles;
+	out->ntensors = c->m->ntensors;
+	for (size_t i = 0; i < c->m->nfiles; i++)
+		out->bytes += c->m->files[i].size;
+	sfs_cache_stats(sfs_replica_cache(c->r), &st);
+	out->bytes_pulled = st.bytes_pulled;
+}
+
+int sfs_client_status(struct sfs_client *c, char *buf, size_t len,
+		      size_t *needed)
+{
+	char *text = NULL;
+	size_t n = 0;
+	int rc = sfs_replica_status(c->r, &text, &n);
+	if (rc)
+		return rc;
+	if (needed)
+		*needed = n;
+	if (len) {
+		size_t k = n < len - 1 ? n : len - 1;
+		memcpy(buf, text, k);
+		buf[k] = 0;
+	}
+	free(text);
+	return 0;
+}
+
+int sfs_client_file(struct sfs_client *c, size_t i, struct sfs_client_file *out)
+{
+	if (i >= c->m->nfiles)
+		return -ERANGE;
+	out->path = c->m->files[i].path;
+	out->size = c->m->files[i].size;
+	return 0;
+}
+
+int sfs_client_tensor(struct sfs_client *c, size_t i,
+		      struct sfs_client_tensor *out)
+{
+	if (i >= c->m->ntensors)
+		return -ERANGE;
+	const struct sfs_mtensor *t = &c->m->tensors[i];
+	memset(out, 0, sizeof(*out));
+	out->name = t->name;
+	out->dtype = t->dtype;
+	out->ndim = t->ndim;
+	for (uint32_t d = 0; d < t->ndim && d < 16; d++)
+		out->shape[d] = t->shape[d];
+	out->file = t->file;
+	out->off = t->off;
+	out->len = t->len;
+	out->layout = t->layout;
+	return 0;
+}
+
+int sfs_client_find(struct sfs_client *c, const char *name, size_t *i)
+{
+	for (size_t k = 0; k < c->m->ntensors; k++)
+		if (!strcmp(c->m->tensors[k].name, name)) {
+			*i = k;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+int sfs_client_reg(struct sfs_client *c, void *buf, size_t len,
+		   struct sfs_client_mr **out, char *err, size_t errlen)
+{
+	struct sfs_client_mr *m = calloc(1, sizeof(*m));
+	int rc;
+
+	*out = NULL;
+	if (!m) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (!buf || !len) {
+		snprintf(err, errlen, "register: no memory given");
+		free(m);
+		return -EINVAL;
+	}
+	m->c = c;
+	rc = sfs_xport_mr_reg(sfs_replica_xport(c->r), buf, len,
+			      SFS_XPORT_LOCAL_DST, &m->mr);
+	if (rc) {
+		snprintf(err, errlen, "cannot register %zu bytes at %p: %s",
+			 len, buf, strerror(-rc));
+		free(m);
+		return rc;
+	}
+	rc = sfs_cache_dst_new(sfs_replica_cache(c->r), buf, len, m->mr,
+			       &m->dst);
+	if (rc) {
+		snprintf(err, errlen, "out of memory");
+		sfs_xport_mr_dereg(m->mr);
+		free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+int sfs_client_dereg(struct sfs_client_mr *m)
+{
+	if (!m)
+		return 0;
+	if (sfs_cache_dst_free(m->dst)) {
+		/* A read the transport still has: the registration stays
+		 * (the transport releases it at close). */
+		SFS_LOG(SFS_WARN, "client",
+			"a timed-out read may still write into a registration: "
+			"kept until sfs_client_close");
+		free(m);
+		return -EBUSY;
+	}
+	sfs_xport_mr_dereg(m->mr);
+	free(m);
+	return 0;
+}
+
+int sfs_client_read(struct sfs_client *c, struct sfs_client_rd *rds, size_t n,
+		    char *err, size_t errlen)
+{
+	struct sfs_cache_rd stack[CLIENT_RD_STACK], *crd = stack;
+	int rc;
+
+	if (n > CLIENT_RD_STACK && !(crd = calloc(n, sizeof(*crd)))) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct sfs_client_rd *r = &rds[i];
+		int bad = r->file >= c->m->nfiles || !r->mr;
+		crd[i] = (struct sfs_cache_rd){
+			.set = c->set,
+			.obj = bad ? UINT32_MAX : (uint32_t)r->file,
+			.off = r->off,
+			.len = r->len,
+			.to = r->dst,
+			.dst = r->mr ? r->mr->dst : NULL,
+		};
+	}
+	rc = sfs_cache_read_into(sfs_replica_cache(c->r), crd, n, 0);
+	for (size_t i = 0; i < n; i++)
+		rds[i].status = crd[i].status;
+	if (rc) {
+		for (size_t i = 0; i < n; i++) {
+			const struct sfs_client_rd *r = &rds[i];
+			if (!r->status)
+				continue;
+			const char *path = r->file < c->m->nfiles
+						   ? c->m->files[r->file].path
+						   : "(no such file)";
+			snprintf(
+				err, errlen,
+				"read %zu: %s bytes [%" PRIu64 ", +%" PRIu64
+				"): %s",
+				i, path, r->off, r->len,
+				r->status == -EINVAL
+					? "outside the file or the registration"
+				: r->status == -ESTALE
+					? "generation no longer served: open "
+					  "again"
+				: r->status == -EBADMSG
+					? "bytes do not match the seed's "
+					  "checksum"
+					: strerror(-r->status));
+			break;
+		}
+	}
+	if (crd != stack)
+		free(crd);
+	return rc;
+}

@@ -22,7 +22,7 @@ pkgs=(
 case "${1:-}" in
 --build-only) ;;
 --bench) pkgs+=(sshfs openssh-server openssh-client gnuplot-nox) ;;
-*) pkgs+=(attr rsync python3 python3-numpy etcd-server etcd-client openssl
+*) pkgs+=(attr rsync python3 python3-numpy python3-torch etcd-server etcd-client openssl
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
 	cpio gzip) ;;
 esac

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""Publish numpy arrays with libseedfs (ctypes; no build step).
+"""libseedfs from Python (ctypes; no build step): publish numpy arrays
+(Publisher), and load published tensors straight into memory
+(load_model, safe_open, Client: see seedfs.client).
 
     import numpy as np, seedfs
     pub = seedfs.Publisher("tiny", listen="0.0.0.0:7070")
@@ -18,9 +20,11 @@ found through $SEEDFS_LIB, else next to this package (../build/), else
 by the system's loader.
 """
 import ctypes
-import os
 
-__all__ = ["Publisher", "SeedfsError"]
+from . import _libload
+
+__all__ = ["Publisher", "SeedfsError", "Client", "load_model", "safe_open",
+           "tensor_view", "FALLBACK"]
 
 # numpy dtype -> safetensors dtype
 _DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16",
@@ -45,19 +49,7 @@ class _Cfg(ctypes.Structure):
 
 
 def _load():
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.environ.get("SEEDFS_LIB"),
-                 os.path.join(here, "..", "..", "build", "libseedfs.so"),
-                 "libseedfs.so.0"):
-        if not path:
-            continue
-        try:
-            lib = ctypes.CDLL(path)
-            break
-        except OSError:
-            continue
-    else:
-        raise OSError("libseedfs.so not found: set SEEDFS_LIB or build it")
+    lib = _libload.lib()
     vp, u64p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)
     sig = {
         "sfs_pub_new": [ctypes.POINTER(_Cfg), ctypes.POINTER(vp),
@@ -158,3 +150,7 @@ class Publisher:
             self.close()
         except Exception:
             pass
+
+
+from .client import (Client, load_model, safe_open, tensor_view,  # noqa: E402
+                     FALLBACK)

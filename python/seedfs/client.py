@@ -1,0 +1,423 @@
+# SPDX-License-Identifier: MIT
+"""Load published tensors straight into memory (libseedfs's engine API).
+
+    import seedfs
+    sd = seedfs.load_model("10.0.0.1:7070", "llama-8b", framework="torch")
+    with seedfs.safe_open("10.0.0.1:7070", "llama-8b", "torch") as f:
+        for k in f.keys():
+            t = f.get_tensor(k)
+        rows = f.get_slice("model.embed_tokens.weight")[0:1024]
+
+The bytes are one-sided transport reads into memory this process
+registered, from every source of the model's content at once; no file,
+no FUSE, no second copy.  Arrays and tensors are views over that memory
+(torch.frombuffer, numpy views): nothing is copied after the read.
+
+dtypes: every safetensors dtype is returned with its bits unchanged.
+Where the framework has no such type the view uses an integer type of
+the same width, and says so in `seedfs.FALLBACK`: numpy has no BF16
+(uint16) and no F8_* (uint8); torch before 2.1 has no F8_* (uint8),
+before 2.3 no U16/U32/U64 (int16, int32, int64 holding the same bits).
+C64 is complex64 in both.
+"""
+import ctypes
+import os
+
+from . import _libload
+
+__all__ = ["Client", "load_model", "safe_open", "tensor_view", "FALLBACK"]
+
+# safetensors dtype -> (numpy name, element size)
+_NP = {"BOOL": ("bool", 1), "U8": ("uint8", 1), "I8": ("int8", 1),
+       "F8_E5M2": ("uint8", 1), "F8_E4M3": ("uint8", 1),
+       "F8_E8M0": ("uint8", 1), "I16": ("int16", 2), "U16": ("uint16", 2),
+       "F16": ("float16", 2), "BF16": ("uint16", 2), "I32": ("int32", 4),
+       "U32": ("uint32", 4), "F32": ("float32", 4), "F64": ("float64", 8),
+       "I64": ("int64", 8), "U64": ("uint64", 8), "C64": ("complex64", 8)}
+
+# Which dtypes no framework type holds natively (filled in lazily).
+FALLBACK = {"numpy": {"BF16": "uint16", "F8_E5M2": "uint8",
+                      "F8_E4M3": "uint8", "F8_E8M0": "uint8"},
+            "torch": {}}
+
+
+def _torch_dtype(torch, dt):
+    """The torch dtype for safetensors dtype @dt (a same-width stand-in
+    where this torch has none, recorded in FALLBACK)."""
+    native = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16",
+              "F16": "float16", "BF16": "bfloat16", "I32": "int32",
+              "F32": "float32", "F64": "float64", "I64": "int64",
+              "U16": "uint16", "U32": "uint32", "U64": "uint64",
+              "F8_E5M2": "float8_e5m2", "F8_E4M3": "float8_e4m3fn",
+              "F8_E8M0": "float8_e8m0fnu", "C64": "complex64"}
+    stand_in = {"U16": "int16", "U32": "int32", "U64": "int64",
+                "F8_E5M2": "uint8", "F8_E4M3": "uint8", "F8_E8M0": "uint8"}
+    t = getattr(torch, native[dt], None)
+    if t is None:
+        FALLBACK["torch"][dt] = stand_in[dt]
+        t = getattr(torch, stand_in[dt])
+    return t
+
+
+class _CCfg(ctypes.Structure):
+    _fields_ = [("seeds", ctypes.c_char_p), ("registry", ctypes.c_char_p),
+                ("registry_ca", ctypes.c_char_p),
+                ("registry_auth_file", ctypes.c_char_p),
+                ("protocol", ctypes.c_char_p), ("timeout_ms", ctypes.c_uint),
+                ("cache_size", ctypes.c_uint64), ("no_verify", ctypes.c_int),
+                ("log_level", ctypes.c_char_p)]
+
+
+class _Info(ctypes.Structure):
+    _fields_ = [("model", ctypes.c_char_p), ("generation", ctypes.c_uint64),
+                ("identity", ctypes.c_char_p), ("protocol", ctypes.c_char_p),
+                ("nfiles", ctypes.c_size_t), ("ntensors", ctypes.c_size_t),
+                ("bytes", ctypes.c_uint64), ("bytes_pulled", ctypes.c_uint64)]
+
+
+class _File(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_char_p), ("size", ctypes.c_uint64)]
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_char_p),
+                ("ndim", ctypes.c_uint32), ("shape", ctypes.c_uint64 * 16),
+                ("file", ctypes.c_size_t), ("off", ctypes.c_uint64),
+                ("len", ctypes.c_uint64), ("layout", ctypes.c_char_p)]
+
+
+class _Rd(ctypes.Structure):
+    _fields_ = [("file", ctypes.c_size_t), ("off", ctypes.c_uint64),
+                ("len", ctypes.c_uint64), ("dst", ctypes.c_void_p),
+                ("mr", ctypes.c_void_p), ("status", ctypes.c_int)]
+
+
+def _signatures(lib):
+    vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+    sig = {
+        "sfs_client_open": ([ctypes.POINTER(_CCfg), cp, ctypes.POINTER(vp),
+                             cp, sz], ctypes.c_int),
+        "sfs_client_close": ([vp], None),
+        "sfs_client_info": ([vp, ctypes.POINTER(_Info)], None),
+        "sfs_client_status": ([vp, cp, sz, ctypes.POINTER(sz)],
+                              ctypes.c_int),
+        "sfs_client_file": ([vp, sz, ctypes.POINTER(_File)], ctypes.c_int),
+        "sfs_client_tensor": ([vp, sz, ctypes.POINTER(_Tensor)],
+                              ctypes.c_int),
+        "sfs_client_reg": ([vp, vp, sz, ctypes.POINTER(vp), cp, sz],
+                           ctypes.c_int),
+        "sfs_client_dereg": ([vp], ctypes.c_int),
+        "sfs_client_read": ([vp, ctypes.POINTER(_Rd), sz, cp, sz],
+                            ctypes.c_int),
+    }
+    for name, (args, res) in sig.items():
+        f = getattr(lib, name)
+        f.argtypes = args
+        f.restype = res
+
+
+class TensorInfo:
+    """One tensor as the manifest lists it."""
+    __slots__ = ("name", "dtype", "shape", "file", "off", "len", "layout")
+
+    def __init__(self, t):
+        self.name = t.name.decode()
+        self.dtype = t.dtype.decode()
+        self.shape = tuple(t.shape[i] for i in range(t.ndim))
+        self.file, self.off, self.len = t.file, t.off, t.len
+        self.layout = t.layout.decode() if t.layout else ""
+
+
+class Client:
+    """One generation of one published model, read with one-sided reads.
+
+    @seed: "HOST:PORT[,HOST:PORT...]" or "etcd://HOST:PORT[/PREFIX]" (the
+    registry).  Thread safe: reads from many threads run at once.
+    """
+
+    def __init__(self, seed, name, protocol=None, timeout=10.0,
+                 cache_size=0, log_level=None, registry_ca=None,
+                 registry_auth_file=None):
+        from . import SeedfsError
+        self._err = SeedfsError
+        self._lib = _libload.lib()
+        _signatures(self._lib)
+        enc = (lambda s: s.encode() if s is not None else None)
+        reg = seed if seed.startswith(("etcd://", "etcds://")) else None
+        self._cfg = _CCfg(enc(None if reg else seed), enc(reg),
+                          enc(registry_ca), enc(registry_auth_file),
+                          enc(protocol), int(timeout * 1000), cache_size, 0,
+                          enc(log_level))
+        self._c = ctypes.c_void_p()
+        self._call("sfs_client_open", ctypes.byref(self._cfg), name.encode(),
+                   ctypes.byref(self._c))
+        info = self.info()
+        self.model, self.generation = info.model.decode(), info.generation
+        self.files = []
+        for i in range(info.nfiles):
+            f = _File()
+            self._lib.sfs_client_file(self._c, i, ctypes.byref(f))
+            self.files.append((f.path.decode(), f.size))
+        self.tensors = {}
+        for i in range(info.ntensors):
+            t = _Tensor()
+            self._lib.sfs_client_tensor(self._c, i, ctypes.byref(t))
+            ti = TensorInfo(t)
+            self.tensors[ti.name] = ti
+
+    def _call(self, name, *args):
+        err = ctypes.create_string_buffer(512)
+        rc = getattr(self._lib, name)(*args, err, len(err))
+        if rc:
+            raise self._err(name, rc, err.value.decode(errors="replace"))
+
+    def info(self):
+        i = _Info()
+        self._lib.sfs_client_info(self._c, ctypes.byref(i))
+        return i
+
+    @property
+    def bytes_pulled(self):
+        """Bytes pulled from the sources so far (verified)."""
+        return self.info().bytes_pulled
+
+    def status(self):
+        """The text a mount shows in .seedfs/status."""
+        need = ctypes.c_size_t()
+        buf = ctypes.create_string_buffer(1 << 16)
+        self._lib.sfs_client_status(self._c, buf, len(buf),
+                                    ctypes.byref(need))
+        return buf.value.decode(errors="replace")
+
+    def read_into(self, buf, reads):
+        """Read every (file, off, len, at) of @reads into the writable
+        buffer @buf (a numpy array or bytearray) at byte @at, all at
+        once.  @buf is registered for the call."""
+        import numpy as np
+        arr = np.frombuffer(buf, dtype=np.uint8) if not isinstance(
+            buf, np.ndarray) else buf.reshape(-1).view(np.uint8)
+        if not reads:
+            return
+        base = arr.ctypes.data
+        mr = ctypes.c_void_p()
+        self._call("sfs_client_reg", self._c, ctypes.c_void_p(base),
+                   max(arr.nbytes, 1), ctypes.byref(mr))
+        try:
+            rds = (_Rd * len(reads))()
+            for k, (f, off, n, at) in enumerate(reads):
+                if at + n > arr.nbytes:
+                    raise ValueError("read %d runs past the buffer" % k)
+                rds[k].file, rds[k].off, rds[k].len = f, off, n
+                rds[k].dst, rds[k].mr = base + at, mr.value
+            self._call("sfs_client_read", self._c, rds, len(reads))
+        finally:
+            self._lib.sfs_client_dereg(mr)
+
+    def close(self):
+        if self._c:
+            self._lib.sfs_client_close(self._c)
+            self._c = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def tensor_view(buf, offset, dtype, shape, framework="numpy"):
+    """The tensor of safetensors @dtype and @shape whose bytes are at
+    @offset in @buf (a writable buffer), as a numpy array or torch
+    tensor viewing them (no copy), with the stand-ins of FALLBACK."""
+    import numpy as np
+    npname, esz = _NP[dtype]
+    count = 1
+    for d in shape:
+        count *= d
+    if framework == "numpy":
+        return np.frombuffer(buf, dtype=npname, count=count,
+                             offset=offset).reshape(shape)
+    import torch
+    dt = _torch_dtype(torch, dtype)
+    if count == 0:
+        return torch.empty(shape, dtype=dt)
+    return torch.frombuffer(buf, dtype=dt, count=count,
+                            offset=offset).reshape(shape)
+
+
+def _view(framework, buf, at, ti):
+    return tensor_view(buf, at, ti.dtype, ti.shape, framework)
+
+
+# Tensors closer than this in one file are read as one range.
+_MERGE_GAP = 1 << 20
+
+
+def _runs(client, names):
+    """Runs of tensors to read together: (file, start, end, [infos])."""
+    by_file = {}
+    for n in names:
+        ti = client.tensors[n]
+        by_file.setdefault(ti.file, []).append(ti)
+    runs = []
+    for f, tis in by_file.items():
+        tis.sort(key=lambda t: t.off)
+        cur = None
+        for t in tis:
+            if cur and t.off <= cur[2] + _MERGE_GAP:
+                cur[2] = max(cur[2], t.off + t.len)
+                cur[3].append(t)
+            else:
+                cur = [f, t.off, t.off + t.len, [t]]
+                runs.append(cur)
+    return runs
+
+
+def _check_framework(framework):
+    if framework not in ("numpy", "torch"):
+        raise ValueError("framework must be 'numpy' or 'torch', not %r"
+                         % (framework,))
+
+
+def load_model(seed, name, framework="numpy", tensors=None, **kw):
+    """Every tensor of model @name (or only those named in @tensors) as a
+    dict name -> array/tensor.  The bytes land in one buffer per run of
+    neighbouring tensors, in one batch of reads, and every tensor is a
+    view over its buffer (no copy)."""
+    import numpy as np
+    _check_framework(framework)
+    with Client(seed, name, **kw) as c:
+        names = list(c.tensors) if tensors is None else list(tensors)
+        for n in names:
+            if n not in c.tensors:
+                raise KeyError("%s has no tensor %s" % (name, n))
+        runs = _runs(c, names)
+        total = sum(r[2] - r[1] for r in runs)
+        buf = np.empty(max(total, 1), dtype=np.uint8)
+        reads, at, out = [], 0, {}
+        for f, start, end, tis in runs:
+            reads.append((f, start, end - start, at))
+            for t in tis:
+                out[t.name] = (at + t.off - start, t)
+            at += end - start
+        c.read_into(buf, reads)
+    return {n: _view(framework, buf, a, t) for n, (a, t) in out.items()}
+
+
+class _Slice:
+    """safe_open(...).get_slice(name): index it to read only those rows."""
+
+    def __init__(self, f, ti):
+        self._f, self._t = f, ti
+
+    def get_shape(self):
+        return list(self._t.shape)
+
+    def get_dtype(self):
+        return self._t.dtype
+
+    def __getitem__(self, idx):
+        """Rows @idx[0] (an int or a slice of step 1) are read, and only
+        they (plus at most two checksum blocks at the ends, through the
+        cache); the rest of @idx is applied to those rows in memory.
+
+        What a tensor-parallel rank pulls: for a row-split tensor of R
+        rows of B bytes, rank k of 4 reads rows [kR/4, (k+1)R/4), R*B/4
+        bytes, and pulls those, the checksum blocks its two ends cut
+        into (1 MiB each) whole instead of in part: at most R*B/4 plus
+        2 MiB.  Measured (tests/tools/loadtest.py, a 4096 x 1024 F32
+        tensor of 16 MiB, a client per rank): each rank read 4 MiB and
+        pulled 5.0, 5.0, 5.0 and 4.0 MiB; a whole-model load pulls
+        each byte once."""
+        t = self._t
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        if not t.shape:
+            if idx not in ((), (Ellipsis,)):
+                raise IndexError("a 0-d tensor takes no index")
+            return self._f.get_tensor(t.name)
+        first, rest = idx[0], idx[1:]
+        rows = t.shape[0]
+        if isinstance(first, int):
+            k = first + rows if first < 0 else first
+            if not 0 <= k < rows:
+                raise IndexError("row %d of %d" % (first, rows))
+            a, b, squeeze = k, k + 1, True
+        elif isinstance(first, slice):
+            a, b, step = first.indices(rows)
+            if step != 1:
+                raise IndexError("get_slice takes rows with step 1")
+            b = max(a, b)
+            squeeze = False
+        elif first is Ellipsis:
+            a, b, squeeze, rest = 0, rows, False, idx
+        else:
+            raise IndexError("unsupported index %r" % (first,))
+        rowbytes = t.len // rows if rows else 0
+        sub = TensorInfo.__new__(TensorInfo)
+        sub.name, sub.dtype, sub.file = t.name, t.dtype, t.file
+        sub.shape = (b - a,) + tuple(t.shape[1:])
+        sub.off, sub.len, sub.layout = t.off + a * rowbytes, (b - a) * \
+            rowbytes, t.layout
+        v = self._f._read([sub])[0]
+        if squeeze:
+            return v[0][rest] if rest else v[0]
+        return v[(slice(None),) + rest] if rest else v
+
+
+class safe_open:
+    """Like safetensors.safe_open, over a published model: keys(),
+    get_tensor(name), get_slice(name)[rows], metadata()."""
+
+    def __init__(self, seed, name, framework="numpy", device="cpu", **kw):
+        _check_framework(framework)
+        if device != "cpu":
+            raise ValueError("device %r: this build reads into host memory"
+                             % (device,))
+        self._fw = framework
+        self._c = Client(seed, name, **kw)
+
+    def _read(self, tis):
+        import numpy as np
+        total = sum(t.len for t in tis)
+        buf = np.empty(max(total, 1), dtype=np.uint8)
+        reads, at, where = [], 0, []
+        for t in tis:
+            if t.len:
+                reads.append((t.file, t.off, t.len, at))
+            where.append(at)
+            at += t.len
+        self._c.read_into(buf, reads)
+        return [_view(self._fw, buf, a, t) for a, t in zip(where, tis)]
+
+    def keys(self):
+        return list(self._c.tensors)
+
+    def metadata(self):
+        return {"model": self._c.model,
+                "generation": str(self._c.generation)}
+
+    def get_tensor(self, name):
+        return self._read([self._c.tensors[name]])[0]
+
+    def get_slice(self, name):
+        return _Slice(self, self._c.tensors[name])
+
+    @property
+    def client(self):
+        return self._c
+
+    def close(self):
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

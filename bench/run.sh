@@ -3,6 +3,9 @@
 # bytes (default 1G) on tmpfs, served by one local seed over every
 # protocol of BENCH_PROTOCOLS (default tcp,shm,sockets) on loopback:
 #   raw        sfs-rawread: every byte with the transport alone, no FUSE
+#   api        the engine API (libseedfs sfs_client_read): every file
+#              whole into the caller's registered memory, verified in
+#              place, in one batch (tests/tools/apiread, reads timed)
 #   pull       seedfs pull into a directory on tmpfs (verified, written)
 #   cold       first sequential read through a fresh mount
 # for each protocol, then once (the first protocol where it matters):
@@ -15,6 +18,8 @@
 #   cold dio   a fresh mount with -o direct_io
 #   warm       the same read again (kernel page cache)
 #   tmpfs      the same files read from tmpfs directly
+#   tmpfs write dd of as many bytes into a new tmpfs file: what creating
+#              a pull's destination pages costs here, a bound of pull
 #   sshfs      the same files through Debian's sshfs from a private sshd
 #              on loopback (what people use today for a remote mount)
 # and the ratios.  Each is measured RUNS times (default 3; on a fresh
@@ -112,6 +117,14 @@ pull_start() { # PROTOCOL: seconds from exec to the first byte copied
 	out=$(pull_it "$1") || return 1
 	awk -v o="$out" 'BEGIN { split(o, f, " "); printf "%.2f\n", f[8] / 1000 - f[4] }'
 }
+api_load() { # PROTOCOL: the engine API, every file in one batch
+	local out b s
+	out=$(SEEDFS_PROTOCOL=$1 "$BUILD/tests/apiread" "127.0.0.1:$PORT" model \
+		"$WORK/model" files) || return 1
+	read -r b s < <(echo "$out" | sed -n 's/.* ok \([0-9]*\) bytes in \([0-9.]*\) s .*/\1 \2/p')
+	[ -n "$s" ] || { echo "$out" >&2; return 1; }
+	awk -v b="$b" -v s="$s" 'BEGIN { printf "bytes %d seconds %.3f GB/s %.2f\n", b, s, b / s / 1e9 }'
+}
 cold_read() { # PROTOCOL: a fresh mount, nothing cached
 	mount_it "$1"
 	"$READALL" "$MNT/model"
@@ -187,11 +200,12 @@ sshfs_read() { # a fresh sshfs mount each time: nothing cached
 	fusermount3 -u "$SMNT"
 }
 
-declare -A raw pull cold
+declare -A raw pull cold api
 for p in ${PROTOS//,/ }; do
 	echo "measuring $p..."
 	raw[$p]=$(median_of "$BUILD/bench/sfs-rawread" --seed "127.0.0.1:$PORT" \
 		--protocol "$p" --chunk 1M --depth 8)
+	api[$p]=$(median_of api_load "$p")
 	pull[$p]=$(median_of pull_it "$p")
 	[ -n "${startup:-}" ] || startup=$(pull_start "$p")
 	cold[$p]=$(median_of cold_read "$p")
@@ -209,6 +223,16 @@ mount_it "$first"
 warm=$(median_of "$READALL" "$MNT/model")
 fusermount3 -u "$MNT"
 tmpfs=$(median_of "$READALL" "$WORK/model")
+tmpfs_write() {
+	local t0 t1
+	rm -f "$WORK/dd"
+	t0=$(date +%s%N)
+	dd if=/dev/zero of="$WORK/dd" bs=1M count=$((MODEL_BYTES / 1048576)) 2>/dev/null
+	t1=$(date +%s%N)
+	rm -f "$WORK/dd"
+	rate $((MODEL_BYTES / 1048576 * 1048576)) $((t1 - t0))
+}
+twrite=$(median_of tmpfs_write)
 echo "measuring sshfs..."
 sshd_start
 sshfs=$(median_of sshfs_read)
@@ -222,6 +246,7 @@ printf '| %-38s | %6s | %11s |\n' "read (median of $RUNS)" "GB/s" "range"
 printf '|%s|%s|%s|\n' "----------------------------------------" "--------" "-------------"
 for p in ${PROTOS//,/ }; do
 	row "$p: raw transport (no FUSE)" "${raw[$p]}"
+	row "$p: API load (sfs_client_read)" "${api[$p]}"
 	row "$p: seedfs pull (to tmpfs)" "${pull[$p]}"
 	row "$p: mount, cold (fresh mount)" "${cold[$p]}"
 done
@@ -232,17 +257,20 @@ row "$first: seedfs prefetch (fresh mount)" "$prefetch"
 row "$first: mount, read after prefetch" "$after"
 row "mount, warm (page cache)" "$warm"
 row "tmpfs (same files)" "$tmpfs"
+row "tmpfs write (dd, a new file)" "$twrite"
 row "sshfs over loopback (fresh mount)" "$sshfs"
 printf '\nseedfs pull start-up (exec to first byte, %s): %s s\n' "$first" "$startup"
 printf '\n| %-38s | %6s |\n' "ratio of medians" "x"
 printf '|%s|%s|\n' "----------------------------------------" "--------"
 for p in ${PROTOS//,/ }; do
+	ratio "$p: API load / raw transport" "${api[$p]}" "${raw[$p]}"
 	ratio "$p: pull / raw transport" "${pull[$p]}" "${raw[$p]}"
 	ratio "$p: mount cold / pull" "${cold[$p]}" "${pull[$p]}"
 	ratio "$p: mount cold / raw transport" "${cold[$p]}" "${raw[$p]}"
 done
 ratio "$first: prefetch / raw transport" "$prefetch" "${raw[$first]}"
 ratio "mount warm / tmpfs" "$warm" "$tmpfs"
+ratio "$first: pull / tmpfs write" "${pull[$first]}" "$twrite"
 ratio "$first: mount cold / sshfs" "${cold[$first]}" "$sshfs"
 
 # The goals of the FUSE path: each against its limit in this run.  On
@@ -257,6 +285,9 @@ goal() { # NAME VALUE LIMIT WANT
 }
 printf '\n| %-46s | %5s | %5s | %5s | %-6s |\n' "goal" "GB/s" "limit" "x" "verdict"
 printf '|%s|%s|%s|%s|%s|\n' "------------------------------------------------" "-------" "-------" "-------" "---------------"
+for p in ${PROTOS//,/ }; do
+	goal "$p: API load / raw transport" "$(col "${api[$p]}" 1)" "$(col "${raw[$p]}" 1)" 0.9
+done
 goal "$first: cold / series(raw, buffered ceiling)" "$(col "${cold[$first]}" 1)" \
 	"$(series "${raw[$first]}" "$ceil")" 0.8
 goal "$first: cold direct_io / series(raw, dio ceiling)" "$(col "$dio" 1)" \
@@ -269,6 +300,7 @@ goal "$first: pull / raw transport" "$(col "${pull[$first]}" 1)" "$(col "${raw[$
 {
 	for p in ${PROTOS//,/ }; do
 		printf '"%s raw"\t%s\n' "$p" "$(col "${raw[$p]}" 1)"
+		printf '"%s API"\t%s\n' "$p" "$(col "${api[$p]}" 1)"
 		printf '"%s pull"\t%s\n' "$p" "$(col "${pull[$p]}" 1)"
 		printf '"%s cold"\t%s\n' "$p" "$(col "${cold[$p]}" 1)"
 	done
@@ -279,6 +311,7 @@ goal "$first: pull / raw transport" "$(col "${pull[$first]}" 1)" "$(col "${raw[$
 	printf '"read after prefetch"\t%s\n' "$(col "$after" 1)"
 	printf '"warm"\t%s\n' "$(col "$warm" 1)"
 	printf '"tmpfs"\t%s\n' "$(col "$tmpfs" 1)"
+	printf '"tmpfs write"\t%s\n' "$(col "$twrite" 1)"
 	printf '"sshfs"\t%s\n' "$(col "$sshfs" 1)"
 } >"$WORK/plot.dat"
 title="seedfs make bench: $(numfmt --to=iec "$bytes")B model on loopback, $(nproc) cores, median of $RUNS, $(date -u +%Y-%m-%d)"

@@ -2,22 +2,28 @@
 /* pull.c - copy a model to a local directory (pull.h). */
 #include "replica/pull.h"
 
+#include "cache/cache.h"
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/util.h"
 #include "metadata/manifest.h"
 #include "replica/replica.h"
+#include "transports/transport.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PULL_STEP (4u << 20) /* bytes pinned and written at once */
+#define PULL_STEP (4u << 20)	 /* bytes pinned and written at once */
+#define PLACE_STEP (64ull << 20) /* in place: bytes read per batch */
 
 struct pull {
 	struct sfs_replica *r;
@@ -25,6 +31,7 @@ struct pull {
 	const struct sfs_manifest *m;
 	uint64_t window;
 	struct sfs_progress prog;
+	int copy; /* in place failed once: copy through the cache */
 };
 
 /* DEST must not exist (it is created) or be an empty directory. */
@@ -84,6 +91,105 @@ static int copy_file(struct pull *p, int fd, const struct sfs_rfile *f)
 	return 0;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define POPULATE_STEP (16u << 20)
+
+struct populate {
+	uint8_t *map;
+	uint64_t len;
+	atomic_int stop;
+};
+
+/* Fault the mapping's pages in ahead of the pulls, on another core:
+ * creating them (zeroed) costs as much as the transport's copy. */
+static void *populate(void *arg)
+{
+	struct populate *po = arg;
+	for (uint64_t at = 0; at < po->len && !atomic_load(&po->stop);
+	     at += POPULATE_STEP)
+		if (madvise(po->map + at, SFS_MIN(POPULATE_STEP, po->len - at),
+			    MADV_POPULATE_WRITE))
+			break; /* an old kernel: the pulls fault them */
+	return NULL;
+}
+
+/*
+ * Pull @f straight into the file's shared mapping: the pulls land in
+ * its pages and are verified there (sfs_cache_read_into), nothing is
+ * copied or written again.  The mapping is registered where the
+ * provider needs that.  Returns 0, -errno of the pull, or 1 when it
+ * cannot be done in place (the caller copies instead).
+ */
+static int in_place(struct pull *p, int fd, const struct sfs_rfile *f)
+{
+	struct sfs_cache *c = sfs_replica_cache(p->r);
+	struct sfs_xport *x = sfs_replica_xport(p->r);
+	struct sfs_xport_info info;
+	struct sfs_xport_mr *mr = NULL;
+	struct sfs_cache_dst *dst = NULL;
+	struct populate po;
+	pthread_t th;
+	int popping = 0;
+	uint8_t *map;
+	int rc;
+
+	if (ftruncate(fd, (off_t)f->size))
+		return -errno;
+	map = mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		SFS_LOG(SFS_INFO, "pull", "%s: cannot map it (%s): copying",
+			f->file->path, strerror(errno));
+		return 1;
+	}
+	sfs_xport_info(x, &info);
+	if (info.local_mr &&
+	    (rc = sfs_xport_mr_reg(x, map, f->size, SFS_XPORT_LOCAL_DST,
+				   &mr))) {
+		SFS_LOG(SFS_INFO, "pull",
+			"%s: cannot register its mapping (%s): copying",
+			f->file->path, strerror(-rc));
+		munmap(map, f->size);
+		return 1;
+	}
+	if ((rc = sfs_cache_dst_new(c, map, f->size, mr, &dst)))
+		goto out;
+	po.map = map;
+	po.len = f->size;
+	atomic_init(&po.stop, 0);
+	popping = !pthread_create(&th, NULL, populate, &po);
+	/* In steps, for the progress line; each step one batch whose pulls
+	 * are all in flight together. */
+	for (uint64_t pos = 0; pos < f->size && !rc;) {
+		uint64_t n = SFS_MIN(PLACE_STEP, f->size - pos);
+		struct sfs_cache_rd rd = {.set = f->set,
+					  .obj = f->obj,
+					  .off = pos,
+					  .len = n,
+					  .to = map + pos,
+					  .dst = dst};
+		rc = sfs_cache_read_into(c, &rd, 1, p->window);
+		pos += n;
+		if (!rc)
+			sfs_progress_add(&p->prog, n);
+	}
+out:
+	if (popping) {
+		atomic_store(&po.stop, 1);
+		pthread_join(th, NULL);
+	}
+	if (sfs_cache_dst_free(dst) == -EBUSY) {
+		/* A timed-out pull may still land: the mapping stays until
+		 * the transport is closed (the process ends soon). */
+		return rc ? rc : -ETIMEDOUT;
+	}
+	sfs_xport_mr_dereg(mr);
+	if (munmap(map, f->size) && !rc)
+		rc = -errno;
+	return rc;
+}
+
 /* Directories last (writing into them changed their times), deepest
  * first; DEST itself is the model's directory. */
 static int dir_times(const struct sfs_manifest *m, const char *dest)
@@ -113,7 +219,7 @@ static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
 	int fd, rc = 0;
 
 	snprintf(path, sizeof(path), "%s/%s", dest, f->path);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot create %.400s: %s", path,
 			 strerror(errno));
@@ -121,7 +227,11 @@ static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
 	}
 	struct sfs_rfile rf;
 	sfs_replica_rfile(p->view, idx, &rf);
-	rc = copy_file(p, fd, &rf);
+	rc = !rf.size ? 0 : p->copy ? 1 : in_place(p, fd, &rf);
+	if (rc == 1) {
+		p->copy = 1;
+		rc = copy_file(p, fd, &rf);
+	}
 	/* The seed's time and permission bits, as cp -a would keep them. */
 	if (!rc && f->meta.has) {
 		struct timespec ts[2] = {sfs_ns_timespec(f->meta.mtime_ns),

@@ -3,14 +3,13 @@
  * pull.h - copy a model a replica sees into a local directory, no FUSE
  * in the data path.
  *
- * The bytes come through the replica's chunk cache (so they are
- * verified against the seed's checksums, retried, and every wait is
- * bounded) with a deep read-ahead window: the transport keeps pulling
- * while this thread writes what has arrived with pwrite.  Pulling
- * straight into a shared mapping of the new file instead was 2-3x
- * slower on tmpfs (measured: the pages must be allocated, zeroed and
- * faulted in, while pwrite of whole pages skips the zeroing), and RDMA
- * cannot pin shared file mappings on 6.1 anyway.
+ * The bytes land in the new file's shared mapping: one-sided reads
+ * straight into its pages (registered where the provider needs that),
+ * verified there against the seed's checksums, retried and failed over
+ * like any pull, every wait bounded (sfs_cache_read_into); nothing is
+ * copied or written a second time.  Where a file cannot be mapped or
+ * its mapping registered (RDMA cannot pin shared file mappings on every
+ * kernel), the rest is copied through the chunk cache with pwrite.
  */
 #ifndef SFS_PULL_H
 #define SFS_PULL_H

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # seedfs pull: a byte-identical copy (empty files and directories too),
-# verified against the seed's checksums, with progress on stderr; clear
+# pulled in place into the files' mappings and verified there against
+# the seed's checksums, with progress on stderr; clear
 # refusals for a wrong name, a non-empty destination, a corrupt seed.
 source "$(dirname "$0")/lib.sh" "$1"
 
@@ -16,6 +17,14 @@ for p in tcp shm; do
 	grep -q "^pull m: done, " "$WORK/pull.err" || fail "no final progress line"
 	ok "pull over $p: identical ($(tail -n 1 "$WORK/pull.err"))"
 done
+
+# In place: the pulls land in the files' mappings, none is copied
+# (the copy path says why it was taken, at info).
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" --log-level info m "$WORK/copy-info" \
+	2>"$WORK/pull.err" || fail "pull: $(cat "$WORK/pull.err")"
+diff -r "$MODEL" "$WORK/copy-info" >/dev/null || fail "in-place copy differs"
+! grep -q "copying" "$WORK/pull.err" || fail "not in place: $(grep copying "$WORK/pull.err")"
+ok "in place: no file copied through the cache"
 
 st=0
 "$SEEDFS" pull --seed "$HOST:$SEED_PORT" other "$WORK/x" 2>"$WORK/err" || st=$?

@@ -81,6 +81,8 @@ struct sfs_chunk {
 	struct sfs_cache_dst *dst;
 	uint64_t start;
 	int abandoned;
+	int unverified; /* direct, READY: its reader checks the checksums
+			   (on its own thread, beside the transport's) */
 	struct sfs_chunk *hnext; /* hash chain */
 	/* LRU (READY, unpinned), free list, a queue (QUEUED), its peer's
 	 * list of posted chunks (LOADING), or a disk queue (DISK; READY and
@@ -291,6 +293,9 @@ void sfs_peer_wake_worker(struct sfs_cache *c);
 void *sfs_peer_worker(void *arg); /* the thread (no lock) */
 /* The transport's completion callback. */
 void sfs_peer_on_pulled(void *arg, int status);
+/* Direct chunk @ch (READY, unverified) did not match: counted as a
+ * failed pull and pulled again (another holder preferred), or failed. */
+void sfs_peer_mismatch(struct sfs_cache *c, struct sfs_chunk *ch);
 
 /* cache.c: does holder @h hold chunk @idx of @obj? (c->lock held) */
 int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx);

@@ -175,8 +175,23 @@ static int start(struct sfs_cache *c, struct piece *pc)
 static int direct_wait(struct sfs_cache *c, struct piece *pc)
 {
 	struct sfs_chunk *ch = pc->ch;
-	int rc = sfs_peer_wait(c, ch, pc->start_ms);
+	int rc;
 
+	/* Checked here, on the reader's thread, while the transport's
+	 * thread goes on landing the next ones. */
+	while (!(rc = sfs_peer_wait(c, ch, pc->start_ms)) && ch->unverified) {
+		const struct cache_set *s = c->sets[ch->set];
+		const struct sfs_cache_obj o = s->objs[ch->obj];
+		const char *label = c->peers[ch->peer]->label; /* stays */
+		pthread_mutex_unlock(&c->lock);
+		int v = sfs_cache_verify(c, ch, &o, s->label, label);
+		pthread_mutex_lock(&c->lock);
+		ch->unverified = 0;
+		if (!v)
+			break;
+		sfs_peer_mismatch(c, ch); /* pulled again, or failed */
+		sfs_peer_pump(c);
+	}
 	pc->ch = NULL;
 	if (rc != -EAGAIN) {
 		direct_end(c, ch);

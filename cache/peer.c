@@ -722,13 +722,27 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 	trouble(c, p, "a pull failed", status, 0);
 }
 
+void sfs_peer_mismatch(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	struct cache_peer *p = c->peers[ch->peer];
+	/* Counted as a good pull when it landed: it was not. */
+	c->st.pulls--;
+	c->st.bytes_pulled -= ch->len;
+	p->pulls--;
+	p->bytes -= ch->len;
+	ch->unverified = 0;
+	pull_failed(c, ch, p, ch->peer, -EBADMSG);
+	pthread_cond_broadcast(&c->cond);
+}
+
 void sfs_peer_on_pulled(void *arg, int status)
 {
 	struct sfs_chunk *ch = arg;
 	struct sfs_cache *c = ch->c;
 
 	pthread_mutex_lock(&c->lock);
-	if (!status && c->verify && !ch->orphan) {
+	/* A direct chunk is checked by its reader, beside this thread. */
+	if (!status && c->verify && !ch->orphan && !ch->dst) {
 		const struct cache_set *s = c->sets[ch->set];
 		const struct sfs_cache_obj o = s->objs[ch->obj];
 		const char *label = c->peers[ch->peer]->label; /* stays */
@@ -794,6 +808,8 @@ void sfs_peer_on_pulled(void *arg, int status)
 			if (p->last_resort)
 				c->seed_lat_ms = p->lat_ms;
 			ch->state = CH_READY;
+			ch->unverified =
+				ch->dst && c->verify && s->objs[ch->obj].xxh3;
 			s->version++;
 			p->last_ok_ms = now;
 			p->busy_bytes += ch->len;

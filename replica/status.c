@@ -184,7 +184,10 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&r->mounted));
 	uint64_t lookups = st.hits + st.misses;
 	fprintf(f, "seedfs: %s\n", SEEDFS_VERSION);
-	fprintf(f, "mounted: %s (%.0f s ago)\n", when, up);
+	/* A mount, or what else runs the core (the engine API). */
+	fprintf(f, "%s: %s (%.0f s ago)\n",
+		strcmp(r->cfg.who, "seedfs mount") ? "started" : "mounted",
+		when, up);
 	if (ready)
 		fprintf(f,
 			"startup: ready in %.2f s (transport start-up %.2f "

@@ -6,13 +6,14 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 # folder: the folders it must not include
 declare -A above=(
-	[common]="transports metadata cache replica fs cli seed"
-	[transports]="metadata cache replica fs cli seed"
-	[metadata]="cache replica fs cli seed"
-	[cache]="replica fs cli seed"
-	[replica]="fs cli seed"
-	[fs]="cli seed"
-	[seed]="cache replica fs cli"
+	[common]="transports metadata cache replica fs cli seed lib"
+	[transports]="metadata cache replica fs cli seed lib"
+	[metadata]="cache replica fs cli seed lib"
+	[cache]="replica fs cli seed lib"
+	[replica]="fs cli seed lib"
+	[fs]="cli seed lib"
+	[seed]="cache replica fs cli lib"
+	[lib]="fs cli"
 )
 bad=0
 for dir in "${!above[@]}"; do

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # libseedfs as a user gets it: `cmake --install` into a scratch prefix,
 # then a C program built with nothing but `pkg-config seedfs` publishes a
-# tensor; the seed's manifest lists it and exports only sfs_pub_*.
+# tensor; the seed's manifest lists it.  The library exports only
+# sfs_pub_* (ABI node SEEDFS_0) and sfs_client_* (SEEDFS_0.1), and the
+# engine API's reader builds against the install too.
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,8 +27,15 @@ lib=$(pkg-config --variable=libdir seedfs)
 echo "ok: installed header, library and seedfs.pc; example built with pkg-config"
 
 nm -D --defined-only "$lib/libseedfs.so" | awk '$2 == "T" { print $3 }' |
-	grep -v '^sfs_pub_' && fail "libseedfs exports more than sfs_pub_*"
-echo "ok: exports only sfs_pub_*"
+	grep -Ev '^sfs_(pub|client)_' && fail "libseedfs exports more than sfs_pub_* and sfs_client_*"
+objdump -T "$lib/libseedfs.so" | awk '$NF ~ /^sfs_/ { print $(NF - 1), $NF }' >"$WORK/syms"
+grep -v -E '^SEEDFS_0 sfs_pub_|^SEEDFS_0\.1 sfs_client_' "$WORK/syms" &&
+	fail "a symbol in the wrong version node"
+grep -q '^SEEDFS_0\.1 sfs_client_read$' "$WORK/syms" || fail "no sfs_client_read@SEEDFS_0.1: $(cat "$WORK/syms")"
+echo "ok: exports only sfs_pub_* (SEEDFS_0) and sfs_client_* (SEEDFS_0.1): $(wc -l <"$WORK/syms") symbols"
+cc -std=c11 -Wall -Werror -o "$WORK/apiread" "$SRC/tests/tools/apiread.c" \
+	$(pkg-config --cflags --libs seedfs) -lpthread || fail "cannot build the API reader against the install"
+echo "ok: the engine API's reader built with pkg-config"
 
 mkfifo "$WORK/in"
 LD_LIBRARY_PATH=$lib "$WORK/example" <"$WORK/in" >"$WORK/out" 2>"$WORK/err" &

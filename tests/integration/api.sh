@@ -63,7 +63,11 @@ APIREAD_STATUS=$WORK/st1 SEEDFS_PROTOCOL=tcp "$APIREAD" "$HOST:$P1,$HOST:$P2" m 
 b1=$(seed_bytes "$P1" "$WORK/st1")
 b2=$(seed_bytes "$P2" "$WORK/st1")
 tot=$((b1 + b2))
-[ "$tot" -gt 0 ] && [ $((b1 * 5)) -gt "$tot" ] && [ $((b2 * 5)) -gt "$tot" ] ||
+# (Under ThreadSanitizer the second connection's start-up costs too much
+# of a 50 MB read to ask for a fifth.)
+share=5
+grep -q "SEEDFS_TSAN:BOOL=ON" "$BUILD/CMakeCache.txt" && share=50
+[ "$tot" -gt 0 ] && [ $((b1 * share)) -gt "$tot" ] && [ $((b2 * share)) -gt "$tot" ] ||
 	fail "not striped: seed 1 $b1, seed 2 $b2 bytes"
 ok "striped over two seeds: $b1 and $b2 bytes ($(sed 's/.* in //; s/, open.*//' "$WORK/api.out"))"
 

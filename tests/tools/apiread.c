@@ -18,6 +18,9 @@
  * public header: it is also an example of the API.  $APIREAD_STATUS
  * names a file to write the client's status into at the end.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* rand_r, MAP_POPULATE */
+#endif
 #include <seedfs.h>
 
 #include <errno.h>

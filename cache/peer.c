@@ -562,7 +562,7 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		if (ch->orphan) {
 			ch->orphan = 0;
 			ch->state = CH_FAILED;
-			ch->err = -ECANCELED;
+			ch->err = -EAGAIN; /* its readers start it again */
 			sfs_cache_settle(c, ch);
 			pthread_cond_broadcast(&c->cond);
 			return;
@@ -769,10 +769,12 @@ void sfs_peer_on_pulled(void *arg, int status)
 	c->loading--;
 	if (ch->orphan) {
 		/* Its connection was taken out: the bytes are not used (a
-		 * new pull serves its readers), only the slot comes back. */
+		 * new pull serves its readers), only the slot comes back.  A
+		 * reader that looks only now (it was waiting on another) is
+		 * told to start it again, as one that saw it orphaned. */
 		ch->orphan = 0;
 		ch->state = CH_FAILED;
-		ch->err = -ECANCELED;
+		ch->err = -EAGAIN;
 		sfs_cache_settle(c, ch);
 		pthread_cond_broadcast(&c->cond);
 		pthread_mutex_unlock(&c->lock);

@@ -6,7 +6,9 @@
 #   api        the engine API (libseedfs sfs_client_read): every file
 #              whole into the caller's registered memory, verified in
 #              place, in one batch (tests/tools/apiread, reads timed)
-#   pull       seedfs pull into a directory on tmpfs (verified, written)
+#   pull       seedfs pull into a directory on tmpfs (verified, written;
+#              and, for the first protocol, --in-place: into the files'
+#              mappings)
 #   cold       first sequential read through a fresh mount
 # for each protocol, then once (the first protocol where it matters):
 #   prefetch   seedfs prefetch on a fresh mount (the daemon pulls into a
@@ -99,11 +101,12 @@ mount_it() { # PROTOCOL [mount options]
 # PROTOCOL: seedfs pull to tmpfs.  Like the raw transport, the copy is
 # timed (pull's own "done, ... in S s" line), not the process start,
 # which is reported apart: libfabric's start-up is the same for all.
-pull_it() {
+pull_it() { # PROTOCOL [pull options]
 	rm -rf "$WORK/pulled"
-	local t0 t1 s
+	local t0 t1 s p=$1
+	shift
 	t0=$(date +%s%N)
-	"$SEEDFS" pull --seed "127.0.0.1:$PORT" --protocol "$1" model \
+	"$SEEDFS" pull --seed "127.0.0.1:$PORT" --protocol "$p" "$@" model \
 		"$WORK/pulled" 2>"$WORK/pull.err"
 	t1=$(date +%s%N)
 	s=$(sed -n 's/.*: done, .* in \([0-9.]*\) s .*/\1/p' "$WORK/pull.err")
@@ -213,6 +216,7 @@ done
 first=${PROTOS%%,*}
 echo "measuring prefetch, warm, tmpfs ($first)..."
 prefetch=$(median_of time_prefetch "$first")
+pull_place=$(median_of pull_it "$first" --in-place)
 dio=$(median_of cold_dio "$first")
 echo "measuring the FUSE ceiling..."
 ceil=$(median_of ceil_read)
@@ -250,6 +254,7 @@ for p in ${PROTOS//,/ }; do
 	row "$p: seedfs pull (to tmpfs)" "${pull[$p]}"
 	row "$p: mount, cold (fresh mount)" "${cold[$p]}"
 done
+row "$first: seedfs pull --in-place" "$pull_place"
 row "$first: mount, cold, -o direct_io" "$dio"
 row "FUSE ceiling, buffered (RAM, ours)" "$ceil"
 row "FUSE ceiling, direct_io (RAM, ours)" "$ceil_dio"
@@ -295,6 +300,7 @@ goal "$first: cold direct_io / series(raw, dio ceiling)" "$(col "$dio" 1)" \
 goal "read after prefetch / buffered ceiling" "$(col "$after" 1)" "$(col "$ceil" 1)" 0.9
 goal "$first: prefetch / raw transport" "$(col "$prefetch" 1)" "$(col "${raw[$first]}" 1)" 0.9
 goal "$first: pull / raw transport" "$(col "${pull[$first]}" 1)" "$(col "${raw[$first]}" 1)" 0.8
+goal "$first: pull --in-place / raw transport" "$(col "$pull_place" 1)" "$(col "${raw[$first]}" 1)" 0.8
 
 # The plot: every median, one bar each.
 {
@@ -304,6 +310,7 @@ goal "$first: pull / raw transport" "$(col "${pull[$first]}" 1)" "$(col "${raw[$
 		printf '"%s pull"\t%s\n' "$p" "$(col "${pull[$p]}" 1)"
 		printf '"%s cold"\t%s\n' "$p" "$(col "${cold[$p]}" 1)"
 	done
+	printf '"%s pull in place"\t%s\n' "$first" "$(col "$pull_place" 1)"
 	printf '"%s cold dio"\t%s\n' "$first" "$(col "$dio" 1)"
 	printf '"FUSE ceiling"\t%s\n' "$(col "$ceil" 1)"
 	printf '"FUSE ceiling dio"\t%s\n' "$(col "$ceil_dio" 1)"

@@ -42,6 +42,9 @@ static void usage(FILE *out)
 		"  --protocol NAME      as for mount (default: the seed's first\n"
 		"                       protocol this host can use)\n"
 		"  --cache-size SIZE    memory for chunks in flight (default 64M)\n"
+		"  --in-place           pull straight into the new files' pages\n"
+		"                       (no copy; faster where the NIC does the\n"
+		"                       transport's copy, slower on tmpfs here)\n"
 		"  --timeout SECONDS    bound on every wait (default 10)\n"
 		"  --log-level LEVEL    err, warn, info, debug (default warn)\n"
 		"  -h, --help           this text\n");
@@ -58,6 +61,7 @@ int sfs_cli_pull(int argc, char **argv)
 		{"registry", required_argument, NULL, 'r'},
 		{"registry-ca", required_argument, NULL, 'a'},
 		{"registry-auth-file", required_argument, NULL, 'u'},
+		{"in-place", no_argument, NULL, 'i'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -68,7 +72,7 @@ int sfs_cli_pull(int argc, char **argv)
 	char err[SFS_XPORT_ERR_MAX];
 	struct sfs_reg_cfg rcfg = {0};
 	struct sfs_reg *reg = NULL;
-	int c;
+	int c, place = 0;
 
 	sfs_log_set_level("warn");
 	optind = 1;
@@ -91,6 +95,9 @@ int sfs_cli_pull(int argc, char **argv)
 			break;
 		case 'u':
 			rcfg.auth_file = optarg;
+			break;
+		case 'i':
+			place = 1;
 			break;
 		case 'c':
 			if (sfs_parse_size(optarg, &v) || v < (16u << 20)) {
@@ -161,7 +168,8 @@ int sfs_cli_pull(int argc, char **argv)
 		return 1;
 	}
 	sfs_replica_ready(r);
-	int status = sfs_pull(r, name, dest, cache_size / 2, err, sizeof(err));
+	int status = sfs_pull(r, name, dest, cache_size / 2, place, err,
+			      sizeof(err));
 	if (status)
 		fprintf(stderr, "seedfs pull: %s\n", err);
 	sfs_replica_close(r);

@@ -31,7 +31,8 @@ struct pull {
 	const struct sfs_manifest *m;
 	uint64_t window;
 	struct sfs_progress prog;
-	int copy; /* in place failed once: copy through the cache */
+	int copy; /* not in place (asked, or it failed once): copy through
+		     the cache */
 };
 
 /* DEST must not exist (it is created) or be an empty directory. */
@@ -251,9 +252,9 @@ static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
 }
 
 int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
-	     uint64_t window, char *err, size_t errlen)
+	     uint64_t window, int place, char *err, size_t errlen)
 {
-	struct pull p = {.r = r, .window = window};
+	struct pull p = {.r = r, .window = window, .copy = !place};
 	int rc = sfs_replica_current(r, name, &p.view, &p.m);
 
 	if (rc) {

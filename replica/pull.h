@@ -3,13 +3,19 @@
  * pull.h - copy a model a replica sees into a local directory, no FUSE
  * in the data path.
  *
- * The bytes land in the new file's shared mapping: one-sided reads
- * straight into its pages (registered where the provider needs that),
- * verified there against the seed's checksums, retried and failed over
- * like any pull, every wait bounded (sfs_cache_read_into); nothing is
- * copied or written a second time.  Where a file cannot be mapped or
- * its mapping registered (RDMA cannot pin shared file mappings on every
- * kernel), the rest is copied through the chunk cache with pwrite.
+ * The bytes come through the replica's chunk cache (verified against
+ * the seed's checksums, retried and failed over, every wait bounded)
+ * with a deep read-ahead window, and are written with pwrite while the
+ * transport goes on pulling.  In place (@place), they land instead in
+ * the new file's shared mapping, one-sided reads straight into its
+ * pages (registered where the provider needs that), verified there, no
+ * copy and no second write (sfs_cache_read_into); where a file cannot
+ * be mapped or registered the rest is copied.  Copying is the default
+ * because it measured faster here: every page of a new shared mapping
+ * is zeroed by the kernel when first touched, which pwrite of whole
+ * pages skips, and on tmpfs that zeroing cost more than the copy saved
+ * (1.3-1.7 GB/s copied against 0.7-1.0 in place, 1 GiB, tcp and shm,
+ * docs/perf.md).  In place is for transports whose copy is the NIC's.
  */
 #ifndef SFS_PULL_H
 #define SFS_PULL_H
@@ -28,6 +34,6 @@ struct sfs_replica;
  * caller's thread.
  */
 int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
-	     uint64_t window, char *err, size_t errlen);
+	     uint64_t window, int place, char *err, size_t errlen);
 
 #endif /* SFS_PULL_H */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # seedfs pull: a byte-identical copy (empty files and directories too),
-# pulled in place into the files' mappings and verified there against
-# the seed's checksums, with progress on stderr; clear
+# verified against the seed's checksums (and with --in-place pulled
+# straight into the files' mappings and verified there), with progress on stderr; clear
 # refusals for a wrong name, a non-empty destination, a corrupt seed.
 source "$(dirname "$0")/lib.sh" "$1"
 
@@ -18,13 +18,13 @@ for p in tcp shm; do
 	ok "pull over $p: identical ($(tail -n 1 "$WORK/pull.err"))"
 done
 
-# In place: the pulls land in the files' mappings, none is copied
+# --in-place: the pulls land in the files' mappings, none is copied
 # (the copy path says why it was taken, at info).
-"$SEEDFS" pull --seed "$HOST:$SEED_PORT" --log-level info m "$WORK/copy-info" \
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" --in-place --log-level info m "$WORK/copy-info" \
 	2>"$WORK/pull.err" || fail "pull: $(cat "$WORK/pull.err")"
 diff -r "$MODEL" "$WORK/copy-info" >/dev/null || fail "in-place copy differs"
 ! grep -q "copying" "$WORK/pull.err" || fail "not in place: $(grep copying "$WORK/pull.err")"
-ok "in place: no file copied through the cache"
+ok "--in-place: byte-exact, no file copied through the cache ($(tail -n 1 "$WORK/pull.err"))"
 
 st=0
 "$SEEDFS" pull --seed "$HOST:$SEED_PORT" other "$WORK/x" 2>"$WORK/err" || st=$?
@@ -43,4 +43,9 @@ st=0
 grep -q "seedfs pull: $F: bytes do not match the seed's checksum" "$WORK/err" ||
 	fail "no checksum line: $(cat "$WORK/err")"
 ok "corrupt seed: $(grep 'seedfs pull:' "$WORK/err")"
+st=0
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" --in-place m "$WORK/bad2" 2>"$WORK/err" || st=$?
+[ $st -ne 0 ] && grep -q "seedfs pull: $F: bytes do not match the seed's checksum" "$WORK/err" ||
+	fail "--in-place from a corrupt seed: $(cat "$WORK/err")"
+ok "--in-place, corrupt seed: refused the same way"
 sanitizers_clean

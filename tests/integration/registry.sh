@@ -46,6 +46,10 @@ ok "mount --registry only: m1 and m2 byte-exact ($(st | grep ^registry_records:)
 	fail "pull --registry: $(cat "$WORK/pull.err")"
 diff -r "$M2" "$WORK/pulled" >/dev/null || fail "pull --registry: differs"
 ok "seedfs pull --registry m2: byte-exact"
+# The engine API opens by registry too.
+"$BUILD/tests/apiread" "$REG" m1 "$M1" tensors >"$WORK/api.out" 2>"$WORK/api.err" ||
+	fail "engine API by registry: $(cat "$WORK/api.err")"
+ok "engine API by registry: $(cat "$WORK/api.out")"
 # --seed and --registry together: the seed given, and everything else.
 mkdir -p "$WORK/both"
 MOUNTS+=("$WORK/both")

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -192,7 +193,6 @@ static int fab_open(const struct sfs_xport_proto *p,
 	x->proto = p;
 	x->role = cfg->role;
 	x->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
-	atomic_init(&x->next_key, 1);
 	pthread_mutex_init(&x->inflight.lock, NULL);
 	/* A reset must not wait behind a stream of posters. */
 	sfs_rwlock_init_writer(&x->ep_lock);
@@ -241,6 +241,7 @@ static int fab_open(const struct sfs_xport_proto *p,
 		goto err;
 	}
 	x->mr_mode = x->info->domain_attr->mr_mode;
+	x->key_size = x->info->domain_attr->mr_key_size;
 	x->max_msg = x->info->ep_attr->max_msg_size;
 	if (x->max_msg == 0)
 		x->max_msg = 1u << 20;
@@ -311,6 +312,30 @@ static void fab_info(struct sfs_xport *base, struct sfs_xport_info *info)
 	memcpy(info->addr, x->addr, x->addr_len);
 }
 
+/*
+ * The key to ask for a registration (providers that let the application
+ * choose, no FI_MR_PROV_KEY): 64 random bits cut to the provider's key
+ * size, so a peer that never saw the manifest cannot guess it.  0 when
+ * the provider picks its own.
+ */
+static uint64_t want_key_of(const struct fab_xport *x)
+{
+	uint64_t k = 0;
+	if (x->mr_mode & FI_MR_PROV_KEY)
+		return 0;
+	if (getrandom(&k, sizeof(k), 0) != (ssize_t)sizeof(k)) {
+		/* No entropy source (never on Linux >= 3.17): still not a
+		 * small sequential number (splitmix64 of the clock). */
+		k = sfs_now_ns() + 0x9e3779b97f4a7c15ull;
+		k = (k ^ (k >> 30)) * 0xbf58476d1ce4e5b9ull;
+		k = (k ^ (k >> 27)) * 0x94d049bb133111ebull;
+		k ^= k >> 31;
+	}
+	if (x->key_size && x->key_size < sizeof(k))
+		k &= (1ull << (8 * x->key_size)) - 1;
+	return k ? k : 1;
+}
+
 static int fab_mr_reg(struct sfs_xport *base, void *buf, size_t len,
 		      unsigned int access, struct sfs_xport_mr **out)
 {
@@ -330,9 +355,14 @@ static int fab_mr_reg(struct sfs_xport *base, void *buf, size_t len,
 		return -ENOMEM;
 	m->base.ops = &sfs_fabric_ops;
 	m->x = x;
-	if (!(x->mr_mode & FI_MR_PROV_KEY))
-		want_key = atomic_fetch_add(&x->next_key, 1);
-	rc = fi_mr_reg(x->domain, buf, len, acc, 0, want_key, 0, &m->mr, NULL);
+	/* A random key that collides with one in use is drawn again. */
+	for (int tries = 0; tries < 4; tries++) {
+		want_key = want_key_of(x);
+		rc = fi_mr_reg(x->domain, buf, len, acc, 0, want_key, 0, &m->mr,
+			       NULL);
+		if (rc != -FI_ENOKEY || !want_key)
+			break;
+	}
 	if (rc) {
 		/* EFAULT is expected on read-only memory for some providers:
 		 * the caller decides what it means. */
@@ -411,8 +441,7 @@ static int fab_mr_reg_cuda(struct sfs_xport *base, void *buf, size_t len,
 		attr.access |= FI_REMOTE_READ;
 	if (access & SFS_XPORT_LOCAL_DST)
 		attr.access |= FI_READ;
-	if (!(x->mr_mode & FI_MR_PROV_KEY))
-		attr.requested_key = atomic_fetch_add(&x->next_key, 1);
+	attr.requested_key = want_key_of(x);
 	if (!(m = calloc(1, sizeof(*m))))
 		return -ENOMEM;
 	m->base.ops = &sfs_fabric_ops;

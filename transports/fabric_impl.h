@@ -83,7 +83,7 @@ struct fab_xport {
 	int hmem;		    /* opened with FI_HMEM */
 	size_t nmapped, cap_mapped; /* protected by inflight.lock */
 	uint64_t *mapped;	    /* raw keys mapped with fi_mr_map_raw */
-	atomic_uint_fast64_t next_key;
+	size_t key_size; /* bytes of a requested key (domain mr_key_size) */
 	atomic_uint cq_faults; /* error completions that failed no request */
 
 	pthread_t thread;

@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh" "$1"
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 16M --shards 2
 cp -a "$MODEL" "$WORK/orig"
-start_seed "$MODEL" --grace 2
+start_seed "$MODEL" --grace 4
 MNT=$WORK/mnt
 CD=$WORK/cachedir
 S=$MNT/.seedfs/status
@@ -91,7 +91,7 @@ got=$(($(val bytes_pulled) - before))
 [ "$got" -ge $((size - (1 << 20))) ] || fail "generation 2: pulled $got of $size"
 drain
 [ "$(gen_dirs)" = 2 ] || fail "want 2 generation directories, have $(gen_dirs)"
-sleep 3.5
+sleep 5
 [ "$(gen_dirs)" = 1 ] || fail "generation 1 kept on disk after its grace: $(gen_dirs)"
 grep -q "^generation: 2$" "$CD"/*/about || fail "the one left is not generation 2"
 ok "generation 2 pulled afresh ($got bytes); generation 1's copy removed after the grace period"

@@ -151,14 +151,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "guesskey: %s\n", err);
 		return 1;
 	}
+	int status = 0;
 	if (!m->nregions) {
 		fprintf(stderr, "guesskey: no region\n");
-		return 1;
+		status = 1;
+		goto out;
 	}
 	/* The control first: the real key reads. */
 	if (attempt(seed, m, protocol, 0, 1, why, sizeof(why))) {
 		printf("guesskey: FAIL: the real key did not read: %s\n", why);
-		return 1;
+		status = 1;
+		goto out;
 	}
 	uint64_t key = m->regions[0].rem[0].key;
 	uint64_t guesses[8 + 3];
@@ -176,7 +179,8 @@ int main(int argc, char **argv)
 			printf("guesskey: FAIL: key 0x%" PRIx64
 			       " (guessed) read the seed's memory\n",
 			       guesses[i]);
-			return 1;
+			status = 1;
+			goto out;
 		}
 		timeouts += rc == -ETIMEDOUT;
 		if (!*first)
@@ -185,7 +189,9 @@ int main(int argc, char **argv)
 	printf("guesskey: %zu guesses refused (first: %s; %zu with no answer "
 	       "and nothing written), the real key reads\n",
 	       n, first, timeouts);
+out:
+	fflush(stdout);
 	sfs_manifest_free(m);
 	free(json);
-	return 0;
+	return status;
 }

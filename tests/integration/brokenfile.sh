@@ -57,7 +57,9 @@ ok "the seed kept generation 1 without $F2; the mount reads the rest, $(grep -c 
 # An in-place overwrite of a file not read yet, under a handle opened
 # before.
 coproc HOLD { "$HOLDFILE" "$M/$F4"; }
-PIDS+=("$HOLD_PID")
+# bash unsets HOLD_PID once the coprocess ends: keep it.
+hold_pid=$HOLD_PID
+PIDS+=("$hold_pid")
 read -r line <&"${HOLD[0]}"
 [ "$line" = OPEN ] || fail "holdfile: $line"
 hold() { echo "$1" >&"${HOLD[1]}"; read -r reply <&"${HOLD[0]}"; echo "$reply"; }
@@ -68,7 +70,7 @@ grep -q "$F4 changed on disk under the seed" "$WORK/seed.err" || fail "overwrite
 [ "$(hold "R 2000000 100000")" = "ERR EIO" ] || fail "the old handle read an overwritten file"
 ok "overwritten in place: the handle opened before gets EIO"
 echo Q >&"${HOLD[1]}"
-wait "$HOLD_PID" || true
+wait "$hold_pid" 2>/dev/null || true
 
 # The directory whole again: the next generation serves both.
 cp "$WORK/orig/$F2" "$MODEL/$F2.tmp" && mv "$MODEL/$F2.tmp" "$MODEL/$F2"

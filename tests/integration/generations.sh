@@ -20,7 +20,8 @@ M=$MNT/m
 # FNV-1a of a byte range, as holdfile computes it.
 hash_of() { printf 'R %s %s\nQ\n' "$2" "$3" | "$HOLDFILE" "$1" | sed -n 2p; }
 coproc HOLD { "$HOLDFILE" "$M/$F"; }
-PIDS+=("$HOLD_PID")
+hold_pid=$HOLD_PID # bash unsets HOLD_PID once the coprocess ends
+PIDS+=("$hold_pid")
 read -r line <&"${HOLD[0]}"
 [ "$line" = OPEN ] || fail "holdfile: $line"
 hold() { echo "$1" >&"${HOLD[1]}"; read -r reply <&"${HOLD[0]}"; echo "$reply"; }
@@ -65,7 +66,7 @@ sleep $((GRACE + 1))
 [ "$(hold 'R 5000000 1000')" = "ERR ESTALE" ] || fail "new range after grace"
 ok "after the grace period the old handle gets ESTALE, cached pages included"
 echo Q >&"${HOLD[1]}"
-wait "$HOLD_PID" || true
+wait "$hold_pid" 2>/dev/null || true
 
 # A republish that fails keeps generation 2 served.
 printf 'not a safetensors file' >"$MODEL/broken.safetensors"

@@ -22,7 +22,8 @@ M=$MNT/m
 
 # xattrs of a replaced inode whose generation is gone.
 coproc HOLD { "$HOLDFILE" --path "$M/$F"; }
-PIDS+=("$HOLD_PID")
+hold_pid=$HOLD_PID # bash unsets HOLD_PID once the coprocess ends
+PIDS+=("$hold_pid")
 read -r line <&"${HOLD[0]}"
 [ "$line" = OPEN ] || fail "holdfile: $line"
 hold() { echo "$1" >&"${HOLD[1]}"; read -r reply <&"${HOLD[0]}"; echo "$reply"; }
@@ -45,7 +46,7 @@ kill -0 "$MOUNT_PID" || fail "the mount died"
 	fail "xattr of the current inode"
 ok "xattrs of a replaced inode whose generation is gone: ESTALE; the current one says 2"
 echo Q >&"${HOLD[1]}"
-wait "$HOLD_PID" || true
+wait "$hold_pid" 2>/dev/null || true
 
 # Generations come and go: the disk tier gives their space back.
 for k in 2 3 4; do publish $k; done

@@ -77,7 +77,7 @@ def _load():
 _lib = None
 
 
-class Publisher:
+class Publisher(_libload.Closing):
     """A seed serving tensors from this process's memory."""
 
     def __init__(self, name, listen="0.0.0.0:7070", protocol=None,
@@ -138,18 +138,6 @@ class Publisher:
             _lib.sfs_pub_free(self._p)
             self._p = ctypes.c_void_p()
             self._keep.clear()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 from .client import (Client, load_model, safe_open, tensor_view,  # noqa: E402

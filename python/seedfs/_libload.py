@@ -23,3 +23,19 @@ def lib():
         except OSError:
             continue
     raise OSError("libseedfs.so not found: set SEEDFS_LIB or build it")
+
+
+class Closing:
+    """with-statement and garbage collection both end in close()."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -128,7 +128,7 @@ class TensorInfo:
         self.layout = t.layout.decode() if t.layout else ""
 
 
-class Client:
+class Client(_libload.Closing):
     """One generation of one published model, read with one-sided reads.
 
     @seed: "HOST:PORT[,HOST:PORT...]" or "etcd://HOST:PORT[/PREFIX]" (the
@@ -217,18 +217,6 @@ class Client:
         if self._c:
             self._lib.sfs_client_close(self._c)
             self._c = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def tensor_view(buf, offset, dtype, shape, framework="numpy"):

@@ -27,7 +27,6 @@ done
 
 # Whole files: every byte pulled once, straight in (no edge pulled
 # twice); the tensors' batch pulls its edges' chunks through the cache.
-pulled=$(sed -n 's/.*, pulled \([0-9]*\),.*/\1/p' "$WORK/api.out")
 SEEDFS_PROTOCOL=tcp "$APIREAD" "$HOST:$P1" m "$MODEL" files >"$WORK/api.out" 2>&1 ||
 	fail "files: $(cat "$WORK/api.out")"
 read -r total pulled < <(sed -n 's/.* ok \([0-9]*\) bytes.*, pulled \([0-9]*\),.*/\1 \2/p' "$WORK/api.out")

@@ -72,7 +72,7 @@ int main(int argc, char **argv)
 	char *json;
 	size_t len;
 	struct sfs_manifest *m;
-	if (sfs_control_get(seed, "/v1/manifest", 10000, SFS_MANIFEST_MAX,
+	if (sfs_control_get(NULL, seed, "/v1/manifest", 10000, SFS_MANIFEST_MAX,
 			    &json, &len, err, sizeof(err)) ||
 	    sfs_manifest_decode(json, len, &m, err, sizeof(err))) {
 		fprintf(stderr, "sfs-rawread: %s\n", err);
@@ -81,8 +81,8 @@ int main(int argc, char **argv)
 	struct sfs_xport *x;
 	uint64_t peer;
 	size_t ep;
-	if (sfs_control_open(seed, m, protocol, 10000, &x, &ep, &peer, err,
-			     sizeof(err))) {
+	if (sfs_control_open(NULL, seed, m, protocol, 10000, &x, &ep, &peer,
+			     err, sizeof(err))) {
 		fprintf(stderr, "sfs-rawread: %s\n", err);
 		return 1;
 	}

@@ -14,19 +14,38 @@ int sfs_cli_probe(int argc, char **argv);    /* probe.c */
 
 #include <stddef.h>
 
-/* Seeds given as "HOST:PORT[,HOST:PORT...]" (one or more options). */
+/* Seeds given as "[https://]HOST:PORT[,...]" (one or more options). */
 struct cli_seeds {
 	size_t n;
 	char *list[64];
 	char *text; /* the first option's argument, for messages */
+	int https;  /* -1: no scheme given; else every seed's */
 };
 
 /*
  * cli_seeds_add - split @arg into @s; one line on stderr (starting with
- * @who) for a seed that is not HOST:PORT or one too many.  0 or -1.
- * cli_seeds_free - free what was added.  (seeds.c)
+ * @who) for a seed that is not HOST:PORT, one too many, or schemes that
+ * differ.  0 or -1.  cli_seeds_free - free what was added.  (seeds.c)
  */
 int cli_seeds_add(struct cli_seeds *s, const char *arg, const char *who);
 void cli_seeds_free(struct cli_seeds *s);
+
+/* What a replica command shows the seeds: --token-file (else
+ * $SEEDFS_TOKEN_FILE), --tls-ca, --tls-pin, and https:// seeds. */
+struct cli_sec {
+	const char *token_file, *tls_ca, *tls_pin;
+};
+struct sfs_control_cred;
+
+/*
+ * cli_cred - the credentials of @sec and @seeds into *out [new]; one
+ * line on stderr starting with @who when the token file or the pin is
+ * bad.  0 or -1.  (seeds.c)
+ */
+int cli_cred(const struct cli_sec *sec, const struct cli_seeds *seeds,
+	     const char *who, struct sfs_control_cred **out);
+
+/* The --help lines of those options (seeds.c). */
+extern const char cli_sec_help[];
 
 #endif /* SFS_CLI_H */

@@ -16,8 +16,10 @@
 #include "fs/mntcheck.h"
 #include "fs/serve.h"
 #include "metadata/control.h"
+#include "metadata/ctlsrv.h"
 #include "metadata/identity.h"
 #include "metadata/registry.h"
+#include "metadata/tls.h"
 #include "replica/replica.h"
 #include "transports/transport.h"
 
@@ -49,6 +51,11 @@ struct mount_opts {
 	char *registry;
 	char *registry_ca;
 	char *registry_auth_file;
+	char *token_file;
+	char *tls_ca;
+	char *tls_pin;
+	char *tls_cert;
+	char *tls_key;
 	int reseed;
 	int no_verify;
 	int prefetch;
@@ -82,6 +89,11 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--registry-ca=%s", registry_ca),
 	OPT("--registry-auth-file=%s", registry_auth_file),
 	OPT("--registry=%s", registry),
+	OPT("--token-file=%s", token_file),
+	OPT("--tls-ca=%s", tls_ca),
+	OPT("--tls-pin=%s", tls_pin),
+	OPT("--tls-cert=%s", tls_cert),
+	OPT("--tls-key=%s", tls_key),
 	{"--reseed", offsetof(struct mount_opts, reseed), 1},
 	{"nonempty", offsetof(struct mount_opts, nonempty), 1},
 	{"direct_io", offsetof(struct mount_opts, direct_io), 1},
@@ -156,6 +168,8 @@ struct mount_cfg {
 	const char *reseed;	     /* serve what it holds here, or NULL */
 	struct sfs_reg_cfg registry; /* .url NULL: none */
 	uint64_t start_ms;	     /* when the command started (monotonic) */
+	struct sfs_control_cred *cred;	 /* owned: token and TLS */
+	struct sfs_tls_pair *reseed_tls; /* owned: --tls-cert/--tls-key */
 };
 
 static void usage(void)
@@ -174,7 +188,7 @@ static void usage(void)
 	       "MOUNTPOINT or SIGTERM unmounts.\n"
 	       "\n"
 	       "seedfs options:\n"
-	       "    --seed HOST:PORT[,...] the seeds' control ports (this or\n"
+	       "    --seed [https://]HOST:PORT[,...] the seeds' control ports (this or\n"
 	       "                           --registry is required):\n"
 	       "                           each one that publishes a model's\n"
 	       "                           content is a source of it; the\n"
@@ -186,6 +200,7 @@ static void usage(void)
 	       "                           models come and go, new sources and\n"
 	       "                           generations are used at once\n"
 	       "                           (docs/registry.md)\n"
+	       "%s"
 	       "    --registry-ca FILE     with etcds://, the CA of etcd's\n"
 	       "                           certificate (default: the system's)\n"
 	       "    --registry-auth-file FILE  USER:PASSWORD for etcd on its\n"
@@ -241,7 +256,11 @@ static void usage(void)
 	       "                           and replicas told only a seed's\n"
 	       "                           address read from it too\n"
 	       "    --listen HOST:PORT     with --reseed, its control port\n"
-	       "                           (default 0.0.0.0:0, any port)\n"
+	       "                           (default 0.0.0.0:0 with a token,\n"
+	       "                           else 127.0.0.1:0; any port); it\n"
+	       "                           asks for the same token\n"
+	       "    --tls-cert FILE        with --reseed and TLS, its control\n"
+	       "    --tls-key FILE         port's PEM certificate and key\n"
 	       "    -o nonempty            mount over a directory that is not\n"
 	       "                           empty (refused otherwise)\n"
 	       "    -o direct_io           model files bypass the page cache:\n"
@@ -254,7 +273,7 @@ static void usage(void)
 	       "    -h, --help             this text\n"
 	       "    -V, --version          version\n"
 	       "\n",
-	       names);
+	       cli_sec_help, names);
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
 }
@@ -399,15 +418,48 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		fprintf(stderr, "seedfs mount: --listen is for --reseed\n");
 		return -EINVAL;
 	}
+	if ((o->tls_cert || o->tls_key) && !o->reseed) {
+		fprintf(stderr, "seedfs mount: --tls-cert and --tls-key are "
+				"for --reseed\n");
+		return -EINVAL;
+	}
+	struct cli_sec sec = {.token_file = o->token_file,
+			      .tls_ca = o->tls_ca,
+			      .tls_pin = o->tls_pin};
+	if (cli_cred(&sec, &c->seeds, "seedfs mount", &c->cred))
+		return -EINVAL;
 	if (o->reseed) {
-		char h[256], pt[16];
-		c->reseed = o->listen ? o->listen : "0.0.0.0:0";
+		char h[256], pt[16], err[512];
+		int token = sfs_control_cred_auth(c->cred) != NULL;
+		c->reseed = o->listen ? o->listen
+			    : token   ? "0.0.0.0:0"
+				      : "127.0.0.1:0";
 		if (sfs_parse_hostport(c->reseed, h, sizeof(h), pt,
 				       sizeof(pt)) ||
 		    !*pt) {
 			fprintf(stderr,
 				"seedfs mount: --listen '%s' is not HOST:PORT\n",
 				c->reseed);
+			return -EINVAL;
+		}
+		if (!token && !sfs_ctlsrv_loopback(h))
+			fprintf(stderr,
+				"seedfs mount: warning: --reseed --listen %s "
+				"without --token-file: whoever reaches it reads "
+				"what this mount holds (docs/security.md)\n",
+				c->reseed);
+		if (!o->tls_cert != !o->tls_key ||
+		    (sfs_control_cred_tls(c->cred) && !o->tls_cert)) {
+			fprintf(stderr,
+				"seedfs mount: --reseed over TLS needs "
+				"--tls-cert and --tls-key for its own control "
+				"port\n");
+			return -EINVAL;
+		}
+		if (o->tls_cert &&
+		    sfs_tls_pair_load(o->tls_cert, o->tls_key, &c->reseed_tls,
+				      err, sizeof(err))) {
+			fprintf(stderr, "seedfs mount: %s\n", err);
 			return -EINVAL;
 		}
 	}
@@ -460,7 +512,9 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		.layout = sfs_require_value(c->require, "layout"),
 		.start_ms = c->start_ms,
 		.who = "seedfs mount",
-		.reseed = c->reseed};
+		.reseed = c->reseed,
+		.cred = c->cred,
+		.reseed_tls = c->reseed_tls};
 	struct sfs_serve_cfg sc = {.read_ahead_kb = c->read_ahead_kb,
 				   .max_background = c->max_background,
 				   .prefetch = c->prefetch,
@@ -649,6 +703,13 @@ out:
 	free(o.registry);
 	free(o.registry_ca);
 	free(o.registry_auth_file);
+	free(o.token_file);
+	free(o.tls_ca);
+	free(o.tls_pin);
+	free(o.tls_cert);
+	free(o.tls_key);
+	sfs_control_cred_free(c.cred);
+	sfs_tls_pair_free(c.reseed_tls);
 	free(o.mnt);
 	sfs_require_free(c.require);
 	free(o.log_level);

@@ -31,7 +31,7 @@ static void usage(FILE *out)
 		"verified against the seed's checksums, at transport speed.\n"
 		"\n"
 		"options:\n"
-		"  --seed HOST:PORT[,...]  the seeds' control ports (this or\n"
+		"  --seed [https://]HOST:PORT[,...]  the seeds' control ports (this or\n"
 		"                       --registry is required; may be given\n"
 		"                       again); the bytes come from every one\n"
 		"                       of the same content\n"
@@ -39,6 +39,11 @@ static void usage(FILE *out)
 		"                       recorded there (etcds://: TLS)\n"
 		"  --registry-ca FILE   with etcds://, the CA of etcd\n"
 		"  --registry-auth-file FILE  USER:PASSWORD for etcd\n"
+		"  --token-file FILE    the seeds' token (one line; default\n"
+		"                       $SEEDFS_TOKEN_FILE, naming the file)\n"
+		"  --tls-ca FILE        TLS, the seeds verified against this CA\n"
+		"  --tls-pin PIN        TLS, the seeds held to this public key\n"
+		"                       (sha256//BASE64, as the seed prints it)\n"
 		"  --protocol NAME      as for mount (default: the seed's first\n"
 		"                       protocol this host can use)\n"
 		"  --cache-size SIZE    memory for chunks in flight (default 64M)\n"
@@ -62,11 +67,16 @@ int sfs_cli_pull(int argc, char **argv)
 		{"registry-ca", required_argument, NULL, 'a'},
 		{"registry-auth-file", required_argument, NULL, 'u'},
 		{"in-place", no_argument, NULL, 'i'},
+		{"token-file", required_argument, NULL, 'T'},
+		{"tls-ca", required_argument, NULL, 'C'},
+		{"tls-pin", required_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *protocol = NULL;
-	struct cli_seeds seeds = {0};
+	struct cli_seeds seeds = {.https = -1};
+	struct cli_sec sec = {0};
+	struct sfs_control_cred *cred = NULL;
 	uint64_t cache_size = 64u << 20, v;
 	unsigned int timeout_ms = 10000;
 	char err[SFS_XPORT_ERR_MAX];
@@ -98,6 +108,15 @@ int sfs_cli_pull(int argc, char **argv)
 			break;
 		case 'i':
 			place = 1;
+			break;
+		case 'T':
+			sec.token_file = optarg;
+			break;
+		case 'C':
+			sec.tls_ca = optarg;
+			break;
+		case 'P':
+			sec.tls_pin = optarg;
 			break;
 		case 'c':
 			if (sfs_parse_size(optarg, &v) || v < (16u << 20)) {
@@ -155,8 +174,14 @@ int sfs_cli_pull(int argc, char **argv)
 				     .who = "seedfs pull"};
 	struct sfs_replica *r;
 
+	if (cli_cred(&sec, &seeds, "seedfs pull", &cred)) {
+		cli_seeds_free(&seeds);
+		return 2;
+	}
+	rc.cred = cred;
 	if (sfs_control_init()) {
 		fprintf(stderr, "seedfs pull: cannot initialize libcurl\n");
+		sfs_control_cred_free(cred);
 		cli_seeds_free(&seeds);
 		return 1;
 	}
@@ -164,6 +189,7 @@ int sfs_cli_pull(int argc, char **argv)
 	    (rc.registry = reg, sfs_replica_open(&rc, &r, err, sizeof(err)))) {
 		fprintf(stderr, "seedfs pull: %s\n", err);
 		sfs_reg_free(reg);
+		sfs_control_cred_free(cred);
 		cli_seeds_free(&seeds);
 		return 1;
 	}
@@ -174,6 +200,7 @@ int sfs_cli_pull(int argc, char **argv)
 		fprintf(stderr, "seedfs pull: %s\n", err);
 	sfs_replica_close(r);
 	sfs_reg_free(reg);
+	sfs_control_cred_free(cred);
 	cli_seeds_free(&seeds);
 	return status ? 1 : 0;
 }

@@ -4,8 +4,11 @@
 #include "seed/seed.h"
 #include "seed/register.h"
 
+#include "metadata/auth.h"
 #include "metadata/control.h"
+#include "metadata/ctlsrv.h"
 #include "metadata/registry.h"
+#include "metadata/tls.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -47,8 +50,18 @@ static void usage(FILE *out)
 		"                       directory NAME in a mount (default:\n"
 		"                       DIR's basename)\n"
 		"  --name NAME          the model's name, with one --model-dir\n"
-		"  --listen HOST:PORT   control port (default 0.0.0.0:7070;\n"
-		"                       port 0 picks a free one)\n"
+		"  --token-file FILE    the shared secret every control route\n"
+		"                       but /v1/health asks for (Authorization:\n"
+		"                       Bearer); one line, e.g. openssl rand\n"
+		"                       -hex 32; SIGHUP reads it again\n"
+		"                       (default $SEEDFS_TOKEN_FILE; none: the\n"
+		"                       seed is unauthenticated)\n"
+		"  --tls-cert FILE      serve the control port over TLS with\n"
+		"                       this PEM certificate (chain)\n"
+		"  --tls-key FILE       and this PEM private key\n"
+		"  --listen HOST:PORT   control port (default 0.0.0.0:7070 with\n"
+		"                       a token, else 127.0.0.1:7070; port 0\n"
+		"                       picks a free one)\n"
 		"  --protocol NAME      transport: %s\n"
 		"                       (default $SEEDFS_PROTOCOL, else tcp;\n"
 		"                       auto: the first of efa, rdma, tcp\n"
@@ -120,12 +133,18 @@ enum {
 	OPT_REGISTRY_AUTH,
 	OPT_REGISTRY_TTL,
 	OPT_ADVERTISE,
+	OPT_TOKEN_FILE,
+	OPT_TLS_CERT,
+	OPT_TLS_KEY,
 };
 
 static const struct option long_opts[] = {
 	{"model-dir", required_argument, NULL, OPT_MODEL_DIR},
 	{"name", required_argument, NULL, OPT_NAME},
 	{"listen", required_argument, NULL, OPT_LISTEN},
+	{"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+	{"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+	{"tls-key", required_argument, NULL, OPT_TLS_KEY},
 	{"protocol", required_argument, NULL, OPT_PROTOCOL},
 	{"fabric-addr", required_argument, NULL, OPT_FABRIC_ADDR},
 	{"inline-max", required_argument, NULL, OPT_INLINE_MAX},
@@ -149,6 +168,26 @@ static const struct option long_opts[] = {
 
 /* The seed's records in the registry (--registry), or NULL. */
 static struct sfs_seed_reg *seedreg;
+/* The control port's token (--token-file), or NULL. */
+static struct sfs_auth *seed_auth;
+
+/* SIGHUP: the token file is read again (rotation); a bad one leaves the
+ * old token in force. */
+static void reread_token(void)
+{
+	char err[512];
+	int changed = 0;
+	if (!seed_auth)
+		return;
+	if (sfs_auth_reload(seed_auth, &changed, err, sizeof(err)))
+		SFS_LOG(SFS_ERR, "seed", "SIGHUP: the old token stays: %s",
+			err);
+	else
+		SFS_LOG(SFS_INFO, "seed", "SIGHUP: token read again from %s%s",
+			sfs_auth_path(seed_auth),
+			changed ? ": a new one, the old one is refused from now"
+				: " (unchanged)");
+}
 
 /* Publish the next generation of model @i (SIZE_MAX: every model); one
  * line on stdout when it is served. */
@@ -158,6 +197,16 @@ static void republish(struct sfs_seed *s, size_t i, const char *why)
 	int rc = i == SIZE_MAX
 			 ? sfs_seed_republish(s, err, sizeof(err))
 			 : sfs_seed_republish_model(s, i, err, sizeof(err));
+	if (rc == -EALREADY && i != SIZE_MAX) {
+		SFS_LOG(SFS_INFO, "seed", "%s: %s: %s", why,
+			sfs_seed_model_name(s, i), err);
+		return;
+	}
+	if (rc == -EALREADY) {
+		printf("seedfs seed: %s (%s)\n", err, why);
+		fflush(stdout);
+		return;
+	}
 	if (rc) {
 		SFS_LOG(SFS_ERR, "seed",
 			"%s: not republished, the current generation is still "
@@ -252,6 +301,7 @@ static int serve(struct sfs_seed *s, const sigset_t *set,
 						si.ssi_signo);
 					break;
 				}
+				reread_token();
 				republish(s, SIZE_MAX, "SIGHUP");
 			}
 		}
@@ -369,12 +419,16 @@ static int bad(const char *opt, const char *val)
 int sfs_cli_seed(int argc, char **argv)
 {
 	int watch = 0;
-	struct sfs_seed_cfg cfg = {.grace_s = 60,
+	struct sfs_seed_cfg cfg = {.keep_unchanged = 1,
+				   .grace_s = 60,
 				   .csum_shift = 20,
 				   .inline_max = 64 << 10,
 				   .mr_max = 1ull << 30,
 				   .timeout_ms = 10000};
-	const char *listen = "0.0.0.0:7070", *fabric_addr = NULL;
+	const char *listen = NULL, *fabric_addr = NULL;
+	const char *token_file = getenv("SEEDFS_TOKEN_FILE");
+	const char *tls_cert = NULL, *tls_key = NULL;
+	struct sfs_tls_pair *tls = NULL;
 	struct sfs_seed_dir dirs[WATCH_MAX];
 	size_t ndirs = 0;
 	char host[256], port[16], err[SFS_XPORT_ERR_MAX];
@@ -417,6 +471,15 @@ int sfs_cli_seed(int argc, char **argv)
 			break;
 		case OPT_LISTEN:
 			listen = optarg;
+			break;
+		case OPT_TOKEN_FILE:
+			token_file = optarg;
+			break;
+		case OPT_TLS_CERT:
+			tls_cert = optarg;
+			break;
+		case OPT_TLS_KEY:
+			tls_key = optarg;
 			break;
 		case OPT_PROTOCOL:
 			opt_protocol = optarg;
@@ -537,8 +600,38 @@ int sfs_cli_seed(int argc, char **argv)
 		sfs_xport_choose(opt_protocol, getenv("SEEDFS_PROTOCOL"));
 	if (!cfg.protocol)
 		cfg.protocol = "tcp";
-	if (sfs_parse_hostport(listen, host, sizeof(host), port, sizeof(port)))
-		return bad("--listen", listen);
+	if (!tls_cert != !tls_key) {
+		fprintf(stderr, "seedfs seed: --tls-cert and --tls-key go "
+				"together\n");
+		return 2;
+	}
+	if (token_file && !*token_file)
+		token_file = NULL;
+	if (token_file && sfs_auth_load(token_file, "--token-file", &seed_auth,
+					err, sizeof(err))) {
+		fprintf(stderr, "seedfs seed: %s\n", err);
+		return 2;
+	}
+	if (tls_cert &&
+	    sfs_tls_pair_load(tls_cert, tls_key, &tls, err, sizeof(err))) {
+		fprintf(stderr, "seedfs seed: %s\n", err);
+		sfs_auth_free(seed_auth);
+		return 2;
+	}
+	/* No token: nobody but this host, unless told otherwise. */
+	if (!listen)
+		listen = seed_auth ? "0.0.0.0:7070" : "127.0.0.1:7070";
+	if (sfs_parse_hostport(listen, host, sizeof(host), port,
+			       sizeof(port))) {
+		rc = bad("--listen", listen);
+		goto out_secrets;
+	}
+	if (!seed_auth && !sfs_ctlsrv_loopback(host))
+		fprintf(stderr,
+			"seedfs seed: warning: --listen %s without "
+			"--token-file: whoever reaches it reads the models "
+			"(docs/security.md)\n",
+			listen);
 	cfg.fabric_node = fabric_addr;
 	if (!cfg.fabric_node && *host && strcmp(host, "0.0.0.0") &&
 	    strcmp(host, "::"))
@@ -558,27 +651,35 @@ int sfs_cli_seed(int argc, char **argv)
 	rc = sfs_seed_open(&cfg, &s, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "seedfs seed: %s\n", err);
-		return 1;
+		rc = 1;
+		goto out_secrets;
 	}
-	rc = sfs_ctl_start(s, host, port, &ctl, &bound, err, sizeof(err));
+	struct sfs_ctlsrv_cfg sc = {
+		.host = host, .port = port, .auth = seed_auth, .tls = tls};
+	rc = sfs_ctl_start(s, &sc, &ctl, &bound, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "seedfs seed: %s\n", err);
 		sfs_seed_close(s);
-		return 1;
+		rc = 1;
+		goto out_secrets;
 	}
 	if (rcfg.url && (rc = start_registry(s, &rcfg, reg_ttl, advertise, host,
 					     bound, &reg))) {
 		sfs_ctl_stop(ctl);
 		sfs_seed_close(s);
-		return 1;
+		rc = 1;
+		goto out_secrets;
 	}
 	char summary[1024];
 	sfs_seed_summary(s, summary, sizeof(summary));
 	int v6 = strchr(host, ':') != NULL;
-	printf("seedfs seed: ready on %s%s%s:%u: %s; protocol %s%s%s\n",
-	       v6 ? "[" : "", *host ? host : "0.0.0.0", v6 ? "]" : "", bound,
-	       summary, sfs_seed_protocol(s), reg ? "; registered in " : "",
-	       reg ? sfs_reg_url(reg) : "");
+	printf("seedfs seed: ready on %s%s%s%s:%u: %s; protocol %s%s%s; "
+	       "%s%s%s\n",
+	       tls ? "https://" : "", v6 ? "[" : "", *host ? host : "0.0.0.0",
+	       v6 ? "]" : "", bound, summary, sfs_seed_protocol(s),
+	       reg ? "; registered in " : "", reg ? sfs_reg_url(reg) : "",
+	       seed_auth ? "token required" : "unauthenticated",
+	       tls ? "; tls pin " : "", tls ? sfs_tls_pair_pin(tls) : "");
 	fflush(stdout);
 	SFS_LOG(SFS_INFO, "seed", "serving %s on port %u", summary, bound);
 
@@ -592,5 +693,9 @@ int sfs_cli_seed(int argc, char **argv)
 	sfs_reg_free(reg);
 	sfs_ctl_stop(ctl);
 	sfs_seed_close(s);
+out_secrets:
+	sfs_tls_pair_free(tls);
+	sfs_auth_free(seed_auth);
+	seed_auth = NULL;
 	return rc;
 }

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* seeds.c - --seed HOST:PORT[,HOST:PORT...] for mount and pull. */
+/*
+ * seeds.c - --seed [https://]HOST:PORT[,...] and the credentials a
+ * replica command shows its seeds (mount, pull).
+ */
 #include "cli/cli.h"
 
 #include "common/util.h"
+#include "metadata/control.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,32 +14,15 @@
 
 int cli_seeds_add(struct cli_seeds *s, const char *arg, const char *who)
 {
-	char *dup = strdup(arg), *save = NULL;
-	if (!dup)
+	char err[512];
+	if (!s->n && !s->text)
+		s->https = -1;
+	if (sfs_control_parse_seeds(arg, "--seed", s->list,
+				    SFS_ARRAY_SIZE(s->list), &s->n, &s->https,
+				    err, sizeof(err))) {
+		fprintf(stderr, "%s: %s\n", who, err);
 		return -1;
-	for (char *t = strtok_r(dup, ",", &save); t;
-	     t = strtok_r(NULL, ",", &save)) {
-		char h[256], p[16];
-		if (sfs_parse_hostport(t, h, sizeof(h), p, sizeof(p)) || !*h ||
-		    !*p) {
-			fprintf(stderr, "%s: --seed '%s' is not HOST:PORT\n",
-				who, t);
-			free(dup);
-			return -1;
-		}
-		if (s->n == sizeof(s->list) / sizeof(s->list[0])) {
-			fprintf(stderr, "%s: at most %zu seeds\n", who,
-				sizeof(s->list) / sizeof(s->list[0]));
-			free(dup);
-			return -1;
-		}
-		if (!(s->list[s->n] = strdup(t))) {
-			free(dup);
-			return -1;
-		}
-		s->n++;
 	}
-	free(dup);
 	if (!s->text && !(s->text = strdup(arg)))
 		return -1;
 	return 0;
@@ -47,4 +34,44 @@ void cli_seeds_free(struct cli_seeds *s)
 		free(s->list[i]);
 	free(s->text);
 	memset(s, 0, sizeof(*s));
+}
+
+const char cli_sec_help[] =
+	"    --token-file FILE      the seeds' token (one line), sent as\n"
+	"                           Authorization: Bearer; read again when\n"
+	"                           a seed refuses it (default\n"
+	"                           $SEEDFS_TOKEN_FILE, naming the file)\n"
+	"    --tls-ca FILE          speak TLS to the seeds and verify them\n"
+	"                           against this PEM CA (https:// seeds:\n"
+	"                           the system's CAs)\n"
+	"    --tls-pin PIN          speak TLS and hold the seeds to this\n"
+	"                           public key: sha256//BASE64 as the seed\n"
+	"                           prints it, or 64 hex digits; without\n"
+	"                           --tls-ca the pin is the only check\n";
+
+int cli_cred(const struct cli_sec *sec, const struct cli_seeds *seeds,
+	     const char *who, struct sfs_control_cred **out)
+{
+	const char *tf =
+		sec->token_file ? sec->token_file : getenv("SEEDFS_TOKEN_FILE");
+	struct sfs_control_cred_cfg cc = {.token_file = tf && *tf ? tf : NULL,
+					  .tls_ca = sec->tls_ca,
+					  .tls_pin = sec->tls_pin,
+					  .https = seeds && seeds->n &&
+						   seeds->https == 1};
+	char err[512];
+
+	if (seeds && seeds->n && seeds->https == 0 &&
+	    (sec->tls_ca || sec->tls_pin)) {
+		fprintf(stderr,
+			"%s: --tls-ca and --tls-pin speak TLS; the seeds are "
+			"given as http://\n",
+			who);
+		return -1;
+	}
+	if (sfs_control_cred_new(&cc, out, err, sizeof(err))) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return -1;
+	}
+	return 0;
 }

@@ -32,6 +32,7 @@
 struct sfs_client {
 	struct sfs_replica *r;
 	struct sfs_reg *reg;
+	struct sfs_control_cred *cred; /* token and TLS, or NULL */
 	char *seeds[SFS_REPLICA_SEEDS_MAX];
 	size_t nseeds;
 	char *model;
@@ -52,39 +53,6 @@ static int curl_rc;
 static void curl_init(void)
 {
 	curl_rc = sfs_control_init();
-}
-
-/* "A,B,C" into c->seeds. */
-static int split_seeds(struct sfs_client *c, const char *list, char *err,
-		       size_t errlen)
-{
-	char *dup = strdup(list), *save = NULL;
-	if (!dup)
-		return -ENOMEM;
-	for (char *t = strtok_r(dup, ",", &save); t;
-	     t = strtok_r(NULL, ",", &save)) {
-		char h[256], p[16];
-		if (sfs_parse_hostport(t, h, sizeof(h), p, sizeof(p)) || !*h ||
-		    !*p) {
-			snprintf(err, errlen,
-				 "seeds: '%.300s' is not HOST:PORT", t);
-			free(dup);
-			return -EINVAL;
-		}
-		if (c->nseeds == SFS_REPLICA_SEEDS_MAX) {
-			snprintf(err, errlen, "seeds: at most %d",
-				 SFS_REPLICA_SEEDS_MAX);
-			free(dup);
-			return -EINVAL;
-		}
-		if (!(c->seeds[c->nseeds] = strdup(t))) {
-			free(dup);
-			return -ENOMEM;
-		}
-		c->nseeds++;
-	}
-	free(dup);
-	return 0;
 }
 
 int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
@@ -125,7 +93,19 @@ int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 		rc = -ENOMEM;
 		goto err_free;
 	}
-	if (cfg->seeds && (rc = split_seeds(c, cfg->seeds, err, errlen)))
+	int https = -1;
+	if (cfg->seeds &&
+	    (rc = sfs_control_parse_seeds(cfg->seeds, "seeds", c->seeds,
+					  SFS_REPLICA_SEEDS_MAX, &c->nseeds,
+					  &https, err, errlen)))
+		goto err_free;
+	const char *tf =
+		cfg->token_file ? cfg->token_file : getenv("SEEDFS_TOKEN_FILE");
+	struct sfs_control_cred_cfg cc = {.token_file = tf && *tf ? tf : NULL,
+					  .tls_ca = cfg->tls_ca,
+					  .tls_pin = cfg->tls_pin,
+					  .https = https == 1};
+	if ((rc = sfs_control_cred_new(&cc, &c->cred, err, errlen)))
 		goto err_free;
 	if (cfg->registry) {
 		struct sfs_reg_cfg rcfg = {.url = cfg->registry,
@@ -149,6 +129,7 @@ int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 		.start_ms = sfs_now_ms(),
 		.who = "libseedfs",
 		.registry = c->reg,
+		.cred = c->cred,
 	};
 	if ((rc = sfs_replica_open(&rcfg, &c->r, err, errlen)))
 		goto err_reg;
@@ -173,6 +154,7 @@ err_reg:
 	sfs_reg_free(c->reg);
 err_free:
 	if (c) {
+		sfs_control_cred_free(c->cred);
 		for (size_t i = 0; i < c->nseeds; i++)
 			free(c->seeds[i]);
 		free(c->model);
@@ -189,6 +171,7 @@ void sfs_client_close(struct sfs_client *c)
 		sfs_replica_unref(c->r, c->view);
 	sfs_replica_close(c->r);
 	sfs_reg_free(c->reg);
+	sfs_control_cred_free(c->cred);
 	for (size_t i = 0; i < c->nseeds; i++)
 		free(c->seeds[i]);
 	free(c->model);

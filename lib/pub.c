@@ -9,6 +9,9 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "metadata/auth.h"
+#include "metadata/ctlsrv.h"
+#include "metadata/tls.h"
 #include "metadata/manifest.h"
 #include "metadata/safetensors.h"
 #include "seed/publish.h"
@@ -30,6 +33,8 @@ struct sfs_pub {
 	struct seed_mem mem;
 	struct sfs_seed *seed; /* NULL until the first commit */
 	struct sfs_ctl *ctl;
+	struct sfs_auth *auth;	  /* the token, or NULL */
+	struct sfs_tls_pair *tls; /* or NULL */
 	unsigned int bound;
 	pthread_t reaper;
 	int reaper_started;
@@ -84,13 +89,34 @@ int sfs_pub_new(const struct sfs_pub_cfg *cfg, struct sfs_pub **out, char *err,
 	pthread_mutex_init(&p->lock, NULL);
 	if (sfs_cond_init(&p->cond))
 		goto err_free;
-	const char *listen = cfg->listen ? cfg->listen : "0.0.0.0:7070";
+	const char *tf =
+		cfg->token_file ? cfg->token_file : getenv("SEEDFS_TOKEN_FILE");
+	if (tf && *tf &&
+	    (rc = sfs_auth_load(tf, "token_file", &p->auth, err, errlen)))
+		goto err_free;
+	if (!cfg->tls_cert != !cfg->tls_key) {
+		snprintf(err, errlen, "tls_cert and tls_key go together");
+		rc = -EINVAL;
+		goto err_free;
+	}
+	if (cfg->tls_cert &&
+	    (rc = sfs_tls_pair_load(cfg->tls_cert, cfg->tls_key, &p->tls, err,
+				    errlen)))
+		goto err_free;
+	const char *listen = cfg->listen ? cfg->listen
+			     : p->auth	 ? "0.0.0.0:7070"
+					 : "127.0.0.1:7070";
 	if (sfs_parse_hostport(listen, p->host, sizeof(p->host), p->port,
 			       sizeof(p->port))) {
 		snprintf(err, errlen, "listen: '%s' is not HOST:PORT", listen);
 		rc = -EINVAL;
 		goto err_free;
 	}
+	if (!p->auth && !sfs_ctlsrv_loopback(p->host))
+		SFS_LOG(SFS_WARN, "seed",
+			"libseedfs: listening on %s without a token: whoever "
+			"reaches it reads the model (docs/security.md)",
+			listen);
 	const char *proto =
 		sfs_xport_choose(cfg->protocol, getenv("SEEDFS_PROTOCOL"));
 	if (!(p->name = strdup(cfg->name)) ||
@@ -258,13 +284,19 @@ int sfs_pub_commit(struct sfs_pub *p, uint64_t *generation, char *err,
 	char e[SFS_XPORT_ERR_MAX] = "";
 	int rc;
 
+	if (p->auth && (rc = sfs_auth_reload(p->auth, NULL, err, errlen)))
+		return rc; /* a rotated token that does not parse */
 	if (p->seed) {
 		rc = sfs_seed_republish(p->seed, e, sizeof(e));
 	} else {
+		struct sfs_ctlsrv_cfg sc = {.host = p->host,
+					    .port = p->port,
+					    .auth = p->auth,
+					    .tls = p->tls};
 		rc = sfs_seed_open(&p->cfg, &p->seed, e, sizeof(e));
 		if (!rc)
-			rc = sfs_ctl_start(p->seed, p->host, p->port, &p->ctl,
-					   &p->bound, e, sizeof(e));
+			rc = sfs_ctl_start(p->seed, &sc, &p->ctl, &p->bound, e,
+					   sizeof(e));
 		if (!rc) {
 			rc = -pthread_create(&p->reaper, NULL, reaper, p);
 			p->reaper_started = !rc;
@@ -310,6 +342,8 @@ void sfs_pub_free(struct sfs_pub *p)
 	}
 	sfs_ctl_stop(p->ctl);
 	sfs_seed_close(p->seed);
+	sfs_auth_free(p->auth);
+	sfs_tls_pair_free(p->tls);
 	for (size_t i = 0; i < p->mem.ntensors; i++)
 		free(p->mem.tensors[i].name);
 	free(p->mem.tensors);

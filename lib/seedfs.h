@@ -48,14 +48,23 @@ struct sfs_pub;
 
 struct sfs_pub_cfg {
 	const char *name;      /* model name: the directory replicas see */
-	const char *listen;    /* control port HOST:PORT; NULL 0.0.0.0:7070;
-				 port 0 picks a free one (sfs_pub_port) */
+	const char *listen;    /* control port HOST:PORT; NULL: 0.0.0.0:7070
+				 with a token, else 127.0.0.1:7070; port 0
+				 picks a free one (sfs_pub_port) */
 	const char *protocol;  /* tcp, rdma, efa, shm, auto, or a list;
 				 NULL: $SEEDFS_PROTOCOL, else tcp */
 	const char *identity;  /* "K=V,..." as seedfs seed --identity; NULL */
 	unsigned int grace_s;  /* a superseded generation stays served */
 	uint64_t shard_max;    /* tensor bytes per shard; 0: 4 GiB */
 	const char *log_level; /* err, warn, info, debug; NULL: warn */
+	/* Security (docs/security.md).  Every control route but
+	 * /v1/health asks for the token in this file (one line; NULL:
+	 * $SEEDFS_TOKEN_FILE, else none: unauthenticated, and a warning
+	 * when listening beyond loopback); sfs_pub_commit reads it again.
+	 * TLS on the control port with this PEM certificate and key (both,
+	 * or neither). */
+	const char *token_file;
+	const char *tls_cert, *tls_key;
 };
 
 /* sfs_pub_new - check @cfg; nothing is served before the first commit.
@@ -141,6 +150,12 @@ struct sfs_client_cfg {
 	uint64_t cache_size;	 /* bytes for reads' ends; 0: 64 MiB */
 	int no_verify;		 /* take bytes unchecked (measuring only) */
 	const char *log_level;	 /* err, warn, info, debug; NULL: warn */
+	/* Security (docs/security.md): the seeds' token in this file (NULL:
+	 * $SEEDFS_TOKEN_FILE, else none); TLS to their control ports when
+	 * seeds are https://, or verified against tls_ca (a PEM CA file),
+	 * or held to tls_pin (sha256//BASE64 of the public key). */
+	const char *token_file;
+	const char *tls_ca, *tls_pin;
 };
 
 /*

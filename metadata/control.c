@@ -3,7 +3,9 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "metadata/auth.h"
 #include "metadata/manifest.h"
+#include "metadata/tls.h"
 #include "transports/transport.h"
 
 #include <curl/curl.h>
@@ -11,6 +13,110 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+struct sfs_control_cred {
+	struct sfs_auth *auth; /* NULL: no token */
+	int tls;
+	char *ca;		   /* NULL: the system's store */
+	char pin[SFS_TLS_PIN_MAX]; /* "": none */
+};
+
+int sfs_control_cred_new(const struct sfs_control_cred_cfg *cfg,
+			 struct sfs_control_cred **out, char *err,
+			 size_t errlen)
+{
+	struct sfs_control_cred *c = calloc(1, sizeof(*c));
+	int rc = -ENOMEM;
+
+	if (!c)
+		goto err_free;
+	c->tls = cfg->https || cfg->tls_ca || cfg->tls_pin;
+	if (cfg->tls_ca && !(c->ca = strdup(cfg->tls_ca)))
+		goto err_free;
+	if (cfg->tls_pin &&
+	    (rc = sfs_tls_parse_pin(cfg->tls_pin, c->pin, sizeof(c->pin), err,
+				    errlen)))
+		goto err_free;
+	if (cfg->token_file &&
+	    (rc = sfs_auth_load(cfg->token_file, "--token-file", &c->auth, err,
+				errlen)))
+		goto err_free;
+	*out = c;
+	return 0;
+
+err_free:
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	sfs_control_cred_free(c);
+	return rc;
+}
+
+void sfs_control_cred_free(struct sfs_control_cred *c)
+{
+	if (!c)
+		return;
+	sfs_auth_free(c->auth);
+	free(c->ca);
+	free(c);
+}
+
+struct sfs_auth *sfs_control_cred_auth(const struct sfs_control_cred *c)
+{
+	return c ? c->auth : NULL;
+}
+
+int sfs_control_cred_tls(const struct sfs_control_cred *c)
+{
+	return c && c->tls;
+}
+
+int sfs_control_parse_seeds(const char *list, const char *what, char **out,
+			    size_t max, size_t *n, int *https, char *err,
+			    size_t errlen)
+{
+	char *dup = strdup(list), *save = NULL;
+	int rc = 0;
+
+	if (!dup)
+		return -ENOMEM;
+	for (char *t = strtok_r(dup, ",", &save); t && !rc;
+	     t = strtok_r(NULL, ",", &save)) {
+		char h[256], p[16];
+		int tls = -1;
+		if (!strncmp(t, "https://", 8))
+			tls = 1, t += 8;
+		else if (!strncmp(t, "http://", 7))
+			tls = 0, t += 7;
+		size_t l = strlen(t);
+		if (l && t[l - 1] == '/')
+			t[l - 1] = '\0';
+		if (sfs_parse_hostport(t, h, sizeof(h), p, sizeof(p)) || !*h ||
+		    !*p) {
+			snprintf(err, errlen,
+				 "%s '%.300s' is not [https://]HOST:PORT", what,
+				 t);
+			rc = -EINVAL;
+		} else if (tls >= 0 && *https >= 0 && tls != *https) {
+			snprintf(err, errlen,
+				 "%s: every seed is http:// or every one "
+				 "https://, not some of each",
+				 what);
+			rc = -EINVAL;
+		} else if (*n == max) {
+			snprintf(err, errlen, "%s: at most %zu seeds", what,
+				 max);
+			rc = -E2BIG;
+		} else if (!(out[*n] = strdup(t))) {
+			rc = -ENOMEM;
+		} else {
+			(*n)++;
+			if (tls >= 0)
+				*https = tls;
+		}
+	}
+	free(dup);
+	return rc;
+}
 
 int sfs_http_body_add(struct sfs_http_body *b, const char *p, size_t n)
 {
@@ -44,19 +150,34 @@ int sfs_control_init(void)
 	return curl_global_init(CURL_GLOBAL_DEFAULT) ? -EIO : 0;
 }
 
-/* One HTTP exchange; @body NULL for GET. */
-static int request(const char *hostport, const char *path, const void *body,
-		   size_t blen, unsigned int timeout_ms, size_t cap, char **out,
-		   size_t *len, char *err, size_t errlen)
+/* curl's word on a TLS failure, as ours. */
+static int tls_failure(CURLcode cc)
 {
-	struct sfs_http_body b = {.limit = cap};
-	char url[600], cerr[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdr = NULL;
-	long code = 0;
+	switch (cc) {
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_CACERT_BADFILE:
+		return -EACCES;
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_CERTPROBLEM:
+		return -EPROTO;
+	default:
+		return 0;
+	}
+}
+
+/* One HTTP exchange; @body NULL for GET.  *code: the HTTP status. */
+static int exchange(struct sfs_control_cred *cred, const char *url,
+		    const void *body, size_t blen, unsigned int timeout_ms,
+		    struct sfs_http_body *b, long *code, char *err,
+		    size_t errlen)
+{
+	char cerr[CURL_ERROR_SIZE] = "", auth[SFS_AUTH_TOKEN_MAX + 64];
+	struct curl_slist *hdr = NULL, *h2;
+	int tls = sfs_control_cred_tls(cred), rc = 0;
 	CURLcode cc;
 	CURL *h;
 
-	snprintf(url, sizeof(url), "http://%s%s", hostport, path);
 	if (!(h = curl_easy_init()))
 		return -ENOMEM;
 	curl_easy_setopt(h, CURLOPT_URL, url);
@@ -64,34 +185,114 @@ static int request(const char *hostport, const char *path, const void *body,
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, tls ? "https" : "http");
 	curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never via a proxy */
+	if (tls) {
+		if (cred->ca)
+			curl_easy_setopt(h, CURLOPT_CAINFO, cred->ca);
+		if (*cred->pin) {
+			curl_easy_setopt(h, CURLOPT_PINNEDPUBLICKEY, cred->pin);
+			if (!cred->ca) { /* the pin is the trust */
+				curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+				curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+			}
+		}
+	}
+	if (cred && cred->auth) {
+		if (sfs_auth_header(cred->auth, auth, sizeof(auth)) ||
+		    !(h2 = curl_slist_append(hdr, auth))) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		hdr = h2;
+	}
 	if (body) {
-		hdr = curl_slist_append(
-			NULL, "Content-Type: application/octet-stream");
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+		if (!(h2 = curl_slist_append(
+			      hdr, "Content-Type: application/octet-stream"))) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		hdr = h2;
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)blen);
 	}
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 	cc = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(h);
-	curl_slist_free_all(hdr);
-
-	int rc = 0;
-	if (b.too_big) {
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
+	if (b->too_big) {
 		snprintf(err, errlen, "%s: response larger than %zu bytes", url,
-			 cap);
+			 b->limit);
 		rc = -E2BIG;
 	} else if (cc != CURLE_OK) {
-		snprintf(err, errlen, "%s: %s", url,
-			 *cerr ? cerr : curl_easy_strerror(cc));
-		rc = cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
-		     : cc == CURLE_COULDNT_CONNECT  ? -ECONNREFUSED
-						    : -EIO;
-	} else if (code != 200) {
+		int t = tls_failure(cc);
+		snprintf(err, errlen, "%s: %s%s%s", url, t ? "TLS: " : "",
+			 *cerr ? cerr : curl_easy_strerror(cc),
+			 !tls && cc == CURLE_GOT_NOTHING
+				 ? " (a TLS control port? give https:// or "
+				   "--tls-ca)"
+				 : "");
+		rc = t				      ? t
+		     : cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+		     : cc == CURLE_COULDNT_CONNECT    ? -ECONNREFUSED
+						      : -EIO;
+	}
+out:
+	curl_easy_cleanup(h);
+	/* The header copies are libcurl's: wipe ours and theirs. */
+	for (h2 = hdr; h2; h2 = h2->next)
+		explicit_bzero(h2->data, strlen(h2->data));
+	curl_slist_free_all(hdr);
+	explicit_bzero(auth, sizeof(auth));
+	return rc;
+}
+
+static int request(struct sfs_control_cred *cred, const char *hostport,
+		   const char *path, const void *body, size_t blen,
+		   unsigned int timeout_ms, size_t cap, char **out, size_t *len,
+		   char *err, size_t errlen)
+{
+	struct sfs_http_body b = {.limit = cap};
+	char url[600];
+	long code = 0;
+	int rc, again = 1;
+
+	snprintf(url, sizeof(url), "%s://%s%s",
+		 sfs_control_cred_tls(cred) ? "https" : "http", hostport, path);
+retry:
+	rc = exchange(cred, url, body, blen, timeout_ms, &b, &code, err,
+		      errlen);
+	if (!rc && code == 401 && cred && cred->auth && again) {
+		/* A rotated token: the file may hold the new one. */
+		int changed = 0;
+		char why[512];
+		again = 0;
+		if (!sfs_auth_reload(cred->auth, &changed, why, sizeof(why)) &&
+		    changed) {
+			SFS_LOG(SFS_INFO, "control",
+				"%s refused the token; %s holds a new one: "
+				"trying it",
+				hostport, sfs_auth_path(cred->auth));
+			free(b.buf);
+			b = (struct sfs_http_body){.limit = cap};
+			goto retry;
+		}
+	}
+	if (!rc && code == 401) {
+		if (cred && cred->auth)
+			snprintf(err, errlen,
+				 "%s: HTTP status 401: the seed refused the "
+				 "token in %s",
+				 url, sfs_auth_path(cred->auth));
+		else
+			snprintf(
+				err, errlen,
+				"%s: HTTP status 401: the seed needs a token; "
+				"give --token-file FILE (or SEEDFS_TOKEN_FILE)",
+				url);
+		rc = -EACCES;
+	} else if (!rc && code != 200) {
 		/* The seed explains itself in a short text body. */
 		size_t n = b.len;
 		while (n && (b.buf[n - 1] == '\n' || b.buf[n - 1] == '\r'))
@@ -99,7 +300,7 @@ static int request(const char *hostport, const char *path, const void *body,
 		snprintf(err, errlen, "%s: HTTP status %ld%s%.*s", url, code,
 			 n ? ": " : "", (int)SFS_MIN(n, 200), n ? b.buf : "");
 		rc = -EPROTO;
-	} else if (!b.buf) {
+	} else if (!rc && !b.buf) {
 		snprintf(err, errlen, "%s: empty response", url);
 		rc = -EPROTO;
 	}
@@ -112,24 +313,26 @@ static int request(const char *hostport, const char *path, const void *body,
 	return 0;
 }
 
-int sfs_control_get(const char *hostport, const char *path,
-		    unsigned int timeout_ms, size_t cap, char **body,
-		    size_t *len, char *err, size_t errlen)
+int sfs_control_get(struct sfs_control_cred *cred, const char *hostport,
+		    const char *path, unsigned int timeout_ms, size_t cap,
+		    char **body, size_t *len, char *err, size_t errlen)
 {
-	return request(hostport, path, NULL, 0, timeout_ms, cap, body, len, err,
-		       errlen);
+	return request(cred, hostport, path, NULL, 0, timeout_ms, cap, body,
+		       len, err, errlen);
 }
 
-int sfs_control_post(const char *hostport, const char *path, const void *body,
-		     size_t len, unsigned int timeout_ms, size_t cap,
-		     char **resp, size_t *rlen, char *err, size_t errlen)
+int sfs_control_post(struct sfs_control_cred *cred, const char *hostport,
+		     const char *path, const void *body, size_t len,
+		     unsigned int timeout_ms, size_t cap, char **resp,
+		     size_t *rlen, char *err, size_t errlen)
 {
-	return request(hostport, path, body, len, timeout_ms, cap, resp, rlen,
-		       err, errlen);
+	return request(cred, hostport, path, body, len, timeout_ms, cap, resp,
+		       rlen, err, errlen);
 }
 
 /* Make the seed readable through @x: its address, or the exchange. */
-int sfs_control_connect_peer(const char *hostport, struct sfs_xport *x,
+int sfs_control_connect_peer(struct sfs_control_cred *cred,
+			     const char *hostport, struct sfs_xport *x,
 			     const struct sfs_endpoint *ep,
 			     unsigned int timeout_ms, uint64_t *peer, char *err,
 			     size_t errlen)
@@ -157,7 +360,7 @@ int sfs_control_connect_peer(const char *hostport, struct sfs_xport *x,
 		return rc;
 	}
 	snprintf(path, sizeof(path), "/v1/connect?protocol=%s", ep->protocol);
-	rc = sfs_control_post(hostport, path, hello, hl, timeout_ms,
+	rc = sfs_control_post(cred, hostport, path, hello, hl, timeout_ms,
 			      SFS_XPORT_HELLO_MAX, &reply, &rl, err, errlen);
 	if (rc) {
 		/* No answer: what the hello set up goes, or every retry
@@ -177,8 +380,8 @@ int sfs_control_connect_peer(const char *hostport, struct sfs_xport *x,
 	return rc;
 }
 
-int sfs_control_reconnect(const char *hostport, struct sfs_xport *x,
-			  const struct sfs_endpoint *ep,
+int sfs_control_reconnect(struct sfs_control_cred *cred, const char *hostport,
+			  struct sfs_xport *x, const struct sfs_endpoint *ep,
 			  unsigned int timeout_ms, uint64_t *peer, char *err,
 			  size_t errlen)
 {
@@ -194,15 +397,16 @@ int sfs_control_reconnect(const char *hostport, struct sfs_xport *x,
 	 * control port. */
 	sfs_xport_peer_remove(x, *peer);
 	uint64_t fresh;
-	int rc = sfs_control_connect_peer(hostport, x, ep, timeout_ms, &fresh,
-					  err, errlen);
+	int rc = sfs_control_connect_peer(cred, hostport, x, ep, timeout_ms,
+					  &fresh, err, errlen);
 	if (!rc)
 		*peer = fresh;
 	return rc;
 }
 
-static int open_one(const char *hostport, const struct sfs_manifest *m,
-		    size_t i, unsigned int timeout_ms, struct sfs_xport **x,
+static int open_one(struct sfs_control_cred *cred, const char *hostport,
+		    const struct sfs_manifest *m, size_t i,
+		    unsigned int timeout_ms, struct sfs_xport **x,
 		    uint64_t *peer, char *err, size_t errlen)
 {
 	struct sfs_xport_cfg xc = {.protocol = m->eps[i].protocol,
@@ -211,8 +415,8 @@ static int open_one(const char *hostport, const struct sfs_manifest *m,
 	int rc = sfs_xport_open(&xc, x, err, errlen);
 	if (rc)
 		return rc;
-	rc = sfs_control_connect_peer(hostport, *x, &m->eps[i], timeout_ms,
-				      peer, err, errlen);
+	rc = sfs_control_connect_peer(cred, hostport, *x, &m->eps[i],
+				      timeout_ms, peer, err, errlen);
 	if (rc) {
 		sfs_xport_close(*x);
 		*x = NULL;
@@ -220,10 +424,10 @@ static int open_one(const char *hostport, const struct sfs_manifest *m,
 	return rc;
 }
 
-int sfs_control_open(const char *hostport, const struct sfs_manifest *m,
-		     const char *protocol, unsigned int timeout_ms,
-		     struct sfs_xport **x, size_t *ep, uint64_t *peer,
-		     char *err, size_t errlen)
+int sfs_control_open(struct sfs_control_cred *cred, const char *hostport,
+		     const struct sfs_manifest *m, const char *protocol,
+		     unsigned int timeout_ms, struct sfs_xport **x, size_t *ep,
+		     uint64_t *peer, char *err, size_t errlen)
 {
 	char served[SFS_MF_MAX_ENDPOINTS * 32];
 	int rc = -ENODEV;
@@ -241,15 +445,15 @@ int sfs_control_open(const char *hostport, const struct sfs_manifest *m,
 			return -EPROTONOSUPPORT;
 		}
 		*ep = (size_t)i;
-		return open_one(hostport, m, *ep, timeout_ms, x, peer, err,
-				errlen);
+		return open_one(cred, hostport, m, *ep, timeout_ms, x, peer,
+				err, errlen);
 	}
 	/* The seed's order is its preference: the first that works here. */
 	char why[1024] = "";
 	size_t o = 0;
 	for (size_t i = 0; i < m->neps; i++) {
 		char e[512];
-		rc = open_one(hostport, m, i, timeout_ms, x, peer, e,
+		rc = open_one(cred, hostport, m, i, timeout_ms, x, peer, e,
 			      sizeof(e));
 		if (!rc) {
 			*ep = i;

@@ -9,23 +9,69 @@
 #include <stdint.h>
 
 /*
- * sfs_control_get - GET http://@hostport@path within @timeout_ms,
- * refusing bodies over @cap bytes.  *body [new, NUL-terminated, free()].
- * Returns 0, or -errno with one line in @err (connection refused,
- * timeout, HTTP status, size).  Thread safe once sfs_control_init ran.
+ * What a client shows a control port (docs/security.md): the token, and
+ * TLS.  One per replica, shared by its threads; NULL where a function
+ * takes one means plain HTTP and no token.
  */
-int sfs_control_get(const char *hostport, const char *path,
-		    unsigned int timeout_ms, size_t cap, char **body,
-		    size_t *len, char *err, size_t errlen);
+struct sfs_control_cred_cfg {
+	const char *token_file; /* the shared secret's file, or NULL */
+	const char *tls_ca;	/* verify seeds against this CA file */
+	const char *tls_pin;	/* and/or hold them to this public key */
+	int https;		/* TLS with the system's CAs (https://) */
+};
+struct sfs_control_cred;
+struct sfs_auth;
+
+/*
+ * sfs_control_cred_new - read the token file, check the pin.  TLS is on
+ * with https, tls_ca or tls_pin; a pin without a CA is the only trust
+ * (a self-signed certificate passes when its key is the pinned one; no
+ * host name is checked then).  *out [new].  0, or -errno with one line
+ * in @err naming the option.
+ */
+int sfs_control_cred_new(const struct sfs_control_cred_cfg *cfg,
+			 struct sfs_control_cred **out, char *err,
+			 size_t errlen);
+/* sfs_control_cred_free - the token is wiped.  NULL is fine. */
+void sfs_control_cred_free(struct sfs_control_cred *c);
+/* The token, or NULL (a re-seeder's port asks for the same) [borrowed]. */
+struct sfs_auth *sfs_control_cred_auth(const struct sfs_control_cred *c);
+/* Whether control ports are spoken to over TLS (NULL: no). */
+int sfs_control_cred_tls(const struct sfs_control_cred *c);
+
+/*
+ * sfs_control_parse_seeds - "[http[s]://]HOST:PORT[,...]" into @out
+ * (@max entries [new strings], *n of them so far, appended to), the
+ * scheme into *https (-1: none given yet; every seed must agree).
+ * 0, or -EINVAL / -E2BIG / -ENOMEM with one line in @err, which
+ * starts with @what ("--seed").
+ */
+int sfs_control_parse_seeds(const char *list, const char *what, char **out,
+			    size_t max, size_t *n, int *https, char *err,
+			    size_t errlen);
+
+/*
+ * sfs_control_get - GET http[s]://@hostport@path within @timeout_ms,
+ * with @cred's token and TLS, refusing bodies over @cap bytes.  *body
+ * [new, NUL-terminated, free()].  Returns 0, or -errno with one line in
+ * @err (connection refused, timeout, TLS, HTTP status, size).  A 401 is
+ * -EACCES, and the token file is read again once and the request
+ * retried when it changed (a rotated token).  Thread safe once
+ * sfs_control_init ran.
+ */
+int sfs_control_get(struct sfs_control_cred *cred, const char *hostport,
+		    const char *path, unsigned int timeout_ms, size_t cap,
+		    char **body, size_t *len, char *err, size_t errlen);
 
 /*
  * sfs_control_post - POST @len bytes of @body (application/octet-stream)
  * to http://@hostport@path; same rules and results as sfs_control_get.
  * A non-200 answer puts its (short, text) body into @err.
  */
-int sfs_control_post(const char *hostport, const char *path, const void *body,
-		     size_t len, unsigned int timeout_ms, size_t cap,
-		     char **resp, size_t *rlen, char *err, size_t errlen);
+int sfs_control_post(struct sfs_control_cred *cred, const char *hostport,
+		     const char *path, const void *body, size_t len,
+		     unsigned int timeout_ms, size_t cap, char **resp,
+		     size_t *rlen, char *err, size_t errlen);
 
 /*
  * A bounded HTTP answer as libcurl hands it over (also the registry
@@ -52,10 +98,10 @@ struct sfs_manifest;
  * need it.  On success *x [new], *ep (endpoint index) and *peer (for
  * sfs_xport_read).  Returns 0 or -errno with one line in @err.
  */
-int sfs_control_open(const char *hostport, const struct sfs_manifest *m,
-		     const char *protocol, unsigned int timeout_ms,
-		     struct sfs_xport **x, size_t *ep, uint64_t *peer,
-		     char *err, size_t errlen);
+int sfs_control_open(struct sfs_control_cred *cred, const char *hostport,
+		     const struct sfs_manifest *m, const char *protocol,
+		     unsigned int timeout_ms, struct sfs_xport **x, size_t *ep,
+		     uint64_t *peer, char *err, size_t errlen);
 
 /*
  * sfs_control_connect_peer - connect the open transport @x to endpoint
@@ -64,7 +110,8 @@ int sfs_control_open(const char *hostport, const struct sfs_manifest *m,
  * restarted.  *peer for sfs_xport_read.  0 or -errno, one line in @err.
  */
 struct sfs_endpoint;
-int sfs_control_connect_peer(const char *hostport, struct sfs_xport *x,
+int sfs_control_connect_peer(struct sfs_control_cred *cred,
+			     const char *hostport, struct sfs_xport *x,
 			     const struct sfs_endpoint *ep,
 			     unsigned int timeout_ms, uint64_t *peer, char *err,
 			     size_t errlen);
@@ -78,8 +125,8 @@ int sfs_control_connect_peer(const char *hostport, struct sfs_xport *x,
  * new one).  Bounded by @timeout_ms.  0 or -errno with one line in
  * @err.  Not thread safe with itself on one transport.
  */
-int sfs_control_reconnect(const char *hostport, struct sfs_xport *x,
-			  const struct sfs_endpoint *ep,
+int sfs_control_reconnect(struct sfs_control_cred *cred, const char *hostport,
+			  struct sfs_xport *x, const struct sfs_endpoint *ep,
 			  unsigned int timeout_ms, uint64_t *peer, char *err,
 			  size_t errlen);
 

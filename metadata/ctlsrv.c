@@ -6,13 +6,18 @@
  */
 #include "metadata/ctlsrv.h"
 
+#include "metadata/auth.h"
+#include "metadata/tls.h"
+
 #include "common/log.h"
 #include "common/util.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,6 +45,9 @@ struct sfs_ctlsrv {
 	sfs_ctl_handler fn;
 	void *arg;
 	size_t body_max;
+	struct sfs_auth *auth;	      /* NULL: no token needed */
+	atomic_uint_fast64_t refused; /* requests without the token */
+	uint64_t refused_logged, refused_logged_ms; /* the loop thread's */
 	int fd;
 	pthread_t thread;
 	int thread_started;
@@ -135,16 +143,86 @@ static enum MHD_Result answer(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
 	return ret;
 }
 
+/*
+ * The token, where one is set: every route but /v1/health.  0 when the
+ * request may go on; else the 401 is queued here (into *ret) and the
+ * caller returns it.  A refusal is counted and logged at most every 10
+ * s (a flood of bad requests cannot flood the log).
+ */
+static int refuse(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
+		  const char *url, enum MHD_Result *ret)
+{
+	if (!c->auth || !strcmp(url, "/v1/health"))
+		return 0;
+	const char *v = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	int rc = sfs_auth_check(c->auth, v);
+	if (!rc)
+		return 0;
+	uint64_t n = atomic_fetch_add(&c->refused, 1) + 1, now = sfs_now_ms();
+	if (!c->refused_logged || now - c->refused_logged_ms >= 10000) {
+		char client[64];
+		client_name(conn, client, sizeof(client));
+		SFS_LOG(SFS_WARN, "ctl",
+			"refused %s from %s: %s (%" PRIu64 " refused so far)",
+			url, client,
+			rc == -ENOKEY	 ? "no token"
+			: rc == -EBADMSG ? "not \"Authorization: Bearer TOKEN\""
+					 : "wrong token",
+			n);
+		c->refused_logged = n;
+		c->refused_logged_ms = now;
+	}
+	static const char no[] = "this control port needs a token "
+				 "(Authorization: Bearer TOKEN)\n",
+			  bad[] = "the token is not this control port's\n";
+	const char *text = rc == -EACCES ? bad : no;
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	if (!r) {
+		*ret = MHD_NO;
+		return 1;
+	}
+	answering(conn);
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+				rc == -EACCES ? "Bearer realm=\"seedfs\", "
+						"error=\"invalid_token\""
+					      : "Bearer realm=\"seedfs\"");
+	*ret = MHD_queue_response(conn, MHD_HTTP_UNAUTHORIZED, r);
+	MHD_destroy_response(r);
+	return 1;
+}
+
+int sfs_ctlsrv_loopback(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+	if (!strcmp(host, "localhost"))
+		return 1;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+uint64_t sfs_ctlsrv_refused(const struct sfs_ctlsrv *c)
+{
+	return atomic_load(&((struct sfs_ctlsrv *)c)->refused);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 			      const char *url, const char *method,
 			      const char *version, const char *upload_data,
 			      size_t *upload_size, void **req_cls)
 {
 	struct sfs_ctlsrv *c = cls;
+	enum MHD_Result ret;
 
 	if (strcmp(method, "POST") == 0) {
 		struct pending *p = *req_cls;
 		if (!p) { /* first call: headers only */
+			if (refuse(c, conn, url, &ret))
+				return ret; /* the body is never read */
 			if (!(p = calloc(1, sizeof(*p))))
 				return MHD_NO;
 			*req_cls = p;
@@ -172,6 +250,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 		}
 		return answer(c, conn, url, method, p);
 	}
+	if (refuse(c, conn, url, &ret))
+		return ret;
 	return answer(c, conn, url, method, NULL);
 }
 
@@ -311,18 +391,25 @@ static int listen_on(const char *host, const char *port, int *family,
 	return fd;
 }
 
-int sfs_ctlsrv_start(const char *host, const char *port, size_t body_max,
-		     sfs_ctl_handler fn, void *arg, struct sfs_ctlsrv **out,
+int sfs_ctlsrv_start(const struct sfs_ctlsrv_cfg *cfg, sfs_ctl_handler fn,
+		     void *arg, struct sfs_ctlsrv **out,
 		     unsigned int *bound_port, char *err, size_t errlen)
 {
+	const char *host = cfg->host, *port = cfg->port;
 	struct sfs_ctlsrv *c;
 	int family = AF_INET;
 
+	if (cfg->tls && !MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+		snprintf(err, errlen,
+			 "control port: this libmicrohttpd has no TLS");
+		return -EPROTONOSUPPORT;
+	}
 	if (!(c = calloc(1, sizeof(*c))))
 		return -ENOMEM;
 	c->fn = fn;
 	c->arg = arg;
-	c->body_max = body_max;
+	c->body_max = cfg->body_max;
+	c->auth = cfg->auth;
 	c->fd = listen_on(host, port, &family, bound_port, err, errlen);
 	if (c->fd < 0) {
 		int rc = c->fd;
@@ -336,6 +423,8 @@ int sfs_ctlsrv_start(const char *host, const char *port, size_t body_max,
 	unsigned int flags = MHD_USE_EPOLL;
 	if (family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	if (cfg->tls)
+		flags |= MHD_USE_TLS;
 	struct rlimit rl;
 	unsigned int limit = CTL_MAX_CONN;
 	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < limit + 256)
@@ -348,7 +437,11 @@ int sfs_ctlsrv_start(const char *host, const char *port, size_t body_max,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 		(unsigned int)CTLSRV_PER_CLIENT, MHD_OPTION_NOTIFY_COMPLETED,
 		completed, c, MHD_OPTION_NOTIFY_CONNECTION, connection, c,
-		MHD_OPTION_END);
+		/* Without TLS the list ends here. */
+		cfg->tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END,
+		cfg->tls ? sfs_tls_pair_key(cfg->tls) : NULL,
+		MHD_OPTION_HTTPS_MEM_CERT,
+		cfg->tls ? sfs_tls_pair_cert(cfg->tls) : NULL, MHD_OPTION_END);
 	if (!c->d) {
 		snprintf(err, errlen,
 			 "control port %s:%s: cannot start HTTP "

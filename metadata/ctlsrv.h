@@ -62,16 +62,38 @@ void sfs_ctl_json(struct sfs_ctl_resp *resp, char *json, size_t len);
 typedef int (*sfs_ctl_handler)(void *arg, const struct sfs_ctl_req *req,
 			       struct sfs_ctl_resp *resp);
 
+struct sfs_auth;
+struct sfs_tls_pair;
+
+struct sfs_ctlsrv_cfg {
+	const char *host; /* "": all addresses */
+	const char *port; /* "0": any */
+	size_t body_max;  /* POST bodies over this are cut */
+	/* Every route but /v1/health needs "Authorization: Bearer" with
+	 * this token (401 otherwise, checked before a body is read), or
+	 * NULL: none.  [borrowed, outlives the server] */
+	struct sfs_auth *auth;
+	/* Serve HTTPS with this certificate and key, or NULL: plain HTTP.
+	 * [borrowed, outlives the server] */
+	const struct sfs_tls_pair *tls;
+};
+
 /*
- * sfs_ctlsrv_start - bind @host:@port ("" host: all addresses; port
- * "0": any), fill *bound_port, and answer every request with @fn(@arg,
- * ...); POST bodies over @body_max bytes are cut (req->body_too_big).
- * @name names it in logs ("ctl").  *out [new].  Returns 0 or -errno
- * with a line in @err.
+ * sfs_ctlsrv_start - bind @cfg->host:@cfg->port, fill *bound_port, and
+ * answer every request with @fn(@arg, ...) (req->body_too_big past the
+ * cap).  *out [new].  Returns 0 or -errno with a line in @err.
  */
-int sfs_ctlsrv_start(const char *host, const char *port, size_t body_max,
-		     sfs_ctl_handler fn, void *arg, struct sfs_ctlsrv **out,
+int sfs_ctlsrv_start(const struct sfs_ctlsrv_cfg *cfg, sfs_ctl_handler fn,
+		     void *arg, struct sfs_ctlsrv **out,
 		     unsigned int *bound_port, char *err, size_t errlen);
+
+/* sfs_ctlsrv_refused - requests refused for want of the token so far.
+ * Thread safe. */
+uint64_t sfs_ctlsrv_refused(const struct sfs_ctlsrv *s);
+
+/* sfs_ctlsrv_loopback - whether --listen host @host reaches this host
+ * only (127.0.0.0/8, ::1, "localhost"); "" and wildcards do not. */
+int sfs_ctlsrv_loopback(const char *host);
 
 /* sfs_ctlsrv_stop - stop answering, close the port, free.  NULL is
  * fine. */

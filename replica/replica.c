@@ -97,8 +97,8 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 	snprintf(path, sizeof(path), "/v1/manifest?model=%s", esc);
 	free(esc);
 	uint64_t tm = sfs_now_ms();
-	rc = sfs_control_get(s->addr, path, c->timeout_ms, SFS_MANIFEST_MAX,
-			     &json, &len, why, sizeof(why));
+	rc = sfs_control_get(s->r->cfg.cred, s->addr, path, c->timeout_ms,
+			     SFS_MANIFEST_MAX, &json, &len, why, sizeof(why));
 	SFS_LOG(SFS_DEBUG, "replica", "manifest fetched in %llu ms",
 		(unsigned long long)(sfs_now_ms() - tm));
 	if (rc) {
@@ -113,8 +113,8 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 	}
 	size_t ep;
 	uint64_t xpeer, t0 = sfs_now_ms();
-	rc = sfs_control_open(s->addr, m, c->protocol, c->timeout_ms, &r->x,
-			      &ep, &xpeer, err, errlen);
+	rc = sfs_control_open(s->r->cfg.cred, s->addr, m, c->protocol,
+			      c->timeout_ms, &r->x, &ep, &xpeer, err, errlen);
 	if (rc) {
 		sfs_manifest_free(m);
 		return rc;

@@ -36,6 +36,9 @@ struct sfs_replica;
 
 #define SFS_REPLICA_SEEDS_MAX 64
 
+struct sfs_control_cred;
+struct sfs_tls_pair;
+
 struct sfs_replica_cfg {
 	/* The seeds, HOST:PORT each, in order of preference [borrowed]:
 	 * the first that publishes a model and answers leads it. */
@@ -64,6 +67,13 @@ struct sfs_replica_cfg {
 	/* The fleet registry (metadata/registry.h), or NULL: its records
 	 * are sources too, followed by watch.  [borrowed] */
 	struct sfs_reg *registry;
+	/* The token and TLS every control port is spoken to with, or NULL
+	 * (metadata/control.h); a re-seeder's own port asks for the same
+	 * token.  [borrowed] */
+	struct sfs_control_cred *cred;
+	/* With reseed and TLS: the re-seeder's certificate and key.
+	 * [borrowed] */
+	const struct sfs_tls_pair *reseed_tls;
 };
 
 /*

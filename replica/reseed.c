@@ -420,7 +420,8 @@ static void *announcer(void *arg)
 			size_t rlen;
 			if (s->reseeder)
 				continue;
-			if (!sfs_control_post(s->addr, "/v1/announce", body,
+			if (!sfs_control_post(s->r->cfg.cred, s->addr,
+					      "/v1/announce", body,
 					      strlen(body), 2000, 4096, &resp,
 					      &rlen, err, sizeof(err)))
 				free(resp);
@@ -489,8 +490,13 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 			    &rs->raw_len);
 	rs->keep_ms = 3 * RSRC_POLL_MS + r->cfg.timeout_ms;
 	unsigned int bound;
-	if ((rc = sfs_ctlsrv_start(host, port, RESEED_BODY_MAX, handle, rs,
-				   &rs->srv, &bound, err, errlen)))
+	struct sfs_ctlsrv_cfg sc = {.host = host,
+				    .port = port,
+				    .body_max = RESEED_BODY_MAX,
+				    .auth = sfs_control_cred_auth(r->cfg.cred),
+				    .tls = r->cfg.reseed_tls};
+	if ((rc = sfs_ctlsrv_start(&sc, handle, rs, &rs->srv, &bound, err,
+				   errlen)))
 		goto fail;
 	int v6 = strchr(host, ':') != NULL;
 	snprintf(rs->announce, sizeof(rs->announce), "%s%s%s:%u", v6 ? "[" : "",

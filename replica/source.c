@@ -187,8 +187,9 @@ int rsrc_list(struct rsrc *s, unsigned int timeout_ms, struct rsrc_answer *a,
 	char *body;
 	size_t len;
 	memset(a, 0, sizeof(*a));
-	int rc = sfs_control_get(s->addr, "/v1/models", timeout_ms,
-				 MODELS_MAX_BYTES, &body, &len, err, errlen);
+	int rc = sfs_control_get(s->r->cfg.cred, s->addr, "/v1/models",
+				 timeout_ms, MODELS_MAX_BYTES, &body, &len, err,
+				 errlen);
 	if (rc)
 		return rc;
 	rc = parse_models(body, len, a, err, errlen);
@@ -257,9 +258,9 @@ static int connect_run(struct rsrc *s, const struct sfs_manifest *m, char *why,
 		return -EPROTONOSUPPORT;
 	}
 	pthread_mutex_lock(&r->xlock);
-	int rc = sfs_control_connect_peer(s->addr, r->x, &m->eps[ep],
-					  r->cfg.timeout_ms, &xpeer, why,
-					  whylen);
+	int rc = sfs_control_connect_peer(s->r->cfg.cred, s->addr, r->x,
+					  &m->eps[ep], r->cfg.timeout_ms,
+					  &xpeer, why, whylen);
 	pthread_mutex_unlock(&r->xlock);
 	if (rc)
 		return rc;
@@ -333,9 +334,9 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	}
 	snprintf(path, sizeof(path), "/v1/manifest?model=%s", esc);
 	free(esc);
-	if ((rc = sfs_control_get(s->addr, path, r->cfg.timeout_ms,
-				  SFS_MANIFEST_MAX, &json, &len, err,
-				  sizeof(err))))
+	if ((rc = sfs_control_get(s->r->cfg.cred, s->addr, path,
+				  r->cfg.timeout_ms, SFS_MANIFEST_MAX, &json,
+				  &len, err, sizeof(err))))
 		goto done;
 	char why[400];
 	if ((rc = sfs_manifest_decode(json, len, &m, why, sizeof(why)))) {
@@ -435,8 +436,9 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 		snprintf(path + n, sizeof(path) - (size_t)n, "&since=%" PRIu64,
 			 version);
 	free(esc);
-	int rc = sfs_control_get(s->addr, path, r->cfg.timeout_ms, 64u << 20,
-				 &body, &len, err, sizeof(err));
+	int rc = sfs_control_get(s->r->cfg.cred, s->addr, path,
+				 r->cfg.timeout_ms, 64u << 20, &body, &len, err,
+				 sizeof(err));
 	if (!rc) {
 		rc = model_holdings(mo, s, am->content, body, len, err,
 				    sizeof(err));
@@ -455,8 +457,9 @@ static void discover(struct rsrc *s)
 	char err[SFS_XPORT_ERR_MAX], *body;
 	size_t len, i;
 	json_error_t je;
-	if (sfs_control_get(s->addr, "/v1/sources", r->cfg.timeout_ms, 1u << 20,
-			    &body, &len, err, sizeof(err)))
+	if (sfs_control_get(s->r->cfg.cred, s->addr, "/v1/sources",
+			    r->cfg.timeout_ms, 1u << 20, &body, &len, err,
+			    sizeof(err)))
 		return; /* an older seed, or none listed */
 	json_t *o = json_loadb(body, len, 0, &je), *e;
 	free(body);
@@ -790,7 +793,7 @@ int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id)
 	 * others meanwhile, and it is tried again after its hold). */
 	char *body;
 	size_t len;
-	int rc = sfs_control_get(s->addr, "/v1/health",
+	int rc = sfs_control_get(s->r->cfg.cred, s->addr, "/v1/health",
 				 SFS_MIN(r->cfg.timeout_ms, 2000u), 4096, &body,
 				 &len, err, sizeof(err));
 	if (rc) {
@@ -800,8 +803,8 @@ int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id)
 	}
 	free(body);
 	pthread_mutex_lock(&r->xlock);
-	rc = sfs_control_reconnect(s->addr, r->x, &ep, r->cfg.timeout_ms,
-				   new_id, err, sizeof(err));
+	rc = sfs_control_reconnect(s->r->cfg.cred, s->addr, r->x, &ep,
+				   r->cfg.timeout_ms, new_id, err, sizeof(err));
 	pthread_mutex_unlock(&r->xlock);
 	if (rc) {
 		SFS_LOG(SFS_WARN, "source", "reconnecting to %s: %s", s->addr,

@@ -192,7 +192,7 @@ static int handle(void *arg, const struct sfs_ctl_req *req,
 			    "not found; try /v1/models or /v1/manifest\n");
 }
 
-int sfs_ctl_start(struct sfs_seed *s, const char *host, const char *port,
+int sfs_ctl_start(struct sfs_seed *s, const struct sfs_ctlsrv_cfg *cfg,
 		  struct sfs_ctl **out, unsigned int *bound_port, char *err,
 		  size_t errlen)
 {
@@ -200,8 +200,10 @@ int sfs_ctl_start(struct sfs_seed *s, const char *host, const char *port,
 	if (!c)
 		return -ENOMEM;
 	c->seed = s;
-	int rc = sfs_ctlsrv_start(host, port, CTL_BODY_MAX, handle, c, &c->srv,
-				  bound_port, err, errlen);
+	struct sfs_ctlsrv_cfg sc = *cfg;
+	sc.body_max = CTL_BODY_MAX;
+	int rc = sfs_ctlsrv_start(&sc, handle, c, &c->srv, bound_port, err,
+				  errlen);
 	if (rc) {
 		free(c);
 		return rc;

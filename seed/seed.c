@@ -354,6 +354,22 @@ int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
 		return rc;
 	}
 	pthread_mutex_lock(&s->lock);
+	cur = mo->gens[mo->ngens - 1];
+	int same = s->cfg.keep_unchanged && g->m->content == cur->m->content;
+	for (size_t k = 0; same && k < cur->nfiles; k++)
+		same = !cur->files[k].withdrawn;
+	pthread_mutex_unlock(&s->lock);
+	if (same) {
+		/* The same bytes: replicas keep what they have (and a
+		 * token rotation by SIGHUP moves nobody). */
+		snprintf(err, errlen,
+			 "nothing changed: generation %" PRIu64
+			 " is still served",
+			 cur->number);
+		seed_gen_free(g);
+		return -EALREADY;
+	}
+	pthread_mutex_lock(&s->lock);
 	if (mo->ngens == SEED_MAX_GENS) {
 		pthread_mutex_unlock(&s->lock);
 		snprintf(err, errlen,
@@ -379,10 +395,18 @@ int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
 int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
 {
 	int first = 0;
+	size_t same = 0;
 	for (size_t i = 0; i < s->nmodels; i++) {
 		char e[SFS_XPORT_ERR_MAX];
 		int rc = sfs_seed_republish_model(s, i, e, sizeof(e));
-		if (rc && !first) {
+		if (rc == -EALREADY) {
+			if (s->nmodels > 1)
+				SFS_LOG(SFS_INFO, "seed", "%s: %s",
+					s->models[i].name, e);
+			else
+				snprintf(err, errlen, "%s", e);
+			same++;
+		} else if (rc && !first) {
 			first = rc;
 			if (s->nmodels > 1)
 				snprintf(err, errlen, "%s: %s",
@@ -393,6 +417,13 @@ int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
 			SFS_LOG(SFS_ERR, "seed", "%s: not republished: %s",
 				s->models[i].name, e);
 		}
+	}
+	if (!first && same == s->nmodels) {
+		if (s->nmodels > 1)
+			snprintf(err, errlen,
+				 "nothing changed: every model's generation "
+				 "is still served");
+		return -EALREADY;
 	}
 	return first;
 }

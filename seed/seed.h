@@ -40,6 +40,10 @@ struct sfs_seed_cfg {
 	 * mount (--model-dir NAME=DIR ...) [borrowed]. */
 	const struct sfs_seed_dir *more;
 	size_t nmore;
+	/* A republish whose content (sfs_manifest_content) equals the
+	 * current generation's, none of its files withdrawn, keeps that
+	 * generation: -EALREADY. */
+	int keep_unchanged;
 	/* Tests only: flip the published byte at this offset of this file
 	 * (after the checksums), to prove replicas refuse it. */
 	const char *test_corrupt_path;
@@ -96,9 +100,11 @@ int sfs_seed_models(struct sfs_seed *s, char **buf, size_t *len);
  * sfs_seed_republish_model - walk, validate and publish model @i again
  * as its next generation; the current one stays served for the grace
  * period.  On failure the current generation goes on being served and
- * @err says why.  sfs_seed_republish - every model (@err: the first
- * failure, the others logged).  Return 0 or -errno.  Not thread safe
- * with themselves.
+ * @err says why.  With cfg.keep_unchanged, the same content is not
+ * published again: -EALREADY, @err says which generation stays.
+ * sfs_seed_republish - every model (@err: the first failure, the others
+ * logged; -EALREADY only when no model changed).  Return 0 or -errno.
+ * Not thread safe with themselves.
  */
 int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
 			     size_t errlen);
@@ -160,11 +166,13 @@ void sfs_seed_close(struct sfs_seed *s);
  * The control port: HTTP/1.1, GET /v1/models, /v1/manifest,
  * /v1/generation, /v1/sources, /v1/health, POST /v1/connect,
  * /v1/announce (ctl.c, on metadata/ctlsrv.h).
- * sfs_ctl_start binds @host:@port ("" host: all addresses; port "0":
- * any) and fills *bound_port.  Returns 0 or -errno with a line in @err.
+ * sfs_ctl_start binds @cfg->host:@cfg->port ("" host: all addresses;
+ * port "0": any), with @cfg's token and TLS (its body_max is ours), and
+ * fills *bound_port.  Returns 0 or -errno with a line in @err.
  */
 struct sfs_ctl;
-int sfs_ctl_start(struct sfs_seed *s, const char *host, const char *port,
+struct sfs_ctlsrv_cfg;
+int sfs_ctl_start(struct sfs_seed *s, const struct sfs_ctlsrv_cfg *cfg,
 		  struct sfs_ctl **out, unsigned int *bound_port, char *err,
 		  size_t errlen);
 void sfs_ctl_stop(struct sfs_ctl *c);

@@ -90,8 +90,8 @@ static int attempt(const char *seed, const struct sfs_manifest *m,
 	uint64_t peer, rkey;
 	size_t ep;
 	char err[512];
-	if (sfs_control_open(seed, m, protocol, 10000, &x, &ep, &peer, err,
-			     sizeof(err))) {
+	if (sfs_control_open(NULL, seed, m, protocol, 10000, &x, &ep, &peer,
+			     err, sizeof(err))) {
 		snprintf(why, whylen, "%s", err);
 		return -EIO;
 	}
@@ -145,7 +145,7 @@ int main(int argc, char **argv)
 	char *json;
 	size_t len;
 	struct sfs_manifest *m;
-	if (sfs_control_get(seed, "/v1/manifest", 10000, SFS_MANIFEST_MAX,
+	if (sfs_control_get(NULL, seed, "/v1/manifest", 10000, SFS_MANIFEST_MAX,
 			    &json, &len, err, sizeof(err)) ||
 	    sfs_manifest_decode(json, len, &m, err, sizeof(err))) {
 		fprintf(stderr, "guesskey: %s\n", err);

@@ -34,8 +34,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	sfs_control_init();
-	if (sfs_control_get(argv[1], "/v1/manifest", 10000, SFS_MANIFEST_MAX,
-			    &json, &len, err, sizeof(err)) ||
+	if (sfs_control_get(NULL, argv[1], "/v1/manifest", 10000,
+			    SFS_MANIFEST_MAX, &json, &len, err, sizeof(err)) ||
 	    sfs_manifest_decode(json, len, &m, err, sizeof(err))) {
 		fprintf(stderr, "hellos: %s\n", err);
 		return 1;
@@ -52,8 +52,8 @@ int main(int argc, char **argv)
 	int n = atoi(argv[2]), ok = 0, refused = 0;
 	for (int i = 0; i < n; i++) {
 		uint64_t peer;
-		if (sfs_control_connect_peer(argv[1], x, &m->eps[ep], 10000,
-					     &peer, err, sizeof(err))) {
+		if (sfs_control_connect_peer(NULL, argv[1], x, &m->eps[ep],
+					     10000, &peer, err, sizeof(err))) {
 			refused++;
 			snprintf(last, sizeof(last), "%s", err);
 		} else {

@@ -28,7 +28,7 @@ static struct sfs_manifest *fetch(struct sfs_pub *p)
 	size_t len;
 	struct sfs_manifest *m = NULL;
 	snprintf(hp, sizeof(hp), "127.0.0.1:%u", sfs_pub_port(p));
-	ck_assert_int_eq(sfs_control_get(hp, "/v1/manifest", 5000,
+	ck_assert_int_eq(sfs_control_get(NULL, hp, "/v1/manifest", 5000,
 					 SFS_MANIFEST_MAX, &json, &len, err,
 					 sizeof(err)),
 			 0);

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * auth.h - the control port's shared secret (--token-file), checked as
+ * "Authorization: Bearer TOKEN" (docs/security.md).
+ *
+ * A token comes from a file, never from argv or the environment (an
+ * environment variable may name the file).  The file holds one line of
+ * SFS_AUTH_TOKEN_MIN..SFS_AUTH_TOKEN_MAX characters of RFC 6750's
+ * b64token set (A-Z a-z 0-9 - . _ ~ + / and trailing '='), e.g. what
+ * `openssl rand -hex 32` prints.  A file others can read is warned
+ * about.  The same object serves both sides: a server checks headers
+ * against it, a client sends it.  It can be re-read (SIGHUP: rotation).
+ *
+ * Thread safety: every function may be called from any thread (a lock
+ * guards the token); the parsers are pure.
+ */
+#ifndef SFS_AUTH_H
+#define SFS_AUTH_H
+
+#include <stddef.h>
+
+#define SFS_AUTH_TOKEN_MIN 16
+#define SFS_AUTH_TOKEN_MAX 512
+#define SFS_AUTH_FILE_MAX 4096 /* bytes of a token file we read */
+
+struct sfs_auth;
+
+/*
+ * sfs_auth_load - read the token in @path.  @opt names the option in
+ * messages ("--token-file").  *out [new, sfs_auth_free].  Returns 0, or
+ * -ENOENT / -EACCES / -EINVAL / -EFBIG / -ENOMEM with one line in @err
+ * naming the file and what is wrong with it (never the token).
+ */
+int sfs_auth_load(const char *path, const char *opt, struct sfs_auth **out,
+		  char *err, size_t errlen);
+
+/*
+ * sfs_auth_reload - read the file again.  *changed (may be NULL) says
+ * whether the token differs.  On failure the old token stays and @err
+ * says why.  Returns 0 or -errno as sfs_auth_load.
+ */
+int sfs_auth_reload(struct sfs_auth *a, int *changed, char *err, size_t errlen);
+
+/* sfs_auth_free - wipe and free.  NULL is fine. */
+void sfs_auth_free(struct sfs_auth *a);
+
+/* The file it reads [borrowed, lives as long as @a]. */
+const char *sfs_auth_path(const struct sfs_auth *a);
+
+/*
+ * sfs_auth_check - compare the value of an Authorization header
+ * (@value, NULL when the request had none) with the token, in constant
+ * time (the SHA-256 of both are compared, so neither the token's length
+ * nor its bytes show in the timing).  Returns 0 when it matches,
+ * -ENOKEY when there is no header, -EBADMSG when it is not "Bearer
+ * TOKEN", -EACCES when the token differs.
+ */
+int sfs_auth_check(struct sfs_auth *a, const char *value);
+
+/*
+ * sfs_auth_header - "Authorization: Bearer TOKEN" into @buf, for a
+ * request.  0, or -ENOBUFS.  The caller wipes @buf after use.
+ */
+int sfs_auth_header(struct sfs_auth *a, char *buf, size_t len);
+
+/*
+ * sfs_auth_parse_token - the token in the @n bytes of a token file at
+ * @buf: its offset and length.  Surrounding blanks and one trailing
+ * line end are allowed; anything else (a second line, a character out
+ * of the set, too short or long) is -EINVAL with one line in @err.
+ * Pure; fuzzed.
+ */
+int sfs_auth_parse_token(const char *buf, size_t n, size_t *off, size_t *len,
+			 char *err, size_t errlen);
+
+/*
+ * sfs_auth_parse_bearer - the token of an Authorization header value
+ * "Bearer TOKEN" (scheme in any case, blanks around the token): 0 with
+ * @tok [borrowed: into @value] and @len, or -EBADMSG.  Pure; fuzzed.
+ */
+int sfs_auth_parse_bearer(const char *value, const char **tok, size_t *len);
+
+#endif /* SFS_AUTH_H */

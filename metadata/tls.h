@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tls.h - the control port's TLS material: a server's certificate and
+ * key (--tls-cert, --tls-key), checked before it serves, and the
+ * public-key pins a client may hold it to (--tls-pin).
+ *
+ * A pin is the SHA-256 of the certificate's public key (its DER
+ * SubjectPublicKeyInfo), written "sha256//BASE64" (what a seed prints,
+ * and curl's --pinnedpubkey form) or as 64 hex digits (colons allowed,
+ * "sha256:" before them allowed): what
+ *   openssl x509 -in CERT -pubkey -noout | openssl pkey -pubin
+ *     -outform der | sha256sum
+ * prints.  Pinning the key, not the whole certificate, lets a
+ * certificate be renewed with the same key.
+ *
+ * Thread safety: a loaded pair is read-only; the parser is pure.
+ */
+#ifndef SFS_TLS_H
+#define SFS_TLS_H
+
+#include <stddef.h>
+
+#define SFS_TLS_PIN_MAX 64 /* "sha256//" and 44 base64 characters, NUL */
+#define SFS_TLS_FILE_MAX (1u << 20)
+
+struct sfs_tls_pair;
+
+/*
+ * sfs_tls_pair_load - read the PEM certificate (chain) in @cert and the
+ * PEM private key in @key, check that they belong together, and compute
+ * the certificate's pin.  A certificate that expired or is not valid
+ * yet is warned about (clients will refuse it), not refused.  *out
+ * [new].  0, or -errno with one line in @err naming the file.
+ */
+int sfs_tls_pair_load(const char *cert, const char *key,
+		      struct sfs_tls_pair **out, char *err, size_t errlen);
+
+/* sfs_tls_pair_free - the key is wiped.  NULL is fine. */
+void sfs_tls_pair_free(struct sfs_tls_pair *p);
+
+/* The PEM texts, NUL-terminated, and the pin [borrowed]. */
+const char *sfs_tls_pair_cert(const struct sfs_tls_pair *p);
+const char *sfs_tls_pair_key(const struct sfs_tls_pair *p);
+const char *sfs_tls_pair_pin(const struct sfs_tls_pair *p);
+
+/*
+ * sfs_tls_parse_pin - @text in one of the forms above, as
+ * "sha256//BASE64" into @out (@len >= SFS_TLS_PIN_MAX).  0, or -EINVAL
+ * with one line in @err.  Pure; fuzzed.
+ */
+int sfs_tls_parse_pin(const char *text, char *out, size_t len, char *err,
+		      size_t errlen);
+
+#endif /* SFS_TLS_H */

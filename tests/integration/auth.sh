@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The control port's token (docs/security.md): a seed without one stays
+# on loopback; with one, every route but /v1/health answers 401 without
+# it (the route's body never read), and a mount, a pull, the engine API
+# and a re-seeder refuse in one line or read byte-exact; the token is in
+# no argv or environment; SIGHUP rotates it while mounts keep reading.
+source "$(dirname "$0")/lib.sh" "$1"
+
+APIREAD=$BUILD/tests/apiread
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 8M --shards 2 >/dev/null
+F1=model-00001-of-00002.safetensors
+F2=model-00002-of-00002.safetensors
+umask 077
+openssl rand -hex 32 >"$WORK/seed.tok"
+cp "$WORK/seed.tok" "$WORK/a.tok"
+TOKEN_A=$(cat "$WORK/a.tok")
+echo "wrong-$(openssl rand -hex 16)" >"$WORK/wrong.tok"
+umask 022
+
+# --- Without a token: loopback only, said in the ready line. -----------
+netns_setup
+ip netns exec "$NS" "$SEEDFS" seed --model-dir "$MODEL" \
+	>"$WORK/lo.out" 2>"$WORK/lo.err" &
+LO_PID=$!
+PIDS+=("$LO_PID")
+for _ in $(seq 200); do grep -q ready "$WORK/lo.out" && break; sleep 0.05; done
+grep -q "ready on 127.0.0.1:7070: .*; unauthenticated$" "$WORK/lo.out" ||
+	fail "ready line: $(cat "$WORK/lo.out" "$WORK/lo.err")"
+ip netns exec "$NS" ss -Hltn | grep -q "127.0.0.1:7070 " || fail "not on loopback"
+if curl -s -m 2 "http://$NS_IP:7070/v1/models" >/dev/null; then
+	fail "a seed without a token answered another network namespace"
+fi
+[ ! -s "$WORK/lo.err" ] || ! grep -q warning "$WORK/lo.err" || fail "warned on loopback"
+kill "$LO_PID"
+start_seed "$MODEL" --listen 0.0.0.0:0
+grep -q "^seedfs seed: warning: --listen 0.0.0.0:0 without --token-file: whoever reaches it reads the models" \
+	"$WORK/seed.err" || fail "no warning: $(cat "$WORK/seed.err")"
+kill "$SEED_PID"
+ok "no token: 127.0.0.1:7070 by default, 'unauthenticated' in the ready line, unreachable from another namespace, a warning for 0.0.0.0"
+
+# --- With a token. -------------------------------------------------------
+start_seed "$MODEL" --token-file "$WORK/seed.tok" --grace 2
+grep -q "; token required$" "$WORK/seed.out" || fail "ready line: $(cat "$WORK/seed.out")"
+U=http://$HOST:$SEED_PORT
+code() { curl -s -o "$WORK/body" -w '%{http_code}' "$@"; }
+for route in /v1/models /v1/manifest /v1/generation /v1/sources; do
+	[ "$(code "$U$route")" = 401 ] || fail "$route without a token"
+	[ "$(code -H "Authorization: Bearer $(cat "$WORK/wrong.tok")" "$U$route")" = 401 ] ||
+		fail "$route with a wrong token"
+	[ "$(code -H "Authorization: Basic $TOKEN_A" "$U$route")" = 401 ] ||
+		fail "$route with another scheme"
+done
+curl -s -D "$WORK/hdr" -o /dev/null "$U/v1/models"
+grep -qi '^WWW-Authenticate: Bearer realm="seedfs"' "$WORK/hdr" || fail "no WWW-Authenticate"
+[ "$(code -H "Authorization: Bearer $TOKEN_A" "$U/v1/models")" = 200 ] || fail "right token"
+[ "$(code -H "authorization: bearer   $TOKEN_A  " "$U/v1/models")" = 200 ] ||
+	fail "header name and scheme are case-insensitive"
+[ "$(code "$U/v1/health")" = 200 ] || fail "/v1/health needs no token"
+# POST /v1/connect (raw verbs' queue pairs) and /v1/announce: refused
+# before the body (a 1 MiB one) is read.
+head -c 1048576 /dev/urandom >"$WORK/big"
+for route in /v1/connect /v1/announce; do
+	[ "$(code --data-binary @"$WORK/big" "$U$route?protocol=rdma")" = 401 ] ||
+		fail "POST $route without a token"
+done
+grep -q "W ctl: refused /v1/models from 127.0.0.1: no token" "$WORK/seed.err" ||
+	fail "refusals not logged"
+ok "every route but /v1/health: 401 without the token, with a wrong one or another scheme (POST bodies unread); 200 with it"
+
+# A mount without the token, or with a wrong one: one line, nothing
+# mounted.
+MNT=$WORK/mnt
+mkdir -p "$WORK/nomnt"
+mkdir -p "$MNT"
+for args in "" "--token-file $WORK/wrong.tok"; do
+	t0=$(now_ms)
+	# shellcheck disable=SC2086
+	if "$SEEDFS" mount --seed "$HOST:$SEED_PORT" $args "$MNT" 2>"$WORK/m.err"; then
+		MOUNTS+=("$MNT")
+		fail "mounted with '$args'"
+	fi
+	[ "$(wc -l <"$WORK/m.err")" = 1 ] || fail "not one line: $(cat "$WORK/m.err")"
+	grep -q " $MNT fuse" /proc/mounts && fail "mounted"
+	[ $(($(now_ms) - t0)) -lt 5000 ] || fail "refusal took $(($(now_ms) - t0)) ms"
+	echo "  $(cat "$WORK/m.err")"
+done
+grep -q "HTTP status 401: the seed needs a token; give --token-file FILE (or SEEDFS_TOKEN_FILE)" \
+	"$WORK/m.err" && fail "wrong token reported as missing"
+grep -q "HTTP status 401: the seed refused the token in $WORK/wrong.tok" "$WORK/m.err" ||
+	fail "wrong token: $(cat "$WORK/m.err")"
+ok "a mount without the token or with a wrong one: one line, nothing mounted"
+
+mount_seed "$MNT" --token-file "$WORK/a.tok"
+M1_PID=$MOUNT_PID
+cmp "$MODEL/$F1" "$MNT/m/$F1" || fail "byte-exact with the token"
+cp "$WORK/seed.tok" "$WORK/shared.tok"
+MNT2=$WORK/mnt2
+SEEDFS_TOKEN_FILE=$WORK/shared.tok mount_seed "$MNT2"
+M2_PID=$MOUNT_PID
+cmp "$MODEL/config.json" "$MNT2/m/config.json" || fail "SEEDFS_TOKEN_FILE"
+for pid in "$SEED_PID" "$M1_PID" "$M2_PID"; do
+	for what in cmdline environ; do
+		! tr '\0' '\n' <"/proc/$pid/$what" | grep -qF "$TOKEN_A" ||
+			fail "the token is in /proc/$pid/$what"
+	done
+done
+ok "with the token: byte-exact (--token-file and SEEDFS_TOKEN_FILE); the token is in no process's cmdline or environ"
+
+# pull and the engine API.
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" m "$WORK/p1" 2>"$WORK/pull.err" &&
+	fail "pull without a token"
+grep -q "401: the seed needs a token" "$WORK/pull.err" || fail "pull: $(cat "$WORK/pull.err")"
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" --token-file "$WORK/a.tok" m "$WORK/p2" ||
+	fail "pull with the token"
+diff -r "$MODEL" "$WORK/p2" || fail "pull not byte-exact"
+"$APIREAD" "$HOST:$SEED_PORT" m "$MODEL" files >"$WORK/api.out" 2>&1 &&
+	fail "the API without a token"
+grep -q "401: the seed needs a token" "$WORK/api.out" || fail "api: $(cat "$WORK/api.out")"
+SEEDFS_TOKEN_FILE=$WORK/a.tok "$APIREAD" "$HOST:$SEED_PORT" m "$MODEL" files >"$WORK/api.out" 2>&1 ||
+	fail "the API with the token: $(cat "$WORK/api.out")"
+ok "pull and the engine API: refused without the token, byte-exact with it"
+
+# Bad token files: one line naming the file.
+printf 'short\n' >"$WORK/short.tok"
+printf '%s\nsecond\n' "$TOKEN_A" >"$WORK/two.tok"
+chmod 600 "$WORK/short.tok" "$WORK/two.tok"
+printf '%s\n' "$TOKEN_A" >"$WORK/open.tok"
+chmod 644 "$WORK/open.tok"
+for f in short two missing; do
+	"$SEEDFS" mount --seed "$HOST:$SEED_PORT" --token-file "$WORK/$f.tok" "$WORK/nomnt" \
+		2>"$WORK/bad.err" && fail "mounted with $f.tok"
+	[ "$(wc -l <"$WORK/bad.err")" = 1 ] && grep -q "^seedfs mount: --token-file $WORK/$f.tok: " "$WORK/bad.err" ||
+		fail "$f.tok: $(cat "$WORK/bad.err")"
+	echo "  $(cat "$WORK/bad.err")"
+	"$SEEDFS" seed --model-dir "$MODEL" --token-file "$WORK/$f.tok" >/dev/null 2>"$WORK/bad.err" &&
+		fail "seed took $f.tok"
+	grep -q "^seedfs seed: --token-file $WORK/$f.tok: " "$WORK/bad.err" || fail "seed, $f.tok"
+done
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" --token-file "$WORK/open.tok" --log-level warn \
+	m "$WORK/p3" 2>"$WORK/open.err" || fail "pull with open.tok"
+grep -q "can be read by others than its owner (mode 644): chmod 600 it" "$WORK/open.err" ||
+	fail "no warning for a token file others can read"
+ok "a bad token file (short, two lines, missing) is one line naming it; one others can read is warned about"
+
+# A re-seeder asks for the same token, and announces itself with it.
+RS=$WORK/rs
+MOUNT_SEEDS="$HOST:$SEED_PORT" mount_seed "$RS" --reseed --listen "$HOST:0" \
+	--token-file "$WORK/a.tok" --cache-size 64M
+RS_ADDR=$(sed -n 's/.*serving what this mount holds on \([^ ]*\) .*/\1/p' "$WORK/mount.log" | tail -n 1)
+[ -n "$RS_ADDR" ] || fail "no re-seeder address"
+cat "$RS/m/$F2" >/dev/null
+for route in /v1/models /v1/manifest /v1/holdings; do
+	[ "$(code "http://$RS_ADDR$route?model=m")" = 401 ] || fail "re-seeder $route without a token"
+done
+[ "$(code -H "Authorization: Bearer $TOKEN_A" "http://$RS_ADDR/v1/models")" = 200 ] ||
+	fail "re-seeder with the token"
+for _ in $(seq 100); do
+	curl -s -H "Authorization: Bearer $TOKEN_A" "$U/v1/sources" | grep -qF "$RS_ADDR" && break
+	sleep 0.1
+done
+curl -s -H "Authorization: Bearer $TOKEN_A" "$U/v1/sources" | grep -qF "$RS_ADDR" ||
+	fail "the re-seeder's announcement did not reach the seed"
+unmount_check "$RS" "$MOUNT_PID"
+ok "a re-seeder: 401 without the token on its own port, 200 with it; its announcement carried the token"
+
+# Rotation: SIGHUP reads the file again.  Mounts up keep reading; new
+# ones need the new token; a mount sharing the seed's file follows.
+openssl rand -hex 32 >"$WORK/b.tok"
+chmod 600 "$WORK/b.tok"
+cp "$WORK/b.tok" "$WORK/seed.tok"
+cp "$WORK/b.tok" "$WORK/shared.tok"
+kill -HUP "$SEED_PID"
+for _ in $(seq 100); do grep -q "token read again" "$WORK/seed.err" && break; sleep 0.05; done
+grep -q "SIGHUP: token read again from $WORK/seed.tok: a new one" "$WORK/seed.err" ||
+	fail "rotation not logged: $(tail -3 "$WORK/seed.err")"
+[ "$(code -H "Authorization: Bearer $TOKEN_A" "$U/v1/models")" = 401 ] || fail "old token still taken"
+sleep 2.5 # the mounts ask the seed again (every second): refused
+cmp "$MODEL/$F2" "$MNT/m/$F2" || fail "a mount with the old token stopped reading"
+cmp "$MODEL/$F2" "$MNT2/m/$F2" || fail "the mount sharing the file stopped reading"
+"$SEEDFS" mount --seed "$HOST:$SEED_PORT" --token-file "$WORK/a.tok" "$WORK/nomnt" 2>"$WORK/m.err" &&
+	fail "a new mount with the old token"
+grep -q "refused the token" "$WORK/m.err" || fail "old token: $(cat "$WORK/m.err")"
+MNT3=$WORK/mnt3
+mount_seed "$MNT3" --token-file "$WORK/b.tok"
+cmp "$MODEL/$F1" "$MNT3/m/$F1" || fail "new token"
+grep -q "^seedfs seed: nothing changed: generation 1 is still served (SIGHUP)$" "$WORK/seed.out" ||
+	fail "an unchanged republish made a generation: $(tail -n 2 "$WORK/seed.out")"
+ok "SIGHUP rotated the token: the old one is refused to new mounts, mounts already up kept reading byte-exact (the same content kept generation 1)"
+# A mount whose token file was updated too follows the next generation:
+# refused once, it reads the file again.
+echo '{"rotated": true}' >"$MODEL/config.json.tmp" && mv "$MODEL/config.json.tmp" "$MODEL/config.json"
+kill -HUP "$SEED_PID"
+for _ in $(seq 100); do grep -q "published .*generation 2" "$WORK/seed.out" && break; sleep 0.05; done
+for _ in $(seq 100); do grep -q "^model: m generation 2 " "$MNT2/.seedfs/status" && break; sleep 0.1; done
+grep -q "^model: m generation 2 " "$MNT2/.seedfs/status" || fail "the mount with the new token file did not follow"
+cmp "$MODEL/config.json" "$MNT2/m/config.json" || fail "generation 2's config.json"
+grep -q "^model: m generation 1 " "$MNT/.seedfs/status" || fail "the old token followed?"
+ok "a mount whose token file holds the new token follows generation 2; the one with the old token stays on generation 1"
+unmount_check "$MNT3" "$MOUNT_PID"
+unmount_check "$MNT2" "$M2_PID"
+unmount_check "$MNT" "$M1_PID"
+sanitizers_clean

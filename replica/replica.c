@@ -85,7 +85,8 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 			snprintf(err, errlen, "bad answer from %s: %s%s",
 				 first_addr, first_err, more);
 		else
-			snprintf(err, errlen, "cannot fetch the manifest: %s%s",
+			snprintf(err, errlen,
+				 "cannot ask the seed what it publishes: %s%s",
 				 first_err, more);
 		return first_rc;
 	}

@@ -29,7 +29,7 @@ mount_expect() { # PATTERN... ; runs "$SEEDFS mount" with $MARGS
 
 # Unreachable seed.
 MARGS=(--seed 127.0.0.1:1 --timeout 2)
-mount_expect "cannot fetch the manifest" "127.0.0.1:1"
+mount_expect "cannot ask the seed what it publishes" "127.0.0.1:1"
 ok "unreachable seed: $(cat "$WORK/err")"
 
 # Manifests that must be refused, served by a stand-in seed.

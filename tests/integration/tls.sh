@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# TLS on the control port (docs/security.md), with certificates made
+# here by openssl: a good certificate works; a wrong CA, a wrong host
+# name, an expired certificate and a pin that does not match are each
+# refused in one line; a right pin alone is enough; the token and the
+# manifest's keys never cross in clear (a tap on the connection), while
+# without TLS they do; re-seeders speak TLS too, announcements included.
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 8M --shards 2 >/dev/null
+F1=model-00001-of-00002.safetensors
+umask 077
+openssl rand -hex 32 >"$WORK/tok"
+umask 022
+TOKEN=$(cat "$WORK/tok")
+TAP=$(dirname "$0")/../tools/tcptap.py
+
+# Two CAs, and certificates from the first: good (localhost and
+# 127.0.0.1), for another name only, and expired.
+cd "$WORK"
+newkey() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+for ca in ca other; do
+	newkey $ca.key
+	openssl req -x509 -new -key $ca.key -out $ca.pem -days 2 -subj "/CN=seedfs test $ca" 2>/dev/null ||
+		fail "openssl: CA"
+done
+cert() { # NAME SAN DAYS
+	newkey "$1.key"
+	openssl req -new -key "$1.key" -out "$1.csr" -subj "/CN=$1" 2>/dev/null
+	printf 'subjectAltName=%s\n' "$2" >"$1.ext"
+	openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca.key -CAcreateserial \
+		-out "$1.pem" -days "$3" -extfile "$1.ext" 2>/dev/null || fail "openssl: $1"
+}
+cert good "DNS:localhost,IP:127.0.0.1" 1
+cert elsewhere "DNS:seed.elsewhere.invalid" 1
+cert expired "DNS:localhost,IP:127.0.0.1" -1
+cd - >/dev/null
+pin_hex=$(openssl x509 -in "$WORK/good.pem" -pubkey -noout |
+	openssl pkey -pubin -outform der | sha256sum | cut -d' ' -f1)
+
+SEED_LOG=good start_seed "$MODEL" --token-file "$WORK/tok" \
+	--tls-cert "$WORK/good.pem" --tls-key "$WORK/good.key"
+SP=$SEED_PORT
+SPID=$SEED_PID
+grep -q "ready on https://$HOST:$SP: .*; token required; tls pin sha256//" "$WORK/good.out" ||
+	fail "ready line: $(cat "$WORK/good.out")"
+PIN=$(sed -n 's/.*; tls pin \(sha256\/\/[^ ]*\)$/\1/p' "$WORK/good.out")
+want=$(openssl x509 -in "$WORK/good.pem" -pubkey -noout |
+	openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64)
+[ "$PIN" = "sha256//$want" ] || fail "the printed pin $PIN is not openssl's sha256//$want"
+ok "a TLS seed prints its pin, the same as openssl computes ($PIN)"
+
+MNT=$WORK/mnt
+mount_seed "$MNT" --tls-ca "$WORK/ca.pem" --token-file "$WORK/tok"
+for f in $(cd "$MODEL" && find . -type f | sort); do
+	cmp "$MODEL/$f" "$MNT/m/$f" || fail "over TLS: $f"
+done
+unmount_check "$MNT" "$MOUNT_PID"
+MOUNT_SEEDS="localhost:$SP" mount_seed "$MNT" --tls-ca "$WORK/ca.pem" --token-file "$WORK/tok"
+cmp "$MODEL/$F1" "$MNT/m/$F1" || fail "by name"
+unmount_check "$MNT" "$MOUNT_PID"
+MOUNT_SEEDS="$HOST:$SP" mount_seed "$MNT" --tls-pin "$PIN" --token-file "$WORK/tok"
+cmp "$MODEL/$F1" "$MNT/m/$F1" || fail "pinned"
+unmount_check "$MNT" "$MOUNT_PID"
+MOUNT_SEEDS="$HOST:$SP" mount_seed "$MNT" --tls-pin "$pin_hex" --tls-ca "$WORK/ca.pem" --token-file "$WORK/tok"
+unmount_check "$MNT" "$MOUNT_PID"
+ok "TLS with the CA (by address and by name), with the pin alone, with both: byte-exact"
+
+# Refusals, one line each, nothing mounted.
+SEED_LOG=elsewhere start_seed "$MODEL" --token-file "$WORK/tok" \
+	--tls-cert "$WORK/elsewhere.pem" --tls-key "$WORK/elsewhere.key"
+EP=$SEED_PORT
+SEED_LOG=expired start_seed "$MODEL" --token-file "$WORK/tok" \
+	--tls-cert "$WORK/expired.pem" --tls-key "$WORK/expired.key"
+XP=$SEED_PORT
+grep -q "W tls: --tls-cert $WORK/expired.pem expired .* ago: replicas will refuse it" "$WORK/expired.err" ||
+	fail "the seed did not warn of its expired certificate"
+refused() { # WHAT PATTERN MOUNT-ARGS...
+	local what=$1 pat=$2
+	shift 2
+	mkdir -p "$WORK/nomnt"
+	if "$SEEDFS" mount "$@" "$WORK/nomnt" 2>"$WORK/r.err"; then
+		MOUNTS+=("$WORK/nomnt")
+		fail "$what: mounted"
+	fi
+	[ "$(wc -l <"$WORK/r.err")" = 1 ] || fail "$what: not one line: $(cat "$WORK/r.err")"
+	grep -q -- "$pat" "$WORK/r.err" || fail "$what: $(cat "$WORK/r.err")"
+	grep -q " $WORK/nomnt fuse" /proc/mounts && fail "$what: mounted"
+	echo "  $what: $(cat "$WORK/r.err")"
+}
+T=(--token-file "$WORK/tok")
+refused "another CA" "TLS: SSL certificate problem: unable to get local issuer certificate" \
+	--seed "$HOST:$SP" --tls-ca "$WORK/other.pem" "${T[@]}"
+refused "the system's CAs" "TLS: SSL certificate problem" --seed "https://$HOST:$SP" "${T[@]}"
+refused "a wrong host name" "TLS: SSL: no alternative certificate subject name matches target host name '$HOST'" \
+	--seed "$HOST:$EP" --tls-ca "$WORK/ca.pem" "${T[@]}"
+refused "an expired certificate" "TLS: SSL certificate problem: certificate has expired" \
+	--seed "$HOST:$XP" --tls-ca "$WORK/ca.pem" "${T[@]}"
+refused "a pin that does not match" "TLS: SSL: public key does not match pinned public key" \
+	--seed "$HOST:$EP" --tls-pin "$PIN" "${T[@]}"
+refused "a malformed pin" "^seedfs mount: --tls-pin: " --seed "$HOST:$SP" --tls-pin sha256//nope "${T[@]}"
+refused "plain HTTP to a TLS port" "(a TLS control port? give https:// or --tls-ca)" \
+	--seed "$HOST:$SP" "${T[@]}"
+refused "TLS options with http://" "the seeds are given as http://" \
+	--seed "http://$HOST:$SP" --tls-ca "$WORK/ca.pem" "${T[@]}"
+refused "--reseed over TLS without a certificate" "needs --tls-cert and --tls-key" \
+	--seed "$HOST:$SP" --tls-ca "$WORK/ca.pem" "${T[@]}" --reseed
+ok "another CA, the system's CAs, a wrong host name, an expired certificate, a wrong or malformed pin, plain HTTP to TLS: one line each, nothing mounted"
+
+# What crosses the network: a tap on the control connection.
+tap() { # CAPTURE TARGET: sets TAP_PORT
+	python3 "$TAP" "$2" "$1" >"$1.port" &
+	PIDS+=($!)
+	for _ in $(seq 100); do grep -q port "$1.port" && break; sleep 0.05; done
+	TAP_PORT=$(awk '{print $2}' "$1.port")
+}
+tap "$WORK/tls.cap" "$HOST:$SP"
+MOUNT_SEEDS="localhost:$TAP_PORT" mount_seed "$MNT" --tls-ca "$WORK/ca.pem" "${T[@]}"
+cmp "$MODEL/$F1" "$MNT/m/$F1" || fail "through the tap"
+unmount_check "$MNT" "$MOUNT_PID"
+[ -s "$WORK/tls.cap" ] || fail "the tap saw nothing"
+for s in "$TOKEN" Bearer '"key"' manifest; do
+	! grep -qaF -- "$s" "$WORK/tls.cap" || fail "'$s' crossed in clear over TLS"
+done
+SEED_LOG=plain start_seed "$MODEL" --token-file "$WORK/tok"
+tap "$WORK/plain.cap" "$HOST:$SEED_PORT"
+MOUNT_SEEDS="$HOST:$TAP_PORT" mount_seed "$MNT" "${T[@]}"
+unmount_check "$MNT" "$MOUNT_PID"
+grep -qaF "Bearer $TOKEN" "$WORK/plain.cap" || fail "the tap did not see the plain token (a tap that sees nothing proves nothing)"
+grep -qaF '"key"' "$WORK/plain.cap" || fail "the tap did not see the plain manifest"
+ok "over TLS neither the token nor the manifest's keys cross in clear ($(stat -c %s "$WORK/tls.cap") bytes tapped); without TLS both do"
+
+# Re-seeders over TLS: R1 serves on its own TLS port (the token asked
+# for there too) and announces itself; R2, told only the seed, finds R1
+# and reads everything from it once the seed is gone.
+R1=$WORK/r1
+MOUNT_SEEDS="$HOST:$SP" mount_seed "$R1" --tls-ca "$WORK/ca.pem" "${T[@]}" \
+	--reseed --listen "$HOST:0" --tls-cert "$WORK/good.pem" --tls-key "$WORK/good.key" --cache-size 64M
+R1PID=$MOUNT_PID
+"$SEEDFS" prefetch "$R1/m" >/dev/null 2>"$WORK/pf.err" || fail "prefetch: $(cat "$WORK/pf.err")"
+R1ADDR=$(awk '$1 == "reseed:" { print $2 }' "$R1/.seedfs/status")
+[ "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/ca.pem" "https://$R1ADDR/v1/models")" = 401 ] ||
+	fail "the re-seeder's TLS port without a token"
+[ "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/ca.pem" -H "Authorization: Bearer $TOKEN" \
+	"https://$R1ADDR/v1/models")" = 200 ] || fail "the re-seeder's TLS port with the token"
+R2=$WORK/r2
+MOUNT_SEEDS="$HOST:$SP" mount_seed "$R2" --tls-ca "$WORK/ca.pem" "${T[@]}" --cache-size 64M
+R2PID=$MOUNT_PID
+for _ in $(seq 100); do
+	grep -q "^reseeder: $R1ADDR (reachable)$" "$R2/.seedfs/status" && break
+	sleep 0.1
+done
+grep -q "^reseeder: $R1ADDR (reachable)$" "$R2/.seedfs/status" ||
+	fail "replica 2 does not use replica 1: $(grep -E '^(seed|reseeder):' "$R2/.seedfs/status")"
+kill -9 "$SPID"
+for f in $(cd "$MODEL" && find . -type f | sort); do
+	cmp "$MODEL/$f" "$R2/m/$f" || fail "replica 2, from replica 1 over TLS: $f"
+done
+unmount_check "$R2" "$R2PID"
+unmount_check "$R1" "$R1PID"
+ok "a re-seeder over TLS: 401 without the token, announced to the seed, and replica 2 read everything from it byte-exact"
+sanitizers_clean

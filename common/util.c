@@ -97,6 +97,14 @@ int sfs_parse_hostport(const char *s, char *host, size_t hostlen, char *port,
 			return -EINVAL;
 	if (strtoul(p, NULL, 10) > 65535)
 		return -EINVAL;
+	/* A name or an address, nothing a URL would read as more (these
+	 * come from the network too: announcements, registry records). */
+	for (size_t i = 0; i < hl; i++) {
+		unsigned char c = (unsigned char)h[i];
+		if (!isalnum(c) && c != '.' && c != '-' && c != '_' &&
+		    !(s[0] == '[' && (c == ':' || c == '%')))
+			return -EINVAL;
+	}
 	memcpy(host, h, hl);
 	host[hl] = '\0';
 	memcpy(port, p, pl + 1);

@@ -65,12 +65,14 @@ int sfs_auth_parse_token(const char *buf, size_t n, size_t *off, size_t *len,
 			snprintf(err, errlen,
 				 "holds more than one line; the token is its "
 				 "only line");
-		else
+		else {
+			size_t at = i > end ? end : i; /* a blank inside */
 			snprintf(err, errlen,
 				 "byte %zu (0x%02x) is not a token character "
 				 "(A-Z a-z 0-9 - . _ ~ + / and trailing =; "
 				 "e.g. openssl rand -hex 32)",
-				 i + 1, (unsigned char)buf[i]);
+				 at + 1, (unsigned char)buf[at]);
+		}
 		return -EINVAL;
 	}
 	if (end - start < SFS_AUTH_TOKEN_MIN ||

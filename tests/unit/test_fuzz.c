@@ -2,17 +2,22 @@
 /*
  * Mutation fuzzing, short and deterministic, of every parser that reads
  * untrusted bytes: GGUF headers, safetensors headers, manifests,
- * identities, --require lists, escaped tensor names.  Each starts from a
+ * identities, --require lists, escaped tensor names, Authorization
+ * headers, token files, --tls-pin and --seed lists.  Each starts from a
  * valid input and applies random byte flips, truncations, insertions
  * and splices; a parser must answer 0 or an error, never crash or read
  * out of bounds (the ASan build runs this too), and what it accepts must
  * hold its invariants.  SEEDFS_FUZZ_ITERS sets the iterations per target
  * (default 20000); the seed is fixed, so a failure reproduces.
  */
+#include "common/util.h"
+#include "metadata/auth.h"
+#include "metadata/control.h"
 #include "metadata/gguf.h"
 #include "metadata/identity.h"
 #include "metadata/manifest.h"
 #include "metadata/safetensors.h"
+#include "metadata/tls.h"
 #include "metadata/tname.h"
 
 #include "check_run.h"
@@ -324,6 +329,103 @@ START_TEST(small_parsers)
 }
 END_TEST
 
+static int token_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	       (c >= '0' && c <= '9') || strchr("-._~+/=", c);
+}
+
+START_TEST(auth_parsers)
+{
+	static const char *const headers[] = {
+		"Bearer 0123456789abcdef0123456789abcdef",
+		"bearer   a-b.c_d~e+f/g==  ", "Basic dXNlcjpwYXNz"};
+	static const char *const files[] = {
+		"0123456789abcdef0123456789abcdef\n",
+		"  tok-tok-tok-tok-tok\r\n", "0123456789abcdef\nsecond\n"};
+	static const char *const pins[] = {
+		"sha256//erFIUM2u3Iopm4C1kj1NksJCJ9Gu5MD/jsZnjPGsGjI=",
+		"7ab14850cdaedc8a299b80b5923d4d92c24227d1aee4c0ff8ec6678cf1ac1a32",
+		"sha256:7a:b1:48:50:cd:ae:dc:8a:29:9b:80:b5:92:3d:4d:92:c2:42:27:d1:"
+		"ae:e4:c0:ff:8e:c6:67:8c:f1:ac:1a:32"};
+	static const char *const seeds[] = {"https://10.0.0.1:7070,b:2/",
+					    "[::1]:7070,http://h:1"};
+	long accepted[4] = {0};
+	for (long i = 0; i < iters(); i++) {
+		size_t n, off, len;
+		const char *tok;
+		char *h = mutate_text(headers[i % 3], &n);
+		int rc = sfs_auth_parse_bearer(h, &tok, &len);
+		ck_assert(rc == 0 || rc == -EBADMSG);
+		if (!rc) {
+			ck_assert(tok >= h && tok + len <= h + n);
+			ck_assert(len > 0 && len <= SFS_AUTH_TOKEN_MAX);
+			for (size_t k = 0; k < len; k++)
+				ck_assert(token_char(tok[k]));
+			accepted[0]++;
+		}
+		free(h);
+
+		uint8_t *f = mutate((const uint8_t *)files[i % 3],
+				    strlen(files[i % 3]), &n);
+		rc = sfs_auth_parse_token((const char *)f, n, &off, &len, err,
+					  sizeof(err));
+		ck_assert(rc == 0 || rc == -EINVAL);
+		if (!rc) {
+			ck_assert(off + len <= n);
+			ck_assert(len >= SFS_AUTH_TOKEN_MIN &&
+				  len <= SFS_AUTH_TOKEN_MAX);
+			for (size_t k = 0; k < len; k++)
+				ck_assert(token_char((char)f[off + k]));
+			accepted[1]++;
+		} else {
+			ck_assert(*err);
+		}
+		free(f);
+
+		char *p = mutate_text(pins[i % 3], &n), out[SFS_TLS_PIN_MAX];
+		rc = sfs_tls_parse_pin(p, out, sizeof(out), err, sizeof(err));
+		ck_assert(rc == 0 || rc == -EINVAL);
+		if (!rc) {
+			ck_assert_uint_eq(strlen(out), 52);
+			ck_assert(!strncmp(out, "sha256//", 8));
+			/* What it prints parses back to itself. */
+			char again[SFS_TLS_PIN_MAX];
+			ck_assert_int_eq(sfs_tls_parse_pin(out, again,
+							   sizeof(again), err,
+							   sizeof(err)),
+					 0);
+			ck_assert_str_eq(again, out);
+			accepted[2]++;
+		}
+		free(p);
+
+		char *l = mutate_text(seeds[i % 2], &n), *list[8];
+		size_t ns = 0;
+		int https = -1;
+		rc = sfs_control_parse_seeds(l, "--seed", list, 8, &ns, &https,
+					     err, sizeof(err));
+		ck_assert(rc == 0 || rc == -EINVAL || rc == -E2BIG);
+		ck_assert(ns <= 8);
+		for (size_t k = 0; k < ns; k++) {
+			char hh[256], pp[16];
+			ck_assert_int_eq(sfs_parse_hostport(list[k], hh,
+							    sizeof(hh), pp,
+							    sizeof(pp)),
+					 0);
+			ck_assert(!strpbrk(hh, "/?#@ "));
+			free(list[k]);
+		}
+		accepted[3] += !rc;
+		free(l);
+	}
+	printf("auth: accepted %ld headers, %ld token files, %ld pins, %ld "
+	       "seed lists of %ld each\n",
+	       accepted[0], accepted[1], accepted[2], accepted[3], iters());
+	ck_assert(accepted[0] && accepted[1] && accepted[2] && accepted[3]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fuzz");
@@ -333,6 +435,7 @@ int main(void)
 	tcase_add_test(t, safetensors);
 	tcase_add_test(t, manifest);
 	tcase_add_test(t, small_parsers);
+	tcase_add_test(t, auth_parsers);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

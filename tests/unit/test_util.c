@@ -36,6 +36,19 @@ START_TEST(hostport)
 		-EINVAL);
 	ck_assert_int_eq(sfs_parse_hostport("h:8x", h, sizeof(h), p, sizeof(p)),
 			 -EINVAL);
+	/* Nothing a URL reads as a path, a query or a user. */
+	static const char *const bad[] = {"evil.example/x?:80", "u@h:80",
+					  "h#f:80", "a b:80", "[::1/x]:80"};
+	for (size_t i = 0; i < SFS_ARRAY_SIZE(bad); i++)
+		ck_assert_int_eq(
+			sfs_parse_hostport(bad[i], h, sizeof(h), p, sizeof(p)),
+			-EINVAL);
+	ck_assert_int_eq(sfs_parse_hostport("seed-1.example_x:80", h, sizeof(h),
+					    p, sizeof(p)),
+			 0);
+	ck_assert_int_eq(sfs_parse_hostport("[fe80::1%eth0]:80", h, sizeof(h),
+					    p, sizeof(p)),
+			 0);
 }
 END_TEST
 

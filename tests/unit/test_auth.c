@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control port's token and TLS options (metadata/auth.h, tls.h):
+ * token files, Authorization headers, the check, rotation, pins.
+ */
+#include "metadata/auth.h"
+#include "metadata/tls.h"
+
+#include "check_run.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char err[512], dir[] = "/tmp/sfs-auth-XXXXXX";
+
+static const char *put(const char *name, const char *text, mode_t mode)
+{
+	static char path[256];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(path, mode);
+	return path;
+}
+
+START_TEST(token_files)
+{
+	size_t off, len;
+	const char *t = "  0123456789abcdef0123456789abcdef \n";
+	ck_assert_int_eq(sfs_auth_parse_token(t, strlen(t), &off, &len, err,
+					      sizeof(err)),
+			 0);
+	ck_assert_uint_eq(off, 2);
+	ck_assert_uint_eq(len, 32);
+	static const struct {
+		const char *text, *why;
+	} bad[] = {
+		{"short\n", "the token has 5 characters"},
+		{"0123456789abcdef\nmore\n", "more than one line"},
+		{"0123456789ab cdef0123\n", "byte 13 (0x20)"},
+		{"0123456789abcdef\"\n", "byte 17 (0x22)"},
+		{"", "the token has 0 characters"},
+		{"==0123456789abcdef\n", "byte 3 (0x30)"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		ck_assert_int_eq(sfs_auth_parse_token(bad[i].text,
+						      strlen(bad[i].text), &off,
+						      &len, err, sizeof(err)),
+				 -EINVAL);
+		ck_assert_msg(strstr(err, bad[i].why), "%s: %s", bad[i].text,
+			      err);
+	}
+	/* Padding only at the end; CRLF is one line end. */
+	t = "0123456789abcdef0123==\r\n";
+	ck_assert_int_eq(sfs_auth_parse_token(t, strlen(t), &off, &len, err,
+					      sizeof(err)),
+			 0);
+	ck_assert_uint_eq(len, 22);
+}
+END_TEST
+
+START_TEST(bearer)
+{
+	const char *tok;
+	size_t len;
+	ck_assert_int_eq(sfs_auth_parse_bearer("Bearer abc==", &tok, &len), 0);
+	ck_assert_uint_eq(len, 5);
+	ck_assert_int_eq(sfs_auth_parse_bearer("bEaReR \t x  ", &tok, &len), 0);
+	ck_assert(len == 1 && *tok == 'x');
+	static const char *const bad[] = {
+		"Bearer",     "Bearer ",       "Bearerx abc", "Basic abc",
+		"Bearer a b", "Bearer a=b",    "Bearer a\"",  "",
+		" Bearer a",  "Bearer abc\r\n"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(sfs_auth_parse_bearer(bad[i], &tok, &len) ==
+				      -EBADMSG,
+			      "accepted '%s'", bad[i]);
+	ck_assert_int_eq(sfs_auth_parse_bearer(NULL, &tok, &len), -EBADMSG);
+}
+END_TEST
+
+START_TEST(check_and_rotate)
+{
+	struct sfs_auth *a;
+	char hdr[700];
+	const char *p = put("tok", "0123456789abcdef0123456789abcdef\n", 0600);
+	ck_assert_int_eq(sfs_auth_load(p, "--token-file", &a, err, sizeof(err)),
+			 0);
+	ck_assert_str_eq(sfs_auth_path(a), p);
+	ck_assert_int_eq(sfs_auth_check(a, NULL), -ENOKEY);
+	ck_assert_int_eq(sfs_auth_check(a, "Basic x"), -EBADMSG);
+	ck_assert_int_eq(
+		sfs_auth_check(a, "Bearer 0123456789abcdef0123456789abcdef"),
+		0);
+	ck_assert_int_eq(
+		sfs_auth_check(a, "Bearer 0123456789abcdef0123456789abcdeF"),
+		-EACCES);
+	ck_assert_int_eq(
+		sfs_auth_check(a, "Bearer 0123456789abcdef0123456789abcde"),
+		-EACCES); /* a prefix */
+	ck_assert_int_eq(sfs_auth_header(a, hdr, sizeof(hdr)), 0);
+	ck_assert_str_eq(hdr, "Authorization: Bearer "
+			      "0123456789abcdef0123456789abcdef");
+	ck_assert_int_eq(sfs_auth_header(a, hdr, 20), -ENOBUFS);
+
+	int changed = -1;
+	ck_assert_int_eq(sfs_auth_reload(a, &changed, err, sizeof(err)), 0);
+	ck_assert_int_eq(changed, 0);
+	put("tok", "fedcba9876543210fedcba9876543210\n", 0600);
+	ck_assert_int_eq(sfs_auth_reload(a, &changed, err, sizeof(err)), 0);
+	ck_assert_int_eq(changed, 1);
+	ck_assert_int_eq(
+		sfs_auth_check(a, "Bearer 0123456789abcdef0123456789abcdef"),
+		-EACCES);
+	ck_assert_int_eq(
+		sfs_auth_check(a, "Bearer fedcba9876543210fedcba9876543210"),
+		0);
+	/* A bad file keeps the token in force. */
+	put("tok", "oops\n", 0600);
+	ck_assert_int_eq(sfs_auth_reload(a, &changed, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "--token-file"));
+	ck_assert_int_eq(
+		sfs_auth_check(a, "Bearer fedcba9876543210fedcba9876543210"),
+		0);
+	sfs_auth_free(a);
+	sfs_auth_free(NULL);
+
+	char missing[300];
+	snprintf(missing, sizeof(missing), "%s/none", dir);
+	ck_assert_int_eq(
+		sfs_auth_load(missing, "--token-file", &a, err, sizeof(err)),
+		-ENOENT);
+	ck_assert_int_eq(
+		sfs_auth_load(dir, "--token-file", &a, err, sizeof(err)),
+		-EINVAL); /* a directory */
+}
+END_TEST
+
+START_TEST(pins)
+{
+	char out[SFS_TLS_PIN_MAX];
+	const char *b64 =
+		"sha256//erFIUM2u3Iopm4C1kj1NksJCJ9Gu5MD/jsZnjPGsGjI=";
+	ck_assert_int_eq(
+		sfs_tls_parse_pin(b64, out, sizeof(out), err, sizeof(err)), 0);
+	ck_assert_str_eq(out, b64);
+	ck_assert_int_eq(sfs_tls_parse_pin("7ab14850cdaedc8a299b80b5923d4d92"
+					   "c24227d1aee4c0ff8ec6678cf1ac1a32",
+					   out, sizeof(out), err, sizeof(err)),
+			 0);
+	ck_assert_str_eq(out, b64);
+	ck_assert_int_eq(
+		sfs_tls_parse_pin("SHA256:7A:B1:48:50:CD:AE:DC:8A:29:9B:80:B5:"
+				  "92:3D:4D:92:C2:42:27:D1:AE:E4:C0:FF:8E:C6:"
+				  "67:8C:F1:AC:1A:32",
+				  out, sizeof(out), err, sizeof(err)),
+		0);
+	ck_assert_str_eq(out, b64);
+	static const char *const bad[] = {
+		"",
+		"sha256//",
+		"sha256//erFIUM2u3Iopm4C1kj1NksJCJ9Gu5MD",
+		"7ab14850",
+		"7ab14850cdaedc8a299b80b5923d4d92c24227d1aee4c0ff8"
+		"ec6678cf1ac1a3200",
+		"zz"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(sfs_tls_parse_pin(bad[i], out, sizeof(out), err,
+						sizeof(err)) == -EINVAL,
+			      "accepted '%s'", bad[i]);
+	ck_assert_ptr_nonnull(strstr(err, "--tls-pin"));
+}
+END_TEST
+
+START_TEST(pairs)
+{
+	struct sfs_tls_pair *p;
+	const char *c = put("c.pem", "not a certificate\n", 0644);
+	char cert[300];
+	snprintf(cert, sizeof(cert), "%s", c);
+	const char *k = put("k.pem", "not a key\n", 0600);
+	ck_assert_int_eq(sfs_tls_pair_load(cert, k, &p, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_msg(strstr(err, "--tls-cert") && strstr(err, cert), "%s",
+		      err);
+	ck_assert_int_eq(sfs_tls_pair_load("/nonexistent/c.pem", k, &p, err,
+					   sizeof(err)),
+			 -ENOENT);
+	sfs_tls_pair_free(NULL);
+}
+END_TEST
+
+int main(void)
+{
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	Suite *s = suite_create("auth");
+	TCase *t = tcase_create("auth");
+	tcase_add_test(t, token_files);
+	tcase_add_test(t, bearer);
+	tcase_add_test(t, check_and_rotate);
+	tcase_add_test(t, pins);
+	tcase_add_test(t, pairs);
+	suite_add_tcase(s, t);
+	int rc = sfs_check_run(s);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		rc = rc ? rc : 1;
+	return rc;
+}

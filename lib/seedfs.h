@@ -12,7 +12,8 @@
  * engine's memory.
  *
  *   struct sfs_pub *p;
- *   struct sfs_pub_cfg cfg = {.name = "llama-8b", .listen = "0.0.0.0:7070"};
+ *   struct sfs_pub_cfg cfg = {.name = "llama-8b", .listen = "0.0.0.0:7070",
+ *                             .token_file = "/etc/seedfs/token"};
  *   sfs_pub_new(&cfg, &p, err, sizeof(err));
  *   sfs_pub_add_file(p, "config.json", cfg_json, cfg_len, err, ...);
  *   sfs_pub_add_tensor(p, "model.embed_tokens.weight", "BF16", 2, shape,

@@ -95,6 +95,7 @@ struct vb_xport {
 				     where it is until close */
 	size_t live;		  /* seed: QPs connected; protected by lock */
 	unsigned int check_ms;	  /* seed: probe period */
+	unsigned int max_peers;	  /* seed: queue pairs kept at once */
 	struct sfs_xreq_list inflight;
 
 	pthread_t thread;
@@ -577,6 +578,12 @@ static int vb_open(const struct sfs_xport_proto *p,
 	x->check_ms = ck && !sfs_parse_u64(ck, &v) && v >= 100 && v <= 3600000
 			      ? (unsigned int)v
 			      : VB_CHECK_MS;
+	/* Tests: a smaller limit shows its release sooner. */
+	const char *mp = getenv("SEEDFS_RDMA_MAX_PEERS");
+	x->max_peers = mp && !sfs_parse_u64(mp, &v) && v >= VB_MAX_PER_CLIENT &&
+				       v <= VB_MAX_PEERS
+			       ? (unsigned int)v
+			       : VB_MAX_PEERS;
 
 	rc = vb_pick_device(x, cfg->node, why, sizeof(why));
 	if (rc) {
@@ -733,7 +740,7 @@ static int new_qp(struct vb_xport *x, int remote_read, const char *client,
 			slot = i;
 		}
 	}
-	if (used >= VB_MAX_PEERS)
+	if (used >= x->max_peers)
 		return -EMFILE;
 	if (client && mine >= VB_MAX_PER_CLIENT)
 		return -EUSERS;

@@ -4,7 +4,8 @@
 (load_model, safe_open, Client: see seedfs.client).
 
     import numpy as np, seedfs
-    pub = seedfs.Publisher("tiny", listen="0.0.0.0:7070")
+    pub = seedfs.Publisher("tiny", listen="0.0.0.0:7070",
+                           token_file="/etc/seedfs/token")
     pub.add_file("config.json", b'{"torch_dtype": "float32"}')
     w = np.arange(12, dtype=np.float32).reshape(3, 4)
     pub.add_tensor("model.w", w)
@@ -45,7 +46,9 @@ class _Cfg(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("listen", ctypes.c_char_p),
                 ("protocol", ctypes.c_char_p), ("identity", ctypes.c_char_p),
                 ("grace_s", ctypes.c_uint), ("shard_max", ctypes.c_uint64),
-                ("log_level", ctypes.c_char_p)]
+                ("log_level", ctypes.c_char_p),
+                ("token_file", ctypes.c_char_p),
+                ("tls_cert", ctypes.c_char_p), ("tls_key", ctypes.c_char_p)]
 
 
 def _load():
@@ -80,8 +83,9 @@ _lib = None
 class Publisher(_libload.Closing):
     """A seed serving tensors from this process's memory."""
 
-    def __init__(self, name, listen="0.0.0.0:7070", protocol=None,
-                 identity=None, grace=0, shard_max=0, log_level=None):
+    def __init__(self, name, listen=None, protocol=None, identity=None,
+                 grace=0, shard_max=0, log_level=None, token_file=None,
+                 tls_cert=None, tls_key=None):
         global _lib
         if _lib is None:
             _lib = _load()
@@ -89,7 +93,8 @@ class Publisher(_libload.Closing):
             identity = ",".join("%s=%s" % kv for kv in identity.items())
         enc = (lambda s: s.encode() if s is not None else None)
         self._cfg = _Cfg(enc(name), enc(listen), enc(protocol),
-                         enc(identity), grace, shard_max, enc(log_level))
+                         enc(identity), grace, shard_max, enc(log_level),
+                         enc(token_file), enc(tls_cert), enc(tls_key))
         self._p = ctypes.c_void_p()
         self._keep = {}
         self._call("sfs_pub_new", ctypes.byref(self._cfg),

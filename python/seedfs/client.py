@@ -65,7 +65,9 @@ class _CCfg(ctypes.Structure):
                 ("registry_auth_file", ctypes.c_char_p),
                 ("protocol", ctypes.c_char_p), ("timeout_ms", ctypes.c_uint),
                 ("cache_size", ctypes.c_uint64), ("no_verify", ctypes.c_int),
-                ("log_level", ctypes.c_char_p)]
+                ("log_level", ctypes.c_char_p),
+                ("token_file", ctypes.c_char_p),
+                ("tls_ca", ctypes.c_char_p), ("tls_pin", ctypes.c_char_p)]
 
 
 class _Info(ctypes.Structure):
@@ -131,13 +133,17 @@ class TensorInfo:
 class Client(_libload.Closing):
     """One generation of one published model, read with one-sided reads.
 
-    @seed: "HOST:PORT[,HOST:PORT...]" or "etcd://HOST:PORT[/PREFIX]" (the
-    registry).  Thread safe: reads from many threads run at once.
+    @seed: "[https://]HOST:PORT[,HOST:PORT...]" or
+    "etcd://HOST:PORT[/PREFIX]" (the registry).  @token_file: the seeds'
+    token (default $SEEDFS_TOKEN_FILE); @tls_ca, @tls_pin: TLS to the
+    seeds' control ports (docs/security.md).  Thread safe: reads from
+    many threads run at once.
     """
 
     def __init__(self, seed, name, protocol=None, timeout=10.0,
                  cache_size=0, log_level=None, registry_ca=None,
-                 registry_auth_file=None):
+                 registry_auth_file=None, token_file=None, tls_ca=None,
+                 tls_pin=None):
         from . import SeedfsError
         self._err = SeedfsError
         self._lib = _libload.lib()
@@ -147,7 +153,8 @@ class Client(_libload.Closing):
         self._cfg = _CCfg(enc(None if reg else seed), enc(reg),
                           enc(registry_ca), enc(registry_auth_file),
                           enc(protocol), int(timeout * 1000), cache_size, 0,
-                          enc(log_level))
+                          enc(log_level), enc(token_file), enc(tls_ca),
+                          enc(tls_pin))
         self._c = ctypes.c_void_p()
         self._call("sfs_client_open", ctypes.byref(self._cfg), name.encode(),
                    ctypes.byref(self._c))

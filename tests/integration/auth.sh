@@ -164,6 +164,31 @@ curl -s -H "Authorization: Bearer $TOKEN_A" "$U/v1/sources" | grep -qF "$RS_ADDR
 unmount_check "$RS" "$MOUNT_PID"
 ok "a re-seeder: 401 without the token on its own port, 200 with it; its announcement carried the token"
 
+# The registry: its records hold no secret, and a mount that finds a
+# seed there still needs the token.
+CP=$(free_port)
+PP=$(free_port)
+start_etcd e1 "$CP" "$PP" "e1=http://127.0.0.1:$PP"
+REG=etcd://127.0.0.1:$CP/a$$
+MAIN_PID=$SEED_PID MAIN_PORT=$SEED_PORT
+SEED_LOG=regseed start_seed "$MODEL" --name rm --token-file "$WORK/a.tok" --registry "$REG"
+REG_PID=$SEED_PID
+SEED_PID=$MAIN_PID SEED_PORT=$MAIN_PORT
+etcdctl --endpoints "127.0.0.1:$CP" get --prefix "/a$$/" >"$WORK/records"
+grep -q '"model":"rm"' "$WORK/records" || fail "no record: $(cat "$WORK/records")"
+! grep -qF "$TOKEN_A" "$WORK/records" || fail "the token is in the registry"
+! grep -q '"key"\|"raddr"\|"remote"' "$WORK/records" || fail "keys in the registry"
+RMNT=$WORK/rmnt
+mkdir -p "$RMNT"
+"$SEEDFS" mount --registry "$REG" "$RMNT" 2>"$WORK/r.err" && fail "mounted by registry without a token"
+grep -q "401: the seed needs a token" "$WORK/r.err" || fail "registry, no token: $(cat "$WORK/r.err")"
+MOUNT_REG=$REG mount_seed "$RMNT" --token-file "$WORK/a.tok"
+cmp "$MODEL/$F1" "$RMNT/rm/$F1" || fail "by registry with the token"
+unmount_check "$RMNT" "$MOUNT_PID"
+kill "$REG_PID"
+kill "$ETCD_PID"
+ok "by registry: the records hold neither token nor keys; without the token the mount is refused, with it byte-exact"
+
 # Rotation: SIGHUP reads the file again.  Mounts up keep reading; new
 # ones need the new token; a mount sharing the seed's file follows.
 openssl rand -hex 32 >"$WORK/b.tok"

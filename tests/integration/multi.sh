@@ -9,7 +9,7 @@ PROTOS=${2:-tcp,shm,sockets}
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size "${SEEDFS_TEST_MODEL_SIZE:-12M}" --shards 2
 start_seed "$MODEL" --protocol "$PROTOS"
-grep -q "protocol $PROTOS$" "$WORK/seed.out" || fail "ready line: $(cat "$WORK/seed.out")"
+grep -q "protocol $PROTOS; unauthenticated$" "$WORK/seed.out" || fail "ready line: $(cat "$WORK/seed.out")"
 n=$(curl -sf "http://$HOST:$SEED_PORT/v1/manifest" | grep -c '"protocol"')
 [ "$n" -eq "$(echo "$PROTOS" | tr ',' '\n' | wc -l)" ] || fail "$n endpoints in the manifest"
 ok "one seed serves $PROTOS ($n endpoints)"

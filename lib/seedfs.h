@@ -140,7 +140,7 @@ struct sfs_client;
 struct sfs_client_mr;
 
 struct sfs_client_cfg {
-	const char *seeds;	 /* "HOST:PORT[,HOST:PORT...]", or NULL */
+	const char *seeds;	 /* "[https://]HOST:PORT[,...]", or NULL */
 	const char *registry;	 /* "etcd://HOST:PORT[,...][/PREFIX]", or NULL
 				 (one of the two is needed) */
 	const char *registry_ca; /* etcds://: its CA file, or NULL */

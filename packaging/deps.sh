@@ -17,12 +17,12 @@ pkgs=(
 	rdma-core libibverbs-dev ibverbs-utils
 	libjansson-dev libxxhash-dev check libsubunit-dev
 	libmicrohttpd-dev libcurl4-openssl-dev libgnutls28-dev
-	curl jq procps psmisc util-linux coreutils clang-format
+	curl jq procps psmisc util-linux coreutils clang-format openssl
 )
 case "${1:-}" in
 --build-only) ;;
 --bench) pkgs+=(sshfs openssh-server openssh-client gnuplot-nox) ;;
-*) pkgs+=(attr rsync python3 python3-numpy python3-torch etcd-server etcd-client openssl
+*) pkgs+=(attr rsync python3 python3-numpy python3-torch etcd-server etcd-client
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
 	cpio gzip) ;;
 esac

@@ -24,18 +24,27 @@ mkdir -p "$(dirname "$MODEL")"
 "$BUILD/tests/genmodel" "$MODEL" --size 24M --shards 3
 ls -l "$MODEL"
 
+step "a token for the control port (docs/security.md)"
+(umask 077 && openssl rand -hex 32 >"$WORK/token")
+ls -l "$WORK/token"
+
 step "seedfs seed: publish it over libfabric tcp"
 "$SEEDFS" seed --model-dir "$MODEL" --listen 127.0.0.1:0 --protocol tcp \
-	>"$WORK/seed.out" 2>"$WORK/seed.log" &
+	--token-file "$WORK/token" >"$WORK/seed.out" 2>"$WORK/seed.log" &
 SEED_PID=$!
 for _ in $(seq 200); do grep -q ready "$WORK/seed.out" && break; sleep 0.05; done
 cat "$WORK/seed.out"
 PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
 [ -n "$PORT" ] || { cat "$WORK/seed.log"; exit 1; }
 
-step "seedfs mount --seed 127.0.0.1:$PORT $MNT"
+step "seedfs mount --seed 127.0.0.1:$PORT $MNT: without the token, then with it"
 mkdir -p "$MNT"
-"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --log-file "$WORK/mount.log"
+if "$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT"; then
+	echo "mounted without the token" >&2
+	exit 1
+fi
+"$SEEDFS" mount --seed "127.0.0.1:$PORT" --token-file "$WORK/token" "$MNT" \
+	--log-file "$WORK/mount.log"
 grep " $MNT " /proc/mounts
 
 step "ls -l $MNT/tiny-llama"

@@ -70,6 +70,21 @@ int sfs_control_cred_tls(const struct sfs_control_cred *c)
 	return c && c->tls;
 }
 
+void sfs_control_cred_describe(const struct sfs_control_cred *c, char *buf,
+			       size_t len)
+{
+	int tls = sfs_control_cred_tls(c);
+	snprintf(buf, len, "%s%s; %s%s%s%s%s",
+		 c && c->auth ? "token " : "no token",
+		 c && c->auth ? sfs_auth_path(c->auth) : "",
+		 !tls	    ? "no tls"
+		 : c->ca    ? "tls, ca "
+		 : !*c->pin ? "tls, the system's CAs"
+			    : "tls",
+		 tls && c->ca ? c->ca : "", tls && *c->pin ? ", pin " : "",
+		 tls && *c->pin ? c->pin : "", "");
+}
+
 int sfs_control_parse_seeds(const char *list, const char *what, char **out,
 			    size_t max, size_t *n, int *https, char *err,
 			    size_t errlen)

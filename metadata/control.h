@@ -38,6 +38,10 @@ void sfs_control_cred_free(struct sfs_control_cred *c);
 struct sfs_auth *sfs_control_cred_auth(const struct sfs_control_cred *c);
 /* Whether control ports are spoken to over TLS (NULL: no). */
 int sfs_control_cred_tls(const struct sfs_control_cred *c);
+/* sfs_control_cred_describe - "token FILE; tls ca FILE" (no secret) for
+ * status, into @buf.  NULL: "no token; no tls". */
+void sfs_control_cred_describe(const struct sfs_control_cred *c, char *buf,
+			       size_t len);
 
 /*
  * sfs_control_parse_seeds - "[http[s]://]HOST:PORT[,...]" into @out

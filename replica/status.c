@@ -10,6 +10,7 @@
 #include "cache/cache.h"
 #include "cache/disk.h"
 #include "common/util.h"
+#include "metadata/control.h"
 #include "replica/reseed.h"
 
 #include <errno.h>
@@ -201,6 +202,9 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 		fputs(reg, f);
 	}
 	fprintf(f, "protocol: %s (%s)\n", r->proto, r->provider);
+	char sec[600];
+	sfs_control_cred_describe(r->cfg.cred, sec, sizeof(sec));
+	fprintf(f, "control_security: %s\n", sec);
 	if (r->reseed)
 		fprintf(f, "reseed: %s (serving what this mount holds)\n",
 			sfs_reseed_address(r->reseed));

@@ -94,6 +94,8 @@ ok "a mount without the token or with a wrong one: one line, nothing mounted"
 mount_seed "$MNT" --token-file "$WORK/a.tok"
 M1_PID=$MOUNT_PID
 cmp "$MODEL/$F1" "$MNT/m/$F1" || fail "byte-exact with the token"
+grep -qx "control_security: token $WORK/a.tok; no tls" "$MNT/.seedfs/status" ||
+	fail "status: $(grep control_security "$MNT/.seedfs/status")"
 cp "$WORK/seed.tok" "$WORK/shared.tok"
 MNT2=$WORK/mnt2
 SEEDFS_TOKEN_FILE=$WORK/shared.tok mount_seed "$MNT2"
@@ -200,7 +202,7 @@ for _ in $(seq 100); do grep -q "token read again" "$WORK/seed.err" && break; sl
 grep -q "SIGHUP: token read again from $WORK/seed.tok: a new one" "$WORK/seed.err" ||
 	fail "rotation not logged: $(tail -3 "$WORK/seed.err")"
 [ "$(code -H "Authorization: Bearer $TOKEN_A" "$U/v1/models")" = 401 ] || fail "old token still taken"
-sleep 2.5 # the mounts ask the seed again (every second): refused
+sleep 1.5 # the mounts ask the seed again (every second): refused
 cmp "$MODEL/$F2" "$MNT/m/$F2" || fail "a mount with the old token stopped reading"
 cmp "$MODEL/$F2" "$MNT2/m/$F2" || fail "the mount sharing the file stopped reading"
 "$SEEDFS" mount --seed "$HOST:$SEED_PORT" --token-file "$WORK/a.tok" "$WORK/nomnt" 2>"$WORK/m.err" &&

@@ -104,7 +104,7 @@ else
 fi
 
 # Ready fast whatever the cache size; the cache is faulted in behind.
-for cs in default 4G; do
+for cs in default 2G; do
 	opts=()
 	[ $cs = default ] || opts=(--cache-size $cs)
 	mount_seed "$MNT" "${opts[@]}"

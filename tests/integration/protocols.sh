@@ -23,10 +23,10 @@ ok "probe: $(grep -c ' yes ' "$WORK/probe.out") available, $(grep -c ' no ' "$WO
 
 # Seed: the environment picks when no option is given; the option wins.
 SEEDFS_PROTOCOL=shm start_seed "$MODEL"
-grep -q "protocol shm$" "$WORK/seed.out" || fail "env ignored: $(cat "$WORK/seed.out")"
+grep -q "protocol shm; unauthenticated$" "$WORK/seed.out" || fail "env ignored: $(cat "$WORK/seed.out")"
 kill "$SEED_PID"
 SEEDFS_PROTOCOL=shm start_seed "$MODEL" --protocol sockets
-grep -q "protocol sockets$" "$WORK/seed.out" || fail "option lost: $(cat "$WORK/seed.out")"
+grep -q "protocol sockets; unauthenticated$" "$WORK/seed.out" || fail "option lost: $(cat "$WORK/seed.out")"
 kill "$SEED_PID"
 ok "seed: --protocol beats SEEDFS_PROTOCOL"
 
@@ -34,7 +34,7 @@ ok "seed: --protocol beats SEEDFS_PROTOCOL"
 start_seed "$MODEL" --protocol auto
 want=tcp
 fi_info -p efa >/dev/null 2>&1 && want=efa
-grep -q "protocol $want$" "$WORK/seed.out" || fail "auto: $(cat "$WORK/seed.out")"
+grep -q "protocol $want; unauthenticated$" "$WORK/seed.out" || fail "auto: $(cat "$WORK/seed.out")"
 grep -q "protocol auto: chose $want" "$WORK/seed.err" || fail "auto did not say what it chose"
 ok "seed auto chose $want: $(grep -o 'chose.*' "$WORK/seed.err" | cut -c1-100)"
 

@@ -53,6 +53,8 @@ ok "a TLS seed prints its pin, the same as openssl computes ($PIN)"
 
 MNT=$WORK/mnt
 mount_seed "$MNT" --tls-ca "$WORK/ca.pem" --token-file "$WORK/tok"
+grep -qx "control_security: token $WORK/tok; tls, ca $WORK/ca.pem" "$MNT/.seedfs/status" ||
+	fail "status: $(grep control_security "$MNT/.seedfs/status")"
 for f in $(cd "$MODEL" && find . -type f | sort); do
 	cmp "$MODEL/$f" "$MNT/m/$f" || fail "over TLS: $f"
 done

@@ -97,6 +97,7 @@ static int attempt(const char *seed, const struct sfs_manifest *m,
 	}
 	if (sfs_control_remote_key(x, &m->regions[0].rem[ep], &rkey)) {
 		snprintf(why, whylen, "no plain key");
+		sfs_xport_close(x);
 		return -EIO;
 	}
 	uint8_t *buf = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
@@ -104,6 +105,9 @@ static int attempt(const char *seed, const struct sfs_manifest *m,
 	if (buf == MAP_FAILED ||
 	    sfs_xport_mr_reg(x, buf, 4096, SFS_XPORT_LOCAL_DST, &mr)) {
 		snprintf(why, whylen, "cannot set up a buffer");
+		if (buf != MAP_FAILED)
+			munmap(buf, 4096);
+		sfs_xport_close(x);
 		return -EIO;
 	}
 	memset(buf, 0xa5, 4096);

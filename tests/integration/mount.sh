@@ -2,6 +2,8 @@
 # A real seed and a real FUSE mount over libfabric on loopback: the tree,
 # byte-exact contents (sha256, random preads across extent boundaries,
 # mmap, 4 concurrent readers), the debug view, read-only, clean unmount.
+# With a token on the control port, as it should be run (so over raw
+# verbs in the VM tier the queue pair exchange, /v1/connect, carries it).
 #   mount.sh BUILD_DIR [PROTOCOL [SEED ARGS...]]
 source "$(dirname "$0")/lib.sh" "$1"
 PROTO=${2:-tcp}
@@ -15,7 +17,8 @@ ln -s extra "$MODEL/extra-link"                     # inside dir: followed
 ln -s /etc/hostname "$MODEL/outside-link"           # outside: skipped
 ln -s . "$MODEL/extra/loop"                         # loop: skipped
 
-start_seed "$MODEL" --protocol "$PROTO" "${SEED_ARGS[@]}"
+(umask 077 && openssl rand -hex 32 >"$WORK/token")
+start_seed "$MODEL" --protocol "$PROTO" --token-file "$WORK/token" "${SEED_ARGS[@]}"
 grep -q "skipping symlink outside-link: it points outside" "$WORK/seed.err" ||
 	fail "outside symlink not reported"
 grep -q "skipping extra/loop: it loops back" "$WORK/seed.err" ||
@@ -29,7 +32,7 @@ if [ "$PROTO" = rdma ] && grep -q "private copies" "$WORK/seed.err"; then
 fi
 
 MNT=$WORK/mnt
-mount_seed "$MNT" --protocol "$PROTO"
+mount_seed "$MNT" --protocol "$PROTO" --token-file "$WORK/token"
 M=$MNT/llama-test
 
 # The tree: same names, types and sizes, links resolved, outside skipped.
@@ -56,7 +59,8 @@ done
 ok "mmap reads match"
 
 # The debug view shows the manifest exactly as the seed serves it.
-curl -sf "http://$HOST:$SEED_PORT/v1/manifest" >"$WORK/manifest.json" ||
+curl -sf -H "Authorization: Bearer $(cat "$WORK/token")" \
+	"http://$HOST:$SEED_PORT/v1/manifest" >"$WORK/manifest.json" ||
 	fail "curl manifest"
 cmp "$WORK/manifest.json" "$M/.seedfs/manifest.json" || fail "manifest.json differs"
 ok ".seedfs/manifest.json equals the served manifest"
@@ -69,7 +73,7 @@ unmount_check "$MNT" "$MOUNT_PID"
 ok "unmounted, daemon gone, mount point empty"
 
 # A fresh (cold) mount: 4 concurrent readers over all shards, then sha256.
-mount_seed "$MNT" --protocol "$PROTO" --log-level debug
+mount_seed "$MNT" --protocol "$PROTO" --log-level debug --token-file "$WORK/token"
 pairs=()
 for f in $files; do pairs+=("$MODEL/$f" "$M/$f"); done
 "$READCHECK" threads 4 "${pairs[@]}" || fail "concurrent readers"

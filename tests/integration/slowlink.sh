@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Slow links are slow, not broken.  The seed runs in a network namespace
 # of its own, joined by a veth pair shaped with tc on both ends:
-#   20 Mbit/s, default mount options: a 40 MiB file byte-exact with dd,
-#     and nothing counted as an error;
+#   20 Mbit/s, --timeout 3: a 16 MiB file byte-exact with dd, which
+#     takes longer than the timeout (it bounds no progress, not a
+#     read), and nothing counted as an error;
 #   200 Mbit/s with a few % of the packets dropped (tbf overflow): the
 #     whole model byte-exact;
 #   a silent partition (everything dropped both ways): open and read of
@@ -13,7 +14,7 @@ source "$(dirname "$0")/lib.sh" "$1"
 
 netns_setup
 MODEL=$WORK/m
-"$GENMODEL" "$MODEL" --size 40M --shards 1
+"$GENMODEL" "$MODEL" --size 16M --shards 1
 F=model-00001-of-00001.safetensors
 start_seed_ns "$MODEL"
 HOST=$NS_IP
@@ -28,17 +29,19 @@ no_errors() {
 	done
 }
 
-# 20 Mbit/s with the defaults: every pull completes in its turn.
+# 20 Mbit/s: every pull completes in its turn, the whole longer than
+# --timeout.
 link tbf rate 20mbit burst 32kbit latency 400ms
-mount_seed "$MNT"
+mount_seed "$MNT" --timeout 3
 t0=$(now_ms)
 dd if="$MNT/m/$F" of="$WORK/copy" bs=1M 2>"$WORK/dd.err" || fail "dd: $(cat "$WORK/dd.err")"
 el=$(($(now_ms) - t0))
 cmp "$MODEL/$F" "$WORK/copy" || fail "20 Mbit/s: bytes differ"
 rm "$WORK/copy"
 no_errors "20 Mbit/s"
+[ "$el" -gt 3000 ] || fail "20 Mbit/s: $el ms, not longer than --timeout: the link is not slow"
 size=$(stat -c %s "$MODEL/$F")
-ok "20 Mbit/s, defaults: dd of $((size >> 20)) MiB byte-exact in $el ms ($(awk -v b=$size -v t=$el 'BEGIN { printf "%.1f", b / t / 1000 }') MB/s), no error counted"
+ok "20 Mbit/s, --timeout 3: dd of $((size >> 20)) MiB byte-exact in $el ms ($(awk -v b=$size -v t=$el 'BEGIN { printf "%.1f", b / t / 1000 }') MB/s), no error counted"
 unmount_check "$MNT" "$MOUNT_PID"
 
 # 200 Mbit/s, a queue too short for the bursts: 2-6 % dropped (a limit of 200kb dropped as little as 0.2 %).
@@ -69,7 +72,7 @@ grep -q "Input/output error" "$WORK/cat.err" || fail "not EIO: $(cat "$WORK/cat.
 [ "$el" -le $((TIMEOUT * 1000 + 1000)) ] ||
 	fail "open and read: EIO after $el ms, --timeout $TIMEOUT s"
 t0=$(now_ms)
-if dd if="$MNT/m/$F" of=/dev/null bs=4k count=1 skip=5000 2>"$WORK/dd.err"; then
+if dd if="$MNT/m/$F" of=/dev/null bs=4k count=1 skip=3000 2>"$WORK/dd.err"; then
 	fail "second read through a partition"
 fi
 el2=$(($(now_ms) - t0))

@@ -11,6 +11,7 @@
 #include "metadata/tls.h"
 
 #include "common/log.h"
+#include "common/notify.h"
 #include "common/util.h"
 #include "transports/transport.h"
 
@@ -205,6 +206,7 @@ static void republish(struct sfs_seed *s, size_t i, const char *why)
 	if (rc == -EALREADY) {
 		printf("seedfs seed: %s (%s)\n", err, why);
 		fflush(stdout);
+		sfs_notify_ready(err);
 		return;
 	}
 	if (rc) {
@@ -212,12 +214,18 @@ static void republish(struct sfs_seed *s, size_t i, const char *why)
 			"%s: not republished, the current generation is still "
 			"served: %s",
 			why, err);
+		if (i == SIZE_MAX)
+			sfs_notify_ready("not republished, the current "
+					 "generation is still served");
 		return;
 	}
 	sfs_seed_reg_update(seedreg);
 	sfs_seed_summary(s, summary, sizeof(summary));
 	printf("seedfs seed: published %s (%s)\n", summary, why);
 	fflush(stdout);
+	char st[1400];
+	snprintf(st, sizeof(st), "published %s (%s)", summary, why);
+	sfs_notify_ready(st);
 }
 
 /* Watch every directory of a model (again after each republish: new
@@ -301,6 +309,7 @@ static int serve(struct sfs_seed *s, const sigset_t *set,
 						si.ssi_signo);
 					break;
 				}
+				sfs_notify_reloading();
 				reread_token();
 				republish(s, SIZE_MAX, "SIGHUP");
 			}
@@ -681,12 +690,20 @@ int sfs_cli_seed(int argc, char **argv)
 	       seed_auth ? "token required" : "unauthenticated",
 	       tls ? "; tls pin " : "", tls ? sfs_tls_pair_pin(tls) : "");
 	fflush(stdout);
+	{
+		char st[1400];
+		snprintf(st, sizeof(st), "ready on port %u: %s; %s", bound,
+			 summary,
+			 seed_auth ? "token required" : "unauthenticated");
+		sfs_notify_ready(st);
+	}
 	SFS_LOG(SFS_INFO, "seed", "serving %s on port %u", summary, bound);
 
 	const char *wdirs[WATCH_MAX];
 	for (size_t i = 0; i < ndirs; i++)
 		wdirs[i] = dirs[i].dir;
 	rc = serve(s, &set, wdirs, watch ? ndirs : 0);
+	sfs_notify_stopping();
 	/* Out of the registry first: mounts stop asking a seed going away. */
 	sfs_seed_reg_stop(seedreg);
 	seedreg = NULL;

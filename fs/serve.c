@@ -7,6 +7,7 @@
 #include "fs/serve.h"
 
 #include "common/log.h"
+#include "common/notify.h"
 #include "common/util.h"
 #include "fs/fsops.h"
 #include "replica/replica.h"
@@ -131,6 +132,11 @@ static void *ready_thread(void *p)
 	if (a->read_ahead_kb)
 		set_read_ahead(a->mountpoint, a->read_ahead_kb);
 	sfs_replica_ready(a->r);
+	char models[1024], line[1200];
+	snprintf(line, sizeof(line), "mounted %s on %s",
+		 sfs_replica_models(a->r, models, sizeof(models)),
+		 a->mountpoint);
+	sfs_notify_ready(line);
 	if (a->ready_fd >= 0) {
 		tell_parent(&a->ready_fd, 'R');
 		detach_stdio();
@@ -250,6 +256,7 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 	else
 		SFS_LOG(SFS_INFO, "mount", "unmounting %s", cmd->mountpoint);
 	rc = rc < 0 ? 1 : 0;
+	sfs_notify_stopping();
 	/* Unmounting aborts the connection, which also releases a ready
 	 * thread still waiting in stat(); join it before the session goes. */
 	fuse_session_unmount(se);

@@ -16,7 +16,7 @@ pkgs=(
 	libfabric-dev libfabric-bin
 	rdma-core libibverbs-dev ibverbs-utils
 	libjansson-dev libxxhash-dev check libsubunit-dev
-	libmicrohttpd-dev libcurl4-openssl-dev libgnutls28-dev
+	libmicrohttpd-dev libcurl4-openssl-dev libgnutls28-dev libsystemd-dev
 	curl jq procps psmisc util-linux coreutils clang-format openssl
 )
 case "${1:-}" in

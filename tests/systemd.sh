@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The systemd units (packaging/systemd/) pass systemd-analyze verify (a
+# broken one fails it: the check can fail), and the Type=notify path: a
+# seed and a mount tell $NOTIFY_SOCKET READY=1 with the ready line as
+# STATUS once they serve, RELOADING=1 then READY=1 on SIGHUP, and
+# STOPPING=1 when they stop.
+source "$(dirname "$0")/integration/lib.sh" "$1"
+UNITS=$(cd "$(dirname "$0")/../packaging/systemd" && pwd)
+command -v systemd-analyze >/dev/null || fail "systemd-analyze is not installed"
+
+# verify checks that ExecStart exists: point it at this build.
+mkdir -p "$WORK/units"
+for u in "$UNITS"/*@.service; do
+	n=$(basename "$u" .service)
+	sed "s|/usr/bin/seedfs|$SEEDFS|" "$u" >"$WORK/units/${n}test.service"
+	grep -q "^Type=notify$" "$u" || fail "$n: not Type=notify"
+	grep -q "^LimitMEMLOCK=infinity$" "$u" || fail "$n: no LimitMEMLOCK=infinity"
+done
+grep -q '^ExecReload=/bin/kill -HUP $MAINPID$' "$UNITS/seedfs-seed@.service" || fail "seed: ExecReload"
+# The mount's unit must not get a mount namespace of its own.
+for o in ProtectSystem ProtectHome PrivateTmp PrivateMounts ProtectKernelModules \
+	ProtectKernelTunables ProtectControlGroups ReadOnlyPaths ReadWritePaths; do
+	! grep -q "^$o=" "$UNITS/seedfs-mount@.service" || fail "seedfs-mount@: $o hides the mount from the host"
+done
+out=$(cd "$WORK/units" && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no ./*.service 2>&1) ||
+	fail "systemd-analyze verify: $out"
+[ -z "$out" ] || fail "systemd-analyze verify said: $out"
+printf '[Service]\nType=notify\nExecStart=%s seed\nLimitMEMLOCK=unlimited-ish\n' "$SEEDFS" \
+	>"$WORK/units/broken@test.service"
+if (cd "$WORK/units" && systemd-analyze verify --man=no ./broken@test.service) >/dev/null 2>&1 &&
+	[ -z "$(cd "$WORK/units" && systemd-analyze verify --man=no ./broken@test.service 2>&1)" ]; then
+	fail "a broken unit passed verify: the check proves nothing"
+fi
+rm "$WORK/units/broken@test.service"
+ok "systemd-analyze verify: $(cd "$WORK/units" && ls | tr '\n' ' ')clean; a broken unit is not"
+
+# sd_notify.
+NS_SOCK=$WORK/notify.sock
+python3 "$(dirname "$0")/tools/notifysock.py" "$NS_SOCK" "$WORK/notes" >"$WORK/ns.out" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q listening "$WORK/ns.out" && break; sleep 0.05; done
+wait_note() { # PATTERN
+	for _ in $(seq 200); do grep -q -- "$1" "$WORK/notes" 2>/dev/null && return 0; sleep 0.05; done
+	fail "no notification $1: $(cat "$WORK/notes" 2>/dev/null)"
+}
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 4M --shards 1 >/dev/null
+export NOTIFY_SOCKET=$NS_SOCK
+start_seed "$MODEL"
+wait_note "^READY=1 | STATUS=ready on port $SEED_PORT: model m generation 1 .*; unauthenticated$"
+kill -HUP "$SEED_PID"
+wait_note "^READY=1 | STATUS=nothing changed: generation 1 is still served$"
+grep -B1 "nothing changed" "$WORK/notes" | head -1 | grep -q "^RELOADING=1 | MONOTONIC_USEC=[0-9]*$" ||
+	fail "no RELOADING=1 before: $(cat "$WORK/notes")"
+ok "seed: $(head -n 1 "$WORK/notes" | cut -c1-90)...; SIGHUP: RELOADING=1, then READY=1 again"
+MNT=$WORK/mnt
+mkdir -p "$MNT"
+MOUNTS+=("$MNT")
+: >"$WORK/notes"
+"$SEEDFS" mount -f --seed "$HOST:$SEED_PORT" "$MNT" --log-file "$WORK/mount.log" &
+MPID=$!
+PIDS+=("$MPID")
+wait_note "^READY=1 | STATUS=mounted m on $MNT$"
+grep -q " $MNT fuse" /proc/mounts || fail "READY before the mount was up"
+cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read"
+fusermount3 -u "$MNT"
+wait_note "^STOPPING=1$"
+wait "$MPID" || fail "mount -f exited $?"
+ok "mount -f: READY=1 with 'mounted m on ...' once it is up, STOPPING=1 when unmounted"
+: >"$WORK/notes"
+kill "$SEED_PID"
+wait_note "^STOPPING=1$"
+ok "seed: STOPPING=1 on SIGTERM"
+unset NOTIFY_SOCKET
+sanitizers_clean

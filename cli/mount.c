@@ -64,6 +64,7 @@ struct mount_opts {
 	char *mnt; /* the first non-option argument: the mount point */
 	char *log_level;
 	char *log_file;
+	char *log_format;
 	int help;
 	int version;
 };
@@ -101,6 +102,7 @@ static const struct fuse_opt mount_spec[] = {
 	{"--prefetch", offsetof(struct mount_opts, prefetch), 1},
 	OPT("--log-level=%s", log_level),
 	OPT("--log-file=%s", log_file),
+	OPT("--log-format=%s", log_format),
 	{"-h", offsetof(struct mount_opts, help), 1},
 	{"--help", offsetof(struct mount_opts, help), 1},
 	{"-V", offsetof(struct mount_opts, version), 1},
@@ -270,6 +272,9 @@ static void usage(void)
 	       "    --log-level LEVEL      err, warn, info, debug (default info)\n"
 	       "    --log-file FILE        log here; default: stderr with -f,\n"
 	       "                           syslog in the background\n"
+	       "    --log-format FORMAT    text (default) or json: one object\n"
+	       "                           a line (time, program, pid, level,\n"
+	       "                           subsystem, msg); syslog stays text\n"
 	       "    -h, --help             this text\n"
 	       "    -V, --version          version\n"
 	       "\n",
@@ -596,6 +601,13 @@ int sfs_cli_mount(int argc, char **argv)
 			o.log_level);
 		goto out;
 	}
+	if (o.log_format && sfs_log_set_format(o.log_format)) {
+		fprintf(stderr,
+			"seedfs mount: invalid --log-format '%s' (text or "
+			"json)\n",
+			o.log_format);
+		goto out;
+	}
 	if (o.log_file) {
 		int lrc = sfs_log_to_file(o.log_file);
 		if (lrc) {
@@ -714,5 +726,6 @@ out:
 	sfs_require_free(c.require);
 	free(o.log_level);
 	free(o.log_file);
+	free(o.log_format);
 	return rc;
 }

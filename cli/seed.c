@@ -109,6 +109,9 @@ static void usage(FILE *out)
 		"                       byte after checksumming\n"
 		"  --log-level LEVEL    err, warn, info, debug (default info)\n"
 		"  --log-file FILE      log here instead of stderr\n"
+		"  --log-format FORMAT  text (default) or json: one object a\n"
+		"                       line (time, program, pid, level,\n"
+		"                       subsystem, msg) for log shippers\n"
 		"  -h, --help           this text\n",
 		names);
 }
@@ -135,6 +138,7 @@ enum {
 	OPT_REGISTRY_TTL,
 	OPT_ADVERTISE,
 	OPT_TOKEN_FILE,
+	OPT_LOG_FORMAT,
 	OPT_TLS_CERT,
 	OPT_TLS_KEY,
 };
@@ -153,6 +157,7 @@ static const struct option long_opts[] = {
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	{"log-file", required_argument, NULL, OPT_LOG_FILE},
+	{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
 	{"checksum-chunk", required_argument, NULL, OPT_CHECKSUM_CHUNK},
 	{"test-corrupt", required_argument, NULL, OPT_TEST_CORRUPT},
 	{"grace", required_argument, NULL, OPT_GRACE},
@@ -514,6 +519,10 @@ int sfs_cli_seed(int argc, char **argv)
 		case OPT_LOG_LEVEL:
 			if (sfs_log_set_level(optarg))
 				return bad("--log-level", optarg);
+			break;
+		case OPT_LOG_FORMAT:
+			if (sfs_log_set_format(optarg))
+				return bad("--log-format", optarg);
 			break;
 		case OPT_LOG_FILE:
 			if ((rc = sfs_log_to_file(optarg))) {

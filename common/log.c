@@ -15,10 +15,52 @@ int sfs_log_level = SFS_INFO;
 
 static int log_fd = STDERR_FILENO;
 static int log_syslog;
+static int log_json;
 static const char *log_prog = "seedfs";
 
 static const char level_char[] = {'E', 'W', 'I', 'D'};
 static const char *const level_name[] = {"err", "warn", "info", "debug"};
+
+/*
+ * @src as the inside of a JSON string into @dst (@cap bytes, always
+ * terminated): quotes, backslashes and control characters escaped,
+ * valid UTF-8 kept, any other byte as U+FFFD.  Returns the length.
+ */
+static size_t json_escape(const char *src, char *dst, size_t cap)
+{
+	const unsigned char *p = (const unsigned char *)src;
+	size_t o = 0;
+
+	while (*p && o + 7 < cap) {
+		unsigned char c = *p;
+		size_t n = c < 0x80		? 1
+			   : (c & 0xe0) == 0xc0 ? 2
+			   : (c & 0xf0) == 0xe0 ? 3
+			   : (c & 0xf8) == 0xf0 ? 4
+						: 0;
+		int ok = n > 0 && !(n == 2 && c < 0xc2) && !(c > 0xf4);
+		for (size_t k = 1; ok && k < n; k++)
+			ok = (p[k] & 0xc0) == 0x80;
+		if (!ok) {
+			memcpy(dst + o, "\\ufffd", 6);
+			o += 6;
+			p++;
+		} else if (c == '"' || c == '\\') {
+			dst[o++] = '\\';
+			dst[o++] = (char)c;
+			p++;
+		} else if (c < 0x20) {
+			o += (size_t)snprintf(dst + o, cap - o, "\\u%04x", c);
+			p++;
+		} else {
+			memcpy(dst + o, p, n);
+			o += n;
+			p += n;
+		}
+	}
+	dst[o] = '\0';
+	return o;
+}
 
 void sfs_log_write(int lvl, const char *subsys, const char *fmt, ...)
 {
@@ -47,6 +89,21 @@ void sfs_log_write(int lvl, const char *subsys, const char *fmt, ...)
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
+	if (log_json) {
+		char esc[2400], big[2600];
+		json_escape(msg, esc, sizeof(esc));
+		n = snprintf(
+			big, sizeof(big),
+			"{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\","
+			"\"program\":\"%s\",\"pid\":%d,\"level\":\"%s\","
+			"\"subsystem\":\"%s\",\"msg\":\"%s\"}\n",
+			tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+			tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+			log_prog, (int)getpid(), level_name[lvl], subsys, esc);
+		if (n > 0 && (size_t)n < sizeof(big))
+			(void)!write(log_fd, big, (size_t)n);
+		return;
+	}
 	n = snprintf(line, sizeof(line),
 		     "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %c %s: %s\n",
 		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
@@ -70,6 +127,15 @@ int sfs_log_set_level(const char *name)
 			sfs_log_level = i;
 			return 0;
 		}
+	}
+	return -EINVAL;
+}
+
+int sfs_log_set_format(const char *name)
+{
+	if (!strcmp(name, "text") || !strcmp(name, "json")) {
+		log_json = name[0] == 'j';
+		return 0;
 	}
 	return -EINVAL;
 }

@@ -42,6 +42,14 @@ void sfs_log_write(int lvl, const char *subsys, const char *fmt, ...)
 int sfs_log_set_level(const char *name);
 
 /*
+ * sfs_log_set_format - "text" (the default: time pid level subsystem:
+ * message) or "json" (one object a line: time, program, pid, level,
+ * subsystem, msg; for log shippers; syslog stays text).  Returns 0 or
+ * -EINVAL.  Not thread safe: call at start-up.
+ */
+int sfs_log_set_format(const char *name);
+
+/*
  * sfs_log_to_file - send lines to @path (appended, created 0644).
  * Returns 0 or -errno.  sfs_log_to_syslog - send lines to syslog(3)
  * under @ident [borrowed, must outlive logging].  Not thread safe: call

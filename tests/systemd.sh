@@ -3,7 +3,8 @@
 # broken one fails it: the check can fail), and the Type=notify path: a
 # seed and a mount tell $NOTIFY_SOCKET READY=1 with the ready line as
 # STATUS once they serve, RELOADING=1 then READY=1 on SIGHUP, and
-# STOPPING=1 when they stop.
+# STOPPING=1 when they stop.  --log-format json writes one JSON object a
+# line, whatever bytes a message holds.
 source "$(dirname "$0")/integration/lib.sh" "$1"
 UNITS=$(cd "$(dirname "$0")/../packaging/systemd" && pwd)
 command -v systemd-analyze >/dev/null || fail "systemd-analyze is not installed"
@@ -72,4 +73,33 @@ kill "$SEED_PID"
 wait_note "^STOPPING=1$"
 ok "seed: STOPPING=1 on SIGTERM"
 unset NOTIFY_SOCKET
+
+# --log-format json: names with a quote, a backslash, a control byte and
+# a byte that is not UTF-8 are logged (symlinks pointing outside).
+ln -s /etc/hostname "$MODEL/$(printf 'q"b\\s\001c\377')"
+SEED_LOG=json start_seed "$MODEL" --log-format json
+"$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$MNT" --log-format json --log-file "$WORK/mj.log" ||
+	fail "mount with json logs"
+MOUNT_PID=$(sed -n 's/.*"pid":\([0-9]*\),.*"msg":"mounted .*/\1/p' "$WORK/mj.log" | tail -n 1)
+[ -n "$MOUNT_PID" ] || fail "no pid in the json log: $(head -n 3 "$WORK/mj.log")"
+PIDS+=("$MOUNT_PID")
+cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read (json logs)"
+unmount_check "$MNT" "$MOUNT_PID"
+kill "$SEED_PID"
+python3 - "$WORK/json.err" "$WORK/mj.log" <<'PY' || fail "--log-format json: $(head -n 3 "$WORK/json.err")"
+import json, sys
+seen = set()
+for path in sys.argv[1:]:
+    for line in open(path, "rb"):
+        o = json.loads(line)
+        assert set(o) == {"time", "program", "pid", "level", "subsystem", "msg"}, o
+        assert o["level"] in ("err", "warn", "info", "debug"), o
+        assert o["time"].endswith("Z") and isinstance(o["pid"], int), o
+        seen.add(o["program"])
+        if "skipping symlink" in o["msg"]:
+            assert 'q"b\\s\x01c\ufffd' in o["msg"], ascii(o["msg"])
+            seen.add("odd")
+assert seen >= {"seedfs-seed", "seedfs-mount", "odd"}, seen
+PY
+ok "--log-format json: every line of the seed and the mount is one object (time, program, pid, level, subsystem, msg); odd bytes escaped"
 sanitizers_clean

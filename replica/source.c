@@ -525,8 +525,11 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 		uint64_t since = s->silent_since;
 		pthread_mutex_unlock(&s->lock);
 		/* A read that follows and sees no progress counts from
-		 * here: the open and the read fail within one timeout. */
-		if (cpeer != SFS_CACHE_NONE)
+		 * here: the open and the read fail within one timeout.  A
+		 * port that answered and refused us (a 401 after the token
+		 * was rotated, a certificate we do not trust) is not
+		 * silent: its memory still serves what the mount has. */
+		if (cpeer != SFS_CACHE_NONE && rc != -EACCES)
 			sfs_cache_note_silence(r->cache, cpeer, since);
 		return;
 	}

@@ -440,7 +440,7 @@ int sfs_cli_seed(int argc, char **argv)
 				   .mr_max = 1ull << 30,
 				   .timeout_ms = 10000};
 	const char *listen = NULL, *fabric_addr = NULL;
-	const char *token_file = getenv("SEEDFS_TOKEN_FILE");
+	const char *token_file = NULL;
 	const char *tls_cert = NULL, *tls_key = NULL;
 	struct sfs_tls_pair *tls = NULL;
 	struct sfs_seed_dir dirs[WATCH_MAX];
@@ -623,8 +623,7 @@ int sfs_cli_seed(int argc, char **argv)
 				"together\n");
 		return 2;
 	}
-	if (token_file && !*token_file)
-		token_file = NULL;
+	token_file = sfs_auth_file(token_file);
 	if (token_file && sfs_auth_load(token_file, "--token-file", &seed_auth,
 					err, sizeof(err))) {
 		fprintf(stderr, "seedfs seed: %s\n", err);

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 
 #include "common/util.h"
+#include "metadata/auth.h"
 #include "metadata/control.h"
 
 #include <stdio.h>
@@ -52,13 +53,11 @@ const char cli_sec_help[] =
 int cli_cred(const struct cli_sec *sec, const struct cli_seeds *seeds,
 	     const char *who, struct sfs_control_cred **out)
 {
-	const char *tf =
-		sec->token_file ? sec->token_file : getenv("SEEDFS_TOKEN_FILE");
-	struct sfs_control_cred_cfg cc = {.token_file = tf && *tf ? tf : NULL,
-					  .tls_ca = sec->tls_ca,
-					  .tls_pin = sec->tls_pin,
-					  .https = seeds && seeds->n &&
-						   seeds->https == 1};
+	struct sfs_control_cred_cfg cc = {
+		.token_file = sfs_auth_file(sec->token_file),
+		.tls_ca = sec->tls_ca,
+		.tls_pin = sec->tls_pin,
+		.https = seeds && seeds->n && seeds->https == 1};
 	char err[512];
 
 	if (seeds && seeds->n && seeds->https == 0 &&

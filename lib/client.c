@@ -10,6 +10,7 @@
 #include "cache/cache.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "metadata/auth.h"
 #include "metadata/control.h"
 #include "metadata/manifest.h"
 #include "metadata/registry.h"
@@ -99,12 +100,11 @@ int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 					  SFS_REPLICA_SEEDS_MAX, &c->nseeds,
 					  &https, err, errlen)))
 		goto err_free;
-	const char *tf =
-		cfg->token_file ? cfg->token_file : getenv("SEEDFS_TOKEN_FILE");
-	struct sfs_control_cred_cfg cc = {.token_file = tf && *tf ? tf : NULL,
-					  .tls_ca = cfg->tls_ca,
-					  .tls_pin = cfg->tls_pin,
-					  .https = https == 1};
+	struct sfs_control_cred_cfg cc = {
+		.token_file = sfs_auth_file(cfg->token_file),
+		.tls_ca = cfg->tls_ca,
+		.tls_pin = cfg->tls_pin,
+		.https = https == 1};
 	if ((rc = sfs_control_cred_new(&cc, &c->cred, err, errlen)))
 		goto err_free;
 	if (cfg->registry) {

@@ -89,10 +89,8 @@ int sfs_pub_new(const struct sfs_pub_cfg *cfg, struct sfs_pub **out, char *err,
 	pthread_mutex_init(&p->lock, NULL);
 	if (sfs_cond_init(&p->cond))
 		goto err_free;
-	const char *tf =
-		cfg->token_file ? cfg->token_file : getenv("SEEDFS_TOKEN_FILE");
-	if (tf && *tf &&
-	    (rc = sfs_auth_load(tf, "token_file", &p->auth, err, errlen)))
+	const char *tf = sfs_auth_file(cfg->token_file);
+	if (tf && (rc = sfs_auth_load(tf, "token_file", &p->auth, err, errlen)))
 		goto err_free;
 	if (!cfg->tls_cert != !cfg->tls_key) {
 		snprintf(err, errlen, "tls_cert and tls_key go together");

@@ -238,6 +238,12 @@ void sfs_auth_free(struct sfs_auth *a)
 	free(a);
 }
 
+const char *sfs_auth_file(const char *given)
+{
+	const char *f = given ? given : getenv("SEEDFS_TOKEN_FILE");
+	return f && *f ? f : NULL;
+}
+
 const char *sfs_auth_path(const struct sfs_auth *a)
 {
 	return a->path;

@@ -44,6 +44,10 @@ int sfs_auth_reload(struct sfs_auth *a, int *changed, char *err, size_t errlen);
 /* sfs_auth_free - wipe and free.  NULL is fine. */
 void sfs_auth_free(struct sfs_auth *a);
 
+/* sfs_auth_file - the token file to use: @given, else what
+ * $SEEDFS_TOKEN_FILE names; NULL for none (or empty) [borrowed]. */
+const char *sfs_auth_file(const char *given);
+
 /* The file it reads [borrowed, lives as long as @a]. */
 const char *sfs_auth_path(const struct sfs_auth *a);
 

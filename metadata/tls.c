@@ -27,19 +27,16 @@ struct sfs_tls_pair {
 /* @digest (32 bytes) as "sha256//BASE64". */
 static int pin_text(const uint8_t *digest, char *out, size_t len)
 {
-	gnutls_datum_t in = {.data = (unsigned char *)digest, .size = 32}, b;
-	if (gnutls_base64_encode2(&in, &b))
-		return -ENOMEM;
-	int n = snprintf(out, len, "sha256//%.*s", (int)b.size,
-			 (const char *)b.data);
-	gnutls_free(b.data);
+	char b64[48]; /* sfs_b64_enc_len(32) is 45 */
+	sfs_b64_encode(digest, 32, b64);
+	int n = snprintf(out, len, "sha256//%s", b64);
 	return n < 0 || (size_t)n >= len ? -ENOBUFS : 0;
 }
 
 int sfs_tls_parse_pin(const char *text, char *out, size_t len, char *err,
 		      size_t errlen)
 {
-	uint8_t d[32];
+	uint8_t d[33]; /* 44 base64 characters decode into up to 33 */
 	size_t n = 0;
 
 	if (!text || !*text) {
@@ -47,15 +44,9 @@ int sfs_tls_parse_pin(const char *text, char *out, size_t len, char *err,
 		return -EINVAL;
 	}
 	if (!strncmp(text, "sha256//", 8)) {
-		gnutls_datum_t in = {.data = (unsigned char *)text + 8,
-				     .size = (unsigned int)strnlen(text + 8,
-								   64)},
-			       b = {0};
-		int ok = in.size == 44 && !gnutls_base64_decode2(&in, &b) &&
-			 b.size == 32;
-		if (ok)
-			memcpy(d, b.data, 32);
-		gnutls_free(b.data);
+		size_t l = strnlen(text + 8, 64), got = 0;
+		int ok = l == 44 && !sfs_b64_decode(text + 8, l, d, &got) &&
+			 got == 32;
 		if (!ok) {
 			snprintf(err, errlen,
 				 "--tls-pin: after sha256// comes the base64 "

@@ -43,6 +43,8 @@
 #ifndef SFS_CACHE_H
 #define SFS_CACHE_H
 
+#include "common/metrics.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -124,6 +126,8 @@ struct sfs_cache_stats {
 	uint64_t disk_hits, disk_bytes_read;
 	uint64_t disk_stores, disk_bytes_written;
 	uint64_t disk_skipped, disk_errors, disk_timeouts, disk_queue;
+	/* Pulls from post to verified bytes (not inline ones). */
+	struct sfs_hist pull_latency;
 };
 
 enum sfs_peer_state {

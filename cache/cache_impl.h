@@ -68,6 +68,7 @@ struct sfs_chunk {
 	uint32_t holder; /* LOADING: whose pieces were read */
 	uint64_t seq;	 /* LOADING: post order on its peer */
 	uint64_t posted_ms;
+	uint64_t posted_ns;    /* LOADING: for the latency histogram */
 	uint64_t queued_ms;    /* QUEUED: since */
 	uint64_t overtaken_ms; /* LOADING: a later post completed first */
 	int orphan; /* LOADING, but out of the hash: its slot waits for the

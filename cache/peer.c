@@ -531,7 +531,8 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		ch->peer = pi;
 		ch->holder = hi;
 		ch->seq = ++p->post_seq;
-		ch->posted_ms = sfs_now_ms();
+		ch->posted_ns = sfs_now_ns();
+		ch->posted_ms = ch->posted_ns / 1000000u;
 		ch->overtaken_ms = 0;
 		sfs_list_add_tail(&p->loading, ch);
 		p->inflight++;
@@ -824,6 +825,9 @@ void sfs_peer_on_pulled(void *arg, int status)
 			}
 			c->st.pulls++;
 			c->st.bytes_pulled += ch->len;
+			sfs_hist_observe(&c->st.pull_latency,
+					 (sfs_now_ns() - ch->posted_ns) /
+						 1000u);
 			if (s->disk && s->objs[ch->obj].xxh3 && !ch->dst)
 				sfs_cache_store_later(c, ch);
 		} else {

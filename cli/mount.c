@@ -56,6 +56,7 @@ struct mount_opts {
 	char *tls_pin;
 	char *tls_cert;
 	char *tls_key;
+	char *metrics_listen;
 	int reseed;
 	int no_verify;
 	int prefetch;
@@ -95,6 +96,7 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--tls-pin=%s", tls_pin),
 	OPT("--tls-cert=%s", tls_cert),
 	OPT("--tls-key=%s", tls_key),
+	OPT("--metrics-listen=%s", metrics_listen),
 	{"--reseed", offsetof(struct mount_opts, reseed), 1},
 	{"nonempty", offsetof(struct mount_opts, nonempty), 1},
 	{"direct_io", offsetof(struct mount_opts, direct_io), 1},
@@ -168,6 +170,7 @@ struct mount_cfg {
 	struct sfs_require *require; /* owned; NULL: show every source */
 	const char *require_text;
 	const char *reseed;	     /* serve what it holds here, or NULL */
+	const char *metrics_listen;  /* GET /metrics here, or NULL */
 	struct sfs_reg_cfg registry; /* .url NULL: none */
 	uint64_t start_ms;	     /* when the command started (monotonic) */
 	struct sfs_control_cred *cred;	 /* owned: token and TLS */
@@ -263,6 +266,10 @@ static void usage(void)
 	       "                           asks for the same token\n"
 	       "    --tls-cert FILE        with --reseed and TLS, its control\n"
 	       "    --tls-key FILE         port's PEM certificate and key\n"
+	       "    --metrics-listen HOST:PORT  also answer GET /metrics\n"
+	       "                           (Prometheus text, as .seedfs/metrics)\n"
+	       "                           there, behind the token when one is\n"
+	       "                           given\n"
 	       "    -o nonempty            mount over a directory that is not\n"
 	       "                           empty (refused otherwise)\n"
 	       "    -o direct_io           model files bypass the page cache:\n"
@@ -433,6 +440,7 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 			      .tls_pin = o->tls_pin};
 	if (cli_cred(&sec, &c->seeds, "seedfs mount", &c->cred))
 		return -EINVAL;
+	c->metrics_listen = o->metrics_listen;
 	if (o->reseed) {
 		char h[256], pt[16], err[512];
 		int token = sfs_control_cred_auth(c->cred) != NULL;
@@ -519,7 +527,8 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		.who = "seedfs mount",
 		.reseed = c->reseed,
 		.cred = c->cred,
-		.reseed_tls = c->reseed_tls};
+		.reseed_tls = c->reseed_tls,
+		.metrics_listen = c->metrics_listen};
 	struct sfs_serve_cfg sc = {.read_ahead_kb = c->read_ahead_kb,
 				   .max_background = c->max_background,
 				   .prefetch = c->prefetch,

@@ -320,7 +320,7 @@ static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
 	h->kind = n->kind;
 	h->path = n->path;
 	h->size = n->size;
-	if (n->kind != SFS_NODE_STATUS) {
+	if (n->kind != SFS_NODE_STATUS && n->kind != SFS_NODE_METRICS) {
 		if (sfs_replica_ref(fs->r, n->owner))
 			return ESTALE;
 		h->view = n->owner;
@@ -363,7 +363,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * while the seed does not). */
 	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
-	int status = n && n->kind == SFS_NODE_STATUS;
+	int status = n && (n->kind == SFS_NODE_STATUS ||
+			   n->kind == SFS_NODE_METRICS);
 	pthread_rwlock_unlock(fs->lock);
 	if (!status)
 		sfs_replica_revalidate(fs->r, ino);
@@ -384,6 +385,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!err && h->kind == SFS_NODE_STATUS) {
 		/* A snapshot per open, read to EOF whatever stat says. */
 		int rc = sfs_replica_status(fs->r, &h->text, &h->size);
+		err = -rc;
+		fi->direct_io = 1;
+	}
+	if (!err && h->kind == SFS_NODE_METRICS) {
+		int rc = sfs_replica_metrics(fs->r, &h->text, &h->size);
 		err = -rc;
 		fi->direct_io = 1;
 	}
@@ -462,7 +468,8 @@ static void reply_read(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 		return;
 	}
 	size_t n = (size_t)SFS_MIN((uint64_t)size, h->size - (uint64_t)off);
-	if (h->kind == SFS_NODE_STATUS || h->kind == SFS_NODE_TJSON)
+	if (h->kind == SFS_NODE_STATUS || h->kind == SFS_NODE_METRICS ||
+	    h->kind == SFS_NODE_TJSON)
 		fuse_reply_buf(req, h->text + off, n);
 	else if (h->kind == SFS_NODE_BLOB)
 		fuse_reply_buf(req, (const char *)h->blob + off, n);

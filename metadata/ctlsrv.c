@@ -10,6 +10,7 @@
 #include "metadata/tls.h"
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -53,8 +54,54 @@ struct sfs_ctlsrv {
 	int thread_started;
 	atomic_bool stop;
 	struct srv_conn *conns; /* the loop thread's */
+	/* Requests by route (c->routes' order, then "other") and code
+	 * (ctl_codes' order, then any other): written by the loop thread,
+	 * read by any. */
+	const char *routes[CTLSRV_ROUTES_MAX];
+	size_t nroutes;
+	atomic_uint_fast64_t answered[CTLSRV_ROUTES_MAX + 1][9];
 	uint64_t cut, cut_logged_ms;
 };
+
+static const unsigned int ctl_codes[8] = {200, 400, 401, 404,
+					  405, 413, 500, 503};
+
+/* One more request to @url answered with @code. */
+static void count(struct sfs_ctlsrv *c, const char *url, unsigned int code)
+{
+	size_t r = 0, k = 0;
+	while (r < c->nroutes && strcmp(c->routes[r], url))
+		r++;
+	while (k < 8 && ctl_codes[k] != code)
+		k++;
+	atomic_fetch_add_explicit(&c->answered[r][k], 1, memory_order_relaxed);
+}
+
+void sfs_ctlsrv_metrics(const struct sfs_ctlsrv *c, struct sfs_metrics *m,
+			const char *name)
+{
+	struct sfs_ctlsrv *s = (struct sfs_ctlsrv *)c;
+	char code[16];
+	sfs_metrics_family(m, name, "counter",
+			   "Control port requests answered, by route and "
+			   "status code.");
+	for (size_t r = 0; r <= s->nroutes; r++) {
+		for (size_t k = 0; k < 9; k++) {
+			uint64_t n = atomic_load_explicit(&s->answered[r][k],
+							  memory_order_relaxed);
+			if (!n && k)
+				continue; /* 200 always, the others once seen */
+			if (k < 8)
+				snprintf(code, sizeof(code), "%u",
+					 ctl_codes[k]);
+			else
+				snprintf(code, sizeof(code), "other");
+			sfs_metrics_u64(m, name, n, "route",
+					r < s->nroutes ? s->routes[r] : "other",
+					"code", code, NULL);
+		}
+	}
+}
 
 /* The request on @conn is answered: its deadline no longer runs. */
 static void answering(struct MHD_Connection *conn)
@@ -138,6 +185,7 @@ static enum MHD_Result answer(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
 	}
 	MHD_add_response_header(r, "Content-Type",
 				resp.type ? resp.type : "text/plain");
+	count(c, url, resp.status);
 	enum MHD_Result ret = MHD_queue_response(conn, resp.status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -184,6 +232,7 @@ static int refuse(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
 		return 1;
 	}
 	answering(conn);
+	count(c, url, MHD_HTTP_UNAUTHORIZED);
 	MHD_add_response_header(r, "Content-Type", "text/plain");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 				rc == -EACCES ? "Bearer realm=\"seedfs\", "
@@ -410,6 +459,10 @@ int sfs_ctlsrv_start(const struct sfs_ctlsrv_cfg *cfg, sfs_ctl_handler fn,
 	c->arg = arg;
 	c->body_max = cfg->body_max;
 	c->auth = cfg->auth;
+	for (size_t i = 0;
+	     cfg->routes && cfg->routes[i] && c->nroutes < CTLSRV_ROUTES_MAX;
+	     i++)
+		c->routes[c->nroutes++] = cfg->routes[i];
 	c->fd = listen_on(host, port, &family, bound_port, err, errlen);
 	if (c->fd < 0) {
 		int rc = c->fd;

@@ -76,7 +76,13 @@ struct sfs_ctlsrv_cfg {
 	/* Serve HTTPS with this certificate and key, or NULL: plain HTTP.
 	 * [borrowed, outlives the server] */
 	const struct sfs_tls_pair *tls;
+	/* The routes counted by name in sfs_ctlsrv_metrics (at most
+	 * CTLSRV_ROUTES_MAX, NULL-terminated; the others count as
+	 * "other"), or NULL. [borrowed, outlives the server] */
+	const char *const *routes;
 };
+
+#define CTLSRV_ROUTES_MAX 16
 
 /*
  * sfs_ctlsrv_start - bind @cfg->host:@cfg->port, fill *bound_port, and
@@ -90,6 +96,16 @@ int sfs_ctlsrv_start(const struct sfs_ctlsrv_cfg *cfg, sfs_ctl_handler fn,
 /* sfs_ctlsrv_refused - requests refused for want of the token so far.
  * Thread safe. */
 uint64_t sfs_ctlsrv_refused(const struct sfs_ctlsrv *s);
+
+struct sfs_metrics;
+
+/*
+ * sfs_ctlsrv_metrics - the requests answered so far, by route and
+ * status code, as counter @name (labels route, code) into @m.  Thread
+ * safe.
+ */
+void sfs_ctlsrv_metrics(const struct sfs_ctlsrv *s, struct sfs_metrics *m,
+			const char *name);
 
 /* sfs_ctlsrv_loopback - whether --listen host @host reaches this host
  * only (127.0.0.0/8, ::1, "localhost"); "" and wildcards do not. */

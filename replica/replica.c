@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 /* The first model @s lists (or cfg.only, if it lists that), into
@@ -219,6 +220,9 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 	if (c->reseed &&
 	    (rc = sfs_reseed_start(r, c->reseed, &r->reseed, err, errlen)))
 		return rc;
+	if (c->metrics_listen &&
+	    (rc = metrics_serve(r, c->metrics_listen, err, errlen)))
+		return rc;
 	if ((rc = -pthread_create(&r->sweeper, NULL, model_sweeper, r))) {
 		snprintf(err, errlen, "thread: %s", strerror(-rc));
 		return rc;
@@ -254,6 +258,10 @@ int sfs_replica_open(const struct sfs_replica_cfg *cfg,
 	r->cfg = *cfg;
 	if (!r->cfg.who)
 		r->cfg.who = "seedfs";
+	if (getrandom(&r->instance, sizeof(r->instance), 0) !=
+		    sizeof(r->instance) ||
+	    !r->instance)
+		r->instance = sfs_now_ns() | 1;
 	pthread_rwlock_init(&r->tree_lock, NULL);
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_mutex_init(&r->xlock, NULL);
@@ -347,6 +355,7 @@ void sfs_replica_close(struct sfs_replica *r)
 	if (!r)
 		return;
 	sfs_replica_stop(r);
+	metrics_stop(r);
 	/* Others read the slab through the re-seeding transport: it goes
 	 * first (its routes read the models, too). */
 	sfs_reseed_stop(r->reseed);

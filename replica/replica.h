@@ -74,6 +74,9 @@ struct sfs_replica_cfg {
 	/* With reseed and TLS: the re-seeder's certificate and key.
 	 * [borrowed] */
 	const struct sfs_tls_pair *reseed_tls;
+	/* Answer GET /metrics (and /v1/health) on this HOST:PORT, behind
+	 * cred's token when it has one, or NULL. [borrowed] */
+	const char *metrics_listen;
 };
 
 /*
@@ -245,6 +248,18 @@ void sfs_replica_set_ahead(struct sfs_replica *r, uint64_t min, uint64_t max);
  * replica.  Returns 0 or -ENOMEM.  (status.c)
  */
 int sfs_replica_status(void *arg, char **text, size_t *len);
+
+/*
+ * sfs_replica_metrics - .seedfs/metrics and --metrics-listen's GET
+ * /metrics: the same numbers as Prometheus text (docs/metrics.md).
+ * *text [new, free()].  Returns 0 or -ENOMEM.  Thread safe.
+ * (metrics.c)
+ */
+int sfs_replica_metrics(void *arg, char **text, size_t *len);
+
+/* sfs_replica_metrics_address - where --metrics-listen answers
+ * ("HOST:PORT", the port bound), or NULL [borrowed]. */
+const char *sfs_replica_metrics_address(const struct sfs_replica *r);
 
 /*
  * sfs_replica_serve_control - start the mount's control socket (seedfs

@@ -158,6 +158,7 @@ struct rsrc {
 struct sfs_replica {
 	struct sfs_replica_cfg cfg; /* strings borrowed from the caller */
 	char proto[32];		    /* the protocol read through */
+	uint64_t instance; /* this replica's run, in reports to seeds */
 	struct sfs_xport *x;
 	pthread_mutex_t xlock; /* connecting and reconnecting peers */
 	struct sfs_disk *disk;
@@ -179,9 +180,11 @@ struct sfs_replica {
 	void (*inval)(void *arg, uint64_t ino); /* protected by lock */
 	void *inval_arg;
 	struct sfs_mctl *ctl;
-	struct sfs_reseed *reseed; /* --reseed, or NULL */
-	struct sfs_fleet *fleet;   /* --registry, or NULL */
-	uint64_t ra_min, ra_max;   /* read-ahead window; ra_max 0: off */
+	struct sfs_reseed *reseed;	/* --reseed, or NULL */
+	struct sfs_ctlsrv *metrics_srv; /* --metrics-listen, or NULL */
+	char metrics_addr[300];
+	struct sfs_fleet *fleet; /* --registry, or NULL */
+	uint64_t ra_min, ra_max; /* read-ahead window; ra_max 0: off */
 	/* status */
 	uint64_t mounted_ns; /* monotonic */
 	time_t mounted;	     /* wall clock */
@@ -307,6 +310,12 @@ void fleet_free(struct sfs_replica *r);
 int fleet_healthy(struct sfs_replica *r);
 /* fleet_lists - 1 when some record names model @name. */
 int fleet_lists(struct sfs_replica *r, const char *name);
+/* metrics.c: --metrics-listen's port (0 or -errno with @err), and
+ * its end (NULL is fine). */
+int metrics_serve(struct sfs_replica *r, const char *listen, char *err,
+		  size_t errlen);
+void metrics_stop(struct sfs_replica *r);
+
 /* fleet_status - lines for .seedfs/status into @buf. */
 void fleet_status(struct sfs_replica *r, char *buf, size_t len);
 

@@ -30,6 +30,7 @@
 
 #include "cache/cache.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "metadata/control.h"
 #include "metadata/ctlsrv.h"
@@ -490,8 +491,12 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 			    &rs->raw_len);
 	rs->keep_ms = 3 * RSRC_POLL_MS + r->cfg.timeout_ms;
 	unsigned int bound;
+	static const char *const routes[] = {"/v1/models",   "/v1/manifest",
+					     "/v1/holdings", "/v1/connect",
+					     "/v1/health",   NULL};
 	struct sfs_ctlsrv_cfg sc = {.host = host,
 				    .port = port,
+				    .routes = routes,
 				    .body_max = RESEED_BODY_MAX,
 				    .auth = sfs_control_cred_auth(r->cfg.cred),
 				    .tls = r->cfg.reseed_tls};
@@ -570,4 +575,11 @@ void sfs_reseed_stop(struct sfs_reseed *rs)
 	pthread_cond_destroy(&rs->cond);
 	pthread_mutex_destroy(&rs->lock);
 	free(rs);
+}
+
+void sfs_reseed_metrics(const struct sfs_reseed *rs, struct sfs_metrics *m)
+{
+	if (rs)
+		sfs_ctlsrv_metrics(rs->srv, m,
+				   "seedfs_reseed_control_requests_total");
 }

@@ -28,6 +28,12 @@ const char *sfs_reseed_address(const struct sfs_reseed *rs);
  * replica that finds itself among its sources knows it by this. */
 uint64_t sfs_reseed_instance(const struct sfs_reseed *rs);
 
+struct sfs_metrics;
+
+/* sfs_reseed_metrics - its control port's requests by route and code
+ * into @m (nothing for NULL).  Thread safe. */
+void sfs_reseed_metrics(const struct sfs_reseed *rs, struct sfs_metrics *m);
+
 /* sfs_reseed_stop - stop answering and announcing, quiesce its
  * transport, deregister the slab.  Before the cache goes.  NULL is
  * fine. */

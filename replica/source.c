@@ -184,12 +184,25 @@ out:
 int rsrc_list(struct rsrc *s, unsigned int timeout_ms, struct rsrc_answer *a,
 	      char *err, size_t errlen)
 {
+	struct sfs_replica *r = s->r;
+	struct sfs_cache_peer_info pi;
+	char path[160] = "/v1/models";
 	char *body;
 	size_t len;
 	memset(a, 0, sizeof(*a));
-	int rc = sfs_control_get(s->r->cfg.cred, s->addr, "/v1/models",
-				 timeout_ms, MODELS_MAX_BYTES, &body, &len, err,
-				 errlen);
+	/* What this replica read from @s so far, for the seed's metrics
+	 * (seed/ctl.c): r->proto is set once, before any peer exists. */
+	pthread_mutex_lock(&s->lock);
+	uint32_t cpeer = s->cpeer;
+	pthread_mutex_unlock(&s->lock);
+	if (cpeer != SFS_CACHE_NONE && r->cache &&
+	    !sfs_cache_peer(r->cache, cpeer, &pi))
+		snprintf(path, sizeof(path),
+			 "/v1/models?replica=%016" PRIx64
+			 "&protocol=%s&read_bytes=%" PRIu64,
+			 r->instance, r->proto, pi.bytes);
+	int rc = sfs_control_get(r->cfg.cred, s->addr, path, timeout_ms,
+				 MODELS_MAX_BYTES, &body, &len, err, errlen);
 	if (rc)
 		return rc;
 	rc = parse_models(body, len, a, err, errlen);

@@ -210,6 +210,8 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 			sfs_reseed_address(r->reseed));
 	if (r->control)
 		fprintf(f, "control: %s\n", r->control);
+	if (r->metrics_srv)
+		fprintf(f, "metrics: http://%s/metrics\n", r->metrics_addr);
 	size_t older = 0;
 	for (size_t i = 0; i < nmodels; i++)
 		render_model(f, r, r->models[i], &older);

@@ -418,6 +418,8 @@ int sfs_tree_add_status(struct sfs_tree *t)
 	int rc = add_node(t, SFS_ROOT_INO, SFS_MF_RESERVED, SFS_NODE_DIR, &dbg);
 	if (!rc)
 		rc = add_node(t, dbg, "status", SFS_NODE_STATUS, &ino);
+	if (!rc)
+		rc = add_node(t, dbg, "metrics", SFS_NODE_METRICS, &ino);
 	return rc;
 }
 

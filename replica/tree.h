@@ -28,11 +28,12 @@
 
 enum sfs_node_kind {
 	SFS_NODE_DIR,
-	SFS_NODE_FILE,	 /* a manifest file: bytes come from extents */
-	SFS_NODE_TENSOR, /* a tensor's bytes: a range of a manifest file */
-	SFS_NODE_BLOB,	 /* bytes held in memory (debug view) */
-	SFS_NODE_STATUS, /* rendered when opened: .seedfs/status */
-	SFS_NODE_TJSON,	 /* rendered when opened: a tensor's .json */
+	SFS_NODE_FILE,	  /* a manifest file: bytes come from extents */
+	SFS_NODE_TENSOR,  /* a tensor's bytes: a range of a manifest file */
+	SFS_NODE_BLOB,	  /* bytes held in memory (debug view) */
+	SFS_NODE_STATUS,  /* rendered when opened: .seedfs/status */
+	SFS_NODE_METRICS, /* the same: .seedfs/metrics (Prometheus) */
+	SFS_NODE_TJSON,	  /* rendered when opened: a tensor's .json */
 };
 
 struct sfs_node {
@@ -104,7 +105,8 @@ int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
 int sfs_tree_hide_model(struct sfs_tree *t, const char *name, uint64_t **sup,
 			size_t *nsup);
 
-/* sfs_tree_add_status - the mount's own MOUNTPOINT/.seedfs/status.
+/* sfs_tree_add_status - the mount's own MOUNTPOINT/.seedfs/status and
+ * .seedfs/metrics.
  * Returns 0 or -ENOMEM. */
 int sfs_tree_add_status(struct sfs_tree *t);
 

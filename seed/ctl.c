@@ -10,27 +10,175 @@
  *   curl http://seedhost:7070/v1/sources        re-seeders that announced
  *   POST /v1/connect?protocol=rdma              a replica's connection
  *   POST /v1/announce                           a re-seeder: here I am
+ *   curl http://seedhost:7070/metrics           Prometheus text
+ *
+ * A replica's GET /v1/models may carry ?replica=ID&protocol=P&read_bytes=N:
+ * what it has read from this seed so far.  One-sided reads do not pass
+ * through the seed's CPU, so the metrics' bytes served are what replicas
+ * report (as a BitTorrent tracker counts uploads).
  */
 #include "seed.h"
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "metadata/ctlsrv.h"
 #include "transports/transport.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CTL_BODY_MAX 4096 /* hellos and announcements */
+#define CTL_BODY_MAX 4096     /* hellos and announcements */
+#define CTL_REPLICAS_MAX 1024 /* replicas whose reports are kept */
+#define CTL_REPLICA_TTL_MS 15000
+
+static const char *const ctl_routes[] = {
+	"/v1/models",	"/v1/manifest", "/v1/generation",
+	"/v1/sources",	"/v1/health",	"/v1/connect",
+	"/v1/announce", "/metrics",	NULL,
+};
+
+/* What a replica last reported; the control thread's alone. */
+struct ctl_replica {
+	uint64_t id, last_ms, read_bytes;
+	size_t proto; /* index in the protocols seen */
+};
 
 struct sfs_ctl {
 	struct sfs_ctlsrv *srv;
 	struct sfs_seed *seed;
+	/* The control thread's alone (handlers run on it): */
+	struct ctl_replica replicas[CTL_REPLICAS_MAX];
+	size_t nreplicas;
+	char protos[8][32]; /* protocols replicas reported reading with */
+	uint64_t read_bytes[8];
+	size_t nprotos;
+	uint64_t connects_ok, connects_failed;
 };
+
+/* The protocol @p (a registry name) as an index into c->protos, or -1. */
+static int proto_index(struct sfs_ctl *c, const char *p)
+{
+	for (size_t i = 0; i < c->nprotos; i++)
+		if (!strcmp(c->protos[i], p))
+			return (int)i;
+	if (!sfs_xport_known(p, NULL, 0) || c->nprotos == 8 ||
+	    strlen(p) >= sizeof(c->protos[0]))
+		return -1;
+	snprintf(c->protos[c->nprotos], sizeof(c->protos[0]), "%s", p);
+	return (int)c->nprotos++;
+}
+
+/* ?replica=ID&protocol=P&read_bytes=N on GET /v1/models: untrusted
+ * (whoever holds the token may say anything), so it moves counters
+ * only, never what is served. */
+static void note_report(struct sfs_ctl *c, const struct sfs_ctl_req *req)
+{
+	const char *id_s = sfs_ctl_arg(req, "replica"),
+		   *p = sfs_ctl_arg(req, "protocol"),
+		   *b = sfs_ctl_arg(req, "read_bytes");
+	uint64_t id, bytes, now = sfs_now_ms();
+	char *end;
+	int pi;
+	if (!id_s || !p || !b || sfs_parse_u64(b, &bytes))
+		return;
+	errno = 0;
+	id = strtoull(id_s, &end, 16);
+	if (errno || end == id_s || *end || !id || (pi = proto_index(c, p)) < 0)
+		return;
+	struct ctl_replica *r = NULL, *oldest = NULL;
+	for (size_t i = 0; i < c->nreplicas && !r; i++) {
+		if (c->replicas[i].id == id)
+			r = &c->replicas[i];
+		else if (!oldest || c->replicas[i].last_ms < oldest->last_ms)
+			oldest = &c->replicas[i];
+	}
+	if (!r && c->nreplicas < CTL_REPLICAS_MAX) {
+		r = &c->replicas[c->nreplicas++];
+		memset(r, 0, sizeof(*r));
+	} else if (!r && now - oldest->last_ms > CTL_REPLICA_TTL_MS) {
+		r = oldest; /* its bytes stay counted */
+		memset(r, 0, sizeof(*r));
+	}
+	if (!r)
+		return; /* CTL_REPLICAS_MAX reporting at once */
+	if (r->id != id || r->proto != (size_t)pi)
+		r->read_bytes = 0;
+	/* A count that went back (a restart with the same id) starts
+	 * afresh. */
+	c->read_bytes[pi] +=
+		bytes >= r->read_bytes ? bytes - r->read_bytes : bytes;
+	r->id = id;
+	r->proto = (size_t)pi;
+	r->read_bytes = bytes;
+	r->last_ms = now;
+}
+
+static int metrics_reply(struct sfs_ctl *c, struct sfs_ctl_resp *resp)
+{
+	struct sfs_metrics *m = sfs_metrics_new();
+	uint64_t now = sfs_now_ms();
+	int rc;
+
+	sfs_metrics_family(m, "seedfs_seed_info", "gauge",
+			   "This seed: version, protocols served.");
+	sfs_metrics_u64(m, "seedfs_seed_info", 1, "version", SEEDFS_VERSION,
+			"protocols", sfs_seed_protocol(c->seed), NULL);
+	sfs_metrics_family(m, "seedfs_seed_read_bytes_total", "counter",
+			   "Bytes replicas report having read from this "
+			   "seed, by protocol (one-sided reads bypass the "
+			   "seed's CPU).");
+	sfs_metrics_family(m, "seedfs_seed_replicas", "gauge",
+			   "Replicas that reported in the last 15 s, by "
+			   "protocol.");
+	for (size_t p = 0; p < c->nprotos; p++)
+		sfs_metrics_u64(m, "seedfs_seed_read_bytes_total",
+				c->read_bytes[p], "protocol", c->protos[p],
+				NULL);
+	for (size_t p = 0; p < c->nprotos; p++) {
+		uint64_t live = 0;
+		for (size_t i = 0; i < c->nreplicas; i++)
+			live += c->replicas[i].proto == p &&
+				now - c->replicas[i].last_ms <=
+					CTL_REPLICA_TTL_MS;
+		sfs_metrics_u64(m, "seedfs_seed_replicas", live, "protocol",
+				c->protos[p], NULL);
+	}
+	sfs_metrics_family(m, "seedfs_seed_connections_total", "counter",
+			   "Connection exchanges (raw verbs queue pairs) by "
+			   "result.");
+	sfs_metrics_u64(m, "seedfs_seed_connections_total", c->connects_ok,
+			"result", "accepted", NULL);
+	sfs_metrics_u64(m, "seedfs_seed_connections_total", c->connects_failed,
+			"result", "refused", NULL);
+	sfs_seed_metrics(c->seed, m);
+	sfs_ctlsrv_metrics(c->srv, m, "seedfs_seed_control_requests_total");
+	uint64_t publish, withdrawn;
+	sfs_seed_errors(c->seed, &publish, &withdrawn);
+	sfs_metrics_family(m, "seedfs_seed_errors_total", "counter",
+			   "Errors by kind: requests without the right token, "
+			   "refused connection exchanges, failed republishes, "
+			   "files withdrawn.");
+	sfs_metrics_u64(m, "seedfs_seed_errors_total",
+			sfs_ctlsrv_refused(c->srv), "kind", "unauthorized",
+			NULL);
+	sfs_metrics_u64(m, "seedfs_seed_errors_total", c->connects_failed,
+			"kind", "connect", NULL);
+	sfs_metrics_u64(m, "seedfs_seed_errors_total", publish, "kind",
+			"publish", NULL);
+	sfs_metrics_u64(m, "seedfs_seed_errors_total", withdrawn, "kind",
+			"withdrawn", NULL);
+	if ((rc = sfs_metrics_finish(m, &resp->body, &resp->body_len)))
+		return rc;
+	resp->status = MHD_HTTP_OK;
+	resp->type = SFS_METRICS_TYPE;
+	return 0;
+}
 
 static int connect_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 			 struct sfs_ctl_resp *resp)
@@ -44,6 +192,10 @@ static int connect_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 	int rc = sfs_seed_accept(c->seed, sfs_ctl_arg(req, "protocol"),
 				 req->body, req->body_len, req->client, reply,
 				 &rlen);
+	if (rc)
+		c->connects_failed++;
+	else
+		c->connects_ok++;
 	if (rc == -EPROTONOSUPPORT)
 		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
 				    "this seed takes no connection for that "
@@ -175,6 +327,7 @@ static int handle(void *arg, const struct sfs_ctl_req *req,
 		return 0;
 	}
 	if (!strcmp(req->url, "/v1/models")) {
+		note_report(c, req);
 		if ((rc = sfs_seed_models(c->seed, &json, &len)))
 			return rc;
 		sfs_ctl_json(resp, json, len);
@@ -188,6 +341,8 @@ static int handle(void *arg, const struct sfs_ctl_req *req,
 	}
 	if (!strcmp(req->url, "/v1/health"))
 		return sfs_ctl_text(resp, MHD_HTTP_OK, "ok\n");
+	if (!strcmp(req->url, "/metrics"))
+		return metrics_reply(c, resp);
 	return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
 			    "not found; try /v1/models or /v1/manifest\n");
 }
@@ -202,6 +357,7 @@ int sfs_ctl_start(struct sfs_seed *s, const struct sfs_ctlsrv_cfg *cfg,
 	c->seed = s;
 	struct sfs_ctlsrv_cfg sc = *cfg;
 	sc.body_max = CTL_BODY_MAX;
+	sc.routes = ctl_routes;
 	int rc = sfs_ctlsrv_start(&sc, handle, c, &c->srv, bound_port, err,
 				  errlen);
 	if (rc) {

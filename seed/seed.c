@@ -9,6 +9,7 @@
 #include "seed.h"
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "metadata/manifest.h"
 #include "metadata/identity.h"
@@ -40,6 +41,9 @@ struct seed_model {
 	size_t ngens;			      /* protected by s->lock */
 	struct seed_gen *gens[SEED_MAX_GENS]; /* protected by s->lock; the
 						 last one is current */
+	/* Republishes by result, and files withdrawn (changed under the
+	 * seed); protected by s->lock. */
+	uint64_t published, unchanged, failed, withdrawn;
 };
 
 struct sfs_seed {
@@ -351,6 +355,9 @@ int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
 	}
 	if (rc) {
 		seed_gen_free(g);
+		pthread_mutex_lock(&s->lock);
+		mo->failed++;
+		pthread_mutex_unlock(&s->lock);
 		return rc;
 	}
 	pthread_mutex_lock(&s->lock);
@@ -358,6 +365,7 @@ int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
 	int same = s->cfg.keep_unchanged && g->m->content == cur->m->content;
 	for (size_t k = 0; same && k < cur->nfiles; k++)
 		same = !cur->files[k].withdrawn;
+	mo->unchanged += same;
 	pthread_mutex_unlock(&s->lock);
 	if (same) {
 		/* The same bytes: replicas keep what they have (and a
@@ -371,6 +379,7 @@ int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
 	}
 	pthread_mutex_lock(&s->lock);
 	if (mo->ngens == SEED_MAX_GENS) {
+		mo->failed++;
 		pthread_mutex_unlock(&s->lock);
 		snprintf(err, errlen,
 			 "%d generations are still served; wait for the "
@@ -382,6 +391,7 @@ int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
 	cur = mo->gens[mo->ngens - 1];
 	cur->expires_ms = sfs_now_ms() + (uint64_t)s->cfg.grace_s * 1000;
 	mo->gens[mo->ngens++] = g;
+	mo->published++;
 	uint64_t old = cur->number;
 	pthread_mutex_unlock(&s->lock);
 	watch_gen(s, g);
@@ -509,6 +519,9 @@ int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed)
 							 ev->wd);
 				if (k && changed && mi < 64)
 					*changed |= 1ull << mi;
+				pthread_mutex_lock(&s->lock);
+				s->models[mi].withdrawn += (uint64_t)k;
+				pthread_mutex_unlock(&s->lock);
 				withdrawn += k;
 			}
 		}
@@ -711,6 +724,92 @@ int sfs_seed_sources(struct sfs_seed *s, char **buf, size_t *len)
 		return -ENOMEM;
 	*len = strlen(*buf);
 	return 0;
+}
+
+/* One model's numbers, for the metrics. */
+struct model_nums {
+	const char *name;
+	uint64_t v[9];
+};
+
+/* What model @mo serves (s->lock held), in sfs_seed_metrics' order. */
+static void model_nums(const struct seed_model *mo, struct model_nums *n)
+{
+	const struct seed_gen *cur = mo->gens[mo->ngens - 1];
+	uint64_t reg = 0;
+	for (size_t i = 0; i < mo->ngens; i++)
+		for (size_t k = 0; k < mo->gens[i]->nfiles; k++) {
+			const struct seed_file *f = &mo->gens[i]->files[k];
+			reg += f->nmr && !f->withdrawn ? f->size : 0;
+		}
+	n->name = mo->name;
+	uint64_t v[9] = {cur->number, mo->ngens,     cur->total_bytes,
+			 reg,	      mo->published, mo->unchanged,
+			 mo->failed,  mo->withdrawn, 0};
+	memcpy(n->v, v, sizeof(v));
+}
+
+void sfs_seed_metrics(struct sfs_seed *s, struct sfs_metrics *m)
+{
+	/* Per model; the publishes family has three results. */
+	static const struct {
+		const char *name, *type, *help, *result;
+	} fam[] = {
+		{"seedfs_seed_generation", "gauge",
+		 "The model's current generation.", NULL},
+		{"seedfs_seed_generations_served", "gauge",
+		 "Generations of the model still readable (the current one "
+		 "and those in their grace period).",
+		 NULL},
+		{"seedfs_seed_model_bytes", "gauge",
+		 "Bytes of the model's current generation.", NULL},
+		{"seedfs_seed_registered_bytes", "gauge",
+		 "Bytes registered for remote reads, every generation served.",
+		 NULL},
+		{"seedfs_seed_publishes_total", "counter",
+		 "Republishes (SIGHUP, changed files) by result.", "published"},
+		{"seedfs_seed_publishes_total", NULL, NULL, "unchanged"},
+		{"seedfs_seed_publishes_total", NULL, NULL, "failed"},
+		{"seedfs_seed_files_withdrawn_total", "counter",
+		 "Files withdrawn because they changed on disk under the seed.",
+		 NULL},
+	};
+	struct model_nums *n = calloc(s->nmodels, sizeof(*n));
+	uint64_t now = sfs_now_ms();
+	size_t live = 0;
+	if (!n)
+		return; /* the text ends short; the caller's -ENOMEM */
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->nmodels; i++)
+		model_nums(&s->models[i], &n[i]);
+	for (size_t i = 0; i < s->nreseeders; i++)
+		live += s->reseeders[i].until_ms > now;
+	pthread_mutex_unlock(&s->lock);
+	for (size_t f = 0; f < SFS_ARRAY_SIZE(fam); f++) {
+		if (fam[f].type)
+			sfs_metrics_family(m, fam[f].name, fam[f].type,
+					   fam[f].help);
+		for (size_t i = 0; i < s->nmodels; i++)
+			sfs_metrics_u64(m, fam[f].name, n[i].v[f], "model",
+					n[i].name,
+					fam[f].result ? "result" : NULL,
+					fam[f].result, NULL);
+	}
+	free(n);
+	sfs_metrics_family(m, "seedfs_seed_reseeders", "gauge",
+			   "Re-seeders announced in the last 15 s.");
+	sfs_metrics_u64(m, "seedfs_seed_reseeders", live, NULL);
+}
+
+void sfs_seed_errors(struct sfs_seed *s, uint64_t *publish, uint64_t *withdrawn)
+{
+	*publish = *withdrawn = 0;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->nmodels; i++) {
+		*publish += s->models[i].failed;
+		*withdrawn += s->models[i].withdrawn;
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 uint64_t sfs_seed_current(struct sfs_seed *s)

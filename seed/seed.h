@@ -139,6 +139,21 @@ int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed);
 int sfs_seed_announce(struct sfs_seed *s, const char *addr);
 int sfs_seed_sources(struct sfs_seed *s, char **buf, size_t *len);
 
+struct sfs_metrics;
+
+/*
+ * sfs_seed_metrics - each model's generation, generations served,
+ * bytes, registered bytes, republishes by result and files withdrawn,
+ * and the re-seeders announced, into @m (Prometheus text,
+ * docs/metrics.md).  Thread safe.
+ */
+void sfs_seed_metrics(struct sfs_seed *s, struct sfs_metrics *m);
+
+/* sfs_seed_errors - republishes that failed and files withdrawn so far,
+ * every model.  Thread safe. */
+void sfs_seed_errors(struct sfs_seed *s, uint64_t *publish,
+		     uint64_t *withdrawn);
+
 /* sfs_seed_current - the first model's current generation.  Thread
  * safe. */
 uint64_t sfs_seed_current(struct sfs_seed *s);

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Prometheus metrics (docs/metrics.md): the seed's GET /metrics behind
+# its token, a mount's .seedfs/metrics and --metrics-listen.  promtool
+# check metrics passes on every output (a broken text fails it: the
+# check can fail), and the counters move as they should after a read:
+# the mount's pulls and bytes by source equal what was read, the pull
+# latency histogram counts every pull, the seed's read bytes (what the
+# replica reports) reach the model's size, its requests by route count
+# the 401s.
+source "$(dirname "$0")/lib.sh" "$1"
+command -v promtool >/dev/null || fail "promtool is not installed (Debian's prometheus)"
+
+TOKEN=$WORK/token
+head -c 32 /dev/urandom | base64 | tr -d '=+/\n' >"$TOKEN"
+chmod 600 "$TOKEN"
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 8M --shards 2 >/dev/null
+start_seed "$MODEL" --token-file "$TOKEN"
+URL=http://$HOST:$SEED_PORT
+AUTH=(-H "Authorization: Bearer $(cat "$TOKEN")")
+
+check() { # NAME FILE
+	local out
+	out=$(promtool check metrics <"$2" 2>&1) || fail "promtool check metrics ($1): $out"
+	[ -z "$out" ] || fail "promtool check metrics ($1) said: $out"
+}
+value() { # FILE 'NAME{LABELS}' -> the sample's value
+	awk -v k="$2" '$1 == k { print $2; f=1 } END { exit !f }' "$1" ||
+		fail "no sample $2 in $1: $(grep "${2%%\{*}" "$1" | head -5)"
+}
+
+# The check can fail.
+printf '# TYPE x counter\nx{a="1"} 1\nx{a="1"} 2\ny 1\n' >"$WORK/bad.prom"
+promtool check metrics <"$WORK/bad.prom" >/dev/null 2>&1 && fail "promtool passed a broken text"
+
+code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/metrics")
+[ "$code" = 401 ] || fail "GET /metrics without the token: $code, not 401"
+curl -sf "${AUTH[@]}" "$URL/metrics" -D "$WORK/seed0.hdr" -o "$WORK/seed0.prom" || fail "GET /metrics"
+grep -qi '^content-type: text/plain; version=0.0.4' "$WORK/seed0.hdr" ||
+	fail "content type: $(grep -i content-type "$WORK/seed0.hdr")"
+check seed "$WORK/seed0.prom"
+[ "$(value "$WORK/seed0.prom" 'seedfs_seed_generation{model="m"}')" = 1 ] || fail "generation"
+total=$(du -cb "$MODEL"/*.safetensors | tail -n1 | cut -f1)
+reg=$(value "$WORK/seed0.prom" 'seedfs_seed_registered_bytes{model="m"}')
+[ "$reg" -gt 0 ] && [ "$reg" -le "$(du -cb "$MODEL"/* | tail -n1 | cut -f1)" ] || fail "registered bytes $reg"
+[ "$(value "$WORK/seed0.prom" 'seedfs_seed_errors_total{kind="unauthorized"}')" -ge 1 ] ||
+	fail "the 401 is not counted"
+[ "$(value "$WORK/seed0.prom" 'seedfs_seed_control_requests_total{route="/metrics",code="401"}')" = 1 ] ||
+	fail "requests by route and code: $(grep control_requests "$WORK/seed0.prom")"
+ok "seed: GET /metrics 401 without the token; promtool clean ($(grep -c '^seedfs' "$WORK/seed0.prom") samples); registered $reg bytes"
+
+MNT=$WORK/mnt
+mount_seed "$MNT" --token-file "$TOKEN" --metrics-listen 127.0.0.1:0 --cache-dir "$WORK/disk"
+cp "$MNT/.seedfs/metrics" "$WORK/mnt0.prom"
+check "mount, before" "$WORK/mnt0.prom"
+ML=$(sed -n 's|^metrics: http://\(.*\)/metrics$|\1|p' "$MNT/.seedfs/status")
+[ -n "$ML" ] || fail "status names no metrics address: $(cat "$MNT/.seedfs/status")"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://$ML/metrics")
+[ "$code" = 401 ] || fail "--metrics-listen without the token: $code, not 401"
+[ "$(curl -s "http://$ML/v1/health")" = ok ] || fail "--metrics-listen /v1/health"
+
+for f in "$MODEL"/*.safetensors; do
+	cmp "$f" "$MNT/m/$(basename "$f")" || fail "bytes of $(basename "$f")"
+done
+cp "$MNT/.seedfs/metrics" "$WORK/mnt1.prom"
+check "mount, after" "$WORK/mnt1.prom"
+curl -sf "${AUTH[@]}" "http://$ML/metrics" -o "$WORK/listen.prom" || fail "--metrics-listen GET /metrics"
+check "--metrics-listen" "$WORK/listen.prom"
+src="source=\"$HOST:$SEED_PORT\",kind=\"seed\""
+b0=$(value "$WORK/mnt0.prom" "seedfs_source_read_bytes_total{$src}" 2>/dev/null || echo 0)
+b1=$(value "$WORK/mnt1.prom" "seedfs_source_read_bytes_total{$src}")
+p1=$(value "$WORK/mnt1.prom" "seedfs_pulls_total")
+pulled=$(value "$WORK/mnt1.prom" "seedfs_pulled_bytes_total")
+hc=$(value "$WORK/mnt1.prom" "seedfs_pull_duration_seconds_count")
+hinf=$(value "$WORK/mnt1.prom" 'seedfs_pull_duration_seconds_bucket{le="+Inf"}')
+misses=$(value "$WORK/mnt1.prom" "seedfs_cache_misses_total")
+# Everything but the inlined headers came over the wire, once.
+[ "$b1" -gt $((b0 + total * 9 / 10)) ] && [ "$b1" -le $((total + 8 * 1024 * 1024)) ] ||
+	fail "bytes by source: $b0 -> $b1 for $total read"
+[ "$pulled" = "$b1" ] || fail "pulled bytes $pulled != the seed's $b1"
+[ "$hc" = "$hinf" ] && [ "$hc" -ge "$p1" ] && [ "$hc" -gt 0 ] ||
+	fail "histogram: count $hc, +Inf $hinf, pulls $p1"
+[ "$misses" -gt 0 ] || fail "no misses counted"
+[ "$(value "$WORK/mnt1.prom" "seedfs_source_up{$src}")" = 1 ] || fail "source not up"
+[ "$(value "$WORK/mnt1.prom" 'seedfs_errors_total{kind="checksum"}')" = 0 ] || fail "checksum errors"
+dw=$(value "$WORK/mnt1.prom" seedfs_disk_written_bytes_total)
+ok "mount: promtool clean before, after, on --metrics-listen; read $total: source bytes $b0 -> $b1, $p1 pulls, histogram $hc, disk written $dw"
+
+# The seed's bytes are what the replica reports on its next ask (1 s).
+for _ in $(seq 100); do
+	curl -sf "${AUTH[@]}" "$URL/metrics" -o "$WORK/seed1.prom"
+	r=$(value "$WORK/seed1.prom" 'seedfs_seed_read_bytes_total{protocol="tcp"}' 2>/dev/null || echo 0)
+	[ "$r" -ge "$b1" ] && break
+	sleep 0.1
+done
+check "seed, after" "$WORK/seed1.prom"
+[ "$r" = "$b1" ] || fail "the seed's read bytes $r, the replica read $b1"
+[ "$(value "$WORK/seed1.prom" 'seedfs_seed_replicas{protocol="tcp"}')" = 1 ] || fail "replicas"
+ok "seed: read bytes $r reported (= the mount's), 1 replica"
+
+
+# The Grafana dashboard uses only these metrics, and each one exists.
+DASH=$(dirname "$0")/../../packaging/grafana/seedfs-dashboard.json
+names=$(python3 -c '
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+exprs = [t["expr"] for p in d["panels"] for t in p["targets"]]
+assert exprs, "no queries"
+print("\n".join(sorted({n for e in exprs for n in re.findall(r"\bseedfs_\w+", e)})))
+' "$DASH") || fail "the dashboard does not parse"
+for n in $names; do
+	grep -q "^$n[{ ]" "$WORK/seed1.prom" "$WORK/mnt1.prom" ||
+		fail "the dashboard asks for $n, which neither the seed nor the mount exports"
+done
+ok "dashboard: $(echo "$names" | wc -l) metrics, every one exported"
+
+unmount_check "$MNT" "$MOUNT_PID"
+sanitizers_clean

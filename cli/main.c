@@ -16,12 +16,12 @@ static void usage(FILE *out)
 		"the seed's registered memory.\n"
 		"\n"
 		"commands:\n"
-		"  seed     publish a model directory\n"
-		"  mount    mount what a seed publishes\n"
-		"  prefetch warm a mount's cache with a model's files\n"
-		"  pull     copy a published model to a local directory\n"
-		"  probe    which protocols this host can serve, or why not\n"
-		"  version  print the version\n"
+		"  seed      publish a model directory\n"
+		"  mount     mount what a seed publishes\n"
+		"  prefetch  warm a mount's cache with a model's files\n"
+		"  pull      copy a published model to a local directory\n"
+		"  probe     which protocols this host can serve, or why not\n"
+		"  version   print the version\n"
 		"\n"
 		"seedfs COMMAND --help shows a command's options.\n");
 }

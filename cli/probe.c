@@ -21,7 +21,12 @@ static void usage(FILE *out)
 		"For every protocol (or NAME), open it as a replica would\n"
 		"and print whether this host can serve it: provider,\n"
 		"fabric, domain, MR mode and largest message, or why not.\n"
-		"Exits 0 when at least one protocol is available.\n");
+		"Exits 0 when at least one protocol is available.\n"
+		"\n"
+		"options:\n"
+		"  --protocol NAME   only this protocol\n"
+		"  --verbose         keep the transports' log lines (info)\n"
+		"  -h, --help        this text\n");
 }
 
 int sfs_cli_probe(int argc, char **argv)

@@ -18,13 +18,15 @@ pkgs=(
 	libjansson-dev libxxhash-dev check libsubunit-dev
 	libmicrohttpd-dev libcurl4-openssl-dev libgnutls28-dev libsystemd-dev
 	curl jq procps psmisc util-linux coreutils clang-format openssl
+	help2man
 )
 case "${1:-}" in
 --build-only) ;;
 --bench) pkgs+=(sshfs openssh-server openssh-client gnuplot-nox) ;;
 *) pkgs+=(attr rsync python3 python3-numpy python3-torch etcd-server etcd-client
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
-	cpio gzip) ;;
+	cpio gzip prometheus bash-completion man-db python3-yaml
+	debhelper dpkg-dev lintian fakeroot) ;;
 esac
 
 missing=()

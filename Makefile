@@ -13,6 +13,8 @@
 #   make fuzz     the parsers' mutation fuzzing, long (FUZZ_ITERS per
 #                 target, default 1000000), in the ASan+UBSan build;
 #                 make test runs it short
+#   make deb      Debian packages (seedfs, libseedfs0, libseedfs-dev,
+#                 python3-seedfs) into build/deb, checked by lintian
 #   make format   clang-format every C file in place
 
 BUILD   ?= build
@@ -21,7 +23,7 @@ TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all deps test test-fast test-rdma demo bench bench-fanout fuzz format check-format clean
+.PHONY: all deps test test-fast test-rdma demo bench bench-fanout fuzz format check-format clean deb
 FUZZ_ITERS ?= 1000000
 RDMA_PROTOCOLS ?= rdma rdma-fabric
 
@@ -54,6 +56,9 @@ test-rdma: deps all
 
 demo: all
 	@tests/demo.sh $(BUILD)
+
+deb: deps
+	@packaging/deb.sh $(BUILD)/deb
 
 fuzz: deps
 	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON >/dev/null

@@ -4,7 +4,7 @@
 #   tests/demo.sh [BUILD_DIR]
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
-SEEDFS=$BUILD/seedfs
+SEEDFS=${SEEDFS:-$BUILD/seedfs}
 WORK=$(mktemp -d /tmp/seedfs-demo.XXXXXX)
 MODEL=$WORK/models/tiny-llama
 MNT=$WORK/mnt

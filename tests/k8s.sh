@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The Kubernetes examples (packaging/k8s/) parse (python3-yaml), and the
+# fields that make them work are there: the DaemonSet's /models is a
+# hostPath mounted with mountPropagation: Bidirectional by a privileged
+# container with /dev/fuse, IPC_LOCK for memlock, probes on
+# .seedfs/status, an unmount before stop; the engine reads the hostPath
+# with HostToContainer, read only; the seed sidecar shares the engine's
+# weights, is probed on /v1/health (which needs no token) and is behind a
+# Service; tokens come from a Secret volume.  Every seedfs command line
+# in them uses only options that command takes.  No cluster exists here.
+set -euo pipefail
+SEEDFS=$(cd "$1" && pwd)/seedfs
+K8S=$(cd "$(dirname "$0")/../packaging/k8s" && pwd)
+/usr/bin/python3 - "$K8S" "$SEEDFS" <<'PY'
+import glob, os, re, shlex, subprocess, sys
+import yaml
+
+k8s, seedfs = sys.argv[1], sys.argv[2]
+docs = []
+for f in sorted(glob.glob(os.path.join(k8s, "*.yaml"))):
+    for d in yaml.safe_load_all(open(f)):
+        assert isinstance(d, dict) and d.get("apiVersion") and d.get("kind"), f
+        docs.append((os.path.basename(f), d))
+assert len(docs) >= 4, [n for n, _ in docs]
+
+def one(kind, name):
+    m = [d for _, d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(m) == 1, (kind, name)
+    return m[0]
+
+def volume(spec, name):
+    v = [v for v in spec["volumes"] if v["name"] == name]
+    assert len(v) == 1, name
+    return v[0]
+
+def mount_of(c, path):
+    m = [m for m in c.get("volumeMounts", []) if m["mountPath"] == path]
+    assert len(m) == 1, (c["name"], path)
+    return m[0]
+
+def container(spec, name):
+    c = [c for c in spec["containers"] if c["name"] == name]
+    assert len(c) == 1, name
+    return c[0]
+
+def probe_cmd(p):
+    return " ".join(p["exec"]["command"]) if "exec" in p else ""
+
+checked = 0
+# The DaemonSet.
+ds = one("DaemonSet", "seedfs-mount")
+spec = ds["spec"]["template"]["spec"]
+sel = ds["spec"]["selector"]["matchLabels"]
+assert all(ds["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in sel.items())
+c = container(spec, "seedfs")
+assert c["securityContext"]["privileged"] is True
+caps = c["securityContext"]["capabilities"]["add"]
+assert "SYS_ADMIN" in caps and "IPC_LOCK" in caps, caps
+m = mount_of(c, "/models")
+assert m["mountPropagation"] == "Bidirectional", m
+assert volume(spec, m["name"])["hostPath"]["path"] == "/models"
+f = mount_of(c, "/dev/fuse")
+assert volume(spec, f["name"])["hostPath"] == {"path": "/dev/fuse", "type": "CharDevice"}
+assert ".seedfs/status" in probe_cmd(c["readinessProbe"]), c["readinessProbe"]
+assert ".seedfs/status" in probe_cmd(c["livenessProbe"]), c["livenessProbe"]
+assert c["livenessProbe"].get("timeoutSeconds", 1) >= 5
+assert c["lifecycle"]["preStop"]["exec"]["command"][:2] == ["fusermount3", "-u"]
+assert "ulimit -l unlimited" in c["args"][0]
+t = mount_of(c, "/etc/seedfs/token")
+assert "secret" in volume(spec, t["name"]), "the token is not from a Secret"
+checked += 1
+
+# The engine.
+en = one("Deployment", "llm-engine")
+spec = en["spec"]["template"]["spec"]
+for c in spec["containers"] + spec.get("initContainers", []):
+    m = mount_of(c, "/models")
+    assert m["mountPropagation"] == "HostToContainer" and m["readOnly"] is True, m
+    assert volume(spec, m["name"])["hostPath"]["path"] == "/models"
+init = spec["initContainers"][0]
+assert ".seedfs/status" in " ".join(init["command"])
+checked += 1
+
+# The seed sidecar and its Service.
+sd = one("Deployment", "llm-seed")
+spec = sd["spec"]["template"]["spec"]
+assert len(spec["containers"]) >= 2
+s = container(spec, "seedfs-seed")
+e = container(spec, "engine")
+shared = {m["name"] for m in s["volumeMounts"]} & {m["name"] for m in e["volumeMounts"]}
+assert shared, "the seed does not share the engine's weights"
+port = [p for p in s["ports"] if p["name"] == "control"][0]
+for p in ("readinessProbe", "livenessProbe"):
+    g = s[p]["httpGet"]
+    assert g["path"] == "/v1/health" and g["port"] in ("control", port["containerPort"]), g
+assert "IPC_LOCK" in s["securityContext"]["capabilities"]["add"]
+svc = one("Service", "llm-seed")
+labels = sd["spec"]["template"]["metadata"]["labels"]
+assert all(labels.get(k) == v for k, v in svc["spec"]["selector"].items())
+assert svc["spec"]["ports"][0]["port"] == 7070
+t = mount_of(s, "/etc/seedfs/token")
+assert "secret" in volume(spec, t["name"])
+checked += 1
+
+# The DaemonSet's seeds are the sidecar's Service.
+env = {v["name"]: v["value"] for v in container(ds["spec"]["template"]["spec"], "seedfs")["env"]}
+assert env["SEEDFS_SEEDS"].startswith("llm-seed.seedfs.svc"), env
+
+# Every seedfs command line: only options the command takes; no token in
+# the clear anywhere.
+lines = 0
+for name, d in docs:
+    text = yaml.safe_dump(d)
+    assert not re.search(r"Bearer [A-Za-z0-9]", text), name
+    pod = d.get("spec", {}).get("template", {}).get("spec")
+    for c in (pod or {}).get("containers", []):
+        cmd = " ".join(c.get("command", []) + c.get("args", []))
+        for m in re.finditer(r"exec seedfs (\w+)(.*?)(?:$|&&|;)", cmd, re.S):
+            sub, args = m.group(1), m.group(2)
+            help = subprocess.run([seedfs, sub, "--help"], capture_output=True, text=True).stdout
+            for o in re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-o \w+)", args):
+                key = o if o.startswith("--") else o.split()[1]
+                assert re.search(r"(^|\s|,)" + re.escape(key) + r"\b", help), (name, sub, o)
+            lines += 1
+assert lines >= 2, lines
+print("ok: %d YAML documents parse; DaemonSet, engine and seed sidecar checked; %d seedfs command lines use only options their commands take" % (len(docs), lines))
+PY

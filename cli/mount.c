@@ -730,6 +730,7 @@ out:
 	free(o.tls_pin);
 	free(o.tls_cert);
 	free(o.tls_key);
+	free(o.metrics_listen);
 	sfs_control_cred_free(c.cred);
 	sfs_tls_pair_free(c.reseed_tls);
 	free(o.mnt);

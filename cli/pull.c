@@ -52,6 +52,8 @@ static void usage(FILE *out)
 		"                       transport's copy, slower on tmpfs here)\n"
 		"  --timeout SECONDS    bound on every wait (default 10)\n"
 		"  --log-level LEVEL    err, warn, info, debug (default warn)\n"
+		"  --log-format FORMAT  text (default) or json: one object a\n"
+		"                       line, for log shippers\n"
 		"  -h, --help           this text\n");
 }
 
@@ -63,6 +65,7 @@ int sfs_cli_pull(int argc, char **argv)
 		{"cache-size", required_argument, NULL, 'c'},
 		{"timeout", required_argument, NULL, 't'},
 		{"log-level", required_argument, NULL, 'l'},
+		{"log-format", required_argument, NULL, 'f'},
 		{"registry", required_argument, NULL, 'r'},
 		{"registry-ca", required_argument, NULL, 'a'},
 		{"registry-auth-file", required_argument, NULL, 'u'},
@@ -143,6 +146,15 @@ int sfs_cli_pull(int argc, char **argv)
 				fprintf(stderr,
 					"seedfs pull: invalid "
 					"--log-level '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'f':
+			if (sfs_log_set_format(optarg)) {
+				fprintf(stderr,
+					"seedfs pull: invalid "
+					"--log-format '%s' (text or json)\n",
 					optarg);
 				return 2;
 			}

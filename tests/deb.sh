@@ -21,7 +21,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 for p in $PKGS; do
-	! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok' ||
+	! grep -q 'install ok' <<<"$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" ||
 		fail "$p is installed already: this test installs and purges its own"
 done
 [ ! -e /usr/bin/seedfs ] || fail "/usr/bin/seedfs exists already"
@@ -69,8 +69,9 @@ echo "ok: the demo against /usr/bin/seedfs"
 # A program built with the installed pkg-config seedfs only.
 cc -std=c11 -Wall -Werror -o "$WORK/example" "$SRC/tests/tools/pubexample.c" \
 	$(pkg-config --cflags --libs seedfs) || fail "cannot build with pkg-config seedfs"
-ldd "$WORK/example" | grep -qE "libseedfs.so.0 => (/usr)?/lib/x86_64-linux-gnu/libseedfs.so.0" ||
-	fail "the example does not link the installed library: $(ldd "$WORK/example")"
+libs=$(ldd "$WORK/example")
+grep -qE "libseedfs.so.0 => (/usr)?/lib/x86_64-linux-gnu/libseedfs.so.0" <<<"$libs" ||
+	fail "the example does not link the installed library: $libs"
 mkfifo "$WORK/in"
 "$WORK/example" <"$WORK/in" >"$WORK/ex.out" 2>"$WORK/ex.err" &
 PID=$!

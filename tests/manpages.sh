@@ -58,17 +58,17 @@ for c in seed mount pull prefetch probe; do
 	done
 	echo "ok: seedfs-$c(1): $(wc -l <"$WORK/$c.page") options, the parser's $(wc -l <"$WORK/$c.parser") all documented"
 done
-MANWIDTH=200 man -l "$BUILD/man/seedfs-mount.1" | grep -qE '^ {7}-o allow_other' ||
+grep -qE '^ {7}-o allow_other' <<<"$(MANWIDTH=200 man -l "$BUILD/man/seedfs-mount.1")" ||
 	fail "seedfs-mount(1) lacks libfuse's options"
 # The check can fail: a page without one option is caught.
 sed '/^\\fB\\-\\-metrics\\-listen/,+2d' "$BUILD/man/seedfs-mount.1" >"$WORK/cut.1"
 grep -qx -- --metrics-listen "$WORK/mount.page" || fail "the page lists no --metrics-listen"
-page_opts "$WORK/cut.1" | grep -qx -- --metrics-listen &&
+grep -qx -- --metrics-listen <<<"$(page_opts "$WORK/cut.1")" &&
 	fail "an option cut from the page is still found: the check proves nothing"
 for c in seed mount pull prefetch probe; do
 	[ -n "$("$BUILD/seedfs" "$c" --help)" ] || fail "seedfs $c --help prints nothing"
 done
-"$BUILD/seedfs" --version | grep -qx "seedfs [0-9.]*" || fail "seedfs --version: $("$BUILD/seedfs" --version)"
+grep -qx "seedfs [0-9.]*" <<<"$("$BUILD/seedfs" --version)" || fail "seedfs --version: $("$BUILD/seedfs" --version)"
 echo "ok: every page renders without warnings; seedfs --version: $("$BUILD/seedfs" --version)"
 
 # Bash completion, as bash runs it.
@@ -87,7 +87,7 @@ complete_words() { # WORDS... -> COMPREPLY, one a line
 want() { # EXPECTED WORDS...
 	local e=$1
 	shift
-	complete_words "$@" | grep -qx -- "$e" || fail "completing '$*' does not offer $e: $(complete_words "$@" | tr '\n' ' ')"
+	grep -qx -- "$e" <<<"$(complete_words "$@")" || fail "completing '$*' does not offer $e: $(complete_words "$@" | tr '\n' ' ')"
 }
 want seed seedfs se
 want prefetch seedfs pre
@@ -97,5 +97,5 @@ want --in-place seedfs pull --in
 want --verbose seedfs probe --ver
 want tcp seedfs mount --protocol t
 want json seedfs seed --log-format j
-complete_words seedfs seed --met | grep -q -- --metrics-listen && fail "seed does not take --metrics-listen"
+grep -q -- --metrics-listen <<<"$(complete_words seedfs seed --met)" && fail "seed does not take --metrics-listen"
 echo "ok: bash completion: subcommands, options from each --help, protocol and log format values"

@@ -133,13 +133,13 @@ static int metrics_reply(struct sfs_ctl *c, struct sfs_ctl_resp *resp)
 			   "Bytes replicas report having read from this "
 			   "seed, by protocol (one-sided reads bypass the "
 			   "seed's CPU).");
-	sfs_metrics_family(m, "seedfs_seed_replicas", "gauge",
-			   "Replicas that reported in the last 15 s, by "
-			   "protocol.");
 	for (size_t p = 0; p < c->nprotos; p++)
 		sfs_metrics_u64(m, "seedfs_seed_read_bytes_total",
 				c->read_bytes[p], "protocol", c->protos[p],
 				NULL);
+	sfs_metrics_family(m, "seedfs_seed_replicas", "gauge",
+			   "Replicas that reported in the last 15 s, by "
+			   "protocol.");
 	for (size_t p = 0; p < c->nprotos; p++) {
 		uint64_t live = 0;
 		for (size_t i = 0; i < c->nreplicas; i++)

@@ -23,6 +23,13 @@ check() { # NAME FILE
 	local out
 	out=$(promtool check metrics <"$2" 2>&1) || fail "promtool check metrics ($1): $out"
 	[ -z "$out" ] || fail "promtool check metrics ($1) said: $out"
+	# promtool does not check what the format also asks: each family's
+	# samples right after its own TYPE line, one group per family.
+	out=$(awk '/^# TYPE / { if (seen[$3]++) print "second TYPE " $3; fam = $3; next }
+		/^#/ { next }
+		{ n = $0; sub(/[{ ].*/, "", n); b = n; sub(/_(bucket|sum|count)$/, "", b)
+		  if (n != fam && b != fam) print "sample " n " under TYPE " fam }' "$2")
+	[ -z "$out" ] || fail "$1: not grouped by family: $out"
 }
 value() { # FILE 'NAME{LABELS}' -> the sample's value
 	awk -v k="$2" '$1 == k { print $2; f=1 } END { exit !f }' "$1" ||

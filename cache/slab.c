@@ -35,14 +35,24 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-/* Fault in and register segment @k (no lock: nobody uses it yet). */
+/*
+ * Fault in and register segment @k (no lock: nobody uses it yet).  One
+ * huge page per madvise: the call holds the process's mmap lock, and
+ * every mmap, munmap and mprotect of the other threads (a thread's
+ * stack, malloc, dlopen) waits behind it.  A whole segment at once made
+ * them wait about 100 ms each here, and an unmount right after the
+ * mount (libfuse ending its threads) took 2-4 s instead of 0.1.
+ */
 static int seg_prepare(struct sfs_cache *c, size_t k)
 {
 	struct cache_seg *s = &c->segs[k];
-	/* Linux 5.14+; else touch each page. */
-	if (madvise(s->base, s->len, MADV_POPULATE_WRITE))
-		for (size_t o = 0; o < s->len; o += 4096)
-			s->base[o] = 0;
+	for (size_t o = 0; o < s->len; o += HUGE_PAGE) {
+		size_t n = SFS_MIN((size_t)HUGE_PAGE, s->len - o);
+		/* Linux 5.14+; else touch each page. */
+		if (madvise(s->base + o, n, MADV_POPULATE_WRITE))
+			for (size_t p = 0; p < n; p += 4096)
+				s->base[o + p] = 0;
+	}
 	return sfs_xport_mr_reg(c->x, s->base, s->len, SFS_XPORT_LOCAL_DST,
 				&s->mr);
 }

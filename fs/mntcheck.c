@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,7 +124,11 @@ int sfs_mnt_preflight(const char *mnt, int nonempty, char *err, size_t errlen,
 		return rc;
 	}
 	if (mounted_on(canon, type, sizeof(type), src, sizeof(src))) {
-		int alive = stat(canon, &st) == 0 || errno != ENOTCONN;
+		/* statfs, not stat: the kernel answers stat from the
+		 * attributes it cached (for a second) even once the daemon
+		 * is gone, statfs always asks the daemon. */
+		struct statfs sf;
+		int alive = statfs(canon, &sf) == 0 || errno != ENOTCONN;
 		int ours = !strcmp(type, "fuse.seedfs");
 		if (alive && ours) {
 			snprintf(err, errlen,

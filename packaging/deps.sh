@@ -26,7 +26,7 @@ case "${1:-}" in
 *) pkgs+=(attr rsync python3 python3-numpy python3-torch etcd-server etcd-client
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
 	cpio gzip prometheus bash-completion man-db python3-yaml
-	debhelper dh-python dpkg-dev lintian fakeroot) ;;
+	debhelper dh-python dpkg-dev lintian fakeroot gdb) ;;
 esac
 
 missing=()

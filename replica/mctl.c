@@ -320,6 +320,24 @@ static int socket_dir(char *dir, size_t len)
 	return 0;
 }
 
+/* Nobody listens on the socket at @path: connect is refused.  (Not
+ * kill(pid, 0): it succeeds on a daemon that exited but that init has
+ * not reaped yet, and on an unrelated process that got its pid.) */
+static int stale(const char *path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(a.sun_path))
+		return 0;
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return 0;
+	int refused = connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 &&
+		      errno == ECONNREFUSED;
+	close(fd);
+	return refused;
+}
+
 int sfs_mctl_remove_stale(void)
 {
 	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)], path[512];
@@ -333,9 +351,9 @@ int sfs_mctl_remove_stale(void)
 		if (sscanf(e->d_name, "mount-%d.sock%n", &pid, &end) != 1 ||
 		    e->d_name[end] || pid <= 0)
 			continue;
-		if (kill(pid, 0) == 0 || errno != ESRCH)
-			continue; /* alive (or not ours to judge) */
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (!stale(path))
+			continue; /* alive (or not ours to judge) */
 		if (!unlink(path)) {
 			n++;
 			SFS_LOG(SFS_INFO, "mctl",

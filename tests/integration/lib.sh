@@ -112,15 +112,43 @@ mount_seed() {
 	PIDS+=("$MOUNT_PID")
 }
 
+# running PID: the process exists and has not exited (every thread).  A daemonized
+# mount's parent is init, which may reap it seconds later (this VM's
+# init does, about every 2 s): a zombie has exited, kill -0 still
+# succeeds on it.
+running() {
+	local st tasks
+	st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
+	[ -n "$st" ] || return 1
+	[ "$st" != Z ] && [ "$st" != X ] && return 0
+	# The leader is a zombie; the process has exited once its other
+	# threads are gone too (they hold its files until then).
+	tasks=$(ls "/proc/$1/task" 2>/dev/null | wc -l)
+	[ "$tasks" -gt 1 ]
+}
+
+# stuck_threads PID: where each thread of PID waits (for a failure
+# message): name and kernel wait channel, and a backtrace if gdb exists.
+stuck_threads() {
+	local t
+	for t in /proc/"$1"/task/*; do
+		printf '\n  %s: %s (%s)' "${t##*/}" "$(cat "$t/comm" 2>/dev/null)" "$(cat "$t/wchan" 2>/dev/null)"
+	done
+	if command -v gdb >/dev/null; then
+		printf '\n'
+		timeout 20 gdb -batch -p "$1" -ex 'thread apply all bt 12' 2>/dev/null | grep -E '^(Thread|#)' | head -n 150
+	fi
+}
+
 # unmount_check MNT PID: unmount, the daemon exits, nothing is left
 unmount_check() {
 	local mnt=$1 pid=$2 i
 	fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt"
 	for i in $(seq 100); do
-		kill -0 "$pid" 2>/dev/null || break
+		running "$pid" || break
 		sleep 0.05
 	done
-	kill -0 "$pid" 2>/dev/null && fail "mount daemon $pid still running"
+	running "$pid" && fail "mount daemon $pid still running 5 s after the unmount: $(stuck_threads "$pid")"
 	grep -q " $mnt fuse" /proc/mounts && fail "$mnt still mounted"
 	[ -z "$(ls -A "$mnt")" ] || fail "$mnt not empty after unmount"
 	return 0

@@ -11,8 +11,8 @@ MNT=$WORK/mnt
 mount_seed "$MNT"
 cat "$MNT/m/config.json" >/dev/null || fail "read"
 kill -TERM "$MOUNT_PID"
-for i in $(seq 100); do kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.05; done
-kill -0 "$MOUNT_PID" 2>/dev/null && fail "mount daemon ignored SIGTERM"
+for i in $(seq 100); do running "$MOUNT_PID" || break; sleep 0.05; done
+running "$MOUNT_PID" && fail "mount daemon ignored SIGTERM"
 grep -q " $MNT fuse" /proc/mounts && fail "still mounted after SIGTERM"
 grep -q "unmounting" "$WORK/mount.log" || fail "no unmount in the log"
 ok "SIGTERM unmounts cleanly"

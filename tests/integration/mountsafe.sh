@@ -36,7 +36,7 @@ refused "$MNT" "a seedfs mount (seedfs@$HOST:$SEED_PORT) is already up there"
 ok "already mounted: $(cat "$WORK/err")"
 unmount_check_nonempty() {
 	fusermount3 -u "$MNT" || fail "unmount"
-	for _ in $(seq 100); do kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.05; done
+	for _ in $(seq 100); do running "$MOUNT_PID" || break; sleep 0.05; done
 	[ -e "$MNT/stray" ] || fail "the hidden file is gone"
 }
 unmount_check_nonempty
@@ -49,7 +49,7 @@ mount_seed "$MNT"
 sock=$(awk '$1 == "control:" { print $2 }' "$MNT/.seedfs/status")
 [ -S "$sock" ] || fail "no control socket $sock"
 kill -9 "$MOUNT_PID"
-for _ in $(seq 100); do kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.05; done
+for _ in $(seq 100); do running "$MOUNT_PID" || break; sleep 0.05; done
 if ls "$MNT" 2>"$WORK/ls.err"; then fail "the dead mount still answers"; fi
 grep -q "Transport endpoint is not connected" "$WORK/ls.err" || fail "not ENOTCONN: $(cat "$WORK/ls.err")"
 "$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$MNT" --log-file "$WORK/mount2.log" \

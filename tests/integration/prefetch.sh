@@ -92,8 +92,8 @@ for _ in $(seq 200); do
 done
 t0=$(now_ms)
 fusermount3 -u "$MNT" || fail "unmount during prefetch"
-for _ in $(seq 200); do kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.05; done
-kill -0 "$MOUNT_PID" 2>/dev/null && fail "mount daemon still running 10 s after unmount"
+for _ in $(seq 200); do running "$MOUNT_PID" || break; sleep 0.05; done
+running "$MOUNT_PID" && fail "mount daemon still running 10 s after unmount"
 waited=$(($(now_ms) - t0))
 kill -CONT "$SEED_PID"
 wait "$PF" && fail "the interrupted prefetch reported success"

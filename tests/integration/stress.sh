@@ -59,8 +59,8 @@ R4=$!
 PIDS+=("$R4")
 sleep 0.3
 fusermount3 -u -z "$MNT" || fail "unmount"
-for _ in $(seq 200); do kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.05; done
-kill -0 "$MOUNT_PID" 2>/dev/null && fail "the mount daemon did not exit"
+for _ in $(seq 200); do running "$MOUNT_PID" || break; sleep 0.05; done
+running "$MOUNT_PID" && fail "the mount daemon did not exit"
 wait "$R4" || true
 ok "unmounted with 4 readers under way: the daemon exited"
 sanitizers_clean

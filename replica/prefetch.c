@@ -37,6 +37,7 @@ struct warm {
 	uint64_t window, chunk;
 	size_t queue_max; /* disk tier: chunks waiting to be written */
 	unsigned int timeout_ms;
+	int room_late; /* the slab stopped growing: no more waits for it */
 };
 
 /* Add the files at and under @ino (the tree lock held). */
@@ -101,6 +102,28 @@ static void wait_for_disk(struct warm *w)
 	}
 }
 
+/*
+ * Wait (bounded) until the cache's slab is faulted in far enough to
+ * hold @bytes, or all of it: the slab grows behind the mount
+ * (cache/slab.c), and warming past what is ready evicts what was warmed
+ * a moment ago (a prefetch right after the mount then ends holding a
+ * part of what fits).  Readers never wait for this, only the warm.
+ */
+static void wait_for_room(struct warm *w, uint64_t bytes)
+{
+	struct sfs_cache_stats st;
+	uint64_t until = sfs_now_ms() + w->timeout_ms;
+	while (!w->room_late) {
+		sfs_cache_stats(sfs_replica_cache(w->r), &st);
+		if (st.ready >= SFS_MIN(st.size, bytes))
+			return;
+		if (sfs_now_ms() >= until)
+			w->room_late = 1;
+		else
+			usleep(2000);
+	}
+}
+
 /* Warm bytes [off, end) of a file; 1 when the budget is spent. */
 static int warm_range(struct warm *w, const struct item *it, uint64_t off,
 		      uint64_t end, char *err, size_t errlen)
@@ -111,6 +134,7 @@ static int warm_range(struct warm *w, const struct item *it, uint64_t off,
 	for (uint64_t pos = off; pos < end;) {
 		uint64_t want = SFS_MIN(end, pos + w->window);
 		if (ahead < want) {
+			wait_for_room(w, w->done + (want - pos) + w->chunk);
 			sfs_cache_prefetch(c, it->set, it->obj, ahead,
 					   want - ahead, 0);
 			ahead = want;
@@ -231,6 +255,7 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 		 * is pulled without waiting for the others' shares (a
 		 * window would wait at the slowest share). */
 		w.window = SFS_MAX(w.window, w.total);
+		wait_for_room(&w, w.total);
 		for (size_t i = 0; i < w.n; i++) {
 			const struct sfs_mfile *f = w.items[i].file;
 			for (size_t j = 0; j < f->next; j++)

@@ -117,14 +117,16 @@ mount_seed() {
 # init does, about every 2 s): a zombie has exited, kill -0 still
 # succeeds on it.
 running() {
-	local st tasks
-	st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
-	[ -n "$st" ] || return 1
-	[ "$st" != Z ] && [ "$st" != X ] && return 0
-	# The leader is a zombie; the process has exited once its other
-	# threads are gone too (they hold its files until then).
-	tasks=$(ls "/proc/$1/task" 2>/dev/null | wc -l)
-	[ "$tasks" -gt 1 ]
+	local st
+	# State and Threads from one read: a zombie leader whose other
+	# threads still run (they hold its files) has not exited yet.
+	st=$(awk '$1 == "State:" { s = $2 } $1 == "Threads:" { t = $2 }
+		END { if (s != "") print s, t }' "/proc/$1/status" 2>/dev/null) || return 1
+	case $st in
+	"") return 1 ;;
+	Z\ 1 | Z\ 0 | X\ *) return 1 ;;
+	*) return 0 ;;
+	esac
 }
 
 # stuck_threads PID: where each thread of PID waits (for a failure

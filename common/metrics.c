@@ -80,28 +80,37 @@ static void put_labels(FILE *f, va_list ap, const char *extra_v)
 		fputc('}', f);
 }
 
+/* @name, its labels from @ap, and @value already formatted. */
+static void put_sample(struct sfs_metrics *m, const char *name,
+		       const char *value, va_list ap)
+{
+	fputs(name, m->f);
+	put_labels(m->f, ap, NULL);
+	fprintf(m->f, " %s\n", value);
+}
+
 void sfs_metrics_u64(struct sfs_metrics *m, const char *name, uint64_t v, ...)
 {
+	char value[24];
 	va_list ap;
 	if (!m)
 		return;
-	fputs(name, m->f);
+	snprintf(value, sizeof(value), "%" PRIu64, v);
 	va_start(ap, v);
-	put_labels(m->f, ap, NULL);
+	put_sample(m, name, value, ap);
 	va_end(ap);
-	fprintf(m->f, " %" PRIu64 "\n", v);
 }
 
 void sfs_metrics_f64(struct sfs_metrics *m, const char *name, double v, ...)
 {
+	char value[40];
 	va_list ap;
 	if (!m)
 		return;
-	fputs(name, m->f);
+	snprintf(value, sizeof(value), "%.17g", v);
 	va_start(ap, v);
-	put_labels(m->f, ap, NULL);
+	put_sample(m, name, value, ap);
 	va_end(ap);
-	fprintf(m->f, " %.17g\n", v);
 }
 
 void sfs_metrics_hist(struct sfs_metrics *m, const char *name,

@@ -69,6 +69,20 @@ static void per_source(struct sfs_metrics *m, const struct src_nums *n,
 	}
 }
 
+/* A metric of one unlabelled sample. */
+struct one {
+	const char *name, *type, *help;
+	uint64_t v;
+};
+
+static void ones(struct sfs_metrics *m, const struct one *o, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		sfs_metrics_family(m, o[i].name, o[i].type, o[i].help);
+		sfs_metrics_u64(m, o[i].name, o[i].v, NULL);
+	}
+}
+
 int sfs_replica_metrics(void *arg, char **text, size_t *len)
 {
 	struct sfs_replica *r = arg;
@@ -96,26 +110,22 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 			   "started.");
 	sfs_metrics_f64(m, "seedfs_uptime_seconds", up, NULL);
 
-	sfs_metrics_family(m, "seedfs_cache_size_bytes", "gauge",
-			   "The memory cache's size.");
-	sfs_metrics_u64(m, "seedfs_cache_size_bytes", st.size, NULL);
-	sfs_metrics_family(m, "seedfs_cache_used_bytes", "gauge",
-			   "Bytes of the memory cache holding chunks.");
-	sfs_metrics_u64(m, "seedfs_cache_used_bytes", st.used, NULL);
-	sfs_metrics_family(m, "seedfs_cache_hits_total", "counter",
-			   "Chunk lookups the memory cache answered.");
-	sfs_metrics_u64(m, "seedfs_cache_hits_total", st.hits, NULL);
-	sfs_metrics_family(m, "seedfs_cache_misses_total", "counter",
-			   "Chunk lookups that needed a pull (or the disk "
-			   "tier).");
-	sfs_metrics_u64(m, "seedfs_cache_misses_total", st.misses, NULL);
-
-	sfs_metrics_family(m, "seedfs_pulls_total", "counter",
-			   "Chunks pulled from sources and verified.");
-	sfs_metrics_u64(m, "seedfs_pulls_total", st.pulls, NULL);
-	sfs_metrics_family(m, "seedfs_pulled_bytes_total", "counter",
-			   "Bytes pulled from sources and verified.");
-	sfs_metrics_u64(m, "seedfs_pulled_bytes_total", st.bytes_pulled, NULL);
+	const struct one cache[] = {
+		{"seedfs_cache_size_bytes", "gauge", "The memory cache's size.",
+		 st.size},
+		{"seedfs_cache_used_bytes", "gauge",
+		 "Bytes of the memory cache holding chunks.", st.used},
+		{"seedfs_cache_hits_total", "counter",
+		 "Chunk lookups the memory cache answered.", st.hits},
+		{"seedfs_cache_misses_total", "counter",
+		 "Chunk lookups that needed a pull (or the disk tier).",
+		 st.misses},
+		{"seedfs_pulls_total", "counter",
+		 "Chunks pulled from sources and verified.", st.pulls},
+		{"seedfs_pulled_bytes_total", "counter",
+		 "Bytes pulled from sources and verified.", st.bytes_pulled},
+	};
+	ones(m, cache, SFS_ARRAY_SIZE(cache));
 	sfs_metrics_family(m, "seedfs_pull_duration_seconds", "histogram",
 			   "Pulls from post to verified bytes.");
 	sfs_metrics_hist(m, "seedfs_pull_duration_seconds", &st.pull_latency,
@@ -196,10 +206,7 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 	if (r->disk) {
 		uint64_t used, max;
 		sfs_disk_usage(r->disk, &used, &max);
-		const struct {
-			const char *name, *type, *help;
-			uint64_t v;
-		} d[] = {
+		const struct one d[] = {
 			{"seedfs_disk_used_bytes", "gauge",
 			 "Bytes the disk tier holds.", used},
 			{"seedfs_disk_size_bytes", "gauge",
@@ -221,10 +228,7 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 			{"seedfs_disk_queue_chunks", "gauge",
 			 "Chunks waiting to be written.", st.disk_queue},
 		};
-		for (size_t i = 0; i < SFS_ARRAY_SIZE(d); i++) {
-			sfs_metrics_family(m, d[i].name, d[i].type, d[i].help);
-			sfs_metrics_u64(m, d[i].name, d[i].v, NULL);
-		}
+		ones(m, d, SFS_ARRAY_SIZE(d));
 	}
 	if (r->reseed) {
 		sfs_metrics_family(m, "seedfs_export_evictions_total",

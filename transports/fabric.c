@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <infiniband/verbs.h>
@@ -63,6 +64,8 @@ static void fab_close(struct sfs_xport *base)
 		fi_close(&x->fabric->fid);
 	if (x->info)
 		fi_freeinfo(x->info);
+	if (x->wake_fd >= 0)
+		close(x->wake_fd);
 	pthread_mutex_destroy(&x->inflight.lock);
 	pthread_rwlock_destroy(&x->ep_lock);
 	free(x);
@@ -190,6 +193,7 @@ static int fab_open(const struct sfs_xport_proto *p,
 	if (!x)
 		return -ENOMEM;
 	x->base.ops = &sfs_fabric_ops;
+	x->wake_fd = -1;
 	x->proto = p;
 	x->role = cfg->role;
 	x->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;

@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/eventfd.h>
+
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
@@ -204,9 +206,17 @@ err:
 	return rc;
 }
 
+/* What the progress thread drains next: every connection, or only
+ * those whose CQ's fd the last nap found ready. */
+struct fab_wake {
+	int all;
+	size_t n;
+	struct fab_conn *ready[FAB_NAP_FDS];
+};
+
 /* Add @c's CQ to what nap waits on; 0 when it cannot be waited on. */
 static int nap_add(struct fab_conn *c, struct fid **fids, struct pollfd *pfd,
-		   size_t *n)
+		   struct fab_conn **conns, size_t *n)
 {
 	if (!c)
 		return 1;
@@ -215,25 +225,43 @@ static int nap_add(struct fab_conn *c, struct fid **fids, struct pollfd *pfd,
 	fids[*n] = &c->cq->fid;
 	pfd[*n].fd = c->wait_fd;
 	pfd[*n].events = POLLIN;
+	conns[*n] = c;
 	(*n)++;
 	return 1;
 }
 
-/* Sleep until a CQ may have something, at most FAB_WAIT_MS. */
-static void nap(struct fab_xport *x, unsigned int *idle)
+/* Sleep until a CQ may have something, at most FAB_WAIT_MS; @w says
+ * which to drain then. */
+static void nap(struct fab_xport *x, unsigned int *idle, struct fab_wake *w)
 {
 	struct fid *fids[FAB_NAP_FDS];
-	struct pollfd pfd[FAB_NAP_FDS];
+	struct pollfd pfd[FAB_NAP_FDS + 1];
+	struct fab_conn *conns[FAB_NAP_FDS];
 	size_t n = 0;
-	int fds = nap_add(x->cur, fids, pfd, &n);
+	int fds = nap_add(x->cur, fids, pfd, conns, &n);
 
 	for (size_t i = 0; fds && i < x->npeers; i++)
-		fds = nap_add(x->peers[i]->conn, fids, pfd, &n);
+		fds = nap_add(x->peers[i]->conn, fids, pfd, conns, &n);
 	for (struct fab_conn *c = x->old; fds && c; c = c->next)
-		fds = nap_add(c, fids, pfd, &n);
+		fds = nap_add(c, fids, pfd, conns, &n);
+	w->all = 1;
 	if (n && fds) {
-		if (fi_trywait(x->fabric, fids, (int)n) == FI_SUCCESS)
-			poll(pfd, n, FAB_WAIT_MS);
+		if (fi_trywait(x->fabric, fids, (int)n) != FI_SUCCESS)
+			return;
+		/* And the fd that ends the nap for fab_stop_progress. */
+		pfd[n] = (struct pollfd){.fd = x->wake_fd, .events = POLLIN};
+		if (poll(pfd, n + (x->wake_fd >= 0), FAB_WAIT_MS) <= 0 ||
+		    atomic_load(&x->stop))
+			return;
+		/* Only the connections that woke us: with a connection per
+		 * peer, draining every CQ after each packet cost a
+		 * provider's progress (several system calls) per idle
+		 * connection, and a re-seeder's mount most of its CPU. */
+		w->n = 0;
+		for (size_t i = 0; i < n; i++)
+			if (pfd[i].revents)
+				w->ready[w->n++] = conns[i];
+		w->all = w->n == 0;
 	} else if (++*idle > 64) {
 		/* Spin briefly after activity, then nap. */
 		struct timespec ts = {0, *idle > 4096 ? 200000 : 20000};
@@ -241,31 +269,43 @@ static void nap(struct fab_xport *x, unsigned int *idle)
 	}
 }
 
+/* Drain @c into *got; 1 if its CQ could not be read. */
+static int drain_one(struct fab_xport *x, struct fab_conn *c, int *got)
+{
+	int n = c ? drain(x, c) : 0;
+	*got += n > 0 ? n : 0;
+	return n < 0;
+}
+
 static void *progress(void *arg)
 {
 	struct fab_xport *x = arg;
 	unsigned int idle = 0;
+	struct fab_wake w = {.all = 1};
+	uint64_t swept = 0;
 
 	while (!atomic_load(&x->stop)) {
 		int got = 0, bad = 0;
-		if (x->cur) {
-			int n = drain(x, x->cur);
-			bad |= n < 0;
-			got += n > 0 ? n : 0;
+		uint64_t now = sfs_now_ms();
+		/* Everything at least every FAB_WAIT_MS all the same: a
+		 * retired connection's end, a provider that wants progress
+		 * without its fd saying so. */
+		if (now >= swept + FAB_WAIT_MS)
+			w.all = 1;
+		if (!w.all) {
+			for (size_t i = 0; i < w.n; i++)
+				bad |= drain_one(x, w.ready[i], &got);
+			goto done;
 		}
-		for (size_t i = 0; i < x->npeers; i++) {
-			struct fab_conn *c = x->peers[i]->conn;
-			int n = c ? drain(x, c) : 0;
-			bad |= n < 0;
-			got += n > 0 ? n : 0;
-		}
+		swept = now;
+		bad |= drain_one(x, x->cur, &got);
+		for (size_t i = 0; i < x->npeers; i++)
+			bad |= drain_one(x, x->peers[i]->conn, &got);
 		/* Retired connections: progressed until nothing is in
 		 * flight on them, then closed. */
 		for (struct fab_conn **pc = &x->old; *pc;) {
 			struct fab_conn *c = *pc;
-			int n = drain(x, c);
-			bad |= n < 0;
-			got += n > 0 ? n : 0;
+			bad |= drain_one(x, c, &got);
 			if (atomic_load(&c->inflight) == 0) {
 				*pc = c->next;
 				conn_close(x, c);
@@ -276,22 +316,30 @@ static void *progress(void *arg)
 			}
 			pc = &c->next;
 		}
+	done:
 		if (got > 0) {
 			idle = 0;
-			continue;
+			continue; /* the same ones again, until dry */
 		}
 		if (bad) {
 			struct timespec ts = {0, 10000000};
 			nanosleep(&ts, NULL);
+			w.all = 1;
 			continue;
 		}
-		nap(x, &idle);
+		nap(x, &idle, &w);
 	}
 	return NULL;
 }
 
 int fab_start_progress(struct fab_xport *x)
 {
+	/* Without it (no fds left) a stop waits for the nap's end. */
+	if (x->wake_fd < 0)
+		x->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	else /* a wake-up left from the last stop */
+		while (eventfd_read(x->wake_fd, &(eventfd_t){0}) == 0)
+			;
 	atomic_store(&x->stop, 0);
 	int rc = pthread_create(&x->thread, NULL, progress, x);
 	if (rc)
@@ -304,6 +352,11 @@ void fab_stop_progress(struct fab_xport *x)
 {
 	if (x->thread_started) {
 		atomic_store(&x->stop, 1);
+		/* Adding a peer stops and starts the thread: without this,
+		 * each waited for the nap's end (up to FAB_WAIT_MS), and a
+		 * re-seeder connected to its swarm one peer per 0.2 s. */
+		if (x->wake_fd >= 0)
+			eventfd_write(x->wake_fd, 1);
 		pthread_join(x->thread, NULL);
 		x->thread_started = 0;
 	}

@@ -89,6 +89,7 @@ struct fab_xport {
 	pthread_t thread;
 	int thread_started;
 	atomic_bool stop;
+	int wake_fd; /* eventfd: ends the progress thread's nap, or -1 */
 
 	struct sfs_xreq_list inflight;
 	/* A connection per peer (replicas, unless FI_MR_ENDPOINT). */

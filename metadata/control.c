@@ -181,6 +181,23 @@ static int tls_failure(CURLcode cc)
 	}
 }
 
+/* The calling thread's kept handle (sfs_control_keep), or NULL. */
+static __thread CURL *kept;
+static __thread int keeping;
+
+void sfs_control_keep(void)
+{
+	keeping = 1;
+}
+
+void sfs_control_keep_end(void)
+{
+	if (kept)
+		curl_easy_cleanup(kept);
+	kept = NULL;
+	keeping = 0;
+}
+
 /* One HTTP exchange; @body NULL for GET.  *code: the HTTP status. */
 static int exchange(struct sfs_control_cred *cred, const char *url,
 		    const void *body, size_t blen, unsigned int timeout_ms,
@@ -190,11 +207,17 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	char cerr[CURL_ERROR_SIZE] = "", auth[SFS_AUTH_TOKEN_MAX + 64];
 	struct curl_slist *hdr = NULL, *h2;
 	int tls = sfs_control_cred_tls(cred), rc = 0;
-	CURLcode cc;
+	CURLcode cc = CURLE_OK;
 	CURL *h;
 
-	if (!(h = curl_easy_init()))
+	if (keeping && kept) {
+		h = kept;
+		curl_easy_reset(h); /* options go; its connections stay */
+	} else if (!(h = curl_easy_init())) {
 		return -ENOMEM;
+	}
+	if (keeping)
+		kept = h;
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
@@ -254,7 +277,16 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 						      : -EIO;
 	}
 out:
-	curl_easy_cleanup(h);
+	if (h != kept) {
+		curl_easy_cleanup(h);
+	} else if (cc != CURLE_OK || rc) {
+		/* A connection in doubt is not asked again. */
+		curl_easy_cleanup(h);
+		kept = NULL;
+	} else {
+		/* Nothing of this request stays set on the kept handle. */
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	}
 	/* The header copies are libcurl's: wipe ours and theirs. */
 	for (h2 = hdr; h2; h2 = h2->next)
 		explicit_bzero(h2->data, strlen(h2->data));

@@ -146,4 +146,18 @@ int sfs_control_remote_key(struct sfs_xport *x, const struct sfs_remote *r,
 /* sfs_control_init - process-wide setup; call once before threads. */
 int sfs_control_init(void);
 
+/*
+ * sfs_control_keep - from now on the calling thread's requests reuse
+ * one libcurl handle, so a connection to a host it asks again is kept
+ * open between requests (HTTP keep-alive; for TLS, no handshake per
+ * request).  For threads that ask the same host often (a source's
+ * poller): others open a connection per request, so a burst of them
+ * does not leave one open connection per thread at the server.
+ * sfs_control_keep_end - close the thread's handle and connections
+ * (call before the thread ends; no-op without sfs_control_keep).
+ * Thread safe: each acts on its calling thread only.
+ */
+void sfs_control_keep(void);
+void sfs_control_keep_end(void);
+
 #endif /* SFS_CONTROL_H */

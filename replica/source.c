@@ -694,6 +694,7 @@ static void *poller(void *arg)
 {
 	struct rsrc *s = arg;
 
+	sfs_control_keep(); /* one connection to its source, kept */
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop) {
 		/* Opens do not wait for a source that did not answer (see
@@ -716,6 +717,13 @@ static void *poller(void *arg)
 		 * check (a re-seeder's holdings still grow fast). */
 		if (!s->reseeder && s->registered && fleet_healthy(s->r))
 			next = s->checked_ms + RSRC_REG_POLL_MS;
+		/* A re-seeder warming a whole model learns soon who warms
+		 * it with it (the seed lists them): until it does, it pulls
+		 * their shares from the seed too, and uploads them alone. */
+		if (!s->reseeder && s->r->reseed &&
+		    atomic_load(&s->r->warming) > 0)
+			next = SFS_MIN(next,
+				       s->checked_ms + RSRC_RESEEDER_POLL_MS);
 		/* A re-seeder that went away is asked less often. */
 		if (s->reseeder && s->unreachable)
 			next = s->checked_ms + 5 * RSRC_POLL_MS;
@@ -730,6 +738,7 @@ static void *poller(void *arg)
 		pthread_cond_timedwait(&s->cond, &s->lock, &ts);
 	}
 	pthread_mutex_unlock(&s->lock);
+	sfs_control_keep_end();
 	return NULL;
 }
 

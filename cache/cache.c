@@ -360,14 +360,24 @@ err:
 	return rc;
 }
 
+static int lane_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct sfs_cache_lane *)a)->key;
+	uint64_t y = ((const struct sfs_cache_lane *)b)->key;
+	return x < y ? -1 : x > y;
+}
+
 int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
 			const struct sfs_cache_lane *lanes, size_t n)
 {
 	struct sfs_cache_lane *copy = NULL;
 	if (n && !(copy = malloc(n * sizeof(*copy))))
 		return -ENOMEM;
-	if (n)
+	if (n) {
 		memcpy(copy, lanes, n * sizeof(*copy));
+		/* In key order: the same order in every member. */
+		qsort(copy, n, sizeof(*copy), lane_cmp);
+	}
 	pthread_mutex_lock(&c->lock);
 	int rc = set < c->nsets ? 0 : -EINVAL;
 	for (size_t i = 0; !rc && i < n; i++)
@@ -381,6 +391,10 @@ int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
 		struct sfs_cache_lane *old = s->lanes;
 		s->lanes = copy;
 		s->nlanes = n;
+		s->lane_me = SIZE_MAX;
+		for (size_t i = 0; i < n; i++)
+			if (copy[i].holder == SFS_NONE)
+				s->lane_me = i;
 		copy = old;
 		/* Chunks that waited for a lane may be anyone's now. */
 		sfs_peer_wake_worker(c);

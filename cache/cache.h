@@ -264,10 +264,10 @@ struct sfs_cache_lane {
 /*
  * sfs_cache_set_lanes - replicas that load @set together share what
  * they pull from last-resort peers (seeds): of the set's chunks,
- * counted over its objects in order, chunk g is the pull of the member
- * whose key hashed with g is highest (rendezvous hashing: every member
- * computes the same owner, and a member joining or leaving moves only
- * its own share).  A chunk of another member is not pulled from a
+ * counted over its objects in order, chunk g is the pull of member g
+ * mod n, the members in key order (every member computes the same
+ * owner, the shares are equal, and consecutive chunks are different
+ * members').  A chunk of another member is not pulled from a
  * last-resort peer while that member's peer is up and its holdings grew
  * in the last 2 s or three times a pull from a last-resort peer takes
  * (or the chunk has waited less than that): it comes

@@ -70,6 +70,7 @@ struct sfs_chunk {
 	uint64_t posted_ms;
 	uint64_t posted_ns;    /* LOADING: for the latency histogram */
 	uint64_t queued_ms;    /* QUEUED: since */
+	uint64_t held_ms;      /* QUEUED: a holder had it since, or 0 */
 	uint64_t overtaken_ms; /* LOADING: a later post completed first */
 	int orphan; /* LOADING, but out of the hash: its slot waits for the
 		       transport's callback */
@@ -107,11 +108,12 @@ struct cache_set {
 	uint64_t last_done_ms; /* a pull of this set completed */
 	uint64_t version; /* chunks became ready or left: an export is old */
 	uint64_t *base;	  /* per object: the set's chunk number of its first */
-	/* Lanes (sfs_cache_set_lanes): chunk g is the member's with the
-	 * highest hash of (g, its key) to pull from a last-resort peer;
-	 * lanes[i] its holder, SFS_NONE for this cache itself. */
+	/* Lanes (sfs_cache_set_lanes), in key order: chunk g is member
+	 * g mod nlanes's to pull from a last-resort peer; lanes[i] its
+	 * holder, SFS_NONE for this cache itself (lane_me; SIZE_MAX: not
+	 * a member). */
 	struct sfs_cache_lane *lanes;
-	size_t nlanes;
+	size_t nlanes, lane_me;
 };
 
 /* One peer serving one set.  Protected by c->lock. */
@@ -175,8 +177,10 @@ struct sfs_cache {
 	uint32_t chunk_size;
 	unsigned int chunk_shift;
 	unsigned int timeout_ms;
-	int verify;	    /* check pulled chunks against their checksums */
-	double seed_lat_ms; /* a last-resort peer's pull time, averaged;
+	int verify;	       /* check pulled chunks against their checksums */
+	uint64_t tree_wake_ms; /* a chunk a relay tree held back may go
+				  elsewhere then (0: none) */
+	double seed_lat_ms;    /* a last-resort peer's pull time, averaged;
 			       protected by lock */
 	int (*reconnect)(void *arg, uint32_t peer, uint64_t id,
 			 uint64_t *new_id);

@@ -14,8 +14,8 @@
  * chunks to sources would pile a fixed share onto the slowest one.)
  *
  * Lanes.  Replicas that load one content together (re-seeders that
- * prefetch it) each pull a share from the seeds (chunk g is the member's
- * whose key hashed with g is highest), and the rest from each other: a seed then sends each chunk
+ * prefetch it) each pull a share from the seeds (chunk g is member g mod
+ * n's, members in key order), and the rest from each other: a seed then sends each chunk
  * about once, not once per replica.  A chunk of another member waits
  * for it while it makes progress (its holdings grow), then is pulled
  * from a seed all the same.
@@ -105,6 +105,7 @@ void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand)
 	ch->state = CH_QUEUED;
 	ch->demand = demand;
 	ch->queued_ms = sfs_now_ms();
+	ch->held_ms = 0;
 	sfs_list_add_tail(demand ? &c->demand : &c->ahead, ch);
 	c->queued++;
 }
@@ -206,23 +207,22 @@ static int servable(struct sfs_cache *c, const struct sfs_chunk *ch,
 }
 
 /* The holder whose lane @ch is in: SFS_NONE for ours, or no lanes
- * (*any 0). */
+ * (*any 0).  Chunk g is member g mod n's, members in key order: each
+ * member pulls an equal share, and consecutive chunks go to different
+ * members, so a sequential load keeps them all busy.  (Rendezvous
+ * hashing moved less when a member came or went, but with tens of
+ * chunks a member its shares differed by half: the member with the
+ * largest one had to upload that much more, and the swarm waited for
+ * its link.) */
 static uint32_t lane_of(const struct sfs_cache *c, const struct sfs_chunk *ch,
 			int *any)
 {
 	const struct cache_set *s = c->sets[ch->set];
-	uint64_t g = s->base[ch->obj] + ch->idx, best = 0;
-	uint32_t owner = SFS_NONE;
 	*any = s->nlanes != 0;
-	for (size_t i = 0; i < s->nlanes; i++) {
-		uint64_t h =
-			XXH3_64bits_withSeed(&g, sizeof(g), s->lanes[i].key);
-		if (i == 0 || h > best) {
-			best = h;
-			owner = s->lanes[i].holder;
-		}
-	}
-	return owner;
+	if (!s->nlanes)
+		return SFS_NONE;
+	uint64_t g = s->base[ch->obj] + ch->idx;
+	return s->lanes[g % s->nlanes].holder;
 }
 
 /* Is @ch another lane member's to pull from the seeds, and is that
@@ -600,6 +600,71 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 	pthread_cond_broadcast(&c->cond);
 }
 
+/* floor(log2(@r + 1)): how deep rank @r sits in a chunk's relay tree. */
+static unsigned int tree_depth(size_t r)
+{
+	unsigned int d = 0;
+	while (r >>= 1)
+		d++;
+	return d;
+}
+
+/*
+ * Relay trees.  A chunk that one lane member pulled from the seeds is
+ * wanted by all the others at once; pulled by all of them from that
+ * member, its one uplink would carry every copy, each arriving at
+ * 1/(n-1) of its rate, all at the end, and none of them able to pass
+ * it on meanwhile (this was the fan-out tail: a few members' uplinks
+ * full while the rest idled).  So the members form a binary tree per
+ * chunk, rooted at its owner: in key order, rank r = (member - owner)
+ * mod n, and rank r takes it from rank (r - 1) / 2.  Each copy then
+ * comes at half a link's rate, and a chunk reaches all n members in
+ * log2(n) steps; the owners rotate, so each member relays about as
+ * much as the others.
+ *
+ * May peer @pi's holder @hi serve @ch to this cache now?  Yes when
+ * there are no lanes or this cache is no member, when @hi is no
+ * member (a seed, a re-seeder that holds it all), when @hi is the
+ * parent; otherwise once the chunk has been held somewhere for longer
+ * than its parent needs to pass it on (its depth times twice a pull's
+ * usual time, at least 250 ms a level) or when the parent is not up.
+ */
+static int tree_allows(struct sfs_cache *c, struct sfs_chunk *ch, uint32_t hi,
+		       uint64_t now)
+{
+	const struct cache_set *s = c->sets[ch->set];
+	size_t n = s->nlanes, me = s->lane_me, q = SIZE_MAX;
+	if (n < 3 || me == SIZE_MAX)
+		return 1;
+	for (size_t i = 0; i < n && q == SIZE_MAX; i++)
+		if (s->lanes[i].holder == hi)
+			q = i;
+	if (q == SIZE_MAX)
+		return 1;
+	uint64_t g = s->base[ch->obj] + ch->idx;
+	size_t o = (size_t)(g % n);
+	size_t rme = (me + n - o) % n, rq = (q + n - o) % n;
+	if (rme == 0 || rq == (rme - 1) / 2)
+		return 1; /* ours from the seeds (or back), or the parent */
+	size_t parent = ((rme - 1) / 2 + o) % n;
+	uint32_t ph = s->lanes[parent].holder;
+	if (ph == SFS_NONE || ph == SFS_CACHE_LANE_UNKNOWN ||
+	    ph >= c->nholders || c->holders[ph]->removed)
+		return 1;
+	const struct cache_peer *pp = c->peers[c->holders[ph]->peer];
+	if (pp->removed || pp->state != SFS_PEER_UP || pp->silent_since)
+		return 1;
+	if (!ch->held_ms)
+		ch->held_ms = now;
+	uint64_t level = SFS_MAX(250, (uint64_t)(2 * pp->lat_ms));
+	uint64_t at = ch->held_ms + tree_depth(rme) * level;
+	if (now >= at)
+		return 1;
+	if (!c->tree_wake_ms || at < c->tree_wake_ms)
+		c->tree_wake_ms = at; /* the worker looks again then */
+	return 0;
+}
+
 /* The first queued chunk peer @pi can serve, and through which holder.
  * A peer whose source's control port is silent, or that stalled a
  * moment ago, takes only what no other holder can serve. */
@@ -607,13 +672,15 @@ static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi)
 {
 	struct list *lists[2] = {&c->demand, &c->ahead};
 	const struct cache_peer *p = c->peers[pi];
-	int shy = p->silent_since != 0 || sfs_now_ms() < p->avoid_until_ms;
+	uint64_t now = sfs_now_ms();
+	int shy = p->silent_since != 0 || now < p->avoid_until_ms;
 	for (int k = 0; k < 2; k++)
 		for (struct sfs_chunk *ch = lists[k]->head; ch; ch = ch->next)
 			if ((*hi = holder_for(c, ch, pi)) != SFS_NONE &&
 			    (!shy || servable(c, ch, pi)) &&
-			    (!p->last_resort ||
-			     (!preferred(c, ch, pi) && !lane_wait(c, ch))))
+			    (p->last_resort ? !preferred(c, ch, pi) &&
+						      !lane_wait(c, ch)
+					    : tree_allows(c, ch, *hi, now)))
 				return ch;
 	return NULL;
 }
@@ -1149,9 +1216,12 @@ void *sfs_peer_worker(void *arg)
 			    now >= p->down_until_ms)
 				peer_usable(c, p);
 		}
+		c->tree_wake_ms = 0;
 		sfs_peer_pump(c);
 		if (c->work || c->stopping)
 			continue;
+		if (c->tree_wake_ms)
+			next = SFS_MIN(next, SFS_MAX(c->tree_wake_ms, now + 1));
 		struct timespec ts = sfs_abstime(next > now ? next - now : 1);
 		pthread_cond_timedwait(&c->work_cond, &c->lock, &ts);
 	}

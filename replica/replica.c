@@ -541,6 +541,7 @@ void sfs_replica_warming(struct sfs_replica *r, struct sfs_view *v, int delta)
 	pthread_mutex_lock(&v->model->lock);
 	v->warming += delta;
 	pthread_mutex_unlock(&v->model->lock);
+	atomic_fetch_add(&r->warming, delta);
 	/* The sweeper sets the lanes anew. */
 	pthread_mutex_lock(&r->lock);
 	pthread_cond_broadcast(&r->cond);

@@ -25,6 +25,7 @@
 #include "replica/replica.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -181,6 +182,7 @@ struct sfs_replica {
 	void *inval_arg;
 	struct sfs_mctl *ctl;
 	struct sfs_reseed *reseed;	/* --reseed, or NULL */
+	atomic_int warming;		/* prefetches of a whole view running */
 	struct sfs_ctlsrv *metrics_srv; /* --metrics-listen, or NULL */
 	char metrics_addr[300];
 	struct sfs_fleet *fleet; /* --registry, or NULL */

@@ -665,6 +665,18 @@ static int tree_allows(struct sfs_cache *c, struct sfs_chunk *ch, uint32_t hi,
 	return 0;
 }
 
+/* Does peer @pi (@p) take @ch now, through holder *hi? */
+static int takes(struct sfs_cache *c, const struct cache_peer *p, uint32_t pi,
+		 struct sfs_chunk *ch, int shy, uint64_t now, uint32_t *hi)
+{
+	if ((*hi = holder_for(c, ch, pi)) == SFS_NONE ||
+	    (shy && !servable(c, ch, pi)))
+		return 0;
+	if (!p->last_resort)
+		return tree_allows(c, ch, *hi, now);
+	return !preferred(c, ch, pi) && !lane_wait(c, ch);
+}
+
 /* The first queued chunk peer @pi can serve, and through which holder.
  * A peer whose source's control port is silent, or that stalled a
  * moment ago, takes only what no other holder can serve. */
@@ -676,11 +688,7 @@ static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi)
 	int shy = p->silent_since != 0 || now < p->avoid_until_ms;
 	for (int k = 0; k < 2; k++)
 		for (struct sfs_chunk *ch = lists[k]->head; ch; ch = ch->next)
-			if ((*hi = holder_for(c, ch, pi)) != SFS_NONE &&
-			    (!shy || servable(c, ch, pi)) &&
-			    (p->last_resort ? !preferred(c, ch, pi) &&
-						      !lane_wait(c, ch)
-					    : tree_allows(c, ch, *hi, now)))
+			if (takes(c, p, pi, ch, shy, now, hi))
 				return ch;
 	return NULL;
 }

@@ -284,8 +284,11 @@ out:
 		curl_easy_cleanup(h);
 		kept = NULL;
 	} else {
-		/* Nothing of this request stays set on the kept handle. */
+		/* Nothing of this request stays set on the kept handle: its
+		 * headers and buffers are gone when this returns. */
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+		curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+		curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
 	}
 	/* The header copies are libcurl's: wipe ours and theirs. */
 	for (h2 = hdr; h2; h2 = h2->next)

@@ -5,7 +5,7 @@
  * Single flight (one pull per chunk whatever the readers), byte-exact
  * data, eviction within the bound, checksums; several holders of one
  * set: striping, failover, a partial holder, inline pieces, a holder
- * with wrong bytes.
+ * with wrong bytes; lanes' equal shares and relay trees.
  */
 #include "check_run.h"
 
@@ -710,6 +710,104 @@ START_TEST(stalled_holder_fails_over)
 }
 END_TEST
 
+/* Lanes: with three members, this cache pulls from the last-resort seed
+ * exactly its third of the chunks (chunk g is member g mod 3's, members
+ * in key order, whatever order they are given in), and the others' only
+ * after waiting for them (members not connected: 2 s). */
+START_TEST(lanes_equal_shares)
+{
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * (NCHUNKS + 8),
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 10000};
+	struct sfs_cache_stats st;
+	uint32_t p, h;
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "seed", &p), 0);
+	uint32_t set = add_one(c, p, NULL, 0, 0, NULL, &h);
+	sfs_cache_peer_last_resort(c, p, 1);
+	const struct sfs_cache_lane l[3] = {
+		{.key = 30, .holder = SFS_CACHE_LANE_UNKNOWN},
+		{.key = 10, .holder = SFS_CACHE_NONE},
+		{.key = 20, .holder = SFS_CACHE_LANE_UNKNOWN}};
+	ck_assert_int_eq(sfs_cache_set_lanes(c, set, l, 3), 0);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
+	for (int i = 0; i < 100; i++) {
+		sfs_cache_stats(c, &st);
+		if (st.lane_own == NCHUNKS / 3)
+			break;
+		usleep(10000);
+	}
+	usleep(200000); /* and nothing of the others' comes yet */
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.lane_own, NCHUNKS / 3);
+	ck_assert_uint_eq(st.lane_others, 0);
+	/* Ours are chunks 0, 3, 6, ...: served without a pull. */
+	uint64_t pulls = st.pulls;
+	for (size_t g = 0; g < NCHUNKS; g += 3)
+		ck_assert_int_eq(read_check(c, set, g * CHUNK, 100), 0);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.pulls, pulls);
+	/* The rest once the members were waited for, byte-exact. */
+	ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.lane_others, NCHUNKS - NCHUNKS / 3);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/* Relay trees: of three members (this cache first in key order, then A
+ * on seed one, then B on seed two), a chunk A owns (g mod 3 == 1) has A
+ * as this cache's parent: it comes from A while A is up, not from B,
+ * though B holds it too. */
+START_TEST(relay_tree_parent_serves)
+{
+	uint32_t p1, p2, h1, h2, set;
+	struct sfs_cache *c = two_peers(2 * NCHUNKS + 8, &p1, &p2);
+	/* Both connections made first, and A's pull time measured. */
+	uint32_t w1 = add_one(c, p1, NULL, 0, 0, NULL, NULL);
+	uint32_t w2 = add_one(c, p2, &copy_piece, 1, 0, NULL, NULL);
+	ck_assert_int_eq(read_check(c, w1, 0, 100), 0);
+	ck_assert_int_eq(read_check(c, w2, 0, 100), 0);
+	struct sfs_cache_obj o = {.len = data_len};
+	struct sfs_cache_hobj a = {&piece, 1}, b = {&copy_piece, 1};
+	ck_assert_int_eq(sfs_cache_add_set(c, "tree", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p1, &a, 1, 0, &h1), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &b, 1, 0, &h2), 0);
+	const struct sfs_cache_lane l[3] = {
+		{.key = 3, .holder = h2},
+		{.key = 1, .holder = SFS_CACHE_NONE},
+		{.key = 2, .holder = h1}};
+	ck_assert_int_eq(sfs_cache_set_lanes(c, set, l, 3), 0);
+	struct sfs_cache_peer_info ia, ib;
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	uint64_t a0 = ia.pulls, b0 = ib.pulls;
+	size_t n = 0;
+	for (size_t g = 1; g < NCHUNKS; g += 3, n++)
+		ck_assert_int_eq(
+			sfs_cache_prefetch(c, set, 0, g * CHUNK, CHUNK, 0), 0);
+	for (size_t g = 1; g < NCHUNKS; g += 3)
+		ck_assert_int_eq(read_check(c, set, g * CHUNK,
+					    SFS_MIN((uint64_t)CHUNK,
+						    data_len - g * CHUNK)),
+				 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	ck_assert_uint_eq((ia.pulls - a0) + (ib.pulls - b0), n);
+	/* B may take one over only after waiting 250 ms for A: under
+	 * TSan, where A's pulls can take that long, most come from A. */
+	if (TEST_TSAN)
+		ck_assert_uint_ge(ia.pulls - a0, n / 2);
+	else
+		ck_assert_uint_eq(ib.pulls - b0, 0);
+	sfs_cache_free(c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -727,6 +825,8 @@ int main(void)
 	tcase_add_test(t, partial_holder);
 	tcase_add_test(t, inline_and_remote_pieces);
 	tcase_add_test(t, stalled_holder_fails_over);
+	tcase_add_test(t, lanes_equal_shares);
+	tcase_add_test(t, relay_tree_parent_serves);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

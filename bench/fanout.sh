@@ -23,8 +23,9 @@
 #
 #   bench/fanout.sh BUILD
 # Environment: FANOUT_N (8), FANOUT_SIZE (64M), FANOUT_RATE (100mbit),
-# FANOUT_SCENARIOS ("a b c k h"), FANOUT_SHORT=1 (no plot file, no
-# striping: the make test form), FANOUT_RESULTS=FILE (key value lines
+# FANOUT_SCENARIOS ("a b c k h"), FANOUT_RUNS (3: runs of (b) and (c),
+# medians compared), FANOUT_SHORT=1 (no plot file, no striping, one
+# run: the make test form), FANOUT_RESULTS=FILE (key value lines
 # for tests), FANOUT_MOUNT_OPTS (more mount options), FANOUT_SEED_OPTS
 # (more seed options, e.g. --checksum-chunk 256K with --chunk-size 256K
 # in the mount's), FANOUT_KEEP=1 (keep the logs and status files).
@@ -74,6 +75,7 @@ N=${FANOUT_N:-8}
 SIZE=${FANOUT_SIZE:-64M}
 RATE=${FANOUT_RATE:-100mbit}
 SHORT=${FANOUT_SHORT:-0}
+RUNS=${FANOUT_RUNS:-$([ "$SHORT" = 1 ] && echo 1 || echo 3)}
 RESULTS=${FANOUT_RESULTS:-}
 read -r -a MOPTS <<<"${FANOUT_MOUNT_OPTS:-}"
 read -r -a SOPTS <<<"${FANOUT_SEED_OPTS:-}"
@@ -315,17 +317,43 @@ done
 KILLED_AT=0 KILL_SENT=0 KILL_RECV=0 FAILMSG=
 K_AT=0 K_SENT=0 K_RECV=0 H_AT=0 H_SENT=0
 RESEED=(--reseed --listen 0.0.0.0:0 --prefetch)
+# keep NAME R: run R's results of NAME, aside
+keep() {
+	local v
+	for v in T DONE SEEDSENT RECV CPU FAILED; do
+		eval "${v}_$1_$2=\"\${${v}_$1}\""
+	done
+}
+# median NAME: NAME's results become those of its median run (by
+# time); ALL_NAME lists every run's time
+median() {
+	local r v pick
+	pick=$(for r in $(seq "$RUNS"); do
+		v=T_$1_$r
+		echo "${!v} $r"
+	done | sort -n | awk -v m=$(((RUNS + 1) / 2)) 'NR == m { print $2 }')
+	eval "ALL_$1=\"$(for r in $(seq "$RUNS"); do v=T_$1_$r; calc "\"%.1f \", ${!v} / 1000"; done)\""
+	for v in T DONE SEEDSENT RECV CPU FAILED; do
+		eval "${v}_$1=\"\${${v}_$1_$pick}\""
+	done
+}
+
 seed_start s0 10
 want a && run a only_s0 0
-want b && run b only_s0 0 "${RESEED[@]}"
-seed_stop s0
-
 if want c; then
 	for i in $(seq "$N"); do host "s$i" $((10 + i)) "$RATE"; done
 	for i in $(seq "$N"); do seed_start "s$i" $((10 + i)); done
-	run c own_seed 0
-	for i in $(seq "$N"); do seed_stop "s$i"; done
 fi
+# (b) and (c), RUNS times each, one after the other: this machine's
+# speed drifts from minute to minute, and the medians are compared.
+for r in $(seq "$RUNS"); do
+	if want b; then run b only_s0 0 "${RESEED[@]}" && keep b "$r"; fi
+	if want c; then run c own_seed 0 && keep c "$r"; fi
+done
+want b && median b
+want c && median c
+want c && for i in $(seq "$N"); do seed_stop "s$i"; done
+seed_stop s0
 
 if want k; then
 	seed_start s0 10
@@ -400,6 +428,8 @@ want k && echo "| (k) (b), seed killed -9 at $(s "$K_AT") s | $(s "$T_k") s | ${
 want h && [ "$T_b" -gt 0 ] && echo "| (h) (b), seed killed -9 at $(s "$H_AT") s | $( [ "$FAILED_h" = "$N" ] && echo - || echo "$(s "$T_h") s") | ${DONE_h% } | $(x "$H_SENT" "$BYTES") x model before | $((N - FAILED_h)) byte-exact, $FAILED_h failed (EIO) |"
 echo
 echo "link bounds: (a) $ideal_a s (the seed's uplink), (c) $ideal_c s (each replica's downlink)"
+[ "$RUNS" -gt 1 ] && want b && want c &&
+	echo "(b) and (c): the medians of $RUNS runs each, taken in turn: (b) ${ALL_b% } s; (c) ${ALL_c% } s"
 if want a && want b && want c; then
 	ba=$(x "$T_b" "$T_a")
 	bc=$(x "$T_b" "$T_c")

@@ -59,8 +59,11 @@ if [ "${1:-}" = --replica ]; then
 	# CPU seconds of the mount daemon, user and system
 	awk -v t="$(getconf CLK_TCK)" '{ printf "%.2f %.2f\n", $14 / t, $15 / t }' \
 		"/proc/$pid/stat" >"$out/$name.cpu" 2>/dev/null || true
-	echo "$(date +%s%3N) $res" >"$out/$name.done"
+	# The time first, the status next, then .done (what the main loop
+	# waits for: the status is there when it looks).
+	local_t=$(date +%s%3N)
 	cp "$mnt/.seedfs/status" "$out/$name.status" 2>/dev/null || true
+	echo "$local_t $res" >"$out/$name.done"
 	for _ in $(seq 1200); do [ -e "$out/stop" ] && break; sleep 0.5; done
 	fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" 2>/dev/null || true
 	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done

@@ -392,9 +392,15 @@ int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
 		s->lanes = copy;
 		s->nlanes = n;
 		s->lane_me = SIZE_MAX;
-		for (size_t i = 0; i < n; i++)
-			if (copy[i].holder == SFS_NONE)
+		for (size_t i = 0; i < s->nholders; i++)
+			c->holders[s->holders[i]]->lane = SIZE_MAX;
+		for (size_t i = 0; i < n; i++) {
+			uint32_t hi = copy[i].holder;
+			if (hi == SFS_NONE)
 				s->lane_me = i;
+			else if (hi != SFS_CACHE_LANE_UNKNOWN)
+				c->holders[hi]->lane = i;
+		}
 		copy = old;
 		/* Chunks that waited for a lane may be anyone's now. */
 		sfs_peer_wake_worker(c);
@@ -571,6 +577,7 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 		return -ENOMEM;
 	h->set = set;
 	h->peer = peer;
+	h->lane = SIZE_MAX; /* until sfs_cache_set_lanes names it */
 	h->nobjs = n;
 	h->partial = partial;
 	if (!(h->objs = calloc(n ? n : 1, sizeof(*objs))) ||

@@ -125,6 +125,7 @@ struct cache_holder {
 	uint64_t **has;	  /* partial: a bitmap of chunks per object */
 	uint64_t nheld;	  /* partial: chunks it holds */
 	uint64_t grew_ms; /* partial: when it last held more */
+	size_t lane;	  /* its index in its set's lanes, or SIZE_MAX */
 	int removed;
 };
 

@@ -633,13 +633,8 @@ static int tree_allows(struct sfs_cache *c, struct sfs_chunk *ch, uint32_t hi,
 		       uint64_t now)
 {
 	const struct cache_set *s = c->sets[ch->set];
-	size_t n = s->nlanes, me = s->lane_me, q = SIZE_MAX;
-	if (n < 3 || me == SIZE_MAX)
-		return 1;
-	for (size_t i = 0; i < n && q == SIZE_MAX; i++)
-		if (s->lanes[i].holder == hi)
-			q = i;
-	if (q == SIZE_MAX)
+	size_t n = s->nlanes, me = s->lane_me, q = c->holders[hi]->lane;
+	if (n < 3 || me == SIZE_MAX || q == SIZE_MAX)
 		return 1;
 	uint64_t g = s->base[ch->obj] + ch->idx;
 	size_t o = (size_t)(g % n);

@@ -392,6 +392,19 @@ int sfs_control_connect_peer(struct sfs_control_cred *cred,
 	char path[128], *reply;
 	int rc;
 
+	/* A peer that publishes what it needs and differs: the provider
+	 * would refuse the connection with no word of why. */
+	struct sfs_xport_info in;
+	sfs_xport_info(x, &in);
+	if (ep->compat[0] && strcmp(ep->compat, in.compat)) {
+		snprintf(err, errlen,
+			 "its %s endpoint runs with %s, this host with %s: "
+			 "libfabric does not connect the two (set the same "
+			 "on both)",
+			 ep->protocol, ep->compat,
+			 in.compat[0] ? in.compat : "no such settings");
+		return -EPROTO;
+	}
 	if (!sfs_xport_needs_hello(x)) {
 		rc = sfs_xport_peer_add(x, ep->addr, ep->addr_len, peer);
 		if (rc)

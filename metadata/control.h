@@ -111,7 +111,9 @@ int sfs_control_open(struct sfs_control_cred *cred, const char *hostport,
  * sfs_control_connect_peer - connect the open transport @x to endpoint
  * @ep of the seed at @hostport (its published address, or the
  * hello/accept exchange), as sfs_control_open does; for a seed that
- * restarted.  *peer for sfs_xport_read.  0 or -errno, one line in @err.
+ * restarted.  *peer for sfs_xport_read.  0 or -errno, one line in @err;
+ * -EPROTO when @ep publishes provider settings (compat) that differ from
+ * @x's: the provider would refuse the connection.
  */
 struct sfs_endpoint;
 int sfs_control_connect_peer(struct sfs_control_cred *cred,

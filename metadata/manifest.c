@@ -33,17 +33,21 @@ struct sfs_manifest *sfs_manifest_new(const char *model, uint64_t generation)
 }
 
 int sfs_manifest_add_endpoint(struct sfs_manifest *m, const char *protocol,
-			      const char *provider, const void *addr,
-			      size_t len)
+			      const char *provider, const char *compat,
+			      const void *addr, size_t len)
 {
 	struct sfs_endpoint *e = &m->eps[m->neps];
 	if (m->neps >= SFS_MF_MAX_ENDPOINTS)
 		return -E2BIG;
+	if (!compat)
+		compat = "";
 	if (len > sizeof(e->addr) || strlen(protocol) >= sizeof(e->protocol) ||
-	    strlen(provider) >= sizeof(e->provider))
+	    strlen(provider) >= sizeof(e->provider) ||
+	    strlen(compat) >= sizeof(e->compat))
 		return -EINVAL;
 	strcpy(e->protocol, protocol);
 	strcpy(e->provider, provider);
+	strcpy(e->compat, compat);
 	memcpy(e->addr, addr, len);
 	e->addr_len = len;
 	m->neps++;
@@ -462,8 +466,14 @@ static json_t *encode_endpoint(const struct sfs_endpoint *e)
 {
 	char addr[2 * SFS_MF_ADDR_MAX + 1];
 	sfs_hex_encode(e->addr, e->addr_len, addr);
-	return json_pack("{s:s,s:s,s:s}", "protocol", e->protocol, "provider",
-			 e->provider, "address", addr);
+	json_t *o = json_pack("{s:s,s:s,s:s}", "protocol", e->protocol,
+			      "provider", e->provider, "address", addr);
+	if (o && e->compat[0] &&
+	    json_object_set_new(o, "compat", json_string(e->compat))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 static json_t *encode_region(const struct sfs_manifest *m, size_t i)
@@ -891,6 +901,15 @@ static const char *get_str(json_t *o, const char *key, size_t max)
 	return json_string_value(v);
 }
 
+/* Printable ASCII only (bytes 0x20..0x7e). */
+static int printable(const char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x20 || *s > 0x7e)
+			return 0;
+	return 1;
+}
+
 static int decode_endpoints(struct sfs_manifest *m, json_t *a, char *err,
 			    size_t errlen)
 {
@@ -903,7 +922,7 @@ static int decode_endpoints(struct sfs_manifest *m, json_t *a, char *err,
 				"endpoints: missing, or not an array of 1..%d",
 				SFS_MF_MAX_ENDPOINTS);
 	json_array_foreach (a, i, ep) {
-		const char *proto, *prov, *addr;
+		const char *proto, *prov, *addr, *compat = "";
 		uint8_t buf[SFS_MF_ADDR_MAX];
 		size_t n;
 		if (!json_is_object(ep))
@@ -931,7 +950,18 @@ static int decode_endpoints(struct sfs_manifest *m, json_t *a, char *err,
 				"endpoints[%zu].address: missing, or not "
 				"hex of 1..%d bytes",
 				i, SFS_MF_ADDR_MAX);
-		int rc = sfs_manifest_add_endpoint(m, proto, prov, buf, n);
+		/* Optional (seeds before it had none); printed in messages,
+		 * so printable ASCII only. */
+		if (json_object_get(ep, "compat") &&
+		    (!(compat = get_str(ep, "compat",
+					sizeof(m->eps[0].compat) - 1)) ||
+		     !printable(compat)))
+			return sfs_fail(err, errlen,
+					"endpoints[%zu].compat: not a string "
+					"of at most %zu printable characters",
+					i, sizeof(m->eps[0].compat) - 1);
+		int rc = sfs_manifest_add_endpoint(m, proto, prov, compat, buf,
+						   n);
 		if (rc)
 			return rc;
 	}

@@ -111,6 +111,9 @@ struct sfs_mtensor {
 struct sfs_endpoint {
 	char protocol[32];
 	char provider[64];
+	/* Provider parameters both ends must share ("FI_X=1 FI_Y=2"; ""
+	 * when none or not told): a peer with others cannot connect. */
+	char compat[64];
 	size_t addr_len;
 	uint8_t addr[SFS_MF_ADDR_MAX];
 };
@@ -149,9 +152,10 @@ struct sfs_manifest {
 /* Builder.  Each returns 0 or -errno (-EINVAL names nothing: the seed
  * validates the finished manifest with sfs_manifest_validate). */
 struct sfs_manifest *sfs_manifest_new(const char *model, uint64_t generation);
+/* @compat: see struct sfs_endpoint; NULL: none. */
 int sfs_manifest_add_endpoint(struct sfs_manifest *m, const char *protocol,
-			      const char *provider, const void *addr,
-			      size_t len);
+			      const char *provider, const char *compat,
+			      const void *addr, size_t len);
 /* A region of @len bytes; its remote address and key for endpoint @ep
  * are set with sfs_manifest_set_remote. */
 int sfs_manifest_add_region(struct sfs_manifest *m, uint64_t len, uint32_t *id);

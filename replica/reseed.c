@@ -169,7 +169,7 @@ static int manifest_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 	/* One endpoint: ours.  The regions' addresses mean nothing here. */
 	m->neps = 0;
 	rc = sfs_manifest_add_endpoint(m, info.protocol, info.provider,
-				       info.addr, info.addr_len);
+				       info.compat, info.addr, info.addr_len);
 	for (size_t i = 0; !rc && i < m->nregions; i++)
 		sfs_manifest_set_remote(m, (uint32_t)i, 0, 0, 0);
 	m->instance = rs->instance;

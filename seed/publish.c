@@ -618,8 +618,8 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 		struct sfs_xport_info info;
 		sfs_xport_info(x[t], &info);
 		rc = sfs_manifest_add_endpoint(s->m, info.protocol,
-					       info.provider, info.addr,
-					       info.addr_len);
+					       info.provider, info.compat,
+					       info.addr, info.addr_len);
 	}
 	if (!s->w && !rc && (rc = seed_gen_publish_mem(s, cfg)) &&
 	    rc != -ENOMEM)

@@ -144,12 +144,18 @@ static void fab_universe(void)
  * (its first fi_getinfo), and only where the user has not.  rxm posts
  * 4096 bounce buffers of 16 KiB on its shared receive queue by default
  * (64 MiB of RSS per endpoint, measured); seedfs only does one-sided
- * reads, which never use them, so a few are enough.
+ * reads, which never use them, so a few are enough.  Each endpoint
+ * also fills 1024 of rxm's 16 KiB buffers (17 MiB of RSS, one endpoint
+ * per peer: a re-seeder with 15 peers had 240 MiB of them); 1 KiB ones
+ * do as well for reads.  rxm refuses a peer whose buffer size differs,
+ * so the endpoint publishes it (compat) and a peer that differs is told
+ * why before it connects.
  */
 static void fab_params_once(void)
 {
 	setenv("FI_OFI_RXM_MSG_RX_SIZE", "64", 0);
 	setenv("FI_OFI_RXM_RX_SIZE", "64", 0);
+	setenv("FI_OFI_RXM_BUFFER_SIZE", "1024", 0);
 	fab_universe();
 }
 
@@ -314,6 +320,14 @@ static void fab_info(struct sfs_xport *base, struct sfs_xport_info *info)
 	info->local_mr = !!(x->mr_mode & FI_MR_LOCAL);
 	info->addr_len = x->addr_len;
 	memcpy(info->addr, x->addr, x->addr_len);
+	/* rxm refuses a connection whose peer's eager limit differs. */
+	if (strstr(info->provider, "ofi_rxm")) {
+		const char *b = getenv("FI_OFI_RXM_BUFFER_SIZE");
+		const char *e = getenv("FI_OFI_RXM_EAGER_LIMIT");
+		snprintf(info->compat, sizeof(info->compat),
+			 "FI_OFI_RXM_BUFFER_SIZE=%s%s%s", b ? b : "16384",
+			 e ? " FI_OFI_RXM_EAGER_LIMIT=" : "", e ? e : "");
+	}
 }
 
 /*

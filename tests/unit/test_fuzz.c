@@ -233,9 +233,11 @@ START_TEST(manifest)
 	size_t f;
 	char *base;
 	size_t bl;
-	ck_assert_int_eq(sfs_manifest_add_endpoint(m, "tcp", "tcp;ofi_rxm",
-						   addr, sizeof(addr)),
-			 0);
+	ck_assert_int_eq(
+		sfs_manifest_add_endpoint(m, "tcp", "tcp;ofi_rxm",
+					  "FI_OFI_RXM_BUFFER_SIZE=1024", addr,
+					  sizeof(addr)),
+		0);
 	ck_assert_int_eq(sfs_manifest_add_region(m, 100, &r), 0);
 	sfs_manifest_set_remote(m, r, 0, 0x1000, 7);
 	ck_assert_int_eq(sfs_manifest_add_dir(m, "d"), 0);

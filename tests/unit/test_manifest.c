@@ -28,11 +28,14 @@ static struct sfs_manifest *sample(void)
 	uint64_t shape[2] = {3, 5}, zero[1] = {0};
 
 	ck_assert_ptr_nonnull(m);
-	ck_assert_int_eq(sfs_manifest_add_endpoint(m, "tcp", "tcp;ofi_rxm",
-						   addr, sizeof(addr)),
-			 0);
 	ck_assert_int_eq(
-		sfs_manifest_add_endpoint(m, "rdma", "ibverbs", addr, 4), 0);
+		sfs_manifest_add_endpoint(m, "tcp", "tcp;ofi_rxm",
+					  "FI_OFI_RXM_BUFFER_SIZE=1024", addr,
+					  sizeof(addr)),
+		0);
+	ck_assert_int_eq(
+		sfs_manifest_add_endpoint(m, "rdma", "ibverbs", NULL, addr, 4),
+		0);
 	ck_assert_int_eq(sfs_manifest_add_region(m, 1000, &r0), 0);
 	sfs_manifest_set_remote(m, r0, 0, 0x7f0000001000ull, 0x11);
 	sfs_manifest_set_remote(m, r0, 1, 0x7f0000002000ull, 0x22);
@@ -137,6 +140,9 @@ START_TEST(round_trip)
 	ck_assert_uint_eq(d->neps, 2);
 	ck_assert_str_eq(d->eps[0].protocol, "tcp");
 	ck_assert_str_eq(d->eps[0].provider, "tcp;ofi_rxm");
+	ck_assert_str_eq(d->eps[0].compat, "FI_OFI_RXM_BUFFER_SIZE=1024");
+	ck_assert_str_eq(d->eps[1].compat, ""); /* none: not published */
+	ck_assert_ptr_null(strstr(a, "\"compat\": \"\""));
 	ck_assert_uint_eq(d->eps[0].addr_len, sizeof(addr));
 	ck_assert_mem_eq(d->eps[0].addr, addr, sizeof(addr));
 	ck_assert_str_eq(d->eps[1].protocol, "rdma");
@@ -301,6 +307,15 @@ REJECT(protocol_twice, "protocol tcp listed twice",
        SET(AT(r, "endpoints", 1), "protocol", json_string("tcp")))
 REJECT(address_not_hex, "endpoints[1].address",
        SET(AT(r, "endpoints", 1), "address", json_string("zz")))
+REJECT(compat_number, "endpoints[0].compat",
+       SET(AT(r, "endpoints", 0), "compat", json_integer(1024)))
+REJECT(compat_control_char, "endpoints[0].compat",
+       SET(AT(r, "endpoints", 0), "compat", json_string("FI_X=1\nFI_Y=2")))
+REJECT(compat_too_long, "endpoints[1].compat",
+       SET(AT(r, "endpoints", 1), "compat",
+	   json_string(
+		   "FI_OFI_RXM_BUFFER_SIZE=1024 FI_OFI_RXM_BUFFER_SIZE=1024 "
+		   "FI_X=12345")))
 REJECT(regions_not_array, "regions", SET(r, "regions", json_object()))
 REJECT(region_id_mismatch, "regions[1].id",
        SET(AT(r, "regions", 1), "id", json_integer(0)))
@@ -511,6 +526,9 @@ static Suite *suite(void)
 	tcase_add_test(b, protocol_empty);
 	tcase_add_test(b, protocol_twice);
 	tcase_add_test(b, address_not_hex);
+	tcase_add_test(b, compat_number);
+	tcase_add_test(b, compat_control_char);
+	tcase_add_test(b, compat_too_long);
 	tcase_add_test(b, regions_not_array);
 	tcase_add_test(b, region_id_mismatch);
 	tcase_add_test(b, region_length_zero);

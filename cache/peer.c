@@ -895,6 +895,12 @@ void sfs_peer_on_pulled(void *arg, int status)
 			}
 			c->st.pulls++;
 			c->st.bytes_pulled += ch->len;
+			SFS_LOG(SFS_DEBUG, "cache",
+				"%s: object %u chunk %" PRIu64 " in %" PRIu64
+				" ms (queued %" PRIu64 " ms before)",
+				p->label, ch->obj, ch->idx, now - ch->posted_ms,
+				ch->posted_ms - SFS_MIN(ch->posted_ms,
+							ch->queued_ms));
 			sfs_hist_observe(&c->st.pull_latency,
 					 (sfs_now_ns() - ch->posted_ns) /
 						 1000u);

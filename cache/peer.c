@@ -899,8 +899,8 @@ void sfs_peer_on_pulled(void *arg, int status)
 				"%s: object %u chunk %" PRIu64 " in %" PRIu64
 				" ms (queued %" PRIu64 " ms before)",
 				p->label, ch->obj, ch->idx, now - ch->posted_ms,
-				ch->posted_ms - SFS_MIN(ch->posted_ms,
-							ch->queued_ms));
+				ch->posted_ms -
+					SFS_MIN(ch->posted_ms, ch->queued_ms));
 			sfs_hist_observe(&c->st.pull_latency,
 					 (sfs_now_ns() - ch->posted_ns) /
 						 1000u);

@@ -355,13 +355,16 @@ fi
 # took 9.6 s and 9.8 s of system CPU, the two after a (b) 7.3-7.4 s and
 # 2.8-3.2 s).
 for r in $(seq "$RUNS"); do
-	if [ $((r % 2)) = 1 ]; then
-		if want b; then run b only_s0 0 "${RESEED[@]}" && keep b "$r"; fi
-		if want c; then run c own_seed 0 && keep c "$r"; fi
-	else
-		if want c; then run c own_seed 0 && keep c "$r"; fi
-		if want b; then run b only_s0 0 "${RESEED[@]}" && keep b "$r"; fi
-	fi
+	order="b c"
+	[ $((r % 2)) = 1 ] || order="c b"
+	for v in $order; do
+		want "$v" || continue
+		case $v in
+		b) run b only_s0 0 "${RESEED[@]}" ;;
+		c) run c own_seed 0 ;;
+		esac
+		keep "$v" "$r"
+	done
 done
 want b && median b
 want c && median c

@@ -145,9 +145,9 @@ static void fab_universe(void)
  * 4096 bounce buffers of 16 KiB on its shared receive queue by default
  * (64 MiB of RSS per endpoint, measured); seedfs only does one-sided
  * reads, which never use them, so a few are enough.  Each endpoint
- * also fills 1024 of rxm's 16 KiB buffers (17 MiB of RSS, one endpoint
- * per peer: a re-seeder with 15 peers had 240 MiB of them); 1 KiB ones
- * do as well for reads.  rxm refuses a peer whose buffer size differs,
+ * also fills 1024 of rxm's 16 KiB buffers (17 MiB of RSS, and there is
+ * an endpoint per peer: a re-seeder of the fan-out bench had 230-260
+ * MiB more than a plain mount); 1 KiB ones do as well for reads.  rxm refuses a peer whose buffer size differs,
  * so the endpoint publishes it (compat) and a peer that differs is told
  * why before it connects.
  */

@@ -43,10 +43,10 @@ mount_seed "$MNT" --protocol auto
 cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read via auto"
 unmount_check "$MNT" "$MOUNT_PID"
 st=0
-SEEDFS_PROTOCOL=shm "$SEEDFS" mount --seed "127.0.0.1:$SEED_PORT" \
+SEEDFS_PROTOCOL=shm "$SEEDFS" mount --seed "$HOST:$SEED_PORT" \
 	--protocol sockets "$MNT" 2>"$WORK/err" || st=$?
 [ $st -ne 0 ] || fail "mismatch mounted"
-grep -q "asks for protocol sockets, but the seed at 127.0.0.1:$SEED_PORT serves $want" "$WORK/err" ||
+grep -q "asks for protocol sockets, but the seed at $HOST:$SEED_PORT serves $want" "$WORK/err" ||
 	fail "option did not win: $(cat "$WORK/err")"
 SEEDFS_PROTOCOL=$want mount_seed "$MNT"
 unmount_check "$MNT" "$MOUNT_PID"
@@ -57,12 +57,12 @@ kill "$SEED_PID"
 # refused before any read, with the setting named on both sides (not a
 # "no progress" timeout), and the same setting on both works.
 FI_OFI_RXM_BUFFER_SIZE=16384 start_seed "$MODEL" --protocol tcp
-curl -sf "http://127.0.0.1:$SEED_PORT/v1/manifest?model=m" |
+curl -sf "http://$HOST:$SEED_PORT/v1/manifest?model=m" |
 	jq -e '.endpoints[0].compat == "FI_OFI_RXM_BUFFER_SIZE=16384"' >/dev/null ||
-	fail "compat not published: $(curl -s "http://127.0.0.1:$SEED_PORT/v1/manifest?model=m" | jq -c .endpoints)"
+	fail "compat not published: $(curl -s "http://$HOST:$SEED_PORT/v1/manifest?model=m" | jq -c .endpoints)"
 st=0
 t0=$(date +%s%N)
-timeout 30 "$SEEDFS" pull --seed "127.0.0.1:$SEED_PORT" --protocol tcp m "$WORK/pulled" \
+timeout 30 "$SEEDFS" pull --seed "$HOST:$SEED_PORT" --protocol tcp m "$WORK/pulled" \
 	2>"$WORK/err" || st=$?
 ms=$((($(date +%s%N) - t0) / 1000000))
 [ $st -ne 0 ] || fail "pull across buffer sizes succeeded?"
@@ -70,10 +70,10 @@ grep -q "its tcp endpoint runs with FI_OFI_RXM_BUFFER_SIZE=16384, this host with
 	fail "mismatch not named: $(cat "$WORK/err")"
 [ "$ms" -lt 5000 ] || fail "mismatch took $ms ms to report"
 st=0
-"$SEEDFS" mount --seed "127.0.0.1:$SEED_PORT" --protocol tcp "$MNT" 2>"$WORK/err" || st=$?
+"$SEEDFS" mount --seed "$HOST:$SEED_PORT" --protocol tcp "$MNT" 2>"$WORK/err" || st=$?
 [ $st -ne 0 ] || { fusermount3 -u "$MNT"; fail "mounted across buffer sizes"; }
 grep -q "FI_OFI_RXM_BUFFER_SIZE=16384" "$WORK/err" || fail "mount: $(cat "$WORK/err")"
-FI_OFI_RXM_BUFFER_SIZE=16384 timeout 60 "$SEEDFS" pull --seed "127.0.0.1:$SEED_PORT" \
+FI_OFI_RXM_BUFFER_SIZE=16384 timeout 60 "$SEEDFS" pull --seed "$HOST:$SEED_PORT" \
 	--protocol tcp m "$WORK/pulled" 2>"$WORK/err" || fail "same size: $(cat "$WORK/err")"
 cmp "$MODEL/config.json" "$WORK/pulled/config.json" || fail "pulled bytes differ"
 ok "rxm buffer sizes: a differing seed refused in $ms ms with both named; the same on both reads"

@@ -463,7 +463,10 @@ static void holder_free(struct cache_holder *h)
 		return;
 	for (size_t i = 0; h->has && i < h->nobjs; i++)
 		free(h->has[i]);
+	for (size_t i = 0; h->coming && i < h->nobjs; i++)
+		free(h->coming[i]);
 	free(h->has);
+	free(h->coming);
 	free(h->objs);
 	free(h);
 }
@@ -517,28 +520,48 @@ static int pieces_ok(const struct sfs_cache_hobj *o, uint64_t len, int partial)
 	uint64_t at = 0;
 	for (size_t k = 0; k < o->npieces; k++) {
 		const struct sfs_cache_piece *p = &o->pieces[k];
-		if ((partial ? p->off < at : p->off != at) || p->len == 0 ||
-		    p->off > len || p->len > len - p->off)
+		if ((partial ? p->off < at : p->off != at || p->coming) ||
+		    p->len == 0 || p->off > len || p->len > len - p->off)
 			return 0;
 		at = p->off + p->len;
 	}
 	return partial || o->npieces == 0 || at == len;
 }
 
-/* A partial holder holds the chunks its pieces cover whole
- * (c->lock held). */
+/* Do pieces @k.. of @o cover [a, b) without a gap, counting those
+ * coming only when @coming? */
+static int covers(const struct sfs_cache_hobj *o, size_t k, uint64_t a,
+		  uint64_t b, int coming)
+{
+	uint64_t at = a;
+	for (size_t j = k; j < o->npieces && at < b; j++) {
+		const struct sfs_cache_piece *pc = &o->pieces[j];
+		if (pc->off > at || (pc->coming && !coming))
+			break;
+		at = SFS_MAX(at, pc->off + pc->len);
+	}
+	return at >= b;
+}
+
+/* A partial holder holds the chunks its pieces that are not coming
+ * cover whole, and has coming those the others complete (c->lock
+ * held). */
 static void has_from_pieces(struct sfs_cache *c, struct cache_holder *h)
 {
-	uint64_t held = 0;
+	uint64_t held = 0, coming = 0;
 	for (size_t i = 0; i < h->nobjs; i++) {
 		const struct sfs_cache_hobj *o = &h->objs[i];
 		uint64_t len = c->sets[h->set]->objs[i].len;
 		uint64_t n = (len + c->chunk_size - 1) >> c->chunk_shift;
 		free(h->has[i]);
-		h->has[i] = NULL;
+		free(h->coming[i]);
+		h->has[i] = h->coming[i] = NULL;
 		if (!o->npieces || !n)
 			continue;
-		if (!(h->has[i] = calloc((size_t)(n + 63) / 64, 8)))
+		size_t words = (size_t)(n + 63) / 64;
+		h->has[i] = calloc(words, 8);
+		h->coming[i] = calloc(words, 8);
+		if (!h->has[i] || !h->coming[i])
 			continue; /* none held: best effort */
 		size_t k = 0;
 		for (uint64_t idx = 0; idx < n; idx++) {
@@ -547,23 +570,20 @@ static void has_from_pieces(struct sfs_cache *c, struct cache_holder *h)
 			while (k < o->npieces &&
 			       o->pieces[k].off + o->pieces[k].len <= a)
 				k++;
-			/* Covered: pieces from a to b without a gap. */
-			uint64_t at = a;
-			for (size_t j = k; j < o->npieces && at < b; j++) {
-				if (o->pieces[j].off > at)
-					break;
-				at = SFS_MAX(at, o->pieces[j].off +
-							 o->pieces[j].len);
-			}
-			if (at >= b) {
-				h->has[i][idx / 64] |= 1ull << (idx % 64);
+			uint64_t bit = 1ull << (idx % 64);
+			if (covers(o, k, a, b, 0)) {
+				h->has[i][idx / 64] |= bit;
 				held++;
+			} else if (covers(o, k, a, b, 1)) {
+				h->coming[i][idx / 64] |= bit;
+				coming++;
 			}
 		}
 	}
-	if (held > h->nheld)
+	if (held > h->nheld || held + coming > h->nheld + h->ncoming)
 		h->grew_ms = sfs_now_ms();
 	h->nheld = held;
+	h->ncoming = coming;
 }
 
 int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
@@ -581,7 +601,9 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 	h->nobjs = n;
 	h->partial = partial;
 	if (!(h->objs = calloc(n ? n : 1, sizeof(*objs))) ||
-	    (partial && !(h->has = calloc(n ? n : 1, sizeof(*h->has))))) {
+	    (partial &&
+	     (!(h->has = calloc(n ? n : 1, sizeof(*h->has))) ||
+	      !(h->coming = calloc(n ? n : 1, sizeof(*h->coming)))))) {
 		holder_free(h);
 		return -ENOMEM;
 	}
@@ -665,7 +687,9 @@ int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		struct sfs_chunk *ch =
 			i < nchunks ? lookup(c, set, obj, i) : NULL;
 		if (!ch || ch->state != CH_READY) {
-			slots[i] = UINT32_MAX;
+			slots[i] = ch && ch->state == CH_LOADING
+					   ? SFS_CACHE_SLOT_COMING
+					   : UINT32_MAX;
 			continue;
 		}
 		slots[i] = (uint32_t)(ch - c->slots);
@@ -708,6 +732,14 @@ int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx)
 	if (!h->partial)
 		return 1;
 	const uint64_t *bits = h->has[obj];
+	return bits && (bits[idx / 64] >> (idx % 64) & 1);
+}
+
+int sfs_holder_coming(const struct cache_holder *h, uint32_t obj, uint64_t idx)
+{
+	if (h->removed || !h->partial || obj >= h->nobjs)
+		return 0;
+	const uint64_t *bits = h->coming[obj];
 	return bits && (bits[idx / 64] >> (idx % 64) & 1);
 }
 

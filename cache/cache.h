@@ -92,6 +92,9 @@ struct sfs_cache_piece {
 	const uint8_t *data; /* inline bytes [borrowed], or NULL: remote */
 	uint64_t raddr;	     /* remote: address of byte @off */
 	uint64_t key;
+	int coming; /* partial holders: not held yet but being pulled (no
+		       bytes to read; a chunk it covers is not pulled from
+		       a last-resort peer for a while) */
 };
 
 /* How a holder serves one object. */
@@ -269,11 +272,14 @@ struct sfs_cache_lane {
  * owner, the shares are equal, and consecutive chunks are different
  * members').  A chunk of another member is not pulled from a
  * last-resort peer while that member's peer is up and its holdings grew
- * in the last 2 s or three times a pull from a last-resort peer takes
- * (or the chunk has waited less than that): it comes
- * from that member once it holds it.  Readers of it wait meanwhile
- * (their timeout still bounds the wait).  @lanes is copied; @n 0: no
- * lanes.  Returns 0, -EINVAL (a holder not of @set), -ENOMEM.
+ * (it held more, or had more coming) in the last 2 s or three times a
+ * pull from a last-resort peer takes (or the chunk has waited less than
+ * that): it comes from that member once it holds it.  Nor, lanes or
+ * not, is a chunk that a holder that is up has coming (a piece marked
+ * so), for as long from when this cache first saw it coming.  Readers
+ * of it wait meanwhile (their timeout still bounds the wait).  @lanes
+ * is copied; @n 0: no lanes.  Returns 0, -EINVAL (a holder not of @set),
+ * -ENOMEM.
  */
 int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
 			const struct sfs_cache_lane *lanes, size_t n);
@@ -299,11 +305,14 @@ void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on);
  * holding each (slot i is at slab + i * chunk_size), or UINT32_MAX for
  * a chunk not in memory; each one exported is not evicted for @keep_ms
  * (unless nothing else can go), so a replica that reads it from the
- * list it was given reads these bytes.  *version is the set's version
- * (it grows when a chunk of it becomes ready or leaves).  Returns how
+ * list it was given reads these bytes; SFS_CACHE_SLOT_COMING for one
+ * being pulled now (held soon: a member of its lanes need not pull it
+ * from a seed too).  *version is the set's version (it grows when a
+ * chunk of it is posted, becomes ready, fails or leaves).  Returns how
  * many are held, or -ENOENT (no such set, or retired).
  * sfs_cache_set_version - the same version, alone.
  */
+#define SFS_CACHE_SLOT_COMING (UINT32_MAX - 1)
 int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		     uint32_t *slots, uint64_t n, uint64_t keep_ms,
 		     uint64_t *version);

@@ -71,6 +71,7 @@ struct sfs_chunk {
 	uint64_t posted_ns;    /* LOADING: for the latency histogram */
 	uint64_t queued_ms;    /* QUEUED: since */
 	uint64_t held_ms;      /* QUEUED: a holder had it since, or 0 */
+	uint64_t coming_ms;    /* QUEUED: a holder had it coming since, or 0 */
 	uint64_t overtaken_ms; /* LOADING: a later post completed first */
 	int orphan; /* LOADING, but out of the hash: its slot waits for the
 		       transport's callback */
@@ -106,8 +107,9 @@ struct cache_set {
 	size_t nholders, cap_holders;
 	uint32_t *holders;     /* live holders of this set */
 	uint64_t last_done_ms; /* a pull of this set completed */
-	uint64_t version; /* chunks became ready or left: an export is old */
-	uint64_t *base;	  /* per object: the set's chunk number of its first */
+	uint64_t version;      /* chunks were posted, became ready, failed or
+			     left: an export is old */
+	uint64_t *base; /* per object: the set's chunk number of its first */
 	/* Lanes (sfs_cache_set_lanes), in key order: chunk g is member
 	 * g mod nlanes's to pull from a last-resort peer; lanes[i] its
 	 * holder, SFS_NONE for this cache itself (lane_me; SIZE_MAX: not
@@ -122,10 +124,12 @@ struct cache_holder {
 	size_t nobjs;
 	struct sfs_cache_hobj *objs; /* owned array; pieces borrowed */
 	int partial;
-	uint64_t **has;	  /* partial: a bitmap of chunks per object */
-	uint64_t nheld;	  /* partial: chunks it holds */
-	uint64_t grew_ms; /* partial: when it last held more */
-	size_t lane;	  /* its index in its set's lanes, or SIZE_MAX */
+	uint64_t **has;	   /* partial: a bitmap of chunks per object */
+	uint64_t **coming; /* partial: ... of chunks being pulled (not held) */
+	uint64_t nheld;	   /* partial: chunks it holds */
+	uint64_t ncoming;  /* partial: chunks it has coming */
+	uint64_t grew_ms;  /* partial: when it last held or had coming more */
+	size_t lane;	   /* its index in its set's lanes, or SIZE_MAX */
 	int removed;
 };
 
@@ -178,10 +182,10 @@ struct sfs_cache {
 	uint32_t chunk_size;
 	unsigned int chunk_shift;
 	unsigned int timeout_ms;
-	int verify;	       /* check pulled chunks against their checksums */
-	uint64_t tree_wake_ms; /* a chunk a relay tree held back may go
-				  elsewhere then (0: none) */
-	double seed_lat_ms;    /* a last-resort peer's pull time, averaged;
+	int verify;	    /* check pulled chunks against their checksums */
+	uint64_t wake_ms;   /* a chunk held back (a relay tree, a pull
+				  coming elsewhere) may go then (0: none) */
+	double seed_lat_ms; /* a last-resort peer's pull time, averaged;
 			       protected by lock */
 	int (*reconnect)(void *arg, uint32_t peer, uint64_t id,
 			 uint64_t *new_id);
@@ -303,8 +307,10 @@ void sfs_peer_on_pulled(void *arg, int status);
  * failed pull and pulled again (another holder preferred), or failed. */
 void sfs_peer_mismatch(struct sfs_cache *c, struct sfs_chunk *ch);
 
-/* cache.c: does holder @h hold chunk @idx of @obj? (c->lock held) */
+/* cache.c: does holder @h hold chunk @idx of @obj?  Have it coming
+ * (partial, being pulled there)?  (c->lock held) */
 int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx);
+int sfs_holder_coming(const struct cache_holder *h, uint32_t obj, uint64_t idx);
 
 /* slab.c */
 int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen);

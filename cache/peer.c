@@ -65,7 +65,10 @@
 #define LANE_IDLE_MS                                                           \
 	2000 /* a lane's member whose holdings did not grow this long
 		is not waited for ... */
-#define LANE_LATENCIES 3 /* ... or this many times a seed pull's time */
+#define LANE_LATENCIES 3   /* ... or this many times a seed pull's time */
+#define LANE_BEHIND 2	   /* a member this many chunks behind ... */
+#define LANE_BEHIND_SCAN 8 /* ... among its last this many is helped */
+#define TREE_SPREAD 3	   /* members holding a chunk: no more tree */
 
 /* Time with pulls in flight, and what completed in it: the rate. */
 static void busy_account(struct sfs_cache *c, struct cache_peer *p)
@@ -106,6 +109,7 @@ void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand)
 	ch->demand = demand;
 	ch->queued_ms = sfs_now_ms();
 	ch->held_ms = 0;
+	ch->coming_ms = 0;
 	sfs_list_add_tail(demand ? &c->demand : &c->ahead, ch);
 	c->queued++;
 }
@@ -225,6 +229,14 @@ static uint32_t lane_of(const struct sfs_cache *c, const struct sfs_chunk *ch,
 	return s->lanes[g % s->nlanes].holder;
 }
 
+/* How long a member is waited for: its pulls from the seeds take as
+ * long as ours. */
+static uint64_t lane_idle(const struct sfs_cache *c)
+{
+	return SFS_MAX((uint64_t)LANE_IDLE_MS,
+		       (uint64_t)(LANE_LATENCIES * c->seed_lat_ms));
+}
+
 /* Is @ch another lane member's to pull from the seeds, and is that
  * member worth waiting for (up, not stalled, its holdings growing or
  * the chunk queued only a moment ago)? */
@@ -234,10 +246,7 @@ static int lane_wait(struct sfs_cache *c, const struct sfs_chunk *ch)
 	uint32_t hi = lane_of(c, ch, &any);
 	if (hi == SFS_NONE)
 		return 0; /* ours, or no lanes */
-	uint64_t now = sfs_now_ms();
-	/* A member's pulls from the seeds take as long as ours. */
-	uint64_t idle = SFS_MAX((uint64_t)LANE_IDLE_MS,
-				(uint64_t)(LANE_LATENCIES * c->seed_lat_ms));
+	uint64_t now = sfs_now_ms(), idle = lane_idle(c);
 	if (hi == SFS_CACHE_LANE_UNKNOWN) /* a member not connected yet */
 		return now < ch->queued_ms + idle;
 	const struct cache_holder *h = c->holders[hi];
@@ -248,6 +257,48 @@ static int lane_wait(struct sfs_cache *c, const struct sfs_chunk *ch)
 	    p->silent_since)
 		return 0;
 	return now < h->grew_ms + idle || now < ch->queued_ms + idle;
+}
+
+/*
+ * The end of a lane: this cache has nothing of its own left to pull
+ * from the seeds (asked only then), and @ch's owner is behind: of the
+ * LANE_BEHIND_SCAN chunks of its lane before @ch, it lacks at least
+ * LANE_BEHIND (neither held nor coming; the first of them are what it
+ * posts next, so @ch is not).  Then @ch is pulled here instead; the
+ * owner sees it coming in these holdings and does not pull it too
+ * (unless it posts it in the moment before it sees that); each of its
+ * chunks has one such helper, the other members in turn.  The shares
+ * are equal but the rates are not: one member's connection to the seed
+ * can get a fraction of the others' (fan-out bench: one member's first
+ * two seed pulls took 4-5 s, the others' about 1 s), and every member
+ * then waited for that lane at the end.
+ */
+static int lane_behind(struct sfs_cache *c, const struct sfs_chunk *ch)
+{
+	const struct cache_set *s = c->sets[ch->set];
+	int any;
+	uint32_t hi = lane_of(c, ch, &any);
+	if (hi == SFS_NONE || hi >= c->nholders)
+		return 0; /* ours, no lanes, or a member not connected yet */
+	const struct cache_holder *h = c->holders[hi];
+	uint64_t g = s->base[ch->obj] + ch->idx;
+	size_t n = s->nlanes, obj = ch->obj, lacks = 0;
+	/* Its chunks are dealt to the other members in turn: helpers do
+	 * not pull the same ones. */
+	if (n < 2 || s->lane_me == SIZE_MAX ||
+	    (g / n) % (n - 1) != (s->lane_me + n - g % n - 1) % n)
+		return 0;
+	for (unsigned int k = 1; k <= LANE_BEHIND_SCAN && g >= n; k++) {
+		g -= n;
+		while (obj > 0 && s->base[obj] > g)
+			obj--;
+		uint64_t idx = g - s->base[obj];
+		if (!sfs_holder_has(h, (uint32_t)obj, idx) &&
+		    !sfs_holder_coming(h, (uint32_t)obj, idx) &&
+		    ++lacks >= LANE_BEHIND)
+			return 1;
+	}
+	return 0;
 }
 
 /* Does a holder on a peer other than @not_peer that is not a last
@@ -306,6 +357,7 @@ void sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p, uint32_t holder)
 		p->inflight--;
 		sfs_cache_unhash(c, ch);
 		ch->orphan = 1;
+		c->sets[ch->set]->version++; /* no longer coming */
 	}
 	pthread_cond_broadcast(&c->cond);
 }
@@ -537,6 +589,7 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		sfs_list_add_tail(&p->loading, ch);
 		p->inflight++;
 		c->loading++;
+		c->sets[ch->set]->version++; /* coming: an export is old */
 		/* Once posted, @ch may complete (and a direct one be freed by
 		 * its reader) before the lock is back: what is logged of it
 		 * is taken now. */
@@ -558,6 +611,7 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 			busy_account(c, p);
 			sfs_list_del(&p->loading, ch);
 			p->inflight--;
+			c->sets[ch->set]->version++;
 		}
 		c->loading--;
 		if (ch->orphan) {
@@ -625,9 +679,12 @@ static unsigned int tree_depth(size_t r)
  * May peer @pi's holder @hi serve @ch to this cache now?  Yes when
  * there are no lanes or this cache is no member, when @hi is no
  * member (a seed, a re-seeder that holds it all), when @hi is the
- * parent; otherwise once the chunk has been held somewhere for longer
- * than its parent needs to pass it on (its depth times twice a pull's
- * usual time, at least 250 ms a level) or when the parent is not up.
+ * parent; otherwise once TREE_SPREAD members hold it (the tree's first
+ * two levels: the rest take it from any of them, spread over their
+ * uplinks, and none waits for a parent that is slow), once the chunk
+ * has been held somewhere for longer than its parent needs to pass it
+ * on (its depth times twice a pull's usual time, at least 250 ms a
+ * level) or when the parent is not up.
  */
 static int tree_allows(struct sfs_cache *c, struct sfs_chunk *ch, uint32_t hi,
 		       uint64_t now)
@@ -641,6 +698,14 @@ static int tree_allows(struct sfs_cache *c, struct sfs_chunk *ch, uint32_t hi,
 	size_t rme = (me + n - o) % n, rq = (q + n - o) % n;
 	if (rme == 0 || rq == (rme - 1) / 2)
 		return 1; /* ours from the seeds (or back), or the parent */
+	size_t held = 0;
+	for (size_t i = 0; i < n && held < TREE_SPREAD; i++) {
+		uint32_t lh = s->lanes[i].holder;
+		held += lh < c->nholders &&
+			sfs_holder_has(c->holders[lh], ch->obj, ch->idx);
+	}
+	if (held >= TREE_SPREAD)
+		return 1;
 	size_t parent = ((rme - 1) / 2 + o) % n;
 	uint32_t ph = s->lanes[parent].holder;
 	if (ph == SFS_NONE || ph == SFS_CACHE_LANE_UNKNOWN ||
@@ -655,24 +720,63 @@ static int tree_allows(struct sfs_cache *c, struct sfs_chunk *ch, uint32_t hi,
 	uint64_t at = ch->held_ms + tree_depth(rme) * level;
 	if (now >= at)
 		return 1;
-	if (!c->tree_wake_ms || at < c->tree_wake_ms)
-		c->tree_wake_ms = at; /* the worker looks again then */
+	if (!c->wake_ms || at < c->wake_ms)
+		c->wake_ms = at; /* the worker looks again then */
 	return 0;
 }
 
-/* Does peer @pi (@p) take @ch now, through holder *hi? */
+/*
+ * Does a holder that is up, not on a last-resort peer, have @ch coming
+ * (being pulled there: its holdings say so)?  Then @ch is not pulled
+ * from a last-resort peer here too, for as long as a lane's member is
+ * waited for, from when this cache first saw it coming; it comes from
+ * that holder once held.  (Lanes change as members join: a chunk one
+ * member posted under the old lanes is another's under the new, and
+ * both pulled it from the seed.)
+ */
+static int coming_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t now)
+{
+	const struct cache_set *s = c->sets[ch->set];
+	int coming = 0;
+	for (size_t i = 0; i < s->nholders && !coming; i++) {
+		const struct cache_holder *h = c->holders[s->holders[i]];
+		const struct cache_peer *p = c->peers[h->peer];
+		coming = !p->last_resort && !p->removed &&
+			 p->state == SFS_PEER_UP && !p->silent_since &&
+			 sfs_holder_coming(h, ch->obj, ch->idx);
+	}
+	if (!coming) {
+		ch->coming_ms = 0;
+		return 0;
+	}
+	if (!ch->coming_ms)
+		ch->coming_ms = now;
+	uint64_t at = ch->coming_ms + lane_idle(c);
+	if (now >= at)
+		return 0;
+	if (!c->wake_ms || at < c->wake_ms)
+		c->wake_ms = at; /* the worker looks again then */
+	return 1;
+}
+
+/* Does peer @pi (@p) take @ch now, through holder *hi?  @help: a
+ * last-resort peer also takes a lagging member's (lane_behind). */
 static int takes(struct sfs_cache *c, const struct cache_peer *p, uint32_t pi,
-		 struct sfs_chunk *ch, int shy, uint64_t now, uint32_t *hi)
+		 struct sfs_chunk *ch, int shy, int help, uint64_t now,
+		 uint32_t *hi)
 {
 	if ((*hi = holder_for(c, ch, pi)) == SFS_NONE ||
 	    (shy && !servable(c, ch, pi)))
 		return 0;
 	if (!p->last_resort)
 		return tree_allows(c, ch, *hi, now);
-	return !preferred(c, ch, pi) && !lane_wait(c, ch);
+	return !preferred(c, ch, pi) &&
+	       (!lane_wait(c, ch) || (help && lane_behind(c, ch))) &&
+	       !coming_wait(c, ch, now);
 }
 
-/* The first queued chunk peer @pi can serve, and through which holder.
+/* The first queued chunk peer @pi can serve, and through which holder;
+ * for a last-resort peer with none, the first of a lagging member's.
  * A peer whose source's control port is silent, or that stalled a
  * moment ago, takes only what no other holder can serve. */
 static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi)
@@ -681,10 +785,12 @@ static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi)
 	const struct cache_peer *p = c->peers[pi];
 	uint64_t now = sfs_now_ms();
 	int shy = p->silent_since != 0 || now < p->avoid_until_ms;
-	for (int k = 0; k < 2; k++)
-		for (struct sfs_chunk *ch = lists[k]->head; ch; ch = ch->next)
-			if (takes(c, p, pi, ch, shy, now, hi))
-				return ch;
+	for (int help = 0; help <= p->last_resort; help++)
+		for (int k = 0; k < 2; k++)
+			for (struct sfs_chunk *ch = lists[k]->head; ch;
+			     ch = ch->next)
+				if (takes(c, p, pi, ch, shy, help, now, hi))
+					return ch;
 	return NULL;
 }
 
@@ -857,6 +963,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 	busy_account(c, p);
 	sfs_list_del(&p->loading, ch);
 	p->inflight--;
+	s->version++; /* no longer coming: ready, or not (an export is old) */
 	if (status == -ECANCELED) {
 		/* A reconnect (or the end) cancelled it: pulled again for
 		 * whoever waits. */
@@ -883,7 +990,6 @@ void sfs_peer_on_pulled(void *arg, int status)
 			ch->state = CH_READY;
 			ch->unverified =
 				ch->dst && c->verify && s->objs[ch->obj].xxh3;
-			s->version++;
 			p->last_ok_ms = now;
 			p->busy_bytes += ch->len;
 			p->failures = 0;
@@ -1225,12 +1331,12 @@ void *sfs_peer_worker(void *arg)
 			    now >= p->down_until_ms)
 				peer_usable(c, p);
 		}
-		c->tree_wake_ms = 0;
+		c->wake_ms = 0;
 		sfs_peer_pump(c);
 		if (c->work || c->stopping)
 			continue;
-		if (c->tree_wake_ms)
-			next = SFS_MIN(next, SFS_MAX(c->tree_wake_ms, now + 1));
+		if (c->wake_ms)
+			next = SFS_MIN(next, SFS_MAX(c->wake_ms, now + 1));
 		struct timespec ts = sfs_abstime(next > now ? next - now : 1);
 		pthread_cond_timedwait(&c->work_cond, &c->lock, &ts);
 	}

@@ -599,7 +599,8 @@ static int hex64(json_t *v, uint64_t *out)
 /*
  * The pieces of re-seeder holder @h from its holdings answer @o: for
  * every file, each chunk it holds in memory at the slab address of its
- * slot.  Checked: one list per file of its manifest, one slot per chunk
+ * slot, and each it has coming (slot -2: being pulled, a piece with no
+ * bytes).  Checked: one list per file of its manifest, one slot per chunk
  * of its chunk size, slots that fit.  *hobjs, *pieces [new].  0 or
  * -EPROTO with @why.
  */
@@ -701,12 +702,15 @@ static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 		json_t *sv;
 		json_array_foreach (fa, k, sv) {
 			json_int_t slot = json_integer_value(sv);
-			if (!json_is_integer(sv) || slot < 0 ||
-			    (uint64_t)slot > (UINT64_MAX - addr) / chunk - 1)
+			int coming = json_is_integer(sv) && slot == -2;
+			if (!coming &&
+			    (!json_is_integer(sv) || slot < 0 ||
+			     (uint64_t)slot > (UINT64_MAX - addr) / chunk - 1))
 				continue; /* not held (or nonsense) */
 			pc->off = (uint64_t)k * chunk;
 			pc->len = SFS_MIN(chunk, size - pc->off);
-			pc->raddr = addr + (uint64_t)slot * chunk;
+			pc->coming = coming; /* no bytes to read yet */
+			pc->raddr = coming ? 0 : addr + (uint64_t)slot * chunk;
 			pc->key = key;
 			pc++;
 			(*hobjs)[i].npieces++;

@@ -13,7 +13,8 @@
  *   GET /v1/holdings?model=NAME&content=0x..[&since=V]
  *                                  the slab's address and key, and for
  *                                  each file the slot of every chunk in
- *                                  memory (-1: not held)
+ *                                  memory (-1: not held, -2: being
+ *                                  pulled, held soon)
  *   POST /v1/connect               raw verbs queue pairs, as a seed's
  *
  * A chunk listed in a holdings answer is not evicted for
@@ -186,6 +187,15 @@ static int manifest_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 	return 0;
 }
 
+/* A chunk's entry in a holdings answer: its slot, -1 not held, -2
+ * being pulled (held soon). */
+static json_int_t slot_json(uint32_t slot)
+{
+	return slot == UINT32_MAX	       ? -1
+	       : slot == SFS_CACHE_SLOT_COMING ? -2
+					       : (json_int_t)slot;
+}
+
 /* GET /v1/holdings?model=NAME&content=0x..[&since=V] */
 static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 			  struct sfs_ctl_resp *resp)
@@ -232,12 +242,7 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 						 &version);
 			for (uint64_t k = 0; k < n; k++)
 				json_array_append_new(
-					fa,
-					json_integer(
-						slots[k] == UINT32_MAX
-							? -1
-							: (json_int_t)
-								  slots[k]));
+					fa, json_integer(slot_json(slots[k])));
 			json_array_append_new(files, fa);
 		}
 		free(slots);

@@ -682,9 +682,17 @@ START_TEST(stalled_holder_fails_over)
 	ck_assert_int_eq(sfs_cache_add_holder(c, set, c1, &ha, 1, 0, &h1), 0);
 
 	/* Chunk 0 goes to the lossy one alone, and is lost there. */
+	uint32_t slots[4];
+	uint64_t v0, v1;
+	ck_assert_int_eq(sfs_cache_export(c, set, 0, slots, 4, 0, &v0), 0);
 	ck_assert_int_eq(ftruncate(fd, 0), 0);
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, CHUNK, 1), 0);
 	usleep(100000);
+	/* Meanwhile what this cache exports says it is coming. */
+	ck_assert_int_eq(sfs_cache_export(c, set, 0, slots, 4, 0, &v1), 0);
+	ck_assert_uint_eq(slots[0], SFS_CACHE_SLOT_COMING);
+	ck_assert_uint_eq(slots[1], UINT32_MAX);
+	ck_assert_uint_gt(v1, v0);
 	ck_assert_int_eq(sfs_cache_add_holder(c, set, c2, &hb, 1, 0, &h2), 0);
 	uint64_t t0 = sfs_now_ms();
 	struct sfs_chunk *ch;
@@ -694,6 +702,8 @@ START_TEST(stalled_holder_fails_over)
 	ck_assert_mem_eq(p, data + 100, 1000);
 	sfs_cache_put(c, ch);
 	uint64_t el = sfs_now_ms() - t0;
+	ck_assert_int_eq(sfs_cache_export(c, set, 0, slots, 4, 0, &v0), 1);
+	ck_assert_uint_lt(slots[0], SFS_CACHE_SLOT_COMING);
 	ck_assert_msg(el < 6000, "failed over after %" PRIu64 " ms", el);
 	struct sfs_cache_peer_info pi;
 	ck_assert_int_eq(sfs_cache_peer(c, c1, &pi), 0);
@@ -808,6 +818,107 @@ START_TEST(relay_tree_parent_serves)
 }
 END_TEST
 
+/* A chunk a member has coming (its holdings say -2: being pulled
+ * there) is not pulled from the last-resort seed too: it comes from the
+ * member once held.  One the member never gets is pulled from the seed
+ * after the wait for a member (2 s). */
+START_TEST(coming_not_pulled_twice)
+{
+	uint32_t p1, p2, h1, h2, set;
+	struct sfs_cache *c = two_peers(2 * NCHUNKS + 8, &p1, &p2);
+	/* The member's connection made first. */
+	uint32_t w2 = add_one(c, p2, &copy_piece, 1, 0, NULL, NULL);
+	ck_assert_int_eq(read_check(c, w2, 0, 100), 0);
+	struct sfs_cache_obj o = {.len = data_len};
+	struct sfs_cache_piece coming[2], later[2];
+	for (int k = 0; k < 2; k++) {
+		coming[k] = (struct sfs_cache_piece){
+			.off = (k + 1) * CHUNK, .len = CHUNK, .coming = 1};
+		later[k] = coming[k];
+	}
+	later[0].coming = 0; /* chunk 1 arrived there, chunk 2 never does */
+	later[0].raddr = copy_piece.raddr + CHUNK;
+	later[0].key = copy_piece.key;
+	struct sfs_cache_hobj a = {&piece, 1}, b = {coming, 2}, b2 = {later, 2};
+	ck_assert_int_eq(sfs_cache_add_set(c, "coming", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p1, &a, 1, 0, &h1), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &b, 1, 1, &h2), 0);
+	sfs_cache_peer_last_resort(c, p1, 1);
+	struct sfs_cache_peer_info ia, ib;
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	uint64_t a0 = ia.pulls, b0 = ib.pulls, t0 = sfs_now_ms();
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, CHUNK, 2 * CHUNK, 0), 0);
+	usleep(500000);
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_uint_eq(ia.pulls, a0); /* neither came from the seed */
+	ck_assert_int_eq(sfs_cache_holder_update(c, h2, &b2, 1), 0);
+	ck_assert_int_eq(read_check(c, set, CHUNK, CHUNK), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	ck_assert_uint_eq(ia.pulls, a0);
+	ck_assert_uint_eq(ib.pulls, b0 + 1);
+	/* Chunk 2: from the seed, once the member was waited for. */
+	ck_assert_int_eq(read_check(c, set, 2 * CHUNK, CHUNK), 0);
+	uint64_t took = sfs_now_ms() - t0;
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_uint_eq(ia.pulls, a0 + 1);
+	ck_assert_uint_ge(took, 1900);
+	ck_assert_uint_le(took, 6000);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/* The end of a lane: of three members (this cache, A up but holding
+ * nothing, B not connected), once this cache has pulled its own third
+ * it helps A, which is behind: A's chunks are dealt to this cache and B
+ * in turn, A's next two kept for A, so this cache pulls A's chunks at
+ * odd places from the third on (7 of 16), at once, and no more of them
+ * (or of B's) until the 2 s wait for a member is over. */
+START_TEST(lanes_help_behind)
+{
+	uint32_t p1, p2, h1, h2, set;
+	struct sfs_cache *c = two_peers(2 * NCHUNKS + 8, &p1, &p2);
+	uint32_t w2 = add_one(c, p2, &copy_piece, 1, 0, NULL, NULL);
+	ck_assert_int_eq(read_check(c, w2, 0, 100), 0);
+	struct sfs_cache_obj o = {.len = data_len};
+	struct sfs_cache_hobj a = {&piece, 1}, none = {NULL, 0};
+	ck_assert_int_eq(sfs_cache_add_set(c, "help", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p1, &a, 1, 0, &h1), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &none, 1, 1, &h2), 0);
+	sfs_cache_peer_last_resort(c, p1, 1);
+	const struct sfs_cache_lane l[3] = {
+		{.key = 30, .holder = SFS_CACHE_LANE_UNKNOWN},
+		{.key = 10, .holder = SFS_CACHE_NONE},
+		{.key = 20, .holder = h2}};
+	ck_assert_int_eq(sfs_cache_set_lanes(c, set, l, 3), 0);
+	uint64_t t0 = sfs_now_ms();
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
+	struct sfs_cache_stats st;
+	for (int i = 0; i < 100; i++) {
+		sfs_cache_stats(c, &st);
+		if (st.lane_own + st.lane_others == NCHUNKS / 3 + 7)
+			break;
+		usleep(10000);
+	}
+	usleep(200000); /* and no more */
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_lt(sfs_now_ms() - t0, 1800);
+	ck_assert_uint_eq(st.lane_own, NCHUNKS / 3);
+	ck_assert_uint_eq(st.lane_others, 7);
+	/* Which: A's chunks 3k + 1 for k = 3, 5, ..., 15. */
+	uint64_t pulls = st.pulls;
+	for (size_t k = 3; k < 16; k += 2)
+		ck_assert_int_eq(read_check(c, set, (3 * k + 1) * CHUNK, 100),
+				 0);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.pulls, pulls);
+	/* All of it, byte-exact, once the members were waited for. */
+	ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
+	sfs_cache_free(c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -827,6 +938,8 @@ int main(void)
 	tcase_add_test(t, stalled_holder_fails_over);
 	tcase_add_test(t, lanes_equal_shares);
 	tcase_add_test(t, relay_tree_parent_serves);
+	tcase_add_test(t, coming_not_pulled_twice);
+	tcase_add_test(t, lanes_help_behind);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

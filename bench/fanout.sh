@@ -15,6 +15,11 @@
 #   (h) kill      (b) again, the seed killed at half of (b)'s time,
 #                 whatever the replicas hold then: those that cannot
 #                 finish fail (EIO, bounded by --timeout), counted
+#   (f) fat seed  the seed's link FANOUT_SEED_X (4) times the others':
+#                 (b) on it, then (b) again with the seed killed -9 at
+#                 half of that time; all must finish byte-exact.  (On
+#                 equal links no swarm can survive that: the seed has
+#                 not sent every chunk once before size/rate.)
 #   striping      one replica with a 4 x RATE link reading from one seed,
 #                 then from two seeds of the same model
 # Printed: a table (times, the ratios and goals, what the seed sent,
@@ -270,6 +275,8 @@ run() {
 			KILLED_AT=$el
 			KILL_SENT=$(($(sent s0) - s0))
 			KILL_RECV=$(($(received_all) - r0))
+			# Did the replicas hold every chunk among them then?
+			KILL_COVERED=$(covered)
 		fi
 		[ "$el" -lt "$limit" ] || die "$name: not every replica done in $((limit / 1000)) s"
 		sleep 0.2
@@ -312,13 +319,13 @@ run() {
 only_s0() { echo "$NET.10:7070"; }
 own_seed() { echo "$NET.$((10 + $1)):7070"; }
 
-SCEN=" ${FANOUT_SCENARIOS:-a b c k h} "
+SCEN=" ${FANOUT_SCENARIOS:-a b c k h f} "
 want() { [[ $SCEN == *" $1 "* ]]; }
-for v in a b c k h; do
+for v in a b c k h f g; do
 	eval "T_$v=0 DONE_$v= SEEDSENT_$v=0 RECV_$v=0 CPU_$v=0 FAILED_$v=0"
 done
-KILLED_AT=0 KILL_SENT=0 KILL_RECV=0 FAILMSG=
-K_AT=0 K_SENT=0 K_RECV=0 H_AT=0 H_SENT=0
+KILLED_AT=0 KILL_SENT=0 KILL_RECV=0 KILL_COVERED=0 FAILMSG=
+K_AT=0 K_SENT=0 K_RECV=0 H_AT=0 H_SENT=0 H_COVERED=0
 RESEED=(--reseed --listen 0.0.0.0:0 --prefetch)
 # keep NAME R: run R's results of NAME, aside
 keep() {
@@ -382,8 +389,33 @@ if want h && [ "$T_b" -gt 0 ]; then
 	seed_start s0 10
 	FAILMSG=
 	run h only_s0 $((T_b / 2)) "${RESEED[@]}"
-	H_AT=$KILLED_AT H_SENT=$KILL_SENT
+	H_AT=$KILLED_AT H_SENT=$KILL_SENT H_COVERED=$KILL_COVERED
 	seed_stop s0
+fi
+
+SEED_X=${FANOUT_SEED_X:-4}
+G_AT=0 G_SENT=0 G_COVERED=0
+if want f; then
+	# The seed's link, both ends, SEED_X times the rate for (f).
+	seed_rate() {
+		local r=$(($(bps "$RATE") * $1 / 1000))kbit b
+		b=$(($(bps "$RATE") * $1 / 8 / 250 + 16384))
+		ip netns exec "$P-s0" tc qdisc change dev eth0 root tbf \
+			rate "$r" burst "$b" latency 100ms
+		ip netns exec "$HUB" tc qdisc change dev "${P}p10" root tbf \
+			rate "$r" burst "$b" latency 100ms
+	}
+	seed_rate "$SEED_X"
+	seed_start s0 10
+	run f only_s0 0 "${RESEED[@]}"
+	seed_stop s0
+	seed_start s0 10
+	FAILMSG=
+	run g only_s0 $((T_f / 2)) "${RESEED[@]}"
+	G_AT=$KILLED_AT G_SENT=$KILL_SENT G_COVERED=$KILL_COVERED
+	seed_stop s0
+	seed_rate 1
+	[ "$FAILED_g" = 0 ] || die "f: the seed on a $SEED_X x link killed at half of (b)'s time there: $FAILED_g of $N failed (last: ${FAILMSG%%: cmp:*})"
 fi
 
 STRIPE=""
@@ -441,6 +473,8 @@ want a && echo "| (a) seed only | $(s "$T_a") s | ${DONE_a% } | $(x "$SEEDSENT_a
 want b && echo "| (b) --reseed | $(s "$T_b") s | ${DONE_b% } | $(x "$SEEDSENT_b" "$BYTES") x model | $(bound b "$RECV_b" "$N") |"
 want c && echo "| (c) $N pairs | $(s "$T_c") s | ${DONE_c% } | - | $(bound c "$RECV_c" "$N") |"
 want k && echo "| (k) (b), seed killed -9 at $(s "$K_AT") s | $(s "$T_k") s | ${DONE_k% } | $(x "$K_SENT" "$BYTES") x model before | all $N byte-exact |"
+want f && echo "| (f) (b), the seed's link $SEED_X x | $(s "$T_f") s | ${DONE_f% } | $(x "$SEEDSENT_f" "$BYTES") x model | $(bound f "$RECV_f" "$N") |"
+want f && echo "| (f), seed killed -9 at $(s "$G_AT") s | $(s "$T_g") s | ${DONE_g% } | $(x "$G_SENT" "$BYTES") x model before | all $N byte-exact |"
 want h && [ "$T_b" -gt 0 ] && echo "| (h) (b), seed killed -9 at $(s "$H_AT") s | $( [ "$FAILED_h" = "$N" ] && echo - || echo "$(s "$T_h") s") | ${DONE_h% } | $(x "$H_SENT" "$BYTES") x model before | $((N - FAILED_h)) byte-exact, $FAILED_h failed (EIO) |"
 echo
 echo "link bounds: (a) $ideal_a s (the seed's uplink), (c) $ideal_c s (each replica's downlink)"
@@ -453,7 +487,8 @@ if want a && want b && want c; then
 	echo "(b)/(a) = $ba (goal <= 0.35: $(okf "$ba" 0.35)); (b)/(c) = $bc (goal <= 1.5: $(okf "$bc" 1.5)); the seed sent $sx x the model in (b) (goal <= 2: $(okf "$sx" 2))"
 fi
 want k && echo "(k): the seed was killed as soon as the replicas had half of what they read and held every chunk among them: at $(s "$K_AT") s$(want b && echo " ($(calc "\"%.0f\", 100 * $K_AT / $T_b") % of (b)'s time)"), with $(calc "\"%.0f\", 100 * $K_RECV / ($N * $BYTES)") % received; all $N finished byte-exact from each other"
-want h && [ "$T_b" -gt 0 ] && echo "(h): killed at half of (b)'s time ($(s "$H_AT") s; the seed had sent $(x "$H_SENT" "$BYTES") x the model, some chunks to nobody yet): $((N - FAILED_h)) of $N finished byte-exact${FAILMSG:+; the rest got EIO (last: ${FAILMSG%%: cmp:*})}"
+want h && [ "$T_b" -gt 0 ] && echo "(h): killed at half of (b)'s time ($(s "$H_AT") s; the seed had sent $(x "$H_SENT" "$BYTES") x the model; every chunk held among the replicas then: $([ "$H_COVERED" = 1 ] && echo yes || echo no)): $((N - FAILED_h)) of $N finished byte-exact${FAILMSG:+; the rest got EIO (last: ${FAILMSG%%: cmp:*})}"
+want f && echo "(f): with the seed's link $SEED_X x the others', (b) took $(s "$T_f") s; the seed killed -9 at half of that ($(s "$G_AT") s, having sent $(x "$G_SENT" "$BYTES") x the model; every chunk held among the replicas then: $([ "$G_COVERED" = 1 ] && echo yes || echo no)): all $N finished byte-exact from each other in $(s "$T_g") s"
 [ -n "$STRIPE" ] && echo "striping, a replica with a 4 x $RATE link: $STRIPE"
 
 # Plot: replicas done over time.
@@ -512,7 +547,7 @@ if [ -n "$RESULTS" ]; then
 	{
 		echo "n $N"
 		echo "bytes $BYTES"
-		for sc in a b c k h; do
+		for sc in a b c k h f g; do
 			v=T_$sc
 			echo "t_$sc ${!v}"
 			v=FAILED_$sc
@@ -521,6 +556,8 @@ if [ -n "$RESULTS" ]; then
 		echo "seed_sent_a $SEEDSENT_a"
 		echo "seed_sent_b $SEEDSENT_b"
 		echo "killed_at $K_AT"
+		echo "killed_at_g $G_AT"
+		echo "covered_g $G_COVERED"
 		for f in "$WORK"/b-r*.status; do
 			[ -e "$f" ] || continue
 			awk '/^reseeder: / { on = 1; next } /^seed: / { on = 0 }

@@ -7,12 +7,16 @@
 # them; (h) kills it earlier, at half of (b)'s time, and every replica
 # must then end (byte-exact, or EIO for bytes nobody had) within the
 # bound.  Here: in (b) each replica read from the others and the seed
-# sent less than (a) made it send; no sanitizer report.
+# sent less than (a) made it send; no sanitizer report.  Not (f), the
+# seed on a faster link killed at half of (b)'s time there: with this
+# small a model half of (b)'s time is about the mounts' start-up (1.7 s
+# in all, all three failed), so only make bench-fanout runs it.
 source "$(dirname "$0")/lib.sh" "$1"
 [ "$(id -u)" = 0 ] || { echo "skip: network namespaces need root"; exit 77; }
 
 R=$WORK/results
 FANOUT_N=3 FANOUT_SIZE=16M FANOUT_RATE=200mbit FANOUT_SHORT=1 \
+	FANOUT_SCENARIOS="a b c k h" \
 	FANOUT_MOUNT_OPTS="--timeout 5" FANOUT_RESULTS=$R \
 	bash "$(dirname "$0")/../../bench/fanout.sh" "$BUILD" >"$WORK/fanout.out" 2>&1 ||
 	fail "bench/fanout.sh: $(grep -v '^20' "$WORK/fanout.out" | tail -n 20)"

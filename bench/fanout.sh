@@ -9,9 +9,9 @@
 #   (a) seed      every replica reads from the seed only
 #   (b) reseed    --reseed --prefetch, each replica told only the seed
 #   (c) pairs     the limit: N seeds, one per replica, the same links
-#   (k) kill      (b) again, the seed killed -9 halfway through: once the
-#                 replicas together have received half of the N models
-#                 and hold every chunk among them; all must finish
+#   (k) kill      (b) again, the seed killed -9 once the replicas hold
+#                 every chunk among them (and together have received
+#                 half of the N models); all must finish
 #   (h) kill      (b) again, the seed killed at half of (b)'s time,
 #                 whatever the replicas hold then: those that cannot
 #                 finish fail (EIO, bounded by --timeout), counted
@@ -231,9 +231,10 @@ host s0 10 "$RATE"
 for i in $(seq "$N"); do host "r$i" $((100 + i)) "$RATE"; done
 
 # run NAME SEEDS-OF-REPLICA KILL [mount args]: all replicas at once.
-# KILL "half": the seed is killed -9 halfway, once the replicas together
-# have received half of the N models and hold every chunk among them
-# (before that, some bytes exist only in the seed's memory); KILL a
+# KILL "half": the seed is killed -9 once the replicas together have
+# received half of the N models and hold every chunk among them (before
+# that, some bytes exist only in the seed's memory; on equal links the
+# second comes late, when they have nearly all of it); KILL a
 # number: killed at that many ms, and replicas may fail (counted).
 # Sets T_<NAME> (ms until the last has it), DONE_<NAME> (sorted finish
 # times, s) and more; fails unless every replica is byte-exact.
@@ -325,7 +326,7 @@ for v in a b c k h f g; do
 	eval "T_$v=0 DONE_$v= SEEDSENT_$v=0 RECV_$v=0 CPU_$v=0 FAILED_$v=0"
 done
 KILLED_AT=0 KILL_SENT=0 KILL_RECV=0 KILL_COVERED=0 FAILMSG=
-K_AT=0 K_SENT=0 K_RECV=0 H_AT=0 H_SENT=0 H_COVERED=0
+K_AT=0 K_SENT=0 K_RECV=0 H_AT=0 H_SENT=0 H_COVERED=0 H_FAILMSG=
 RESEED=(--reseed --listen 0.0.0.0:0 --prefetch)
 # keep NAME R: run R's results of NAME, aside
 keep() {
@@ -389,7 +390,7 @@ if want h && [ "$T_b" -gt 0 ]; then
 	seed_start s0 10
 	FAILMSG=
 	run h only_s0 $((T_b / 2)) "${RESEED[@]}"
-	H_AT=$KILLED_AT H_SENT=$KILL_SENT H_COVERED=$KILL_COVERED
+	H_AT=$KILLED_AT H_SENT=$KILL_SENT H_COVERED=$KILL_COVERED H_FAILMSG=$FAILMSG
 	seed_stop s0
 fi
 
@@ -486,8 +487,8 @@ if want a && want b && want c; then
 	sx=$(x "$SEEDSENT_b" "$BYTES")
 	echo "(b)/(a) = $ba (goal <= 0.35: $(okf "$ba" 0.35)); (b)/(c) = $bc (goal <= 1.5: $(okf "$bc" 1.5)); the seed sent $sx x the model in (b) (goal <= 2: $(okf "$sx" 2))"
 fi
-want k && echo "(k): the seed was killed as soon as the replicas had half of what they read and held every chunk among them: at $(s "$K_AT") s$(want b && echo " ($(calc "\"%.0f\", 100 * $K_AT / $T_b") % of (b)'s time)"), with $(calc "\"%.0f\", 100 * $K_RECV / ($N * $BYTES)") % received; all $N finished byte-exact from each other"
-want h && [ "$T_b" -gt 0 ] && echo "(h): killed at half of (b)'s time ($(s "$H_AT") s; the seed had sent $(x "$H_SENT" "$BYTES") x the model; every chunk held among the replicas then: $([ "$H_COVERED" = 1 ] && echo yes || echo no)): $((N - FAILED_h)) of $N finished byte-exact${FAILMSG:+; the rest got EIO (last: ${FAILMSG%%: cmp:*})}"
+want k && echo "(k): the seed was killed as soon as the replicas held every chunk among them (and had received half of what they read): at $(s "$K_AT") s$(want b && echo " ($(calc "\"%.0f\", 100 * $K_AT / $T_b") % of (b)'s time)"), with $(calc "\"%.0f\", 100 * $K_RECV / ($N * $BYTES)") % received; all $N finished byte-exact from each other"
+want h && [ "$T_b" -gt 0 ] && echo "(h): killed at half of (b)'s time ($(s "$H_AT") s; the seed had sent $(x "$H_SENT" "$BYTES") x the model; every chunk held among the replicas then: $([ "$H_COVERED" = 1 ] && echo yes || echo no)): $((N - FAILED_h)) of $N finished byte-exact${H_FAILMSG:+; the rest got EIO (last: ${H_FAILMSG%%: cmp:*})}"
 want f && echo "(f): with the seed's link $SEED_X x the others', (b) took $(s "$T_f") s; the seed killed -9 at half of that ($(s "$G_AT") s, having sent $(x "$G_SENT" "$BYTES") x the model; every chunk held among the replicas then: $([ "$G_COVERED" = 1 ] && echo yes || echo no)): all $N finished byte-exact from each other in $(s "$T_g") s"
 [ -n "$STRIPE" ] && echo "striping, a replica with a 4 x $RATE link: $STRIPE"
 

@@ -154,11 +154,14 @@ host() {
 	ip -n "$ns" addr add "$ip/24" dev eth0
 	ip -n "$ns" link set eth0 up
 	ip -n "$ns" link set lo up
-	# A bucket of a few ms at the rate: bursts queue, not drop.
-	local burst=$(($(bps "$rate") / 8 / 250 + 16384))
-	ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" \
-		burst "$burst" latency 100ms
-	ip netns exec "$HUB" tc qdisc add dev "$port" root tbf rate "$rate" \
+	shape "$ns" eth0 "$rate" add
+	shape "$HUB" "$port" "$rate" add
+}
+# shape NETNS DEV RATE add|change: tbf at RATE on DEV, a bucket of a few
+# ms at the rate (bursts queue, not drop).
+shape() {
+	local burst=$(($(bps "$3") / 8 / 250 + 16384))
+	ip netns exec "$1" tc qdisc "$4" dev "$2" root tbf rate "$3" \
 		burst "$burst" latency 100ms
 }
 # sent NAME: bytes host NAME has sent (its uplink's qdisc)
@@ -399,12 +402,9 @@ G_AT=0 G_SENT=0 G_COVERED=0
 if want f; then
 	# The seed's link, both ends, SEED_X times the rate for (f).
 	seed_rate() {
-		local r=$(($(bps "$RATE") * $1 / 1000))kbit b
-		b=$(($(bps "$RATE") * $1 / 8 / 250 + 16384))
-		ip netns exec "$P-s0" tc qdisc change dev eth0 root tbf \
-			rate "$r" burst "$b" latency 100ms
-		ip netns exec "$HUB" tc qdisc change dev "${P}p10" root tbf \
-			rate "$r" burst "$b" latency 100ms
+		local r=$(($(bps "$RATE") * $1 / 1000))kbit
+		shape "$P-s0" eth0 "$r" change
+		shape "$HUB" "${P}p10" "$r" change
 	}
 	seed_rate "$SEED_X"
 	seed_start s0 10

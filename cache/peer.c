@@ -229,6 +229,13 @@ static uint32_t lane_of(const struct sfs_cache *c, const struct sfs_chunk *ch,
 	return s->lanes[g % s->nlanes].holder;
 }
 
+/* Is peer @p there to serve: up, and its source's control port not
+ * silent? */
+static int answers(const struct cache_peer *p)
+{
+	return !p->removed && p->state == SFS_PEER_UP && !p->silent_since;
+}
+
 /* How long a member is waited for: its pulls from the seeds take as
  * long as ours. */
 static uint64_t lane_idle(const struct sfs_cache *c)
@@ -253,8 +260,7 @@ static int lane_wait(struct sfs_cache *c, const struct sfs_chunk *ch)
 	const struct cache_peer *p = c->peers[h->peer];
 	/* One that stalled for us still pulls its share from the seeds:
 	 * waited for all the same. */
-	if (h->removed || p->removed || p->state != SFS_PEER_UP ||
-	    p->silent_since)
+	if (h->removed || !answers(p))
 		return 0;
 	return now < h->grew_ms + idle || now < ch->queued_ms + idle;
 }
@@ -302,17 +308,18 @@ static int lane_behind(struct sfs_cache *c, const struct sfs_chunk *ch)
 }
 
 /* Does a holder on a peer other than @not_peer that is not a last
- * resort hold @ch, and can it take it now or soon (up)? */
-static int preferred(struct sfs_cache *c, const struct sfs_chunk *ch,
-		     uint32_t not_peer)
+ * resort and answers hold @ch (@coming 0), or have it coming (being
+ * pulled there: @coming 1)? */
+static int member_has(struct sfs_cache *c, const struct sfs_chunk *ch,
+		      uint32_t not_peer, int coming)
 {
 	const struct cache_set *s = c->sets[ch->set];
 	for (size_t i = 0; i < s->nholders; i++) {
 		const struct cache_holder *h = c->holders[s->holders[i]];
 		const struct cache_peer *p = c->peers[h->peer];
-		if (h->peer != not_peer && !p->last_resort && !p->removed &&
-		    p->state == SFS_PEER_UP && !p->silent_since &&
-		    sfs_holder_has(h, ch->obj, ch->idx))
+		if (h->peer != not_peer && !p->last_resort && answers(p) &&
+		    (coming ? sfs_holder_coming(h, ch->obj, ch->idx)
+			    : sfs_holder_has(h, ch->obj, ch->idx)))
 			return 1;
 	}
 	return 0;
@@ -712,7 +719,7 @@ static int tree_allows(struct sfs_cache *c, struct sfs_chunk *ch, uint32_t hi,
 	    ph >= c->nholders || c->holders[ph]->removed)
 		return 1;
 	const struct cache_peer *pp = c->peers[c->holders[ph]->peer];
-	if (pp->removed || pp->state != SFS_PEER_UP || pp->silent_since)
+	if (!answers(pp))
 		return 1;
 	if (!ch->held_ms)
 		ch->held_ms = now;
@@ -736,16 +743,7 @@ static int tree_allows(struct sfs_cache *c, struct sfs_chunk *ch, uint32_t hi,
  */
 static int coming_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t now)
 {
-	const struct cache_set *s = c->sets[ch->set];
-	int coming = 0;
-	for (size_t i = 0; i < s->nholders && !coming; i++) {
-		const struct cache_holder *h = c->holders[s->holders[i]];
-		const struct cache_peer *p = c->peers[h->peer];
-		coming = !p->last_resort && !p->removed &&
-			 p->state == SFS_PEER_UP && !p->silent_since &&
-			 sfs_holder_coming(h, ch->obj, ch->idx);
-	}
-	if (!coming) {
+	if (!member_has(c, ch, SFS_NONE, 1)) {
 		ch->coming_ms = 0;
 		return 0;
 	}
@@ -770,7 +768,7 @@ static int takes(struct sfs_cache *c, const struct cache_peer *p, uint32_t pi,
 		return 0;
 	if (!p->last_resort)
 		return tree_allows(c, ch, *hi, now);
-	return !preferred(c, ch, pi) &&
+	return !member_has(c, ch, pi, 0) &&
 	       (!lane_wait(c, ch) || (help && lane_behind(c, ch))) &&
 	       !coming_wait(c, ch, now);
 }
@@ -1200,7 +1198,7 @@ static int movable(struct sfs_cache *c, const struct sfs_chunk *ch, uint32_t pi)
 	const struct cache_peer *p = c->peers[pi];
 	if (p->last_resort || p->silent_since)
 		return !servable(c, ch, pi);
-	return preferred(c, ch, pi);
+	return member_has(c, ch, pi, 0);
 }
 
 /*

@@ -818,18 +818,35 @@ START_TEST(relay_tree_parent_serves)
 }
 END_TEST
 
+/* Peer one a last-resort seed holding all of set @label, peer two a
+ * member holding it partially through @member (its connection made
+ * first): the cache, the set, *p1, *p2, *h2. */
+static struct sfs_cache *seed_and_member(const char *label,
+					 const struct sfs_cache_hobj *member,
+					 uint32_t *set, uint32_t *p1,
+					 uint32_t *p2, uint32_t *h2)
+{
+	static const struct sfs_cache_hobj all = {&piece, 1};
+	struct sfs_cache *c = two_peers(2 * NCHUNKS + 8, p1, p2);
+	uint32_t w2 = add_one(c, *p2, &copy_piece, 1, 0, NULL, NULL), h1;
+	ck_assert_int_eq(read_check(c, w2, 0, 100), 0);
+	struct sfs_cache_obj o = {.len = data_len};
+	ck_assert_int_eq(sfs_cache_add_set(c, label, &o, 1, set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, *set, *p1, &all, 1, 0, &h1),
+			 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, *set, *p2, member, 1, 1, h2),
+			 0);
+	sfs_cache_peer_last_resort(c, *p1, 1);
+	return c;
+}
+
 /* A chunk a member has coming (its holdings say -2: being pulled
  * there) is not pulled from the last-resort seed too: it comes from the
  * member once held.  One the member never gets is pulled from the seed
  * after the wait for a member (2 s). */
 START_TEST(coming_not_pulled_twice)
 {
-	uint32_t p1, p2, h1, h2, set;
-	struct sfs_cache *c = two_peers(2 * NCHUNKS + 8, &p1, &p2);
-	/* The member's connection made first. */
-	uint32_t w2 = add_one(c, p2, &copy_piece, 1, 0, NULL, NULL);
-	ck_assert_int_eq(read_check(c, w2, 0, 100), 0);
-	struct sfs_cache_obj o = {.len = data_len};
+	uint32_t p1, p2, h2, set;
 	struct sfs_cache_piece coming[2], later[2];
 	for (int k = 0; k < 2; k++) {
 		coming[k] = (struct sfs_cache_piece){
@@ -839,11 +856,9 @@ START_TEST(coming_not_pulled_twice)
 	later[0].coming = 0; /* chunk 1 arrived there, chunk 2 never does */
 	later[0].raddr = copy_piece.raddr + CHUNK;
 	later[0].key = copy_piece.key;
-	struct sfs_cache_hobj a = {&piece, 1}, b = {coming, 2}, b2 = {later, 2};
-	ck_assert_int_eq(sfs_cache_add_set(c, "coming", &o, 1, &set), 0);
-	ck_assert_int_eq(sfs_cache_add_holder(c, set, p1, &a, 1, 0, &h1), 0);
-	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &b, 1, 1, &h2), 0);
-	sfs_cache_peer_last_resort(c, p1, 1);
+	struct sfs_cache_hobj b = {coming, 2}, b2 = {later, 2};
+	struct sfs_cache *c =
+		seed_and_member("coming", &b, &set, &p1, &p2, &h2);
 	struct sfs_cache_peer_info ia, ib;
 	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
 	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
@@ -877,16 +892,10 @@ END_TEST
  * (or of B's) until the 2 s wait for a member is over. */
 START_TEST(lanes_help_behind)
 {
-	uint32_t p1, p2, h1, h2, set;
-	struct sfs_cache *c = two_peers(2 * NCHUNKS + 8, &p1, &p2);
-	uint32_t w2 = add_one(c, p2, &copy_piece, 1, 0, NULL, NULL);
-	ck_assert_int_eq(read_check(c, w2, 0, 100), 0);
-	struct sfs_cache_obj o = {.len = data_len};
-	struct sfs_cache_hobj a = {&piece, 1}, none = {NULL, 0};
-	ck_assert_int_eq(sfs_cache_add_set(c, "help", &o, 1, &set), 0);
-	ck_assert_int_eq(sfs_cache_add_holder(c, set, p1, &a, 1, 0, &h1), 0);
-	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &none, 1, 1, &h2), 0);
-	sfs_cache_peer_last_resort(c, p1, 1);
+	uint32_t p1, p2, h2, set;
+	struct sfs_cache_hobj none = {NULL, 0};
+	struct sfs_cache *c =
+		seed_and_member("help", &none, &set, &p1, &p2, &h2);
 	const struct sfs_cache_lane l[3] = {
 		{.key = 30, .holder = SFS_CACHE_LANE_UNKNOWN},
 		{.key = 10, .holder = SFS_CACHE_NONE},

@@ -462,12 +462,18 @@ static json_t *encode_tensor(const struct sfs_manifest *m,
 	return o;
 }
 
-static json_t *encode_endpoint(const struct sfs_endpoint *e)
+static json_t *encode_endpoint(const struct sfs_endpoint *e, unsigned flags)
 {
-	char addr[2 * SFS_MF_ADDR_MAX + 1];
-	sfs_hex_encode(e->addr, e->addr_len, addr);
-	json_t *o = json_pack("{s:s,s:s,s:s}", "protocol", e->protocol,
-			      "provider", e->provider, "address", addr);
+	json_t *o = json_pack("{s:s,s:s}", "protocol", e->protocol,
+			      "provider", e->provider);
+	if (o && !(flags & SFS_MF_ENC_PUBLIC)) {
+		char addr[2 * SFS_MF_ADDR_MAX + 1];
+		sfs_hex_encode(e->addr, e->addr_len, addr);
+		if (json_object_set_new(o, "address", json_string(addr))) {
+			json_decref(o);
+			return NULL;
+		}
+	}
 	if (o && e->compat[0] &&
 	    json_object_set_new(o, "compat", json_string(e->compat))) {
 		json_decref(o);
@@ -476,14 +482,21 @@ static json_t *encode_endpoint(const struct sfs_endpoint *e)
 	return o;
 }
 
-static json_t *encode_region(const struct sfs_manifest *m, size_t i)
+static json_t *encode_region(const struct sfs_manifest *m, size_t i,
+			     unsigned flags)
 {
 	const struct sfs_region *r = &m->regions[i];
+	if (flags & SFS_MF_ENC_PUBLIC)
+		return json_pack("{s:I,s:I}", "id", (json_int_t)i, "length",
+				 (json_int_t)r->len);
 	json_t *rem = json_array();
 	for (size_t j = 0; rem && j < m->neps; j++) {
 		const struct sfs_remote *x = &r->rem[j];
 		json_t *e;
-		if (x->raw_len) {
+		if (flags & SFS_MF_ENC_NO_REMOTE) {
+			e = json_pack("{s:s,s:s}", "address", "0x0", "key",
+				      "0x0");
+		} else if (x->raw_len) {
 			char hex[2 * SFS_MF_RAWKEY_MAX + 1];
 			sfs_hex_encode(x->raw, x->raw_len, hex);
 			e = json_pack("{s:o,s:s}", "address", hex_u64(x->raddr),
@@ -545,6 +558,12 @@ out:
 
 int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 {
+	return sfs_manifest_encode_with(m, 0, out, len);
+}
+
+int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
+			     char **out, size_t *len)
+{
 	json_t *root, *eps, *regions, *dirs, *files, *tensors;
 	int rc = -ENOMEM;
 
@@ -569,13 +588,16 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 	rc = -ENOMEM;
 	if (encode_identity(m, root) || encode_meta(root, &m->root_meta) ||
 	    json_object_set_new(root, "content", hex_u64(content)) ||
-	    (m->holdings && json_object_set_new(root, "holdings", json_true())))
+	    (m->holdings && json_object_set_new(root, "holdings", json_true())) ||
+	    ((flags & SFS_MF_ENC_PUBLIC) &&
+	     json_object_set_new(root, "public", json_true())))
 		goto out;
 	for (size_t i = 0; i < m->neps; i++)
-		if (json_array_append_new(eps, encode_endpoint(&m->eps[i])))
+		if (json_array_append_new(eps,
+					  encode_endpoint(&m->eps[i], flags)))
 			goto out;
 	for (size_t i = 0; i < m->nregions; i++)
-		if (json_array_append_new(regions, encode_region(m, i)))
+		if (json_array_append_new(regions, encode_region(m, i, flags)))
 			goto out;
 	for (size_t i = 0; i < m->ndirs; i++)
 		if (json_array_append_new(

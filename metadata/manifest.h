@@ -214,6 +214,23 @@ int sfs_manifest_identity_id(const struct sfs_manifest *m,
  */
 int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len);
 
+/* What sfs_manifest_encode_with leaves out. */
+#define SFS_MF_ENC_PUBLIC 0x1 /* endpoints' addresses, regions' remotes:
+			       * what a mount shows (docs/security.md);
+			       * adds "public": true, and is no manifest a
+			       * reader can use */
+#define SFS_MF_ENC_NO_REMOTE 0x2 /* every region's remote written as
+				  * address 0, key 0 (a re-seeder's) */
+
+/*
+ * sfs_manifest_encode_with - sfs_manifest_encode with @flags
+ * (SFS_MF_ENC_*).  Only reads @m: safe on a shared decoded manifest, or
+ * on a struct copy of one whose endpoints, instance, generation or
+ * holdings were changed.  Returns 0 or -ENOMEM.
+ */
+int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
+			     char **out, size_t *len);
+
 /*
  * sfs_manifest_decode - parse and validate @len bytes of JSON.
  * *out [new] is freed with sfs_manifest_free.  Returns 0, -EINVAL with

@@ -62,10 +62,8 @@ static void holder_free(struct sfs_vholder *h)
 {
 	if (!h)
 		return;
-	if (!h->view_m) {
+	if (!h->view_m)
 		sfs_manifest_free(h->m);
-		free(h->json);
-	}
 	free(h->hobjs);
 	free(h->pieces);
 	free(h);
@@ -281,17 +279,22 @@ static void persist(struct sfs_replica *r, const struct sfs_view *v,
 			m->generation, m->model, strerror(-rc));
 }
 
-/* A new view of @m (owned from here) with @h (built from @m) as its
- * first holder; not linked.  NULL with @why on failure (@m, @json
- * freed by the caller). */
+/* A new view of @m (owned from here on success; freed by the caller on
+ * failure) with @h (built from @m) as its first holder; not linked.
+ * NULL with @why on failure.  Its .seedfs/manifest.json is @m without
+ * addresses and keys (SFS_MF_ENC_PUBLIC): whoever reads the mount
+ * must not get what reads the seed without the token. */
 static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
 				 struct rsrc *src, struct sfs_manifest *m,
-				 char *json, size_t len, char *why,
-				 size_t whylen)
+				 char *why, size_t whylen)
 {
 	struct sfs_view *v = calloc(1, sizeof(*v));
 	size_t n = m->nfiles;
-	if (!v || !(v->objs = calloc(n ? n : 1, sizeof(*v->objs)))) {
+	if (!v || !(v->objs = calloc(n ? n : 1, sizeof(*v->objs))) ||
+	    sfs_manifest_encode_with(m, SFS_MF_ENC_PUBLIC, &v->json,
+				     &v->json_len)) {
+		if (v)
+			free(v->objs);
 		free(v);
 		snprintf(why, whylen, "out of memory");
 		return NULL;
@@ -300,8 +303,6 @@ static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
 	v->generation = m->generation;
 	v->content = m->content;
 	v->m = m;
-	v->json = json;
-	v->json_len = len;
 	for (size_t i = 0; i < n; i++) {
 		const struct sfs_mfile *f = &m->files[i];
 		v->objs[i] = (struct sfs_cache_obj){
@@ -315,6 +316,7 @@ static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
 	int rc = sfs_cache_add_set(r->cache, label, v->objs, n, &v->set);
 	if (rc) {
 		snprintf(why, whylen, "cache: %s", strerror(-rc));
+		free(v->json);
 		free(v->objs);
 		free(v);
 		return NULL;
@@ -399,8 +401,8 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 			struct sfs_vholder *h, int leader, size_t ep,
 			uint32_t cpeer, char *why, size_t whylen);
 
-int model_offer(struct sfs_model *mo, struct rsrc *src, char *json, size_t len,
-		struct sfs_manifest *m, int leader, char *why, size_t whylen)
+int model_offer(struct sfs_model *mo, struct rsrc *src, struct sfs_manifest *m,
+		int leader, char *why, size_t whylen)
 {
 	struct sfs_replica *r = mo->r;
 	struct sfs_vholder *h = NULL;
@@ -436,9 +438,7 @@ int model_offer(struct sfs_model *mo, struct rsrc *src, char *json, size_t len,
 	h->instance = m->instance;
 	h->generation = m->generation;
 	h->m = m;
-	h->json = json;
 	m = NULL; /* the holder's now */
-	json = NULL;
 
 	/* One offer of a model at a time: an adoption drops mo->lock to
 	 * rewrite the tree. */
@@ -447,18 +447,15 @@ int model_offer(struct sfs_model *mo, struct rsrc *src, char *json, size_t len,
 	pthread_mutex_unlock(&mo->adopt_lock);
 	if (rc <= 0)
 		holder_free(h);
-	(void)len;
 	return rc;
 
 refuse:
 	holder_free(h);
 	sfs_manifest_free(m);
-	free(json);
 	return 0;
 fail:
 	holder_free(h);
 	sfs_manifest_free(m);
-	free(json);
 	return rc;
 }
 
@@ -554,7 +551,7 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 
 	/* A new content from the leader: the new current view.  The view
 	 * owns the manifest; its first holder reads it. */
-	v = view_new(r, mo, src, h->m, h->json, strlen(h->json), why, whylen);
+	v = view_new(r, mo, src, h->m, why, whylen);
 	rc = v ? 0 : -ENOMEM;
 	if (v) {
 		h->view_m = 1;
@@ -563,7 +560,6 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 			sfs_cache_retire_set(r->cache, v->set);
 			/* The manifest goes with the view, not the holder. */
 			h->m = NULL;
-			h->json = NULL;
 			h->view_m = 0;
 			view_free(v);
 			v = NULL;

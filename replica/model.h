@@ -37,7 +37,7 @@ struct sfs_view {
 	struct sfs_model *model;
 	uint64_t generation; /* as its first source numbered it */
 	uint64_t content;    /* the content digest */
-	char *json;	     /* the manifest as fetched, owned */
+	char *json; /* what .seedfs/manifest.json shows (public), owned */
 	size_t json_len;
 	struct sfs_manifest *m;	    /* owned */
 	uint32_t set;		    /* cache set: object i is file i */

@@ -56,9 +56,8 @@ struct sfs_vholder {
 	struct rsrc *src;
 	uint64_t instance;   /* of the source's run */
 	uint64_t generation; /* its number for this content */
-	char *json;	     /* its manifest: owned, the pieces borrow */
-	struct sfs_manifest *m;
-	int view_m;	  /* @m and @json are the view's (not owned) */
+	struct sfs_manifest *m; /* its manifest: owned, the pieces borrow */
+	int view_m;		/* @m is the view's (not owned) */
 	int partial;	  /* a re-seeder's: pieces from its holdings */
 	size_t ep;	  /* partial: its endpoint in @m */
 	uint64_t version; /* partial: of the holdings its pieces are */
@@ -260,15 +259,15 @@ uint32_t model_chunk_size(const struct sfs_manifest *m, uint32_t want);
 struct sfs_model *model_get(struct sfs_replica *r, const char *name, int make);
 void model_free(struct sfs_model *mo);
 /*
- * model_offer - source @src publishes @m (its @json; both owned from
- * now on, freed here on refusal) for @mo, as its generation
+ * model_offer - source @src publishes @m (owned from now on, freed
+ * here on refusal) for @mo, as its generation
  * m->generation: a holder of the view of the same content, or (from the
  * leader, or for a model without a view) the new current view.
  * Returns 1 when used, 0 when refused (@why says which field differs),
  * or -errno (@why says why).
  */
-int model_offer(struct sfs_model *mo, struct rsrc *src, char *json, size_t len,
-		struct sfs_manifest *m, int leader, char *why, size_t whylen);
+int model_offer(struct sfs_model *mo, struct rsrc *src, struct sfs_manifest *m,
+		int leader, char *why, size_t whylen);
 /*
  * model_prune - @src now serves its generations @served (@n of them,
  * with @expires_in ms left each; -1: current) of @mo, from its run

@@ -153,34 +153,30 @@ static int manifest_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 {
 	struct sfs_replica *r = rs->r;
 	struct sfs_view *v = view_of(r, sfs_ctl_arg(req, "model"), 0);
-	char why[400];
 	if (!v)
 		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
 				    "no such model here (GET /v1/models lists "
 				    "them)\n");
-	struct sfs_manifest *m = NULL;
-	int rc =
-		sfs_manifest_decode(v->json, v->json_len, &m, why, sizeof(why));
-	uint64_t generation = v->generation;
-	view_put(r, v);
-	if (rc)
-		return rc;
+	/* The view's manifest with one endpoint, ours: a struct copy
+	 * that shares (only reads) the view's files while it is held.
+	 * The regions' addresses and keys mean nothing here. */
 	struct sfs_xport_info info;
 	sfs_xport_info(rs->x, &info);
-	/* One endpoint: ours.  The regions' addresses mean nothing here. */
-	m->neps = 0;
-	rc = sfs_manifest_add_endpoint(m, info.protocol, info.provider,
-				       info.compat, info.addr, info.addr_len);
-	for (size_t i = 0; !rc && i < m->nregions; i++)
-		sfs_manifest_set_remote(m, (uint32_t)i, 0, 0, 0);
-	m->instance = rs->instance;
-	m->generation = generation;
-	m->holdings = 1;
+	struct sfs_manifest m = *v->m;
+	memset(m.eps, 0, sizeof(m.eps));
+	m.neps = 0;
+	int rc = sfs_manifest_add_endpoint(&m, info.protocol, info.provider,
+					   info.compat, info.addr,
+					   info.addr_len);
+	m.instance = rs->instance;
+	m.generation = v->generation;
+	m.holdings = 1;
 	char *json = NULL;
 	size_t len;
 	if (!rc)
-		rc = sfs_manifest_encode(m, &json, &len);
-	sfs_manifest_free(m);
+		rc = sfs_manifest_encode_with(&m, SFS_MF_ENC_NO_REMOTE, &json,
+					      &len);
+	view_put(r, v);
 	if (rc)
 		return rc;
 	sfs_ctl_json(resp, json, len);

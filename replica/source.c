@@ -375,8 +375,9 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	}
 	int leader = rsrc_leader(r, am->name) == s;
 	uint64_t gen = m->generation, content = m->content;
-	rc = model_offer(mo, s, json, len, m, leader, err, sizeof(err));
+	free(json); /* what a mount shows is encoded again, without keys */
 	json = NULL;
+	rc = model_offer(mo, s, m, leader, err, sizeof(err));
 	m = NULL;
 	used = rc == 1;
 	pthread_mutex_lock(&s->lock);

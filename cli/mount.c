@@ -665,7 +665,8 @@ int sfs_cli_mount(int argc, char **argv)
 		seeds[k++] = *p;
 	}
 	seeds[k] = '\0';
-	snprintf(fsname, sizeof(fsname), "-oro,default_permissions,subtype=seedfs,fsname=seedfs@%s",
+	snprintf(fsname, sizeof(fsname),
+		 "-oro,default_permissions,subtype=seedfs,fsname=seedfs@%s",
 		 seeds);
 	if (fuse_opt_add_arg(&args, fsname) ||
 	    (cmd.debug && fuse_opt_add_arg(&args, "-odebug")))

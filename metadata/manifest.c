@@ -464,8 +464,8 @@ static json_t *encode_tensor(const struct sfs_manifest *m,
 
 static json_t *encode_endpoint(const struct sfs_endpoint *e, unsigned flags)
 {
-	json_t *o = json_pack("{s:s,s:s}", "protocol", e->protocol,
-			      "provider", e->provider);
+	json_t *o = json_pack("{s:s,s:s}", "protocol", e->protocol, "provider",
+			      e->provider);
 	if (o && !(flags & SFS_MF_ENC_PUBLIC)) {
 		char addr[2 * SFS_MF_ADDR_MAX + 1];
 		sfs_hex_encode(e->addr, e->addr_len, addr);
@@ -588,7 +588,8 @@ int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 	rc = -ENOMEM;
 	if (encode_identity(m, root) || encode_meta(root, &m->root_meta) ||
 	    json_object_set_new(root, "content", hex_u64(content)) ||
-	    (m->holdings && json_object_set_new(root, "holdings", json_true())) ||
+	    (m->holdings &&
+	     json_object_set_new(root, "holdings", json_true())) ||
 	    ((flags & SFS_MF_ENC_PUBLIC) &&
 	     json_object_set_new(root, "public", json_true())))
 		goto out;

@@ -215,11 +215,13 @@ int sfs_manifest_identity_id(const struct sfs_manifest *m,
 int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len);
 
 /* What sfs_manifest_encode_with leaves out. */
-#define SFS_MF_ENC_PUBLIC 0x1 /* endpoints' addresses, regions' remotes:
+#define SFS_MF_ENC_PUBLIC                                                      \
+	0x1 /* endpoints' addresses, regions' remotes:
 			       * what a mount shows (docs/security.md);
 			       * adds "public": true, and is no manifest a
 			       * reader can use */
-#define SFS_MF_ENC_NO_REMOTE 0x2 /* every region's remote written as
+#define SFS_MF_ENC_NO_REMOTE                                                   \
+	0x2 /* every region's remote written as
 				  * address 0, key 0 (a re-seeder's) */
 
 /*

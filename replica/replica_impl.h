@@ -54,13 +54,13 @@ struct rsrc;
  * lock. */
 struct sfs_vholder {
 	struct rsrc *src;
-	uint64_t instance;   /* of the source's run */
-	uint64_t generation; /* its number for this content */
+	uint64_t instance;	/* of the source's run */
+	uint64_t generation;	/* its number for this content */
 	struct sfs_manifest *m; /* its manifest: owned, the pieces borrow */
 	int view_m;		/* @m is the view's (not owned) */
-	int partial;	  /* a re-seeder's: pieces from its holdings */
-	size_t ep;	  /* partial: its endpoint in @m */
-	uint64_t version; /* partial: of the holdings its pieces are */
+	int partial;		/* a re-seeder's: pieces from its holdings */
+	size_t ep;		/* partial: its endpoint in @m */
+	uint64_t version;	/* partial: of the holdings its pieces are */
 	int have_version;
 	int prefetching; /* partial: it says it loads the whole content */
 	struct sfs_cache_hobj *hobjs; /* per canonical file: owned */

@@ -472,8 +472,15 @@ static int open_one(struct sfs_control_cred *cred, const char *hostport,
 		    unsigned int timeout_ms, struct sfs_xport **x,
 		    uint64_t *peer, char *err, size_t errlen)
 {
+	/* Bound to the interface that reaches the seed: the listener an
+	 * rxm endpoint opens for connections back is there alone. */
+	char node[64];
+	int routed =
+		!sfs_xport_route_node(m->eps[i].protocol, m->eps[i].addr,
+				      m->eps[i].addr_len, node, sizeof(node));
 	struct sfs_xport_cfg xc = {.protocol = m->eps[i].protocol,
 				   .role = SFS_XPORT_REPLICA,
+				   .node = routed ? node : NULL,
 				   .timeout_ms = timeout_ms};
 	int rc = sfs_xport_open(&xc, x, err, errlen);
 	if (rc)

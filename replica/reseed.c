@@ -440,6 +440,35 @@ static void *announcer(void *arg)
 	return NULL;
 }
 
+/* The local address that reaches the seeds of the models shown (the
+ * first one whose endpoint routes), into @node; 0 or -ENOENT.  For a
+ * --listen on every address: the slab's endpoint is bound where the
+ * swarm is, not on whatever interface the provider lists first. */
+static int seed_route(struct sfs_replica *r, char *node, size_t len)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nmodels;
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < n && rc; i++) {
+		char name[SFS_MF_NAME_MAX + 1] = "";
+		pthread_mutex_lock(&r->lock);
+		if (i < r->nmodels)
+			snprintf(name, sizeof(name), "%s", r->models[i]->name);
+		pthread_mutex_unlock(&r->lock);
+		struct sfs_view *v = view_of(r, name, 0);
+		if (!v)
+			continue;
+		ssize_t ep = sfs_manifest_endpoint(v->m, r->proto);
+		if (ep >= 0)
+			rc = sfs_xport_route_node(r->proto, v->m->eps[ep].addr,
+						  v->m->eps[ep].addr_len, node,
+						  len);
+		view_put(r, v);
+	}
+	return rc ? -ENOENT : 0;
+}
+
 uint64_t sfs_reseed_instance(const struct sfs_reseed *rs)
 {
 	return rs ? rs->instance : 0;
@@ -467,12 +496,16 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 	if (getrandom(&rs->instance, sizeof(rs->instance), 0) !=
 	    sizeof(rs->instance))
 		rs->instance = sfs_now_ns() ^ (uint64_t)getpid() << 32;
-	/* A seed transport of the protocol the replica reads with. */
+	/* A seed transport of the protocol the replica reads with, bound
+	 * to the --listen host, or for every address to the one that
+	 * reaches the seeds. */
+	char node[64];
+	int any = !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::");
 	struct sfs_xport_cfg xc = {.protocol = r->proto,
 				   .role = SFS_XPORT_SEED,
-				   .node = *host && strcmp(host, "0.0.0.0") &&
-							   strcmp(host, "::")
-						   ? host
+				   .node = !any ? host
+					   : !seed_route(r, node, sizeof(node))
+						   ? node
 						   : NULL,
 				   .timeout_ms = r->cfg.timeout_ms};
 	if ((rc = sfs_xport_open(&xc, &rs->x, err, errlen)))

@@ -6,9 +6,13 @@
 #include "common/log.h"
 #include "common/util.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* Every protocol seedfs speaks, by the name users type.  Order matters
  * only for listing. */
@@ -76,6 +80,46 @@ size_t sfs_xport_count(void)
 const char *sfs_xport_name(size_t i)
 {
 	return i < SFS_ARRAY_SIZE(protocols) ? protocols[i].name : NULL;
+}
+
+int sfs_xport_route_node(const char *protocol, const uint8_t *addr, size_t len,
+			 char *node, size_t nodelen)
+{
+	const struct sfs_xport_proto *p = find_proto(protocol);
+	struct sockaddr_storage peer = {0}, self = {0};
+	socklen_t slen = sizeof(self);
+	uint16_t family = 0;
+
+	/* libfabric's IP providers name themselves with socket addresses
+	 * (raw verbs publishes device data). */
+	if (!p || !p->ip_node || p->ops != &sfs_fabric_ops ||
+	    len < sizeof(family))
+		return -ENOENT;
+	memcpy(&family, addr, sizeof(family));
+	if (!((family == AF_INET && len == sizeof(struct sockaddr_in)) ||
+	      (family == AF_INET6 && len == sizeof(struct sockaddr_in6))))
+		return -ENOENT;
+	memcpy(&peer, addr, len);
+	/* A datagram socket's connect() asks the routing table and sends
+	 * nothing. */
+	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	if (connect(fd, (struct sockaddr *)&peer, (socklen_t)len) ||
+	    getsockname(fd, (struct sockaddr *)&self, &slen))
+		rc = -errno;
+	close(fd);
+	if (rc)
+		return rc;
+	const void *ip =
+		family == AF_INET
+			? (const void *)&((struct sockaddr_in *)&self)->sin_addr
+			: (const void *)&((struct sockaddr_in6 *)&self)
+				  ->sin6_addr;
+	if (!inet_ntop(family, ip, node, (socklen_t)nodelen))
+		return -errno;
+	return 0;
 }
 
 int sfs_xport_known(const char *protocol, char *list, size_t len)

@@ -239,6 +239,19 @@ void sfs_xport_hello_abort(struct sfs_xport *x, const void *hello, size_t len);
 #define SFS_XPORT_AUTO "auto"
 
 /*
+ * sfs_xport_route_node - the local address to bind @protocol's endpoint
+ * to so that it reaches the peer whose fabric address is @addr (@len
+ * bytes, as published): the address the kernel's routing table picks
+ * for that peer, as text into @node.  A replica binds there, so the
+ * listener a provider opens for connections back (rxm) is on that
+ * interface alone, not on every one.  Returns 0, -ENOENT when
+ * @protocol binds no IP address or @addr is no IPv4/IPv6 socket
+ * address, or -errno from the routing lookup.  Thread safe.
+ */
+int sfs_xport_route_node(const char *protocol, const uint8_t *addr, size_t len,
+			 char *node, size_t nodelen);
+
+/*
  * sfs_xport_known - 1 if @protocol is a registered name or "auto".
  * Fills @list (when non-NULL) with every name, comma separated.
  */

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A mount's fabric endpoints listen only on the interface that reaches
+# its sources (docs/security.md): rxm opens a listener for connections
+# back on every endpoint, and it must not be reachable from interfaces
+# the mount does not use.  A seed on 127.0.0.1: every listener of the
+# mount on 127.0.0.1.  A seed in another network namespace: every
+# listener on the veth address that reaches it, a re-seeder's slab
+# endpoint too (its control port is where --listen says).
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 4M --shards 2 >/dev/null
+F1=model-00001-of-00002.safetensors
+
+# listeners PID: "ADDR:PORT" of every TCP socket PID listens on
+listeners() {
+	ss -Htlnp | awk -v p="pid=$1," 'index($0, p) { print $4 }'
+}
+
+# only_on PID ADDR [EXCEPT]: at least one listener, all on ADDR
+only_on() {
+	local l n=0 bad=()
+	for l in $(listeners "$1"); do
+		[ "$l" = "${3:-}" ] && continue
+		n=$((n + 1))
+		[ "${l%:*}" = "$2" ] || bad+=("$l")
+	done
+	[ $n -ge 1 ] || fail "no listener of $1 to check: $(ss -Htlnp)"
+	[ ${#bad[@]} -eq 0 ] || fail "pid $1 listens on ${bad[*]}, not only on $2"
+	echo "$n"
+}
+
+start_seed "$MODEL"
+M=$WORK/mnt
+mount_seed "$M"
+cmp "$MODEL/$F1" "$M/m/$F1" || fail "$F1 differs"
+n=$(only_on "$MOUNT_PID" 127.0.0.1)
+ok "seed on 127.0.0.1: the mount's $n fabric listener(s) on 127.0.0.1 alone"
+unmount_check "$M" "$MOUNT_PID"
+# A re-seeder whose control port is on every address: its slab's
+# endpoint is where its seed is reached.
+mount_seed "$M" --reseed --listen 0.0.0.0:0
+cmp "$MODEL/$F1" "$M/m/$F1" || fail "$F1 differs"
+RS=$(sed -n 's/^reseed: \([^ ]*\) .*/\1/p' "$M/.seedfs/status")
+case $RS in 0.0.0.0:*) ;; *) fail "re-seeder's control port: '$RS'" ;; esac
+n=$(only_on "$MOUNT_PID" 127.0.0.1 "$RS")
+ok "a re-seeder with --listen 0.0.0.0:0: its $n fabric listener(s), the slab's among them, on 127.0.0.1 alone"
+unmount_check "$M" "$MOUNT_PID"
+kill "$SEED_PID"
+
+netns_setup
+umask 077
+openssl rand -hex 32 >"$WORK/tok"
+umask 022
+start_seed_ns "$MODEL" --token-file "$WORK/tok"
+# Sources in the namespace: reached through the veth.
+HOST_SAVE=$HOST
+HOST=$NS_IP
+mount_seed "$M" --token-file "$WORK/tok" --reseed
+HOST=$HOST_SAVE
+cmp "$MODEL/$F1" "$M/m/$F1" || fail "$F1 differs over the veth"
+RS=$(sed -n 's/^reseed: \([^ ]*\) .*/\1/p' "$M/.seedfs/status")
+case $RS in 0.0.0.0:*) ;; *) fail "re-seeder's control port: '$RS'" ;; esac
+n=$(only_on "$MOUNT_PID" "$HOST_IP" "$RS")
+ok "seed behind a veth: the mount's $n fabric listener(s), the re-seeder's slab endpoint among them, on $HOST_IP alone (control port $RS as --listen says)"
+unmount_check "$M" "$MOUNT_PID"
+sanitizers_clean

@@ -57,6 +57,7 @@ struct mount_opts {
 	char *tls_cert;
 	char *tls_key;
 	char *metrics_listen;
+	char *grace;
 	int reseed;
 	int no_verify;
 	int prefetch;
@@ -97,6 +98,7 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--tls-cert=%s", tls_cert),
 	OPT("--tls-key=%s", tls_key),
 	OPT("--metrics-listen=%s", metrics_listen),
+	OPT("--grace=%s", grace),
 	{"--reseed", offsetof(struct mount_opts, reseed), 1},
 	{"nonempty", offsetof(struct mount_opts, nonempty), 1},
 	{"direct_io", offsetof(struct mount_opts, direct_io), 1},
@@ -170,6 +172,7 @@ struct mount_cfg {
 	struct sfs_require *require; /* owned; NULL: show every source */
 	const char *require_text;
 	const char *reseed;	     /* serve what it holds here, or NULL */
+	uint32_t reseed_grace_s;     /* its old key after a rotation */
 	const char *metrics_listen;  /* GET /metrics here, or NULL */
 	struct sfs_reg_cfg registry; /* .url NULL: none */
 	uint64_t start_ms;	     /* when the command started (monotonic) */
@@ -265,6 +268,11 @@ static void usage(void)
 	       "                           (default 0.0.0.0:0 with a token,\n"
 	       "                           else 127.0.0.1:0; any port); it\n"
 	       "                           asks for the same token\n"
+	       "    --grace SECONDS        with --reseed: when its token file\n"
+	       "                           holds a new token, its cache is\n"
+	       "                           registered again under a new key\n"
+	       "                           and the old key reads this long\n"
+	       "                           (default 60; 0: revoked at once)\n"
 	       "    --tls-cert FILE        with --reseed and TLS, its control\n"
 	       "    --tls-key FILE         port's PEM certificate and key\n"
 	       "    --metrics-listen HOST:PORT  also answer GET /metrics\n"
@@ -484,6 +492,15 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		return -EINVAL;
 	if (o->ahead)
 		c->ahead = v;
+	c->reseed_grace_s = 60;
+	if (num_opt(o->grace, "--grace", sfs_parse_u64, 0, 86400, &v))
+		return -EINVAL;
+	if (o->grace && !o->reseed) {
+		fprintf(stderr, "seedfs mount: --grace is for --reseed\n");
+		return -EINVAL;
+	}
+	if (o->grace)
+		c->reseed_grace_s = (uint32_t)v;
 	if (o->require) {
 		char err[512];
 		if (sfs_require_parse(o->require, &c->require, err,
@@ -527,6 +544,7 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		.start_ms = c->start_ms,
 		.who = "seedfs mount",
 		.reseed = c->reseed,
+		.reseed_grace_s = c->reseed_grace_s,
 		.cred = c->cred,
 		.reseed_tls = c->reseed_tls,
 		.metrics_listen = c->metrics_listen};

@@ -80,7 +80,11 @@ static void usage(FILE *out)
 		"                       its directory changes (all of them on\n"
 		"                       SIGHUP)\n"
 		"  --grace SECONDS      a superseded generation stays served\n"
-		"                       this long (default 60)\n"
+		"                       this long, and so do the old keys\n"
+		"                       after a token rotation (default 60)\n"
+		"  --revoke-now         a token rotation (SIGHUP with a new\n"
+		"                       token) revokes the old keys at once,\n"
+		"                       not after --grace: for an incident\n"
 		"  --identity K=V[,K=V...]  what the model is, over what its\n"
 		"                       config.json says (torch_dtype,\n"
 		"                       quantization_config): revision, dtype,\n"
@@ -141,6 +145,7 @@ enum {
 	OPT_LOG_FORMAT,
 	OPT_TLS_CERT,
 	OPT_TLS_KEY,
+	OPT_REVOKE_NOW,
 };
 
 static const struct option long_opts[] = {
@@ -161,6 +166,7 @@ static const struct option long_opts[] = {
 	{"checksum-chunk", required_argument, NULL, OPT_CHECKSUM_CHUNK},
 	{"test-corrupt", required_argument, NULL, OPT_TEST_CORRUPT},
 	{"grace", required_argument, NULL, OPT_GRACE},
+	{"revoke-now", no_argument, NULL, OPT_REVOKE_NOW},
 	{"watch", no_argument, NULL, OPT_WATCH},
 	{"identity", required_argument, NULL, OPT_IDENTITY},
 	{"registry", required_argument, NULL, OPT_REGISTRY},
@@ -177,11 +183,17 @@ static struct sfs_seed_reg *seedreg;
 /* The control port's token (--token-file), or NULL. */
 static struct sfs_auth *seed_auth;
 
+/* How long the keys of a rotated token keep reading (--grace, 0 with
+ * --revoke-now). */
+static uint32_t rekey_grace_s;
+
 /* SIGHUP: the token file is read again (rotation); a bad one leaves the
- * old token in force. */
-static void reread_token(void)
+ * old token in force.  A new token is a new key epoch: every region is
+ * registered again (sfs_seed_rekey), so a manifest fetched with the old
+ * token stops reading once the grace ends. */
+static void reread_token(struct sfs_seed *s)
 {
-	char err[512];
+	char err[SFS_XPORT_ERR_MAX];
 	int changed = 0;
 	if (!seed_auth)
 		return;
@@ -193,6 +205,9 @@ static void reread_token(void)
 			sfs_auth_path(seed_auth),
 			changed ? ": a new one, the old one is refused from now"
 				: " (unchanged)");
+	if (changed && sfs_seed_rekey(s, rekey_grace_s, err, sizeof(err)))
+		SFS_LOG(SFS_ERR, "seed",
+			"SIGHUP: a new token, but the old keys stay: %s", err);
 }
 
 /* Publish the next generation of model @i (SIZE_MAX: every model); one
@@ -315,7 +330,7 @@ static int serve(struct sfs_seed *s, const sigset_t *set,
 					break;
 				}
 				sfs_notify_reloading();
-				reread_token();
+				reread_token(s);
 				republish(s, SIZE_MAX, "SIGHUP");
 			}
 		}
@@ -432,7 +447,7 @@ static int bad(const char *opt, const char *val)
 
 int sfs_cli_seed(int argc, char **argv)
 {
-	int watch = 0;
+	int watch = 0, revoke_now = 0;
 	struct sfs_seed_cfg cfg = {.keep_unchanged = 1,
 				   .grace_s = 60,
 				   .csum_shift = 20,
@@ -536,6 +551,9 @@ int sfs_cli_seed(int argc, char **argv)
 			if (sfs_parse_u64(optarg, &v) || v > 86400)
 				return bad("--grace", optarg);
 			cfg.grace_s = (uint32_t)v;
+			break;
+		case OPT_REVOKE_NOW:
+			revoke_now = 1;
 			break;
 		case OPT_WATCH:
 			watch = 1;
@@ -710,6 +728,7 @@ int sfs_cli_seed(int argc, char **argv)
 	const char *wdirs[WATCH_MAX];
 	for (size_t i = 0; i < ndirs; i++)
 		wdirs[i] = dirs[i].dir;
+	rekey_grace_s = revoke_now ? 0 : cfg.grace_s;
 	rc = serve(s, &set, wdirs, watch ? ndirs : 0);
 	sfs_notify_stopping();
 	/* Out of the registry first: mounts stop asking a seed going away. */

@@ -38,6 +38,9 @@ struct sfs_pub {
 	unsigned int bound;
 	pthread_t reaper;
 	int reaper_started;
+	/* The seed's generations and keys change in one thread at a time
+	 * (seed.h): the reaper's and a commit's. */
+	pthread_mutex_t seed_lock;
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* stop, or a commit */
 	int stopping;	     /* protected by lock */
@@ -49,7 +52,9 @@ static void *reaper(void *arg)
 	pthread_mutex_lock(&p->lock);
 	while (!p->stopping) {
 		pthread_mutex_unlock(&p->lock);
+		pthread_mutex_lock(&p->seed_lock);
 		int64_t next = sfs_seed_reap(p->seed);
+		pthread_mutex_unlock(&p->seed_lock);
 		pthread_mutex_lock(&p->lock);
 		if (p->stopping)
 			break;
@@ -87,6 +92,7 @@ int sfs_pub_new(const struct sfs_pub_cfg *cfg, struct sfs_pub **out, char *err,
 	if (!(p = calloc(1, sizeof(*p))))
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->seed_lock, NULL);
 	if (sfs_cond_init(&p->cond))
 		goto err_free;
 	const char *tf = sfs_auth_file(cfg->token_file);
@@ -282,10 +288,25 @@ int sfs_pub_commit(struct sfs_pub *p, uint64_t *generation, char *err,
 	char e[SFS_XPORT_ERR_MAX] = "";
 	int rc;
 
-	if (p->auth && (rc = sfs_auth_reload(p->auth, NULL, err, errlen)))
+	int rotated = 0;
+	if (p->auth && (rc = sfs_auth_reload(p->auth, &rotated, err, errlen)))
 		return rc; /* a rotated token that does not parse */
+	/* A new token: a new key epoch, the old keys read for the grace
+	 * period (docs/security.md). */
+	if (rotated && p->seed) {
+		pthread_mutex_lock(&p->seed_lock);
+		rc = sfs_seed_rekey(p->seed, p->cfg.grace_s, e, sizeof(e));
+		pthread_mutex_unlock(&p->seed_lock);
+		if (rc) {
+			snprintf(err, errlen,
+				 "a new token, but the old keys stay: %s", e);
+			return rc;
+		}
+	}
 	if (p->seed) {
+		pthread_mutex_lock(&p->seed_lock);
 		rc = sfs_seed_republish(p->seed, e, sizeof(e));
+		pthread_mutex_unlock(&p->seed_lock);
 	} else {
 		struct sfs_ctlsrv_cfg sc = {.host = p->host,
 					    .port = p->port,
@@ -354,6 +375,7 @@ void sfs_pub_free(struct sfs_pub *p)
 	free(p->identity);
 	free(p->protocol);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->seed_lock);
 	pthread_cond_destroy(&p->cond);
 	free(p);
 }

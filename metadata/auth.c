@@ -26,6 +26,7 @@ struct sfs_auth {
 	char token[SFS_AUTH_TOKEN_MAX + 1]; /* protected by lock */
 	size_t len;			    /* protected by lock */
 	uint8_t digest[DIGEST_LEN];	    /* protected by lock */
+	uint64_t changes; /* protected by lock: reloads that changed it */
 };
 
 static int in_set(unsigned char c)
@@ -218,6 +219,7 @@ int sfs_auth_reload(struct sfs_auth *a, int *changed, char *err, size_t errlen)
 		return rc;
 	pthread_mutex_lock(&a->lock);
 	int diff = len != a->len || memcmp(tok, a->token, len);
+	a->changes += diff;
 	memcpy(a->token, tok, len + 1);
 	a->len = len;
 	digest(a->token, a->len, a->digest);
@@ -242,6 +244,14 @@ const char *sfs_auth_file(const char *given)
 {
 	const char *f = given ? given : getenv("SEEDFS_TOKEN_FILE");
 	return f && *f ? f : NULL;
+}
+
+uint64_t sfs_auth_changes(struct sfs_auth *a)
+{
+	pthread_mutex_lock(&a->lock);
+	uint64_t n = a->changes;
+	pthread_mutex_unlock(&a->lock);
+	return n;
 }
 
 const char *sfs_auth_path(const struct sfs_auth *a)

@@ -18,6 +18,7 @@
 #define SFS_AUTH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define SFS_AUTH_TOKEN_MIN 16
 #define SFS_AUTH_TOKEN_MAX 512
@@ -47,6 +48,11 @@ void sfs_auth_free(struct sfs_auth *a);
 /* sfs_auth_file - the token file to use: @given, else what
  * $SEEDFS_TOKEN_FILE names; NULL for none (or empty) [borrowed]. */
 const char *sfs_auth_file(const char *given);
+
+/* sfs_auth_changes - how many reloads found a new token so far: whoever
+ * must act on a rotation (a re-seeder's keys) compares it with what it
+ * saw last, whichever thread reloaded. */
+uint64_t sfs_auth_changes(struct sfs_auth *a);
 
 /* The file it reads [borrowed, lives as long as @a]. */
 const char *sfs_auth_path(const struct sfs_auth *a);

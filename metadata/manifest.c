@@ -591,7 +591,10 @@ int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 	    (m->holdings &&
 	     json_object_set_new(root, "holdings", json_true())) ||
 	    ((flags & SFS_MF_ENC_PUBLIC) &&
-	     json_object_set_new(root, "public", json_true())))
+	     json_object_set_new(root, "public", json_true())) ||
+	    (m->key_epoch &&
+	     json_object_set_new(root, "key_epoch",
+				 json_integer((json_int_t)m->key_epoch))))
 		goto out;
 	for (size_t i = 0; i < m->neps; i++)
 		if (json_array_append_new(eps,
@@ -1521,6 +1524,11 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	    get_u64(root, "grace_seconds", 1u << 30, &m->grace_seconds)) {
 		rc = sfs_fail(err, errlen,
 			      "grace_seconds: not a small integer");
+		goto out;
+	}
+	if (json_object_get(root, "key_epoch") &&
+	    get_u64(root, "key_epoch", 1ull << 53, &m->key_epoch)) {
+		rc = sfs_fail(err, errlen, "key_epoch: not an integer");
 		goto out;
 	}
 	if ((rc = decode_identity(m, root, err, errlen)))

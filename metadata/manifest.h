@@ -131,6 +131,9 @@ struct sfs_manifest {
 	 * the regions (which it leaves empty of meaning). */
 	int holdings;
 	uint64_t grace_seconds; /* a superseded generation stays served */
+	/* The seed's keys: a token rotation registers every region again
+	 * under new keys, the next epoch (0: not told). */
+	uint64_t key_epoch;
 	size_t neps; /* 1..SFS_MF_MAX_ENDPOINTS, the seed's preference order */
 	struct sfs_endpoint eps[SFS_MF_MAX_ENDPOINTS];
 	size_t nregions, cap_regions;

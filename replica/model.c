@@ -437,6 +437,7 @@ int model_offer(struct sfs_model *mo, struct rsrc *src, struct sfs_manifest *m,
 	h->src = src;
 	h->instance = m->instance;
 	h->generation = m->generation;
+	h->key_epoch = m->key_epoch;
 	h->m = m;
 	m = NULL; /* the holder's now */
 
@@ -509,17 +510,39 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 			pthread_mutex_unlock(&mo->lock);
 			return 0;
 		}
-		for (struct sfs_vholder *o = v->holders; o; o = o->next)
-			if (o->src == src && o->instance == h->instance &&
-			    o->generation == h->generation) {
+		/* The same run and generation again: nothing new, unless
+		 * its keys are (a token rotation): the holder of the old
+		 * keys gives way (the seed still honours them for its grace
+		 * period, so reads in flight complete). */
+		struct sfs_vholder **stale = NULL;
+		for (struct sfs_vholder **po = &v->holders; *po;
+		     po = &(*po)->next) {
+			struct sfs_vholder *o = *po;
+			if (o->src != src || o->instance != h->instance ||
+			    o->generation != h->generation)
+				continue;
+			if (o->key_epoch >= h->key_epoch) {
 				pthread_mutex_unlock(&mo->lock);
 				holder_free(h);
 				return 1; /* already */
 			}
+			stale = po;
+			break;
+		}
 		if ((rc = holder_pieces(r, v, h, ep, why, whylen)) ||
 		    (rc = holder_attach(r, v, h, cpeer, why, whylen))) {
 			pthread_mutex_unlock(&mo->lock);
 			return rc;
+		}
+		struct sfs_vholder *gone = NULL;
+		if (stale) {
+			/* Attached in front: the pointer to the old one
+			 * still holds. */
+			gone = *stale;
+			*stale = gone->next;
+			gone->next = NULL;
+			if (gone->expires_ms)
+				h->expires_ms = gone->expires_ms;
 		}
 		/* The leader's current content is an older view's again:
 		 * that one is shown. */
@@ -527,6 +550,14 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		if (again)
 			v->generation = h->generation;
 		pthread_mutex_unlock(&mo->lock);
+		if (gone) {
+			holders_drop(r, gone);
+			SFS_LOG(SFS_INFO, "model",
+				"%s: %s's keys of epoch %" PRIu64
+				" in use from now on",
+				mo->name, src->addr, h->key_epoch);
+			return 1;
+		}
 		if (again)
 			adopt(r, mo, v);
 		SFS_LOG(SFS_INFO, "model",

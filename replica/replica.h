@@ -64,6 +64,9 @@ struct sfs_replica_cfg {
 	/* Serve what it holds to other replicas on this control address
 	 * (HOST:PORT) (replica/reseed.h), or NULL. [borrowed] */
 	const char *reseed;
+	/* With reseed: when the token changes, the slab is registered again
+	 * under a new key and the old one reads this many seconds more. */
+	uint32_t reseed_grace_s;
 	/* The fleet registry (metadata/registry.h), or NULL: its records
 	 * are sources too, followed by watch.  [borrowed] */
 	struct sfs_reg *registry;

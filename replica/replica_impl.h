@@ -56,6 +56,7 @@ struct sfs_vholder {
 	struct rsrc *src;
 	uint64_t instance;	/* of the source's run */
 	uint64_t generation;	/* its number for this content */
+	uint64_t key_epoch;	/* of the keys in @m (a token rotation) */
 	struct sfs_manifest *m; /* its manifest: owned, the pieces borrow */
 	int view_m;		/* @m is the view's (not owned) */
 	int partial;		/* a re-seeder's: pieces from its holdings */
@@ -98,8 +99,9 @@ struct rsrc_known {
 	int listed;			 /* in the last answer */
 	uint64_t offered; /* the generation offered to the model; 0 */
 	uint64_t offered_content;
-	char why[300]; /* refused for the model: why; "" */
-	int used;      /* a holder of one of the model's views */
+	uint64_t offered_epoch; /* and the keys it offered */
+	char why[300];		/* refused for the model: why; "" */
+	int used;		/* a holder of one of the model's views */
 	/* Offering this generation failed (not refused): not again
 	 * before retry_ms (doubling back-off) unless it moves on. */
 	uint64_t failed_gen, retry_ms;
@@ -201,6 +203,7 @@ struct sfs_replica {
 struct rsrc_ans_model {
 	char name[SFS_MF_NAME_MAX + 1];
 	uint64_t generation, content;
+	uint64_t key_epoch; /* of the current generation's keys; 0: not told */
 	size_t nserved;
 	uint64_t served[RSERVED_MAX];
 	int64_t expires_in[RSERVED_MAX];

@@ -33,6 +33,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "metadata/auth.h"
 #include "metadata/control.h"
 #include "metadata/ctlsrv.h"
 #include "metadata/identity.h"
@@ -55,10 +56,21 @@
 struct sfs_reseed {
 	struct sfs_replica *r;
 	struct sfs_xport *x; /* seed role */
+	/* The slab's registration, and what holdings answers publish of
+	 * it; protected by lock (a rotation registers it again). */
 	struct sfs_xport_mr *mr;
 	uint64_t raddr, key;
 	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
 	size_t raw_len;
+	uint64_t slab_epoch; /* counts those registrations, from 1 */
+	/* Its seeds refuse its token (and the file holds no new one): it
+	 * serves nothing.  Protected by lock. */
+	int refused;
+	/* The registration before, reading until old_until_ms; the
+	 * announcer's alone. */
+	struct sfs_xport_mr *old_mr;
+	uint64_t old_until_ms;
+	uint64_t auth_seen; /* sfs_auth_changes when last registered */
 	uint64_t instance;
 	uint64_t keep_ms; /* exported chunks stay this long */
 	struct sfs_ctlsrv *srv;
@@ -192,6 +204,16 @@ static json_int_t slot_json(uint32_t slot)
 					       : (json_int_t)slot;
 }
 
+/* What a holdings answer calls @version of the cache set: it moves
+ * with the slab's registration too, so "since" sees a new key. */
+static uint64_t slab_version(struct sfs_reseed *rs, uint64_t version)
+{
+	pthread_mutex_lock(&rs->lock);
+	uint64_t e = rs->slab_epoch;
+	pthread_mutex_unlock(&rs->lock);
+	return version + ((e - 1) << 40);
+}
+
 /* GET /v1/holdings?model=NAME&content=0x..[&since=V] */
 static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 			  struct sfs_ctl_resp *resp)
@@ -214,8 +236,9 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 	int warming = v->warming > 0;
 	pthread_mutex_unlock(&v->model->lock);
 	json_t *o = NULL;
-	if (since && sv == version) {
-		o = json_pack("{s:I,s:b,s:b}", "version", (json_int_t)version,
+	if (since && sv == slab_version(rs, version)) {
+		o = json_pack("{s:I,s:b,s:b}", "version",
+			      (json_int_t)slab_version(rs, version),
 			      "unchanged", 1, "prefetching", warming);
 	} else {
 		json_t *files = json_array();
@@ -243,20 +266,22 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 		}
 		free(slots);
 		char addr[24], key[24], raw[2 * SFS_XPORT_RAWKEY_MAX + 1];
+		pthread_mutex_lock(&rs->lock);
 		snprintf(addr, sizeof(addr), "0x%" PRIx64, rs->raddr);
 		snprintf(key, sizeof(key), "0x%" PRIx64, rs->key);
-		json_t *slab =
-			rs->raw_len
-				? (sfs_hex_encode(rs->raw, rs->raw_len, raw),
-				   json_pack("{s:s,s:s}", "address", addr,
-					     "raw_key", raw))
-				: json_pack("{s:s,s:s}", "address", addr, "key",
-					    key);
+		size_t raw_len = rs->raw_len;
+		if (raw_len)
+			sfs_hex_encode(rs->raw, raw_len, raw);
+		pthread_mutex_unlock(&rs->lock);
+		json_t *slab = raw_len ? json_pack("{s:s,s:s}", "address", addr,
+						   "raw_key", raw)
+				       : json_pack("{s:s,s:s}", "address", addr,
+						   "key", key);
 		o = json_pack("{s:I,s:I,s:I,s:b,s:o*,s:o*}", "version",
-			      (json_int_t)version, "chunk_size",
-			      (json_int_t)r->chunk_size, "keep_ms",
-			      (json_int_t)rs->keep_ms, "prefetching", warming,
-			      "slab", slab, "files", files);
+			      (json_int_t)slab_version(rs, version),
+			      "chunk_size", (json_int_t)r->chunk_size,
+			      "keep_ms", (json_int_t)rs->keep_ms, "prefetching",
+			      warming, "slab", slab, "files", files);
 	}
 	view_put(r, v);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -304,6 +329,14 @@ static int handle(void *arg, const struct sfs_ctl_req *req,
 		  struct sfs_ctl_resp *resp)
 {
 	struct sfs_reseed *rs = arg;
+	pthread_mutex_lock(&rs->lock);
+	int refused = rs->refused;
+	pthread_mutex_unlock(&rs->lock);
+	if (refused && strcmp(req->url, "/v1/health"))
+		return sfs_ctl_text(resp, MHD_HTTP_SERVICE_UNAVAILABLE,
+				    "this re-seeder's seeds refuse its token: "
+				    "it serves nothing until its token file "
+				    "holds one they accept\n");
 	if (!strcmp(req->method, "POST")) {
 		if (!strcmp(req->url, "/v1/connect"))
 			return connect_reply(rs, req, resp);
@@ -399,9 +432,76 @@ static void register_models(struct sfs_reseed *rs)
 	rs->nkeys = nkeys;
 }
 
+/* Register the slab again: a new key in holdings answers from now on;
+ * the old registration reads @grace_ms more (0: released now).  The
+ * announcer's.  0 or -errno (the old key stays). */
+static int rekey_slab(struct sfs_reseed *rs, uint64_t grace_ms, const char *why)
+{
+	struct sfs_replica *r = rs->r;
+	struct sfs_xport_mr *mr, *prev;
+	uint8_t *base;
+	size_t len;
+	sfs_cache_slab(r->cache, &base, &len);
+	int rc = sfs_xport_mr_reg(rs->x, base, len, SFS_XPORT_REMOTE_READ, &mr);
+	if (rc) {
+		SFS_LOG(SFS_ERR, "reseed",
+			"%s, but the cache cannot be registered again (%s): "
+			"its old key stays",
+			why, strerror(-rc));
+		return rc;
+	}
+	pthread_mutex_lock(&rs->lock);
+	prev = rs->mr;
+	rs->mr = mr;
+	sfs_xport_mr_export(mr, &rs->raddr, &rs->key, rs->raw, &rs->raw_len);
+	uint64_t epoch = ++rs->slab_epoch;
+	pthread_mutex_unlock(&rs->lock);
+	/* One old registration at a time: an older one goes now. */
+	sfs_xport_mr_dereg(rs->old_mr);
+	rs->old_mr = prev;
+	rs->old_until_ms = sfs_now_ms() + grace_ms;
+	if (!grace_ms) {
+		sfs_xport_mr_dereg(rs->old_mr);
+		rs->old_mr = NULL;
+	}
+	SFS_LOG(SFS_INFO, "reseed",
+		"%s: the cache is registered again under a new key (epoch "
+		"%" PRIu64 "); the old one %s",
+		why, epoch,
+		grace_ms ? "reads for the grace period (--grace)"
+			 : "is revoked now");
+	return 0;
+}
+
+/* The token file again (a rotation need not come with a refusal), and
+ * a new token, whichever thread read it, is a new key. */
+static void follow_token(struct sfs_reseed *rs)
+{
+	struct sfs_replica *r = rs->r;
+	struct sfs_auth *a = sfs_control_cred_auth(r->cfg.cred);
+	char err[512];
+	if (!a)
+		return;
+	if (sfs_auth_reload(a, NULL, err, sizeof(err)))
+		SFS_LOG(SFS_WARN, "reseed", "token file: %s", err);
+	uint64_t changes = sfs_auth_changes(a);
+	if (changes == rs->auth_seen)
+		return;
+	if (!rekey_slab(rs, (uint64_t)r->cfg.reseed_grace_s * 1000,
+			"a new token")) {
+		rs->auth_seen = changes;
+		pthread_mutex_lock(&rs->lock);
+		rs->refused = 0;
+		pthread_mutex_unlock(&rs->lock);
+	}
+}
+
 /* Tell every seed this replica reads from where it serves, every few
  * seconds: their lists lapse without it (an unmounted re-seeder simply
- * drops out); and the registry, when there is one. */
+ * drops out); and the registry, when there is one.  It also follows
+ * its token: a new one registers the slab again; one its seeds refuse
+ * stops it serving (and revokes the slab's key) until the file holds
+ * one they accept. */
 static void *announcer(void *arg)
 {
 	struct sfs_reseed *rs = arg;
@@ -412,27 +512,61 @@ static void *announcer(void *arg)
 	pthread_mutex_lock(&rs->lock);
 	while (!rs->stop) {
 		pthread_mutex_unlock(&rs->lock);
+		follow_token(rs);
 		register_models(rs);
 		pthread_mutex_lock(&r->lock);
 		size_t n = r->nsrcs;
 		pthread_mutex_unlock(&r->lock);
+		size_t told = 0, refused = 0;
 		for (size_t i = 0; i < n; i++) {
 			struct rsrc *s = r->srcs[i];
 			char err[SFS_XPORT_ERR_MAX], *resp;
 			size_t rlen;
 			if (s->reseeder)
 				continue;
-			if (!sfs_control_post(s->r->cfg.cred, s->addr,
-					      "/v1/announce", body,
-					      strlen(body), 2000, 4096, &resp,
-					      &rlen, err, sizeof(err)))
+			int rc = sfs_control_post(
+				s->r->cfg.cred, s->addr, "/v1/announce", body,
+				strlen(body), 2000, 4096, &resp, &rlen, err,
+				sizeof(err));
+			if (!rc) {
 				free(resp);
-			else
+				told++;
+			} else {
+				refused += rc == -EACCES;
 				SFS_LOG(SFS_DEBUG, "reseed",
 					"announcing to %s: %s", s->addr, err);
+			}
 		}
+		/* A token its seeds refuse (they rotated, its file did
+		 * not follow): nothing for holders of the old one. */
 		pthread_mutex_lock(&rs->lock);
-		struct timespec ts = sfs_abstime(RESEED_ANNOUNCE_MS);
+		int was = rs->refused;
+		rs->refused = refused && !told;
+		int now_refused = rs->refused;
+		pthread_mutex_unlock(&rs->lock);
+		if (now_refused && !was) {
+			SFS_LOG(SFS_WARN, "reseed",
+				"its seeds refuse its token: it serves nothing "
+				"until %s holds one they accept",
+				sfs_auth_path(
+					sfs_control_cred_auth(r->cfg.cred)));
+			rekey_slab(rs, 0, "its seeds refuse its token");
+		}
+		if (rs->old_mr && sfs_now_ms() >= rs->old_until_ms) {
+			sfs_xport_mr_dereg(rs->old_mr);
+			rs->old_mr = NULL;
+			SFS_LOG(SFS_INFO, "reseed",
+				"the cache's key before the last rotation is "
+				"revoked");
+		}
+		uint64_t wait = RESEED_ANNOUNCE_MS;
+		if (rs->old_mr)
+			wait = SFS_MIN(wait,
+				       rs->old_until_ms > sfs_now_ms()
+					       ? rs->old_until_ms - sfs_now_ms()
+					       : 0);
+		pthread_mutex_lock(&rs->lock);
+		struct timespec ts = sfs_abstime((unsigned int)wait);
 		if (!rs->stop)
 			pthread_cond_timedwait(&rs->cond, &rs->lock, &ts);
 	}
@@ -523,6 +657,10 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 	}
 	sfs_xport_mr_export(rs->mr, &rs->raddr, &rs->key, rs->raw,
 			    &rs->raw_len);
+	rs->slab_epoch = 1;
+	if (sfs_control_cred_auth(r->cfg.cred))
+		rs->auth_seen =
+			sfs_auth_changes(sfs_control_cred_auth(r->cfg.cred));
 	rs->keep_ms = 3 * RSRC_POLL_MS + r->cfg.timeout_ms;
 	unsigned int bound;
 	static const char *const routes[] = {"/v1/models",   "/v1/manifest",
@@ -604,6 +742,7 @@ void sfs_reseed_stop(struct sfs_reseed *rs)
 		sfs_keep_forever(rs);
 		return;
 	}
+	sfs_xport_mr_dereg(rs->old_mr);
 	sfs_xport_mr_dereg(rs->mr);
 	sfs_xport_close(rs->x);
 	pthread_cond_destroy(&rs->cond);

@@ -149,6 +149,16 @@ static int parse_models(const char *body, size_t len, struct rsrc_answer *a,
 			goto out;
 		}
 		m->generation = (uint64_t)json_integer_value(g);
+		json_t *ke = json_object_get(e, "key_epoch");
+		if (ke &&
+		    (!json_is_integer(ke) || json_integer_value(ke) < 0)) {
+			snprintf(err, errlen,
+				 "/v1/models: models[%zu] (%s): key_epoch: not "
+				 "an integer",
+				 i, name);
+			goto out;
+		}
+		m->key_epoch = ke ? (uint64_t)json_integer_value(ke) : 0;
 		size_t k;
 		json_array_foreach (sv, k, x) {
 			json_t *sg = json_object_get(x, "generation");
@@ -375,6 +385,7 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	}
 	int leader = rsrc_leader(r, am->name) == s;
 	uint64_t gen = m->generation, content = m->content;
+	uint64_t epoch = m->key_epoch;
 	free(json); /* what a mount shows is encoded again, without keys */
 	json = NULL;
 	rc = model_offer(mo, s, m, leader, err, sizeof(err));
@@ -385,6 +396,7 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	if (k && rc >= 0) {
 		k->offered = gen;
 		k->offered_content = content;
+		k->offered_epoch = epoch;
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (rc >= 0)
@@ -587,8 +599,11 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 			memcpy(k->expires_in, am->expires_in,
 			       sizeof(k->expires_in));
 			k->listed = 1;
+			/* A new generation, or its keys (a token rotation):
+			 * the manifest again. */
 			fresh = k->offered != am->generation ||
 				k->offered_content != am->content ||
+				k->offered_epoch < am->key_epoch ||
 				s->instance != a.instance;
 			/* Failed a moment ago: not at every open. */
 			if (fresh && k->failed_gen == am->generation &&

@@ -194,6 +194,51 @@ static int map_writable(struct seed_file *f, const char *abs)
 	return 0;
 }
 
+/* Register the @n pieces of @f (of @piece bytes, regions @first..) with
+ * every transport into @mr (n * nx entries, counted in *nmr as they
+ * are made); nothing is published yet. */
+static int register_pieces(struct seed_gen *s, struct seed_file *f,
+			   uint64_t piece, size_t n, struct sfs_xport_mr **mr,
+			   size_t *nmr)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off = i * piece;
+		uint64_t len = SFS_MIN(piece, f->size - off);
+		for (size_t t = 0; t < s->nx; t++) {
+			int rc = sfs_xport_mr_reg(s->x[t], (char *)f->map + off,
+						  len, SFS_XPORT_REMOTE_READ,
+						  &mr[i * s->nx + t]);
+			if (rc)
+				return rc;
+			*nmr = i * s->nx + t + 1;
+		}
+	}
+	return 0;
+}
+
+/* The remote address and key of each of @f's registrations @mr into its
+ * regions of @m.  0 or -errno. */
+static int publish_pieces(struct sfs_manifest *m, const struct seed_file *f,
+			  size_t nx, struct sfs_xport_mr **mr)
+{
+	for (size_t j = 0; j < f->nmr; j++) {
+		uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+		uint64_t raddr, key;
+		size_t rl;
+		uint32_t id = f->region0 + (uint32_t)(j / nx);
+		int rc = 0;
+		sfs_xport_mr_export(mr[j], &raddr, &key, raw, &rl);
+		if (rl)
+			rc = sfs_manifest_set_remote_raw(m, id, j % nx, raddr,
+							 raw, rl);
+		else
+			sfs_manifest_set_remote(m, id, j % nx, raddr, key);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /* Register @f in pieces with every transport; each piece becomes one
  * region with one remote address and key per endpoint. */
 static int register_file(struct seed_gen *s, struct seed_file *f,
@@ -205,36 +250,43 @@ static int register_file(struct seed_gen *s, struct seed_file *f,
 	if (!(f->mr = calloc(n * s->nx, sizeof(f->mr[0]))))
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		uint64_t off = i * piece;
-		uint64_t len = SFS_MIN(piece, f->size - off);
 		uint32_t id;
-		rc = sfs_manifest_add_region(s->m, len, &id);
-		if (rc)
+		if ((rc = sfs_manifest_add_region(
+			     s->m, SFS_MIN(piece, f->size - i * piece), &id)))
 			return rc;
 		if (i == 0)
-			*first = id;
-		for (size_t t = 0; t < s->nx; t++) {
-			struct sfs_xport_mr **mr = &f->mr[i * s->nx + t];
-			uint8_t raw[SFS_XPORT_RAWKEY_MAX];
-			uint64_t raddr, key;
-			size_t rl;
-			rc = sfs_xport_mr_reg(s->x[t], (char *)f->map + off,
-					      len, SFS_XPORT_REMOTE_READ, mr);
-			if (rc)
-				return rc;
-			f->nmr = i * s->nx + t + 1;
-			sfs_xport_mr_export(*mr, &raddr, &key, raw, &rl);
-			if (rl)
-				rc = sfs_manifest_set_remote_raw(
-					s->m, id, t, raddr, raw, rl);
-			else
-				sfs_manifest_set_remote(s->m, id, t, raddr,
-							key);
-			if (rc)
-				return rc;
-		}
+			*first = f->region0 = id;
 	}
+	if ((rc = register_pieces(s, f, piece, n, f->mr, &f->nmr)))
+		return rc;
+	return publish_pieces(s->m, f, s->nx, f->mr);
+}
+
+int seed_file_rekey(struct seed_gen *g, struct seed_file *f, uint64_t piece,
+		    struct sfs_xport_mr ***out)
+{
+	size_t n = f->nmr / (g->nx ? g->nx : 1), made = 0;
+	struct sfs_xport_mr **mr = calloc(f->nmr ? f->nmr : 1, sizeof(*mr));
+	int rc = mr ? 0 : -ENOMEM;
+
+	if (!rc && n * g->nx != f->nmr)
+		rc = -EINVAL; /* registered in part: never published */
+	if (!rc)
+		rc = register_pieces(g, f, piece, n, mr, &made);
+	if (rc) {
+		for (size_t j = 0; mr && j < made; j++)
+			sfs_xport_mr_dereg(mr[j]);
+		free(mr);
+		return rc;
+	}
+	*out = mr;
 	return 0;
+}
+
+int seed_file_rekey_publish(struct seed_gen *g, struct seed_file *f,
+			    struct sfs_xport_mr **mr)
+{
+	return publish_pieces(g->m, f, g->nx, mr);
 }
 
 /* File bytes [a, b) as region extents, split at piece boundaries. */

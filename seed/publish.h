@@ -29,6 +29,8 @@ struct seed_file {
 	int withdrawn;	   /* it changed on disk: its bytes are no longer
 			      served (seed_gen_withdraw) */
 	size_t fidx;	   /* index in the manifest */
+	uint32_t region0;  /* the region of its first piece (then one a
+			      piece, in order) */
 	uint64_t data_off; /* safetensors: bytes of header to inline */
 	size_t nmr;
 	struct sfs_xport_mr **mr; /* piece p, transport t: [p * nx + t] */
@@ -84,6 +86,18 @@ struct seed_gen {
 	int writable; /* map files writable before registering */
 	const char *protocols;
 };
+
+/*
+ * seed_file_rekey - register every piece of @f (published in pieces of
+ * @piece bytes) again with @g's transports: new keys.  *out [new
+ * array of f->nmr registrations, same order as f->mr].  Nothing is
+ * published: seed_file_rekey_publish writes their addresses and keys
+ * into g->m.  Returns 0 or -errno (nothing is left registered).
+ */
+int seed_file_rekey(struct seed_gen *g, struct seed_file *f, uint64_t piece,
+		    struct sfs_xport_mr ***out);
+int seed_file_rekey_publish(struct seed_gen *g, struct seed_file *f,
+			    struct sfs_xport_mr **mr);
 
 /*
  * seed_gen_prepare - walk @cfg->model_dir, map and validate every file,

@@ -68,7 +68,32 @@ struct sfs_seed {
 	 * under the seed is withdrawn.  -1: none (in-memory models).  The
 	 * watches are managed by the thread that publishes. */
 	int wfd;
+	/* The keys every region is registered under now (sfs_seed_rekey);
+	 * protected by lock. */
+	uint64_t key_epoch;
+	/* Registrations of earlier key epochs, released when their grace
+	 * ends; protected by lock. */
+	struct seed_retired *retired;
 };
+
+/* The registrations of one file under keys of an earlier epoch. */
+struct seed_retired {
+	const struct seed_gen *g; /* whose mapping they cover */
+	struct sfs_xport_mr **mr;
+	size_t n;
+	uint64_t epoch;
+	uint64_t expires_ms; /* monotonic */
+	struct seed_retired *next;
+};
+
+/* Release @r's registrations: their keys read nothing from now on. */
+static void retired_free(struct seed_retired *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		sfs_xport_mr_dereg(r->mr[i]);
+	free(r->mr);
+	free(r);
+}
 
 /* Watch the files @g serves from disk. */
 static void watch_gen(struct sfs_seed *s, struct seed_gen *g)
@@ -291,6 +316,7 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
 	    sizeof(s->instance))
 		s->instance = sfs_now_ns() ^ (uint64_t)getpid() << 32;
+	s->key_epoch = 1;
 	/* Validate everything before touching the fabric: a bad file is
 	 * the one line the user sees. */
 	for (size_t i = 0; i < s->nmodels; i++) {
@@ -298,6 +324,7 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 		if ((rc = seed_gen_prepare(&mo->cfg, mo->name, 1, s->instance,
 					   cfg->grace_s, &g[i], err, errlen)))
 			goto err;
+		g[i]->m->key_epoch = s->key_epoch;
 	}
 	if ((rc = open_transports(s, cfg, err, errlen)))
 		goto err;
@@ -348,6 +375,9 @@ int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
 	rc = seed_gen_prepare(&mo->cfg, mo->name, number, s->instance,
 			      s->cfg.grace_s, &g, err, errlen);
 	if (!rc) {
+		pthread_mutex_lock(&s->lock);
+		g->m->key_epoch = s->key_epoch;
+		pthread_mutex_unlock(&s->lock);
 		g->prev = prev;
 		rc = seed_gen_publish(g, &mo->cfg, s->nx, s->x, s->writable,
 				      s->protocols, err, errlen);
@@ -438,11 +468,178 @@ int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
 	return first;
 }
 
+/* Release the earlier keys of @g, which goes: they cover its mappings. */
+static void retired_drop(struct sfs_seed *s, const struct seed_gen *g)
+{
+	struct seed_retired *gone = NULL;
+	pthread_mutex_lock(&s->lock);
+	for (struct seed_retired **pr = &s->retired; *pr;) {
+		struct seed_retired *r = *pr;
+		if (r->g != g) {
+			pr = &r->next;
+			continue;
+		}
+		*pr = r->next;
+		r->next = gone;
+		gone = r;
+	}
+	pthread_mutex_unlock(&s->lock);
+	while (gone) {
+		struct seed_retired *r = gone;
+		gone = r->next;
+		retired_free(r);
+	}
+}
+
+/* One file's new registrations, between sfs_seed_rekey's two steps. */
+struct rekey_one {
+	struct seed_gen *g;
+	struct seed_file *f;
+	struct sfs_xport_mr **mr;
+};
+
+int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
+		   size_t errlen)
+{
+	struct rekey_one *todo = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+
+	/* 1. Every file of every generation served registered again: the
+	 * generations change in this thread alone, so they stay. */
+	for (size_t mi = 0; !rc && mi < s->nmodels; mi++) {
+		struct seed_model *mo = &s->models[mi];
+		for (size_t k = 0; !rc && k < mo->ngens; k++) {
+			struct seed_gen *g = mo->gens[k];
+			for (size_t i = 0; !rc && i < g->nfiles; i++) {
+				struct seed_file *f = &g->files[i];
+				if (!f->nmr || f->withdrawn)
+					continue;
+				if ((rc = sfs_grow((void **)&todo, &cap, n + 1,
+						   sizeof(*todo))))
+					break;
+				todo[n] = (struct rekey_one){.g = g, .f = f};
+				if ((rc = seed_file_rekey(g, f, s->cfg.mr_max,
+							  &todo[n].mr)))
+					snprintf(err, errlen,
+						 "%s: cannot register %s "
+						 "again: %s",
+						 mo->name,
+						 g->m->files[f->fidx].path,
+						 strerror(-rc));
+				else
+					n++;
+			}
+		}
+	}
+	if (rc && !*err)
+		snprintf(err, errlen, "out of memory");
+	if (rc) {
+		for (size_t i = 0; i < n; i++) {
+			struct seed_retired r = {.mr = todo[i].mr,
+						 .n = todo[i].f->nmr};
+			for (size_t j = 0; j < r.n; j++)
+				sfs_xport_mr_dereg(r.mr[j]);
+			free(r.mr);
+		}
+		free(todo);
+		return rc;
+	}
+
+	/* 2. Published at once, every generation: the old registrations
+	 * are kept for @grace_s, then released. */
+	uint64_t expires = sfs_now_ms() + (uint64_t)grace_s * 1000;
+	pthread_mutex_lock(&s->lock);
+	uint64_t epoch = ++s->key_epoch;
+	for (size_t i = 0; i < n; i++) {
+		struct seed_file *f = todo[i].f;
+		struct seed_retired *r = calloc(1, sizeof(*r));
+		if (!r || seed_file_rekey_publish(todo[i].g, f, todo[i].mr)) {
+			/* Cannot happen for a file already published (its
+			 * regions and keys have their places); keep the
+			 * old keys rather than publish half of the new. */
+			free(r);
+			for (size_t j = 0; j < f->nmr; j++)
+				sfs_xport_mr_dereg(todo[i].mr[j]);
+			free(todo[i].mr);
+			rc = -ENOMEM;
+			continue;
+		}
+		*r = (struct seed_retired){.g = todo[i].g,
+					   .mr = f->mr,
+					   .n = f->nmr,
+					   .epoch = epoch - 1,
+					   .expires_ms = expires,
+					   .next = s->retired};
+		s->retired = r;
+		f->mr = todo[i].mr;
+	}
+	for (size_t mi = 0; mi < s->nmodels; mi++) {
+		struct seed_model *mo = &s->models[mi];
+		for (size_t k = 0; k < mo->ngens; k++) {
+			struct seed_gen *g = mo->gens[k];
+			char *json;
+			size_t len;
+			g->m->key_epoch = epoch;
+			if (sfs_manifest_encode(g->m, &json, &len)) {
+				rc = -ENOMEM;
+				continue;
+			}
+			free(g->json);
+			g->json = json;
+			g->json_len = len;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	free(todo);
+	if (rc)
+		snprintf(err, errlen,
+			 "out of memory while publishing the new keys");
+	SFS_LOG(SFS_INFO, "seed",
+		"every region registered again under new keys (epoch %" PRIu64
+		"); the old ones %s",
+		epoch,
+		grace_s ? "read for the grace period, then are revoked"
+			: "are revoked now");
+	if (!grace_s)
+		sfs_seed_reap(s);
+	return rc;
+}
+
 int64_t sfs_seed_reap(struct sfs_seed *s)
 {
 	int64_t next = -1;
 	uint64_t now = sfs_now_ms();
 
+	/* Keys of earlier epochs whose grace ended. */
+	struct seed_retired *gone = NULL;
+	pthread_mutex_lock(&s->lock);
+	for (struct seed_retired **pr = &s->retired; *pr;) {
+		struct seed_retired *r = *pr;
+		if (r->expires_ms > now) {
+			if (next < 0 || (int64_t)(r->expires_ms - now) < next)
+				next = (int64_t)(r->expires_ms - now);
+			pr = &r->next;
+			continue;
+		}
+		*pr = r->next;
+		r->next = gone;
+		gone = r;
+	}
+	pthread_mutex_unlock(&s->lock);
+	uint64_t told = 0; /* one line per epoch revoked */
+	while (gone) {
+		struct seed_retired *r = gone;
+		uint64_t epoch = r->epoch;
+		gone = r->next;
+		retired_free(r);
+		if (epoch != told)
+			SFS_LOG(SFS_INFO, "seed",
+				"keys of epoch %" PRIu64 " revoked: they read "
+				"nothing from now on",
+				epoch);
+		told = epoch;
+	}
 	for (size_t mi = 0; mi < s->nmodels; mi++) {
 		struct seed_model *mo = &s->models[mi];
 		struct seed_gen *dead[SEED_MAX_GENS];
@@ -463,6 +660,7 @@ int64_t sfs_seed_reap(struct sfs_seed *s)
 		mo->ngens = keep;
 		pthread_mutex_unlock(&s->lock);
 		for (size_t i = 0; i < ndead; i++) {
+			retired_drop(s, dead[i]);
 			SFS_LOG(SFS_INFO, "seed",
 				"%s: generation %" PRIu64
 				" is no longer served",
@@ -588,9 +786,10 @@ static json_t *model_json(const struct sfs_seed *s, const struct seed_model *mo,
 							     : 0)));
 		json_array_append_new(served, e);
 	}
-	return json_pack("{s:s,s:I,s:s,s:s,s:s,s:o*}", "model", mo->name,
+	return json_pack("{s:s,s:I,s:s,s:s,s:s,s:I,s:o*}", "model", mo->name,
 			 "generation", (json_int_t)cur->number, "instance",
-			 inst, "content", content, "identity_id", id, "served",
+			 inst, "content", content, "identity_id", id,
+			 "key_epoch", (json_int_t)cur->m->key_epoch, "served",
 			 served);
 }
 
@@ -863,6 +1062,11 @@ void sfs_seed_close(struct sfs_seed *s)
 {
 	if (!s)
 		return;
+	while (s->retired) {
+		struct seed_retired *r = s->retired;
+		s->retired = r->next;
+		retired_free(r);
+	}
 	for (size_t m = 0; s->models && m < s->nmodels; m++) {
 		for (size_t i = 0; i < s->models[m].ngens; i++)
 			seed_gen_free(s->models[m].gens[i]);

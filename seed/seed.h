@@ -111,7 +111,20 @@ int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
 int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen);
 
 /*
- * sfs_seed_reap - release the generations whose grace period ended.
+ * sfs_seed_rekey - a new key epoch (a token rotation): every region of
+ * every generation served is registered again, and the manifests
+ * publish the new addresses, keys and key_epoch at once.  The old
+ * registrations keep reading for @grace_s seconds (0: none), then
+ * sfs_seed_reap releases them.  On failure nothing changed (the old
+ * keys stay) and @err says why.  Returns 0 or -errno.  Call from the
+ * thread that republishes.
+ */
+int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
+		   size_t errlen);
+
+/*
+ * sfs_seed_reap - release the generations whose grace period ended,
+ * and registrations of earlier key epochs whose grace ended.
  * Returns the milliseconds until the next one ends, or -1.
  */
 int64_t sfs_seed_reap(struct sfs_seed *s);

@@ -90,24 +90,26 @@ start_seed() {
 
 # mount_seed MNT [mount args...]: background mount; sets MOUNT_PID.
 # Its sources: MOUNT_REG (a --registry URL) if set, else MOUNT_SEEDS,
-# else the last seed started.
+# else the last seed started.  MOUNT_LOG names its log files
+# ($WORK/$MOUNT_LOG.log and .err; default mount).
+MOUNT_LOG=mount
 mount_seed() {
-	local mnt=$1 src
+	local mnt=$1 src log=$WORK/$MOUNT_LOG.log
 	shift
 	mkdir -p "$mnt"
 	MOUNTS+=("$mnt")
-	: >"$WORK/mount.log"
+	: >"$log"
 	if [ -n "${MOUNT_REG:-}" ]; then
 		src=(--registry "$MOUNT_REG")
 	else
 		src=(--seed "${MOUNT_SEEDS:-$HOST:$SEED_PORT}")
 	fi
 	"$SEEDFS" mount "${src[@]}" "$mnt" \
-		--log-file "$WORK/mount.log" "$@" 2>"$WORK/mount.err" ||
-		fail "mount failed: $(cat "$WORK/mount.err")"
+		--log-file "$log" "$@" 2>"$WORK/$MOUNT_LOG.err" ||
+		fail "mount failed: $(cat "$WORK/$MOUNT_LOG.err")"
 	grep -q " $mnt fuse" /proc/mounts || fail "not in /proc/mounts"
 	MOUNT_PID=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' \
-		"$WORK/mount.log" | tail -n 1)
+		"$log" | tail -n 1)
 	[ -n "$MOUNT_PID" ] || fail "no pid in the mount log"
 	PIDS+=("$MOUNT_PID")
 }

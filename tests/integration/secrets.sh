@@ -8,6 +8,7 @@
 source "$(dirname "$0")/lib.sh" "$1"
 
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+command -v getfattr >/dev/null || fail "getfattr is missing (packaging/deps.sh installs attr)"
 chmod 0755 "$WORK" # the other user reaches the mount points in it
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 4M --shards 2 >/dev/null
@@ -98,6 +99,7 @@ PY
 			"${run[@]}" getfattr -d -m - --absolute-names "$f" >>"$out" 2>/dev/null || true
 		done
 		[ $readable -gt 10 ] || fail "$proto: $who read only $readable files"
+		grep -q '^user\.seedfs\.' "$out" || fail "$proto: $who read no extended attribute"
 		while IFS= read -r s; do
 			if grep -qiF -- "$s" "$out"; then
 				fail "$proto: $who found '$s' (a key or address) under the mount"

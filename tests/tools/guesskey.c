@@ -5,6 +5,7 @@
  * provider must refuse, then (as a control) with the real one.
  *
  *   guesskey --seed HOST:PORT [--protocol NAME]
+ *   guesskey --keys FILE [--seed HOST:PORT] [--protocol NAME]
  *
  * The guesses: 0 to 7 (what sequential keys would be), and the real
  * key with one bit flipped, plus or minus one.  A guess is refused when
@@ -14,6 +15,11 @@
  * taken from the manifest: the attacker is given everything but the
  * key.  Prints "guesskey: N guesses refused (...), the real key reads"
  * and exits 0; exits 1 if a guess read anything.
+ *
+ * With --keys: an attacker that kept a manifest (FILE, as a seed served
+ * it, or a re-seeder's with its slab in regions[0]) tries its keys
+ * later: "keys read" and exit 0 when region 0 reads with them, "keys
+ * refused: WHY" and exit 3 when not (rotation revoked them).
  */
 #include "common/log.h"
 #include "common/util.h"
@@ -126,9 +132,54 @@ static int attempt(const char *seed, const struct sfs_manifest *m,
 	return rc || !touched ? (rc ? rc : -ENODATA) : 0;
 }
 
+/* The whole of @path (at most @cap bytes) [new, NUL-terminated], or
+ * NULL. */
+static char *slurp(const char *path, size_t cap, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = f ? malloc(cap + 1) : NULL;
+	size_t n = buf ? fread(buf, 1, cap + 1, f) : 0;
+	if (f)
+		fclose(f);
+	if (!buf || n > cap) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+/* --keys FILE: the keys of a kept manifest, tried once. */
+static int kept_keys(const char *file, const char *seed, const char *protocol)
+{
+	char err[512], why[512];
+	size_t len;
+	char *json = slurp(file, SFS_MANIFEST_MAX, &len);
+	struct sfs_manifest *m = NULL;
+	if (!json || sfs_manifest_decode(json, len, &m, err, sizeof(err))) {
+		fprintf(stderr, "guesskey: %s: %s\n", file,
+			json ? err : "cannot read");
+		free(json);
+		return 2;
+	}
+	free(json);
+	int rc = m->nregions ? attempt(seed ? seed : "127.0.0.1:1", m, protocol,
+				       0, 1, why, sizeof(why))
+			     : -EINVAL;
+	if (rc)
+		printf("guesskey: keys refused: %s\n",
+		       m->nregions ? why : "no region");
+	else
+		printf("guesskey: keys read\n");
+	fflush(stdout);
+	sfs_manifest_free(m);
+	return rc ? 3 : 0;
+}
+
 int main(int argc, char **argv)
 {
-	const char *seed = NULL, *protocol = NULL;
+	const char *seed = NULL, *protocol = NULL, *keys = NULL;
 	char err[512], why[512];
 
 	for (int i = 1; i < argc; i++) {
@@ -136,16 +187,20 @@ int main(int argc, char **argv)
 			seed = argv[++i];
 		else if (!strcmp(argv[i], "--protocol") && i + 1 < argc)
 			protocol = argv[++i];
+		else if (!strcmp(argv[i], "--keys") && i + 1 < argc)
+			keys = argv[++i];
 		else {
 			fprintf(stderr, "usage: guesskey --seed HOST:PORT "
-					"[--protocol NAME]\n");
+					"[--protocol NAME] [--keys FILE]\n");
 			return 2;
 		}
 	}
-	if (!seed)
-		return 2;
 	sfs_log_set_level("err");
 	sfs_control_init();
+	if (keys)
+		return kept_keys(keys, seed, protocol);
+	if (!seed)
+		return 2;
 	char *json;
 	size_t len;
 	struct sfs_manifest *m;

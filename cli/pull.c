@@ -29,6 +29,8 @@ static void usage(FILE *out)
 		"Copy the model NAME a seed publishes into the directory DEST\n"
 		"(created; it must not exist or be empty), byte-identical and\n"
 		"verified against the seed's checksums, at transport speed.\n"
+		"Files and directories get the seed's times and permission\n"
+		"bits, without set-id and sticky bits and minus the umask.\n"
 		"\n"
 		"options:\n"
 		"  --seed [https://]HOST:PORT[,...]  the seeds' control ports (this or\n"

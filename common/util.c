@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 uint64_t sfs_now_ns(void)
 {
@@ -357,6 +358,23 @@ int sfs_fail(char *err, size_t errlen, const char *fmt, ...)
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return -EINVAL;
+}
+
+mode_t sfs_umask(void)
+{
+	char line[128];
+	unsigned int v;
+	int found = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "Umask: %o", &v) == 1;
+	if (f)
+		fclose(f);
+	if (found)
+		return (mode_t)(v & 0777);
+	mode_t m = umask(077);
+	umask(m);
+	return m;
 }
 
 void sfs_raise_nofile(void)

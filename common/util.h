@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #define SFS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -103,6 +104,14 @@ void sfs_keep_forever(void *p);
  * Best effort.
  */
 void sfs_raise_nofile(void);
+
+/*
+ * sfs_umask - the process's file mode creation mask, as a file created
+ * now gets it: from /proc/self/status, else by umask(2) set to 077 for
+ * an instant and back (a file another thread creates meanwhile gets at
+ * most owner access, never more than it would).  Thread safe.
+ */
+mode_t sfs_umask(void);
 
 /*
  * sfs_fail - write one line into @err (@errlen bytes) and return -EINVAL:

@@ -31,9 +31,18 @@ struct pull {
 	const struct sfs_manifest *m;
 	uint64_t window;
 	struct sfs_progress prog;
-	int copy; /* not in place (asked, or it failed once): copy through
+	int copy;     /* not in place (asked, or it failed once): copy through
 		     the cache */
+	mode_t umask; /* the process's: taken from the seed's modes */
 };
+
+/* What a file or directory the seed published with @mode gets here: its
+ * permission bits without set-id and sticky, minus the umask (as cp
+ * without -p and tar for non-root do). */
+static mode_t local_mode(const struct pull *p, uint32_t mode)
+{
+	return (mode_t)(mode & 0777) & ~p->umask;
+}
 
 /* DEST must not exist (it is created) or be an empty directory. */
 static int make_dest(const char *dest)
@@ -193,8 +202,9 @@ out:
 
 /* Directories last (writing into them changed their times), deepest
  * first; DEST itself is the model's directory. */
-static int dir_times(const struct sfs_manifest *m, const char *dest)
+static int dir_times(const struct pull *p, const char *dest)
 {
+	const struct sfs_manifest *m = p->m;
 	char path[SFS_MF_PATH_MAX * 2];
 	for (size_t k = m->ndirs + 1; k-- > 0;) {
 		const struct sfs_mmeta *mm =
@@ -205,7 +215,7 @@ static int dir_times(const struct sfs_manifest *m, const char *dest)
 			 k ? m->dirs[k - 1] : "");
 		struct timespec ts[2] = {sfs_ns_timespec(mm->mtime_ns),
 					 sfs_ns_timespec(mm->mtime_ns)};
-		if (chmod(path, (mode_t)(mm->mode & 0777)) ||
+		if (chmod(path, local_mode(p, mm->mode)) ||
 		    utimensat(AT_FDCWD, path, ts, 0))
 			return -errno;
 	}
@@ -233,12 +243,11 @@ static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
 		p->copy = 1;
 		rc = copy_file(p, fd, &rf);
 	}
-	/* The seed's time and permission bits, as cp -a would keep them. */
+	/* The seed's time, and its permission bits under the umask. */
 	if (!rc && f->meta.has) {
 		struct timespec ts[2] = {sfs_ns_timespec(f->meta.mtime_ns),
 					 sfs_ns_timespec(f->meta.mtime_ns)};
-		if (fchmod(fd, (mode_t)(f->meta.mode & 0777)) ||
-		    futimens(fd, ts))
+		if (fchmod(fd, local_mode(p, f->meta.mode)) || futimens(fd, ts))
 			rc = -errno;
 	}
 	if (close(fd) && !rc)
@@ -254,7 +263,8 @@ static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
 int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
 	     uint64_t window, int place, char *err, size_t errlen)
 {
-	struct pull p = {.r = r, .window = window, .copy = !place};
+	struct pull p = {
+		.r = r, .window = window, .copy = !place, .umask = sfs_umask()};
 	int rc = sfs_replica_current(r, name, &p.view, &p.m);
 
 	if (rc) {
@@ -289,7 +299,7 @@ int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
 	}
 	for (size_t i = 0; i < m->nfiles && !rc; i++)
 		rc = pull_file(&p, i, dest, err, errlen);
-	if (!rc && (rc = dir_times(m, dest)))
+	if (!rc && (rc = dir_times(&p, dest)))
 		snprintf(err, errlen, "setting directory times: %s",
 			 strerror(-rc));
 	sfs_progress_end(&p.prog, rc == 0);

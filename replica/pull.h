@@ -27,7 +27,8 @@ struct sfs_replica;
 
 /*
  * sfs_pull - copy model @name into @dest (created; it must not exist or
- * be empty), byte-identical, with the seed's times and permission bits;
+ * be empty), byte-identical, with the seed's times and permission bits
+ * (set-id and sticky bits dropped, the process's umask applied);
  * @window bytes are kept in flight ahead of what is written.  A
  * progress display on stderr.  Returns 0 or -errno with one line in
  * @err (what failed, and that @dest is incomplete).  Runs in the

@@ -7,6 +7,14 @@ source "$(dirname "$0")/lib.sh" "$1"
 
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 24M --shards 3
+# Modes the umask must bound: a 0777 file, a set-uid 04755 one, a 0777
+# directory.
+mkdir "$MODEL/modes"
+printf 'all may write\n' >"$MODEL/modes/all"
+printf 'set-uid\n' >"$MODEL/modes/suid"
+chmod 0755 "$MODEL"
+chmod 0777 "$MODEL/modes" "$MODEL/modes/all"
+chmod 04755 "$MODEL/modes/suid"
 start_seed "$MODEL" --protocol tcp,shm
 for p in tcp shm; do
 	"$SEEDFS" pull --seed "$HOST:$SEED_PORT" --protocol $p m "$WORK/copy-$p" \
@@ -25,6 +33,18 @@ done
 diff -r "$MODEL" "$WORK/copy-info" >/dev/null || fail "in-place copy differs"
 ! grep -q "copying" "$WORK/pull.err" || fail "not in place: $(grep copying "$WORK/pull.err")"
 ok "--in-place: byte-exact, no file copied through the cache ($(tail -n 1 "$WORK/pull.err"))"
+
+# The seed's bits without set-id and sticky, minus the umask.
+modes() { stat -c '%a' "$1/modes/all" "$1/modes/suid" "$1/modes" "$1" | tr '\n' ' '; }
+[ "$(modes "$MODEL")" = "777 4755 777 755 " ] || fail "the seed's modes: $(modes "$MODEL")"
+for um in 022 077; do
+	(umask $um && "$SEEDFS" pull --seed "$HOST:$SEED_PORT" m "$WORK/umask-$um" 2>"$WORK/pull.err") ||
+		fail "pull under umask $um: $(cat "$WORK/pull.err")"
+	cmp "$MODEL/modes/suid" "$WORK/umask-$um/modes/suid" || fail "bytes of modes/suid"
+done
+[ "$(modes "$WORK/umask-022")" = "755 755 755 755 " ] || fail "umask 022: $(modes "$WORK/umask-022")"
+[ "$(modes "$WORK/umask-077")" = "700 700 700 700 " ] || fail "umask 077: $(modes "$WORK/umask-077")"
+ok "modes 0777, 04755, directory 0777: 755 755 755 under umask 022, 700 700 700 under umask 077"
 
 st=0
 "$SEEDFS" pull --seed "$HOST:$SEED_PORT" other "$WORK/x" 2>"$WORK/err" || st=$?

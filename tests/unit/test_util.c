@@ -7,6 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 START_TEST(hostport)
 {
@@ -118,6 +119,19 @@ START_TEST(hex)
 }
 END_TEST
 
+/* The umask as set, and left as it was. */
+START_TEST(umask_read)
+{
+	mode_t old = umask(027);
+	ck_assert_uint_eq(sfs_umask(), 027);
+	umask(0);
+	ck_assert_uint_eq(sfs_umask(), 0);
+	umask(0777);
+	ck_assert_uint_eq(sfs_umask(), 0777);
+	ck_assert_uint_eq(umask(old), 0777);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("util");
@@ -126,6 +140,7 @@ int main(void)
 	tcase_add_test(t, sizes);
 	tcase_add_test(t, base64);
 	tcase_add_test(t, hex);
+	tcase_add_test(t, umask_read);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

@@ -8,7 +8,14 @@
  * their own offsets, and an "about" file naming the source for humans.
  * Nothing here is trusted: the cache verifies every chunk it loads
  * against the seed's checksums, so a hole, a torn write or a file
- * edited by hand is a miss, never wrong bytes.
+ * edited by hand is a miss, never wrong bytes.  The names are public
+ * (hashes of the content digest), so the directory must be the mount's
+ * own and no name in it is ever followed through a link: every file and
+ * subdirectory is reached relative to a checked directory descriptor
+ * with O_NOFOLLOW, links and files where a subdirectory goes are
+ * removed by name, other users' subdirectories left alone, and region
+ * files that are not regular files of the mount's own with one name are
+ * replaced.
  *
  * The directory is locked (flock) by one mount at a time.  Its size is
  * bounded: directories of other sources are removed oldest first to
@@ -27,9 +34,13 @@ struct sfs_disk_src;
 
 /*
  * sfs_disk_open - create (mode 0700) or open @dir and lock it; @max is
- * the bound in bytes (0: only the filesystem's free space).  *out [new]
- * is freed with sfs_disk_close.  Returns 0 or -errno with one line in
- * @err (-EBUSY: another mount uses it).
+ * the bound in bytes (0: only the filesystem's free space).  An
+ * existing @dir must be a directory, not a symbolic link, owned by the
+ * effective uid, not writable by group or others, below parents owned
+ * by root or that uid and not writable by others unless sticky.  *out
+ * [new] is freed with sfs_disk_close.  Returns 0 or -errno with one
+ * line in @err naming @dir, what is wrong and how to fix it (-EBUSY:
+ * another mount uses it; -ELOOP: a link; -EPERM: owner or mode).
  */
 int sfs_disk_open(const char *dir, uint64_t max, struct sfs_disk **out,
 		  char *err, size_t errlen);
@@ -42,7 +53,8 @@ void sfs_disk_close(struct sfs_disk *d);
  * sfs_disk_attach - the directory of the source @key (any string; it is
  * hashed) with @nregions regions; @about (copied) is written beside the
  * data for whoever looks.  *out [borrowed, owned by @d] stays valid
- * until sfs_disk_close.  Returns 0 or -errno.
+ * until sfs_disk_close.  Returns 0 or -errno (-EPERM: another user's
+ * directory has that name).
  */
 int sfs_disk_attach(struct sfs_disk *d, const char *key, const char *about,
 		    size_t nregions, struct sfs_disk_src **out);

@@ -3,7 +3,9 @@
  * Unit tests of the disk tier on a real directory: bytes round trip,
  * holes and short files are misses, one user per directory, a directory
  * whose key does not match is started afresh, and the bound removes the
- * least recently used other source, never one in use.
+ * least recently used other source, never one in use; links, hard links
+ * and other users' directories in it are never followed, written
+ * through or emptied, and the directory itself is checked.
  */
 #include "check_run.h"
 
@@ -276,6 +278,137 @@ START_TEST(bound_removes_least_recently_used)
 }
 END_TEST
 
+/*
+ * What others leave where the mount's directories go: a link to a
+ * directory of someone's is removed by its name, never followed; another
+ * user's directory is never counted, evicted or emptied; the bound is
+ * kept by removing the mount's own old directory.
+ */
+START_TEST(eviction_never_follows_or_takes_others)
+{
+	struct sfs_disk *d;
+	struct sfs_disk_src *s;
+	static char in[400 * KB];
+	char victim[64], path[160], cmd[400];
+	const uint64_t max = 1024 * KB;
+	struct stat st;
+	memset(in, 'z', sizeof(in));
+
+	ck_assert_int_eq(sfs_disk_open(dir, max, &d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_attach(d, "old", "old", 1, &s), 0);
+	ck_assert_int_eq(sfs_disk_write(s, 0, 0, in, sizeof(in)), 0);
+	sfs_disk_close(d);
+
+	snprintf(victim, sizeof(victim), "/tmp/seedfs-victim.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(victim));
+	snprintf(cmd, sizeof(cmd),
+		 "echo keep >%s/keep && ln -s %s "
+		 "%s/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		 victim, victim, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	int root = geteuid() == 0;
+	if (root) {
+		snprintf(cmd, sizeof(cmd),
+			 "d=%s/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb && mkdir $d && "
+			 "head -c 600000 /dev/zero >$d/r0 && "
+			 "chown -R 65534:65534 $d",
+			 dir);
+		ck_assert_int_eq(system(cmd), 0);
+	}
+
+	ck_assert_int_eq(sfs_disk_open(dir, max, &d, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		 dir);
+	ck_assert_int_eq(lstat(path, &st), -1); /* the link is gone */
+	ck_assert_int_eq(sfs_disk_attach(d, "new", "new", 1, &s), 0);
+	ck_assert_int_eq(sfs_disk_write(s, 0, 0, in, sizeof(in)), 0);
+	ck_assert_int_eq(sfs_disk_write(s, 0, sizeof(in), in, sizeof(in)), 0);
+	uint64_t used, m;
+	sfs_disk_usage(d, &used, &m);
+	ck_assert_uint_le(used, max);
+	sfs_disk_close(d);
+	/* "old" made room; the victim and the other user's are as they
+	 * were. */
+	ck_assert_int_eq(count_dirs(), 1 + root);
+	snprintf(path, sizeof(path), "%s/keep", victim);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, 5);
+	if (root) {
+		snprintf(path, sizeof(path),
+			 "%s/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb/r0", dir);
+		ck_assert_int_eq(stat(path, &st), 0);
+		ck_assert_int_eq(st.st_size, 600000);
+		ck_assert_uint_eq(st.st_uid, 65534);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", victim);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* Region files that are links or hard links are replaced, never read or
+ * written through. */
+START_TEST(region_links_replaced)
+{
+	struct sfs_disk *d;
+	struct sfs_disk_src *s;
+	char victim[64], cmd[600], out[4];
+	struct stat st;
+
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_attach(d, "k", "k", 2, &s), 0);
+	sfs_disk_close(d);
+	snprintf(victim, sizeof(victim), "/tmp/seedfs-victim.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(victim));
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && printf abcd >%s/v0 && printf efgh >%s/v1 && "
+		 "for s in */; do ln -s %s/v0 $s/r0 && ln %s/v1 $s/r1; done",
+		 dir, victim, victim, victim, victim);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_disk_attach(d, "k", "k", 2, &s), 0);
+	ck_assert_int_eq(sfs_disk_read(s, 0, 0, out, sizeof(out)), -ENOENT);
+	ck_assert_int_eq(sfs_disk_read(s, 1, 0, out, sizeof(out)), -ENOENT);
+	ck_assert_int_eq(sfs_disk_write(s, 0, 0, "WXYZ", 4), 0);
+	ck_assert_int_eq(sfs_disk_write(s, 1, 0, "WXYZ", 4), 0);
+	ck_assert_int_eq(sfs_disk_read(s, 1, 0, out, sizeof(out)), 0);
+	ck_assert_int_eq(memcmp(out, "WXYZ", 4), 0);
+	sfs_disk_close(d);
+	snprintf(cmd, sizeof(cmd),
+		 "test \"$(cat %s/v0 %s/v1)\" = abcdefgh && "
+		 "test \"$(find %s -name 'r*' -type f -links 1 | wc -l)\" = 2",
+		 victim, victim, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/v1", victim);
+	ck_assert_int_eq(stat(cmd, &st), 0);
+	ck_assert_int_eq(st.st_nlink, 1);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", victim);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* The directory itself: a link, or one others can write, is refused in
+ * one line naming it. */
+START_TEST(directory_checked)
+{
+	struct sfs_disk *d;
+	char path[96];
+	snprintf(path, sizeof(path), "%s/link", dir);
+	ck_assert_int_eq(symlink(dir, path), 0);
+	ck_assert_int_eq(sfs_disk_open(path, 0, &d, err, sizeof(err)), -ELOOP);
+	ck_assert_msg(strstr(err, path) && strstr(err, "a symbolic link"), "%s",
+		      err);
+	snprintf(path, sizeof(path), "%s/open", dir);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_eq(chmod(path, 0722), 0);
+	ck_assert_int_eq(sfs_disk_open(path, 0, &d, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, "group or others can write it (mode 722)"),
+		      "%s", err);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	ck_assert_int_eq(sfs_disk_open(path, 0, &d, err, sizeof(err)), 0);
+	sfs_disk_close(d);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("disk");
@@ -287,6 +420,9 @@ int main(void)
 	tcase_add_test(t, bound_removes_least_recently_used);
 	tcase_add_test(t, drop_frees_space);
 	tcase_add_test(t, count_survives_drops);
+	tcase_add_test(t, eviction_never_follows_or_takes_others);
+	tcase_add_test(t, region_links_replaced);
+	tcase_add_test(t, directory_checked);
 	tcase_set_timeout(t, 30);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);

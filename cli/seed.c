@@ -43,6 +43,15 @@ static void usage(FILE *out)
 		"'ready' when serving; SIGHUP publishes the next generation;\n"
 		"SIGINT or SIGTERM stop it.\n"
 		"\n"
+		"Only directories and regular files are published.  Symbolic\n"
+		"links are followed when they resolve inside DIR, or, when DIR\n"
+		"is a Hugging Face cache snapshot (REPO/snapshots/REV), to a\n"
+		"file in REPO/blobs; any other link is skipped in one line\n"
+		"naming it and its target.  A file is opened without following\n"
+		"links and only if it is still the one the walk saw: one\n"
+		"changed in between (renamed over, made a link or a FIFO) is\n"
+		"refused in one line, and that generation is not published.\n"
+		"\n"
 		"options:\n"
 		"  --model-dir [NAME=]DIR  a model directory to publish\n"
 		"                       (required); give it again for more\n"
@@ -111,6 +120,10 @@ static void usage(FILE *out)
 		"                       port)\n"
 		"  --test-corrupt FILE:OFFSET  tests only: flip that published\n"
 		"                       byte after checksumming\n"
+		"  --test-after-walk FILE  tests only: after walking a model\n"
+		"                       directory, wait (10 s at most) for FILE\n"
+		"                       to appear, and remove it, before opening\n"
+		"                       the files\n"
 		"  --log-level LEVEL    err, warn, info, debug (default info)\n"
 		"  --log-file FILE      log here instead of stderr\n"
 		"  --log-format FORMAT  text (default) or json: one object a\n"
@@ -146,6 +159,7 @@ enum {
 	OPT_TLS_CERT,
 	OPT_TLS_KEY,
 	OPT_REVOKE_NOW,
+	OPT_TEST_AFTER_WALK,
 };
 
 static const struct option long_opts[] = {
@@ -165,6 +179,7 @@ static const struct option long_opts[] = {
 	{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
 	{"checksum-chunk", required_argument, NULL, OPT_CHECKSUM_CHUNK},
 	{"test-corrupt", required_argument, NULL, OPT_TEST_CORRUPT},
+	{"test-after-walk", required_argument, NULL, OPT_TEST_AFTER_WALK},
 	{"grace", required_argument, NULL, OPT_GRACE},
 	{"revoke-now", no_argument, NULL, OPT_REVOKE_NOW},
 	{"watch", no_argument, NULL, OPT_WATCH},
@@ -594,6 +609,9 @@ int sfs_cli_seed(int argc, char **argv)
 			cfg.test_corrupt_off = v;
 			break;
 		}
+		case OPT_TEST_AFTER_WALK:
+			cfg.test_after_walk = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;

@@ -176,19 +176,25 @@ static int add_gguf(struct seed_gen *s, size_t fidx, const char *rel,
 	return rc;
 }
 
-/* Register @f in pieces; each piece becomes one manifest region. */
-/* Map @f again, privately and writable: copy on write when pinned,
- * nothing ever writes through it.  Remote peers still only read. */
-static int map_writable(struct seed_file *f, const char *abs)
+/* Map @f (entry @e of walk @w) again, privately and writable: copy on
+ * write when pinned, nothing ever writes through it.  Remote peers still
+ * only read.  The same file as before or nothing (sfs_walk_open). */
+static int map_writable(const struct sfs_walk *w,
+			const struct sfs_walk_entry *e, struct seed_file *f,
+			char *err, size_t errlen)
 {
-	int fd = open(abs, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
+	int fd, rc = sfs_walk_open(w, e, &fd, err, errlen);
+	if (rc)
+		return rc;
 	void *p =
 		mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 	close(fd);
-	if (p == MAP_FAILED)
-		return -errno;
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot map %s: %s", e->rel,
+			 strerror(errno));
+		return rc;
+	}
 	munmap(f->map, f->size);
 	f->map = p;
 	return 0;
@@ -326,13 +332,15 @@ static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 	rc = sfs_manifest_add_file(s->m, e->rel, &f->fidx);
 	if (rc)
 		return rc;
-	fd = open(e->abs, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
+	/* The file the walk saw, or nothing: never a link, a FIFO (which
+	 * would block) or another file put in its place since. */
+	if ((rc = sfs_walk_open(s->w, e, &fd, err, errlen)))
+		return rc;
+	if (fstat(fd, &st)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot open %s: %s", e->rel,
 			 strerror(errno));
-		if (fd >= 0)
-			close(fd);
+		close(fd);
 		return rc;
 	}
 	f->size = (uint64_t)st.st_size;
@@ -403,15 +411,16 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	int corrupt = cfg->test_corrupt_path &&
 		      !strcmp(cfg->test_corrupt_path, e->rel) &&
 		      cfg->test_corrupt_off < f->size;
-	rc = s->writable || corrupt ? map_writable(f, e->abs) : 0;
-	if (!rc && corrupt) {
+	if ((s->writable || corrupt) &&
+	    (rc = map_writable(s->w, e, f, err, errlen)))
+		goto out;
+	if (corrupt) {
 		((volatile uint8_t *)f->map)[cfg->test_corrupt_off] ^= 0xff;
 		SFS_LOG(SFS_WARN, "seed",
 			"test: published byte %" PRIu64 " of %s is corrupt",
 			cfg->test_corrupt_off, e->rel);
 	}
-	if (!rc)
-		rc = register_file(s, f, cfg->mr_max, &first);
+	rc = register_file(s, f, cfg->mr_max, &first);
 	if (rc) {
 		snprintf(err, errlen, "cannot register %s with protocol %s: %s",
 			 e->rel, s->protocols, strerror(-rc));
@@ -558,6 +567,20 @@ static void mem_times(struct sfs_manifest *m)
 		sfs_mmeta_set(&m->files[i].meta, t, 0644);
 }
 
+/* Tests only: between the walk and the opening of the files, wait
+ * (10 s at most) for @flag to appear, and take it away. */
+static void test_wait(const char *flag, const char *dir)
+{
+	SFS_LOG(SFS_WARN, "seed", "test: %s walked; waiting for %s", dir, flag);
+	for (int i = 0; i < 200; i++) {
+		if (!unlink(flag))
+			return;
+		struct timespec ts = {0, 50 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	SFS_LOG(SFS_WARN, "seed", "test: no %s after 10 s: going on", flag);
+}
+
 int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 		     uint64_t number, uint64_t instance, uint64_t grace_s,
 		     struct seed_gen **out, char *err, size_t errlen)
@@ -571,6 +594,8 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 	rc = cfg->mem ? 0 : sfs_walk_dir(cfg->model_dir, &s->w, err, errlen);
 	if (rc)
 		goto err;
+	if (s->w && cfg->test_after_walk)
+		test_wait(cfg->test_after_walk, cfg->model_dir);
 	rc = -ENOMEM;
 	if (!(s->m = sfs_manifest_new(name, number)))
 		goto err_msg;

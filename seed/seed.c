@@ -103,9 +103,10 @@ static void watch_gen(struct sfs_seed *s, struct seed_gen *g)
 		struct stat st;
 		if (!f->abs || !f->nmr)
 			continue; /* inline or empty: copied, nothing to back */
-		int wd = inotify_add_watch(s->wfd, f->abs, IN_MODIFY);
+		int wd = inotify_add_watch(s->wfd, f->abs,
+					   IN_MODIFY | IN_DONT_FOLLOW);
 		/* The path must still name the inode that is mapped. */
-		if (wd < 0 || stat(f->abs, &st) ||
+		if (wd < 0 || lstat(f->abs, &st) ||
 		    (uint64_t)st.st_dev != f->dev ||
 		    (uint64_t)st.st_ino != f->ino) {
 			if (wd < 0)

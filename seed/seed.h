@@ -48,6 +48,10 @@ struct sfs_seed_cfg {
 	 * (after the checksums), to prove replicas refuse it. */
 	const char *test_corrupt_path;
 	uint64_t test_corrupt_off;
+	/* Tests only: after each walk of a model directory, wait until this
+	 * file exists (and remove it) before opening the files, so a test
+	 * can change the directory in between. */
+	const char *test_after_walk;
 };
 
 /*

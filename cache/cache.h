@@ -84,6 +84,9 @@ struct sfs_cache_obj {
 	 * chunk size must be a multiple. */
 	uint32_t csum_shift;
 	const uint64_t *xxh3;
+	/* The SHA-256 of the same chunks, 32 bytes each [borrowed], or
+	 * NULL: checked too when given (a source cannot forge a chunk). */
+	const uint8_t *sha256;
 };
 
 /* A piece of an object as one holder serves it. */

@@ -41,6 +41,8 @@
 #include "transports/transport.h"
 
 #include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,12 +311,16 @@ static int lane_behind(struct sfs_cache *c, const struct sfs_chunk *ch)
 
 /* Does a holder on a peer other than @not_peer that is not a last
  * resort and answers hold @ch (@coming 0), or have it coming (being
- * pulled there: @coming 1)? */
+ * pulled there: @coming 1)?  The holder whose bytes of @ch did not
+ * match does not count: a re-seeder that serves wrong bytes must not
+ * keep the seeds off the chunk. */
 static int member_has(struct sfs_cache *c, const struct sfs_chunk *ch,
 		      uint32_t not_peer, int coming)
 {
 	const struct cache_set *s = c->sets[ch->set];
 	for (size_t i = 0; i < s->nholders; i++) {
+		if (s->holders[i] == ch->avoid)
+			continue;
 		const struct cache_holder *h = c->holders[s->holders[i]];
 		const struct cache_peer *p = c->peers[h->peer];
 		if (h->peer != not_peer && !p->last_resort && answers(p) &&
@@ -834,13 +840,22 @@ int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
 	uint64_t base = sfs_chunk_off(c, ch);
 	for (uint64_t off = 0; off < ch->len; off += cs) {
 		size_t n = (size_t)SFS_MIN(cs, ch->len - off);
-		if (XXH3_64bits(ch->data + off, n) !=
-		    o->xxh3[(base + off) >> o->csum_shift]) {
+		uint64_t k = (base + off) >> o->csum_shift;
+		const char *what = NULL;
+		uint8_t d[32];
+		if (XXH3_64bits(ch->data + off, n) != o->xxh3[k])
+			what = "checksum";
+		else if (o->sha256 && (gnutls_hash_fast(GNUTLS_DIG_SHA256,
+							ch->data + off, n, d) ||
+				       memcmp(d, o->sha256 + 32 * k, 32)))
+			what = "SHA-256";
+		if (what) {
 			if (label)
 				SFS_LOG(SFS_WARN, "cache",
-					"checksum mismatch: %s object %u bytes "
+					"%s mismatch: %s object %u bytes "
 					"[%" PRIu64 ", +%zu) from %s",
-					set, ch->obj, base + off, n, label);
+					what, set, ch->obj, base + off, n,
+					label);
 			return -EBADMSG;
 		}
 	}

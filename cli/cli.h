@@ -34,6 +34,7 @@ void cli_seeds_free(struct cli_seeds *s);
  * $SEEDFS_TOKEN_FILE), --tls-ca, --tls-pin, and https:// seeds. */
 struct cli_sec {
 	const char *token_file, *tls_ca, *tls_pin;
+	const char *trust_key; /* --trust-key */
 };
 struct sfs_control_cred;
 

@@ -54,11 +54,13 @@ struct mount_opts {
 	char *token_file;
 	char *tls_ca;
 	char *tls_pin;
+	char *trust_key;
 	char *tls_cert;
 	char *tls_key;
 	char *metrics_listen;
 	char *grace;
 	int reseed;
+	int test_corrupt_slab;
 	int no_verify;
 	int prefetch;
 	int nonempty;
@@ -95,11 +97,14 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--token-file=%s", token_file),
 	OPT("--tls-ca=%s", tls_ca),
 	OPT("--tls-pin=%s", tls_pin),
+	OPT("--trust-key=%s", trust_key),
 	OPT("--tls-cert=%s", tls_cert),
 	OPT("--tls-key=%s", tls_key),
 	OPT("--metrics-listen=%s", metrics_listen),
 	OPT("--grace=%s", grace),
 	{"--reseed", offsetof(struct mount_opts, reseed), 1},
+	{"--test-corrupt-slab", offsetof(struct mount_opts, test_corrupt_slab),
+	 1},
 	{"nonempty", offsetof(struct mount_opts, nonempty), 1},
 	{"direct_io", offsetof(struct mount_opts, direct_io), 1},
 	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
@@ -173,6 +178,7 @@ struct mount_cfg {
 	const char *require_text;
 	const char *reseed;	     /* serve what it holds here, or NULL */
 	uint32_t reseed_grace_s;     /* its old key after a rotation */
+	int test_corrupt_slab;	     /* tests: it serves wrong bytes */
 	const char *metrics_listen;  /* GET /metrics here, or NULL */
 	struct sfs_reg_cfg registry; /* .url NULL: none */
 	uint64_t start_ms;	     /* when the command started (monotonic) */
@@ -248,6 +254,8 @@ static void usage(void)
 	       "                           flight (default 32)\n"
 	       "    --no-verify            serve pulled bytes without checking\n"
 	       "                           them against the seed's checksums\n"
+	       "                           (then only from seeds, never from\n"
+	       "                           re-seeders; not with --reseed)\n"
 	       "    --ahead SIZE           pull up to SIZE ahead of a sequential\n"
 	       "                           reader (default 64M, at most a\n"
 	       "                           quarter of the cache; 0: off)\n"
@@ -278,6 +286,8 @@ static void usage(void)
 	       "                           registered again under a new key\n"
 	       "                           and the old key reads this long\n"
 	       "                           (default 60; 0: revoked at once)\n"
+	       "    --test-corrupt-slab    tests only: with --reseed, serve\n"
+	       "                           others wrong bytes (a hostile peer)\n"
 	       "    --tls-cert FILE        with --reseed and TLS, its control\n"
 	       "    --tls-key FILE         port's PEM certificate and key\n"
 	       "    --metrics-listen HOST:PORT  also answer GET /metrics\n"
@@ -440,6 +450,20 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	if (o->max_background)
 		c->max_background = (unsigned int)v;
 	c->no_verify = o->no_verify;
+	/* Unchecked bytes only from the seeds themselves: a re-seeder
+	 * (anyone with the token can be one) could serve anything. */
+	if (o->no_verify && o->reseed) {
+		fprintf(stderr, "seedfs mount: --no-verify cannot go with "
+				"--reseed: a re-seeder's bytes are always "
+				"checked\n");
+		return -EINVAL;
+	}
+	if (o->no_verify && o->trust_key) {
+		fprintf(stderr, "seedfs mount: --no-verify cannot go with "
+				"--trust-key: signed digests are there to be "
+				"checked\n");
+		return -EINVAL;
+	}
 	if (o->listen && !o->reseed) {
 		fprintf(stderr, "seedfs mount: --listen is for --reseed\n");
 		return -EINVAL;
@@ -451,7 +475,8 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	}
 	struct cli_sec sec = {.token_file = o->token_file,
 			      .tls_ca = o->tls_ca,
-			      .tls_pin = o->tls_pin};
+			      .tls_pin = o->tls_pin,
+			      .trust_key = o->trust_key};
 	if (cli_cred(&sec, &c->seeds, "seedfs mount", &c->cred))
 		return -EINVAL;
 	c->metrics_listen = o->metrics_listen;
@@ -506,6 +531,7 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	}
 	if (o->grace)
 		c->reseed_grace_s = (uint32_t)v;
+	c->test_corrupt_slab = o->test_corrupt_slab;
 	if (o->require) {
 		char err[512];
 		if (sfs_require_parse(o->require, &c->require, err,
@@ -550,6 +576,7 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		.who = "seedfs mount",
 		.reseed = c->reseed,
 		.reseed_grace_s = c->reseed_grace_s,
+		.reseed_test_corrupt = c->test_corrupt_slab,
 		.cred = c->cred,
 		.reseed_tls = c->reseed_tls,
 		.metrics_listen = c->metrics_listen};
@@ -752,6 +779,7 @@ out:
 	free(o.token_file);
 	free(o.tls_ca);
 	free(o.tls_pin);
+	free(o.trust_key);
 	free(o.tls_cert);
 	free(o.tls_key);
 	free(o.metrics_listen);

@@ -46,6 +46,9 @@ static void usage(FILE *out)
 		"  --tls-ca FILE        TLS, the seeds verified against this CA\n"
 		"  --tls-pin PIN        TLS, the seeds held to this public key\n"
 		"                       (sha256//BASE64, as the seed prints it)\n"
+		"  --trust-key FILE     take only manifests signed by a key in\n"
+		"                       FILE (PEM public keys), every chunk\n"
+		"                       checked with its SHA-256\n"
 		"  --protocol NAME      as for mount (default: the seed's first\n"
 		"                       protocol this host can use)\n"
 		"  --cache-size SIZE    memory for chunks in flight (default 64M)\n"
@@ -75,6 +78,7 @@ int sfs_cli_pull(int argc, char **argv)
 		{"token-file", required_argument, NULL, 'T'},
 		{"tls-ca", required_argument, NULL, 'C'},
 		{"tls-pin", required_argument, NULL, 'P'},
+		{"trust-key", required_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -122,6 +126,9 @@ int sfs_cli_pull(int argc, char **argv)
 			break;
 		case 'P':
 			sec.tls_pin = optarg;
+			break;
+		case 'K':
+			sec.trust_key = optarg;
 			break;
 		case 'c':
 			if (sfs_parse_size(optarg, &v) || v < (16u << 20)) {

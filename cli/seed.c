@@ -8,6 +8,7 @@
 #include "metadata/control.h"
 #include "metadata/ctlsrv.h"
 #include "metadata/registry.h"
+#include "metadata/sign.h"
 #include "metadata/tls.h"
 
 #include "common/log.h"
@@ -85,6 +86,14 @@ static void usage(FILE *out)
 		"  --checksum-chunk SIZE  publish an XXH3-64 per SIZE bytes of\n"
 		"                       every file (power of two, default 1M;\n"
 		"                       0: none)\n"
+		"  --digest sha256      and a SHA-256 of each of those chunks:\n"
+		"                       replicas check every chunk with it, so\n"
+		"                       no re-seeder can forge one (default:\n"
+		"                       XXH3-64 alone, docs/security.md)\n"
+		"  --sign-key FILE      sign every manifest with this Ed25519\n"
+		"                       private key (PEM, mode 0600: openssl\n"
+		"                       genpkey -algorithm ed25519); replicas\n"
+		"                       pin its public key with --trust-key\n"
 		"  --watch              publish a new generation of a model when\n"
 		"                       its directory changes (all of them on\n"
 		"                       SIGHUP)\n"
@@ -159,6 +168,8 @@ enum {
 	OPT_TLS_CERT,
 	OPT_TLS_KEY,
 	OPT_REVOKE_NOW,
+	OPT_DIGEST,
+	OPT_SIGN_KEY,
 	OPT_TEST_AFTER_WALK,
 };
 
@@ -182,6 +193,8 @@ static const struct option long_opts[] = {
 	{"test-after-walk", required_argument, NULL, OPT_TEST_AFTER_WALK},
 	{"grace", required_argument, NULL, OPT_GRACE},
 	{"revoke-now", no_argument, NULL, OPT_REVOKE_NOW},
+	{"digest", required_argument, NULL, OPT_DIGEST},
+	{"sign-key", required_argument, NULL, OPT_SIGN_KEY},
 	{"watch", no_argument, NULL, OPT_WATCH},
 	{"identity", required_argument, NULL, OPT_IDENTITY},
 	{"registry", required_argument, NULL, OPT_REGISTRY},
@@ -470,7 +483,8 @@ int sfs_cli_seed(int argc, char **argv)
 				   .mr_max = 1ull << 30,
 				   .timeout_ms = 10000};
 	const char *listen = NULL, *fabric_addr = NULL;
-	const char *token_file = NULL;
+	const char *token_file = NULL, *sign_key_file = NULL;
+	struct sfs_sign_key *sign_key = NULL;
 	const char *tls_cert = NULL, *tls_key = NULL;
 	struct sfs_tls_pair *tls = NULL;
 	struct sfs_seed_dir dirs[WATCH_MAX];
@@ -569,6 +583,14 @@ int sfs_cli_seed(int argc, char **argv)
 			break;
 		case OPT_REVOKE_NOW:
 			revoke_now = 1;
+			break;
+		case OPT_DIGEST:
+			if (strcmp(optarg, "sha256") && strcmp(optarg, "none"))
+				return bad("--digest (sha256 or none)", optarg);
+			cfg.digest_sha256 = !strcmp(optarg, "sha256");
+			break;
+		case OPT_SIGN_KEY:
+			sign_key_file = optarg;
 			break;
 		case OPT_WATCH:
 			watch = 1;
@@ -671,6 +693,19 @@ int sfs_cli_seed(int argc, char **argv)
 		sfs_auth_free(seed_auth);
 		return 2;
 	}
+	if (cfg.digest_sha256 && !cfg.csum_shift) {
+		fprintf(stderr, "seedfs seed: --digest sha256 needs checksum "
+				"chunks (--checksum-chunk is 0)\n");
+		rc = 2;
+		goto out_secrets;
+	}
+	if (sign_key_file &&
+	    sfs_sign_key_load(sign_key_file, &sign_key, err, sizeof(err))) {
+		fprintf(stderr, "seedfs seed: %s\n", err);
+		rc = 2;
+		goto out_secrets;
+	}
+	cfg.sign_key = sign_key;
 	/* No token: nobody but this host, unless told otherwise. */
 	if (!listen)
 		listen = seed_auth ? "0.0.0.0:7070" : "127.0.0.1:7070";
@@ -756,6 +791,7 @@ int sfs_cli_seed(int argc, char **argv)
 	sfs_ctl_stop(ctl);
 	sfs_seed_close(s);
 out_secrets:
+	sfs_sign_key_free(sign_key);
 	sfs_tls_pair_free(tls);
 	sfs_auth_free(seed_auth);
 	seed_auth = NULL;

@@ -48,7 +48,12 @@ const char cli_sec_help[] =
 	"    --tls-pin PIN          speak TLS and hold the seeds to this\n"
 	"                           public key: sha256//BASE64 as the seed\n"
 	"                           prints it, or 64 hex digits; without\n"
-	"                           --tls-ca the pin is the only check\n";
+	"                           --tls-ca the pin is the only check\n"
+	"    --trust-key FILE       take only manifests signed by an\n"
+	"                           Ed25519 key in FILE (PEM public keys,\n"
+	"                           the seeds' --sign-key), each file's\n"
+	"                           chunks checked with their SHA-256\n"
+	"                           (seeds need --digest sha256)\n";
 
 int cli_cred(const struct cli_sec *sec, const struct cli_seeds *seeds,
 	     const char *who, struct sfs_control_cred **out)
@@ -57,7 +62,8 @@ int cli_cred(const struct cli_sec *sec, const struct cli_seeds *seeds,
 		.token_file = sfs_auth_file(sec->token_file),
 		.tls_ca = sec->tls_ca,
 		.tls_pin = sec->tls_pin,
-		.https = seeds && seeds->n && seeds->https == 1};
+		.https = seeds && seeds->n && seeds->https == 1,
+		.trust_key = sec->trust_key};
 	char err[512];
 
 	if (seeds && seeds->n && seeds->https == 0 &&

@@ -5,6 +5,7 @@
 #include "common/util.h"
 #include "metadata/auth.h"
 #include "metadata/manifest.h"
+#include "metadata/sign.h"
 #include "metadata/tls.h"
 #include "transports/transport.h"
 
@@ -19,6 +20,7 @@ struct sfs_control_cred {
 	int tls;
 	char *ca;		   /* NULL: the system's store */
 	char pin[SFS_TLS_PIN_MAX]; /* "": none */
+	struct sfs_trust *trust;   /* NULL: manifests need no signature */
 };
 
 int sfs_control_cred_new(const struct sfs_control_cred_cfg *cfg,
@@ -41,6 +43,9 @@ int sfs_control_cred_new(const struct sfs_control_cred_cfg *cfg,
 	    (rc = sfs_auth_load(cfg->token_file, "--token-file", &c->auth, err,
 				errlen)))
 		goto err_free;
+	if (cfg->trust_key &&
+	    (rc = sfs_trust_load(cfg->trust_key, &c->trust, err, errlen)))
+		goto err_free;
 	*out = c;
 	return 0;
 
@@ -56,8 +61,14 @@ void sfs_control_cred_free(struct sfs_control_cred *c)
 	if (!c)
 		return;
 	sfs_auth_free(c->auth);
+	sfs_trust_free(c->trust);
 	free(c->ca);
 	free(c);
+}
+
+const struct sfs_trust *sfs_control_cred_trust(const struct sfs_control_cred *c)
+{
+	return c ? c->trust : NULL;
 }
 
 struct sfs_auth *sfs_control_cred_auth(const struct sfs_control_cred *c)
@@ -74,7 +85,7 @@ void sfs_control_cred_describe(const struct sfs_control_cred *c, char *buf,
 			       size_t len)
 {
 	int tls = sfs_control_cred_tls(c);
-	snprintf(buf, len, "%s%s; %s%s%s%s%s",
+	snprintf(buf, len, "%s%s; %s%s%s%s; %s%s",
 		 c && c->auth ? "token " : "no token",
 		 c && c->auth ? sfs_auth_path(c->auth) : "",
 		 !tls	    ? "no tls"
@@ -82,7 +93,12 @@ void sfs_control_cred_describe(const struct sfs_control_cred *c, char *buf,
 		 : !*c->pin ? "tls, the system's CAs"
 			    : "tls",
 		 tls && c->ca ? c->ca : "", tls && *c->pin ? ", pin " : "",
-		 tls && *c->pin ? c->pin : "", "");
+		 tls && *c->pin ? c->pin : "",
+		 c && c->trust ? "signed manifests, keys in "
+			       : "unsigned "
+				 "manifests "
+				 "accepted",
+		 c && c->trust ? sfs_trust_path(c->trust) : "");
 }
 
 int sfs_control_parse_seeds(const char *list, const char *what, char **out,

@@ -18,9 +18,13 @@ struct sfs_control_cred_cfg {
 	const char *tls_ca;	/* verify seeds against this CA file */
 	const char *tls_pin;	/* and/or hold them to this public key */
 	int https;		/* TLS with the system's CAs (https://) */
+	/* Manifests must be signed by a key in this file (--trust-key,
+	 * metadata/sign.h), or NULL. */
+	const char *trust_key;
 };
 struct sfs_control_cred;
 struct sfs_auth;
+struct sfs_trust;
 
 /*
  * sfs_control_cred_new - read the token file, check the pin.  TLS is on
@@ -36,6 +40,9 @@ int sfs_control_cred_new(const struct sfs_control_cred_cfg *cfg,
 void sfs_control_cred_free(struct sfs_control_cred *c);
 /* The token, or NULL (a re-seeder's port asks for the same) [borrowed]. */
 struct sfs_auth *sfs_control_cred_auth(const struct sfs_control_cred *c);
+/* The keys manifests must be signed by, or NULL [borrowed]. */
+const struct sfs_trust *
+sfs_control_cred_trust(const struct sfs_control_cred *c);
 /* Whether control ports are spoken to over TLS (NULL: no). */
 int sfs_control_cred_tls(const struct sfs_control_cred *c);
 /* sfs_control_cred_describe - "token FILE; tls ca FILE" (no secret) for

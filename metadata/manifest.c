@@ -6,6 +6,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -90,6 +92,22 @@ int sfs_manifest_set_checksums(struct sfs_manifest *m, size_t idx,
 	free(f->sums);
 	f->sums = copy;
 	f->csum_shift = shift;
+	return 0;
+}
+
+int sfs_manifest_set_sha256(struct sfs_manifest *m, size_t idx,
+			    const uint8_t *sha256, size_t n)
+{
+	struct sfs_mfile *f = &m->files[idx];
+	if (!f->csum_shift || n != sfs_csum_count(f->size, f->csum_shift))
+		return -EINVAL;
+	uint8_t *copy = malloc(n ? 32 * n : 1);
+	if (!copy)
+		return -ENOMEM;
+	if (n)
+		memcpy(copy, sha256, 32 * n);
+	free(f->sha256);
+	f->sha256 = copy;
 	return 0;
 }
 
@@ -324,6 +342,7 @@ void sfs_manifest_free(struct sfs_manifest *m)
 		free(f->ext);
 		free(f->path);
 		free(f->sums);
+		free(f->sha256);
 	}
 	free(m->files);
 	for (size_t i = 0; i < m->ntensors; i++)
@@ -387,10 +406,12 @@ static int encode_meta(json_t *o, const struct sfs_mmeta *mm)
 	return 0;
 }
 
-/* {"algorithm": "xxh3-64", "chunk_size": 2^k, "values": HEX}, or NULL */
-static json_t *encode_checksum(uint32_t shift, const uint64_t *sums, uint64_t n)
+/* {"algorithm": "xxh3-64", "chunk_size": 2^k, "values": HEX[, "sha256":
+ * HEX]}, or NULL */
+static json_t *encode_checksum(uint32_t shift, const uint64_t *sums,
+			       const uint8_t *sha256, uint64_t n)
 {
-	char *hex = malloc(16 * n + 1);
+	char *hex = malloc(sha256 ? 64 * n + 1 : 16 * n + 1);
 	if (!hex)
 		return NULL;
 	hex[0] = '\0';
@@ -399,6 +420,13 @@ static json_t *encode_checksum(uint32_t shift, const uint64_t *sums, uint64_t n)
 	json_t *o =
 		json_pack("{s:s,s:I,s:s}", "algorithm", "xxh3-64", "chunk_size",
 			  (json_int_t)(1ll << shift), "values", hex);
+	if (o && sha256) {
+		sfs_hex_encode(sha256, (size_t)(32 * n), hex);
+		if (json_object_set_new(o, "sha256", json_string(hex))) {
+			json_decref(o);
+			o = NULL;
+		}
+	}
 	free(hex);
 	return o;
 }
@@ -419,7 +447,7 @@ static json_t *encode_file(const struct sfs_mfile *f)
 	     json_object_set_new(
 		     o, "checksum",
 		     encode_checksum(
-			     f->csum_shift, f->sums,
+			     f->csum_shift, f->sums, f->sha256,
 			     sfs_csum_count(f->size, f->csum_shift)))) ||
 	    encode_meta(o, &f->meta)) {
 		json_decref(o);
@@ -486,7 +514,7 @@ static json_t *encode_region(const struct sfs_manifest *m, size_t i,
 			     unsigned flags)
 {
 	const struct sfs_region *r = &m->regions[i];
-	if (flags & SFS_MF_ENC_PUBLIC)
+	if (flags & (SFS_MF_ENC_PUBLIC | SFS_MF_ENC_SIGNED))
 		return json_pack("{s:I,s:I}", "id", (json_int_t)i, "length",
 				 (json_int_t)r->len);
 	json_t *rem = json_array();
@@ -614,13 +642,46 @@ int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 		if (json_array_append_new(tensors,
 					  encode_tensor(m, &m->tensors[i])))
 			goto out;
-	*out = json_dumps(root, JSON_INDENT(1));
+	if (flags & SFS_MF_ENC_SIGNED) {
+		/* What differs between sources of one generation, or
+		 * across key epochs, is not signed. */
+		static const char *const unsigned_keys[] = {
+			"instance", "grace_seconds", "endpoints",
+			"holdings", "key_epoch",     "public"};
+		for (size_t i = 0; i < SFS_ARRAY_SIZE(unsigned_keys); i++)
+			json_object_del(root, unsigned_keys[i]);
+		*out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+	} else {
+		if (m->has_sig) {
+			char b64[SFS_SIGN_LEN * 2];
+			sfs_b64_encode(m->sig, SFS_SIGN_LEN, b64);
+			if (json_object_set_new(
+				    root, "signature",
+				    json_pack("{s:s,s:s,s:s}", "algorithm",
+					      "ed25519", "key", m->sig_key,
+					      "value", b64)))
+				goto out;
+		}
+		*out = json_dumps(root, JSON_INDENT(1));
+	}
 	if (*out) {
 		*len = strlen(*out);
 		rc = 0;
 	}
 out:
 	json_decref(root);
+	return rc;
+}
+
+int sfs_manifest_signed_digest(const struct sfs_manifest *m, uint8_t out[32])
+{
+	char *text;
+	size_t len;
+	int rc = sfs_manifest_encode_with(m, SFS_MF_ENC_SIGNED, &text, &len);
+	if (rc)
+		return rc;
+	rc = gnutls_hash_fast(GNUTLS_DIG_SHA256, text, len, out) ? -EIO : 0;
+	free(text);
 	return rc;
 }
 
@@ -1046,6 +1107,26 @@ static int decode_checksum(struct sfs_manifest *m, size_t fi, json_t *cs,
 	}
 	int rc = sfs_manifest_set_checksums(m, fi, shift, sums, (size_t)n);
 	free(sums);
+	json_t *sv = json_object_get(cs, "sha256");
+	if (rc || !sv)
+		return rc;
+	if (!json_is_string(sv) || json_string_length(sv) != 64 * n)
+		return sfs_fail(err, errlen,
+				"files[%zu].checksum.sha256: not %" PRIu64
+				" hex values of 64 digits",
+				fi, n);
+	uint8_t *d = malloc(n ? 32 * n : 1);
+	size_t got;
+	if (!d)
+		return -ENOMEM;
+	if (sfs_hex_decode(json_string_value(sv), d, (size_t)(32 * n), &got) ||
+	    got != 32 * n) {
+		free(d);
+		return sfs_fail(err, errlen,
+				"files[%zu].checksum.sha256: not hex", fi);
+	}
+	rc = sfs_manifest_set_sha256(m, fi, d, (size_t)n);
+	free(d);
 	return rc;
 }
 
@@ -1446,6 +1527,36 @@ static int decode_tensors(struct sfs_manifest *m, json_t *a, char *err,
 	return rc;
 }
 
+/* "signature": {"algorithm": "ed25519", "key": ID, "value": BASE64} */
+static int decode_signature(struct sfs_manifest *m, json_t *o, char *err,
+			    size_t errlen)
+{
+	if (!o)
+		return 0;
+	const char *algo = get_str(o, "algorithm", 16),
+		   *id = get_str(o, "key", SFS_SIGN_ID_LEN),
+		   *val = get_str(o, "value", 128);
+	uint8_t sig[128 / 4 * 3];
+	size_t n = 0;
+	if (!json_is_object(o) || !algo || strcmp(algo, "ed25519"))
+		return sfs_fail(err, errlen,
+				"signature.algorithm: not ed25519");
+	if (!id || strlen(id) != SFS_SIGN_ID_LEN ||
+	    strspn(id, "0123456789abcdef") != SFS_SIGN_ID_LEN)
+		return sfs_fail(err, errlen,
+				"signature.key: not %d lowercase hex digits",
+				SFS_SIGN_ID_LEN);
+	if (!val || sfs_b64_decode(val, strlen(val), sig, &n) ||
+	    n != SFS_SIGN_LEN)
+		return sfs_fail(err, errlen,
+				"signature.value: not %d bytes of base64",
+				SFS_SIGN_LEN);
+	memcpy(m->sig, sig, SFS_SIGN_LEN);
+	memcpy(m->sig_key, id, SFS_SIGN_ID_LEN + 1);
+	m->has_sig = 1;
+	return 0;
+}
+
 int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 			char *err, size_t errlen)
 {
@@ -1531,6 +1642,9 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 		rc = sfs_fail(err, errlen, "key_epoch: not an integer");
 		goto out;
 	}
+	if ((rc = decode_signature(m, json_object_get(root, "signature"), err,
+				   errlen)))
+		goto out;
 	if ((rc = decode_identity(m, root, err, errlen)))
 		goto out;
 	v = json_object_get(root, "holdings");

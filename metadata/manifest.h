@@ -20,6 +20,7 @@
 
 #include "metadata/identity.h"
 #include "metadata/safetensors.h"
+#include "metadata/sign.h"
 
 #define SFS_MANIFEST_VERSION 4	      /* what this build writes */
 #define SFS_MANIFEST_VERSION_MIN 4    /* and the oldest it reads */
@@ -72,6 +73,9 @@ struct sfs_mfile {
 	 * published.  Owned, sfs_csum_count(size, csum_shift) values. */
 	uint32_t csum_shift;
 	uint64_t *sums;
+	/* With --digest sha256: the SHA-256 of the same chunks, 32 bytes
+	 * each, or NULL.  Owned. */
+	uint8_t *sha256;
 	size_t next, cap_ext;
 	struct sfs_extent *ext; /* tile [0, size) in order */
 };
@@ -146,6 +150,11 @@ struct sfs_manifest {
 	struct sfs_mfile *files;
 	size_t ntensors, cap_tensors;
 	struct sfs_mtensor *tensors;
+	/* Signed by the seed's Ed25519 key @sig_key (metadata/sign.h) over
+	 * sfs_manifest_signed_digest; has_sig 0: unsigned. */
+	int has_sig;
+	char sig_key[SFS_SIGN_ID_LEN + 1];
+	uint8_t sig[SFS_SIGN_LEN];
 	/* What the model is (docs/identity.md); its model and generation
 	 * are always the manifest's.  id_short: its short id. */
 	struct sfs_identity id;
@@ -168,6 +177,20 @@ void sfs_manifest_set_remote(struct sfs_manifest *m, uint32_t id, size_t ep,
  * from its first byte (copied).  Returns 0, -EINVAL or -ENOMEM. */
 int sfs_manifest_set_checksums(struct sfs_manifest *m, size_t idx,
 			       uint32_t shift, const uint64_t *sums, size_t n);
+/* The SHA-256 of the same @n chunks of file @idx, 32 bytes each
+ * (copied), after sfs_manifest_set_checksums.  0, -EINVAL or -ENOMEM. */
+int sfs_manifest_set_sha256(struct sfs_manifest *m, size_t idx,
+			    const uint8_t *sha256, size_t n);
+
+/*
+ * sfs_manifest_signed_digest - the SHA-256 of @m's signed form: its
+ * canonical JSON (sorted keys, compact) without what differs between
+ * sources of one generation or across key epochs: endpoints, the
+ * regions' remotes, instance, key_epoch, holdings, grace_seconds and
+ * the signature itself.  What a seed signs and a replica verifies.
+ * 0 or -ENOMEM.  Only reads @m.
+ */
+int sfs_manifest_signed_digest(const struct sfs_manifest *m, uint8_t out[32]);
 
 /*
  * sfs_manifest_content - the content digest of @m's files: XXH3-64 over
@@ -217,15 +240,18 @@ int sfs_manifest_identity_id(const struct sfs_manifest *m,
  */
 int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len);
 
-/* What sfs_manifest_encode_with leaves out. */
-#define SFS_MF_ENC_PUBLIC                                                      \
-	0x1 /* endpoints' addresses, regions' remotes:
-			       * what a mount shows (docs/security.md);
-			       * adds "public": true, and is no manifest a
-			       * reader can use */
-#define SFS_MF_ENC_NO_REMOTE                                                   \
-	0x2 /* every region's remote written as
-				  * address 0, key 0 (a re-seeder's) */
+/*
+ * What sfs_manifest_encode_with leaves out:
+ * SFS_MF_ENC_PUBLIC: the endpoints' addresses and the regions' remotes,
+ *   what a mount shows (docs/security.md); adds "public": true, and is
+ *   no manifest a reader can use;
+ * SFS_MF_ENC_NO_REMOTE: every region's remote is written as address 0,
+ *   key 0 (a re-seeder's manifest);
+ * SFS_MF_ENC_SIGNED: the signed form (sfs_manifest_signed_digest).
+ */
+#define SFS_MF_ENC_PUBLIC 0x1
+#define SFS_MF_ENC_NO_REMOTE 0x2
+#define SFS_MF_ENC_SIGNED 0x4
 
 /*
  * sfs_manifest_encode_with - sfs_manifest_encode with @flags

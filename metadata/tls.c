@@ -87,9 +87,8 @@ int sfs_tls_parse_pin(const char *text, char *out, size_t len, char *err,
 	return 0;
 }
 
-/* The whole of a small file, NUL-terminated, into *out [new]. */
-static int slurp(const char *opt, const char *path, char **out, size_t *len,
-		 char *err, size_t errlen)
+int sfs_tls_slurp(const char *opt, const char *path, char **out, size_t *len,
+		  char *err, size_t errlen)
 {
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), rc = 0;
@@ -213,9 +212,10 @@ int sfs_tls_pair_load(const char *cert, const char *key,
 		snprintf(err, errlen, "--tls-cert: out of memory");
 		return -ENOMEM;
 	}
-	if ((rc = slurp("--tls-cert", cert, &p->cert, &cert_len, err,
-			errlen)) ||
-	    (rc = slurp("--tls-key", key, &p->key, &p->key_len, err, errlen)) ||
+	if ((rc = sfs_tls_slurp("--tls-cert", cert, &p->cert, &cert_len, err,
+				errlen)) ||
+	    (rc = sfs_tls_slurp("--tls-key", key, &p->key, &p->key_len, err,
+				errlen)) ||
 	    (rc = check_pair(p, cert, key, cert_len, err, errlen))) {
 		sfs_tls_pair_free(p);
 		return rc;

@@ -44,6 +44,15 @@ const char *sfs_tls_pair_key(const struct sfs_tls_pair *p);
 const char *sfs_tls_pair_pin(const struct sfs_tls_pair *p);
 
 /*
+ * sfs_tls_slurp - the whole of the small file @path (a regular file of
+ * at most SFS_TLS_FILE_MAX bytes), NUL-terminated, into *out [new; the
+ * caller wipes it if it is a secret] and its length into *len.  0, or
+ * -errno with one line in @err naming @opt and the file.
+ */
+int sfs_tls_slurp(const char *opt, const char *path, char **out, size_t *len,
+		  char *err, size_t errlen);
+
+/*
  * sfs_tls_parse_pin - @text in one of the forms above, as
  * "sha256//BASE64" into @out (@len >= SFS_TLS_PIN_MAX).  0, or -EINVAL
  * with one line in @err.  Pure; fuzzed.

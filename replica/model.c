@@ -308,7 +308,8 @@ static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
 		v->objs[i] = (struct sfs_cache_obj){
 			.len = f->size,
 			.csum_shift = f->csum_shift,
-			.xxh3 = f->csum_shift ? f->sums : NULL};
+			.xxh3 = f->csum_shift ? f->sums : NULL,
+			.sha256 = f->csum_shift ? f->sha256 : NULL};
 	}
 	char label[300];
 	snprintf(label, sizeof(label), "%s generation %" PRIu64, m->model,
@@ -493,6 +494,15 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 	for (struct sfs_view *o = mo->views; o && !v; o = o->next)
 		if (!o->expired && o->content == h->m->content)
 			v = o;
+	if (h->m->holdings && r->cfg.no_verify) {
+		/* Anyone with the token can be a re-seeder: its bytes are
+		 * read only when they are checked. */
+		snprintf(why, whylen,
+			 "a re-seeder, and this mount does not check what it "
+			 "pulls (--no-verify)");
+		pthread_mutex_unlock(&mo->lock);
+		return 0;
+	}
 	if (!v && h->m->holdings && (mo->current || !leader)) {
 		/* A re-seeder serves a content the replica has, never a new
 		 * one (unless it is all the replica was given). */
@@ -725,6 +735,10 @@ static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 		size_t i = (size_t)json_integer_value(iv);
 		uint64_t size = hm->files[j].size;
 		(*hobjs)[i].pieces = pc;
+		/* A file without checksums comes from seeds alone: nothing
+		 * would tell a re-seeder's wrong bytes from right ones. */
+		if (!v->m->files[i].csum_shift)
+			continue;
 		size_t k;
 		json_t *sv;
 		json_array_foreach (fa, k, sv) {

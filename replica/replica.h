@@ -67,6 +67,9 @@ struct sfs_replica_cfg {
 	/* With reseed: when the token changes, the slab is registered again
 	 * under a new key and the old one reads this many seconds more. */
 	uint32_t reseed_grace_s;
+	/* Tests only: a hostile re-seeder, whose holdings answers point
+	 * 64 bytes past each chunk (others pull wrong bytes). */
+	int reseed_test_corrupt;
 	/* The fleet registry (metadata/registry.h), or NULL: its records
 	 * are sources too, followed by watch.  [borrowed] */
 	struct sfs_reg *registry;

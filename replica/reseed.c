@@ -132,8 +132,9 @@ static int models_reply(struct sfs_reseed *rs, struct sfs_ctl_resp *resp)
 			if (!v->expired)
 				json_array_append_new(
 					served,
-					json_pack("{s:I}", "generation",
-						  (json_int_t)v->generation));
+					json_pack(
+						"{s:I}", "generation",
+						(json_int_t)v->m->generation));
 		if (cur) {
 			char content[24];
 			snprintf(content, sizeof(content), "0x%" PRIx64,
@@ -142,7 +143,7 @@ static int models_reply(struct sfs_reseed *rs, struct sfs_ctl_resp *resp)
 				a,
 				json_pack("{s:s,s:I,s:s,s:s,s:s,s:o*}", "model",
 					  mo->name, "generation",
-					  (json_int_t)cur->generation,
+					  (json_int_t)cur->m->generation,
 					  "instance", inst, "content", content,
 					  "identity_id", cur->m->id_short,
 					  "served", served));
@@ -171,7 +172,8 @@ static int manifest_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 				    "them)\n");
 	/* The view's manifest with one endpoint, ours: a struct copy
 	 * that shares (only reads) the view's files while it is held.
-	 * The regions' addresses and keys mean nothing here. */
+	 * The regions' addresses and keys mean nothing here; its
+	 * generation and signature stay the seed's. */
 	struct sfs_xport_info info;
 	sfs_xport_info(rs->x, &info);
 	struct sfs_manifest m = *v->m;
@@ -181,7 +183,6 @@ static int manifest_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 					   info.compat, info.addr,
 					   info.addr_len);
 	m.instance = rs->instance;
-	m.generation = v->generation;
 	m.holdings = 1;
 	char *json = NULL;
 	size_t len;
@@ -267,7 +268,8 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 		free(slots);
 		char addr[24], key[24], raw[2 * SFS_XPORT_RAWKEY_MAX + 1];
 		pthread_mutex_lock(&rs->lock);
-		snprintf(addr, sizeof(addr), "0x%" PRIx64, rs->raddr);
+		snprintf(addr, sizeof(addr), "0x%" PRIx64,
+			 rs->raddr + (r->cfg.reseed_test_corrupt ? 64 : 0));
 		snprintf(key, sizeof(key), "0x%" PRIx64, rs->key);
 		size_t raw_len = rs->raw_len;
 		if (raw_len)
@@ -405,7 +407,7 @@ static void register_models(struct sfs_reseed *rs)
 			      "s:I,s:I}",
 			      "version", 1, "kind", "reseeder", "model",
 			      mo->name, "control", rs->reg_addr, "generation",
-			      (json_int_t)cur->generation, "instance", inst,
+			      (json_int_t)cur->m->generation, "instance", inst,
 			      "content", content, "identity_id",
 			      cur->m->id_short, "identity", ido, "protocols",
 			      r->proto, "prefetching", warming, "held_bytes",
@@ -658,6 +660,9 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 	sfs_xport_mr_export(rs->mr, &rs->raddr, &rs->key, rs->raw,
 			    &rs->raw_len);
 	rs->slab_epoch = 1;
+	if (r->cfg.reseed_test_corrupt)
+		SFS_LOG(SFS_WARN, "reseed",
+			"test: every chunk it serves others is wrong");
 	if (sfs_control_cred_auth(r->cfg.cred))
 		rs->auth_seen =
 			sfs_auth_changes(sfs_control_cred_auth(r->cfg.cred));

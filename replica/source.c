@@ -338,6 +338,51 @@ static void forget_run(struct rsrc *s, uint64_t fresh)
 		sfs_cache_remove_peer(r->cache, cpeer);
 }
 
+/* With --trust-key: @m is signed by a trusted key, and every file with
+ * bytes has SHA-256 digests, so no source but the key's holder can
+ * change a byte of it.  0, or -EPERM with @why. */
+static int trusted(const struct sfs_trust *t, const struct sfs_manifest *m,
+		   char *why, size_t len)
+{
+	uint8_t d[32];
+	if (!m->has_sig) {
+		snprintf(why, len,
+			 "manifest not signed, and --trust-key %s asks for a "
+			 "signature (the seed's --sign-key)",
+			 sfs_trust_path(t));
+		return -EPERM;
+	}
+	if (sfs_manifest_signed_digest(m, d)) {
+		snprintf(why, len, "out of memory");
+		return -ENOMEM;
+	}
+	int rc = sfs_trust_verify(t, m->sig_key, d, sizeof(d), m->sig);
+	if (rc == -ENOKEY) {
+		snprintf(why, len,
+			 "manifest signed by key %s, which --trust-key %s does "
+			 "not hold",
+			 m->sig_key, sfs_trust_path(t));
+		return -EPERM;
+	}
+	if (rc) {
+		snprintf(why, len,
+			 "manifest signature (key %s) does not verify: it was "
+			 "changed after it was signed",
+			 m->sig_key);
+		return -EPERM;
+	}
+	for (size_t i = 0; i < m->nfiles; i++)
+		if (m->files[i].size && !m->files[i].sha256) {
+			snprintf(why, len,
+				 "files[%zu] (%.200s): no SHA-256 digests, and "
+				 "--trust-key checks every chunk with one (the "
+				 "seed's --digest sha256)",
+				 i, m->files[i].path);
+			return -EPERM;
+		}
+	return 0;
+}
+
 /* Fetch @name's manifest from @s and offer it to the model.  Updates
  * what @s knows of it. */
 static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
@@ -364,6 +409,11 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	char why[400];
 	if ((rc = sfs_manifest_decode(json, len, &m, why, sizeof(why)))) {
 		snprintf(err, sizeof(err), "bad manifest: %s", why);
+		goto done;
+	}
+	const struct sfs_trust *trust = sfs_control_cred_trust(r->cfg.cred);
+	if (trust && (rc = trusted(trust, m, why, sizeof(why)))) {
+		snprintf(err, sizeof(err), "%s", why);
 		goto done;
 	}
 	if (strcmp(m->model, am->name) || m->instance != instance) {

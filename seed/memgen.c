@@ -105,15 +105,15 @@ static size_t shard_end(const struct seed_mem *mm, size_t a, uint64_t *bytes)
 	return b;
 }
 
-static int add_inline_file(struct seed_gen *s, uint32_t shift, const char *path,
-			   const void *data, size_t len)
+static int add_inline_file(struct seed_gen *s, uint32_t shift, int sha256,
+			   const char *path, const void *data, size_t len)
 {
 	size_t fidx;
 	struct seed_sums ss;
 	int rc = sfs_manifest_add_file(s->m, path, &fidx);
 	if (!rc && len)
 		rc = sfs_manifest_add_inline(s->m, fidx, data, len);
-	if (!rc && !(rc = seed_sums_start(&ss, shift))) {
+	if (!rc && !(rc = seed_sums_start(&ss, shift, sha256))) {
 		rc = seed_sums_add(&ss, len ? data : "", len);
 		if (!rc)
 			rc = seed_sums_finish(&ss, s->m, fidx);
@@ -143,7 +143,7 @@ static int add_parents(struct seed_gen *s, const char *path)
 }
 
 int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
-			 uint32_t shift, char *err, size_t errlen)
+			 uint32_t shift, int sha256, char *err, size_t errlen)
 {
 	char *id_json = NULL;
 	json_t *index = NULL, *wmap = NULL;
@@ -158,7 +158,8 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 	for (size_t i = 0; i < mm->nfiles; i++) {
 		const struct seed_mem_file *f = &mm->files[i];
 		if ((rc = add_parents(s, f->path)) ||
-		    (rc = add_inline_file(s, shift, f->path, f->data, f->len)))
+		    (rc = add_inline_file(s, shift, sha256, f->path, f->data,
+					  f->len)))
 			goto out;
 	}
 	if (!mm->ntensors) {
@@ -256,8 +257,8 @@ int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = add_inline_file(s, shift, "model.safetensors.index.json", text,
-			     strlen(text));
+	rc = add_inline_file(s, shift, sha256, "model.safetensors.index.json",
+			     text, strlen(text));
 	free(text);
 out:
 	json_decref(index);
@@ -280,7 +281,8 @@ int seed_gen_publish_mem(struct seed_gen *s, const struct sfs_seed_cfg *cfg)
 	for (size_t i = 0; i < s->nfiles && !rc; i++) {
 		struct seed_file *f = &s->files[i];
 		if (f->prefix) { /* the first piece of a shard */
-			if ((rc = seed_sums_start(&ss, cfg->csum_shift)))
+			if ((rc = seed_sums_start(&ss, cfg->csum_shift,
+						  cfg->digest_sha256)))
 				break;
 			started = 1;
 			rc = seed_sums_add(&ss, f->prefix, f->prefix_len);

@@ -10,6 +10,8 @@
 #include "transports/transport.h"
 
 #include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
 #include <jansson.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -30,12 +32,16 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-int seed_sums_start(struct seed_sums *ss, uint32_t shift)
+int seed_sums_start(struct seed_sums *ss, uint32_t shift, int sha256)
 {
 	memset(ss, 0, sizeof(*ss));
 	ss->shift = shift;
 	if (!(ss->whole = XXH3_createState()) ||
-	    (shift && !(ss->chunk = XXH3_createState()))) {
+	    (shift && !(ss->chunk = XXH3_createState())) ||
+	    (shift && sha256 &&
+	     gnutls_hash_init((gnutls_hash_hd_t *)&ss->sha,
+			      GNUTLS_DIG_SHA256))) {
+		ss->sha = NULL;
 		seed_sums_free(ss);
 		return -ENOMEM;
 	}
@@ -45,11 +51,25 @@ int seed_sums_start(struct seed_sums *ss, uint32_t shift)
 	return 0;
 }
 
-static int sums_push(struct seed_sums *ss, uint64_t v)
+/* One chunk's sums: its XXH3-64 @v, and with SHA-256 what @sha holds
+ * (read out, and so reset). */
+static int sums_push(struct seed_sums *ss, uint64_t v, const void *whole,
+		     uint64_t len)
 {
 	if (sfs_grow((void **)&ss->sums, &ss->cap, ss->n + 1,
 		     sizeof(ss->sums[0])))
 		return -ENOMEM;
+	if (ss->sha) {
+		if (sfs_grow((void **)&ss->shas, &ss->sha_cap, 32 * (ss->n + 1),
+			     1))
+			return -ENOMEM;
+		uint8_t *out = ss->shas + 32 * ss->n;
+		if (whole ? gnutls_hash_fast(GNUTLS_DIG_SHA256, whole,
+					     (size_t)len, out)
+			  : (gnutls_hash_output((gnutls_hash_hd_t)ss->sha, out),
+			     0))
+			return -EIO;
+	}
 	ss->sums[ss->n++] = v;
 	return 0;
 }
@@ -63,9 +83,9 @@ int seed_sums_add(struct seed_sums *ss, const void *data, uint64_t len)
 	uint64_t cs = 1ull << ss->shift;
 	while (len) {
 		/* Whole chunks hash in one call; a chunk split across calls
-		 * goes through the streaming state. */
+		 * goes through the streaming states. */
 		if (!ss->fill && len >= cs) {
-			if (sums_push(ss, XXH3_64bits(p, (size_t)cs)))
+			if (sums_push(ss, XXH3_64bits(p, (size_t)cs), p, cs))
 				return -ENOMEM;
 			p += cs;
 			len -= cs;
@@ -73,11 +93,15 @@ int seed_sums_add(struct seed_sums *ss, const void *data, uint64_t len)
 		}
 		uint64_t take = SFS_MIN(len, cs - ss->fill);
 		XXH3_64bits_update(ss->chunk, p, (size_t)take);
+		if (ss->sha &&
+		    gnutls_hash((gnutls_hash_hd_t)ss->sha, p, (size_t)take))
+			return -EIO;
 		ss->fill += take;
 		p += take;
 		len -= take;
 		if (ss->fill == cs) {
-			if (sums_push(ss, XXH3_64bits_digest(ss->chunk)))
+			if (sums_push(ss, XXH3_64bits_digest(ss->chunk), NULL,
+				      0))
 				return -ENOMEM;
 			XXH3_64bits_reset(ss->chunk);
 			ss->fill = 0;
@@ -93,9 +117,14 @@ int seed_sums_finish(struct seed_sums *ss, struct sfs_manifest *m, size_t fidx)
 	f->has_xxh3 = 1;
 	if (!ss->shift)
 		return 0;
-	if (ss->fill && sums_push(ss, XXH3_64bits_digest(ss->chunk)))
+	/* The last chunk, shorter. */
+	if (ss->fill && sums_push(ss, XXH3_64bits_digest(ss->chunk), NULL, 0))
 		return -ENOMEM;
-	return sfs_manifest_set_checksums(m, fidx, ss->shift, ss->sums, ss->n);
+	int rc =
+		sfs_manifest_set_checksums(m, fidx, ss->shift, ss->sums, ss->n);
+	if (!rc && ss->sha)
+		rc = sfs_manifest_set_sha256(m, fidx, ss->shas, ss->n);
+	return rc;
 }
 
 void seed_sums_free(struct seed_sums *ss)
@@ -104,7 +133,10 @@ void seed_sums_free(struct seed_sums *ss)
 		XXH3_freeState(ss->whole);
 	if (ss->chunk)
 		XXH3_freeState(ss->chunk);
+	if (ss->sha)
+		gnutls_hash_deinit((gnutls_hash_hd_t)ss->sha, NULL);
 	free(ss->sums);
+	free(ss->shas);
 	memset(ss, 0, sizeof(*ss));
 }
 
@@ -397,7 +429,7 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	 * across generations; sources of the same content are known by
 	 * it) and its checksums: of what is on disk, before anything
 	 * else.  Set once the file's extents are in the manifest. */
-	if ((rc = seed_sums_start(&ss, cfg->csum_shift)))
+	if ((rc = seed_sums_start(&ss, cfg->csum_shift, cfg->digest_sha256)))
 		return rc;
 	rc = seed_sums_add(&ss, f->size ? f->map : "", f->size);
 	if (rc || f->size == 0)
@@ -605,7 +637,8 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 		/* The identity first: the shards' headers carry it. */
 		if ((rc = gen_identity(s, cfg, err, errlen)) ||
 		    (rc = seed_gen_prepare_mem(s, cfg->mem, cfg->csum_shift,
-					       err, errlen)))
+					       cfg->digest_sha256, err,
+					       errlen)))
 			goto err;
 		mem_times(s->m);
 		*out = s;
@@ -727,6 +760,18 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	if ((rc = sfs_manifest_content(s->m, &s->m->content))) {
 		snprintf(err, errlen, "content digest: %s", strerror(-rc));
 		return rc;
+	}
+	if (cfg->sign_key) {
+		uint8_t d[32];
+		if ((rc = sfs_manifest_signed_digest(s->m, d)) ||
+		    (rc = sfs_sign(cfg->sign_key, d, sizeof(d), s->m->sig))) {
+			snprintf(err, errlen, "cannot sign the manifest: %s",
+				 strerror(-rc));
+			return rc;
+		}
+		snprintf(s->m->sig_key, sizeof(s->m->sig_key), "%s",
+			 sfs_sign_key_id(cfg->sign_key));
+		s->m->has_sig = 1;
 	}
 	rc = sfs_manifest_encode(s->m, &s->json, &s->json_len);
 	if (rc)

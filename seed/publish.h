@@ -123,7 +123,7 @@ int seed_gen_publish(struct seed_gen *g, const struct sfs_seed_cfg *cfg,
  * -errno with one line in @err.  (memgen.c)
  */
 int seed_gen_prepare_mem(struct seed_gen *s, const struct seed_mem *mm,
-			 uint32_t shift, char *err, size_t errlen);
+			 uint32_t shift, int sha256, char *err, size_t errlen);
 
 /* seed_gen_publish_mem - register the pieces, checksum, add extents.
  * Returns 0 or -errno.  (memgen.c) */
@@ -153,8 +153,14 @@ struct seed_sums {
 	size_t n, cap;
 	uint64_t fill; /* bytes of the chunk being hashed */
 	struct XXH3_state_s *chunk, *whole;
+	/* With a SHA-256 of every chunk too (--digest sha256): */
+	void *sha;	/* the chunk being hashed (gnutls_hash_hd_t) */
+	uint8_t *shas;	/* 32 bytes a chunk */
+	size_t sha_cap; /* bytes of shas */
 };
-int seed_sums_start(struct seed_sums *ss, uint32_t shift);
+/* seed_sums_start - a file's digest and checksums of 1 << @shift bytes
+ * (0: none), with their SHA-256 if @sha256 (needs @shift). */
+int seed_sums_start(struct seed_sums *ss, uint32_t shift, int sha256);
 int seed_sums_add(struct seed_sums *ss, const void *data, uint64_t len);
 int seed_sums_finish(struct seed_sums *ss, struct sfs_manifest *m, size_t fidx);
 void seed_sums_free(struct seed_sums *ss);

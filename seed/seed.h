@@ -12,6 +12,7 @@
 
 struct sfs_seed;
 struct seed_mem;
+struct sfs_sign_key;
 
 /* A further model of the same seed: its name (NULL: the directory's
  * basename) and directory [borrowed]. */
@@ -32,7 +33,11 @@ struct sfs_seed_cfg {
 	uint64_t inline_max; /* files up to this size go inline */
 	uint64_t mr_max;     /* register files in pieces of at most this */
 	uint32_t csum_shift; /* XXH3-64 per 1 << shift bytes; 0: none */
-	uint32_t grace_s;    /* a superseded generation stays served */
+	int digest_sha256;   /* and SHA-256 of the same chunks */
+	/* Sign every manifest with this key (--sign-key), or NULL.
+	 * [borrowed, outlives the seed] */
+	const struct sfs_sign_key *sign_key;
+	uint32_t grace_s; /* a superseded generation stays served */
 	/* "key=value[,key=value...]" over what config.json says of the
 	 * identity (docs/identity.md); NULL: config.json alone. */
 	const char *identity;

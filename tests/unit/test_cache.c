@@ -15,6 +15,8 @@
 
 #include <check.h>
 #include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -543,6 +545,88 @@ START_TEST(mismatch_pulled_from_another_holder)
 }
 END_TEST
 
+/* A source that forges a chunk whose XXH3-64 matches what was published
+ * (XXH3 is not cryptographic: played here by publishing the forged
+ * bytes' XXH3) gets it through XXH3 alone; with SHA-256 of the chunks
+ * too, it is refused (docs/security.md, the verified mode). */
+START_TEST(sha256_refuses_what_xxh3_passes)
+{
+	uint32_t shift = 14;
+	size_t n = (size_t)((data_len + (1u << shift) - 1) >> shift);
+	uint64_t *sums = malloc(n * sizeof(*sums));
+	uint8_t *sha = malloc(32 * n);
+	for (size_t k = 0; k < n; k++) {
+		size_t len =
+			SFS_MIN((size_t)1 << shift, data_len - (k << shift));
+		sums[k] = XXH3_64bits(wrongb + (k << shift), len);
+		ck_assert_int_eq(gnutls_hash_fast(GNUTLS_DIG_SHA256,
+						  data + (k << shift), len,
+						  sha + 32 * k),
+				 0);
+	}
+	for (int with_sha = 0; with_sha <= 1; with_sha++) {
+		char err[256];
+		struct sfs_cache *c;
+		struct sfs_cache_cfg cfg = {.xport = replica,
+					    .size = (uint64_t)CHUNK * 16,
+					    .chunk_size = CHUNK,
+					    .timeout_ms = 5000};
+		uint32_t p, set, h;
+		ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+		ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "forger", &p), 0);
+		struct sfs_cache_obj o = {.len = data_len,
+					  .csum_shift = shift,
+					  .xxh3 = sums,
+					  .sha256 = with_sha ? sha : NULL};
+		struct sfs_cache_hobj ho = {&bad_piece, 1};
+		ck_assert_int_eq(sfs_cache_add_set(c, "f", &o, 1, &set), 0);
+		ck_assert_int_eq(sfs_cache_add_holder(c, set, p, &ho, 1, 0, &h),
+				 0);
+		struct sfs_chunk *ch;
+		const uint8_t *b;
+		size_t avail;
+		int rc = sfs_cache_get(c, set, 0, 100, &ch, &b, &avail);
+		if (!with_sha) {
+			/* Accepted: the forged bytes reach the reader. */
+			ck_assert_int_eq(rc, 0);
+			ck_assert_int_eq(memcmp(b, wrongb + 100, 16), 0);
+			sfs_cache_put(c, ch);
+		} else {
+			ck_assert_int_eq(rc, -EBADMSG);
+			struct sfs_cache_stats st;
+			sfs_cache_stats(c, &st);
+			ck_assert_uint_eq(st.checksum_errors, 2);
+		}
+		sfs_cache_free(c);
+	}
+	free(sums);
+	free(sha);
+}
+END_TEST
+
+/* The only member (a re-seeder) that holds a chunk serves it wrong: the
+ * seed, a last resort kept off what members hold, serves it at once
+ * (it used to wait for that member for ever: EIO after --timeout). */
+START_TEST(mismatch_from_member_goes_to_seed)
+{
+	uint32_t p1, p2, h2;
+	uint64_t *sums = data_sums(14);
+	struct sfs_cache *c = two_peers(NCHUNKS + 8, &p1, &p2);
+	sfs_cache_peer_last_resort(c, p1, 1);
+	uint32_t set = add_two(c, p1, p2, &bad_piece, sums, 1, &h2);
+	uint64_t t0 = sfs_now_ms();
+	ck_assert_int_eq(read_check(c, set, 0, 3 * CHUNK), 0);
+	ck_assert_uint_le(sfs_now_ms() - t0, 3000);
+	struct sfs_cache_peer_info a, b;
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &a), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &b), 0);
+	ck_assert_uint_eq(a.pulls, 3);
+	ck_assert_uint_ge(b.checksum_errors, 3);
+	sfs_cache_free(c);
+	free(sums);
+}
+END_TEST
+
 /* A partial holder serves only what it says it has; a chunk nobody up
  * holds fails at once. */
 START_TEST(partial_holder)
@@ -944,6 +1028,8 @@ int main(void)
 	tcase_add_test(t, mismatch_pulled_from_another_holder);
 	tcase_add_test(t, partial_holder);
 	tcase_add_test(t, inline_and_remote_pieces);
+	tcase_add_test(t, sha256_refuses_what_xxh3_passes);
+	tcase_add_test(t, mismatch_from_member_goes_to_seed);
 	tcase_add_test(t, stalled_holder_fails_over);
 	tcase_add_test(t, lanes_equal_shares);
 	tcase_add_test(t, relay_tree_parent_serves);

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sign.h - signed manifests (docs/security.md, "verified" trust mode).
+ *
+ * A seed holds an Ed25519 private key (--sign-key FILE, PEM, e.g. from
+ * `openssl genpkey -algorithm ed25519`) and signs each manifest it
+ * publishes; replicas pin the public key (--trust-key FILE, PEM "PUBLIC
+ * KEY" blocks, one or more: `openssl pkey -in KEY -pubout`) and refuse a
+ * manifest that is not signed by one of them.  A key is named by its id:
+ * the first 16 hex digits of the SHA-256 of its DER SubjectPublicKeyInfo.
+ *
+ * What is signed is the SHA-256 of the manifest's signed form
+ * (sfs_manifest_signed_digest): everything a replica shows and checks
+ * bytes against, nothing that differs between a seed and a re-seeder of
+ * the same generation (addresses, keys, runs).
+ *
+ * Thread safety: a loaded key or trust set is read-only after loading;
+ * every call may run in any number of threads at once.  GnuTLS.
+ */
+#ifndef SFS_SIGN_H
+#define SFS_SIGN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SFS_SIGN_LEN 64	   /* an Ed25519 signature */
+#define SFS_SIGN_ID_LEN 16 /* hex digits of a key id */
+#define SFS_SIGN_KEYS_MAX 16
+
+struct sfs_sign_key;
+struct sfs_trust;
+
+/*
+ * sfs_sign_key_load - the Ed25519 private key in @path.  The file must
+ * be a regular file that group and others cannot read.  *out [new,
+ * sfs_sign_key_free].  0, or -errno with one line in @err naming the
+ * file and what is wrong.
+ */
+int sfs_sign_key_load(const char *path, struct sfs_sign_key **out, char *err,
+		      size_t errlen);
+void sfs_sign_key_free(struct sfs_sign_key *k);
+/* Its id, SFS_SIGN_ID_LEN hex digits [borrowed]. */
+const char *sfs_sign_key_id(const struct sfs_sign_key *k);
+
+/* sfs_sign - the signature of the @len bytes at @msg into @sig.  0 or
+ * -EIO. */
+int sfs_sign(const struct sfs_sign_key *k, const void *msg, size_t len,
+	     uint8_t sig[SFS_SIGN_LEN]);
+
+/*
+ * sfs_trust_load - the Ed25519 public keys in @path (1 to
+ * SFS_SIGN_KEYS_MAX PEM blocks).  *out [new, sfs_trust_free].  0, or
+ * -errno with one line in @err.
+ */
+int sfs_trust_load(const char *path, struct sfs_trust **out, char *err,
+		   size_t errlen);
+void sfs_trust_free(struct sfs_trust *t);
+/* The file it was read from [borrowed]. */
+const char *sfs_trust_path(const struct sfs_trust *t);
+
+/*
+ * sfs_trust_verify - 0 when @sig is a signature of @msg by the trusted
+ * key @id; -ENOKEY when no trusted key has that id, -EBADMSG when the
+ * signature does not verify.
+ */
+int sfs_trust_verify(const struct sfs_trust *t, const char *id, const void *msg,
+		     size_t len, const uint8_t sig[SFS_SIGN_LEN]);
+
+#endif /* SFS_SIGN_H */

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Bytes a peer cannot forge (docs/security.md): a hostile re-seeder
+# (--test-corrupt-slab: every chunk it serves is wrong) next to an honest
+# seed.  A replica that finds it through the seed reads byte-exact:
+# files without checksums (--checksum-chunk 0) never come from a
+# re-seeder, checksummed ones are checked (and the re-seeder's are
+# refused), --no-verify reads from seeds alone and is refused with
+# --reseed.  Verified mode: a seed with --digest sha256 and --sign-key,
+# mounts with --trust-key; unsigned, wrongly signed and altered
+# manifests are refused in one line, and so is a signed one without
+# SHA-256; what the signature leaves out (addresses) may differ.
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 12M --shards 2 >/dev/null
+FILES=$(cd "$MODEL" && find . -type f | sed "s|^\./||")
+F1=model-00001-of-00002.safetensors
+
+# hostile SEEDARGS...: a seed, a hostile re-seeder that holds all of
+# it (read through), and a replica that finds it through the seed.
+# Sets H (its mount), H_PID and V (the replica's mount point).
+N=0
+hostile() {
+	N=$((N + 1))
+	SEED_LOG=seed$N
+	start_seed "$MODEL" "$@"
+	H=$WORK/h$N
+	MOUNT_LOG=h$N
+	mount_seed "$H" --reseed --test-corrupt-slab ${TRUST:+--trust-key "$TRUST"}
+	H_PID=$MOUNT_PID
+	for f in $FILES; do cmp -s "$MODEL/$f" "$H/m/$f" || fail "the re-seeder's own $f differs"; done
+	for _ in $(seq 100); do
+		grep -q "re-seeder .* announced itself" "$WORK/seed$N.err" && break
+		sleep 0.05
+	done
+	V=$WORK/v$N
+	MOUNT_LOG=v$N
+}
+
+# readall MNT: every file byte-exact
+readall() {
+	local f
+	sleep 1.5 # the re-seeder's holdings, first
+	for f in $FILES; do
+		cmp "$MODEL/$f" "$1/m/$f" || fail "$f read through $1 differs"
+	done
+}
+
+# --- No checksums: files come from seeds alone. -------------------------
+hostile --checksum-chunk 0
+mount_seed "$V"
+readall "$V"
+grep -q "source: re-seeder .* is a source from now on" "$WORK/v$N.log" ||
+	fail "the replica did not find the re-seeder"
+ok "no checksums: byte-exact beside a re-seeder serving wrong bytes (it is not read from)"
+unmount_check "$V" "$MOUNT_PID"
+
+# --no-verify: never a re-seeder, and not one itself.
+mount_seed "$V" --no-verify
+readall "$V"
+grep -q "not reading m from .*: a re-seeder, and this mount does not check what it pulls (--no-verify)" \
+	"$WORK/v$N.log" || fail "--no-verify: no refusal of the re-seeder logged"
+unmount_check "$V" "$MOUNT_PID"
+mkdir -p "$WORK/nv"
+if "$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$WORK/nv" --no-verify --reseed --log-file "$WORK/nv.log" \
+	2>"$WORK/nv.err"; then
+	MOUNTS+=("$WORK/nv")
+	fail "--no-verify --reseed mounted"
+fi
+[ "$(wc -l <"$WORK/nv.err")" = 1 ] &&
+	grep -qx "seedfs mount: --no-verify cannot go with --reseed: a re-seeder's bytes are always checked" \
+		"$WORK/nv.err" || fail "--no-verify --reseed: $(cat "$WORK/nv.err")"
+ok "--no-verify: byte-exact from the seed alone (the re-seeder refused); with --reseed refused in one line"
+unmount_check "$H" "$H_PID"
+kill "$SEED_PID"
+
+# --- XXH3 checksums: the re-seeder's chunks are refused. ---------------
+hostile
+mount_seed "$V"
+readall "$V"
+grep -q "checksum mismatch: .* from re-seeder 127.0.0.1:" "$WORK/v$N.log" ||
+	fail "the re-seeder's wrong bytes were never pulled (nothing shows the check)"
+ok "XXH3 checksums: the re-seeder's wrong chunks refused, byte-exact from the seed"
+unmount_check "$V" "$MOUNT_PID"
+unmount_check "$H" "$H_PID"
+kill "$SEED_PID"
+
+# --- Verified: signed manifests, SHA-256 of every chunk. ----------------
+openssl genpkey -algorithm ed25519 -out "$WORK/sign.key" 2>/dev/null
+chmod 600 "$WORK/sign.key"
+openssl pkey -in "$WORK/sign.key" -pubout -out "$WORK/sign.pub"
+openssl genpkey -algorithm ed25519 -out "$WORK/other.key" 2>/dev/null
+openssl pkey -in "$WORK/other.key" -pubout -out "$WORK/other.pub"
+cat "$WORK/other.pub" "$WORK/sign.pub" >"$WORK/both.pub"
+TRUST=$WORK/sign.pub hostile --digest sha256 --sign-key "$WORK/sign.key"
+SIGNED=$HOST:$SEED_PORT
+mount_seed "$V" --trust-key "$WORK/both.pub"
+readall "$V"
+grep -q "mismatch: .* from re-seeder 127.0.0.1:" "$WORK/v$N.log" ||
+	fail "verified: the re-seeder's wrong bytes were never pulled"
+grep -q "signed manifests, keys in $WORK/both.pub" "$V/.seedfs/status" ||
+	fail "status does not say manifests are checked"
+ok "verified: signed manifest, SHA-256 checked, the hostile re-seeder refused, byte-exact (a key file of two keys)"
+unmount_check "$V" "$MOUNT_PID"
+
+# refused MNT-ARGS... EXPECTED: the mount fails with exactly that line
+refused() {
+	local want=${*: -1} mnt=$WORK/r
+	mkdir -p "$mnt"
+	if "$SEEDFS" mount "${@:1:$#-1}" "$mnt" --log-file "$WORK/r.log" \
+		2>"$WORK/r.err"; then
+		MOUNTS+=("$mnt")
+		fail "mounted: ${*:1:$#-1}"
+	fi
+	[ "$(wc -l <"$WORK/r.err")" = 1 ] || fail "not one line: $(cat "$WORK/r.err")"
+	grep -qF -- "$want" "$WORK/r.err" || fail "expected '$want', got: $(cat "$WORK/r.err")"
+}
+refused --seed "$SIGNED" --trust-key "$WORK/other.pub" \
+	"which --trust-key $WORK/other.pub does not hold"
+unmount_check "$H" "$H_PID"
+kill "$SEED_PID"
+SEED_LOG=unsigned
+start_seed "$MODEL" --digest sha256
+refused --seed "$HOST:$SEED_PORT" --trust-key "$WORK/sign.pub" \
+	"manifest not signed, and --trust-key $WORK/sign.pub asks for a signature"
+kill "$SEED_PID"
+SEED_LOG=nosha
+start_seed "$MODEL" --sign-key "$WORK/sign.key"
+refused --seed "$HOST:$SEED_PORT" --trust-key "$WORK/sign.pub" \
+	"no SHA-256 digests, and --trust-key checks every chunk with one"
+kill "$SEED_PID"
+
+# A signed manifest altered on the way: one bit of what is signed (a
+# file's mode), and then only what is not signed (an address).
+SEED_LOG=served
+start_seed "$MODEL" --digest sha256 --sign-key "$WORK/sign.key"
+curl -fsS "http://$HOST:$SEED_PORT/v1/manifest" >"$WORK/signed.json"
+curl -fsS "http://$HOST:$SEED_PORT/v1/models" >"$WORK/models.json"
+python3 - "$WORK/signed.json" "$WORK/mode.json" "$WORK/addr.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+f = [x for x in m["files"] if x["path"] == "config.json"][0]
+f["mode"] ^= 0o001
+json.dump(m, open(sys.argv[2], "w"))
+f["mode"] ^= 0o001
+m["grace_seconds"] += 1
+json.dump(m, open(sys.argv[3], "w"))
+PY
+serve_json() { # FILE: httpfile serving it as the manifest; sets HTTP_PORT
+	"$HTTPFILE" "$1" 200 "$WORK/models.json" >"$WORK/http.out" &
+	PIDS+=($!)
+	HTTP_PID=$!
+	for _ in $(seq 100); do grep -q port "$WORK/http.out" && break; sleep 0.05; done
+	HTTP_PORT=$(sed -n 's/port //p' "$WORK/http.out")
+}
+serve_json "$WORK/mode.json"
+refused --seed "127.0.0.1:$HTTP_PORT" --trust-key "$WORK/sign.pub" \
+	"manifest signature (key "
+kill "$HTTP_PID"
+serve_json "$WORK/addr.json"
+MOUNT_LOG=addr
+MOUNT_SEEDS=127.0.0.1:$HTTP_PORT mount_seed "$WORK/a" --trust-key "$WORK/sign.pub"
+cmp "$MODEL/$F1" "$WORK/a/m/$F1" || fail "$F1 differs"
+ok "refused in one line: another key, no signature, no SHA-256, a signed field changed; a field outside the signature changed reads byte-exact"
+unmount_check "$WORK/a" "$MOUNT_PID"
+kill "$HTTP_PID" "$SEED_PID"
+sanitizers_clean

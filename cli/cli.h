@@ -46,6 +46,14 @@ struct sfs_control_cred;
 int cli_cred(const struct cli_sec *sec, const struct cli_seeds *seeds,
 	     const char *who, struct sfs_control_cred **out);
 
+/*
+ * cli_err - "@who: @text" and a newline on stderr, @text escaped
+ * (sfs_escape): an error line may carry a name or a message that came
+ * from the network or from disk, and a newline in it must not print a
+ * line of its own.  (seeds.c)
+ */
+void cli_err(const char *who, const char *text);
+
 /* The --help lines of those options (seeds.c). */
 extern const char cli_sec_help[];
 

@@ -511,7 +511,7 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		if (o->tls_cert &&
 		    sfs_tls_pair_load(o->tls_cert, o->tls_key, &c->reseed_tls,
 				      err, sizeof(err))) {
-			fprintf(stderr, "seedfs mount: %s\n", err);
+			cli_err("seedfs mount", err);
 			return -EINVAL;
 		}
 	}
@@ -536,7 +536,7 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		char err[512];
 		if (sfs_require_parse(o->require, &c->require, err,
 				      sizeof(err))) {
-			fprintf(stderr, "seedfs mount: %s\n", err);
+			cli_err("seedfs mount", err);
 			return -EINVAL;
 		}
 		c->require_text = o->require;
@@ -594,7 +594,7 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 	     sfs_reg_open(&c->registry, &reg, err, sizeof(err))) ||
 	    (rc.registry = reg, sfs_replica_open(&rc, &r, err, sizeof(err)))) {
 		sfs_reg_free(reg);
-		fprintf(stderr, "seedfs mount: %s\n", err);
+		cli_err("seedfs mount", err);
 		if (ready_fd >= 0) {
 			char f = 'F';
 			if (write(ready_fd, &f, 1) != 1)
@@ -690,11 +690,11 @@ int sfs_cli_mount(int argc, char **argv)
 	char perr[600], note[600];
 	if (sfs_mnt_preflight(o.mnt, o.nonempty, perr, sizeof(perr), note,
 			      sizeof(note))) {
-		fprintf(stderr, "seedfs mount: %s\n", perr);
+		cli_err("seedfs mount", perr);
 		goto out;
 	}
 	if (*note) {
-		fprintf(stderr, "seedfs mount: %s\n", note);
+		cli_err("seedfs mount", note);
 		SFS_LOG(SFS_INFO, "mount", "%s", note);
 	}
 	if (fuse_parse_cmdline(&args, &cmd) != 0)

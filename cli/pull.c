@@ -208,7 +208,7 @@ int sfs_cli_pull(int argc, char **argv)
 	}
 	if ((rcfg.url && sfs_reg_open(&rcfg, &reg, err, sizeof(err))) ||
 	    (rc.registry = reg, sfs_replica_open(&rc, &r, err, sizeof(err)))) {
-		fprintf(stderr, "seedfs pull: %s\n", err);
+		cli_err("seedfs pull", err);
 		sfs_reg_free(reg);
 		sfs_control_cred_free(cred);
 		cli_seeds_free(&seeds);
@@ -218,7 +218,7 @@ int sfs_cli_pull(int argc, char **argv)
 	int status = sfs_pull(r, name, dest, cache_size / 2, place, err,
 			      sizeof(err));
 	if (status)
-		fprintf(stderr, "seedfs pull: %s\n", err);
+		cli_err("seedfs pull", err);
 	sfs_replica_close(r);
 	sfs_reg_free(reg);
 	sfs_control_cred_free(cred);

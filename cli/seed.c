@@ -252,7 +252,9 @@ static void republish(struct sfs_seed *s, size_t i, const char *why)
 		return;
 	}
 	if (rc == -EALREADY) {
-		printf("seedfs seed: %s (%s)\n", err, why);
+		char esc[2 * SFS_XPORT_ERR_MAX];
+		printf("seedfs seed: %s (%s)\n",
+		       sfs_escape(err, strlen(err), esc, sizeof(esc)), why);
 		fflush(stdout);
 		sfs_notify_ready(err);
 		return;
@@ -434,8 +436,9 @@ static int start_registry(struct sfs_seed *s, const struct sfs_reg_cfg *rcfg,
 	}
 	if ((rc = sfs_reg_open(rcfg, reg, err, sizeof(err))) ||
 	    (rc = sfs_reg_check(*reg, err, sizeof(err)))) {
-		fprintf(stderr, "seedfs seed: registry %s: %s\n", rcfg->url,
-			err);
+		char line[1200];
+		snprintf(line, sizeof(line), "registry %s: %s", rcfg->url, err);
+		cli_err("seedfs seed", line);
 		sfs_reg_free(*reg);
 		*reg = NULL;
 		return rc;
@@ -457,7 +460,7 @@ static int start_registry(struct sfs_seed *s, const struct sfs_reg_cfg *rcfg,
 	}
 	if ((rc = sfs_seed_reg_start(s, *reg, ttl_s, control, &seedreg, err,
 				     sizeof(err)))) {
-		fprintf(stderr, "seedfs seed: %s\n", err);
+		cli_err("seedfs seed", err);
 		sfs_reg_free(*reg);
 		*reg = NULL;
 		return rc;
@@ -684,12 +687,12 @@ int sfs_cli_seed(int argc, char **argv)
 	token_file = sfs_auth_file(token_file);
 	if (token_file && sfs_auth_load(token_file, "--token-file", &seed_auth,
 					err, sizeof(err))) {
-		fprintf(stderr, "seedfs seed: %s\n", err);
+		cli_err("seedfs seed", err);
 		return 2;
 	}
 	if (tls_cert &&
 	    sfs_tls_pair_load(tls_cert, tls_key, &tls, err, sizeof(err))) {
-		fprintf(stderr, "seedfs seed: %s\n", err);
+		cli_err("seedfs seed", err);
 		sfs_auth_free(seed_auth);
 		return 2;
 	}
@@ -738,7 +741,7 @@ int sfs_cli_seed(int argc, char **argv)
 	sfs_raise_nofile();
 	rc = sfs_seed_open(&cfg, &s, err, sizeof(err));
 	if (rc) {
-		fprintf(stderr, "seedfs seed: %s\n", err);
+		cli_err("seedfs seed", err);
 		rc = 1;
 		goto out_secrets;
 	}
@@ -746,7 +749,7 @@ int sfs_cli_seed(int argc, char **argv)
 		.host = host, .port = port, .auth = seed_auth, .tls = tls};
 	rc = sfs_ctl_start(s, &sc, &ctl, &bound, err, sizeof(err));
 	if (rc) {
-		fprintf(stderr, "seedfs seed: %s\n", err);
+		cli_err("seedfs seed", err);
 		sfs_seed_close(s);
 		rc = 1;
 		goto out_secrets;

@@ -13,6 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+void cli_err(const char *who, const char *text)
+{
+	char esc[2048];
+	fprintf(stderr, "%s: %s\n", who,
+		sfs_escape(text, strlen(text), esc, sizeof(esc)));
+}
+
 int cli_seeds_add(struct cli_seeds *s, const char *arg, const char *who)
 {
 	char err[512];
@@ -21,7 +28,7 @@ int cli_seeds_add(struct cli_seeds *s, const char *arg, const char *who)
 	if (sfs_control_parse_seeds(arg, "--seed", s->list,
 				    SFS_ARRAY_SIZE(s->list), &s->n, &s->https,
 				    err, sizeof(err))) {
-		fprintf(stderr, "%s: %s\n", who, err);
+		cli_err(who, err);
 		return -1;
 	}
 	if (!s->text && !(s->text = strdup(arg)))
@@ -75,7 +82,7 @@ int cli_cred(const struct cli_sec *sec, const struct cli_seeds *seeds,
 		return -1;
 	}
 	if (sfs_control_cred_new(&cc, out, err, sizeof(err))) {
-		fprintf(stderr, "%s: %s\n", who, err);
+		cli_err(who, err);
 		return -1;
 	}
 	return 0;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "log.h"
 
+#include "util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -65,7 +67,7 @@ static size_t json_escape(const char *src, char *dst, size_t cap)
 void sfs_log_write(int lvl, const char *subsys, const char *fmt, ...)
 {
 	char msg[1024];
-	char line[1200];
+	char line[2300];
 	va_list ap;
 	int n;
 
@@ -78,10 +80,17 @@ void sfs_log_write(int lvl, const char *subsys, const char *fmt, ...)
 	if (lvl > SFS_DEBUG)
 		lvl = SFS_DEBUG;
 
+	/* One line each: a name or a message that came from the network
+	 * or from disk may hold a newline (a forged line), a terminal's
+	 * escape sequence or bytes that are not UTF-8.  Text lines carry it
+	 * escaped (sfs_escape); JSON lines as JSON escapes. */
+	char esc[2 * sizeof(msg)];
+	sfs_escape(msg, strlen(msg), esc, sizeof(esc));
+
 	if (log_syslog) {
 		static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO,
 					   LOG_DEBUG};
-		syslog(prio[lvl], "%s: %s", subsys, msg);
+		syslog(prio[lvl], "%s: %s", subsys, esc);
 		return;
 	}
 
@@ -90,8 +99,8 @@ void sfs_log_write(int lvl, const char *subsys, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	if (log_json) {
-		char esc[2400], big[2600];
-		json_escape(msg, esc, sizeof(esc));
+		char jesc[2400], big[2600];
+		json_escape(msg, jesc, sizeof(jesc));
 		n = snprintf(
 			big, sizeof(big),
 			"{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\","
@@ -99,7 +108,7 @@ void sfs_log_write(int lvl, const char *subsys, const char *fmt, ...)
 			"\"subsystem\":\"%s\",\"msg\":\"%s\"}\n",
 			tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
 			tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-			log_prog, (int)getpid(), level_name[lvl], subsys, esc);
+			log_prog, (int)getpid(), level_name[lvl], subsys, jesc);
 		if (n > 0 && (size_t)n < sizeof(big))
 			(void)!write(log_fd, big, (size_t)n);
 		return;
@@ -108,7 +117,7 @@ void sfs_log_write(int lvl, const char *subsys, const char *fmt, ...)
 		     "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %c %s: %s\n",
 		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
 		     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, log_prog,
-		     (int)getpid(), level_char[lvl], subsys, msg);
+		     (int)getpid(), level_char[lvl], subsys, esc);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line)) {

@@ -415,3 +415,100 @@ char *sfs_url_escape(const char *s)
 	*o = '\0';
 	return out;
 }
+
+/* The length of the valid UTF-8 character at @p (@n bytes left), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+	unsigned char c = p[0];
+	size_t len = c < 0x80	? 1
+		     : c < 0xc2 ? 0
+		     : c < 0xe0 ? 2
+		     : c < 0xf0 ? 3
+		     : c < 0xf5 ? 4
+				: 0;
+	if (!len || len > n)
+		return 0;
+	for (size_t k = 1; k < len; k++)
+		if ((p[k] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && p[1] < 0xa0) ||  /* overlong */
+	    (c == 0xed && p[1] >= 0xa0) || /* a surrogate */
+	    (c == 0xf0 && p[1] < 0x90) ||  /* overlong */
+	    (c == 0xf4 && p[1] >= 0x90))   /* past U+10FFFF */
+		return 0;
+	return len;
+}
+
+/* Whether the valid UTF-8 character of @len bytes at @p is escaped: a
+ * C0 or C1 control, DEL, or a line or paragraph separator. */
+static int unprintable(const unsigned char *p, size_t len)
+{
+	return (len == 1 && (p[0] < 0x20 || p[0] == 0x7f)) ||
+	       (len == 2 && p[0] == 0xc2 && p[1] < 0xa0) ||
+	       (len == 3 && p[0] == 0xe2 && p[1] == 0x80 &&
+		(p[2] == 0xa8 || p[2] == 0xa9));
+}
+
+size_t sfs_unprintable(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	for (size_t i = 0; i < n;) {
+		size_t len = utf8_len(p + i, n - i);
+		if (!len || unprintable(p + i, len))
+			return i;
+		i += len;
+	}
+	return n;
+}
+
+char *sfs_escape(const char *s, size_t n, char *out, size_t outlen)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t o = 0, i = 0, cut = 0;
+
+	if (!outlen)
+		return out;
+	while (i < n) {
+		char e[16];
+		size_t len = utf8_len(p + i, n - i), el = 0;
+		if (!len) {
+			len = 1; /* not UTF-8: the byte */
+			el = (size_t)snprintf(e, sizeof(e), "\\x%02x", p[i]);
+		} else if (len > 1 && unprintable(p + i, len)) {
+			for (size_t k = 0; k < len; k++)
+				el += (size_t)snprintf(e + el, sizeof(e) - el,
+						       "\\x%02x", p[i + k]);
+		} else if (p[i] == '\n' || p[i] == '\r' || p[i] == '\t' ||
+			   p[i] == '\\') {
+			e[0] = '\\';
+			e[1] = p[i] == '\n'   ? 'n'
+			       : p[i] == '\r' ? 'r'
+			       : p[i] == '\t' ? 't'
+					      : '\\';
+			el = 2;
+		} else if (p[i] < 0x20 || p[i] == 0x7f) {
+			el = (size_t)snprintf(e, sizeof(e), "\\x%02x", p[i]);
+		} else {
+			memcpy(e, p + i, len);
+			el = len;
+		}
+		if (o + el >= outlen) {
+			/* Full: back to the last boundary that leaves room
+			 * for "...": a cut never splits a character or an
+			 * escape. */
+			o = cut;
+			if (o + 3 < outlen) {
+				memcpy(out + o, "...", 3);
+				o += 3;
+			}
+			break;
+		}
+		memcpy(out + o, e, el);
+		o += el;
+		i += len;
+		if (o + 3 < outlen)
+			cut = o;
+	}
+	out[o] = '\0';
+	return out;
+}

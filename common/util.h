@@ -75,6 +75,28 @@ void sfs_hex_encode(const void *src, size_t n, char *dst);
 /* sfs_url_escape - @s with every byte but [A-Za-z0-9._~-] as %XX, for a
  * URL's query: [new, free()], NULL when out of memory. */
 char *sfs_url_escape(const char *s);
+/*
+ * sfs_escape - @n bytes of untrusted text at @s (a name or an error
+ * message that came from the network or from disk) as one line that
+ * cannot be mistaken for more, into @out (@outlen bytes, always
+ * NUL-terminated): \n \r \t for those, \\ for a backslash, \xNN for
+ * every other control character (C0, DEL, C1), for U+2028 and U+2029
+ * (line and paragraph separators) byte by byte, and for every byte that
+ * is not part of valid UTF-8 (overlong forms, surrogates, past
+ * U+10FFFF, cut sequences); anything else kept as it is.  When @out is
+ * too small the text is cut at a whole character and ends in "...".
+ * Returns @out.  Pure; thread safe.
+ */
+char *sfs_escape(const char *s, size_t n, char *out, size_t outlen);
+
+/*
+ * sfs_unprintable - the offset of the first byte of the @n at @s that
+ * sfs_escape would turn into \xNN or \n, \r, \t (a control character,
+ * U+2028, U+2029, or a byte that is not part of valid UTF-8), or @n when
+ * there is none.  Pure; thread safe.
+ */
+size_t sfs_unprintable(const char *s, size_t n);
+
 /* sfs_hex_val - the value of hex digit @c (either case), or -1. */
 int sfs_hex_val(char c);
 int sfs_hex_decode(const char *src, void *dst, size_t cap, size_t *outlen);

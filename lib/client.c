@@ -160,6 +160,12 @@ err_free:
 		free(c->model);
 		free(c);
 	}
+	/* The line may carry a seed's words: one line, escaped. */
+	if (errlen) {
+		char raw[1024];
+		snprintf(raw, sizeof(raw), "%s", err);
+		sfs_escape(raw, strlen(raw), err, errlen);
+	}
 	return rc;
 }
 

@@ -698,6 +698,12 @@ int sfs_path_check(const char *path, const char **why)
 		return *why = "longer than 4096 bytes", -EINVAL;
 	if (path[0] == '/')
 		return *why = "absolute", -EINVAL;
+	/* A name shows in status lines, logs and messages: a newline in one
+	 * would forge a line there (escaped anyway; refused here). */
+	if (sfs_unprintable(path, n) < n)
+		return *why = "holds a control character or a byte that is "
+			      "not UTF-8",
+		       -EINVAL;
 	while (*c) {
 		const char *e = strchr(c, '/');
 		size_t l = e ? (size_t)(e - c) : strlen(c);

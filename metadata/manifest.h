@@ -298,7 +298,10 @@ char *sfs_manifest_protocols(const struct sfs_manifest *m, char *buf,
 /*
  * sfs_path_check - 0 if @path is a relative path of valid components
  * (non-empty, no "." or "..", no NUL, each <= SFS_MF_NAME_MAX, total
- * <= SFS_MF_PATH_MAX); else -EINVAL with the reason in @why.
+ * <= SFS_MF_PATH_MAX) in valid UTF-8 without control characters (C0,
+ * DEL, C1, U+2028, U+2029: sfs_unprintable); else -EINVAL with the
+ * reason in @why.  Model names and file paths from manifests, model
+ * lists, the registry and the seed's own walk all pass here.
  */
 int sfs_path_check(const char *path, const char **why);
 

@@ -584,8 +584,11 @@ void fleet_status(struct sfs_replica *r, char *buf, size_t len)
 		snprintf(buf, len, "registry: none\n");
 		return;
 	}
+	char why[2 * sizeof(fl->last_err)];
 	pthread_mutex_lock(&fl->lock);
 	uint64_t now = sfs_now_ms();
+	/* etcd's own words: escaped, one line (status is grepped). */
+	sfs_escape(fl->last_err, strlen(fl->last_err), why, sizeof(why));
 	if (fl->healthy)
 		snprintf(buf, len,
 			 "registry: %s, watching %s from revision %" PRId64
@@ -600,7 +603,7 @@ void fleet_status(struct sfs_replica *r, char *buf, size_t len)
 			 " ignored, %" PRIu64 " whole reads)\n",
 			 sfs_reg_url(fl->g),
 			 fl->down_ms ? (double)(now - fl->down_ms) / 1e3 : 0.0,
-			 *fl->last_err ? fl->last_err : "starting", fl->n,
-			 fl->events, fl->refused, fl->ranges);
+			 *why ? why : "starting", fl->n, fl->events,
+			 fl->refused, fl->ranges);
 	pthread_mutex_unlock(&fl->lock);
 }

@@ -55,17 +55,27 @@ static int stopping(struct sfs_mctl *c)
 	return s;
 }
 
-/* One line to the client; -1 when it is gone. */
+/* One line to the client (@fmt ends in a newline); -1 when it is
+ * gone.  The line is escaped (sfs_escape): a note or an error may carry
+ * a name or a message from the network, and a newline in it would be a
+ * line of the protocol ("done"). */
 static int say(int fd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static int say(int fd, const char *fmt, ...)
 {
-	char buf[512];
+	char line[512], buf[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	int k = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	n = SFS_MIN(n, (int)sizeof(buf) - 1);
+	if (k < 0)
+		return -1;
+	size_t len = SFS_MIN((size_t)k, sizeof(line) - 1);
+	if (len && line[len - 1] == '\n')
+		len--;
+	sfs_escape(line, len, buf, sizeof(buf) - 1);
+	int n = (int)strlen(buf);
+	buf[n++] = '\n';
 	for (int off = 0; off < n;) {
 		ssize_t w =
 			send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);

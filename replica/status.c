@@ -15,9 +15,33 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/*
+ * One line of status: formatted, escaped whole (sfs_escape: names,
+ * reasons and addresses come from the network or from disk, and a
+ * newline or a control character in one must not print a line of its
+ * own, which probes grep for), then its newline.
+ */
+static void put(FILE *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void put(FILE *f, const char *fmt, ...)
+{
+	char line[2048], esc[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	fputs(sfs_escape(line, SFS_MIN((size_t)n, sizeof(line) - 1), esc,
+			 sizeof(esc)),
+	      f);
+	fputc('\n', f);
+}
 
 /* What is true now of source @s: its connection (up, reconnecting,
  * down, and since when), what it moves, whether its control port
@@ -35,8 +59,8 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 	}
 	if (s->dropped) {
 		pthread_mutex_unlock(&s->lock);
-		fprintf(f, "%s: %s (gone from the registry: not read from)\n",
-			s->reseeder ? "reseeder" : "seed", s->addr);
+		put(f, "%s: %s (gone from the registry: not read from)",
+		    s->reseeder ? "reseeder" : "seed", s->addr);
 		return;
 	}
 	uint32_t cpeer = s->cpeer;
@@ -48,66 +72,62 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 
 	const char *kind = s->reseeder ? "reseeder" : "seed";
 	if (cpeer == SFS_CACHE_NONE || sfs_cache_peer(r->cache, cpeer, &pi)) {
-		fprintf(f, "%s: %s (%s)\n", kind, s->addr,
-			unreachable ? "unreachable" : "not connected");
+		put(f, "%s: %s (%s)", kind, s->addr,
+		    unreachable ? "unreachable" : "not connected");
 	} else {
 		if (unreachable)
 			/* Its control port does not answer either: gone. */
-			fprintf(f, "%s: %s (unreachable for %.1f s: %s)\n",
-				kind, s->addr, (double)silent / 1e3, ctl_err);
+			put(f, "%s: %s (unreachable for %.1f s: %s)", kind,
+			    s->addr, (double)silent / 1e3, ctl_err);
 		else if (pi.state == SFS_PEER_UP && pi.avoided_ms)
-			fprintf(f,
-				"%s: %s (reachable; stalled: for %.1f s only "
-				"what no other source holds)\n",
-				kind, s->addr, (double)pi.avoided_ms / 1e3);
+			put(f,
+			    "%s: %s (reachable; stalled: for %.1f s only "
+			    "what no other source holds)",
+			    kind, s->addr, (double)pi.avoided_ms / 1e3);
 		else if (pi.state == SFS_PEER_UP)
-			fprintf(f, "%s: %s (reachable)\n", kind, s->addr);
+			put(f, "%s: %s (reachable)", kind, s->addr);
 		else
-			fprintf(f, "%s: %s (%s for %.1f s: %s)\n", kind,
-				s->addr,
-				pi.state == SFS_PEER_DOWN ? "unreachable"
-							  : "reconnecting",
-				(double)pi.since_ms / 1e3, strerror(-pi.err));
+			put(f, "%s: %s (%s for %.1f s: %s)", kind, s->addr,
+			    pi.state == SFS_PEER_DOWN ? "unreachable"
+						      : "reconnecting",
+			    (double)pi.since_ms / 1e3, strerror(-pi.err));
 		if (pi.any_ok)
-			fprintf(f, "seed_last_pull: %.1f s ago\n",
-				(double)pi.last_ok_ms / 1e3);
+			put(f, "seed_last_pull: %.1f s ago",
+			    (double)pi.last_ok_ms / 1e3);
 		else
-			fprintf(f, "seed_last_pull: none yet\n");
-		fprintf(f, "seed_rate: %.1f MB/s\n", pi.rate / 1e6);
-		fprintf(f,
-			"seed_pulls: %u in flight (at most %u), %" PRIu64
-			" queued\n",
-			pi.inflight, pi.window, queued);
-		fprintf(f,
-			"seed_bytes: %" PRIu64 " (%s) in %" PRIu64 " pulls\n",
-			pi.bytes, sfs_fmt_bytes(pi.bytes, b1, sizeof(b1)),
-			pi.pulls);
-		fprintf(f,
-			"seed_errors: transport %" PRIu64 " checksum %" PRIu64
-			" stalls %" PRIu64 "\n",
-			pi.errors, pi.checksum_errors, pi.stalls);
+			put(f, "seed_last_pull: none yet");
+		put(f, "seed_rate: %.1f MB/s", pi.rate / 1e6);
+		put(f,
+		    "seed_pulls: %u in flight (at most %u), %" PRIu64 " queued",
+		    pi.inflight, pi.window, queued);
+		put(f, "seed_bytes: %" PRIu64 " (%s) in %" PRIu64 " pulls",
+		    pi.bytes, sfs_fmt_bytes(pi.bytes, b1, sizeof(b1)),
+		    pi.pulls);
+		put(f,
+		    "seed_errors: transport %" PRIu64 " checksum %" PRIu64
+		    " stalls %" PRIu64 "",
+		    pi.errors, pi.checksum_errors, pi.stalls);
 	}
 	if (unreachable)
-		fprintf(f, "seed_control: no answer for %.1f s (%s)\n",
-			(double)silent / 1e3, ctl_err);
+		put(f, "seed_control: no answer for %.1f s (%s)",
+		    (double)silent / 1e3, ctl_err);
 	else
-		fprintf(f, "seed_control: answers\n");
+		put(f, "seed_control: answers");
 	pthread_mutex_lock(&s->lock);
 	for (size_t k = 0; k < s->nknown; k++) {
 		const struct rsrc_known *kn = &s->known[k];
 		if (!kn->listed)
 			continue;
 		if (kn->used)
-			fprintf(f,
-				"seed_model: %s generation %" PRIu64
-				" (content %016" PRIx64 ")\n",
-				kn->name, kn->generation, kn->content);
+			put(f,
+			    "seed_model: %s generation %" PRIu64
+			    " (content %016" PRIx64 ")",
+			    kn->name, kn->generation, kn->content);
 		else
-			fprintf(f,
-				"seed_model: %s generation %" PRIu64
-				" refused: %s\n",
-				kn->name, kn->generation,
-				*kn->why ? kn->why : "not looked at yet");
+			put(f,
+			    "seed_model: %s generation %" PRIu64 " refused: %s",
+			    kn->name, kn->generation,
+			    *kn->why ? kn->why : "not looked at yet");
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -123,8 +143,8 @@ static void render_model(FILE *f, struct sfs_replica *r, struct sfs_model *mo,
 		char why[sizeof(mo->why)];
 		snprintf(why, sizeof(why), "%s", mo->why);
 		pthread_mutex_unlock(&mo->lock);
-		fprintf(f, "model: %s (%s)\n", mo->name,
-			*why ? why : "no generation yet");
+		put(f, "model: %s (%s)", mo->name,
+		    *why ? why : "no generation yet");
 		return;
 	}
 	const struct sfs_manifest *m = v->m;
@@ -137,22 +157,21 @@ static void render_model(FILE *f, struct sfs_replica *r, struct sfs_model *mo,
 		holders++;
 	for (const struct sfs_view *o = mo->views; o; o = o->next)
 		*older += o != v && !o->expired;
-	fprintf(f,
-		"model: %s generation %" PRIu64 " files %zu bytes %" PRIu64
-		" tensors %zu sources %zu identity %s%s\n",
-		m->model, v->generation, m->nfiles, bytes, m->ntensors, holders,
-		m->id_short, mo->hidden ? " (hidden)" : "");
-	fprintf(f,
-		"identity: model=%s revision=%s dtype=%s quant=%s layout=%s "
-		"layout_version=%" PRIu64 " tp=%" PRIu64 "/%" PRIu64
-		" pp=%" PRIu64 "/%" PRIu64 " ep=%" PRIu64 "/%" PRIu64
-		" framework=%s\n",
-		id->model, id->revision[0] ? id->revision : "-",
-		id->dtype[0] ? id->dtype : "-", id->quant, id->layout,
-		id->layout_version, id->tp_rank, id->tp_size, id->pp_rank,
-		id->pp_size, id->ep_rank, id->ep_size, id->framework);
+	put(f,
+	    "model: %s generation %" PRIu64 " files %zu bytes %" PRIu64
+	    " tensors %zu sources %zu identity %s%s",
+	    m->model, v->generation, m->nfiles, bytes, m->ntensors, holders,
+	    m->id_short, mo->hidden ? " (hidden)" : "");
+	put(f,
+	    "identity: model=%s revision=%s dtype=%s quant=%s layout=%s "
+	    "layout_version=%" PRIu64 " tp=%" PRIu64 "/%" PRIu64 " pp=%" PRIu64
+	    "/%" PRIu64 " ep=%" PRIu64 "/%" PRIu64 " framework=%s",
+	    id->model, id->revision[0] ? id->revision : "-",
+	    id->dtype[0] ? id->dtype : "-", id->quant, id->layout,
+	    id->layout_version, id->tp_rank, id->tp_size, id->pp_rank,
+	    id->pp_size, id->ep_rank, id->ep_size, id->framework);
 	if (mo->hidden)
-		fprintf(f, "hidden: %s: %s\n", mo->name, mo->why);
+		put(f, "hidden: %s: %s", mo->name, mo->why);
 	pthread_mutex_unlock(&mo->lock);
 }
 
@@ -184,16 +203,16 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 		return -ENOMEM;
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&r->mounted));
 	uint64_t lookups = st.hits + st.misses;
-	fprintf(f, "seedfs: %s\n", SEEDFS_VERSION);
+	put(f, "seedfs: %s", SEEDFS_VERSION);
 	/* A mount, or what else runs the core (the engine API). */
-	fprintf(f, "%s: %s (%.0f s ago)\n",
-		strcmp(r->cfg.who, "seedfs mount") ? "started" : "mounted",
-		when, up);
+	put(f, "%s: %s (%.0f s ago)",
+	    strcmp(r->cfg.who, "seedfs mount") ? "started" : "mounted", when,
+	    up);
 	if (ready)
-		fprintf(f,
-			"startup: ready in %.2f s (transport start-up %.2f "
-			"s)\n",
-			(double)ready / 1e3, (double)xport / 1e3);
+		put(f,
+		    "startup: ready in %.2f s (transport start-up %.2f "
+		    "s)",
+		    (double)ready / 1e3, (double)xport / 1e3);
 	for (size_t i = 0; i < nsrcs; i++)
 		render_source(f, r, r->srcs[i], st.queued);
 	if (r->fleet) {
@@ -201,81 +220,78 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 		fleet_status(r, reg, sizeof(reg));
 		fputs(reg, f);
 	}
-	fprintf(f, "protocol: %s (%s)\n", r->proto, r->provider);
+	put(f, "protocol: %s (%s)", r->proto, r->provider);
 	char sec[600];
 	sfs_control_cred_describe(r->cfg.cred, sec, sizeof(sec));
-	fprintf(f, "control_security: %s\n", sec);
+	put(f, "control_security: %s", sec);
 	if (r->reseed)
-		fprintf(f, "reseed: %s (serving what this mount holds)\n",
-			sfs_reseed_address(r->reseed));
+		put(f, "reseed: %s (serving what this mount holds)",
+		    sfs_reseed_address(r->reseed));
 	if (r->control)
-		fprintf(f, "control: %s\n", r->control);
+		put(f, "control: %s", r->control);
 	if (r->metrics_srv)
-		fprintf(f, "metrics: http://%s/metrics\n", r->metrics_addr);
+		put(f, "metrics: http://%s/metrics", r->metrics_addr);
 	size_t older = 0;
 	for (size_t i = 0; i < nmodels; i++)
 		render_model(f, r, r->models[i], &older);
 	if (r->cfg.require_text)
-		fprintf(f, "require: %s\n", r->cfg.require_text);
-	fprintf(f, "older_generations_served: %zu\n", older);
-	fprintf(f, "cache_size: %" PRIu64 " (%s)\n", st.size,
-		sfs_fmt_bytes(st.size, b1, sizeof(b1)));
+		put(f, "require: %s", r->cfg.require_text);
+	put(f, "older_generations_served: %zu", older);
+	put(f, "cache_size: %" PRIu64 " (%s)", st.size,
+	    sfs_fmt_bytes(st.size, b1, sizeof(b1)));
 	if (st.ready < st.size)
-		fprintf(f,
-			"cache_ready: %" PRIu64 " (%s; the rest is being "
-			"faulted in)\n",
-			st.ready, sfs_fmt_bytes(st.ready, b2, sizeof(b2)));
-	fprintf(f, "cache_used: %" PRIu64 " (%s)\n", st.used,
-		sfs_fmt_bytes(st.used, b2, sizeof(b2)));
-	fprintf(f, "chunk_size: %" PRIu64 "\n", st.chunk_size);
-	fprintf(f, "cache_hits: %" PRIu64 "\n", st.hits);
-	fprintf(f, "cache_misses: %" PRIu64 "\n", st.misses);
-	fprintf(f, "cache_hit_rate: %.3f\n",
-		lookups ? (double)st.hits / (double)lookups : 0.0);
-	fprintf(f, "pulls: %" PRIu64 "\n", st.pulls);
-	fprintf(f, "bytes_pulled: %" PRIu64 " (%s)\n", st.bytes_pulled,
-		sfs_fmt_bytes(st.bytes_pulled, b1, sizeof(b1)));
-	fprintf(f, "pull_rate_now: %.1f MB/s\n", rate_now / 1e6);
-	fprintf(f, "pull_rate_avg: %.1f MB/s\n",
-		up > 0 ? (double)st.bytes_pulled / up / 1e6 : 0.0);
-	fprintf(f, "failovers: %" PRIu64 "\n", st.failovers);
+		put(f,
+		    "cache_ready: %" PRIu64 " (%s; the rest is being "
+		    "faulted in)",
+		    st.ready, sfs_fmt_bytes(st.ready, b2, sizeof(b2)));
+	put(f, "cache_used: %" PRIu64 " (%s)", st.used,
+	    sfs_fmt_bytes(st.used, b2, sizeof(b2)));
+	put(f, "chunk_size: %" PRIu64 "", st.chunk_size);
+	put(f, "cache_hits: %" PRIu64 "", st.hits);
+	put(f, "cache_misses: %" PRIu64 "", st.misses);
+	put(f, "cache_hit_rate: %.3f",
+	    lookups ? (double)st.hits / (double)lookups : 0.0);
+	put(f, "pulls: %" PRIu64 "", st.pulls);
+	put(f, "bytes_pulled: %" PRIu64 " (%s)", st.bytes_pulled,
+	    sfs_fmt_bytes(st.bytes_pulled, b1, sizeof(b1)));
+	put(f, "pull_rate_now: %.1f MB/s", rate_now / 1e6);
+	put(f, "pull_rate_avg: %.1f MB/s",
+	    up > 0 ? (double)st.bytes_pulled / up / 1e6 : 0.0);
+	put(f, "failovers: %" PRIu64 "", st.failovers);
 	if (st.lane_own || st.lane_others)
-		fprintf(f,
-			"seed_pulls_shared: %" PRIu64
-			" of this replica's lane, %" PRIu64
-			" of others' (not waited for)\n",
-			st.lane_own, st.lane_others);
+		put(f,
+		    "seed_pulls_shared: %" PRIu64
+		    " of this replica's lane, %" PRIu64
+		    " of others' (not waited for)",
+		    st.lane_own, st.lane_others);
 	if (r->reseed)
-		fprintf(f, "export_evictions: %" PRIu64 "\n",
-			st.export_evictions);
-	fprintf(f, "errors_transport: %" PRIu64 "\n", st.errors_transport);
-	fprintf(f, "errors_timeout: %" PRIu64 "\n", st.timeouts);
-	fprintf(f, "errors_checksum: %" PRIu64 "\n", st.checksum_errors);
-	fprintf(f, "errors_unavailable: %" PRIu64 "\n", st.unavailable);
-	fprintf(f, "errors_no_chunk: %" PRIu64 "\n", st.no_slot);
-	fprintf(f, "reconnects: %" PRIu64 "\n", st.reconnects);
-	fprintf(f, "reconnect_failures: %" PRIu64 "\n", st.reconnect_failures);
+		put(f, "export_evictions: %" PRIu64 "", st.export_evictions);
+	put(f, "errors_transport: %" PRIu64 "", st.errors_transport);
+	put(f, "errors_timeout: %" PRIu64 "", st.timeouts);
+	put(f, "errors_checksum: %" PRIu64 "", st.checksum_errors);
+	put(f, "errors_unavailable: %" PRIu64 "", st.unavailable);
+	put(f, "errors_no_chunk: %" PRIu64 "", st.no_slot);
+	put(f, "reconnects: %" PRIu64 "", st.reconnects);
+	put(f, "reconnect_failures: %" PRIu64 "", st.reconnect_failures);
 	if (r->disk) {
 		uint64_t used, max;
 		sfs_disk_usage(r->disk, &used, &max);
-		fprintf(f, "disk_dir: %s\n", sfs_disk_path(r->disk));
-		fprintf(f, "disk_used: %" PRIu64 " (%s)\n", used,
-			sfs_fmt_bytes(used, b1, sizeof(b1)));
-		fprintf(f, "disk_size: %" PRIu64 "%s\n", max,
-			max ? "" : " (no bound)");
-		fprintf(f, "disk_hits: %" PRIu64 "\n", st.disk_hits);
-		fprintf(f, "disk_bytes_read: %" PRIu64 " (%s)\n",
-			st.disk_bytes_read,
-			sfs_fmt_bytes(st.disk_bytes_read, b1, sizeof(b1)));
-		fprintf(f, "disk_stores: %" PRIu64 "\n", st.disk_stores);
-		fprintf(f, "disk_bytes_written: %" PRIu64 " (%s)\n",
-			st.disk_bytes_written,
-			sfs_fmt_bytes(st.disk_bytes_written, b1, sizeof(b1)));
-		fprintf(f, "disk_not_stored: %" PRIu64 "\n", st.disk_skipped);
-		fprintf(f, "disk_queue: %" PRIu64 "\n", st.disk_queue);
-		fprintf(f, "errors_disk: %" PRIu64 "\n", st.disk_errors);
-		fprintf(f, "errors_disk_timeout: %" PRIu64 "\n",
-			st.disk_timeouts);
+		put(f, "disk_dir: %s", sfs_disk_path(r->disk));
+		put(f, "disk_used: %" PRIu64 " (%s)", used,
+		    sfs_fmt_bytes(used, b1, sizeof(b1)));
+		put(f, "disk_size: %" PRIu64 "%s", max,
+		    max ? "" : " (no bound)");
+		put(f, "disk_hits: %" PRIu64 "", st.disk_hits);
+		put(f, "disk_bytes_read: %" PRIu64 " (%s)", st.disk_bytes_read,
+		    sfs_fmt_bytes(st.disk_bytes_read, b1, sizeof(b1)));
+		put(f, "disk_stores: %" PRIu64 "", st.disk_stores);
+		put(f, "disk_bytes_written: %" PRIu64 " (%s)",
+		    st.disk_bytes_written,
+		    sfs_fmt_bytes(st.disk_bytes_written, b1, sizeof(b1)));
+		put(f, "disk_not_stored: %" PRIu64 "", st.disk_skipped);
+		put(f, "disk_queue: %" PRIu64 "", st.disk_queue);
+		put(f, "errors_disk: %" PRIu64 "", st.disk_errors);
+		put(f, "errors_disk_timeout: %" PRIu64 "", st.disk_timeouts);
 	}
 	if (fclose(f))
 		return -ENOMEM;

@@ -481,6 +481,20 @@ START_TEST(path_rules)
 	ck_assert_int_eq(sfs_path_check("./a", &why), -EINVAL);
 	ck_assert_int_eq(sfs_path_check(".seedfs", &why), -EINVAL);
 	ck_assert_int_eq(sfs_path_check("x/.seedfs", &why), 0);
+	/* Names show in status lines and logs: no control characters, no
+	 * bytes that are not UTF-8 (a newline would forge a line). */
+	static const char *const forged[] = {
+		"m\nready\n", "m\rx",	     "a/b\tc",	       "m\x1b[2J",
+		"del\x7f",    "nel\xc2\x85", "ls\xe2\x80\xa8", "bad\xff",
+		"cut\xc3",    "over\xc0\xaf"};
+	for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
+		ck_assert_msg(sfs_path_check(forged[i], &why) == -EINVAL,
+			      "took forged[%zu]", i);
+		ck_assert_str_eq(why, "holds a control character or a byte "
+				      "that is not UTF-8");
+	}
+	ck_assert_int_eq(sfs_path_check("caf\xc3\xa9/mod\xc3\xa8le 7b", &why),
+			 0);
 	char longname[300];
 	memset(longname, 'a', 256);
 	longname[256] = '\0';

@@ -132,6 +132,66 @@ START_TEST(umask_read)
 }
 END_TEST
 
+/* Untrusted text as one line: nothing in it can start another. */
+START_TEST(escape)
+{
+	char o[64];
+	static const struct {
+		const char *in;
+		size_t n;
+		const char *out;
+	} c[] = {
+		{"model-7b", 8, "model-7b"},
+		{"m\nready\n", 8, "m\\nready\\n"},
+		{"a\r\tb\\c", 6, "a\\r\\tb\\\\c"},
+		{"\x1b[31mred", 8, "\\x1b[31mred"},
+		{"nul\0x", 5, "nul\\x00x"},
+		{"del\x7f", 4, "del\\x7f"},
+		{"caf\xc3\xa9 \xe6\xa8\xa1\xf0\x9f\x99\x82", 13,
+		 "caf\xc3\xa9 \xe6\xa8\xa1\xf0\x9f\x99\x82"},
+		{"bad\xff", 4, "bad\\xff"},
+		{"cut\xc3", 4, "cut\\xc3"},
+		{"over\xc0\xaf", 6, "over\\xc0\\xaf"},
+		{"sur\xed\xa0\x80", 6, "sur\\xed\\xa0\\x80"},
+		{"big\xf4\x90\x80\x80", 7, "big\\xf4\\x90\\x80\\x80"},
+		{"nel\xc2\x85", 5, "nel\\xc2\\x85"},
+		{"ls\xe2\x80\xa8", 5, "ls\\xe2\\x80\\xa8"},
+		{"", 0, ""},
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		ck_assert_str_eq(sfs_escape(c[i].in, c[i].n, o, sizeof(o)),
+				 c[i].out);
+	/* Capped: cut between whole characters, "..." at the end. */
+	ck_assert_str_eq(sfs_escape("abcdefgh", 8, o, 9), "abcdefgh");
+	ck_assert_str_eq(sfs_escape("abcdefghi", 9, o, 9), "abcde...");
+	ck_assert_str_eq(sfs_escape("ab\ncd", 5, o, 7), "ab\\ncd");
+	ck_assert_str_eq(sfs_escape("ab\ncd", 5, o, 6), "ab...");
+	ck_assert_str_eq(
+		sfs_escape("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 8, o, 7),
+		"\xc3\xa9...");
+	ck_assert_str_eq(sfs_escape("abc", 3, o, 4), "abc");
+	ck_assert_str_eq(sfs_escape("abcd", 4, o, 4), "...");
+	ck_assert_str_eq(sfs_escape("abc", 3, o, 3), "");
+	/* sfs_unprintable: where the first byte sfs_escape would escape
+	 * (other than a backslash) is. */
+	ck_assert_uint_eq(sfs_unprintable("caf\xc3\xa9 a\\b", 8), 8);
+	ck_assert_uint_eq(sfs_unprintable("m\nready", 7), 1);
+	ck_assert_uint_eq(sfs_unprintable("ab\xc2\x85", 4), 2);
+	ck_assert_uint_eq(sfs_unprintable("abc\xff", 4), 3);
+	ck_assert_uint_eq(sfs_unprintable("a\xe2\x80\xa9", 4), 1);
+	ck_assert_uint_eq(sfs_unprintable("", 0), 0);
+	/* Every byte alone: never a control character or a newline out. */
+	for (int b = 0; b < 256; b++) {
+		char in = (char)b;
+		sfs_escape(&in, 1, o, sizeof(o));
+		for (const char *q = o; *q; q++)
+			ck_assert_msg((unsigned char)*q >= 0x20 &&
+					      (unsigned char)*q != 0x7f,
+				      "byte 0x%02x", b);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("util");
@@ -141,6 +201,7 @@ int main(void)
 	tcase_add_test(t, base64);
 	tcase_add_test(t, hex);
 	tcase_add_test(t, umask_read);
+	tcase_add_test(t, escape);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

@@ -745,8 +745,20 @@ int sfs_cli_seed(int argc, char **argv)
 		rc = 1;
 		goto out_secrets;
 	}
-	struct sfs_ctlsrv_cfg sc = {
-		.host = host, .port = port, .auth = seed_auth, .tls = tls};
+	/* Without a token the port answers only its own names (DNS
+	 * rebinding): --advertise's is one. */
+	char adv[256], adv_port[16];
+	const char *names[2] = {NULL, NULL};
+	if (advertise &&
+	    !sfs_parse_hostport(advertise, adv, sizeof(adv), adv_port,
+				sizeof(adv_port)) &&
+	    *adv)
+		names[0] = adv;
+	struct sfs_ctlsrv_cfg sc = {.host = host,
+				    .port = port,
+				    .auth = seed_auth,
+				    .tls = tls,
+				    .names = names};
 	rc = sfs_ctl_start(s, &sc, &ctl, &bound, err, sizeof(err));
 	if (rc) {
 		cli_err("seedfs seed", err);

@@ -2,8 +2,6 @@
 /* auth.c - the control port's token (auth.h). */
 #include "metadata/auth.h"
 
-#include "common/log.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
@@ -114,6 +112,46 @@ int sfs_auth_parse_bearer(const char *value, const char **tok, size_t *len)
 	return 0;
 }
 
+int sfs_auth_open_secret(const char *path, const char *opt, struct stat *st,
+			 char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), rc;
+
+	if (fd < 0 || fstat(fd, st)) {
+		rc = -errno;
+		snprintf(err, errlen, "%s %s: %s", opt, path, strerror(-rc));
+		goto err_close;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		snprintf(err, errlen, "%s %s: not a regular file", opt, path);
+		rc = -EINVAL;
+		goto err_close;
+	}
+	if (st->st_uid != geteuid() && st->st_uid != 0) {
+		snprintf(err, errlen,
+			 "%s %s: owned by uid %u, not by this user (uid %u) "
+			 "or root",
+			 opt, path, (unsigned int)st->st_uid,
+			 (unsigned int)geteuid());
+		rc = -EACCES;
+		goto err_close;
+	}
+	if (st->st_mode & 077) {
+		snprintf(err, errlen,
+			 "%s %s: mode %04o gives its group or others access "
+			 "(0600 or 0400 wanted); chmod 600 %s",
+			 opt, path, (unsigned int)(st->st_mode & 07777), path);
+		rc = -EACCES;
+		goto err_close;
+	}
+	return fd;
+
+err_close:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 /* Read and parse the file into @tok (@cap bytes); 0 or -errno. */
 static int read_token(const char *path, const char *opt, char *tok, size_t cap,
 		      size_t *tlen, char *err, size_t errlen)
@@ -124,19 +162,9 @@ static int read_token(const char *path, const char *opt, char *tok, size_t cap,
 	size_t off, len;
 	int rc;
 
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0 || fstat(fd, &st)) {
-		rc = -errno;
-		if (fd >= 0)
-			close(fd);
-		snprintf(err, errlen, "%s %s: %s", opt, path, strerror(-rc));
-		return rc;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		snprintf(err, errlen, "%s %s: not a regular file", opt, path);
-		return -EINVAL;
-	}
+	int fd = sfs_auth_open_secret(path, opt, &st, err, errlen);
+	if (fd < 0)
+		return fd;
 	if (st.st_size > SFS_AUTH_FILE_MAX) {
 		close(fd);
 		snprintf(err, errlen,
@@ -145,11 +173,6 @@ static int read_token(const char *path, const char *opt, char *tok, size_t cap,
 			 opt, path, (long long)st.st_size, SFS_AUTH_FILE_MAX);
 		return -EFBIG;
 	}
-	if (st.st_mode & 077)
-		SFS_LOG(SFS_WARN, "auth",
-			"%s %s can be read by others than its owner (mode "
-			"%03o): chmod 600 it",
-			opt, path, (unsigned int)(st.st_mode & 0777));
 	n = read(fd, buf, SFS_AUTH_FILE_MAX);
 	rc = n < 0 ? -errno : 0;
 	close(fd);

@@ -7,9 +7,10 @@
  * environment variable may name the file).  The file holds one line of
  * SFS_AUTH_TOKEN_MIN..SFS_AUTH_TOKEN_MAX characters of RFC 6750's
  * b64token set (A-Z a-z 0-9 - . _ ~ + / and trailing '='), e.g. what
- * `openssl rand -hex 32` prints.  A file others can read is warned
- * about.  The same object serves both sides: a server checks headers
- * against it, a client sends it.  It can be re-read (SIGHUP: rotation).
+ * `openssl rand -hex 32` prints.  A file its group or others can read,
+ * or that another user owns, is refused (sfs_auth_open_secret).  The
+ * same object serves both sides: a server checks headers against it, a
+ * client sends it.  It can be re-read (SIGHUP: rotation).
  *
  * Thread safety: every function may be called from any thread (a lock
  * guards the token); the parsers are pure.
@@ -19,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define SFS_AUTH_TOKEN_MIN 16
 #define SFS_AUTH_TOKEN_MAX 512
@@ -27,10 +29,29 @@
 struct sfs_auth;
 
 /*
+ * sfs_auth_open_secret - open the file of a secret (a token, a TLS
+ * private key, etcd's USER:PASSWORD) for reading, as ssh opens its
+ * keys: after symlinks (a Kubernetes secret volume links to its files)
+ * it must be a regular file owned by this process's effective user or
+ * by root, that neither its group nor others may read, write or run
+ * (mode 0600 or 0400).  Never blocks (a FIFO is refused, not waited
+ * on).  @opt names the option in messages ("--token-file").  Returns an
+ * fd [new, O_CLOEXEC; the caller closes it] with *st filled, or -errno
+ * with one line in @err naming the file: -ENOENT and the like as
+ * open(2) gives them; -EINVAL (not a regular file); -EACCES ("--token-file
+ * F: mode 0644 gives its group or others access (0600 or 0400 wanted);
+ * chmod 600 F", or "owned by uid N, not by this user (uid M) or
+ * root").  Thread safe.
+ */
+int sfs_auth_open_secret(const char *path, const char *opt, struct stat *st,
+			 char *err, size_t errlen);
+
+/*
  * sfs_auth_load - read the token in @path.  @opt names the option in
  * messages ("--token-file").  *out [new, sfs_auth_free].  Returns 0, or
  * -ENOENT / -EACCES / -EINVAL / -EFBIG / -ENOMEM with one line in @err
- * naming the file and what is wrong with it (never the token).
+ * naming the file and what is wrong with it (never the token); the file
+ * is opened with sfs_auth_open_secret (its mode and owner checked).
  */
 int sfs_auth_load(const char *path, const char *opt, struct sfs_auth **out,
 		  char *err, size_t errlen);

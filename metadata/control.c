@@ -575,3 +575,8 @@ int sfs_control_remote_key(struct sfs_xport *x, const struct sfs_remote *r,
 	}
 	return sfs_xport_key_import(x, r->raddr, r->raw, r->raw_len, key);
 }
+
+int sfs_control_remote_key_raw(const struct sfs_remote *r)
+{
+	return r->raw_len != 0;
+}

@@ -152,6 +152,11 @@ struct sfs_remote;
 int sfs_control_remote_key(struct sfs_xport *x, const struct sfs_remote *r,
 			   uint64_t *key);
 
+/* sfs_control_remote_key_raw - whether sfs_control_remote_key imports
+ * @r's key (a raw key): that key is then given back with
+ * sfs_xport_key_release once no piece uses it. */
+int sfs_control_remote_key_raw(const struct sfs_remote *r);
+
 /* sfs_control_init - process-wide setup; call once before threads. */
 int sfs_control_init(void);
 

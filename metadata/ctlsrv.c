@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@
 #define CTL_MAX_CONN 2048 /* in all */
 #define CTL_IDLE_S 10	  /* a connection silent this long goes */
 #define CTL_TICK_MS 200	  /* the loop looks at deadlines this often */
+#define CTL_NCODES 9	  /* status codes counted by name */
 
 /* One TCP connection, from accept to close.  Only the loop thread
  * touches these (MHD calls back from it alone). */
@@ -59,12 +61,18 @@ struct sfs_ctlsrv {
 	 * read by any. */
 	const char *routes[CTLSRV_ROUTES_MAX];
 	size_t nroutes;
-	atomic_uint_fast64_t answered[CTLSRV_ROUTES_MAX + 1][9];
+	atomic_uint_fast64_t answered[CTLSRV_ROUTES_MAX + 1][CTL_NCODES + 1];
 	uint64_t cut, cut_logged_ms;
+	/* host_check: the listen host, names, this machine's name. */
+	int host_check;
+	char host[256];
+	const char *const *names;
+	char self[256];
+	uint64_t misdirected, misdirected_logged_ms; /* the loop thread's */
 };
 
-static const unsigned int ctl_codes[8] = {200, 400, 401, 404,
-					  405, 413, 500, 503};
+static const unsigned int ctl_codes[CTL_NCODES] = {200, 400, 401, 404, 405,
+						   413, 421, 500, 503};
 
 /* One more request to @url answered with @code. */
 static void count(struct sfs_ctlsrv *c, const char *url, unsigned int code)
@@ -72,7 +80,7 @@ static void count(struct sfs_ctlsrv *c, const char *url, unsigned int code)
 	size_t r = 0, k = 0;
 	while (r < c->nroutes && strcmp(c->routes[r], url))
 		r++;
-	while (k < 8 && ctl_codes[k] != code)
+	while (k < CTL_NCODES && ctl_codes[k] != code)
 		k++;
 	atomic_fetch_add_explicit(&c->answered[r][k], 1, memory_order_relaxed);
 }
@@ -86,12 +94,12 @@ void sfs_ctlsrv_metrics(const struct sfs_ctlsrv *c, struct sfs_metrics *m,
 			   "Control port requests answered, by route and "
 			   "status code.");
 	for (size_t r = 0; r <= s->nroutes; r++) {
-		for (size_t k = 0; k < 9; k++) {
+		for (size_t k = 0; k <= CTL_NCODES; k++) {
 			uint64_t n = atomic_load_explicit(&s->answered[r][k],
 							  memory_order_relaxed);
 			if (!n && k)
 				continue; /* 200 always, the others once seen */
-			if (k < 8)
+			if (k < CTL_NCODES)
 				snprintf(code, sizeof(code), "%u",
 					 ctl_codes[k]);
 			else
@@ -243,6 +251,93 @@ static int refuse(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
 	return 1;
 }
 
+int sfs_ctlsrv_host_ok(const char *value, const char *listen,
+		       const char *const *names, const char *self)
+{
+	char h[256];
+	const char *end;
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	/* The name without its port: "[v6]:port", "name:port", "name". */
+	if (*value == '[') {
+		if (!(end = strchr(value, ']')) || (end[1] && end[1] != ':'))
+			return 0;
+		value++;
+	} else if (!(end = strchr(value, ':'))) {
+		end = value + strlen(value);
+	}
+	size_t n = (size_t)(end - value);
+	if (!n || n >= sizeof(h))
+		return 0;
+	memcpy(h, value, n);
+	h[n] = '\0';
+	if (n > 1 && h[n - 1] == '.') /* "localhost." */
+		h[n - 1] = '\0';
+	int wild =
+		!*listen || !strcmp(listen, "0.0.0.0") || !strcmp(listen, "::");
+	int ip = inet_pton(AF_INET, h, &a4) == 1 ||
+		 inet_pton(AF_INET6, h, &a6) == 1;
+	if (sfs_ctlsrv_loopback(h) || !strcasecmp(h, "localhost") ||
+	    !strcasecmp(h, listen) || (wild && ip) ||
+	    (wild && self && *self && !strcasecmp(h, self)))
+		return 1;
+	if (ip && inet_pton(AF_INET6, listen, &a6) == 1) {
+		struct in6_addr b6; /* another spelling of the same address */
+		return inet_pton(AF_INET6, h, &b6) == 1 &&
+		       !memcmp(&a6, &b6, sizeof(a6));
+	}
+	for (size_t i = 0; names && names[i]; i++)
+		if (!strcasecmp(h, names[i]))
+			return 1;
+	return 0;
+}
+
+/*
+ * A port without a token answers only requests for its own names
+ * (sfs_ctlsrv_cfg.host_check).  0 when the request may go on; else the
+ * 421 is queued here (into *ret).  Logged at most every 10 s.
+ */
+static int misdirected(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
+		       const char *url, enum MHD_Result *ret)
+{
+	if (!c->host_check || c->auth || !strcmp(url, "/v1/health"))
+		return 0;
+	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_HOST);
+	if (!v || sfs_ctlsrv_host_ok(v, c->host, c->names, c->self))
+		return 0;
+	uint64_t now = sfs_now_ms();
+	c->misdirected++;
+	if (c->misdirected == 1 || now - c->misdirected_logged_ms >= 10000) {
+		char client[64], name[80];
+		client_name(conn, client, sizeof(client));
+		sfs_escape(v, strlen(v), name, sizeof(name));
+		SFS_LOG(SFS_WARN, "ctl",
+			"refused %s from %s: Host %s is not a name of this "
+			"port (%" PRIu64 " so far)",
+			url, client, name, c->misdirected);
+		c->misdirected_logged_ms = now;
+	}
+	static const char text[] =
+		"this control port has no token and answers only requests "
+		"for its own host names (Host: localhost, its address, its "
+		"--listen host); give it a --token-file to be reached by "
+		"other names\n";
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	if (!r) {
+		*ret = MHD_NO;
+		return 1;
+	}
+	answering(conn);
+	count(c, url, MHD_HTTP_MISDIRECTED_REQUEST);
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	*ret = MHD_queue_response(conn, MHD_HTTP_MISDIRECTED_REQUEST, r);
+	MHD_destroy_response(r);
+	return 1;
+}
+
 int sfs_ctlsrv_loopback(const char *host)
 {
 	struct in6_addr a6;
@@ -270,7 +365,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 	if (strcmp(method, "POST") == 0) {
 		struct pending *p = *req_cls;
 		if (!p) { /* first call: headers only */
-			if (refuse(c, conn, url, &ret))
+			if (misdirected(c, conn, url, &ret) ||
+			    refuse(c, conn, url, &ret))
 				return ret; /* the body is never read */
 			if (!(p = calloc(1, sizeof(*p))))
 				return MHD_NO;
@@ -299,7 +395,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 		}
 		return answer(c, conn, url, method, p);
 	}
-	if (refuse(c, conn, url, &ret))
+	if (misdirected(c, conn, url, &ret) || refuse(c, conn, url, &ret))
 		return ret;
 	return answer(c, conn, url, method, NULL);
 }
@@ -459,6 +555,11 @@ int sfs_ctlsrv_start(const struct sfs_ctlsrv_cfg *cfg, sfs_ctl_handler fn,
 	c->arg = arg;
 	c->body_max = cfg->body_max;
 	c->auth = cfg->auth;
+	c->host_check = cfg->host_check;
+	c->names = cfg->names;
+	snprintf(c->host, sizeof(c->host), "%s", host);
+	if (gethostname(c->self, sizeof(c->self) - 1))
+		c->self[0] = '\0';
 	for (size_t i = 0;
 	     cfg->routes && cfg->routes[i] && c->nroutes < CTLSRV_ROUTES_MAX;
 	     i++)

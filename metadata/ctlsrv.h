@@ -80,6 +80,18 @@ struct sfs_ctlsrv_cfg {
 	 * CTLSRV_ROUTES_MAX, NULL-terminated; the others count as
 	 * "other"), or NULL. [borrowed, outlives the server] */
 	const char *const *routes;
+	/* Without a token, answer only requests whose Host header names
+	 * this port's own host (DNS rebinding: a web page whose name
+	 * resolves to 127.0.0.1 must not read a tokenless port through a
+	 * browser).  Allowed, with any port or none: loopback addresses
+	 * and "localhost"; @host itself; with a wildcard @host (""
+	 * "0.0.0.0" "::"), any IP address and this machine's host name;
+	 * and @names.  Others get 421 (/v1/health excepted).  Requests
+	 * without a Host header (HTTP/1.0) are not browsers': answered. */
+	int host_check;
+	/* Other names the port is reached by (--advertise), NULL-ended,
+	 * or NULL. [borrowed, outlives the server] */
+	const char *const *names;
 };
 
 #define CTLSRV_ROUTES_MAX 16
@@ -110,6 +122,16 @@ void sfs_ctlsrv_metrics(const struct sfs_ctlsrv *s, struct sfs_metrics *m,
 /* sfs_ctlsrv_loopback - whether --listen host @host reaches this host
  * only (127.0.0.0/8, ::1, "localhost"); "" and wildcards do not. */
 int sfs_ctlsrv_loopback(const char *host);
+
+/*
+ * sfs_ctlsrv_host_ok - whether a Host header @value ("name", "name:port",
+ * "[v6]:port") names a port listening on @listen ("" or a wildcard: every
+ * address) under the rules of sfs_ctlsrv_cfg.host_check; @names are
+ * extra names (NULL-ended, or NULL), @self this machine's host name (or
+ * NULL).  Pure; thread safe.
+ */
+int sfs_ctlsrv_host_ok(const char *value, const char *listen,
+		       const char *const *names, const char *self);
 
 /* sfs_ctlsrv_stop - stop answering, close the port, free.  NULL is
  * fine. */

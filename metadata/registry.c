@@ -8,7 +8,9 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "metadata/auth.h"
 #include "metadata/control.h"
+#include "metadata/ctlsrv.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -340,26 +342,17 @@ static int parse_url(struct sfs_reg *g, const char *url, char *err,
 	return 0;
 }
 
-/* USER:PASSWORD on the first line of @path. */
+/* USER:PASSWORD on the first line of @path (a secret file:
+ * sfs_auth_open_secret). */
 static int read_auth(struct sfs_reg *g, const char *path, char *err,
 		     size_t errlen)
 {
 	char buf[1024];
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
-		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		snprintf(err, errlen, "--registry-auth-file %s: %s", path,
-			 strerror(e));
-		return -e;
-	}
-	if (st.st_mode & 077)
-		SFS_LOG(SFS_WARN, "registry",
-			"--registry-auth-file %s can be read by others than "
-			"its owner (mode %03o): chmod 600 it",
-			path, (unsigned int)(st.st_mode & 0777));
+	int fd = sfs_auth_open_secret(path, "--registry-auth-file", &st, err,
+				      errlen);
+	if (fd < 0)
+		return fd;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n < 0)
@@ -383,6 +376,24 @@ static int read_auth(struct sfs_reg *g, const char *path, char *err,
 	}
 	explicit_bzero(buf, sizeof(buf));
 	return rc;
+}
+
+/* A password over etcd:// (no TLS) to another host crosses the network
+ * in clear: said once, in one line. */
+static void warn_plain(const struct sfs_reg *g)
+{
+	for (size_t i = 0; i < g->nep; i++) {
+		char h[256], port[16];
+		if (sfs_parse_hostport(g->eps[i], h, sizeof(h), port,
+				       sizeof(port)) ||
+		    sfs_ctlsrv_loopback(h))
+			continue;
+		SFS_LOG(SFS_WARN, "registry",
+			"--registry-auth-file with %s: etcd's password crosses "
+			"the network to %s in clear; use etcds:// (TLS)",
+			g->url, g->eps[i]);
+		return;
+	}
 }
 
 int sfs_reg_open(const struct sfs_reg_cfg *cfg, struct sfs_reg **out, char *err,
@@ -422,6 +433,8 @@ int sfs_reg_open(const struct sfs_reg_cfg *cfg, struct sfs_reg **out, char *err,
 	}
 	if (cfg->auth_file && (rc = read_auth(g, cfg->auth_file, err, errlen)))
 		goto err_free;
+	if (cfg->auth_file && !g->tls)
+		warn_plain(g);
 	*out = g;
 	return 0;
 err_free:

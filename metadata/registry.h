@@ -44,7 +44,10 @@ struct sfs_reg_cfg {
  * sfs_reg_open - parse @cfg (the URL, the auth file) into *out [new,
  * sfs_reg_free].  Does not talk to etcd (see sfs_reg_check).  Returns 0
  * or -EINVAL / -ENOENT / -EACCES / -ENOMEM with one line in @err naming
- * the part at fault.  The password is kept in memory only.
+ * the part at fault.  The password is kept in memory only; its file is a
+ * secret (sfs_auth_open_secret: 0600 or 0400, this user's or root's).
+ * A password with etcd:// (no TLS) to a host that is not loopback is
+ * warned about in one line (it would cross the network in clear).
  */
 int sfs_reg_open(const struct sfs_reg_cfg *cfg, struct sfs_reg **out, char *err,
 		 size_t errlen);

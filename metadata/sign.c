@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 struct sfs_sign_key {
 	gnutls_privkey_t priv;
@@ -48,22 +47,14 @@ int sfs_sign_key_load(const char *path, struct sfs_sign_key **out, char *err,
 {
 	struct sfs_sign_key *k = calloc(1, sizeof(*k));
 	gnutls_pubkey_t pub = NULL;
-	struct stat st;
 	char *pem = NULL;
 	size_t len = 0;
 	int rc;
 
 	if (!k)
 		return -ENOMEM;
-	if (stat(path, &st) == 0 && (st.st_mode & 077)) {
-		snprintf(err, errlen,
-			 "--sign-key %s: group or others can read it (mode "
-			 "%03o): chmod 600 it",
-			 path, (unsigned int)(st.st_mode & 0777));
-		rc = -EACCES;
-		goto err;
-	}
-	if ((rc = sfs_tls_slurp("--sign-key", path, &pem, &len, err, errlen)))
+	if ((rc = sfs_tls_slurp("--sign-key", path, 1, &pem, &len, err,
+				errlen)))
 		goto err;
 	gnutls_datum_t d = {.data = (unsigned char *)pem,
 			    .size = (unsigned int)len};
@@ -147,7 +138,8 @@ int sfs_trust_load(const char *path, struct sfs_trust **out, char *err,
 		free(t);
 		return -ENOMEM;
 	}
-	if ((rc = sfs_tls_slurp("--trust-key", path, &pem, &len, err, errlen)))
+	if ((rc = sfs_tls_slurp("--trust-key", path, 0, &pem, &len, err,
+				errlen)))
 		goto err;
 	for (char *p = strstr(pem, begin); p; p = strstr(p, begin)) {
 		char *e = strstr(p, end);

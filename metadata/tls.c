@@ -2,6 +2,8 @@
 /* tls.c - certificates, keys and pins for the control port (tls.h). */
 #include "metadata/tls.h"
 
+#include "metadata/auth.h"
+
 #include "common/log.h"
 #include "common/util.h"
 
@@ -87,14 +89,22 @@ int sfs_tls_parse_pin(const char *text, char *out, size_t len, char *err,
 	return 0;
 }
 
-int sfs_tls_slurp(const char *opt, const char *path, char **out, size_t *len,
-		  char *err, size_t errlen)
+/* The whole of a small file, NUL-terminated, into *out [new]; a
+ * @secret one (a key) opened with sfs_auth_open_secret. */
+int sfs_tls_slurp(const char *opt, const char *path, int secret, char **out,
+		  size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), rc = 0;
+	int fd, rc = 0;
 	char *b = NULL;
 
-	if (fd < 0 || fstat(fd, &st)) {
+	if (secret) {
+		if ((fd = sfs_auth_open_secret(path, opt, &st, err, errlen)) <
+		    0)
+			return fd;
+	} else if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY |
+					    O_NONBLOCK)) < 0 ||
+		   fstat(fd, &st)) {
 		rc = -errno;
 		goto out;
 	}
@@ -212,9 +222,9 @@ int sfs_tls_pair_load(const char *cert, const char *key,
 		snprintf(err, errlen, "--tls-cert: out of memory");
 		return -ENOMEM;
 	}
-	if ((rc = sfs_tls_slurp("--tls-cert", cert, &p->cert, &cert_len, err,
+	if ((rc = sfs_tls_slurp("--tls-cert", cert, 0, &p->cert, &cert_len, err,
 				errlen)) ||
-	    (rc = sfs_tls_slurp("--tls-key", key, &p->key, &p->key_len, err,
+	    (rc = sfs_tls_slurp("--tls-key", key, 1, &p->key, &p->key_len, err,
 				errlen)) ||
 	    (rc = check_pair(p, cert, key, cert_len, err, errlen))) {
 		sfs_tls_pair_free(p);

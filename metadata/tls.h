@@ -29,8 +29,10 @@ struct sfs_tls_pair;
  * sfs_tls_pair_load - read the PEM certificate (chain) in @cert and the
  * PEM private key in @key, check that they belong together, and compute
  * the certificate's pin.  A certificate that expired or is not valid
- * yet is warned about (clients will refuse it), not refused.  *out
- * [new].  0, or -errno with one line in @err naming the file.
+ * yet is warned about (clients will refuse it), not refused.  The key
+ * file is a secret: its mode and owner are checked as
+ * sfs_auth_open_secret does (0600 or 0400, this user's or root's).
+ * *out [new].  0, or -errno with one line in @err naming the file.
  */
 int sfs_tls_pair_load(const char *cert, const char *key,
 		      struct sfs_tls_pair **out, char *err, size_t errlen);
@@ -46,11 +48,13 @@ const char *sfs_tls_pair_pin(const struct sfs_tls_pair *p);
 /*
  * sfs_tls_slurp - the whole of the small file @path (a regular file of
  * at most SFS_TLS_FILE_MAX bytes), NUL-terminated, into *out [new; the
- * caller wipes it if it is a secret] and its length into *len.  0, or
- * -errno with one line in @err naming @opt and the file.
+ * caller wipes it if it is a secret] and its length into *len.  A
+ * @secret file is opened as sfs_auth_open_secret does (its owner and
+ * mode checked).  0, or -errno with one line in @err naming @opt and
+ * the file.
  */
-int sfs_tls_slurp(const char *opt, const char *path, char **out, size_t *len,
-		  char *err, size_t errlen);
+int sfs_tls_slurp(const char *opt, const char *path, int secret, char **out,
+		  size_t *len, char *err, size_t errlen);
 
 /*
  * sfs_tls_parse_pin - @text in one of the forms above, as

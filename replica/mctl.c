@@ -310,23 +310,55 @@ static void *acceptor(void *arg)
 	return NULL;
 }
 
-/* Where the socket goes: a directory only we can enter. */
-static int socket_dir(char *dir, size_t len)
+/*
+ * Where the socket goes: a directory only we can enter.  root:
+ * /run/seedfs; others: $XDG_RUNTIME_DIR/seedfs, else /tmp/seedfs-UID.
+ * Made here (0700); one that exists is used only when it is a directory
+ * (not a symlink) of this user that nobody else may enter: anyone can
+ * make /tmp/seedfs-UID first (a squat), and whoever can write the
+ * directory can replace the socket.  0, or -errno with one line in @why.
+ */
+static int socket_dir(char *dir, size_t len, char *why, size_t whylen)
 {
 	const char *rt = getenv("XDG_RUNTIME_DIR");
-	if (geteuid() == 0)
+	uid_t me = geteuid();
+	if (me == 0)
 		snprintf(dir, len, "/run/seedfs");
 	else if (rt && *rt)
 		snprintf(dir, len, "%s/seedfs", rt);
 	else
-		snprintf(dir, len, "/tmp/seedfs-%u", (unsigned int)geteuid());
-	if (mkdir(dir, 0700) && errno != EEXIST)
-		return -errno;
+		snprintf(dir, len, "/tmp/seedfs-%u", (unsigned int)me);
 	struct stat st;
-	if (lstat(dir, &st))
-		return -errno;
-	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+	if ((mkdir(dir, 0700) && errno != EEXIST) || lstat(dir, &st)) {
+		int rc = -errno;
+		snprintf(why, whylen, "control socket directory %s: %s", dir,
+			 strerror(-rc));
+		return rc;
+	}
+	if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
+		snprintf(why, whylen,
+			 "control socket directory %s is %s, not a directory "
+			 "of this user's: not used; remove it",
+			 dir,
+			 S_ISLNK(st.st_mode) ? "a symbolic link"
+					     : "not a directory");
+		return -ENOTDIR;
+	}
+	if (st.st_uid != me) {
+		snprintf(why, whylen,
+			 "control socket directory %s belongs to uid %u, not "
+			 "to this user (uid %u): not used; remove it (or set "
+			 "XDG_RUNTIME_DIR)",
+			 dir, (unsigned int)st.st_uid, (unsigned int)me);
 		return -EPERM;
+	}
+	if (st.st_mode & 077) {
+		snprintf(why, whylen,
+			 "control socket directory %s has mode %04o: others "
+			 "may enter it; not used; chmod 700 it",
+			 dir, (unsigned int)(st.st_mode & 07777));
+		return -EPERM;
+	}
 	return 0;
 }
 
@@ -351,8 +383,9 @@ static int stale(const char *path)
 int sfs_mctl_remove_stale(void)
 {
 	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)], path[512];
+	char why[512];
 	int n = 0;
-	if (socket_dir(dir, sizeof(dir)))
+	if (socket_dir(dir, sizeof(dir), why, sizeof(why)))
 		return 0;
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -390,11 +423,8 @@ int sfs_mctl_start(struct sfs_replica *r, struct sfs_mctl **out, char *err,
 	pthread_mutex_init(&c->lock, NULL);
 	if ((rc = sfs_cond_init(&c->cond)))
 		goto err_free;
-	if ((rc = socket_dir(dir, sizeof(dir)))) {
-		snprintf(err, errlen, "control socket directory %s: %s", dir,
-			 strerror(-rc));
+	if ((rc = socket_dir(dir, sizeof(dir), err, errlen)))
 		goto err_free;
-	}
 	if ((size_t)snprintf(c->path, sizeof(c->path), "%s/mount-%d.sock", dir,
 			     (int)getpid()) >= sizeof(c->path)) {
 		snprintf(err, errlen, "control socket path too long in %s",

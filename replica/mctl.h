@@ -3,7 +3,9 @@
  * mctl.h - the mount daemon's control socket, which `seedfs prefetch`
  * talks to.  A unix stream socket, mode 0600, only for the daemon's own
  * user and root: /run/seedfs/mount-PID.sock for root, else under
- * $XDG_RUNTIME_DIR (or /tmp/seedfs-UID).  .seedfs/status names it.
+ * $XDG_RUNTIME_DIR (or /tmp/seedfs-UID).  A directory made by someone
+ * else, a symlink, or one others may enter is not used (no socket, one
+ * line why).  .seedfs/status names it.
  *
  * One request per connection, text lines:
  *   client:  "path REL\n" (one per path, relative to the mount root)

@@ -58,10 +58,26 @@ struct sfs_model *model_get(struct sfs_replica *r, const char *name, int make)
 	return mo;
 }
 
+/* @h's imported raw keys go back to the transport (before it closes:
+ * models are freed first). */
+static void holder_keys_release(struct sfs_vholder *h)
+{
+	struct sfs_xport *x = h->src ? h->src->r->x : NULL;
+	for (size_t i = 0; i < h->nrawkeys; i++)
+		sfs_xport_key_release(x, h->rawkeys[i]);
+	if (h->slab_raw)
+		sfs_xport_key_release(x, h->slab_key);
+	free(h->rawkeys);
+	h->rawkeys = NULL;
+	h->nrawkeys = 0;
+	h->slab_raw = 0;
+}
+
 static void holder_free(struct sfs_vholder *h)
 {
 	if (!h)
 		return;
+	holder_keys_release(h);
 	if (!h->view_m)
 		sfs_manifest_free(h->m);
 	free(h->hobjs);
@@ -200,18 +216,22 @@ static int holder_build(struct sfs_replica *r, const struct sfs_view *v,
 	h->hobjs = calloc(n ? n : 1, sizeof(*h->hobjs));
 	h->pieces = calloc(np ? np : 1, sizeof(*h->pieces));
 	keys = calloc(hm->nregions ? hm->nregions : 1, sizeof(*keys));
-	if (!map || !h->hobjs || !h->pieces || !keys) {
+	h->rawkeys = calloc(hm->nregions ? hm->nregions : 1, sizeof(*keys));
+	if (!map || !h->hobjs || !h->pieces || !keys || !h->rawkeys) {
 		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < hm->nregions; i++)
-		if ((rc = sfs_control_remote_key(r->x, &hm->regions[i].rem[ep],
-						 &keys[i]))) {
+	for (size_t i = 0; i < hm->nregions; i++) {
+		const struct sfs_remote *rem = &hm->regions[i].rem[ep];
+		if ((rc = sfs_control_remote_key(r->x, rem, &keys[i]))) {
 			snprintf(why, whylen,
 				 "protocol %s: cannot use its raw keys: %s",
 				 r->proto, strerror(-rc));
 			goto out;
 		}
+		if (sfs_control_remote_key_raw(rem)) /* given back later */
+			h->rawkeys[h->nrawkeys++] = keys[i];
+	}
 	struct sfs_cache_piece *pc = h->pieces;
 	for (size_t i = 0; i < n; i++) {
 		json_t *jv = json_object_get(map, cm->files[i].path);
@@ -644,8 +664,8 @@ static int hex64(json_t *v, uint64_t *out)
 static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 			   const struct sfs_vholder *h, json_t *o,
 			   struct sfs_cache_hobj **hobjs,
-			   struct sfs_cache_piece **pieces, char *why,
-			   size_t whylen)
+			   struct sfs_cache_piece **pieces, uint64_t *slab_key,
+			   int *slab_raw, char *why, size_t whylen)
 {
 	json_t *files = json_object_get(o, "files");
 	json_t *slab = json_object_get(o, "slab");
@@ -695,13 +715,6 @@ static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 			 "string");
 		return -EPROTO;
 	}
-	uint64_t key;
-	int rc = sfs_control_remote_key(r->x, &rem, &key);
-	if (rc) {
-		snprintf(why, whylen, "holdings: the slab's key: %s",
-			 strerror(-rc));
-		return rc;
-	}
 	size_t j;
 	json_t *fa;
 	json_array_foreach (files, j, fa) {
@@ -724,6 +737,20 @@ static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 		snprintf(why, whylen, "out of memory");
 		return -ENOMEM;
 	}
+	/* Imported last: nothing fails after it (an imported key is the
+	 * caller's to give back). */
+	uint64_t key;
+	int rc = sfs_control_remote_key(r->x, &rem, &key);
+	if (rc) {
+		json_decref(map);
+		free(*hobjs);
+		free(*pieces);
+		snprintf(why, whylen, "holdings: the slab's key: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	*slab_key = key;
+	*slab_raw = sfs_control_remote_key_raw(&rem);
 	for (size_t i = 0; i < v->m->nfiles; i++)
 		json_object_set_new_nocheck(map, v->m->files[i].path,
 					    json_integer((json_int_t)i));
@@ -795,17 +822,27 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 				continue;
 			struct sfs_cache_hobj *ho;
 			struct sfs_cache_piece *pc;
-			if ((rc = holdings_pieces(r, v, h, o, &ho, &pc, why,
-						  whylen)))
+			uint64_t sk;
+			int sraw;
+			if ((rc = holdings_pieces(r, v, h, o, &ho, &pc, &sk,
+						  &sraw, why, whylen)))
 				break;
 			if ((rc = sfs_cache_holder_update(r->cache, h->holder,
 							  ho, v->m->nfiles))) {
 				snprintf(why, whylen, "cache: %s",
 					 strerror(-rc));
+				if (sraw)
+					sfs_xport_key_release(r->x, sk);
 				free(ho);
 				free(pc);
 				break;
 			}
+			/* The old pieces are no longer used: their key goes
+			 * back (the same slab's: a shared mapping, counted). */
+			if (h->slab_raw)
+				sfs_xport_key_release(r->x, h->slab_key);
+			h->slab_key = sk;
+			h->slab_raw = sraw;
 			free(h->hobjs);
 			free(h->pieces);
 			h->hobjs = ho;

@@ -66,6 +66,14 @@ struct sfs_vholder {
 	int prefetching; /* partial: it says it loads the whole content */
 	struct sfs_cache_hobj *hobjs; /* per canonical file: owned */
 	struct sfs_cache_piece *pieces;
+	/* Raw keys (FI_MR_RAW) its pieces read with, imported for it and
+	 * given back (sfs_xport_key_release) when it goes: its regions'
+	 * (@rawkeys), and a partial holder's slab key (replaced with each
+	 * holdings answer). */
+	uint64_t *rawkeys;
+	size_t nrawkeys;
+	int slab_raw;
+	uint64_t slab_key;
 	uint32_t holder;     /* the cache's */
 	uint64_t expires_ms; /* its grace ends then (monotonic); 0: current */
 	struct sfs_vholder *next;

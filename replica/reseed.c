@@ -676,7 +676,8 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 				    .routes = routes,
 				    .body_max = RESEED_BODY_MAX,
 				    .auth = sfs_control_cred_auth(r->cfg.cred),
-				    .tls = r->cfg.reseed_tls};
+				    .tls = r->cfg.reseed_tls,
+				    .host_check = 1};
 	if ((rc = sfs_ctlsrv_start(&sc, handle, rs, &rs->srv, &bound, err,
 				   errlen)))
 		goto fail;

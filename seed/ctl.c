@@ -358,6 +358,7 @@ int sfs_ctl_start(struct sfs_seed *s, const struct sfs_ctlsrv_cfg *cfg,
 	struct sfs_ctlsrv_cfg sc = *cfg;
 	sc.body_max = CTL_BODY_MAX;
 	sc.routes = ctl_routes;
+	sc.host_check = 1; /* without a token: DNS rebinding */
 	int rc = sfs_ctlsrv_start(&sc, handle, c, &c->srv, bound_port, err,
 				  errlen);
 	if (rc) {

@@ -6,8 +6,10 @@
 # .seedfs/status, an unmount before stop; the engine reads the hostPath
 # with HostToContainer, read only; the seed sidecar shares the engine's
 # weights, is probed on /v1/health (which needs no token) and is behind a
-# Service; tokens come from a Secret volume.  Every seedfs command line
-# in them uses only options that command takes.  No cluster exists here.
+# Service; tokens come from a Secret volume, defaultMode 0400 (seedfs
+# refuses a secret its group or others may read).  Every seedfs command
+# line in them uses only options that command takes.  No cluster exists
+# here.
 set -euo pipefail
 SEEDFS=$(cd "$1" && pwd)/seedfs
 K8S=$(cd "$(dirname "$0")/../packaging/k8s" && pwd)
@@ -69,6 +71,14 @@ assert "ulimit -l unlimited" in c["args"][0]
 t = mount_of(c, "/etc/seedfs/token")
 assert "secret" in volume(spec, t["name"]), "the token is not from a Secret"
 checked += 1
+
+# Secrets are files seedfs refuses unless 0600 or 0400 (docs/security.md):
+# every Secret volume sets defaultMode 0400 (Kubernetes' default is 0644).
+for name, d in docs:
+    pod = d.get("spec", {}).get("template", {}).get("spec") or {}
+    for v in pod.get("volumes", []):
+        if "secret" in v:
+            assert v["secret"].get("defaultMode") == 0o400, (name, v)
 
 # The engine.
 en = one("Deployment", "llm-engine")

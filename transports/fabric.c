@@ -40,6 +40,8 @@
 
 #include "fabric_impl.h"
 
+static struct sfs_rawkey_ops raw_ops(struct fab_xport *x);
+
 static void fab_close(struct sfs_xport *base)
 {
 	struct fab_xport *x = to_fab(base);
@@ -52,9 +54,8 @@ static void fab_close(struct sfs_xport *base)
 		sfs_keep_forever(x);
 		return;
 	}
-	for (size_t i = 0; i < x->nmapped; i++)
-		fi_mr_unmap_key(x->domain, x->mapped[i]);
-	free(x->mapped);
+	struct sfs_rawkey_ops ko = raw_ops(x);
+	sfs_rawkeys_clear(&x->mapped, &ko);
 	for (size_t i = 0; i < x->npeers; i++)
 		free(x->peers[i]);
 	free(x->peers);
@@ -511,29 +512,61 @@ static void fab_mr_export(const struct sfs_xport_mr *base, uint64_t *raddr,
 }
 
 /* fi_mr_map_raw (fi_mr(3)): a raw key of a peer into a usable key. */
-static int fab_key_import(struct sfs_xport *base, uint64_t raddr,
-			  const uint8_t *raw, size_t len, uint64_t *key)
+static int raw_map(void *arg, uint64_t raddr, const uint8_t *raw, size_t len,
+		   uint64_t *key)
 {
-	struct fab_xport *x = to_fab(base);
+	struct fab_xport *x = arg;
 	uint8_t copy[SFS_XPORT_RAWKEY_MAX];
-
-	if (!(x->mr_mode & FI_MR_RAW))
-		return -EOPNOTSUPP;
-	if (len == 0 || len > sizeof(copy))
-		return -EINVAL;
-	memcpy(copy, raw, len);
+	memcpy(copy, raw, len); /* the call takes it non-const */
 	int rc = fi_mr_map_raw(x->domain, raddr, copy, len, key, 0);
 	if (rc) {
 		SFS_LOG(SFS_ERR, "xport", "%s: fi_mr_map_raw: %s",
 			x->proto->name, fi_strerror(-rc));
 		return fab_errno(rc);
 	}
-	pthread_mutex_lock(&x->inflight.lock);
-	if (!sfs_grow((void **)&x->mapped, &x->cap_mapped, x->nmapped + 1,
-		      sizeof(x->mapped[0])))
-		x->mapped[x->nmapped++] = *key;
-	pthread_mutex_unlock(&x->inflight.lock);
 	return 0;
+}
+
+static void raw_unmap(void *arg, uint64_t key)
+{
+	struct fab_xport *x = arg;
+	int rc = fi_mr_unmap_key(x->domain, key);
+	if (rc)
+		SFS_LOG(SFS_WARN, "xport", "%s: fi_mr_unmap_key: %s",
+			x->proto->name, fi_strerror(-rc));
+}
+
+static struct sfs_rawkey_ops raw_ops(struct fab_xport *x)
+{
+	return (struct sfs_rawkey_ops){
+		.map = raw_map, .unmap = raw_unmap, .arg = x};
+}
+
+/* One mapping per distinct raw key, shared and counted (rawkey.h). */
+static int fab_key_import(struct sfs_xport *base, uint64_t raddr,
+			  const uint8_t *raw, size_t len, uint64_t *key)
+{
+	struct fab_xport *x = to_fab(base);
+
+	if (!(x->mr_mode & FI_MR_RAW))
+		return -EOPNOTSUPP;
+	struct sfs_rawkey_ops ko = raw_ops(x);
+	pthread_mutex_lock(&x->inflight.lock);
+	int rc = sfs_rawkeys_get(&x->mapped, raddr, raw, len, &ko, key);
+	pthread_mutex_unlock(&x->inflight.lock);
+	return rc;
+}
+
+static void fab_key_release(struct sfs_xport *base, uint64_t key)
+{
+	struct fab_xport *x = to_fab(base);
+
+	if (!(x->mr_mode & FI_MR_RAW))
+		return;
+	struct sfs_rawkey_ops ko = raw_ops(x);
+	pthread_mutex_lock(&x->inflight.lock);
+	sfs_rawkeys_put(&x->mapped, key, &ko);
+	pthread_mutex_unlock(&x->inflight.lock);
 }
 
 static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
@@ -725,6 +758,7 @@ const struct sfs_xport_ops sfs_fabric_ops = {
 	.mr_dereg = fab_mr_dereg,
 	.mr_export = fab_mr_export,
 	.key_import = fab_key_import,
+	.key_release = fab_key_release,
 	.peer_add = fab_peer_add,
 	.read = fab_read,
 };

@@ -8,6 +8,7 @@
 #ifndef SFS_FABRIC_IMPL_H
 #define SFS_FABRIC_IMPL_H
 
+#include "rawkey.h"
 #include "xport_impl.h"
 #include "xreq.h"
 
@@ -80,9 +81,10 @@ struct fab_xport {
 	struct fab_conn *old;
 	uint64_t mr_mode;
 	uint64_t max_msg;
-	int hmem;		    /* opened with FI_HMEM */
-	size_t nmapped, cap_mapped; /* protected by inflight.lock */
-	uint64_t *mapped;	    /* raw keys mapped with fi_mr_map_raw */
+	int hmem; /* opened with FI_HMEM */
+	/* Raw keys mapped with fi_mr_map_raw, counted (rawkey.h):
+	 * protected by inflight.lock. */
+	struct sfs_rawkeys mapped;
 	size_t key_size; /* bytes of a requested key (domain mr_key_size) */
 	atomic_uint cq_faults; /* error completions that failed no request */
 

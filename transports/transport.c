@@ -272,6 +272,12 @@ int sfs_xport_key_import(struct sfs_xport *x, uint64_t raddr,
 				  : -EOPNOTSUPP;
 }
 
+void sfs_xport_key_release(struct sfs_xport *x, uint64_t key)
+{
+	if (x && x->ops->key_release)
+		x->ops->key_release(x, key);
+}
+
 int sfs_xport_peer_add(struct sfs_xport *x, const void *addr, size_t len,
 		       uint64_t *peer)
 {

@@ -181,12 +181,18 @@ void sfs_xport_mr_export(const struct sfs_xport_mr *mr, uint64_t *raddr,
 
 /*
  * sfs_xport_key_import - the key to read a peer's registration exported
- * with raw key bytes (@raw, @len) at remote address @raddr.  Keys are
- * released when the transport closes.  Returns 0, -EOPNOTSUPP when this
- * backend has no raw keys, or -errno.  Thread safe.
+ * with raw key bytes (@raw, @len) at remote address @raddr.  Imports of
+ * the same bytes share one mapping; each import is given back with
+ * sfs_xport_key_release (the mapping goes with the last), and whatever
+ * is left goes when the transport closes.  Returns 0, -EOPNOTSUPP when
+ * this backend has no raw keys, or -errno.  Thread safe.
  */
 int sfs_xport_key_import(struct sfs_xport *x, uint64_t raddr,
 			 const uint8_t *raw, size_t len, uint64_t *key);
+
+/* sfs_xport_key_release - one import of @key (sfs_xport_key_import) is no
+ * longer used.  Nothing for backends without raw keys.  Thread safe. */
+void sfs_xport_key_release(struct sfs_xport *x, uint64_t key);
 
 /*
  * sfs_xport_peer_add - make the seed at fabric address @addr readable;

@@ -34,9 +34,10 @@ struct sfs_xport_ops {
 	void (*mr_dereg)(struct sfs_xport_mr *mr);
 	void (*mr_export)(const struct sfs_xport_mr *mr, uint64_t *raddr,
 			  uint64_t *key, uint8_t *raw, size_t *raw_len);
-	/* Optional (NULL: no raw keys). */
+	/* Optional (NULL: no raw keys), both or neither. */
 	int (*key_import)(struct sfs_xport *x, uint64_t raddr,
 			  const uint8_t *raw, size_t len, uint64_t *key);
+	void (*key_release)(struct sfs_xport *x, uint64_t key);
 	int (*peer_add)(struct sfs_xport *x, const void *addr, size_t len,
 			uint64_t *peer);
 	/* Optional (NULL: no exchange needed): see sfs_xport_hello. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The control port's token and TLS options (metadata/auth.h, tls.h):
- * token files, Authorization headers, the check, rotation, pins.
+ * token files, Authorization headers, the check, rotation, pins, and
+ * the mode and owner a secret's file must have.
  */
 #include "metadata/auth.h"
 #include "metadata/tls.h"
@@ -199,6 +200,104 @@ START_TEST(pairs)
 }
 END_TEST
 
+/* Secret files as ssh takes keys: 0600 and 0400 of this user (or
+ * root), nothing its group or others may read; refused in one line
+ * naming the file and its mode (or owner). */
+START_TEST(secret_modes)
+{
+	struct sfs_auth *a;
+	struct sfs_tls_pair *p;
+	struct stat st;
+	const char *tok = "0123456789abcdef0123456789abcdef\n";
+	static const mode_t ok[] = {0600, 0400};
+	static const mode_t bad[] = {0644, 0640, 0604, 0660, 0601, 0620};
+	char want[800];
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		const char *path = put("ok.tok", tok, ok[i]);
+		ck_assert_int_eq(sfs_auth_load(path, "--token-file", &a, err,
+					       sizeof(err)),
+				 0);
+		sfs_auth_free(a);
+		int fd = sfs_auth_open_secret(path, "--x", &st, err,
+					      sizeof(err));
+		ck_assert_int_ge(fd, 0);
+		close(fd);
+		unlink(path);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *path = put("bad.tok", tok, bad[i]);
+		ck_assert_int_eq(sfs_auth_load(path, "--token-file", &a, err,
+					       sizeof(err)),
+				 -EACCES);
+		snprintf(want, sizeof(want),
+			 "--token-file %s: mode %04o gives its group or others "
+			 "access (0600 or 0400 wanted); chmod 600 %s",
+			 path, (unsigned int)bad[i], path);
+		ck_assert_str_eq(err, want);
+		ck_assert_ptr_null(strchr(err, '\n'));
+		unlink(path);
+	}
+	/* Every reader of a secret: the token (above), the TLS key (the
+	 * certificate is public), and a reload after a chmod. */
+	const char *k = put("k.pem", "not a key\n", 0644);
+	char key[300];
+	snprintf(key, sizeof(key), "%s", k);
+	const char *c = put("c.pem", "not a certificate\n", 0644);
+	ck_assert_int_eq(sfs_tls_pair_load(c, key, &p, err, sizeof(err)),
+			 -EACCES);
+	snprintf(want, sizeof(want),
+		 "--tls-key %s: mode 0644 gives its group or others access "
+		 "(0600 or 0400 wanted); chmod 600 %s",
+		 key, key);
+	ck_assert_str_eq(err, want);
+	const char *path = put("rot.tok", tok, 0600);
+	ck_assert_int_eq(
+		sfs_auth_load(path, "--token-file", &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(chmod(path, 0640), 0);
+	int changed = -1;
+	ck_assert_int_eq(sfs_auth_reload(a, &changed, err, sizeof(err)),
+			 -EACCES);
+	ck_assert_int_eq(changed, -1);
+	ck_assert_int_eq(
+		sfs_auth_check(a, "Bearer 0123456789abcdef0123456789abcdef"),
+		0); /* the old token stays */
+	sfs_auth_free(a);
+
+	/* A FIFO is refused at once, never waited on. */
+	char fifo[300];
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	ck_assert_int_eq(
+		sfs_auth_load(fifo, "--token-file", &a, err, sizeof(err)),
+		-EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+
+	/* A symlink to a good file is fine (Kubernetes' secret volumes). */
+	char link[300];
+	path = put("target.tok", tok, 0400);
+	snprintf(link, sizeof(link), "%s/link.tok", dir);
+	ck_assert_int_eq(symlink(path, link), 0);
+	ck_assert_int_eq(
+		sfs_auth_load(link, "--token-file", &a, err, sizeof(err)), 0);
+	sfs_auth_free(a);
+
+	/* Owned by another user (not root): refused, even at 0600. */
+	if (geteuid() == 0) {
+		path = put("other.tok", tok, 0600);
+		ck_assert_int_eq(chown(path, 65534, 65534), 0);
+		ck_assert_int_eq(sfs_auth_load(path, "--token-file", &a, err,
+					       sizeof(err)),
+				 -EACCES);
+		snprintf(want, sizeof(want),
+			 "--token-file %s: owned by uid 65534, not by this "
+			 "user (uid 0) or root",
+			 path);
+		ck_assert_str_eq(err, want);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -212,6 +311,7 @@ int main(void)
 	tcase_add_test(t, check_and_rotate);
 	tcase_add_test(t, pins);
 	tcase_add_test(t, pairs);
+	tcase_add_test(t, secret_modes);
 	suite_add_tcase(s, t);
 	int rc = sfs_check_run(s);
 	char cmd[300];

@@ -7,6 +7,8 @@
  */
 #include "metadata/registry.h"
 
+#include "common/log.h"
+
 #include "check_run.h"
 
 #include <check.h>
@@ -279,10 +281,77 @@ START_TEST(auth_file)
 	ck_assert_int_eq(sfs_reg_open(&c, &g, err, sizeof(err)), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "USER:PASSWORD"));
 	ck_assert_ptr_null(strstr(err, "nocolon")); /* no secret echoed */
+	/* A secret's file: a mode its group or others can read is
+	 * refused, naming the file and the mode. */
+	ck_assert_int_eq(pwrite(fd, "root:pass\n", 10, 0), 10);
+	ck_assert_int_eq(fchmod(fd, 0644), 0);
+	ck_assert_int_eq(sfs_reg_open(&c, &g, err, sizeof(err)), -EACCES);
+	ck_assert_msg(strstr(err, "--registry-auth-file") &&
+			      strstr(err, path) && strstr(err, "mode 0644"),
+		      "%s", err);
+	ck_assert_int_eq(fchmod(fd, 0400), 0);
+	ck_assert_int_eq(sfs_reg_open(&c, &g, err, sizeof(err)), 0);
+	sfs_reg_free(g);
 	close(fd);
 	unlink(path);
 	ck_assert_int_eq(sfs_reg_open(&c, &g, err, sizeof(err)), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err, "--registry-auth-file"));
+}
+END_TEST
+
+/* The log's lines so far (the test's own file) [static]. */
+static const char *log_text(const char *path)
+{
+	static char buf[4096];
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* A password over etcd:// to another host is warned about, once, in
+ * one line; etcds:// and loopback are not. */
+START_TEST(auth_plain)
+{
+	char path[] = "/tmp/sfs-reg-auth-XXXXXX", err[256];
+	char logp[] = "/tmp/sfs-reg-log-XXXXXX";
+	int fd = mkstemp(path), lfd = mkstemp(logp);
+	struct sfs_reg *g;
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(write(fd, "root:pass\n", 10), 10);
+	ck_assert_int_eq(sfs_log_to_file(logp), 0);
+	static const char *const quiet[] = {
+		"etcds://etcd.example:2379",
+		"etcd://127.0.0.1:2379",
+		"etcd://localhost:2379,[::1]:2379",
+	};
+	for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
+		struct sfs_reg_cfg c = {.url = quiet[i], .auth_file = path};
+		ck_assert_int_eq(sfs_reg_open(&c, &g, err, sizeof(err)), 0);
+		sfs_reg_free(g);
+	}
+	struct sfs_reg_cfg n = {.url = "etcd://127.0.0.1:2379"};
+	ck_assert_int_eq(sfs_reg_open(&n, &g, err, sizeof(err)), 0);
+	sfs_reg_free(g);
+	ck_assert_str_eq(log_text(logp), "");
+	struct sfs_reg_cfg c = {.url = "etcd://127.0.0.1:2379,10.0.0.7:2379",
+				.auth_file = path};
+	ck_assert_int_eq(sfs_reg_open(&c, &g, err, sizeof(err)), 0);
+	sfs_reg_free(g);
+	const char *t = log_text(logp);
+	ck_assert_msg(strstr(t, " W registry: --registry-auth-file with "
+				"etcd://127.0.0.1:2379,10.0.0.7:2379: etcd's "
+				"password crosses the network to 10.0.0.7:2379 "
+				"in clear; use etcds:// (TLS)\n"),
+		      "%s", t);
+	ck_assert_ptr_eq(strchr(t, '\n'), t + strlen(t) - 1); /* one line */
+	close(fd);
+	close(lfd);
+	unlink(path);
+	unlink(logp);
 }
 END_TEST
 
@@ -295,6 +364,7 @@ int main(void)
 	tcase_add_test(t, watch);
 	tcase_add_test(t, urls);
 	tcase_add_test(t, auth_file);
+	tcase_add_test(t, auth_plain);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

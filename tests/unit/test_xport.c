@@ -8,6 +8,7 @@
 #include "check_run.h"
 
 #include "common/log.h"
+#include "transports/rawkey.h"
 #include "transports/transport.h"
 
 #include <check.h>
@@ -215,12 +216,114 @@ START_TEST(tcp_opens_and_describes)
 }
 END_TEST
 
+/* A fake fi_mr_map_raw: keys 100, 101, ...; counts what is mapped. */
+struct fake_maps {
+	uint64_t next;
+	int maps, unmaps, live, fail;
+	uint64_t unmapped[16];
+};
+
+static int fake_map(void *arg, uint64_t raddr, const uint8_t *raw, size_t len,
+		    uint64_t *key)
+{
+	struct fake_maps *f = arg;
+	(void)raddr;
+	(void)raw;
+	(void)len;
+	if (f->fail)
+		return -EIO;
+	f->maps++;
+	f->live++;
+	*key = 100 + f->next++;
+	return 0;
+}
+
+static void fake_unmap(void *arg, uint64_t key)
+{
+	struct fake_maps *f = arg;
+	if (f->unmaps < 16)
+		f->unmapped[f->unmaps] = key;
+	f->unmaps++;
+	f->live--;
+}
+
+/* Raw keys imported again and again (a re-seeder's slab key comes with
+ * every holdings answer) share one mapping, and the last release undoes
+ * it: a replica's mappings stay as many as the keys in use.  (Before,
+ * each import made a mapping kept until the transport closed.) */
+START_TEST(raw_keys_counted)
+{
+	struct fake_maps f = {0};
+	struct sfs_rawkey_ops ops = {
+		.map = fake_map, .unmap = fake_unmap, .arg = &f};
+	struct sfs_rawkeys t = {0};
+	const uint8_t slab[12] = "slab-key-123", other[12] = "other-key-12";
+	uint64_t k1, k2, k3, k4;
+
+	ck_assert_int_eq(sfs_rawkeys_get(&t, 0x1000, slab, 12, &ops, &k1), 0);
+	ck_assert_int_eq(sfs_rawkeys_get(&t, 0x1000, slab, 12, &ops, &k2), 0);
+	ck_assert_uint_eq(k1, k2);
+	ck_assert_int_eq(f.maps, 1);
+	/* Other bytes, or the same bytes at another address: another. */
+	ck_assert_int_eq(sfs_rawkeys_get(&t, 0x1000, other, 12, &ops, &k3), 0);
+	ck_assert_int_eq(sfs_rawkeys_get(&t, 0x2000, slab, 12, &ops, &k4), 0);
+	ck_assert_int_eq(f.maps, 3);
+	ck_assert_uint_ne(k3, k1);
+	ck_assert_uint_ne(k4, k1);
+	/* The first release keeps it (one import left), the second
+	 * undoes it, a third is not ours. */
+	ck_assert_int_eq(sfs_rawkeys_put(&t, k1, &ops), 0);
+	ck_assert_int_eq(f.unmaps, 0);
+	ck_assert_int_eq(sfs_rawkeys_put(&t, k1, &ops), 0);
+	ck_assert_int_eq(f.unmaps, 1);
+	ck_assert_uint_eq(f.unmapped[0], k1);
+	ck_assert_int_eq(sfs_rawkeys_put(&t, k1, &ops), -ENOENT);
+	ck_assert_int_eq(f.unmaps, 1);
+
+	/* A replica's life: 10000 holdings answers of one re-seeder, each
+	 * importing the slab key and giving back the last answer's. */
+	uint64_t held, k;
+	ck_assert_int_eq(sfs_rawkeys_get(&t, 0x9000, slab, 12, &ops, &held), 0);
+	int before = f.maps;
+	for (int i = 0; i < 10000; i++) {
+		ck_assert_int_eq(
+			sfs_rawkeys_get(&t, 0x9000, slab, 12, &ops, &k), 0);
+		ck_assert_int_eq(sfs_rawkeys_put(&t, held, &ops), 0);
+		held = k;
+	}
+	ck_assert_int_eq(f.maps, before); /* no new mapping */
+	ck_assert_uint_eq(t.n, 3);	  /* other, 0x2000, the slab */
+	ck_assert_int_eq(f.live, 3);
+
+	/* A failed mapping records nothing; bad lengths are refused. */
+	f.fail = 1;
+	ck_assert_int_eq(sfs_rawkeys_get(&t, 0x5000, other, 12, &ops, &k),
+			 -EIO);
+	f.fail = 0;
+	ck_assert_uint_eq(t.n, 3);
+	ck_assert_int_eq(sfs_rawkeys_get(&t, 0x5000, other, 0, &ops, &k),
+			 -EINVAL);
+	uint8_t big[SFS_XPORT_RAWKEY_MAX + 1] = {0};
+	ck_assert_int_eq(
+		sfs_rawkeys_get(&t, 0x5000, big, sizeof(big), &ops, &k),
+		-EINVAL);
+
+	/* The transport closes: whatever is left is undone. */
+	sfs_rawkeys_clear(&t, &ops);
+	ck_assert_int_eq(f.live, 0);
+	ck_assert_int_eq(f.maps, f.unmaps);
+	ck_assert_uint_eq(t.n, 0);
+	ck_assert_ptr_null(t.v);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("transport");
 	TCase *t = tcase_create("select");
 	tcase_set_timeout(t, 30);
 	tcase_add_test(t, choose_precedence);
+	tcase_add_test(t, raw_keys_counted);
 	tcase_add_test(t, names);
 	tcase_add_test(t, unknown_protocol_message);
 	tcase_add_test(t, efa_absent_message);

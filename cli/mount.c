@@ -15,6 +15,7 @@
 #include "common/util.h"
 #include "fs/mntcheck.h"
 #include "fs/serve.h"
+#include "metadata/auth.h"
 #include "metadata/control.h"
 #include "metadata/ctlsrv.h"
 #include "metadata/identity.h"
@@ -59,6 +60,7 @@ struct mount_opts {
 	char *tls_key;
 	char *metrics_listen;
 	char *grace;
+	char *metrics_token_file;
 	int reseed;
 	int test_corrupt_slab;
 	int no_verify;
@@ -102,6 +104,7 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--tls-key=%s", tls_key),
 	OPT("--metrics-listen=%s", metrics_listen),
 	OPT("--grace=%s", grace),
+	OPT("--metrics-token-file=%s", metrics_token_file),
 	{"--reseed", offsetof(struct mount_opts, reseed), 1},
 	{"--test-corrupt-slab", offsetof(struct mount_opts, test_corrupt_slab),
 	 1},
@@ -176,14 +179,15 @@ struct mount_cfg {
 	int direct_io;		     /* -o direct_io */
 	struct sfs_require *require; /* owned; NULL: show every source */
 	const char *require_text;
-	const char *reseed;	     /* serve what it holds here, or NULL */
-	uint32_t reseed_grace_s;     /* its old key after a rotation */
-	int test_corrupt_slab;	     /* tests: it serves wrong bytes */
-	const char *metrics_listen;  /* GET /metrics here, or NULL */
-	struct sfs_reg_cfg registry; /* .url NULL: none */
-	uint64_t start_ms;	     /* when the command started (monotonic) */
-	struct sfs_control_cred *cred;	 /* owned: token and TLS */
-	struct sfs_tls_pair *reseed_tls; /* owned: --tls-cert/--tls-key */
+	const char *reseed;	       /* serve what it holds here, or NULL */
+	uint32_t reseed_grace_s;       /* its old key after a rotation */
+	int test_corrupt_slab;	       /* tests: it serves wrong bytes */
+	const char *metrics_listen;    /* GET /metrics here, or NULL */
+	struct sfs_auth *metrics_auth; /* owned: --metrics-token-file */
+	struct sfs_reg_cfg registry;   /* .url NULL: none */
+	uint64_t start_ms; /* when the command started (monotonic) */
+	struct sfs_control_cred *cred; /* owned: token and TLS */
+	struct sfs_tls_pair *tls;      /* owned: --tls-cert/--tls-key */
 };
 
 static void usage(void)
@@ -288,12 +292,19 @@ static void usage(void)
 	       "                           (default 60; 0: revoked at once)\n"
 	       "    --test-corrupt-slab    tests only: with --reseed, serve\n"
 	       "                           others wrong bytes (a hostile peer)\n"
-	       "    --tls-cert FILE        with --reseed and TLS, its control\n"
-	       "    --tls-key FILE         port's PEM certificate and key\n"
+	       "    --tls-cert FILE        a PEM certificate and key for this\n"
+	       "    --tls-key FILE         mount's own ports: with --reseed and\n"
+	       "                           TLS, its control port; with\n"
+	       "                           --metrics-listen, the metrics port\n"
+	       "                           speaks TLS only\n"
 	       "    --metrics-listen HOST:PORT  also answer GET /metrics\n"
 	       "                           (Prometheus text, as .seedfs/metrics)\n"
 	       "                           there, behind the token when one is\n"
-	       "                           given\n"
+	       "                           given; off loopback without TLS, a\n"
+	       "                           token would cross in clear: warned\n"
+	       "    --metrics-token-file FILE  a read-only scrape token (one\n"
+	       "                           line, as --token-file): it opens GET\n"
+	       "                           /metrics and nothing else\n"
 	       "    -o nonempty            mount over a directory that is not\n"
 	       "                           empty (refused otherwise)\n"
 	       "    -o direct_io           model files bypass the page cache:\n"
@@ -376,6 +387,56 @@ static int check_room(uint64_t cache, const struct sfs_mem_room *r,
 			asked, sfs_fmt_bytes(r->machine, b3, sizeof(b3)),
 			(unsigned long long)(fit >> 20));
 	return -ENOMEM;
+}
+
+/*
+ * --metrics-listen: its scrape token (refused when it is the fleet
+ * token: a scraper would read every model), and a warning when a token
+ * would cross the network in clear.  Warned, not refused: the seed's
+ * own port takes a token without TLS too, on networks one trusts, and
+ * refusing would stop every mount upgraded with such a command line.
+ */
+static int metrics_opts(const struct mount_opts *o, struct mount_cfg *c)
+{
+	char h[256], pt[16], err[512];
+	struct sfs_auth *fleet = sfs_control_cred_auth(c->cred);
+
+	c->metrics_listen = o->metrics_listen;
+	if (!o->metrics_listen)
+		return 0;
+	if (o->metrics_token_file &&
+	    sfs_auth_load(o->metrics_token_file, "--metrics-token-file",
+			  &c->metrics_auth, err, sizeof(err))) {
+		cli_err("seedfs mount", err);
+		return -EINVAL;
+	}
+	if (c->metrics_auth && fleet && sfs_auth_same(c->metrics_auth, fleet)) {
+		fprintf(stderr,
+			"seedfs mount: --metrics-token-file %s holds the token "
+			"of --token-file: a scraper would read every model; "
+			"give it a token of its own\n",
+			o->metrics_token_file);
+		return -EINVAL;
+	}
+	if (sfs_parse_hostport(o->metrics_listen, h, sizeof(h), pt,
+			       sizeof(pt)) ||
+	    !*pt) {
+		fprintf(stderr,
+			"seedfs mount: --metrics-listen '%s' is not HOST:PORT\n",
+			o->metrics_listen);
+		return -EINVAL;
+	}
+	if ((fleet || c->metrics_auth) && !c->tls && !sfs_ctlsrv_loopback(h))
+		fprintf(stderr,
+			"seedfs mount: warning: --metrics-listen %s without "
+			"TLS: every scrape sends its token in clear; give "
+			"--tls-cert and --tls-key%s (docs/metrics.md)\n",
+			o->metrics_listen,
+			c->metrics_auth ? ""
+					: ", and --metrics-token-file so that "
+					  "scrapers do not hold the fleet "
+					  "token");
+	return 0;
 }
 
 static int resolve(const struct mount_opts *o, struct mount_cfg *c)
@@ -468,9 +529,19 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		fprintf(stderr, "seedfs mount: --listen is for --reseed\n");
 		return -EINVAL;
 	}
-	if ((o->tls_cert || o->tls_key) && !o->reseed) {
+	if ((o->tls_cert || o->tls_key) && !o->reseed && !o->metrics_listen) {
 		fprintf(stderr, "seedfs mount: --tls-cert and --tls-key are "
-				"for --reseed\n");
+				"for --reseed and --metrics-listen\n");
+		return -EINVAL;
+	}
+	if (!o->tls_cert != !o->tls_key) {
+		fprintf(stderr, "seedfs mount: --tls-cert and --tls-key go "
+				"together\n");
+		return -EINVAL;
+	}
+	if (o->metrics_token_file && !o->metrics_listen) {
+		fprintf(stderr, "seedfs mount: --metrics-token-file is for "
+				"--metrics-listen\n");
 		return -EINVAL;
 	}
 	struct cli_sec sec = {.token_file = o->token_file,
@@ -479,9 +550,18 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 			      .trust_key = o->trust_key};
 	if (cli_cred(&sec, &c->seeds, "seedfs mount", &c->cred))
 		return -EINVAL;
-	c->metrics_listen = o->metrics_listen;
+	if (o->tls_cert) {
+		char err[512];
+		if (sfs_tls_pair_load(o->tls_cert, o->tls_key, &c->tls, err,
+				      sizeof(err))) {
+			cli_err("seedfs mount", err);
+			return -EINVAL;
+		}
+	}
+	if (metrics_opts(o, c))
+		return -EINVAL;
 	if (o->reseed) {
-		char h[256], pt[16], err[512];
+		char h[256], pt[16];
 		int token = sfs_control_cred_auth(c->cred) != NULL;
 		c->reseed = o->listen ? o->listen
 			    : token   ? "0.0.0.0:0"
@@ -500,18 +580,11 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 				"without --token-file: whoever reaches it reads "
 				"what this mount holds (docs/security.md)\n",
 				c->reseed);
-		if (!o->tls_cert != !o->tls_key ||
-		    (sfs_control_cred_tls(c->cred) && !o->tls_cert)) {
+		if (sfs_control_cred_tls(c->cred) && !o->tls_cert) {
 			fprintf(stderr,
 				"seedfs mount: --reseed over TLS needs "
 				"--tls-cert and --tls-key for its own control "
 				"port\n");
-			return -EINVAL;
-		}
-		if (o->tls_cert &&
-		    sfs_tls_pair_load(o->tls_cert, o->tls_key, &c->reseed_tls,
-				      err, sizeof(err))) {
-			cli_err("seedfs mount", err);
 			return -EINVAL;
 		}
 	}
@@ -578,8 +651,10 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		.reseed_grace_s = c->reseed_grace_s,
 		.reseed_test_corrupt = c->test_corrupt_slab,
 		.cred = c->cred,
-		.reseed_tls = c->reseed_tls,
-		.metrics_listen = c->metrics_listen};
+		.reseed_tls = c->reseed ? c->tls : NULL,
+		.metrics_listen = c->metrics_listen,
+		.metrics_auth = c->metrics_auth,
+		.metrics_tls = c->metrics_listen ? c->tls : NULL};
 	struct sfs_serve_cfg sc = {.read_ahead_kb = c->read_ahead_kb,
 				   .max_background = c->max_background,
 				   .prefetch = c->prefetch,
@@ -783,8 +858,10 @@ out:
 	free(o.tls_cert);
 	free(o.tls_key);
 	free(o.metrics_listen);
+	free(o.metrics_token_file);
 	sfs_control_cred_free(c.cred);
-	sfs_tls_pair_free(c.reseed_tls);
+	sfs_auth_free(c.metrics_auth);
+	sfs_tls_pair_free(c.tls);
 	free(o.mnt);
 	sfs_require_free(c.require);
 	free(o.log_level);

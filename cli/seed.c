@@ -67,6 +67,11 @@ static void usage(FILE *out)
 		"                       -hex 32; SIGHUP reads it again\n"
 		"                       (default $SEEDFS_TOKEN_FILE; none: the\n"
 		"                       seed is unauthenticated)\n"
+		"  --metrics-token-file FILE  a read-only scrape token (same\n"
+		"                       format): it opens GET /metrics and\n"
+		"                       nothing else (the --token-file token\n"
+		"                       opens /metrics too); SIGHUP reads it\n"
+		"                       again\n"
 		"  --tls-cert FILE      serve the control port over TLS with\n"
 		"                       this PEM certificate (chain)\n"
 		"  --tls-key FILE       and this PEM private key\n"
@@ -171,6 +176,7 @@ enum {
 	OPT_DIGEST,
 	OPT_SIGN_KEY,
 	OPT_TEST_AFTER_WALK,
+	OPT_METRICS_TOKEN_FILE,
 };
 
 static const struct option long_opts[] = {
@@ -178,6 +184,7 @@ static const struct option long_opts[] = {
 	{"name", required_argument, NULL, OPT_NAME},
 	{"listen", required_argument, NULL, OPT_LISTEN},
 	{"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+	{"metrics-token-file", required_argument, NULL, OPT_METRICS_TOKEN_FILE},
 	{"tls-cert", required_argument, NULL, OPT_TLS_CERT},
 	{"tls-key", required_argument, NULL, OPT_TLS_KEY},
 	{"protocol", required_argument, NULL, OPT_PROTOCOL},
@@ -210,32 +217,43 @@ static const struct option long_opts[] = {
 static struct sfs_seed_reg *seedreg;
 /* The control port's token (--token-file), or NULL. */
 static struct sfs_auth *seed_auth;
+/* The scrape token (--metrics-token-file), or NULL. */
+static struct sfs_auth *scrape_auth;
 
 /* How long the keys of a rotated token keep reading (--grace, 0 with
  * --revoke-now). */
 static uint32_t rekey_grace_s;
 
-/* SIGHUP: the token file is read again (rotation); a bad one leaves the
- * old token in force.  A new token is a new key epoch: every region is
- * registered again (sfs_seed_rekey), so a manifest fetched with the old
- * token stops reading once the grace ends. */
-static void reread_token(struct sfs_seed *s)
+/* SIGHUP: a token file is read again (rotation); a bad one leaves the
+ * old token in force.  1 when it holds a new one. */
+static int reread(struct sfs_auth *a, const char *what)
 {
 	char err[SFS_XPORT_ERR_MAX];
 	int changed = 0;
-	if (!seed_auth)
-		return;
-	if (sfs_auth_reload(seed_auth, &changed, err, sizeof(err)))
-		SFS_LOG(SFS_ERR, "seed", "SIGHUP: the old token stays: %s",
+	if (!a)
+		return 0;
+	if (sfs_auth_reload(a, &changed, err, sizeof(err)))
+		SFS_LOG(SFS_ERR, "seed", "SIGHUP: the old %s stays: %s", what,
 			err);
 	else
-		SFS_LOG(SFS_INFO, "seed", "SIGHUP: token read again from %s%s",
-			sfs_auth_path(seed_auth),
+		SFS_LOG(SFS_INFO, "seed", "SIGHUP: %s read again from %s%s",
+			what, sfs_auth_path(a),
 			changed ? ": a new one, the old one is refused from now"
 				: " (unchanged)");
-	if (changed && sfs_seed_rekey(s, rekey_grace_s, err, sizeof(err)))
+	return changed;
+}
+
+/* SIGHUP: the tokens again.  A new fleet token is a new key epoch:
+ * every region is registered again (sfs_seed_rekey), so a manifest
+ * fetched with the old token stops reading once the grace ends. */
+static void reread_token(struct sfs_seed *s)
+{
+	char err[SFS_XPORT_ERR_MAX];
+	if (reread(seed_auth, "token") &&
+	    sfs_seed_rekey(s, rekey_grace_s, err, sizeof(err)))
 		SFS_LOG(SFS_ERR, "seed",
 			"SIGHUP: a new token, but the old keys stay: %s", err);
+	reread(scrape_auth, "scrape token");
 }
 
 /* Publish the next generation of model @i (SIZE_MAX: every model); one
@@ -486,7 +504,8 @@ int sfs_cli_seed(int argc, char **argv)
 				   .mr_max = 1ull << 30,
 				   .timeout_ms = 10000};
 	const char *listen = NULL, *fabric_addr = NULL;
-	const char *token_file = NULL, *sign_key_file = NULL;
+	const char *token_file = NULL, *scrape_file = NULL;
+	const char *sign_key_file = NULL;
 	struct sfs_sign_key *sign_key = NULL;
 	const char *tls_cert = NULL, *tls_key = NULL;
 	struct sfs_tls_pair *tls = NULL;
@@ -535,6 +554,9 @@ int sfs_cli_seed(int argc, char **argv)
 			break;
 		case OPT_TOKEN_FILE:
 			token_file = optarg;
+			break;
+		case OPT_METRICS_TOKEN_FILE:
+			scrape_file = optarg;
 			break;
 		case OPT_TLS_CERT:
 			tls_cert = optarg;
@@ -690,9 +712,26 @@ int sfs_cli_seed(int argc, char **argv)
 		cli_err("seedfs seed", err);
 		return 2;
 	}
+	if (scrape_file && sfs_auth_load(scrape_file, "--metrics-token-file",
+					 &scrape_auth, err, sizeof(err))) {
+		cli_err("seedfs seed", err);
+		sfs_auth_free(seed_auth);
+		return 2;
+	}
+	if (scrape_auth && seed_auth && sfs_auth_same(scrape_auth, seed_auth)) {
+		fprintf(stderr,
+			"seedfs seed: --metrics-token-file %s holds the token "
+			"of --token-file: a scraper would read every model; "
+			"give it a token of its own\n",
+			scrape_file);
+		sfs_auth_free(scrape_auth);
+		sfs_auth_free(seed_auth);
+		return 2;
+	}
 	if (tls_cert &&
 	    sfs_tls_pair_load(tls_cert, tls_key, &tls, err, sizeof(err))) {
 		cli_err("seedfs seed", err);
+		sfs_auth_free(scrape_auth);
 		sfs_auth_free(seed_auth);
 		return 2;
 	}
@@ -757,6 +796,7 @@ int sfs_cli_seed(int argc, char **argv)
 	struct sfs_ctlsrv_cfg sc = {.host = host,
 				    .port = port,
 				    .auth = seed_auth,
+				    .scrape = scrape_auth,
 				    .tls = tls,
 				    .names = names};
 	rc = sfs_ctl_start(s, &sc, &ctl, &bound, err, sizeof(err));
@@ -808,6 +848,8 @@ int sfs_cli_seed(int argc, char **argv)
 out_secrets:
 	sfs_sign_key_free(sign_key);
 	sfs_tls_pair_free(tls);
+	sfs_auth_free(scrape_auth);
+	scrape_auth = NULL;
 	sfs_auth_free(seed_auth);
 	seed_auth = NULL;
 	return rc;

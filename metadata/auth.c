@@ -253,6 +253,18 @@ int sfs_auth_reload(struct sfs_auth *a, int *changed, char *err, size_t errlen)
 	return 0;
 }
 
+int sfs_auth_same(struct sfs_auth *a, struct sfs_auth *b)
+{
+	uint8_t da[DIGEST_LEN], db[DIGEST_LEN];
+	pthread_mutex_lock(&a->lock);
+	memcpy(da, a->digest, DIGEST_LEN);
+	pthread_mutex_unlock(&a->lock);
+	pthread_mutex_lock(&b->lock);
+	memcpy(db, b->digest, DIGEST_LEN);
+	pthread_mutex_unlock(&b->lock);
+	return !memcmp(da, db, DIGEST_LEN);
+}
+
 void sfs_auth_free(struct sfs_auth *a)
 {
 	if (!a)

@@ -63,6 +63,10 @@ int sfs_auth_load(const char *path, const char *opt, struct sfs_auth **out,
  */
 int sfs_auth_reload(struct sfs_auth *a, int *changed, char *err, size_t errlen);
 
+/* sfs_auth_same - whether @a and @b hold the same token now (compared
+ * as their SHA-256 digests).  Thread safe. */
+int sfs_auth_same(struct sfs_auth *a, struct sfs_auth *b);
+
 /* sfs_auth_free - wipe and free.  NULL is fine. */
 void sfs_auth_free(struct sfs_auth *a);
 

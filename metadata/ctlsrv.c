@@ -49,6 +49,7 @@ struct sfs_ctlsrv {
 	void *arg;
 	size_t body_max;
 	struct sfs_auth *auth;	      /* NULL: no token needed */
+	struct sfs_auth *scrape;      /* NULL: no scrape token */
 	atomic_uint_fast64_t refused; /* requests without the token */
 	uint64_t refused_logged, refused_logged_ms; /* the loop thread's */
 	int fd;
@@ -200,19 +201,26 @@ static enum MHD_Result answer(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
 }
 
 /*
- * The token, where one is set: every route but /v1/health.  0 when the
- * request may go on; else the 401 is queued here (into *ret) and the
- * caller returns it.  A refusal is counted and logged at most every 10
- * s (a flood of bad requests cannot flood the log).
+ * The token, where one is set: every route but /v1/health; /metrics
+ * takes the scrape token too.  0 when the request may go on; else the
+ * 401 is queued here (into *ret) and the caller returns it.  A refusal
+ * is counted and logged at most every 10 s (a flood of bad requests
+ * cannot flood the log).
  */
 static int refuse(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
 		  const char *url, enum MHD_Result *ret)
 {
-	if (!c->auth || !strcmp(url, "/v1/health"))
+	int metrics = !strcmp(url, "/metrics");
+	if ((!c->auth && !(metrics && c->scrape)) || !strcmp(url, "/v1/health"))
 		return 0;
 	const char *v = MHD_lookup_connection_value(
 		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	int rc = sfs_auth_check(c->auth, v);
+	int rc = c->auth ? sfs_auth_check(c->auth, v) : -EACCES;
+	if (rc && metrics && c->scrape) {
+		int rs = sfs_auth_check(c->scrape, v);
+		if (!rs || !c->auth)
+			rc = rs;
+	}
 	if (!rc)
 		return 0;
 	uint64_t n = atomic_fetch_add(&c->refused, 1) + 1, now = sfs_now_ms();
@@ -301,7 +309,8 @@ int sfs_ctlsrv_host_ok(const char *value, const char *listen,
 static int misdirected(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
 		       const char *url, enum MHD_Result *ret)
 {
-	if (!c->host_check || c->auth || !strcmp(url, "/v1/health"))
+	if (!c->host_check || c->auth || !strcmp(url, "/v1/health") ||
+	    (c->scrape && !strcmp(url, "/metrics")))
 		return 0;
 	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						    MHD_HTTP_HEADER_HOST);
@@ -555,6 +564,7 @@ int sfs_ctlsrv_start(const struct sfs_ctlsrv_cfg *cfg, sfs_ctl_handler fn,
 	c->arg = arg;
 	c->body_max = cfg->body_max;
 	c->auth = cfg->auth;
+	c->scrape = cfg->scrape;
 	c->host_check = cfg->host_check;
 	c->names = cfg->names;
 	snprintf(c->host, sizeof(c->host), "%s", host);

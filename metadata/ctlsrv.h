@@ -73,6 +73,12 @@ struct sfs_ctlsrv_cfg {
 	 * this token (401 otherwise, checked before a body is read), or
 	 * NULL: none.  [borrowed, outlives the server] */
 	struct sfs_auth *auth;
+	/* A read-only scrape token (--metrics-token-file): it opens GET
+	 * /metrics and nothing else (401 on every other route); @auth's
+	 * token still opens /metrics.  With @scrape and no @auth, /metrics
+	 * needs @scrape's token and the other routes need none.  NULL:
+	 * none.  [borrowed, outlives the server] */
+	struct sfs_auth *scrape;
 	/* Serve HTTPS with this certificate and key, or NULL: plain HTTP.
 	 * [borrowed, outlives the server] */
 	const struct sfs_tls_pair *tls;

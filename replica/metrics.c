@@ -278,6 +278,8 @@ int metrics_serve(struct sfs_replica *r, const char *listen, char *err,
 				    .port = port,
 				    .body_max = 0,
 				    .auth = sfs_control_cred_auth(r->cfg.cred),
+				    .scrape = r->cfg.metrics_auth,
+				    .tls = r->cfg.metrics_tls,
 				    .routes = routes};
 	char e[300];
 	int rc = sfs_ctlsrv_start(&sc, metrics_handle, r, &r->metrics_srv,
@@ -289,10 +291,10 @@ int metrics_serve(struct sfs_replica *r, const char *listen, char *err,
 	int v6 = strchr(host, ':') != NULL;
 	snprintf(r->metrics_addr, sizeof(r->metrics_addr), "%s%s%s:%u",
 		 v6 ? "[" : "", *host ? host : "0.0.0.0", v6 ? "]" : "", bound);
-	if (!sc.auth && !sfs_ctlsrv_loopback(host))
+	if (!sc.auth && !sc.scrape && !sfs_ctlsrv_loopback(host))
 		SFS_LOG(SFS_WARN, "metrics",
 			"--metrics-listen %s answers anyone who can reach it "
-			"(no --token-file)",
+			"(no --token-file or --metrics-token-file)",
 			r->metrics_addr);
 	return 0;
 }

@@ -36,6 +36,7 @@ struct sfs_replica;
 
 #define SFS_REPLICA_SEEDS_MAX 64
 
+struct sfs_auth;
 struct sfs_control_cred;
 struct sfs_tls_pair;
 
@@ -83,6 +84,12 @@ struct sfs_replica_cfg {
 	/* Answer GET /metrics (and /v1/health) on this HOST:PORT, behind
 	 * cred's token when it has one, or NULL. [borrowed] */
 	const char *metrics_listen;
+	/* A read-only scrape token that opens its /metrics too, or NULL.
+	 * [borrowed] */
+	struct sfs_auth *metrics_auth;
+	/* Serve it over TLS only with this certificate and key, or NULL.
+	 * [borrowed] */
+	const struct sfs_tls_pair *metrics_tls;
 };
 
 /*

@@ -230,7 +230,8 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	if (r->control)
 		put(f, "control: %s", r->control);
 	if (r->metrics_srv)
-		put(f, "metrics: http://%s/metrics", r->metrics_addr);
+		put(f, "metrics: %s://%s/metrics",
+		    r->cfg.metrics_tls ? "https" : "http", r->metrics_addr);
 	size_t older = 0;
 	for (size_t i = 0; i < nmodels; i++)
 		render_model(f, r, r->models[i], &older);

@@ -112,6 +112,15 @@ t = mount_of(s, "/etc/seedfs/token")
 assert "secret" in volume(spec, t["name"])
 checked += 1
 
+# Scraped off loopback: a scrape token of its own (never the fleet
+# token), and TLS on the mount's metrics port (docs/metrics.md).
+cmd = " ".join(container(ds["spec"]["template"]["spec"], "seedfs")["args"])
+assert "--metrics-listen 0.0.0.0:" in cmd, cmd
+for o in ("--metrics-token-file", "--tls-cert", "--tls-key"):
+    assert o in cmd, (o, cmd)
+assert ds["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scheme"] == "https"
+assert "--metrics-token-file" in " ".join(s["args"]), s["args"]
+
 # The DaemonSet's seeds are the sidecar's Service.
 env = {v["name"]: v["value"] for v in container(ds["spec"]["template"]["spec"], "seedfs")["env"]}
 assert env["SEEDFS_SEEDS"].startswith("llm-seed.seedfs.svc"), env

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Prometheus metrics (docs/metrics.md): the seed's GET /metrics behind
-# its token, a mount's .seedfs/metrics and --metrics-listen.  promtool
+# its token, a mount's .seedfs/metrics and --metrics-listen; the
+# read-only scrape token (--metrics-token-file) opens /metrics and
+# nothing else, on the seed and on the mount (tls.sh: over TLS).  promtool
 # check metrics passes on every output (a broken text fails it: the
 # check can fail), and the counters move as they should after a read:
 # the mount's pulls and bytes by source equal what was read, the pull
@@ -13,11 +15,15 @@ command -v promtool >/dev/null || fail "promtool is not installed (Debian's prom
 TOKEN=$WORK/token
 head -c 32 /dev/urandom | base64 | tr -d '=+/\n' >"$TOKEN"
 chmod 600 "$TOKEN"
+SCRAPE=$WORK/scrape
+(umask 077 && openssl rand -hex 24 >"$SCRAPE")
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 8M --shards 2 >/dev/null
-start_seed "$MODEL" --token-file "$TOKEN"
+start_seed "$MODEL" --token-file "$TOKEN" --metrics-token-file "$SCRAPE"
 URL=http://$HOST:$SEED_PORT
 AUTH=(-H "Authorization: Bearer $(cat "$TOKEN")")
+SAUTH=(-H "Authorization: Bearer $(cat "$SCRAPE")")
+code() { curl -s -o "$WORK/body" -w '%{http_code}' "$@"; }
 
 check() { # NAME FILE
 	local out
@@ -56,8 +62,33 @@ reg=$(value "$WORK/seed0.prom" 'seedfs_seed_registered_bytes{model="m"}')
 	fail "requests by route and code: $(grep control_requests "$WORK/seed0.prom")"
 ok "seed: GET /metrics 401 without the token; promtool clean ($(grep -c '^seedfs' "$WORK/seed0.prom") samples); registered $reg bytes"
 
+# The scrape token: /metrics (Prometheus text), and nothing else.
+curl -sf "${SAUTH[@]}" "$URL/metrics" -D "$WORK/scrape.hdr" -o "$WORK/scrape.prom" ||
+	fail "GET /metrics with the scrape token: $(cat "$WORK/scrape.prom")"
+grep -qi '^content-type: text/plain; version=0.0.4' "$WORK/scrape.hdr" || fail "scrape: content type"
+check "seed, scrape token" "$WORK/scrape.prom"
+grep -q '^seedfs_seed_generation{model="m"} 1$' "$WORK/scrape.prom" || fail "scrape: no generation"
+for r in /v1/models /v1/manifest /v1/generation /v1/sources; do
+	[ "$(code "${SAUTH[@]}" "$URL$r")" = 401 ] || fail "the scrape token opened $r: $(cat "$WORK/body")"
+done
+for r in /v1/connect /v1/announce; do
+	[ "$(code "${SAUTH[@]}" -X POST --data x "$URL$r")" = 401 ] || fail "the scrape token opened POST $r"
+done
+[ "$(code "${AUTH[@]}" "$URL/metrics")" = 200 ] || fail "the fleet token no longer opens /metrics"
+[ "$(code -H "Authorization: Bearer $(cat "$SCRAPE")x" "$URL/metrics")" = 401 ] || fail "a wrong scrape token"
+cp "$TOKEN" "$WORK/same"
+if "$SEEDFS" seed --model-dir "$MODEL" --listen 127.0.0.1:0 --token-file "$TOKEN" \
+	--metrics-token-file "$WORK/same" >/dev/null 2>"$WORK/same.err"; then
+	fail "a seed took the fleet token as its scrape token"
+fi
+[ "$(cat "$WORK/same.err")" = "seedfs seed: --metrics-token-file $WORK/same holds the token of --token-file: a scraper would read every model; give it a token of its own" ] ||
+	fail "same token: $(cat "$WORK/same.err")"
+ok "seed: the scrape token reads /metrics (200, promtool clean) and gets 401 on every other route; the fleet token still reads it; the fleet token as a scrape token is refused"
+
 MNT=$WORK/mnt
-mount_seed "$MNT" --token-file "$TOKEN" --metrics-listen 127.0.0.1:0 --cache-dir "$WORK/disk"
+mount_seed "$MNT" --token-file "$TOKEN" --metrics-listen 127.0.0.1:0 --cache-dir "$WORK/disk" \
+	--metrics-token-file "$SCRAPE"
+! grep -q warning "$WORK/mount.err" || fail "warned on loopback: $(cat "$WORK/mount.err")"
 cp "$MNT/.seedfs/metrics" "$WORK/mnt0.prom"
 check "mount, before" "$WORK/mnt0.prom"
 ML=$(sed -n 's|^metrics: http://\(.*\)/metrics$|\1|p' "$MNT/.seedfs/status")
@@ -65,6 +96,14 @@ ML=$(sed -n 's|^metrics: http://\(.*\)/metrics$|\1|p' "$MNT/.seedfs/status")
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$ML/metrics")
 [ "$code" = 401 ] || fail "--metrics-listen without the token: $code, not 401"
 [ "$(curl -s "http://$ML/v1/health")" = ok ] || fail "--metrics-listen /v1/health"
+curl -sf "${SAUTH[@]}" "http://$ML/metrics" -o "$WORK/mscrape.prom" || fail "the mount's /metrics with the scrape token"
+check "mount, scrape token" "$WORK/mscrape.prom"
+grep -q '^seedfs_model_generation{model="m"} 1$' "$WORK/mscrape.prom" || fail "mount scrape: no generation"
+for r in /v1/models /v1/manifest /v1/holdings; do
+	[ "$(code "${SAUTH[@]}" "http://$ML$r")" = 401 ] || fail "the scrape token opened the mount's $r"
+done
+[ "$(code "${AUTH[@]}" "http://$ML/metrics")" = 200 ] || fail "the fleet token no longer opens the mount's /metrics"
+ok "mount: the scrape token reads --metrics-listen's /metrics, 401 elsewhere; the fleet token still reads it"
 
 for f in "$MODEL"/*.safetensors; do
 	cmp "$f" "$MNT/m/$(basename "$f")" || fail "bytes of $(basename "$f")"
@@ -120,6 +159,28 @@ for n in $names; do
 		fail "the dashboard asks for $n, which neither the seed nor the mount exports"
 done
 ok "dashboard: $(echo "$names" | wc -l) metrics, every one exported"
+
+# Off loopback with a token and no TLS: one line of warning (tls.sh: with
+# TLS, none); the fleet token as the scrape token: refused.
+for a in "--metrics-token-file $SCRAPE" ""; do
+	mkdir -p "$WORK/warn"
+	# shellcheck disable=SC2086
+	"$SEEDFS" mount --seed "$HOST:$SEED_PORT" --token-file "$TOKEN" --metrics-listen 0.0.0.0:0 $a \
+		"$WORK/warn" --log-file "$WORK/warn.log" 2>"$WORK/warn.err" || fail "warn mount: $(cat "$WORK/warn.err")"
+	MOUNTS+=("$WORK/warn")
+	[ "$(wc -l <"$WORK/warn.err")" = 1 ] && grep -q "^seedfs mount: warning: --metrics-listen 0.0.0.0:0 without TLS: every scrape sends its token in clear; give --tls-cert and --tls-key" "$WORK/warn.err" ||
+		fail "no warning: $(cat "$WORK/warn.err")"
+	echo "  $(cat "$WORK/warn.err")"
+	fusermount3 -u "$WORK/warn"
+done
+if "$SEEDFS" mount --seed "$HOST:$SEED_PORT" --token-file "$TOKEN" --metrics-listen 127.0.0.1:0 \
+	--metrics-token-file "$WORK/same" "$WORK/warn" 2>"$WORK/same.err"; then
+	MOUNTS+=("$WORK/warn")
+	fail "a mount took the fleet token as its scrape token"
+fi
+grep -qx "seedfs mount: --metrics-token-file $WORK/same holds the token of --token-file: a scraper would read every model; give it a token of its own" "$WORK/same.err" ||
+	fail "same token: $(cat "$WORK/same.err")"
+ok "mount: off loopback without TLS a token is warned about in one line; the fleet token as the scrape token is refused"
 
 unmount_check "$MNT" "$MOUNT_PID"
 sanitizers_clean

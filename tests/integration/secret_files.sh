@@ -48,6 +48,11 @@ for mode in 644 640; do
 		"$SEEDFS" seed "${S[@]}" --tls-cert "$WORK/c.pem" --tls-key "$WORK/k.pem"
 	refused "seed --registry-auth-file" "$WORK/etcd.auth" $mode "--registry-auth-file " \
 		"$SEEDFS" seed "${S[@]}" --registry etcd://127.0.0.1:1 --registry-auth-file "$WORK/etcd.auth"
+	refused "seed --metrics-token-file" "$WORK/t.tok" $mode "seedfs seed: --metrics-token-file " \
+		"$SEEDFS" seed "${S[@]}" --metrics-token-file "$WORK/t.tok"
+	refused "mount --metrics-token-file" "$WORK/t.tok" $mode "seedfs mount: --metrics-token-file " \
+		"$SEEDFS" mount --log-level err --seed 127.0.0.1:1 --metrics-listen 127.0.0.1:0 \
+		--metrics-token-file "$WORK/t.tok" "$WORK/nomnt"
 	refused "mount --token-file" "$WORK/t.tok" $mode "seedfs mount: --token-file " \
 		"$SEEDFS" mount --log-level err --seed 127.0.0.1:1 --token-file "$WORK/t.tok" "$WORK/nomnt"
 	refused "mount --tls-key" "$WORK/k.pem" $mode "seedfs mount: --tls-key " \
@@ -71,7 +76,7 @@ for mode in 600 400; do
 	diff -r "$MODEL" "$WORK/pulled$mode" >/dev/null || fail "pulled at $mode differs"
 	kill "$SEED_PID"
 done
-ok "secret files at 0644 and 0640 refused in one line naming the file and its mode (seed, mount, pull, engine API; token, TLS key, etcd auth); 0600 and 0400 taken"
+ok "secret files at 0644 and 0640 refused in one line naming the file and its mode (seed, mount, pull, engine API; token, scrape token, TLS key, etcd auth); 0600 and 0400 taken"
 
 # --- DNS rebinding: Host names on a port without a token. ----------------
 start_seed "$MODEL"

@@ -4,7 +4,9 @@
 # name, an expired certificate and a pin that does not match are each
 # refused in one line; a right pin alone is enough; the token and the
 # manifest's keys never cross in clear (a tap on the connection), while
-# without TLS they do; re-seeders speak TLS too, announcements included.
+# without TLS they do; re-seeders speak TLS too, announcements included;
+# a mount's --metrics-listen with --tls-cert/--tls-key speaks TLS only,
+# and a tap sees no scrape token.
 source "$(dirname "$0")/lib.sh" "$1"
 
 MODEL=$WORK/m
@@ -12,6 +14,7 @@ MODEL=$WORK/m
 F1=model-00001-of-00002.safetensors
 umask 077
 openssl rand -hex 32 >"$WORK/tok"
+openssl rand -hex 32 >"$WORK/scrape"
 umask 022
 TOKEN=$(cat "$WORK/tok")
 TAP=$(dirname "$0")/../tools/tcptap.py
@@ -138,7 +141,9 @@ ok "over TLS neither the token nor the manifest's keys cross in clear ($(stat -c
 # and reads everything from it once the seed is gone.
 R1=$WORK/r1
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R1" --tls-ca "$WORK/ca.pem" "${T[@]}" \
-	--reseed --listen "$HOST:0" --tls-cert "$WORK/good.pem" --tls-key "$WORK/good.key" --cache-size 64M
+	--reseed --listen "$HOST:0" --tls-cert "$WORK/good.pem" --tls-key "$WORK/good.key" --cache-size 64M \
+	--metrics-listen 0.0.0.0:0 --metrics-token-file "$WORK/scrape"
+! grep -q warning "$WORK/mount.err" || fail "warned with TLS: $(cat "$WORK/mount.err")"
 R1PID=$MOUNT_PID
 "$SEEDFS" prefetch "$R1/m" >/dev/null 2>"$WORK/pf.err" || fail "prefetch: $(cat "$WORK/pf.err")"
 R1ADDR=$(awk '$1 == "reseed:" { print $2 }' "$R1/.seedfs/status")
@@ -146,6 +151,31 @@ R1ADDR=$(awk '$1 == "reseed:" { print $2 }' "$R1/.seedfs/status")
 	fail "the re-seeder's TLS port without a token"
 [ "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/ca.pem" -H "Authorization: Bearer $TOKEN" \
 	"https://$R1ADDR/v1/models")" = 200 ] || fail "the re-seeder's TLS port with the token"
+# Its metrics port: TLS only, the scrape token reads /metrics and
+# nothing else (nor the re-seeder's routes), a tap sees no token.
+SCRAPE=$(cat "$WORK/scrape")
+SA=(-H "Authorization: Bearer $SCRAPE")
+MPORT=$(sed -n 's|^metrics: https://0.0.0.0:\([0-9]*\)/metrics$|\1|p' "$R1/.seedfs/status")
+[ -n "$MPORT" ] || fail "status: $(grep '^metrics' "$R1/.seedfs/status")"
+scode() { curl -s -o "$WORK/body" -w '%{http_code}' --cacert "$WORK/ca.pem" "$@"; }
+[ "$(scode "${SA[@]}" "https://localhost:$MPORT/metrics")" = 200 ] && grep -q '^seedfs_model_generation{model="m"} 1$' "$WORK/body" ||
+	fail "metrics over TLS with the scrape token: $(head -c 300 "$WORK/body")"
+[ "$(scode -H "Authorization: Bearer $TOKEN" "https://localhost:$MPORT/metrics")" = 200 ] || fail "metrics with the fleet token"
+[ "$(scode "https://localhost:$MPORT/metrics")" = 401 ] || fail "metrics over TLS without a token"
+if curl -s -m 5 -o "$WORK/body" "${SA[@]}" "http://127.0.0.1:$MPORT/metrics"; then
+	fail "the metrics port answered plain HTTP: $(head -c 200 "$WORK/body")"
+fi
+for r in /v1/models /v1/manifest /v1/holdings; do
+	[ "$(scode "${SA[@]}" "https://$R1ADDR$r?model=m")" = 401 ] || fail "the scrape token opened the re-seeder's $r"
+done
+[ "$(scode "${SA[@]}" -X POST --data x "https://$R1ADDR/v1/connect")" = 401 ] || fail "the scrape token opened POST /v1/connect"
+tap "$WORK/metrics.cap" "127.0.0.1:$MPORT"
+[ "$(scode "${SA[@]}" "https://localhost:$TAP_PORT/metrics")" = 200 ] || fail "metrics through the tap"
+[ -s "$WORK/metrics.cap" ] || fail "the metrics tap saw nothing"
+for s in "$SCRAPE" Bearer seedfs_ metrics; do
+	! grep -qaF -- "$s" "$WORK/metrics.cap" || fail "'$s' crossed in clear from the metrics port"
+done
+ok "--metrics-listen with --tls-cert/--tls-key: TLS only (plain HTTP fails), no warning; the scrape token reads /metrics and gets 401 on the re-seeder's routes; a tap sees neither the token nor the metrics"
 R2=$WORK/r2
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R2" --tls-ca "$WORK/ca.pem" "${T[@]}" --cache-size 64M
 R2PID=$MOUNT_PID

@@ -85,7 +85,7 @@ void sfs_control_cred_describe(const struct sfs_control_cred *c, char *buf,
 			       size_t len)
 {
 	int tls = sfs_control_cred_tls(c);
-	snprintf(buf, len, "%s%s; %s%s%s%s; %s%s",
+	snprintf(buf, len, "%s%s; %s%s%s%s%s",
 		 c && c->auth ? "token " : "no token",
 		 c && c->auth ? sfs_auth_path(c->auth) : "",
 		 !tls	    ? "no tls"
@@ -93,12 +93,7 @@ void sfs_control_cred_describe(const struct sfs_control_cred *c, char *buf,
 		 : !*c->pin ? "tls, the system's CAs"
 			    : "tls",
 		 tls && c->ca ? c->ca : "", tls && *c->pin ? ", pin " : "",
-		 tls && *c->pin ? c->pin : "",
-		 c && c->trust ? "signed manifests, keys in "
-			       : "unsigned "
-				 "manifests "
-				 "accepted",
-		 c && c->trust ? sfs_trust_path(c->trust) : "");
+		 tls && *c->pin ? c->pin : "", "");
 }
 
 int sfs_control_parse_seeds(const char *list, const char *what, char **out,

@@ -224,6 +224,15 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	char sec[600];
 	sfs_control_cred_describe(r->cfg.cred, sec, sizeof(sec));
 	put(f, "control_security: %s", sec);
+	const struct sfs_trust *trust = sfs_control_cred_trust(r->cfg.cred);
+	if (trust)
+		put(f,
+		    "manifest_trust: signed by a key in %s, every chunk "
+		    "checked with its SHA-256",
+		    sfs_trust_path(trust));
+	else
+		put(f, "manifest_trust: none (unsigned manifests taken; "
+		       "--trust-key)");
 	if (r->reseed)
 		put(f, "reseed: %s (serving what this mount holds)",
 		    sfs_reseed_address(r->reseed));

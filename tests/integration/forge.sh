@@ -98,7 +98,8 @@ mount_seed "$V" --trust-key "$WORK/both.pub"
 readall "$V"
 grep -q "mismatch: .* from re-seeder 127.0.0.1:" "$WORK/v$N.log" ||
 	fail "verified: the re-seeder's wrong bytes were never pulled"
-grep -q "signed manifests, keys in $WORK/both.pub" "$V/.seedfs/status" ||
+grep -qx "manifest_trust: signed by a key in $WORK/both.pub, every chunk checked with its SHA-256" \
+	"$V/.seedfs/status" ||
 	fail "status does not say manifests are checked"
 ok "verified: signed manifest, SHA-256 checked, the hostile re-seeder refused, byte-exact (a key file of two keys)"
 unmount_check "$V" "$MOUNT_PID"

@@ -24,6 +24,11 @@
 #              a pull's destination pages costs here, a bound of pull
 #   sshfs      the same files through Debian's sshfs from a private sshd
 #              on loopback (what people use today for a remote mount)
+#   verified   a second seed with --digest sha256 --sign-key (every chunk
+#              also has a SHA-256, the manifest is signed), read with
+#              --trust-key: pull and a cold mount (the first protocol),
+#              and both seeds' publish time (exec to ready: walk, hash,
+#              register)
 # and the ratios.  Each is measured RUNS times (default 3; on a fresh
 # mount each time where it says so) and the median reported with the
 # range: on small VMs single runs are noisy.  The medians also go to
@@ -52,6 +57,8 @@ cleanup() {
 	done
 	[ -n "$SEED_PID" ] && { kill "$SEED_PID" && wait "$SEED_PID"; } 2>/dev/null
 	[ -n "$SEED_PID" ] && rm -f "/dev/shm/$SEED_PID:"*
+	[ -n "${SEED2_PID:-}" ] && { kill "$SEED2_PID" && wait "$SEED2_PID"; } 2>/dev/null
+	[ -n "${SEED2_PID:-}" ] && rm -f "/dev/shm/$SEED2_PID:"*
 	[ -n "$SSHD_PID" ] && { kill "$SSHD_PID" && wait "$SSHD_PID"; } 2>/dev/null
 	[ -n "$CEIL_PID" ] && { kill "$CEIL_PID" && wait "$CEIL_PID"; } 2>/dev/null
 	rm -rf "$WORK" "$MNT" "$SMNT" "$CMNT"
@@ -71,12 +78,26 @@ echo "generating a $SIZE model on tmpfs..."
 MODEL_BYTES=$(du -sb "$WORK/model" | cut -f1)
 # A cache that holds the whole model, so that prefetch warms all of it.
 BIG_CACHE=$((MODEL_BYTES * 5 / 4 / 1048576 + 64))M
-"$SEEDFS" seed --model-dir "$WORK/model" --listen 127.0.0.1:0 \
-	--protocol "$PROTOS" --log-level warn >"$WORK/seed.out" 2>"$WORK/seed.err" &
-SEED_PID=$!
-for _ in $(seq 200); do grep -q ready "$WORK/seed.out" && break; sleep 0.05; done
-PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
-[ -n "$PORT" ] || { cat "$WORK/seed.err"; exit 1; }
+# start_seed NAME [seed options]: a seed of the model; sets PORT, its
+# pid in SEED_PID (SEED2_PID for the second) and PUBLISH_S, the seconds
+# from exec to ready.
+start_seed() {
+	local name=$1 t0 t1
+	shift
+	t0=$(date +%s%N)
+	"$SEEDFS" seed --model-dir "$WORK/model" --listen 127.0.0.1:0 \
+		--protocol "$PROTOS" --log-level warn "$@" >"$WORK/$name.out" \
+		2>"$WORK/$name.err" &
+	LAST_PID=$!
+	for _ in $(seq 2000); do grep -q ready "$WORK/$name.out" && break; sleep 0.01; done
+	t1=$(date +%s%N)
+	PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/$name.out")
+	[ -n "$PORT" ] || { cat "$WORK/$name.err"; exit 1; }
+	PUBLISH_S=$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.2f", ns / 1e9 }')
+}
+start_seed seed
+SEED_PID=$LAST_PID
+publish_fast=$PUBLISH_S
 
 # median_of CMD...: run CMD RUNS times; print "median min max bytes"
 median_of() {
@@ -241,6 +262,23 @@ echo "measuring sshfs..."
 sshd_start
 sshfs=$(median_of sshfs_read)
 
+echo "measuring the verified mode ($first)..."
+openssl genpkey -algorithm ed25519 -out "$WORK/sign.key" 2>/dev/null
+chmod 600 "$WORK/sign.key"
+openssl pkey -in "$WORK/sign.key" -pubout -out "$WORK/sign.pub"
+FAST_PORT=$PORT
+start_seed seed2 --digest sha256 --sign-key "$WORK/sign.key"
+SEED2_PID=$LAST_PID
+publish_sha=$PUBLISH_S
+v_pull=$(median_of pull_it "$first" --trust-key "$WORK/sign.pub")
+v_cold() {
+	mount_it "$first" --trust-key "$WORK/sign.pub"
+	"$READALL" "$MNT/model"
+	fusermount3 -u "$MNT"
+}
+v_cold=$(median_of v_cold)
+PORT=$FAST_PORT
+
 bytes=$(col "$warm" 4)
 row() { printf '| %-38s | %6s | %11s |\n' "$1" "$(col "$2" 1)" "$(col "$2" 2)-$(col "$2" 3)"; }
 ratio() { printf '| %-38s | %6s |\n' "$1" "$(div "$(col "$2" 1)" "$(col "$3" 1)")"; }
@@ -264,7 +302,11 @@ row "mount, warm (page cache)" "$warm"
 row "tmpfs (same files)" "$tmpfs"
 row "tmpfs write (dd, a new file)" "$twrite"
 row "sshfs over loopback (fresh mount)" "$sshfs"
+row "$first: pull, sha256 + --trust-key" "$v_pull"
+row "$first: mount, cold, sha256 + --trust-key" "$v_cold"
 printf '\nseedfs pull start-up (exec to first byte, %s): %s s\n' "$first" "$startup"
+printf 'seed publish (exec to ready, %s bytes): xxh3 %s s; xxh3 + sha256 + signed %s s\n' \
+	"$MODEL_BYTES" "$publish_fast" "$publish_sha"
 printf '\n| %-38s | %6s |\n' "ratio of medians" "x"
 printf '|%s|%s|\n' "----------------------------------------" "--------"
 for p in ${PROTOS//,/ }; do
@@ -277,6 +319,8 @@ ratio "$first: prefetch / raw transport" "$prefetch" "${raw[$first]}"
 ratio "mount warm / tmpfs" "$warm" "$tmpfs"
 ratio "$first: pull / tmpfs write" "${pull[$first]}" "$twrite"
 ratio "$first: mount cold / sshfs" "${cold[$first]}" "$sshfs"
+ratio "$first: pull, sha256 / xxh3 alone" "$v_pull" "${pull[$first]}"
+ratio "$first: mount cold, sha256 / xxh3 alone" "$v_cold" "${cold[$first]}"
 
 # The goals of the FUSE path: each against its limit in this run.  On
 # one host the transport's copies and FUSE's share the CPUs: the cold
@@ -320,6 +364,8 @@ goal "$first: pull --in-place / raw transport" "$(col "$pull_place" 1)" "$(col "
 	printf '"tmpfs"\t%s\n' "$(col "$tmpfs" 1)"
 	printf '"tmpfs write"\t%s\n' "$(col "$twrite" 1)"
 	printf '"sshfs"\t%s\n' "$(col "$sshfs" 1)"
+	printf '"%s pull sha256"\t%s\n' "$first" "$(col "$v_pull" 1)"
+	printf '"%s cold sha256"\t%s\n' "$first" "$(col "$v_cold" 1)"
 } >"$WORK/plot.dat"
 title="seedfs make bench: $(numfmt --to=iec "$bytes")B model on loopback, $(nproc) cores, median of $RUNS, $(date -u +%Y-%m-%d)"
 gnuplot <<-EOF

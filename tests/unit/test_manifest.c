@@ -9,9 +9,14 @@
 
 #include <check.h>
 #include <errno.h>
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char err[512];
 static const uint8_t addr[16] = {2, 0, 0x1f, 0x90, 127, 0, 0, 1};
@@ -123,6 +128,144 @@ START_TEST(content_digest)
 	ck_assert_int_eq(sfs_manifest_content(m, &a), -EINVAL);
 	sfs_manifest_free(m);
 	sfs_manifest_free(o);
+}
+END_TEST
+
+/* An Ed25519 key made here: its private PEM (mode 0600) at @priv and
+ * its public PEM at @pub. */
+static void make_key(const char *priv, const char *pub)
+{
+	gnutls_privkey_t k;
+	gnutls_pubkey_t p;
+	gnutls_datum_t d;
+	ck_assert_int_eq(gnutls_privkey_init(&k), 0);
+	ck_assert_int_eq(
+		gnutls_privkey_generate(k, GNUTLS_PK_EDDSA_ED25519, 256, 0), 0);
+	gnutls_x509_privkey_t x;
+	ck_assert_int_eq(gnutls_privkey_export_x509(k, &x), 0);
+	ck_assert_int_eq(
+		gnutls_x509_privkey_export2_pkcs8(x, GNUTLS_X509_FMT_PEM, NULL,
+						  GNUTLS_PKCS_PLAIN, &d),
+		0);
+	FILE *f = fopen(priv, "w");
+	ck_assert_ptr_nonnull(f);
+	fchmod(fileno(f), 0600);
+	fwrite(d.data, 1, d.size, f);
+	fclose(f);
+	gnutls_free(d.data);
+	ck_assert_int_eq(gnutls_pubkey_init(&p), 0);
+	ck_assert_int_eq(gnutls_pubkey_import_privkey(p, k, 0, 0), 0);
+	ck_assert_int_eq(gnutls_pubkey_export2(p, GNUTLS_X509_FMT_PEM, &d), 0);
+	f = fopen(pub, "w");
+	ck_assert_ptr_nonnull(f);
+	fwrite(d.data, 1, d.size, f);
+	fclose(f);
+	gnutls_free(d.data);
+	gnutls_x509_privkey_deinit(x);
+	gnutls_pubkey_deinit(p);
+	gnutls_privkey_deinit(k);
+}
+
+/* Signed manifests: the signature survives the text (encode, decode) and
+ * what a re-seeder changes (endpoints, remotes, run, epoch), and breaks
+ * on any change of what a mount shows or checks bytes against; another
+ * key is not trusted. */
+START_TEST(signed_form)
+{
+	char dir[] = "/tmp/seedfs-sign.XXXXXX", priv[64], pub[64], priv2[64],
+	     pub2[64];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(priv, sizeof(priv), "%s/k", dir);
+	snprintf(pub, sizeof(pub), "%s/k.pub", dir);
+	snprintf(priv2, sizeof(priv2), "%s/o", dir);
+	snprintf(pub2, sizeof(pub2), "%s/o.pub", dir);
+	make_key(priv, pub);
+	make_key(priv2, pub2);
+	struct sfs_sign_key *key;
+	struct sfs_trust *trust, *other;
+	ck_assert_msg(sfs_sign_key_load(priv, &key, err, sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_msg(sfs_trust_load(pub, &trust, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(sfs_trust_load(pub2, &other, err, sizeof(err)), 0);
+
+	struct sfs_manifest *m = sample();
+	uint8_t sha[32];
+	memset(sha, 0xab, sizeof(sha));
+	ck_assert_int_eq(sfs_manifest_set_sha256(m, 1, sha, 1), 0);
+	uint8_t d[32], e[32];
+	ck_assert_int_eq(sfs_manifest_signed_digest(m, d), 0);
+	ck_assert_int_eq(sfs_sign(key, d, sizeof(d), m->sig), 0);
+	snprintf(m->sig_key, sizeof(m->sig_key), "%s", sfs_sign_key_id(key));
+	m->has_sig = 1;
+	char *json;
+	size_t len;
+	ck_assert_int_eq(sfs_manifest_encode(m, &json, &len), 0);
+	struct sfs_manifest *r;
+	ck_assert_msg(sfs_manifest_decode(json, len, &r, err, sizeof(err)) == 0,
+		      "%s", err);
+	free(json);
+	ck_assert(r->has_sig);
+	ck_assert_int_eq(memcmp(r->files[1].sha256, sha, 32), 0);
+	ck_assert_int_eq(sfs_manifest_signed_digest(r, e), 0);
+	ck_assert_int_eq(memcmp(d, e, 32), 0);
+	ck_assert_int_eq(sfs_trust_verify(trust, r->sig_key, e, 32, r->sig), 0);
+	ck_assert_int_eq(sfs_trust_verify(other, r->sig_key, e, 32, r->sig),
+			 -ENOKEY);
+	/* What a re-seeder changes: not signed. */
+	r->instance ^= 1;
+	r->key_epoch = 9;
+	r->holdings = 1;
+	r->grace_seconds = 5;
+	r->eps[0].addr[3] ^= 1;
+	r->regions[0].rem[0].key ^= 1;
+	ck_assert_int_eq(sfs_manifest_signed_digest(r, e), 0);
+	ck_assert_int_eq(memcmp(d, e, 32), 0);
+	/* What a mount shows or checks: signed, each of them. */
+	struct {
+		void *p;
+		size_t off;
+	} bits[] = {
+		{&r->files[0].meta.mode, 0},  {r->files[1].sha256, 31},
+		{r->files[1].ext[0].data, 3}, {&r->files[1].sums[0], 0},
+		{&r->generation, 0},	      {r->model, 0},
+		{&r->tensors[0].off, 0},      {&r->files[1].size, 0},
+	};
+	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
+		uint8_t *b = (uint8_t *)bits[i].p + bits[i].off;
+		*b ^= 1;
+		ck_assert_int_eq(sfs_manifest_signed_digest(r, e), 0);
+		ck_assert_msg(memcmp(d, e, 32) != 0, "field %zu is not signed",
+			      i);
+		ck_assert_int_eq(
+			sfs_trust_verify(trust, r->sig_key, e, 32, r->sig),
+			-EBADMSG);
+		*b ^= 1;
+	}
+	/* A signature that does not parse is refused, naming the field. */
+	ck_assert_int_eq(sfs_manifest_encode(m, &json, &len), 0);
+	char *v = strstr(json, "\"value\": \"");
+	ck_assert_ptr_nonnull(v);
+	v[10] = '!';
+	sfs_manifest_free(r);
+	ck_assert_int_eq(sfs_manifest_decode(json, len, &r, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "signature.value"));
+	free(json);
+	/* A key file others may read is refused. */
+	chmod(priv, 0644);
+	struct sfs_sign_key *k2 = NULL;
+	ck_assert_int_ne(sfs_sign_key_load(priv, &k2, err, sizeof(err)), 0);
+	ck_assert_ptr_nonnull(strstr(err, priv));
+	sfs_manifest_free(m);
+	sfs_sign_key_free(key);
+	sfs_trust_free(trust);
+	sfs_trust_free(other);
+	unlink(priv);
+	unlink(pub);
+	unlink(priv2);
+	unlink(pub2);
+	rmdir(dir);
 }
 END_TEST
 
@@ -507,6 +650,7 @@ static Suite *suite(void)
 	Suite *s = suite_create("manifest");
 	TCase *t = tcase_create("codec"), *b = tcase_create("reject");
 	tcase_add_test(t, round_trip);
+	tcase_add_test(t, signed_form);
 	tcase_add_test(t, content_digest);
 	tcase_add_test(t, extent_lookup_boundaries);
 	tcase_add_test(t, path_rules);

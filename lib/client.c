@@ -56,6 +56,14 @@ static void curl_init(void)
 	curl_rc = sfs_control_init();
 }
 
+/* $SEEDFS_TRUST_KEY_FILE: manifests must be signed by a key in it
+ * (docs/security.md, the verified mode), or NULL. */
+static const char *trust_key_file(void)
+{
+	const char *f = getenv("SEEDFS_TRUST_KEY_FILE");
+	return f && *f ? f : NULL;
+}
+
 int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 		    struct sfs_client **out, char *err, size_t errlen)
 {
@@ -104,7 +112,17 @@ int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 		.token_file = sfs_auth_file(cfg->token_file),
 		.tls_ca = cfg->tls_ca,
 		.tls_pin = cfg->tls_pin,
-		.https = https == 1};
+		.https = https == 1,
+		/* No field of the ABI: named by the environment, as the
+		 * token file may be. */
+		.trust_key = trust_key_file()};
+	if (cc.trust_key && cfg->no_verify) {
+		snprintf(err, errlen,
+			 "no_verify cannot go with $SEEDFS_TRUST_KEY_FILE: "
+			 "signed digests are there to be checked");
+		rc = -EINVAL;
+		goto err_free;
+	}
 	if ((rc = sfs_control_cred_new(&cc, &c->cred, err, errlen)))
 		goto err_free;
 	if (cfg->registry) {

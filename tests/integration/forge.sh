@@ -118,6 +118,15 @@ refused() {
 }
 refused --seed "$SIGNED" --trust-key "$WORK/other.pub" \
 	"which --trust-key $WORK/other.pub does not hold"
+# The engine API: $SEEDFS_TRUST_KEY_FILE.
+SEEDFS_TRUST_KEY_FILE=$WORK/sign.pub "$BUILD/tests/apiread" "$SIGNED" m "$MODEL" files \
+	>"$WORK/api.out" 2>&1 || fail "engine API with the trusted key: $(cat "$WORK/api.out")"
+if SEEDFS_TRUST_KEY_FILE=$WORK/other.pub "$BUILD/tests/apiread" "$SIGNED" m "$MODEL" files \
+	>"$WORK/api.out" 2>&1; then
+	fail "engine API took a manifest signed by a key it does not trust"
+fi
+grep -q "which --trust-key $WORK/other.pub does not hold" "$WORK/api.out" ||
+	fail "engine API: $(cat "$WORK/api.out")"
 unmount_check "$H" "$H_PID"
 kill "$SEED_PID"
 SEED_LOG=unsigned

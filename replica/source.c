@@ -834,7 +834,11 @@ int rsrc_publishes(struct rsrc *s, const char *name, uint64_t content)
 	struct rsrc_known *k = s->reseeder && !s->self && !s->unreachable
 				       ? known(s, name)
 				       : NULL;
-	int yes = k && k->listed && k->content == content;
+	/* Not one this replica refused (--no-verify, --trust-key, another
+	 * identity): a lane nobody here reads from would hold its chunks
+	 * back for nothing. */
+	int yes = k && k->listed && k->content == content &&
+		  !(k->why[0] && !k->used);
 	pthread_mutex_unlock(&s->lock);
 	return yes;
 }

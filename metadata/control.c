@@ -235,6 +235,11 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+	/* An answer that says it is larger than the cap is refused before
+	 * a byte of it is kept (one that does not say stops at the cap). */
+	if (b->limit && b->limit < (size_t)INT64_MAX)
+		curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE,
+				 (curl_off_t)b->limit);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, tls ? "https" : "http");
 	curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never via a proxy */
@@ -270,7 +275,7 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
-	if (b->too_big) {
+	if (b->too_big || cc == CURLE_FILESIZE_EXCEEDED) {
 		snprintf(err, errlen, "%s: response larger than %zu bytes", url,
 			 b->limit);
 		rc = -E2BIG;

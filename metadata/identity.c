@@ -2,6 +2,7 @@
 #include "identity.h"
 
 #include "common/util.h"
+#include "metadata/jsonlim.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -168,15 +169,15 @@ static int set_params_json(struct sfs_identity *id, json_t *o, char *err,
 int sfs_identity_set_params(struct sfs_identity *id, const char *json,
 			    char *err, size_t errlen)
 {
-	json_error_t je;
 	if (strlen(json) > 4 * SFS_ID_PARAMS_MAX)
 		return sfs_fail(err, errlen,
 				"identity.quant_params: more than %d bytes",
 				SFS_ID_PARAMS_MAX);
-	json_t *o = json_loads(json, JSON_REJECT_DUPLICATES, &je);
-	if (!o)
-		return sfs_fail(err, errlen, "identity.quant_params: %s",
-				je.text);
+	json_t *o;
+	char why[256];
+	if (sfs_json_load(SFS_JSON_IDENTITY, json, strlen(json),
+			  JSON_REJECT_DUPLICATES, &o, why, sizeof(why)))
+		return sfs_fail(err, errlen, "identity.quant_params: %s", why);
 	int rc = set_params_json(id, o, err, errlen);
 	json_decref(o);
 	return rc;
@@ -295,14 +296,14 @@ int sfs_identity_short_id(const struct sfs_identity *id, char out[13])
 int sfs_identity_from_json(struct sfs_identity *id, const char *json,
 			   size_t len, char *err, size_t errlen)
 {
-	json_error_t je;
-	json_t *o = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+	json_t *o;
 	const char *k;
 	json_t *v;
 	int rc = 0;
 
-	if (!o)
-		return sfs_fail(err, errlen, "identity: %s", je.text);
+	if (sfs_json_load(SFS_JSON_IDENTITY, json, len, JSON_REJECT_DUPLICATES,
+			  &o, err, errlen))
+		return -EINVAL;
 	if (!json_is_object(o))
 		rc = sfs_fail(err, errlen, "identity: not an object");
 	json_object_foreach (o, k, v) {

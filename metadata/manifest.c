@@ -3,6 +3,7 @@
 
 #include "common/util.h"
 #include "metadata/gguf.h"
+#include "metadata/jsonlim.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -1567,7 +1568,6 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 			char *err, size_t errlen)
 {
 	struct sfs_manifest *m = NULL;
-	json_error_t jerr;
 	json_t *root, *v;
 	uint64_t ver, gen;
 	const char *model, *rev;
@@ -1579,12 +1579,11 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 				"manifest: %zu bytes exceeds the cap "
 				"of %u",
 				len, SFS_MANIFEST_MAX);
-	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root)
-		return sfs_fail(
-			err, errlen,
-			"manifest: not valid JSON: %s (line %d column %d)",
-			jerr.text, jerr.line, jerr.column);
+	/* Counted before jansson allocates: within the byte cap, 256 MiB
+	 * of "{}," would cost it some 20 GB. */
+	if (sfs_json_load(SFS_JSON_MANIFEST, json, len, JSON_REJECT_DUPLICATES,
+			  &root, err, errlen))
+		return -EINVAL;
 	rc = -EINVAL;
 	if (!json_is_object(root)) {
 		sfs_fail(err, errlen, "manifest: not a JSON object");

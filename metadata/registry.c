@@ -11,6 +11,7 @@
 #include "metadata/auth.h"
 #include "metadata/control.h"
 #include "metadata/ctlsrv.h"
+#include "metadata/jsonlim.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -144,11 +145,13 @@ static int header_rev(json_t *o, int64_t *rev)
 int sfs_reg_parse_range(const char *body, size_t len, size_t max, sfs_reg_fn fn,
 			void *arg, int64_t *rev, char *err, size_t errlen)
 {
-	json_error_t je;
-	json_t *o = json_loadb(body, len, 0, &je), *kvs, *kv;
+	json_t *o, *kvs, *kv;
 	size_t i;
 	int rc = -EPROTO;
 
+	if (sfs_json_load(SFS_JSON_REG_ANSWER, body, len, 0, &o, err, errlen) ==
+	    -E2BIG)
+		goto out;
 	if (!json_is_object(o)) {
 		snprintf(err, errlen, "range: not a JSON object");
 		goto out;
@@ -186,14 +189,16 @@ int sfs_reg_parse_watch(const char *msg, size_t len, sfs_reg_fn fn, void *arg,
 			int64_t *next, int *created, int *canceled,
 			int64_t *compact, char *err, size_t errlen)
 {
-	json_error_t je;
-	json_t *o = json_loadb(msg, len, 0, &je), *res, *evs, *ev;
+	json_t *o, *res, *evs, *ev;
 	size_t i;
 	int rc = -EPROTO;
 	int64_t rev;
 
 	*created = *canceled = 0;
 	*compact = 0;
+	if (sfs_json_load(SFS_JSON_REG_WATCH, msg, len, 0, &o, err, errlen) ==
+	    -E2BIG)
+		goto out;
 	if (!json_is_object(o)) {
 		snprintf(err, errlen, "watch: not a JSON object");
 		goto out;
@@ -660,8 +665,9 @@ out:
 static int grpc_error(const char *body, size_t len, long code, char *err,
 		      size_t errlen)
 {
-	json_error_t je;
-	json_t *o = json_loadb(body, len, 0, &je);
+	json_t *o;
+	char why[160];
+	sfs_json_load(SFS_JSON_REG_ANSWER, body, len, 0, &o, why, sizeof(why));
 	json_int_t c = json_integer_value(json_object_get(o, "code"));
 	const char *m = json_string_value(json_object_get(o, "message"));
 	if (!m)
@@ -714,8 +720,10 @@ static int authenticate(struct sfs_reg *g, size_t ep, char *err, size_t errlen)
 		rc = -EACCES;
 		goto out;
 	}
-	json_error_t je;
-	json_t *o = json_loadb(b.h.buf, b.h.len, 0, &je);
+	json_t *o;
+	char why[160];
+	sfs_json_load(SFS_JSON_REG_ANSWER, b.h.buf ? b.h.buf : "", b.h.len, 0,
+		      &o, why, sizeof(why));
 	const char *t = json_string_value(json_object_get(o, "token"));
 	if (!t || strlen(t) > 4096) {
 		snprintf(err, errlen, "etcd: authenticate: token missing");
@@ -825,11 +833,13 @@ static int call(struct sfs_reg *g, const char *route, json_t *req, json_t **ans,
 	int rc = post(g, route, s, g->timeout_ms, &b, err, errlen);
 	free(s);
 	if (!rc && ans) {
-		json_error_t je;
-		*ans = json_loadb(b.h.buf ? b.h.buf : "", b.h.len, 0, &je);
+		char why[160];
+		int lrc = sfs_json_load(SFS_JSON_REG_ANSWER,
+					b.h.buf ? b.h.buf : "", b.h.len, 0, ans,
+					why, sizeof(why));
 		if (!json_is_object(*ans)) {
-			snprintf(err, errlen, "etcd: %s: not a JSON object",
-				 route);
+			snprintf(err, errlen, "etcd: %s: %s", route,
+				 lrc == -E2BIG ? why : "not a JSON object");
 			json_decref(*ans);
 			*ans = NULL;
 			rc = -EPROTO;

@@ -2,6 +2,7 @@
 #include "safetensors.h"
 
 #include "common/util.h"
+#include "metadata/jsonlim.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -230,7 +231,6 @@ int sfs_st_parse(const char *json, uint64_t json_len, uint64_t file_size,
 		 struct sfs_st_header **out, char *err, size_t errlen)
 {
 	struct sfs_st_header *h;
-	json_error_t jerr;
 	json_t *root, *v;
 	const char *k;
 	int rc;
@@ -241,12 +241,9 @@ int sfs_st_parse(const char *json, uint64_t json_len, uint64_t file_size,
 				"header length %" PRIu64 " invalid", json_len);
 	if (json[0] != '{')
 		return sfs_fail(err, errlen, "header does not start with '{'");
-	root = json_loadb(json, json_len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root)
-		return sfs_fail(
-			err, errlen,
-			"header is not valid JSON: %s (line %d column %d)",
-			jerr.text, jerr.line, jerr.column);
+	if (sfs_json_load(SFS_JSON_SAFETENSORS, json, (size_t)json_len,
+			  JSON_REJECT_DUPLICATES, &root, err, errlen))
+		return -EINVAL;
 	if (!json_is_object(root)) {
 		json_decref(root);
 		return sfs_fail(err, errlen, "header is not a JSON object");

@@ -21,6 +21,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "metadata/jsonlim.h"
 #include "metadata/registry.h"
 
 #include <errno.h>
@@ -131,16 +132,18 @@ static int hex64(json_t *v, uint64_t *out)
 	return sfs_parse_u64(json_string_value(v), out) ? -1 : 0;
 }
 
-/* The value of a record into @f; -1 with @field naming what is wrong. */
+/* The value of a record into @f; -1 with @field naming what is wrong
+ * (static text, or @buf). */
 static int parse_value(const struct sfs_reg_event *e, struct frec *f,
-		       const char **field)
+		       const char **field, char *buf, size_t buflen)
 {
-	json_error_t je;
-	json_t *o = json_loadb(e->value, e->vlen, JSON_REJECT_DUPLICATES, &je);
-	json_t *v, *ps;
+	json_t *o, *v, *ps;
 	int rc = -1;
 
 	*field = "not a JSON object";
+	if (sfs_json_load(SFS_JSON_RECORD, e->value, e->vlen,
+			  JSON_REJECT_DUPLICATES, &o, buf, buflen) == -E2BIG)
+		*field = buf;
 	if (!json_is_object(o))
 		goto out;
 	*field = "version: not 1";
@@ -302,13 +305,15 @@ static int on_event(void *arg, const struct sfs_reg_event *e)
 	struct sfs_fleet *fl = arg;
 	struct frec f = {0}, old = {0};
 	const char *why;
+	char buf[160];
 	int had = 0;
 
 	int bad = e->why != NULL;
 	why = e->why;
 	if (!bad)
 		bad = parse_key(fl, e->key, &f, &why);
-	if (!bad && e->type == SFS_REG_PUT && parse_value(e, &f, &why))
+	if (!bad && e->type == SFS_REG_PUT &&
+	    parse_value(e, &f, &why, buf, sizeof(buf)))
 		bad = 1;
 	if (bad && e->type == SFS_REG_PUT)
 		refuse(fl, e, why);
@@ -343,8 +348,9 @@ static int on_range(void *arg, const struct sfs_reg_event *e)
 	struct sfs_fleet *fl = arg;
 	struct frec f = {0};
 	const char *why = e->why;
+	char buf[160];
 	if (why || parse_key(fl, e->key, &f, &why) ||
-	    parse_value(e, &f, &why)) {
+	    parse_value(e, &f, &why, buf, sizeof(buf))) {
 		refuse(fl, e, why);
 		return 0;
 	}

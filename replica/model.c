@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "metadata/control.h"
+#include "metadata/jsonlim.h"
 #include "replica/tree.h"
 #include "transports/transport.h"
 
@@ -792,11 +793,14 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 		   const char *json, size_t len, char *why, size_t whylen)
 {
 	struct sfs_replica *r = mo->r;
-	json_error_t je;
-	json_t *o = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+	json_t *o;
 	uint64_t version = 0;
-	int rc = 0;
+	int rc = sfs_json_load(SFS_JSON_HOLDINGS, json, len,
+			       JSON_REJECT_DUPLICATES, &o, why, whylen);
 
+	if (rc == -E2BIG)
+		return -EPROTO;
+	rc = 0;
 	if (!json_is_object(o) ||
 	    !json_is_integer(json_object_get(o, "version"))) {
 		snprintf(why, whylen, "holdings: not an object with a version");

@@ -109,6 +109,7 @@ struct rsrc_known {
 	uint64_t offered_content;
 	uint64_t offered_epoch; /* and the keys it offered */
 	char why[300];		/* refused for the model: why; "" */
+	char hold_why[200]; /* its holdings answer was refused: why; "" */
 	int used;		/* a holder of one of the model's views */
 	/* Offering this generation failed (not refused): not again
 	 * before retry_ms (doubling back-off) unless it moves on. */
@@ -148,7 +149,8 @@ struct rsrc {
 	uint64_t retry_ms;     /* while unreachable: not asked before */
 	uint64_t silent_since; /* no answer since */
 	char ctl_err[512];
-	int bg_wanted; /* ask behind an open */
+	char src_why[200]; /* its /v1/sources was refused: why; "" */
+	int bg_wanted;	   /* ask behind an open */
 	int stop;
 	int self;	/* a re-seeder listed that is this replica: not asked */
 	int registered; /* found in the registry (fleet.c) */

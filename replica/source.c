@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "metadata/control.h"
+#include "metadata/jsonlim.h"
 #include "replica/reseed.h"
 #include "transports/transport.h"
 
@@ -88,15 +89,21 @@ static int hex64(json_t *v, uint64_t *out)
 static int parse_models(const char *body, size_t len, struct rsrc_answer *a,
 			char *err, size_t errlen)
 {
-	json_error_t je;
-	json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je), *ms, *e;
+	json_t *o, *ms, *e;
+	char why[200];
 	size_t i;
 	int rc = -EPROTO;
 
 	memset(a, 0, sizeof(*a));
+	int lrc = sfs_json_load(SFS_JSON_MODELS, body, len,
+				JSON_REJECT_DUPLICATES, &o, why, sizeof(why));
+	if (lrc == -E2BIG) {
+		snprintf(err, errlen, "%s", why);
+		goto out;
+	}
 	if (!json_is_object(o)) {
 		snprintf(err, errlen, "/v1/models: not a JSON object%s%s",
-			 o ? "" : ": ", o ? "" : je.text);
+			 o ? "" : ": ", o ? "" : why);
 		goto out;
 	}
 	if (hex64(json_object_get(o, "instance"), &a->instance)) {
@@ -520,7 +527,17 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 				    sizeof(err));
 		free(body);
 	}
-	if (rc)
+	/* Asked every 250 ms: a bad answer is said once, until it
+	 * changes or a good one comes. */
+	pthread_mutex_lock(&s->lock);
+	struct rsrc_known *k = known(s, am->name);
+	int news = rc &&
+		   (!k || strncmp(k->hold_why, err, sizeof(k->hold_why) - 1));
+	if (k)
+		snprintf(k->hold_why, sizeof(k->hold_why), "%.*s",
+			 (int)sizeof(k->hold_why) - 1, rc ? err : "");
+	pthread_mutex_unlock(&s->lock);
+	if (news)
 		SFS_LOG(SFS_WARN, "source", "holdings of %s from %s: %s",
 			am->name, s->addr, err);
 }
@@ -532,13 +549,23 @@ static void discover(struct rsrc *s)
 	struct sfs_replica *r = s->r;
 	char err[SFS_XPORT_ERR_MAX], *body;
 	size_t len, i;
-	json_error_t je;
+	json_t *o, *e;
 	if (sfs_control_get(s->r->cfg.cred, s->addr, "/v1/sources",
 			    r->cfg.timeout_ms, 1u << 20, &body, &len, err,
 			    sizeof(err)))
 		return; /* an older seed, or none listed */
-	json_t *o = json_loadb(body, len, 0, &je), *e;
+	int rc = sfs_json_load(SFS_JSON_SOURCES, body, len, 0, &o, err,
+			       sizeof(err));
 	free(body);
+	/* Asked every second: said once, until it changes. */
+	pthread_mutex_lock(&s->lock);
+	int news = rc == -E2BIG &&
+		   strncmp(s->src_why, err, sizeof(s->src_why) - 1);
+	snprintf(s->src_why, sizeof(s->src_why), "%.*s",
+		 (int)sizeof(s->src_why) - 1, rc == -E2BIG ? err : "");
+	pthread_mutex_unlock(&s->lock);
+	if (news)
+		SFS_LOG(SFS_WARN, "source", "%s: %s", s->addr, err);
 	json_array_foreach (json_object_get(o, "reseeders"), i, e) {
 		const char *a =
 			json_string_value(json_object_get(e, "address"));

@@ -23,6 +23,7 @@
 #include "common/metrics.h"
 #include "common/util.h"
 #include "metadata/ctlsrv.h"
+#include "metadata/jsonlim.h"
 #include "transports/transport.h"
 
 #include <errno.h>
@@ -266,11 +267,11 @@ static int manifest_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 static int announce_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 			  struct sfs_ctl_resp *resp)
 {
-	json_error_t je;
-	char host[256], port[16], addr[300];
-	json_t *o = req->body_too_big ? NULL
-				      : json_loadb((const char *)req->body,
-						   req->body_len, 0, &je);
+	char host[256], port[16], addr[300], why[160];
+	json_t *o = NULL;
+	if (!req->body_too_big)
+		sfs_json_load(SFS_JSON_ANNOUNCE, (const char *)req->body,
+			      req->body_len, 0, &o, why, sizeof(why));
 	const char *a = json_string_value(json_object_get(o, "address"));
 	if (!a ||
 	    sfs_parse_hostport(a, host, sizeof(host), port, sizeof(port)) ||

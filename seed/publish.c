@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "metadata/gguf.h"
+#include "metadata/jsonlim.h"
 #include "metadata/manifest.h"
 #include "metadata/safetensors.h"
 #include "seed/walk.h"
@@ -499,12 +500,15 @@ static void identity_from_config(struct seed_gen *s, const struct seed_mem *mm)
 		}
 	if (!data || size > CONFIG_JSON_MAX)
 		return;
-	json_error_t je;
-	json_t *o = json_loadb(data, (size_t)size, 0, &je);
+	json_t *o;
+	char why[256];
+	if (!sfs_json_load(SFS_JSON_CONFIG, (const char *)data, (size_t)size, 0,
+			   &o, why, sizeof(why)) &&
+	    !json_is_object(o))
+		snprintf(why, sizeof(why), "config.json: not an object");
 	if (!json_is_object(o)) {
 		SFS_LOG(SFS_WARN, "seed",
-			"config.json: %s; its identity fields are not used",
-			o ? "not an object" : je.text);
+			"%s; its identity fields are not used", why);
 		json_decref(o);
 		return;
 	}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A hostile source beside a real seed (tests/tools/hostile.py): deep, wide
+# and huge answers to every question a mount asks (manifests, /v1/models,
+# /v1/sources, a re-seeder's holdings) are each refused in one line naming
+# the answer and the limit, the mount's peak RSS stays within 200 MiB of
+# where it was, and the real seed's model reads byte-exact throughout.
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/model
+"$GENMODEL" "$MODEL" --size 2M --shards 1
+start_seed "$MODEL" --name m
+ST=$WORK/hostile
+mkdir -p "$ST"
+python3 "$(dirname "$0")/../tools/hostile.py" "$HOST:$SEED_PORT" "$ST" \
+	>"$WORK/hostile.out" 2>"$WORK/hostile.err" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q port "$WORK/hostile.out" && break; sleep 0.05; done
+HP=$(sed -n 's/port //p' "$WORK/hostile.out")
+[ -n "$HP" ] || fail "hostile.py did not start: $(cat "$WORK/hostile.err")"
+H=$HOST:$HP
+
+MNT=$WORK/mnt
+MOUNT_SEEDS="$HOST:$SEED_PORT,$H" mount_seed "$MNT" --cache-size 64M
+S=$MNT/.seedfs/status
+same() {
+	local f
+	for f in $(cd "$MODEL" && find . -type f | sed 's|^\./||'); do
+		cmp "$MODEL/$f" "$MNT/m/$f" || fail "m/$f differs $1"
+	done
+}
+same "before"
+# The cache is faulted in behind the ready line: the peak counts from
+# when it is all there.
+for _ in $(seq 100); do grep -q '^cache_ready:' "$S" || break; sleep 0.05; done
+hwm() { awk '/^VmHWM:/ { print $2 }' "/proc/$MOUNT_PID/status"; }
+HWM0=$(hwm)
+
+# logged PATTERN: the mount's log has PATTERN within 10 s
+logged() {
+	local i
+	for i in $(seq 200); do
+		grep -qF -- "$1" "$WORK/mount.log" && return 0
+		sleep 0.05
+	done
+	fail "not logged: $1"
+}
+# control_says PATTERN: the hostile seed's seed_control line in
+# .seedfs/status has it within 10 s
+control_says() {
+	local i
+	for i in $(seq 100); do
+		CONTROL_LINE=$(awk -v s="seed: $H " 'index($0, s) == 1 { on = 1; next }
+			/^(seed|reseeder): / { on = 0 }
+			on && /^seed_control:/' "$S")
+		case $CONTROL_LINE in *"$1"*) return 0 ;; esac
+		sleep 0.1
+	done
+	fail "not in status: $1: $CONTROL_LINE"
+}
+
+# Manifests: deep, wide (25 million values in 50 MB), huge (300 MiB,
+# over the cap); and a re-seeder (localhost:PORT, listed in /v1/sources)
+# whose holdings hold 10 million values.
+echo "deep wide huge" >"$ST/names"
+echo reseeder >"$ST/sources"
+echo wide >"$ST/holdings"
+logged "of deep: bad manifest: manifest: nested 1000000 deep, more than the 32 allowed"
+logged "of wide: bad manifest: manifest: 25000001 JSON values, more than the 20000000 allowed"
+logged "of huge: http://$H/v1/manifest?model=huge: response larger than 268435456 bytes"
+logged "holdings of m from localhost:$HP: holdings: 10000014 JSON values, more than the 8000000 allowed"
+n=$(grep -c "holdings of m from localhost:$HP" "$WORK/mount.log")
+[ "$n" = 1 ] || fail "the holdings refusal was logged $n times, not once"
+ok "manifests and holdings refused: $(grep -E 'bad manifest|holdings of' "$WORK/mount.log" | sed 's/.* W source: //' | cut -c1-150 | sort -u | tr '\n' '|')"
+rm -f "$ST/holdings" "$ST/names"
+
+# /v1/sources with half a million values; /v1/models deep, then wide.
+echo wide >"$ST/sources"
+logged "$H: /v1/sources: 500003 JSON values, more than the 65536 allowed"
+echo deep >"$ST/models"
+logged "cannot ask $H what it publishes (/v1/models: nested 1000000 deep, more than the 8 allowed)"
+echo wide >"$ST/models"
+control_says "(/v1/models: 2000005 JSON values, more than the 65536 allowed)"
+ok "/v1/sources and /v1/models refused: $CONTROL_LINE"
+rm -f "$ST/models" "$ST/sources"
+
+same "beside the hostile source"
+HWM1=$(hwm)
+if grep -q 'SEEDFS_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt"; then
+	ok "peak RSS not measured under ASan (shadow memory)"
+else
+	[ $((HWM1 - HWM0)) -le $((200 * 1024)) ] ||
+		fail "peak RSS grew by $(((HWM1 - HWM0) / 1024)) MiB (from $((HWM0 / 1024)) MiB), more than 200"
+	ok "peak RSS $((HWM0 / 1024)) MiB before, $((HWM1 / 1024)) MiB after (bound: 200 MiB more)"
+fi
+ok "m read byte-exact beside the hostile source"
+unmount_check "$MNT" "$MOUNT_PID"
+sanitizers_clean

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""hostile - a seed's control port that answers what a hostile seed would:
+deep, wide and huge answers, and a new model name on every question.
+
+  hostile.py SEEDHOST:PORT STATEDIR
+
+Prints "port N" once listening on 127.0.0.1.  It speaks enough of the
+control protocol for a mount (replica/source.c): /v1/health, /v1/models,
+/v1/manifest, /v1/sources, and as a re-seeder /v1/holdings.  Its models
+are the real seed's model "m", renamed: the manifest of SEEDHOST:PORT with
+another "model" (its identity left out, so the digest still holds), so a
+mount connects to the real seed's memory through them.
+
+Asked as 127.0.0.1:N it is a seed; asked as localhost:N (the re-seeder
+its /v1/sources lists) it is a re-seeder of "m" whose holdings are bad.
+What it answers follows files in STATEDIR, read at every request:
+
+  names      model names listed (blank-separated); three are special:
+             deep (manifest: 1e6 nested arrays), wide (manifest: 25e6
+             values, 50 MB), huge (manifest: 300 MiB, over the cap)
+  models     the /v1/models answer itself: deep, wide (2e6 values in
+             4 MB) or absent: the list
+  sources    /v1/sources: wide (500e3 values), reseeder (lists
+             localhost:N), or absent: none
+  holdings   the re-seeder's /v1/holdings: wide (10e6 values, 20 MB), or
+             absent: it lists no model
+  churn      K: every /v1/models answer lists K names never listed
+             before (c<question>-<i>), besides those of "names"
+
+STATEDIR/count.models counts /v1/models answers.
+"""
+import http.client
+import http.server
+import json
+import os
+import sys
+import threading
+
+SEED, STATE = sys.argv[1], sys.argv[2]
+
+DEEP = b"[" * 1000000
+WIDE_MANIFEST = b"[" + b"0," * 24999999 + b"0]"
+WIDE_MODELS = (b'{"instance":"0x1","models":[' + b"0," * 1999999 + b"0]}")
+WIDE_SOURCES = b'{"reseeders":[' + b"0," * 499999 + b"0]}"
+WIDE_HOLDINGS = (b'{"version":1,"chunk_size":1048576,"slab":{"address":'
+                 b'"0x1000","key":"0x1"},"files":[[' + b"0," * 9999999 +
+                 b"0]]}")
+HUGE = 300 << 20
+CHUNK = b" " * (1 << 20)
+
+lock = threading.Lock()
+questions = 0
+
+
+def state(name):
+    try:
+        with open(os.path.join(STATE, name)) as f:
+            return f.read().split()
+    except FileNotFoundError:
+        return []
+
+
+def seed_get(path):
+    host, port = SEED.rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=10)
+    c.request("GET", path)
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    if r.status != 200:
+        raise OSError("%s: %d" % (path, r.status))
+    return json.loads(body)
+
+
+class Hostile(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, data):
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def as_json(self, o):
+        self.answer(200, json.dumps(o).encode())
+
+    def query(self):
+        q = {}
+        if "?" in self.path:
+            for kv in self.path.split("?", 1)[1].split("&"):
+                k, _, v = kv.partition("=")
+                q[k] = v
+        return q
+
+    def do_GET(self):
+        try:
+            self.get()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def get(self):
+        global questions
+        path = self.path.split("?")[0]
+        reseeder = self.headers.get("Host", "").startswith("localhost")
+        if path == "/v1/health":
+            return self.answer(200, b"ok\n")
+        real = seed_get("/v1/models")
+        m = [x for x in real["models"] if x["model"] == "m"][0]
+        if path == "/v1/models":
+            with open(os.path.join(STATE, "count.models"), "a") as f:
+                f.write("x\n")
+            mode = state("models")
+            if mode == ["deep"]:
+                return self.answer(200, DEEP)
+            if mode == ["wide"]:
+                return self.answer(200, WIDE_MODELS)
+            if reseeder:
+                names = ["m"] if state("holdings") else []
+                inst = "0x%x" % (int(real["instance"], 16) ^ 1)
+            else:
+                names = list(state("names"))
+                churn = state("churn")
+                with lock:
+                    questions += 1
+                    q = questions
+                if churn:
+                    names += ["c%d-%d" % (q, i) for i in range(int(churn[0]))]
+                inst = real["instance"]
+            return self.as_json({"instance": inst, "models": [
+                dict(m, model=n) for n in names]})
+        if path == "/v1/manifest":
+            name = self.query().get("model", "")
+            if name == "deep":
+                return self.answer(200, DEEP)
+            if name == "wide":
+                return self.answer(200, WIDE_MANIFEST)
+            if name == "huge":
+                self.send_response(200)
+                self.send_header("Content-Length", str(HUGE))
+                self.end_headers()
+                for _ in range(HUGE // len(CHUNK)):
+                    self.wfile.write(CHUNK)
+                return
+            mf = seed_get("/v1/manifest?model=m")
+            if name != "m":
+                mf["model"] = name
+                mf.pop("identity", None)
+                mf.pop("identity_id", None)
+            if reseeder:
+                mf["holdings"] = True
+                mf["instance"] = "0x%x" % (int(mf["instance"], 16) ^ 1)
+            return self.as_json(mf)
+        if path == "/v1/sources" and not reseeder:
+            mode = state("sources")
+            if mode == ["wide"]:
+                return self.answer(200, WIDE_SOURCES)
+            port = self.server.server_address[1]
+            return self.as_json({"reseeders": [
+                {"address": "localhost:%d" % port}] if mode else []})
+        if path == "/v1/holdings" and reseeder:
+            return self.answer(200, WIDE_HOLDINGS)
+        self.answer(404, b"not here\n")
+
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+server.daemon_threads = True
+print("port", server.server_address[1], flush=True)
+server.serve_forever()

@@ -46,6 +46,7 @@ struct mount_opts {
 	char *chunk_size;
 	char *read_ahead_kb;
 	char *max_background;
+	char *max_models;
 	char *ahead;
 	char *require;
 	char *listen;
@@ -90,6 +91,7 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--chunk-size=%s", chunk_size),
 	OPT("--read-ahead-kb=%s", read_ahead_kb),
 	OPT("--max-background=%s", max_background),
+	OPT("--max-models=%s", max_models),
 	OPT("--ahead=%s", ahead),
 	OPT("--require=%s", require),
 	OPT("--listen=%s", listen),
@@ -173,7 +175,8 @@ struct mount_cfg {
 	uint32_t chunk_size;
 	unsigned int read_ahead_kb;
 	unsigned int max_background;
-	uint64_t ahead; /* largest read-ahead window; 0: off */
+	size_t max_models; /* 0: the replica's default */
+	uint64_t ahead;	   /* largest read-ahead window; 0: off */
 	int no_verify;
 	int prefetch;		     /* warm every file once mounted */
 	int direct_io;		     /* -o direct_io */
@@ -256,6 +259,11 @@ static void usage(void)
 	       "                           (default 16384; 0 keeps the kernel's)\n"
 	       "    --max-background N     FUSE requests the kernel keeps in\n"
 	       "                           flight (default 32)\n"
+	       "    --max-models N         show at most N models at once\n"
+	       "                           (default 1024); one source brings\n"
+	       "                           in at most a quarter of them (and\n"
+	       "                           at most 256); more are refused, said\n"
+	       "                           once a minute per source\n"
 	       "    --no-verify            serve pulled bytes without checking\n"
 	       "                           them against the seed's checksums\n"
 	       "                           (then only from seeds, never from\n"
@@ -510,6 +518,11 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		return -EINVAL;
 	if (o->max_background)
 		c->max_background = (unsigned int)v;
+	if (num_opt(o->max_models, "--max-models", sfs_parse_u64, 1, 1000000,
+		    &v))
+		return -EINVAL;
+	if (o->max_models)
+		c->max_models = (size_t)v;
 	c->no_verify = o->no_verify;
 	/* Unchecked bytes only from the seeds themselves: a re-seeder
 	 * (anyone with the token can be one) could serve anything. */
@@ -654,7 +667,8 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		.reseed_tls = c->reseed ? c->tls : NULL,
 		.metrics_listen = c->metrics_listen,
 		.metrics_auth = c->metrics_auth,
-		.metrics_tls = c->metrics_listen ? c->tls : NULL};
+		.metrics_tls = c->metrics_listen ? c->tls : NULL,
+		.max_models = c->max_models};
 	struct sfs_serve_cfg sc = {.read_ahead_kb = c->read_ahead_kb,
 				   .max_background = c->max_background,
 				   .prefetch = c->prefetch,
@@ -845,6 +859,7 @@ out:
 	free(o.chunk_size);
 	free(o.read_ahead_kb);
 	free(o.max_background);
+	free(o.max_models);
 	free(o.ahead);
 	free(o.require);
 	free(o.listen);

@@ -282,9 +282,10 @@ static void apply_gone(struct sfs_fleet *fl, const struct frec *f)
 				     !strcmp(o->known[k].name, f->name);
 		pthread_mutex_unlock(&o->lock);
 	}
-	struct sfs_model *mo = model_left ? NULL : model_get(r, f->name, 0);
+	struct sfs_model *mo = model_left ? NULL : model_get(r, f->name);
 	if (mo)
 		model_retire(mo, "no source is registered for it any more");
+	model_put(mo);
 }
 
 /* A record refused: one line per key and revision. */

@@ -188,20 +188,20 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 		sfs_metrics_u64(m, "seedfs_errors_total", errs[i].v, "kind",
 				errs[i].kind, NULL);
 
-	pthread_mutex_lock(&r->lock);
-	size_t nmodels = r->nmodels;
-	pthread_mutex_unlock(&r->lock);
+	struct sfs_model **all;
+	size_t nmodels = model_all(r, &all);
 	sfs_metrics_family(m, "seedfs_model_generation", "gauge",
 			   "The generation each model is read at (0: none "
 			   "yet).");
 	for (size_t i = 0; i < nmodels; i++) {
-		struct sfs_model *mo = r->models[i];
+		struct sfs_model *mo = all[i];
 		pthread_mutex_lock(&mo->lock);
 		uint64_t g = mo->current ? mo->current->generation : 0;
 		pthread_mutex_unlock(&mo->lock);
 		sfs_metrics_u64(m, "seedfs_model_generation", g, "model",
 				mo->name, NULL);
 	}
+	model_put_all(all, nmodels);
 
 	if (r->disk) {
 		uint64_t used, max;

@@ -34,27 +34,21 @@ uint32_t model_chunk_size(const struct sfs_manifest *m, uint32_t want)
 	return chunk;
 }
 
-struct sfs_model *model_get(struct sfs_replica *r, const char *name, int make)
+/* The model named @name (r->lock held), or NULL. */
+static struct sfs_model *find(struct sfs_replica *r, const char *name)
 {
-	struct sfs_model *mo = NULL;
-	pthread_mutex_lock(&r->lock);
-	for (size_t i = 0; i < r->nmodels && !mo; i++)
+	for (size_t i = 0; i < r->nmodels; i++)
 		if (!strcmp(r->models[i]->name, name))
-			mo = r->models[i];
-	if (!mo && make &&
-	    !sfs_grow((void **)&r->models, &r->cap_models, r->nmodels + 1,
-		      sizeof(r->models[0])) &&
-	    (mo = calloc(1, sizeof(*mo)))) {
-		if (!(mo->name = strdup(name))) {
-			free(mo);
-			mo = NULL;
-		} else {
-			mo->r = r;
-			pthread_mutex_init(&mo->lock, NULL);
-			pthread_mutex_init(&mo->adopt_lock, NULL);
-			r->models[r->nmodels++] = mo;
-		}
-	}
+			return r->models[i];
+	return NULL;
+}
+
+struct sfs_model *model_get(struct sfs_replica *r, const char *name)
+{
+	pthread_mutex_lock(&r->lock);
+	struct sfs_model *mo = find(r, name);
+	if (mo)
+		mo->refs++;
 	pthread_mutex_unlock(&r->lock);
 	return mo;
 }
@@ -72,6 +66,142 @@ static void holder_keys_release(struct sfs_vholder *h)
 	h->rawkeys = NULL;
 	h->nrawkeys = 0;
 	h->slab_raw = 0;
+}
+
+size_t model_share(const struct sfs_replica *r)
+{
+	return SFS_MAX(1, SFS_MIN(r->max_models / 4, (size_t)RMODEL_MAX));
+}
+
+/* Room for one more model from @src (r->lock held): 0, or -ENOSPC with
+ * @why. */
+static int room(struct sfs_replica *r, struct rsrc *src, char *why,
+		size_t whylen)
+{
+	if (r->nmodels >= r->max_models) {
+		snprintf(why, whylen,
+			 "the mount holds %zu models, the most it takes "
+			 "(--max-models)",
+			 r->nmodels);
+		return -ENOSPC;
+	}
+	if (src->nmodels >= model_share(r)) {
+		snprintf(why, whylen,
+			 "it brought in %zu models, the most one source may "
+			 "(a quarter of --max-models %zu, at most %d)",
+			 src->nmodels, r->max_models, RMODEL_MAX);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/* @name from @src refused at the caps (r->lock held): counted; 1 when
+ * it is to be said (once a minute per source: a source that lists new
+ * names at every answer would fill the log otherwise). */
+static int refused(struct sfs_replica *r, struct rsrc *src)
+{
+	uint64_t now = sfs_now_ms();
+	int say = !src->cap_said_ms || now >= src->cap_said_ms + 60000;
+	if (say)
+		src->cap_said_ms = now;
+	src->models_refused++;
+	r->models_refused++;
+	return say;
+}
+
+static void say_refused(const char *name, struct rsrc *src, const char *why)
+{
+	SFS_LOG(SFS_WARN, "model",
+		"not adding model %s from %s: %s; more from it are refused "
+		"until there is room (counted in status)",
+		name, src->addr, why);
+}
+
+int model_room(struct sfs_replica *r, const char *name, struct rsrc *src,
+	       char *why, size_t whylen)
+{
+	int say = 0;
+	pthread_mutex_lock(&r->lock);
+	int rc = find(r, name) ? 0 : room(r, src, why, whylen);
+	if (rc)
+		say = refused(r, src);
+	pthread_mutex_unlock(&r->lock);
+	if (say)
+		say_refused(name, src, why);
+	return rc;
+}
+
+int model_make(struct sfs_replica *r, const char *name, struct rsrc *src,
+	       struct sfs_model **out, char *why, size_t whylen)
+{
+	struct sfs_model *mo = NULL;
+	int rc = 0, say = 0;
+
+	pthread_mutex_lock(&r->lock);
+	if ((mo = find(r, name))) {
+		mo->refs++;
+		goto out;
+	}
+	if ((rc = room(r, src, why, whylen))) {
+		say = refused(r, src);
+		goto out;
+	}
+	rc = -ENOMEM;
+	snprintf(why, whylen, "out of memory");
+	if (sfs_grow((void **)&r->models, &r->cap_models, r->nmodels + 1,
+		     sizeof(r->models[0])) ||
+	    !(mo = calloc(1, sizeof(*mo))))
+		goto out;
+	if (!(mo->name = strdup(name))) {
+		free(mo);
+		mo = NULL;
+		goto out;
+	}
+	mo->r = r;
+	mo->origin = src;
+	mo->refs = 1;
+	pthread_mutex_init(&mo->lock, NULL);
+	pthread_mutex_init(&mo->adopt_lock, NULL);
+	r->models[r->nmodels++] = mo;
+	src->nmodels++;
+	rc = 0;
+out:
+	pthread_mutex_unlock(&r->lock);
+	if (say)
+		say_refused(name, src, why);
+	*out = rc ? NULL : mo;
+	return rc;
+}
+
+size_t model_all(struct sfs_replica *r, struct sfs_model ***out)
+{
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nmodels;
+	struct sfs_model **all = malloc((n ? n : 1) * sizeof(*all));
+	for (size_t i = 0; all && i < n; i++) {
+		all[i] = r->models[i];
+		all[i]->refs++;
+	}
+	pthread_mutex_unlock(&r->lock);
+	*out = all;
+	return all ? n : 0;
+}
+
+void model_put(struct sfs_model *mo)
+{
+	if (!mo)
+		return;
+	struct sfs_replica *r = mo->r;
+	pthread_mutex_lock(&r->lock);
+	mo->refs--;
+	pthread_mutex_unlock(&r->lock);
+}
+
+void model_put_all(struct sfs_model **all, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		model_put(all[i]);
+	free(all);
 }
 
 static void holder_free(struct sfs_vholder *h)
@@ -1141,6 +1271,47 @@ static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
 	return next;
 }
 
+/*
+ * Free @mo if it is gone: no source lists it, no view of it is left (a
+ * view is what tree nodes, open files, prefetches and the cache set
+ * point at), and the caller's is the only reference (status, metrics
+ * and offers hold theirs while they use it).  Called by the sweeper
+ * holding one reference, without locks.  Returns 1 when freed (the
+ * reference went with it).
+ */
+static int reap(struct sfs_replica *r, struct sfs_model *mo)
+{
+	if (rsrc_lists(r, mo->name))
+		return 0;
+	pthread_mutex_lock(&r->lock);
+	int gone = mo->refs == 1;
+	/* Nobody else can reach it now but through a view: its lock is
+	 * tried, never waited for, under r->lock. */
+	if (gone && !pthread_mutex_trylock(&mo->lock)) {
+		gone = !mo->views && !mo->current;
+		pthread_mutex_unlock(&mo->lock);
+	} else {
+		gone = 0;
+	}
+	if (gone) {
+		for (size_t i = 0; i < r->nmodels; i++)
+			if (r->models[i] == mo) {
+				memmove(&r->models[i], &r->models[i + 1],
+					(r->nmodels - i - 1) *
+						sizeof(r->models[0]));
+				r->nmodels--;
+				break;
+			}
+		mo->origin->nmodels--;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (!gone)
+		return 0;
+	SFS_LOG(SFS_DEBUG, "model", "%s: freed (no source lists it)", mo->name);
+	model_free(mo);
+	return 1;
+}
+
 void *model_sweeper(void *arg)
 {
 	struct sfs_replica *r = arg;
@@ -1148,14 +1319,18 @@ void *model_sweeper(void *arg)
 	pthread_mutex_lock(&r->lock);
 	while (!r->stop) {
 		uint64_t next = 0;
-		for (size_t i = 0; i < r->nmodels && !r->stop; i++) {
-			struct sfs_model *mo = r->models[i];
-			pthread_mutex_unlock(&r->lock);
-			uint64_t t = sweep(r, mo);
-			pthread_mutex_lock(&r->lock);
+		struct sfs_model **all;
+		pthread_mutex_unlock(&r->lock);
+		size_t n = model_all(r, &all);
+		for (size_t i = 0; i < n; i++) {
+			uint64_t t = sweep(r, all[i]);
 			if (t && (!next || t < next))
 				next = t;
+			if (reap(r, all[i]))
+				all[i] = NULL;
 		}
+		model_put_all(all, n);
+		pthread_mutex_lock(&r->lock);
 		if (r->stop)
 			break;
 		uint64_t now = sfs_now_ms();

@@ -176,8 +176,10 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 	for (size_t i = 0; i < r->nsrcs; i++)
 		rsrc_revalidate(r->srcs[i], c->timeout_ms, 0);
 	size_t shown = 0, hidden = 0;
-	for (size_t i = 0; i < r->nmodels; i++) {
-		struct sfs_model *mo = r->models[i];
+	struct sfs_model **all;
+	size_t nall = model_all(r, &all);
+	for (size_t i = 0; i < nall; i++) {
+		struct sfs_model *mo = all[i];
 		char why[256];
 		pthread_mutex_lock(&mo->lock);
 		int has = mo->current != NULL;
@@ -197,6 +199,7 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 			shown++;
 		}
 	}
+	model_put_all(all, nall);
 	if (!shown && !hidden) {
 		/* Every model was refused: say why, for the first. */
 		for (size_t i = 0; i < r->nsrcs && !*err; i++) {
@@ -258,6 +261,7 @@ int sfs_replica_open(const struct sfs_replica_cfg *cfg,
 	r->cfg = *cfg;
 	if (!r->cfg.who)
 		r->cfg.who = "seedfs";
+	r->max_models = cfg->max_models ? cfg->max_models : SFS_MODELS_MAX;
 	if (getrandom(&r->instance, sizeof(r->instance), 0) !=
 		    sizeof(r->instance) ||
 	    !r->instance)
@@ -425,34 +429,31 @@ char *sfs_replica_models(struct sfs_replica *r, char *buf, size_t len)
 {
 	size_t o = 0;
 	buf[0] = '\0';
-	pthread_mutex_lock(&r->lock);
-	size_t n = r->nmodels;
-	pthread_mutex_unlock(&r->lock);
+	struct sfs_model **all;
+	size_t n = model_all(r, &all);
 	for (size_t i = 0; i < n && o < len; i++) {
-		struct sfs_model *mo = r->models[i];
+		struct sfs_model *mo = all[i];
 		int hidden = model_hidden(mo, NULL, 0);
 		int k = snprintf(buf + o, len - o, "%s%s%s", o ? ", " : "",
 				 mo->name, hidden ? " (hidden)" : "");
 		o += k > 0 ? (size_t)k : 0;
 	}
+	model_put_all(all, n);
 	return buf;
 }
 
 int sfs_replica_hidden(struct sfs_replica *r, char *why, size_t len)
 {
-	pthread_mutex_lock(&r->lock);
-	size_t n = r->nmodels;
-	pthread_mutex_unlock(&r->lock);
-	for (size_t i = 0; i < n; i++) {
+	struct sfs_model **all;
+	size_t n = model_all(r, &all);
+	int hidden = 0;
+	for (size_t i = 0; i < n && !hidden; i++) {
 		char w[256];
-		if (model_hidden(r->models[i], w, sizeof(w))) {
-			if (why)
-				snprintf(why, len, "%s: %s", r->models[i]->name,
-					 w);
-			return 1;
-		}
+		if ((hidden = model_hidden(all[i], w, sizeof(w))) && why)
+			snprintf(why, len, "%s: %s", all[i]->name, w);
 	}
-	return 0;
+	model_put_all(all, n);
+	return hidden;
 }
 
 /* The name of the model @ino is in (a directory under the root), into
@@ -749,7 +750,7 @@ void sfs_replica_fetch(struct sfs_replica *r, const struct sfs_rfile *f,
 int sfs_replica_current(struct sfs_replica *r, const char *name,
 			struct sfs_view **v, const struct sfs_manifest **m)
 {
-	struct sfs_model *mo = model_get(r, name, 0);
+	struct sfs_model *mo = model_get(r, name);
 	int rc = -ENOENT;
 	if (!mo)
 		return rc;
@@ -761,6 +762,7 @@ int sfs_replica_current(struct sfs_replica *r, const char *name,
 		rc = 0;
 	}
 	pthread_mutex_unlock(&mo->lock);
+	model_put(mo);
 	return rc;
 }
 

@@ -90,7 +90,12 @@ struct sfs_replica_cfg {
 	/* Serve it over TLS only with this certificate and key, or NULL.
 	 * [borrowed] */
 	const struct sfs_tls_pair *metrics_tls;
+	/* The most models shown at once (a source brings in at most a
+	 * quarter of them, and at most 256); 0: SFS_MODELS_MAX. */
+	size_t max_models;
 };
+
+#define SFS_MODELS_MAX 1024 /* models a replica holds at once, default */
 
 /*
  * sfs_replica_open - ask every seed what it publishes, fetch and check

@@ -14,8 +14,14 @@
  * Locks, outermost first: a model's adopt_lock (one offer at a time),
  * the tree lock (an adoption rewrites the tree; a reader holds it while
  * it takes a view's reference), a model's lock; a source's lock and a
- * model's lock are never held together; r->xlock (transport
- * connections) is taken alone; the cache's lock is below all.
+ * model's lock are never held together; r->lock is taken alone but for
+ * a model's lock tried under it (the sweeper, freeing a model nobody
+ * holds); r->xlock (transport connections) is taken alone; the cache's
+ * lock is below all.
+ *
+ * Models come and go: a pointer to one is good while a reference from
+ * model_get, model_make or model_all is held (model_put), or while one
+ * of its views is referenced (a view keeps its model).
  */
 #ifndef SFS_REPLICA_IMPL_H
 #define SFS_REPLICA_IMPL_H
@@ -83,6 +89,10 @@ struct sfs_vholder {
 struct sfs_model {
 	struct sfs_replica *r;
 	char *name;
+	/* The source whose offer made it: it counts against that source's
+	 * cap until freed.  References (model_get): protected by r->lock. */
+	struct rsrc *origin;
+	int refs;
 	pthread_mutex_t adopt_lock; /* one offer at a time; before lock */
 	pthread_mutex_t lock;
 	struct sfs_view *views;	  /* protected by lock: newest first */
@@ -109,7 +119,7 @@ struct rsrc_known {
 	uint64_t offered_content;
 	uint64_t offered_epoch; /* and the keys it offered */
 	char why[300];		/* refused for the model: why; "" */
-	char hold_why[200]; /* its holdings answer was refused: why; "" */
+	char hold_why[200];	/* its holdings answer was refused: why; "" */
 	int used;		/* a holder of one of the model's views */
 	/* Offering this generation failed (not refused): not again
 	 * before retry_ms (doubling back-off) unless it moves on. */
@@ -163,6 +173,10 @@ struct rsrc {
 	int has_ep;
 	size_t nknown, cap_known; /* protected by lock */
 	struct rsrc_known *known;
+	/* Models it brought in, alive; refused at the cap, and when that
+	 * was last said: protected by r->lock. */
+	size_t nmodels;
+	uint64_t models_refused, cap_said_ms;
 	pthread_t thread;
 	int thread_started;
 };
@@ -178,15 +192,18 @@ struct sfs_replica {
 	uint32_t chunk_size;
 	struct sfs_tree *tree;
 	pthread_rwlock_t tree_lock; /* guards tree */
-	/* Sources and models: the arrays grow under lock; each entry
-	 * stays until close. */
+	/* Sources and models: the arrays grow under lock; a source stays
+	 * until close, a model until the sweeper frees it (no source lists
+	 * it, no view of it is left, nobody holds it). */
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* sweeper: stop, or something to expire */
 	size_t nsrcs;
 	struct rsrc *srcs[RSRC_MAX];
-	size_t nmodels, cap_models;
+	size_t nmodels, cap_models; /* protected by lock */
 	struct sfs_model **models;
-	int stop; /* protected by lock */
+	size_t max_models;	 /* at most this many; a source a quarter */
+	uint64_t models_refused; /* protected by lock: at the caps */
+	int stop;		 /* protected by lock */
 	pthread_t sweeper;
 	int sweeper_started;
 	void (*inval)(void *arg, uint64_t ino); /* protected by lock */
@@ -247,6 +264,8 @@ void rsrc_stop(struct rsrc *s);
 /* The first seed that publishes @model and answers (else the first
  * that publishes it; NULL: none). */
 struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model);
+/* rsrc_lists - 1 when the last answer of some source lists @name. */
+int rsrc_lists(struct sfs_replica *r, const char *name);
 /* rsrc_find - the source at @addr, or NULL. */
 struct rsrc *rsrc_find(struct sfs_replica *r, const char *addr);
 /*
@@ -268,8 +287,29 @@ int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id);
 /* The chunk size a cache needs for @m: @want, or the largest checksum
  * chunk of its files if that is larger (chunks are verified whole). */
 uint32_t model_chunk_size(const struct sfs_manifest *m, uint32_t want);
-/* The model named @name, made (and listed) if @make; NULL otherwise. */
-struct sfs_model *model_get(struct sfs_replica *r, const char *name, int make);
+/*
+ * model_get - the model named @name, referenced (model_put), or NULL.
+ * model_make - the same, made for source @src if missing: 0, or
+ * -ENOSPC when the replica holds max_models, or @src brought in its
+ * share (a quarter of them, at most RMODEL_MAX), with @why (counted,
+ * and said once a minute per source in the log), or -ENOMEM.
+ * model_room - would model_make find or make it now: 0 or -ENOSPC as
+ * model_make's, nothing made.  model_all - every model, referenced,
+ * into *out [new: model_put_all]; how many.
+ */
+struct sfs_model *model_get(struct sfs_replica *r, const char *name);
+int model_make(struct sfs_replica *r, const char *name, struct rsrc *src,
+	       struct sfs_model **out, char *why, size_t whylen);
+int model_room(struct sfs_replica *r, const char *name, struct rsrc *src,
+	       char *why, size_t whylen);
+size_t model_all(struct sfs_replica *r, struct sfs_model ***out);
+/* model_put - drop a reference (NULL is fine); model_put_all - every
+ * one of model_all's, and the array. */
+void model_put(struct sfs_model *mo);
+void model_put_all(struct sfs_model **all, size_t n);
+/* model_share - the most models one source may bring in: a quarter of
+ * max_models, at most RMODEL_MAX (what one answer may list). */
+size_t model_share(const struct sfs_replica *r);
 void model_free(struct sfs_model *mo);
 /*
  * model_offer - source @src publishes @m (owned from now on, freed

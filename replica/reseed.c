@@ -92,7 +92,7 @@ struct sfs_reseed {
 static struct sfs_view *view_of(struct sfs_replica *r, const char *name,
 				uint64_t content)
 {
-	struct sfs_model *mo = name ? model_get(r, name, 0) : NULL;
+	struct sfs_model *mo = name ? model_get(r, name) : NULL;
 	struct sfs_view *v = NULL;
 	if (!mo)
 		return NULL;
@@ -104,6 +104,7 @@ static struct sfs_view *view_of(struct sfs_replica *r, const char *name,
 	if (v)
 		v->refs++;
 	pthread_mutex_unlock(&mo->lock);
+	model_put(mo); /* the view keeps it */
 	return v;
 }
 
@@ -119,11 +120,10 @@ static int models_reply(struct sfs_reseed *rs, struct sfs_ctl_resp *resp)
 	char inst[24];
 	snprintf(inst, sizeof(inst), "0x%" PRIx64, rs->instance);
 	json_t *a = json_array();
-	pthread_mutex_lock(&r->lock);
-	size_t n = r->nmodels;
-	pthread_mutex_unlock(&r->lock);
+	struct sfs_model **all;
+	size_t n = model_all(r, &all);
 	for (size_t i = 0; a && i < n; i++) {
-		struct sfs_model *mo = r->models[i];
+		struct sfs_model *mo = all[i];
 		pthread_mutex_lock(&mo->lock);
 		const struct sfs_view *cur = mo->current;
 		json_t *served = cur ? json_array() : NULL;
@@ -150,6 +150,7 @@ static int models_reply(struct sfs_reseed *rs, struct sfs_ctl_resp *resp)
 		}
 		pthread_mutex_unlock(&mo->lock);
 	}
+	model_put_all(all, n);
 	json_t *o = json_pack("{s:s,s:o*}", "instance", inst, "models", a);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
@@ -371,12 +372,11 @@ static void register_models(struct sfs_reseed *rs)
 	if (!rs->pub)
 		return;
 	snprintf(inst, sizeof(inst), "0x%" PRIx64, rs->instance);
-	pthread_mutex_lock(&r->lock);
-	size_t n = r->nmodels;
-	pthread_mutex_unlock(&r->lock);
+	struct sfs_model **all;
+	size_t n = model_all(r, &all);
 	keys = calloc(n + 1, sizeof(*keys));
 	for (size_t i = 0; keys && i < n; i++) {
-		struct sfs_model *mo = r->models[i];
+		struct sfs_model *mo = all[i];
 		struct sfs_view *cur = view_of(r, mo->name, 0);
 		json_t *o = NULL;
 		if (!cur || sfs_reg_model_key(g, mo->name, "reseeder",
@@ -420,6 +420,7 @@ static void register_models(struct sfs_reseed *rs)
 			keys[nkeys++] = strdup(key);
 		free(val);
 	}
+	model_put_all(all, n);
 	/* What it recorded last time and has no view of now: gone. */
 	for (size_t i = 0; i < rs->nkeys; i++) {
 		int still = 0;

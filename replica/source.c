@@ -227,20 +227,63 @@ int rsrc_list(struct rsrc *s, unsigned int timeout_ms, struct rsrc_answer *a,
 	return rc;
 }
 
-/* What @s knew of @name (s->lock held); made if missing.  NULL: out of
- * memory. */
-static struct rsrc_known *known(struct rsrc *s, const char *name)
+/* What @s knows of @name (s->lock held), or NULL. */
+static struct rsrc_known *find_known(struct rsrc *s, const char *name)
 {
 	for (size_t i = 0; i < s->nknown; i++)
 		if (!strcmp(s->known[i].name, name))
 			return &s->known[i];
+	return NULL;
+}
+
+/* What @s knew of @name (s->lock held); made if missing.  NULL: out of
+ * memory. */
+static struct rsrc_known *known(struct rsrc *s, const char *name)
+{
+	struct rsrc_known *k = find_known(s, name);
+	if (k)
+		return k;
 	if (sfs_grow((void **)&s->known, &s->cap_known, s->nknown + 1,
 		     sizeof(s->known[0])))
 		return NULL;
-	struct rsrc_known *k = &s->known[s->nknown++];
+	k = &s->known[s->nknown++];
 	memset(k, 0, sizeof(*k));
 	snprintf(k->name, sizeof(k->name), "%s", name);
 	return k;
+}
+
+/* Forget the names @s no longer lists and no registry record of it
+ * names (s->lock held): a source that lists new names at every answer
+ * costs no more than one answer's worth.  No pointer into s->known is
+ * kept across an unlock, so they may move. */
+static void forget_unlisted(struct rsrc *s)
+{
+	size_t n = 0;
+	for (size_t k = 0; k < s->nknown; k++)
+		if (s->known[k].listed || s->known[k].reg_known)
+			s->known[n++] = s->known[k];
+	s->nknown = n;
+	if (!n) {
+		free(s->known);
+		s->known = NULL;
+		s->cap_known = 0;
+	}
+}
+
+int rsrc_lists(struct sfs_replica *r, const char *name)
+{
+	pthread_mutex_lock(&r->lock);
+	size_t n = r->nsrcs;
+	pthread_mutex_unlock(&r->lock);
+	int yes = 0;
+	for (size_t i = 0; i < n && !yes; i++) {
+		struct rsrc *s = r->srcs[i];
+		pthread_mutex_lock(&s->lock);
+		struct rsrc_known *k = s->self ? NULL : find_known(s, name);
+		yes = k && k->listed;
+		pthread_mutex_unlock(&s->lock);
+	}
+	return yes;
 }
 
 struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model)
@@ -329,11 +372,11 @@ int rsrc_adopt_peer(struct rsrc *s, const struct sfs_manifest *m, size_t ep,
 static void forget_run(struct rsrc *s, uint64_t fresh)
 {
 	struct sfs_replica *r = s->r;
-	pthread_mutex_lock(&r->lock);
-	size_t n = r->nmodels;
-	pthread_mutex_unlock(&r->lock);
+	struct sfs_model **all;
+	size_t n = model_all(r, &all);
 	for (size_t i = 0; i < n; i++)
-		model_prune(r->models[i], s, fresh, NULL, NULL, 0);
+		model_prune(all[i], s, fresh, NULL, NULL, 0);
+	model_put_all(all, n);
 	pthread_mutex_lock(&s->lock);
 	uint32_t cpeer = s->cpeer;
 	s->cpeer = SFS_CACHE_NONE;
@@ -402,6 +445,9 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	struct sfs_manifest *m = NULL;
 	int rc = -ENOMEM, used = 0;
 
+	/* A model it would bring in past the caps: not even fetched. */
+	if ((rc = model_room(r, am->name, s, err, sizeof(err))))
+		goto done;
 	/* Model names are path components: escape what a URL needs. */
 	if (!(esc = sfs_url_escape(am->name))) {
 		snprintf(err, sizeof(err), "out of memory");
@@ -434,18 +480,16 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	pthread_mutex_unlock(&s->lock);
 	if (!connected && (rc = connect_run(s, m, err, sizeof(err))))
 		goto done;
-	struct sfs_model *mo = model_get(r, am->name, 1);
-	if (!mo) {
-		rc = -ENOMEM;
-		snprintf(err, sizeof(err), "out of memory");
+	struct sfs_model *mo;
+	if ((rc = model_make(r, am->name, s, &mo, err, sizeof(err))))
 		goto done;
-	}
 	int leader = rsrc_leader(r, am->name) == s;
 	uint64_t gen = m->generation, content = m->content;
 	uint64_t epoch = m->key_epoch;
 	free(json); /* what a mount shows is encoded again, without keys */
 	json = NULL;
 	rc = model_offer(mo, s, m, leader, err, sizeof(err));
+	model_put(mo);
 	m = NULL;
 	used = rc == 1;
 	pthread_mutex_lock(&s->lock);
@@ -483,12 +527,13 @@ done:
 		snprintf(kk->why, sizeof(kk->why), "%.*s",
 			 (int)sizeof(kk->why) - 1, used ? "" : err);
 		pthread_mutex_unlock(&s->lock);
-		if (rc < 0)
+		/* At the caps: said in model.c, once a minute. */
+		if (rc < 0 && rc != -ENOSPC)
 			SFS_LOG(SFS_WARN, "source",
 				"cannot adopt %s's generation %" PRIu64
 				" of %s: %s (next try in %" PRIu64 " ms)",
 				s->addr, am->generation, am->name, err, wait);
-		else if (!used && news && *err)
+		else if (rc >= 0 && !used && news && *err)
 			SFS_LOG(SFS_WARN, "source",
 				"not reading %s from %s: %s", am->name, s->addr,
 				err);
@@ -502,16 +547,16 @@ done:
 static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 {
 	struct sfs_replica *r = s->r;
-	struct sfs_model *mo = model_get(r, am->name, 0);
+	struct sfs_model *mo = model_get(r, am->name);
 	uint64_t version = 0;
 	int has = mo ? model_holdings_version(mo, s, am->content, &version) : 0;
-	if (!has)
-		return;
 	char path[SFS_MF_NAME_MAX * 3 + 128], err[SFS_XPORT_ERR_MAX], *body;
-	char *esc = sfs_url_escape(am->name);
+	char *esc = has ? sfs_url_escape(am->name) : NULL;
 	size_t len;
-	if (!esc)
+	if (!esc) {
+		model_put(mo);
 		return;
+	}
 	int n = snprintf(path, sizeof(path),
 			 "/v1/holdings?model=%s&content=0x%" PRIx64, esc,
 			 am->content);
@@ -527,6 +572,7 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 				    sizeof(err));
 		free(body);
 	}
+	model_put(mo);
 	/* Asked every 250 ms: a bad answer is said once, until it
 	 * changes or a good one comes. */
 	pthread_mutex_lock(&s->lock);
@@ -688,10 +734,11 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 				fresh = 0;
 		}
 		pthread_mutex_unlock(&s->lock);
-		struct sfs_model *mo = model_get(r, am->name, 0);
+		struct sfs_model *mo = model_get(r, am->name);
 		if (mo)
 			model_prune(mo, s, a.instance, am->served,
 				    am->expires_in, am->nserved);
+		model_put(mo);
 		if (k && fresh) {
 			offer(s, am, a.instance);
 			/* A new source of a model: its lanes change. */
@@ -704,7 +751,9 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 	}
 	if (!s->reseeder)
 		discover(s);
-	/* Models it no longer lists: it serves none of their bytes. */
+	/* Models it no longer lists: it serves none of their bytes, and
+	 * one that no source lists any more (nor the registry) leaves the
+	 * mount. */
 	pthread_mutex_lock(&s->lock);
 	for (size_t k = 0; k < s->nknown; k++) {
 		struct rsrc_known *kn = &s->known[k];
@@ -718,11 +767,15 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 		char name[sizeof(kn->name)];
 		snprintf(name, sizeof(name), "%s", kn->name);
 		pthread_mutex_unlock(&s->lock);
-		struct sfs_model *mo = model_get(r, name, 0);
+		struct sfs_model *mo = model_get(r, name);
 		if (mo)
 			model_prune(mo, s, a.instance, NULL, NULL, 0);
+		if (mo && !rsrc_lists(r, name) && !fleet_lists(r, name))
+			model_retire(mo, "no source lists it any more");
+		model_put(mo);
 		pthread_mutex_lock(&s->lock);
 	}
+	forget_unlisted(s);
 	pthread_mutex_unlock(&s->lock);
 	free(a.models);
 }
@@ -859,7 +912,7 @@ int rsrc_publishes(struct rsrc *s, const char *name, uint64_t content)
 {
 	pthread_mutex_lock(&s->lock);
 	struct rsrc_known *k = s->reseeder && !s->self && !s->unreachable
-				       ? known(s, name)
+				       ? find_known(s, name)
 				       : NULL;
 	/* Not one this replica refused (--no-verify, --trust-key, another
 	 * identity): a lane nobody here reads from would hold its chunks

@@ -113,6 +113,15 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 		    (double)silent / 1e3, ctl_err);
 	else
 		put(f, "seed_control: answers");
+	pthread_mutex_lock(&r->lock);
+	size_t brought = s->nmodels;
+	uint64_t refused = s->models_refused;
+	pthread_mutex_unlock(&r->lock);
+	if (brought || refused)
+		put(f,
+		    "seed_models: %zu brought in, %" PRIu64
+		    " refused at the caps",
+		    brought, refused);
 	pthread_mutex_lock(&s->lock);
 	for (size_t k = 0; k < s->nknown; k++) {
 		const struct rsrc_known *kn = &s->known[k];
@@ -196,11 +205,16 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	}
 	double rate_now = r->rate_now;
 	uint64_t ready = r->ready_ms, xport = r->transport_ms;
-	size_t nsrcs = r->nsrcs, nmodels = r->nmodels;
+	size_t nsrcs = r->nsrcs;
+	uint64_t refused = r->models_refused;
 	pthread_mutex_unlock(&r->lock);
+	struct sfs_model **all;
+	size_t nmodels = model_all(r, &all);
 
-	if (!(f = open_memstream(text, len)))
+	if (!(f = open_memstream(text, len))) {
+		model_put_all(all, nmodels);
 		return -ENOMEM;
+	}
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&r->mounted));
 	uint64_t lookups = st.hits + st.misses;
 	put(f, "seedfs: %s", SEEDFS_VERSION);
@@ -242,8 +256,13 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 		put(f, "metrics: %s://%s/metrics",
 		    r->cfg.metrics_tls ? "https" : "http", r->metrics_addr);
 	size_t older = 0;
+	fprintf(f,
+		"models: %zu (at most %zu, %zu from one source; %" PRIu64
+		" refused at those caps)\n",
+		nmodels, r->max_models, model_share(r), refused);
 	for (size_t i = 0; i < nmodels; i++)
-		render_model(f, r, r->models[i], &older);
+		render_model(f, r, all[i], &older);
+	model_put_all(all, nmodels);
 	if (r->cfg.require_text)
 		put(f, "require: %s", r->cfg.require_text);
 	put(f, "older_generations_served: %zu", older);

@@ -2,8 +2,11 @@
 # A hostile source beside a real seed (tests/tools/hostile.py): deep, wide
 # and huge answers to every question a mount asks (manifests, /v1/models,
 # /v1/sources, a re-seeder's holdings) are each refused in one line naming
-# the answer and the limit, the mount's peak RSS stays within 200 MiB of
-# where it was, and the real seed's model reads byte-exact throughout.
+# the answer and the limit; a new name at every answer (churn) keeps the
+# mount's models within its caps, said once, and they go when no longer
+# listed; a name that comes back is shown again, byte-exact.  The mount's
+# peak RSS stays within 200 MiB of where it was, and the real seed's
+# model reads byte-exact throughout.
 source "$(dirname "$0")/lib.sh" "$1"
 
 MODEL=$WORK/model
@@ -20,7 +23,8 @@ HP=$(sed -n 's/port //p' "$WORK/hostile.out")
 H=$HOST:$HP
 
 MNT=$WORK/mnt
-MOUNT_SEEDS="$HOST:$SEED_PORT,$H" mount_seed "$MNT" --cache-size 64M
+MOUNT_SEEDS="$HOST:$SEED_PORT,$H" mount_seed "$MNT" --cache-size 64M \
+	--max-models 100
 S=$MNT/.seedfs/status
 same() {
 	local f
@@ -82,6 +86,46 @@ echo wide >"$ST/models"
 control_says "(/v1/models: 2000005 JSON values, more than the 65536 allowed)"
 ok "/v1/sources and /v1/models refused: $CONTROL_LINE"
 rm -f "$ST/models" "$ST/sources"
+
+# Churn: every answer lists 64 names never listed before, 4 answers.
+# One source brings in at most 25 of --max-models 100; the names it
+# stops listing leave and are freed.
+models() { awk '$1 == "models:" { print $2 }' "$S"; }
+c0=$(wc -l <"$ST/count.models")
+echo 64 >"$ST/churn"
+most=0
+while [ $(($(wc -l <"$ST/count.models") - c0)) -lt 4 ]; do
+	n=$(models)
+	[ -n "$n" ] || fail "no models line in status: $(head -n 20 "$S")"
+	[ "$n" -gt "$most" ] && most=$n
+	sleep 0.1
+done
+rm -f "$ST/churn"
+[ "$most" -le 26 ] || fail "$most models at once (at most 25 from the hostile source and m)"
+# lines FIXED1 FIXED2: how many lines of the mount's log hold both
+lines() { awk -v a="$1" -v b="$2" 'index($0, a) && index($0, b) { n++ } END { print n + 0 }' "$WORK/mount.log"; }
+n=$(lines "W model: not adding model c" " from $H: it brought in 25 models, the most one source may (a quarter of --max-models 100, at most 256); more from it are refused until there is room (counted in status)")
+[ "$n" = 1 ] || fail "the cap was said $n times, not once: $(grep 'not adding' "$WORK/mount.log" | head -n 3)"
+refused=$(awk -v s="seed: $H " 'index($0, s) == 1 { on = 1; next }
+	/^(seed|reseeder): / { on = 0 }
+	on && $1 == "seed_models:" { print $5 }' "$S")
+[ "${refused:-0}" -gt 0 ] || fail "no refusals counted: $(grep -A6 "^seed: $H" "$S")"
+for _ in $(seq 100); do [ "$(models)" = 1 ] && break; sleep 0.1; done
+[ "$(models)" = 1 ] || fail "$(models) models left once the churn stopped: $(grep '^model' "$S" | head)"
+[ "$(ls "$MNT" | tr '\n' ' ')" = "m " ] || fail "left in the mount: $(ls "$MNT" | head)"
+shown=$(lines "I model: model c" " generation 1: ")
+ok "churn of 4 answers of 64 new names: at most $most models at once, $shown shown and gone, $refused refused at the cap, said once; back to 1 model"
+
+# A name shown and gone comes back: shown again, byte-exact.
+back=$(sed -n 's/.* I model: model \(c[0-9]*-[0-9]*\) generation 1:.*/\1/p' "$WORK/mount.log" | head -n 1)
+echo "$back" >"$ST/names"
+for _ in $(seq 100); do [ -d "$MNT/$back" ] && break; sleep 0.1; done
+[ -d "$MNT/$back" ] || fail "$back did not come back: $(ls "$MNT")"
+for f in $(cd "$MODEL" && find . -type f | sed 's|^\./||'); do
+	cmp "$MODEL/$f" "$MNT/$back/$f" || fail "$back/$f differs"
+done
+ok "$back came back: shown again, byte-exact"
+rm -f "$ST/names"
 
 same "beside the hostile source"
 HWM1=$(hwm)

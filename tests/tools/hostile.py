@@ -28,7 +28,7 @@ What it answers follows files in STATEDIR, read at every request:
   churn      K: every /v1/models answer lists K names never listed
              before (c<question>-<i>), besides those of "names"
 
-STATEDIR/count.models counts /v1/models answers.
+STATEDIR/count.models counts its /v1/models answers as a seed.
 """
 import http.client
 import http.server
@@ -36,6 +36,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 SEED, STATE = sys.argv[1], sys.argv[2]
 
@@ -51,6 +52,7 @@ CHUNK = b" " * (1 << 20)
 
 lock = threading.Lock()
 questions = 0
+cache = {}
 
 
 def state(name):
@@ -62,6 +64,12 @@ def state(name):
 
 
 def seed_get(path):
+    """The real seed's answer to @path, asked at most once a second."""
+    now = time.monotonic()
+    with lock:
+        hit = cache.get(path)
+    if hit and now - hit[0] < 1:
+        return json.loads(hit[1])
     host, port = SEED.rsplit(":", 1)
     c = http.client.HTTPConnection(host, int(port), timeout=10)
     c.request("GET", path)
@@ -70,6 +78,8 @@ def seed_get(path):
     c.close()
     if r.status != 200:
         raise OSError("%s: %d" % (path, r.status))
+    with lock:
+        cache[path] = (now, body)
     return json.loads(body)
 
 
@@ -111,8 +121,9 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         real = seed_get("/v1/models")
         m = [x for x in real["models"] if x["model"] == "m"][0]
         if path == "/v1/models":
-            with open(os.path.join(STATE, "count.models"), "a") as f:
-                f.write("x\n")
+            if not reseeder:
+                with open(os.path.join(STATE, "count.models"), "a") as f:
+                    f.write("x\n")
             mode = state("models")
             if mode == ["deep"]:
                 return self.answer(200, DEEP)

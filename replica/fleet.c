@@ -36,15 +36,6 @@
 #define FLEET_RECORDS_MAX 4096
 #define FLEET_RETRY_MS 1000
 
-struct frec {
-	char *key;
-	char name[SFS_MF_NAME_MAX + 1];
-	char control[300];
-	int reseeder;
-	uint64_t generation, content;
-	int seen; /* a range's pass */
-};
-
 struct sfs_fleet {
 	struct sfs_replica *r;
 	struct sfs_reg *g;
@@ -77,15 +68,14 @@ static const char *valid_model(const char *s, size_t n)
 	return s;
 }
 
-/* Split PREFIX/models/NAME/KIND/CONTROL into @f; -1 with @why. */
-static int parse_key(struct sfs_fleet *fl, const char *key, struct frec *f,
-		     const char **why)
+int fleet_parse_key(const char *prefix, const char *key, struct frec *f,
+		    const char **why)
 {
-	size_t pl = strlen(fl->prefix);
+	size_t pl = strlen(prefix);
 	const char *p = key + pl, *a, *b;
 	char name[SFS_MF_NAME_MAX + 1], h[256], port[16];
 
-	if (strncmp(key, fl->prefix, pl)) {
+	if (strncmp(key, prefix, pl)) {
 		*why = "not under the prefix";
 		return -1;
 	}
@@ -132,10 +122,8 @@ static int hex64(json_t *v, uint64_t *out)
 	return sfs_parse_u64(json_string_value(v), out) ? -1 : 0;
 }
 
-/* The value of a record into @f; -1 with @field naming what is wrong
- * (static text, or @buf). */
-static int parse_value(const struct sfs_reg_event *e, struct frec *f,
-		       const char **field, char *buf, size_t buflen)
+int fleet_parse_value(const struct sfs_reg_event *e, struct frec *f,
+		      const char **field, char *buf, size_t buflen)
 {
 	json_t *o, *v, *ps;
 	int rc = -1;
@@ -312,9 +300,9 @@ static int on_event(void *arg, const struct sfs_reg_event *e)
 	int bad = e->why != NULL;
 	why = e->why;
 	if (!bad)
-		bad = parse_key(fl, e->key, &f, &why);
+		bad = fleet_parse_key(fl->prefix, e->key, &f, &why);
 	if (!bad && e->type == SFS_REG_PUT &&
-	    parse_value(e, &f, &why, buf, sizeof(buf)))
+	    fleet_parse_value(e, &f, &why, buf, sizeof(buf)))
 		bad = 1;
 	if (bad && e->type == SFS_REG_PUT)
 		refuse(fl, e, why);
@@ -350,8 +338,8 @@ static int on_range(void *arg, const struct sfs_reg_event *e)
 	struct frec f = {0};
 	const char *why = e->why;
 	char buf[160];
-	if (why || parse_key(fl, e->key, &f, &why) ||
-	    parse_value(e, &f, &why, buf, sizeof(buf))) {
+	if (why || fleet_parse_key(fl->prefix, e->key, &f, &why) ||
+	    fleet_parse_value(e, &f, &why, buf, sizeof(buf))) {
 		refuse(fl, e, why);
 		return 0;
 	}

@@ -784,29 +784,23 @@ static int hex64(json_t *v, uint64_t *out)
 	return sfs_parse_u64(json_string_value(v), out) ? -1 : 0;
 }
 
-/*
- * The pieces of re-seeder holder @h from its holdings answer @o: for
- * every file, each chunk it holds in memory at the slab address of its
- * slot, and each it has coming (slot -2: being pulled, a piece with no
- * bytes).  Checked: one list per file of its manifest, one slot per chunk
- * of its chunk size, slots that fit.  *hobjs, *pieces [new].  0 or
- * -EPROTO with @why.
- */
-static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
-			   const struct sfs_vholder *h, json_t *o,
-			   struct sfs_cache_hobj **hobjs,
-			   struct sfs_cache_piece **pieces, uint64_t *slab_key,
-			   int *slab_raw, char *why, size_t whylen)
+int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
+			  const struct sfs_manifest *cm,
+			  struct sfs_remote *slab,
+			  uint8_t raw[SFS_MF_RAWKEY_MAX],
+			  struct sfs_cache_hobj **hobjs,
+			  struct sfs_cache_piece **pieces, char *why,
+			  size_t whylen)
 {
 	json_t *files = json_object_get(o, "files");
-	json_t *slab = json_object_get(o, "slab");
+	json_t *js = json_object_get(o, "slab");
 	json_t *cs = json_object_get(o, "chunk_size");
-	const struct sfs_manifest *hm = h->m;
 	uint64_t chunk, addr;
-	struct sfs_remote rem = {0};
-	uint8_t raw[SFS_MF_RAWKEY_MAX];
 	size_t np = 0;
 
+	*hobjs = NULL;
+	*pieces = NULL;
+	memset(slab, 0, sizeof(*slab));
 	if (!json_is_integer(cs) || json_integer_value(cs) < 4096 ||
 	    json_integer_value(cs) > (1ll << 30) ||
 	    (json_integer_value(cs) & (json_integer_value(cs) - 1))) {
@@ -823,24 +817,24 @@ static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 			 hm->nfiles);
 		return -EPROTO;
 	}
-	if (hex64(json_object_get(slab, "address"), &addr)) {
+	if (hex64(json_object_get(js, "address"), &addr)) {
 		snprintf(why, whylen,
 			 "holdings: slab.address: not a 64-bit "
 			 "hex string");
 		return -EPROTO;
 	}
-	rem.raddr = addr;
-	const char *rk = json_string_value(json_object_get(slab, "raw_key"));
+	slab->raddr = addr;
+	const char *rk = json_string_value(json_object_get(js, "raw_key"));
 	size_t rl;
 	if (rk) {
-		if (sfs_hex_decode(rk, raw, sizeof(raw), &rl) || !rl) {
+		if (sfs_hex_decode(rk, raw, SFS_MF_RAWKEY_MAX, &rl) || !rl) {
 			snprintf(why, whylen,
 				 "holdings: slab.raw_key: not hex");
 			return -EPROTO;
 		}
-		rem.raw = raw;
-		rem.raw_len = (uint32_t)rl;
-	} else if (hex64(json_object_get(slab, "key"), &rem.key)) {
+		slab->raw = raw;
+		slab->raw_len = (uint32_t)rl;
+	} else if (hex64(json_object_get(js, "key"), &slab->key)) {
 		snprintf(why, whylen,
 			 "holdings: slab.key: not a 64-bit hex "
 			 "string");
@@ -859,32 +853,23 @@ static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 		np += n;
 	}
 	json_t *map = json_object();
-	*hobjs = calloc(v->m->nfiles ? v->m->nfiles : 1, sizeof(**hobjs));
+	*hobjs = calloc(cm->nfiles ? cm->nfiles : 1, sizeof(**hobjs));
 	*pieces = calloc(np ? np : 1, sizeof(**pieces));
 	if (!map || !*hobjs || !*pieces) {
 		json_decref(map);
 		free(*hobjs);
 		free(*pieces);
+		*hobjs = NULL;
+		*pieces = NULL;
 		snprintf(why, whylen, "out of memory");
 		return -ENOMEM;
 	}
-	/* Imported last: nothing fails after it (an imported key is the
-	 * caller's to give back). */
-	uint64_t key;
-	int rc = sfs_control_remote_key(r->x, &rem, &key);
-	if (rc) {
-		json_decref(map);
-		free(*hobjs);
-		free(*pieces);
-		snprintf(why, whylen, "holdings: the slab's key: %s",
-			 strerror(-rc));
-		return rc;
-	}
-	*slab_key = key;
-	*slab_raw = sfs_control_remote_key_raw(&rem);
-	for (size_t i = 0; i < v->m->nfiles; i++)
-		json_object_set_new_nocheck(map, v->m->files[i].path,
+	for (size_t i = 0; i < cm->nfiles; i++)
+		json_object_set_new_nocheck(map, cm->files[i].path,
 					    json_integer((json_int_t)i));
+	/* Slots whose chunk ends past the end of the address space are
+	 * nonsense: at most @fit of them fit. */
+	uint64_t fit = (UINT64_MAX - addr) / chunk;
 	struct sfs_cache_piece *pc = *pieces;
 	json_array_foreach (files, j, fa) {
 		json_t *iv = json_object_get(map, hm->files[j].path);
@@ -895,27 +880,80 @@ static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 		(*hobjs)[i].pieces = pc;
 		/* A file without checksums comes from seeds alone: nothing
 		 * would tell a re-seeder's wrong bytes from right ones. */
-		if (!v->m->files[i].csum_shift)
+		if (!cm->files[i].csum_shift)
 			continue;
 		size_t k;
 		json_t *sv;
 		json_array_foreach (fa, k, sv) {
 			json_int_t slot = json_integer_value(sv);
 			int coming = json_is_integer(sv) && slot == -2;
-			if (!coming &&
-			    (!json_is_integer(sv) || slot < 0 ||
-			     (uint64_t)slot > (UINT64_MAX - addr) / chunk - 1))
+			if (!coming && (!json_is_integer(sv) || slot < 0 ||
+					(uint64_t)slot >= fit))
 				continue; /* not held (or nonsense) */
 			pc->off = (uint64_t)k * chunk;
 			pc->len = SFS_MIN(chunk, size - pc->off);
 			pc->coming = coming; /* no bytes to read yet */
 			pc->raddr = coming ? 0 : addr + (uint64_t)slot * chunk;
-			pc->key = key;
 			pc++;
 			(*hobjs)[i].npieces++;
 		}
 	}
 	json_decref(map);
+	return 0;
+}
+
+/* The pieces of re-seeder holder @h of @v from its holdings answer @o
+ * (model_holdings_pieces), with the slab's key as this replica's
+ * transport uses it: *slab_key, and *slab_raw 1 when it was imported
+ * (the caller's to give back, sfs_xport_key_release).  0 or -errno
+ * with @why. */
+static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
+			   const struct sfs_vholder *h, json_t *o,
+			   struct sfs_cache_hobj **hobjs,
+			   struct sfs_cache_piece **pieces, uint64_t *slab_key,
+			   int *slab_raw, char *why, size_t whylen)
+{
+	struct sfs_remote slab;
+	uint8_t raw[SFS_MF_RAWKEY_MAX];
+	uint64_t key;
+	int rc = model_holdings_pieces(o, h->m, v->m, &slab, raw, hobjs, pieces,
+				       why, whylen);
+	if (rc)
+		return rc;
+	/* Imported last: nothing fails after it. */
+	if ((rc = sfs_control_remote_key(r->x, &slab, &key))) {
+		snprintf(why, whylen, "holdings: the slab's key: %s",
+			 strerror(-rc));
+		free(*hobjs);
+		free(*pieces);
+		return rc;
+	}
+	*slab_key = key;
+	*slab_raw = sfs_control_remote_key_raw(&slab);
+	/* The pieces are one array, file after file. */
+	size_t np = 0;
+	for (size_t i = 0; i < v->m->nfiles; i++)
+		np += (*hobjs)[i].npieces;
+	for (size_t k = 0; k < np; k++)
+		(*pieces)[k].key = key;
+	return 0;
+}
+
+int model_holdings_load(const char *json, size_t len, json_t **o,
+			uint64_t *version, char *why, size_t whylen)
+{
+	int rc = sfs_json_load(SFS_JSON_HOLDINGS, json, len,
+			       JSON_REJECT_DUPLICATES, o, why, whylen);
+	if (rc == -E2BIG)
+		return -EPROTO;
+	if (!json_is_object(*o) ||
+	    !json_is_integer(json_object_get(*o, "version"))) {
+		snprintf(why, whylen, "holdings: not an object with a version");
+		json_decref(*o);
+		*o = NULL;
+		return -EPROTO;
+	}
+	*version = (uint64_t)json_integer_value(json_object_get(*o, "version"));
 	return 0;
 }
 
@@ -925,19 +963,9 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 	struct sfs_replica *r = mo->r;
 	json_t *o;
 	uint64_t version = 0;
-	int rc = sfs_json_load(SFS_JSON_HOLDINGS, json, len,
-			       JSON_REJECT_DUPLICATES, &o, why, whylen);
-
-	if (rc == -E2BIG)
-		return -EPROTO;
-	rc = 0;
-	if (!json_is_object(o) ||
-	    !json_is_integer(json_object_get(o, "version"))) {
-		snprintf(why, whylen, "holdings: not an object with a version");
-		json_decref(o);
-		return -EPROTO;
-	}
-	version = (uint64_t)json_integer_value(json_object_get(o, "version"));
+	int rc = model_holdings_load(json, len, &o, &version, why, whylen);
+	if (rc)
+		return rc;
 	int lanes_moved = 0;
 	pthread_mutex_lock(&mo->lock);
 	for (struct sfs_view *v = mo->views; v && !rc; v = v->next) {

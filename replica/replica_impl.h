@@ -28,6 +28,7 @@
 
 #include "metadata/manifest.h"
 #include "replica/model.h"
+#include "replica/parse.h"
 #include "replica/replica.h"
 
 #include <pthread.h>
@@ -45,8 +46,6 @@ struct sfs_xport;
 struct rsrc;
 
 #define RSRC_MAX 64		  /* sources of one replica */
-#define RMODEL_MAX 256		  /* models one source may list */
-#define RSERVED_MAX 16		  /* generations of a model a source serves */
 #define RSRC_POLL_MS 1000	  /* each source is asked this often, behind */
 #define RSRC_RESEEDER_POLL_MS 250 /* ... a re-seeder (its holdings grow) */
 #define RSRC_REG_POLL_MS 10000	  /* ... a seed the registry's watch follows */
@@ -224,21 +223,6 @@ struct sfs_replica {
 	double rate_now;	      /* protected by lock */
 	const char *control;	      /* the control socket, or NULL */
 	char provider[64];
-};
-
-/* A /v1/models answer. */
-struct rsrc_ans_model {
-	char name[SFS_MF_NAME_MAX + 1];
-	uint64_t generation, content;
-	uint64_t key_epoch; /* of the current generation's keys; 0: not told */
-	size_t nserved;
-	uint64_t served[RSERVED_MAX];
-	int64_t expires_in[RSERVED_MAX];
-};
-struct rsrc_answer {
-	uint64_t instance;
-	size_t n;
-	struct rsrc_ans_model *models; /* owned: free() */
 };
 
 /* source.c */

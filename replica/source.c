@@ -85,9 +85,8 @@ static int hex64(json_t *v, uint64_t *out)
 	return sfs_parse_u64(json_string_value(v), out) ? -1 : 0;
 }
 
-/* Parse a /v1/models answer; -EPROTO with @err naming the field. */
-static int parse_models(const char *body, size_t len, struct rsrc_answer *a,
-			char *err, size_t errlen)
+int rsrc_parse_models(const char *body, size_t len, struct rsrc_answer *a,
+		      char *err, size_t errlen)
 {
 	json_t *o, *ms, *e;
 	char why[200];
@@ -222,7 +221,7 @@ int rsrc_list(struct rsrc *s, unsigned int timeout_ms, struct rsrc_answer *a,
 				 MODELS_MAX_BYTES, &body, &len, err, errlen);
 	if (rc)
 		return rc;
-	rc = parse_models(body, len, a, err, errlen);
+	rc = rsrc_parse_models(body, len, a, err, errlen);
 	free(body);
 	return rc;
 }
@@ -588,20 +587,44 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 			am->name, s->addr, err);
 }
 
+int rsrc_parse_sources(const char *body, size_t len,
+		       void (*fn)(void *arg, const char *addr), void *arg,
+		       char *err, size_t errlen)
+{
+	json_t *o, *e;
+	size_t i;
+	int rc = sfs_json_load(SFS_JSON_SOURCES, body, len, 0, &o, err, errlen);
+	json_array_foreach (json_object_get(o, "reseeders"), i, e) {
+		const char *a =
+			json_string_value(json_object_get(e, "address"));
+		char h[256], p[16];
+		if (!a || sfs_parse_hostport(a, h, sizeof(h), p, sizeof(p)) ||
+		    !*h || !*p)
+			continue;
+		fn(arg, a);
+	}
+	json_decref(o);
+	return rc;
+}
+
+static void add_reseeder(void *arg, const char *addr)
+{
+	rsrc_add(arg, addr, 1);
+}
+
 /* The re-seeders seed @s lists: each one not known yet becomes a
  * source (asked behind, used where its content matches). */
 static void discover(struct rsrc *s)
 {
 	struct sfs_replica *r = s->r;
 	char err[SFS_XPORT_ERR_MAX], *body;
-	size_t len, i;
-	json_t *o, *e;
+	size_t len;
 	if (sfs_control_get(s->r->cfg.cred, s->addr, "/v1/sources",
 			    r->cfg.timeout_ms, 1u << 20, &body, &len, err,
 			    sizeof(err)))
 		return; /* an older seed, or none listed */
-	int rc = sfs_json_load(SFS_JSON_SOURCES, body, len, 0, &o, err,
-			       sizeof(err));
+	int rc = rsrc_parse_sources(body, len, add_reseeder, r, err,
+				    sizeof(err));
 	free(body);
 	/* Asked every second: said once, until it changes. */
 	pthread_mutex_lock(&s->lock);
@@ -612,16 +635,6 @@ static void discover(struct rsrc *s)
 	pthread_mutex_unlock(&s->lock);
 	if (news)
 		SFS_LOG(SFS_WARN, "source", "%s: %s", s->addr, err);
-	json_array_foreach (json_object_get(o, "reseeders"), i, e) {
-		const char *a =
-			json_string_value(json_object_get(e, "address"));
-		char h[256], p[16];
-		if (!a || sfs_parse_hostport(a, h, sizeof(h), p, sizeof(p)) ||
-		    !*h || !*p)
-			continue;
-		rsrc_add(r, a, 1);
-	}
-	json_decref(o);
 }
 
 int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder)

@@ -18,6 +18,7 @@
  * report (as a BitTorrent tracker counts uploads).
  */
 #include "seed.h"
+#include "seed/ctl_impl.h"
 
 #include "common/log.h"
 #include "common/metrics.h"
@@ -34,9 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CTL_BODY_MAX 4096     /* hellos and announcements */
-#define CTL_REPLICAS_MAX 1024 /* replicas whose reports are kept */
-#define CTL_REPLICA_TTL_MS 15000
+#define CTL_BODY_MAX 4096 /* hellos and announcements */
 
 static const char *const ctl_routes[] = {
 	"/v1/models",	"/v1/manifest", "/v1/generation",
@@ -44,80 +43,79 @@ static const char *const ctl_routes[] = {
 	"/v1/announce", "/metrics",	NULL,
 };
 
-/* What a replica last reported; the control thread's alone. */
-struct ctl_replica {
-	uint64_t id, last_ms, read_bytes;
-	size_t proto; /* index in the protocols seen */
-};
-
 struct sfs_ctl {
 	struct sfs_ctlsrv *srv;
 	struct sfs_seed *seed;
 	/* The control thread's alone (handlers run on it): */
-	struct ctl_replica replicas[CTL_REPLICAS_MAX];
-	size_t nreplicas;
-	char protos[8][32]; /* protocols replicas reported reading with */
-	uint64_t read_bytes[8];
-	size_t nprotos;
+	struct ctl_reports rep;
 	uint64_t connects_ok, connects_failed;
 };
 
-/* The protocol @p (a registry name) as an index into c->protos, or -1. */
-static int proto_index(struct sfs_ctl *c, const char *p)
+/* The protocol @p (a registry name) as an index into rp->protos, or
+ * -1. */
+static int proto_index(struct ctl_reports *rp, const char *p)
 {
-	for (size_t i = 0; i < c->nprotos; i++)
-		if (!strcmp(c->protos[i], p))
+	for (size_t i = 0; i < rp->nprotos; i++)
+		if (!strcmp(rp->protos[i], p))
 			return (int)i;
-	if (!sfs_xport_known(p, NULL, 0) || c->nprotos == 8 ||
-	    strlen(p) >= sizeof(c->protos[0]))
+	if (!sfs_xport_known(p, NULL, 0) || rp->nprotos == CTL_PROTOS_MAX ||
+	    strlen(p) >= sizeof(rp->protos[0]))
 		return -1;
-	snprintf(c->protos[c->nprotos], sizeof(c->protos[0]), "%s", p);
-	return (int)c->nprotos++;
+	snprintf(rp->protos[rp->nprotos], sizeof(rp->protos[0]), "%s", p);
+	return (int)rp->nprotos++;
 }
 
-/* ?replica=ID&protocol=P&read_bytes=N on GET /v1/models: untrusted
- * (whoever holds the token may say anything), so it moves counters
- * only, never what is served. */
-static void note_report(struct sfs_ctl *c, const struct sfs_ctl_req *req)
+int ctl_note_report(struct ctl_reports *rp, const char *id_s, const char *p,
+		    const char *b, uint64_t now)
 {
-	const char *id_s = sfs_ctl_arg(req, "replica"),
-		   *p = sfs_ctl_arg(req, "protocol"),
-		   *b = sfs_ctl_arg(req, "read_bytes");
-	uint64_t id, bytes, now = sfs_now_ms();
-	char *end;
+	uint64_t id, bytes;
 	int pi;
-	if (!id_s || !p || !b || sfs_parse_u64(b, &bytes))
-		return;
-	errno = 0;
-	id = strtoull(id_s, &end, 16);
-	if (errno || end == id_s || *end || !id || (pi = proto_index(c, p)) < 0)
-		return;
+	/* Up to 16 hex digits, nothing else (strtoull would take blanks,
+	 * a sign and a 0x). */
+	if (!id_s || !p || !b || sfs_parse_u64(b, &bytes) || !*id_s ||
+	    strlen(id_s) > 16 ||
+	    strspn(id_s, "0123456789abcdefABCDEF") != strlen(id_s))
+		return -EINVAL;
+	id = strtoull(id_s, NULL, 16);
+	if (!id || (pi = proto_index(rp, p)) < 0)
+		return -EINVAL;
 	struct ctl_replica *r = NULL, *oldest = NULL;
-	for (size_t i = 0; i < c->nreplicas && !r; i++) {
-		if (c->replicas[i].id == id)
-			r = &c->replicas[i];
-		else if (!oldest || c->replicas[i].last_ms < oldest->last_ms)
-			oldest = &c->replicas[i];
+	for (size_t i = 0; i < rp->nreplicas && !r; i++) {
+		if (rp->replicas[i].id == id)
+			r = &rp->replicas[i];
+		else if (!oldest || rp->replicas[i].last_ms < oldest->last_ms)
+			oldest = &rp->replicas[i];
 	}
-	if (!r && c->nreplicas < CTL_REPLICAS_MAX) {
-		r = &c->replicas[c->nreplicas++];
+	if (!r && rp->nreplicas < CTL_REPLICAS_MAX) {
+		r = &rp->replicas[rp->nreplicas++];
 		memset(r, 0, sizeof(*r));
 	} else if (!r && now - oldest->last_ms > CTL_REPLICA_TTL_MS) {
 		r = oldest; /* its bytes stay counted */
 		memset(r, 0, sizeof(*r));
 	}
 	if (!r)
-		return; /* CTL_REPLICAS_MAX reporting at once */
+		return -ENOSPC; /* CTL_REPLICAS_MAX reporting at once */
 	if (r->id != id || r->proto != (size_t)pi)
 		r->read_bytes = 0;
 	/* A count that went back (a restart with the same id) starts
-	 * afresh. */
-	c->read_bytes[pi] +=
-		bytes >= r->read_bytes ? bytes - r->read_bytes : bytes;
+	 * afresh.  A counter never goes back: at its top it stays. */
+	uint64_t more = bytes >= r->read_bytes ? bytes - r->read_bytes : bytes;
+	rp->read_bytes[pi] = more > UINT64_MAX - rp->read_bytes[pi]
+				     ? UINT64_MAX
+				     : rp->read_bytes[pi] + more;
 	r->id = id;
 	r->proto = (size_t)pi;
 	r->read_bytes = bytes;
 	r->last_ms = now;
+	return 0;
+}
+
+/* ?replica=ID&protocol=P&read_bytes=N on GET /v1/models. */
+static void note_report(struct sfs_ctl *c, const struct sfs_ctl_req *req)
+{
+	ctl_note_report(&c->rep, sfs_ctl_arg(req, "replica"),
+			sfs_ctl_arg(req, "protocol"),
+			sfs_ctl_arg(req, "read_bytes"), sfs_now_ms());
 }
 
 static int metrics_reply(struct sfs_ctl *c, struct sfs_ctl_resp *resp)
@@ -134,21 +132,21 @@ static int metrics_reply(struct sfs_ctl *c, struct sfs_ctl_resp *resp)
 			   "Bytes replicas report having read from this "
 			   "seed, by protocol (one-sided reads bypass the "
 			   "seed's CPU).");
-	for (size_t p = 0; p < c->nprotos; p++)
+	for (size_t p = 0; p < c->rep.nprotos; p++)
 		sfs_metrics_u64(m, "seedfs_seed_read_bytes_total",
-				c->read_bytes[p], "protocol", c->protos[p],
-				NULL);
+				c->rep.read_bytes[p], "protocol",
+				c->rep.protos[p], NULL);
 	sfs_metrics_family(m, "seedfs_seed_replicas", "gauge",
 			   "Replicas that reported in the last 15 s, by "
 			   "protocol.");
-	for (size_t p = 0; p < c->nprotos; p++) {
+	for (size_t p = 0; p < c->rep.nprotos; p++) {
 		uint64_t live = 0;
-		for (size_t i = 0; i < c->nreplicas; i++)
-			live += c->replicas[i].proto == p &&
-				now - c->replicas[i].last_ms <=
+		for (size_t i = 0; i < c->rep.nreplicas; i++)
+			live += c->rep.replicas[i].proto == p &&
+				now - c->rep.replicas[i].last_ms <=
 					CTL_REPLICA_TTL_MS;
 		sfs_metrics_u64(m, "seedfs_seed_replicas", live, "protocol",
-				c->protos[p], NULL);
+				c->rep.protos[p], NULL);
 	}
 	sfs_metrics_family(m, "seedfs_seed_connections_total", "counter",
 			   "Connection exchanges (raw verbs queue pairs) by "
@@ -261,31 +259,50 @@ static int manifest_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 	return 0;
 }
 
+int ctl_parse_announce(const char *body, size_t len, const char *client,
+		       char *addr, size_t addrlen, char *err, size_t errlen)
+{
+	char host[256], port[16];
+	json_t *o;
+	if (sfs_json_load(SFS_JSON_ANNOUNCE, body, len, 0, &o, err, errlen))
+		return -EINVAL;
+	const char *a = json_string_value(json_object_get(o, "address"));
+	if (!a ||
+	    sfs_parse_hostport(a, host, sizeof(host), port, sizeof(port)) ||
+	    !*port) {
+		json_decref(o);
+		snprintf(err, errlen,
+			 "announce: {\"address\": \"HOST:PORT\"} expected");
+		return -EINVAL;
+	}
+	json_decref(o);
+	int any = !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::");
+	const char *h = any ? client : host;
+	int v6 = strchr(h, ':') != NULL;
+	int n = snprintf(addr, addrlen, "%s%s%s:%s", v6 ? "[" : "", h,
+			 v6 ? "]" : "", port);
+	if (n < 0 || (size_t)n >= addrlen) {
+		snprintf(err, errlen, "announce: address too long");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* POST /v1/announce {"address": "HOST:PORT"}: a re-seeding mount says
  * where its control port is; "0.0.0.0" or no host: the address it
  * called from. */
 static int announce_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 			  struct sfs_ctl_resp *resp)
 {
-	char host[256], port[16], addr[300], why[160];
-	json_t *o = NULL;
-	if (!req->body_too_big)
-		sfs_json_load(SFS_JSON_ANNOUNCE, (const char *)req->body,
-			      req->body_len, 0, &o, why, sizeof(why));
-	const char *a = json_string_value(json_object_get(o, "address"));
-	if (!a ||
-	    sfs_parse_hostport(a, host, sizeof(host), port, sizeof(port)) ||
-	    !*port) {
-		json_decref(o);
-		return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST,
-				    "announce: {\"address\": \"HOST:PORT\"} "
-				    "expected\n");
+	char addr[300], why[300], text[320];
+	if (req->body_too_big ||
+	    ctl_parse_announce((const char *)req->body, req->body_len,
+			       req->client, addr, sizeof(addr), why,
+			       sizeof(why))) {
+		snprintf(text, sizeof(text), "%s\n",
+			 req->body_too_big ? "announce: body too large" : why);
+		return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST, text);
 	}
-	int any = !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::");
-	int v6 = strchr(any ? req->client : host, ':') != NULL;
-	snprintf(addr, sizeof(addr), "%s%s%s:%s", v6 ? "[" : "",
-		 any ? req->client : host, v6 ? "]" : "", port);
-	json_decref(o);
 	int rc = sfs_seed_announce(c->seed, addr);
 	if (rc == -ENOSPC)
 		return sfs_ctl_text(resp, MHD_HTTP_SERVICE_UNAVAILABLE,

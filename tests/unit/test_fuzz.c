@@ -3,22 +3,33 @@
  * Mutation fuzzing, short and deterministic, of every parser that reads
  * untrusted bytes: GGUF headers, safetensors headers, manifests,
  * identities, --require lists, escaped tensor names, Authorization
- * headers, token files, --tls-pin and --seed lists.  Each starts from a
- * valid input and applies random byte flips, truncations, insertions
- * and splices; a parser must answer 0 or an error, never crash or read
- * out of bounds (the ASan build runs this too), and what it accepts must
- * hold its invariants.  SEEDFS_FUZZ_ITERS sets the iterations per target
+ * headers, token files, --tls-pin and --seed lists; and of what comes
+ * over the network: the JSON scan before every parse (against jansson's
+ * own count), a re-seeder's holdings, etcd watch messages and range
+ * answers and the registry's records in them, /v1/models and
+ * /v1/sources answers, a re-seeder's announcement and the read report
+ * in a replica's query (the seed's).  Each starts from valid inputs and
+ * applies random byte flips, truncations, insertions and splices; a
+ * parser must answer 0 or an error, never crash or read out of bounds
+ * (the ASan build runs this too), and what it accepts must hold its
+ * invariants.  SEEDFS_FUZZ_ITERS sets the iterations per target
  * (default 20000); the seed is fixed, so a failure reproduces.
  */
+#include "cache/cache.h"
 #include "common/util.h"
 #include "metadata/auth.h"
 #include "metadata/control.h"
 #include "metadata/gguf.h"
 #include "metadata/identity.h"
+#include "metadata/jsonlim.h"
 #include "metadata/manifest.h"
+#include "metadata/registry.h"
 #include "metadata/safetensors.h"
 #include "metadata/tls.h"
 #include "metadata/tname.h"
+#include "replica/parse.h"
+#include "seed/ctl_impl.h"
+#include "transports/transport.h"
 
 #include "check_run.h"
 
@@ -428,6 +439,507 @@ START_TEST(auth_parsers)
 }
 END_TEST
 
+/* ---- what comes over the network ---- */
+
+/* jansson's own count of what it parsed: values (keys included),
+ * objects and arrays, depth. */
+static void tree_count(json_t *v, size_t d, struct sfs_json_count *c)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+	c->values++;
+	if (!json_is_object(v) && !json_is_array(v))
+		return;
+	c->containers++;
+	if (++d > c->depth)
+		c->depth = d;
+	if (json_is_object(v)) {
+		json_object_foreach (v, k, x) {
+			c->values++;
+			tree_count(x, d, c);
+		}
+	} else {
+		json_array_foreach (v, i, x)
+			tree_count(x, d, c);
+	}
+}
+
+static const char *const json_bases[] = {
+	"{\"instance\":\"0x1234\",\"models\":[{\"model\":\"m\",\"generation\":"
+	"2,\"content\":\"0xabc\",\"served\":[{\"generation\":1,\"expires_in_"
+	"ms\":500},{\"generation\":2}]},{\"model\":\"n\",\"generation\":1,"
+	"\"content\":\"0x1\",\"served\":[]}]}",
+	"{\"version\":7,\"chunk_size\":4096,\"slab\":{\"address\":\"0x10000\","
+	"\"key\":\"0x1234\"},\"files\":[[0,-1,-2],[5,1]],\"prefetching\":true}",
+	"[\"a\\\\\\\"b\", -1.5e+3, true, false, null, {\"k\\u0041\": [[]], \"\":"
+	" {}}, \"\\/\\n\"]",
+	"{\"reseeders\":[{\"address\":\"10.0.0.7:41393\"},{\"address\":"
+	"\"[fe80::1]:80\"}]}",
+};
+
+/* The scan before every parse counts what jansson builds: for every
+ * text jansson takes, the same values, objects and arrays, and depth;
+ * and a text over a kind's limits never reaches jansson. */
+START_TEST(json_scan)
+{
+	long ok = 0;
+	for (long i = 0; i < iters(); i++) {
+		size_t n;
+		char *j = mutate_text(
+			json_bases[i % SFS_ARRAY_SIZE(json_bases)], &n);
+		struct sfs_json_count sc, tc = {0};
+		sfs_json_scan(j, n, &sc);
+		json_error_t je;
+		json_t *o = json_loadb(j, n, JSON_REJECT_DUPLICATES, &je);
+		if (o) {
+			ok++;
+			tree_count(o, 0, &tc);
+			ck_assert_msg(sc.values == tc.values &&
+					      sc.containers == tc.containers &&
+					      sc.depth == tc.depth,
+				      "%.*s: scan %zu/%zu/%zu, jansson "
+				      "%zu/%zu/%zu",
+				      (int)n, j, sc.values, sc.containers,
+				      sc.depth, tc.values, tc.containers,
+				      tc.depth);
+			json_decref(o);
+		}
+		/* Announcements have the smallest limits. */
+		const struct sfs_json_limit *l =
+			sfs_json_limit(SFS_JSON_ANNOUNCE);
+		int rc = sfs_json_load(SFS_JSON_ANNOUNCE, j, n, 0, &o, err,
+				       sizeof(err));
+		int over = sc.values > l->values ||
+			   sc.containers > l->containers || sc.depth > l->depth;
+		ck_assert(rc == 0 || rc == -E2BIG || rc == -EINVAL);
+		ck_assert_int_eq(rc == -E2BIG, over);
+		ck_assert(!rc == (o != NULL));
+		json_decref(o);
+		free(j);
+	}
+	printf("json scan: %ld of %ld mutants parsed, every count the "
+	       "same\n",
+	       ok, iters());
+	ck_assert(ok);
+}
+END_TEST
+
+/* A manifest of two files of 10000 and 5000 bytes (3 and 2 chunks of
+ * 4096), as a replica decodes it. */
+static struct sfs_manifest *holdings_manifest(void)
+{
+	struct sfs_manifest *m = sfs_manifest_new("m", 1), *d;
+	uint8_t addr[16] = {1};
+	uint32_t r;
+	size_t f;
+	char *text;
+	size_t len;
+	ck_assert_int_eq(sfs_manifest_add_endpoint(m, "tcp", "tcp;ofi_rxm",
+						   NULL, addr, sizeof(addr)),
+			 0);
+	ck_assert_int_eq(sfs_manifest_add_region(m, 15000, &r), 0);
+	sfs_manifest_set_remote(m, r, 0, 0x1000, 7);
+	ck_assert_int_eq(sfs_manifest_add_dir(m, "b"), 0);
+	ck_assert_int_eq(sfs_manifest_add_file(m, "a", &f), 0);
+	ck_assert_int_eq(sfs_manifest_add_remote(m, f, r, 0, 10000), 0);
+	m->files[f].has_xxh3 = 1;
+	ck_assert_int_eq(sfs_manifest_add_file(m, "b/c", &f), 0);
+	ck_assert_int_eq(sfs_manifest_add_remote(m, f, r, 10000, 5000), 0);
+	m->files[f].has_xxh3 = 1;
+	m->holdings = 1;
+	ck_assert_int_eq(sfs_manifest_encode(m, &text, &len), 0);
+	sfs_manifest_free(m);
+	ck_assert_int_eq(sfs_manifest_decode(text, len, &d, err, sizeof(err)),
+			 0);
+	free(text);
+	return d;
+}
+
+START_TEST(holdings)
+{
+	static const char *const bases[] = {
+		"{\"version\":7,\"chunk_size\":4096,\"slab\":{\"address\":"
+		"\"0x10000\",\"key\":\"0x1234\"},\"files\":[[0,-1,-2],[5,1]],"
+		"\"prefetching\":true}",
+		"{\"version\":8,\"chunk_size\":4096,\"slab\":{\"address\":"
+		"\"0xffffffffffffd000\",\"raw_key\":\"00112233\"},\"files\":"
+		"[[0,1,2],[-2,3]]}",
+	};
+	struct sfs_manifest *m = holdings_manifest();
+	long ok = 0, pieces = 0;
+	for (long i = 0; i < iters(); i++) {
+		size_t n;
+		char *j = mutate_text(bases[i % 2], &n);
+		json_t *o;
+		uint64_t version;
+		int rc = model_holdings_load(j, n, &o, &version, err,
+					     sizeof(err));
+		ck_assert(rc == 0 || rc == -EPROTO);
+		ck_assert(!rc == (o != NULL));
+		struct sfs_remote slab;
+		uint8_t raw[SFS_MF_RAWKEY_MAX];
+		struct sfs_cache_hobj *ho;
+		struct sfs_cache_piece *pc;
+		if (!rc)
+			rc = model_holdings_pieces(o, m, m, &slab, raw, &ho,
+						   &pc, err, sizeof(err));
+		ck_assert(rc == 0 || rc == -EPROTO);
+		if (!rc) {
+			ok++;
+			uint64_t chunk = (uint64_t)json_integer_value(
+				json_object_get(o, "chunk_size"));
+			ck_assert(chunk >= 4096 && !(chunk & (chunk - 1)));
+			ck_assert(slab.raw_len <= SFS_MF_RAWKEY_MAX);
+			const struct sfs_cache_piece *next = pc;
+			for (size_t f = 0; f < m->nfiles; f++) {
+				uint64_t size = m->files[f].size, end = 0;
+				ck_assert(ho[f].npieces <=
+					  (size + chunk - 1) / chunk);
+				if (ho[f].npieces)
+					ck_assert_ptr_eq(ho[f].pieces, next);
+				for (size_t k = 0; k < ho[f].npieces; k++) {
+					const struct sfs_cache_piece *p =
+						&ho[f].pieces[k];
+					ck_assert(p->off % chunk == 0 &&
+						  p->off >= end &&
+						  p->off < size);
+					ck_assert_uint_eq(
+						p->len,
+						SFS_MIN(chunk, size - p->off));
+					end = p->off + p->len;
+					if (p->coming) {
+						ck_assert_uint_eq(p->raddr, 0);
+						continue;
+					}
+					/* A whole chunk of the slab, in the
+					 * address space. */
+					ck_assert(p->raddr >= slab.raddr &&
+						  (p->raddr - slab.raddr) %
+								  chunk ==
+							  0 &&
+						  p->raddr + chunk - 1 >=
+							  p->raddr);
+				}
+				next += ho[f].npieces;
+				pieces += (long)ho[f].npieces;
+			}
+			free(ho);
+			free(pc);
+		} else {
+			ck_assert(err[0]);
+		}
+		json_decref(o);
+		free(j);
+	}
+	sfs_manifest_free(m);
+	printf("holdings: %ld of %ld mutants accepted (%ld pieces)\n", ok,
+	       iters(), pieces);
+	ck_assert(ok);
+}
+END_TEST
+
+#define REG_PREFIX "/seedfs/models/"
+#define REG_KEY REG_PREFIX "m/seed/127.0.0.1:7070"
+#define REG_VALUE                                                              \
+	"{\"version\":1,\"model\":\"m\",\"kind\":\"seed\",\"control\":"        \
+	"\"127.0.0.1:7070\",\"generation\":3,\"content\":\"0x1234\","          \
+	"\"protocols\":[\"tcp\",\"shm\"],\"identity\":{\"quant\":\"fp8\"}}"
+
+/* What a record the mount keeps must hold. */
+static long records_kept;
+static void record_ok(const struct frec *f, const struct sfs_reg_event *e)
+{
+	const char *why;
+	ck_assert(f->name[0] && strlen(f->name) <= SFS_MF_NAME_MAX &&
+		  !strchr(f->name, '/') && !sfs_path_check(f->name, &why));
+	char h[256], p[16];
+	ck_assert_int_eq(
+		sfs_parse_hostport(f->control, h, sizeof(h), p, sizeof(p)), 0);
+	ck_assert(h[0] && p[0]);
+	ck_assert(f->reseeder == 0 || f->reseeder == 1);
+	if (!e)
+		return;
+	/* The value says what the key says. */
+	json_t *o = json_loadb(e->value, e->vlen, 0, NULL);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_str_eq(json_string_value(json_object_get(o, "model")),
+			 f->name);
+	ck_assert_str_eq(json_string_value(json_object_get(o, "control")),
+			 f->control);
+	ck_assert_str_eq(json_string_value(json_object_get(o, "kind")),
+			 f->reseeder ? "reseeder" : "seed");
+	json_decref(o);
+	records_kept++;
+}
+
+static int on_record(void *arg, const struct sfs_reg_event *e)
+{
+	long *events = arg;
+	(*events)++;
+	ck_assert(e->type == SFS_REG_PUT || e->type == SFS_REG_DELETE);
+	if (e->why)
+		return 0;
+	ck_assert(e->klen && e->klen <= SFS_REG_KEY_MAX &&
+		  strlen(e->key) == e->klen);
+	ck_assert(e->vlen <= SFS_REG_VALUE_MAX);
+	struct frec f = {0};
+	const char *why;
+	char buf[160];
+	if (fleet_parse_key(REG_PREFIX, e->key, &f, &why))
+		return 0;
+	record_ok(&f, NULL);
+	if (e->type == SFS_REG_PUT &&
+	    !fleet_parse_value(e, &f, &why, buf, sizeof(buf)))
+		record_ok(&f, e);
+	return 0;
+}
+
+/* A base64 JSON string of @s, into @out. */
+static void b64q(const char *s, char *out)
+{
+	out[0] = '"';
+	sfs_b64_encode(s, strlen(s), out + 1);
+	strcat(out, "\"");
+}
+
+START_TEST(registry)
+{
+	char k1[512], v1[1024], k2[512], watch[4096], range[4096];
+	b64q(REG_KEY, k1);
+	b64q(REG_VALUE, v1);
+	b64q(REG_PREFIX "n/reseeder/[fe80::1]:9", k2);
+	snprintf(watch, sizeof(watch),
+		 "{\"result\":{\"header\":{\"revision\":\"42\"},\"events\":"
+		 "[{\"kv\":{\"key\":%s,\"value\":%s,\"mod_revision\":\"41\"}},"
+		 "{\"type\":\"DELETE\",\"kv\":{\"key\":%s,\"mod_revision\":"
+		 "\"42\"}}]}}",
+		 k1, v1, k2);
+	snprintf(range, sizeof(range),
+		 "{\"header\":{\"revision\":\"9\"},\"kvs\":[{\"key\":%s,"
+		 "\"value\":%s,\"mod_revision\":\"8\"},{\"key\":%s,\"value\":"
+		 "%s}],\"count\":\"2\"}",
+		 k1, v1, k2, v1);
+	/* The valid ones keep their record. */
+	long events = 0;
+	int64_t next = 0, compact, rev;
+	int created, canceled;
+	ck_assert_int_eq(sfs_reg_parse_watch(watch, strlen(watch), on_record,
+					     &events, &next, &created,
+					     &canceled, &compact, err,
+					     sizeof(err)),
+			 0);
+	ck_assert_int_eq(events, 2);
+	ck_assert_int_eq(records_kept, 1);
+	/* One of the three a round, to keep make test's run short. */
+	long ok[3] = {0};
+	for (long i = 0; i < iters(); i++) {
+		size_t n;
+		char *j;
+		int rc;
+		switch (i % 3) {
+		case 0:
+			j = mutate_text(watch, &n);
+			events = 0;
+			next = 0;
+			rc = sfs_reg_parse_watch(j, n, on_record, &events,
+						 &next, &created, &canceled,
+						 &compact, err, sizeof(err));
+			ck_assert(rc == 0 || rc == -EPROTO || rc == -EIO);
+			ok[0] += !rc;
+			break;
+		case 1:
+			j = mutate_text(range, &n);
+			events = 0;
+			rc = sfs_reg_parse_range(j, n, 2, on_record, &events,
+						 &rev, err, sizeof(err));
+			ck_assert(rc == 0 || rc == -EPROTO || rc == -E2BIG);
+			ck_assert(events <= 2);
+			ok[1] += !rc;
+			break;
+		default: {
+			/* A record's value alone. */
+			j = mutate_text(REG_VALUE, &n);
+			struct sfs_reg_event e = {.type = SFS_REG_PUT,
+						  .key = REG_KEY,
+						  .klen = strlen(REG_KEY),
+						  .value = j,
+						  .vlen = n};
+			struct frec f = {0};
+			const char *why;
+			char buf[160];
+			ck_assert_int_eq(
+				fleet_parse_key(REG_PREFIX, REG_KEY, &f, &why),
+				0);
+			if (!fleet_parse_value(&e, &f, &why, buf,
+					       sizeof(buf))) {
+				record_ok(&f, &e);
+				ok[2]++;
+			} else {
+				ck_assert(why && *why);
+			}
+		}
+		}
+		free(j);
+	}
+	printf("registry: %ld watch messages, %ld ranges, %ld record values "
+	       "taken of %ld mutants; %ld records kept\n",
+	       ok[0], ok[1], ok[2], iters(), records_kept);
+	ck_assert(ok[0] && ok[1] && ok[2]);
+}
+END_TEST
+
+static long sources_seen;
+static void on_source(void *arg, const char *addr)
+{
+	(void)arg;
+	char h[256], p[16];
+	ck_assert_int_eq(sfs_parse_hostport(addr, h, sizeof(h), p, sizeof(p)),
+			 0);
+	ck_assert(h[0] && p[0]);
+	sources_seen++;
+}
+
+START_TEST(answers)
+{
+	long ok = 0, sources = 0;
+	for (long i = 0; i < iters(); i++) {
+		size_t n;
+		char *j;
+		int rc;
+		if (i % 2) { /* a round each */
+			j = mutate_text(json_bases[3], &n);
+			rc = rsrc_parse_sources(j, n, on_source, NULL, err,
+						sizeof(err));
+			ck_assert(rc == 0 || rc == -E2BIG || rc == -EINVAL);
+			sources += !rc;
+			free(j);
+			continue;
+		}
+		j = mutate_text(json_bases[0], &n);
+		struct rsrc_answer a;
+		rc = rsrc_parse_models(j, n, &a, err, sizeof(err));
+		ck_assert(rc == 0 || rc == -EPROTO || rc == -ENOMEM);
+		if (!rc) {
+			ok++;
+			ck_assert(a.models && a.n <= RMODEL_MAX);
+			for (size_t k = 0; k < a.n; k++) {
+				const struct rsrc_ans_model *m = &a.models[k];
+				const char *why;
+				ck_assert(m->name[0] && !strchr(m->name, '/') &&
+					  !sfs_path_check(m->name, &why));
+				for (size_t q = 0; q < k; q++)
+					ck_assert_str_ne(a.models[q].name,
+							 m->name);
+				ck_assert(m->nserved <= RSERVED_MAX);
+				for (size_t q = 0; q < m->nserved; q++)
+					ck_assert(m->expires_in[q] >= -1);
+			}
+			free(a.models);
+		} else {
+			ck_assert(!a.models && !a.n && err[0]);
+		}
+		free(j);
+	}
+	printf("answers: %ld /v1/models and %ld /v1/sources accepted of %ld "
+	       "mutants, %ld addresses taken\n",
+	       ok, sources, iters(), sources_seen);
+	ck_assert(ok && sources_seen);
+}
+END_TEST
+
+/* @q's argument @name as libmicrohttpd hands it (its first, %XX and +
+ * decoded) into @out, or NULL. */
+static const char *query_arg(const char *q, const char *name, char *out,
+			     size_t len)
+{
+	size_t nl = strlen(name);
+	for (const char *p = q; p && *p;
+	     p = strchr(p, '&'), p = p ? p + 1 : p) {
+		if (strncmp(p, name, nl) || p[nl] != '=')
+			continue;
+		size_t o = 0;
+		for (const char *c = p + nl + 1; *c && *c != '&' && o + 1 < len;
+		     c++) {
+			if (*c == '%' && sfs_hex_val(c[1]) >= 0 &&
+			    sfs_hex_val(c[2]) >= 0) {
+				out[o++] = (char)(sfs_hex_val(c[1]) * 16 +
+						  sfs_hex_val(c[2]));
+				c += 2;
+			} else {
+				out[o++] = *c == '+' ? ' ' : *c;
+			}
+		}
+		out[o] = '\0';
+		return out;
+	}
+	return NULL;
+}
+
+START_TEST(seed_requests)
+{
+	static const char *const queries[] = {
+		"replica=00000000deadbeef&protocol=tcp&read_bytes=1048576",
+		"replica=1&protocol=shm&read_bytes=0",
+		"protocol=sockets&read_bytes=18446744073709551615&replica="
+		"ffffffffffffffff",
+	};
+	static const char *const bodies[] = {
+		"{\"address\": \"10.0.0.7:41393\"}",
+		"{\"address\": \"0.0.0.0:8080\"}",
+		"{\"address\":\":9\"}",
+	};
+	static const char *const clients[] = {"10.1.2.3", "fe80::5"};
+	struct ctl_reports *rp = calloc(1, sizeof(*rp));
+	uint64_t before[CTL_PROTOS_MAX] = {0}, now = 1000;
+	long counted = 0, announced = 0;
+	for (long i = 0; i < iters(); i++, now += 7) {
+		size_t n;
+		if (i % 2) { /* a round each */
+			char *b = mutate_text(bodies[i % 3], &n), addr[300];
+			char h[256], p[16];
+			int rc = ctl_parse_announce(b, n, clients[i % 4 / 2],
+						    addr, sizeof(addr), err,
+						    sizeof(err));
+			ck_assert(rc == 0 || rc == -EINVAL);
+			if (!rc) {
+				ck_assert_int_eq(
+					sfs_parse_hostport(addr, h, sizeof(h),
+							   p, sizeof(p)),
+					0);
+				ck_assert(h[0] && p[0]);
+				announced++;
+			} else {
+				ck_assert(err[0]);
+			}
+			free(b);
+			continue;
+		}
+		char *q = mutate_text(queries[i / 2 % 3], &n), a[3][64];
+		int rc = ctl_note_report(
+			rp, query_arg(q, "replica", a[0], sizeof(a[0])),
+			query_arg(q, "protocol", a[1], sizeof(a[1])),
+			query_arg(q, "read_bytes", a[2], sizeof(a[2])), now);
+		ck_assert(rc == 0 || rc == -EINVAL || rc == -ENOSPC);
+		counted += !rc;
+		ck_assert(rp->nreplicas <= CTL_REPLICAS_MAX &&
+			  rp->nprotos <= CTL_PROTOS_MAX);
+		for (size_t p = 0; p < rp->nprotos; p++) {
+			ck_assert(sfs_xport_known(rp->protos[p], NULL, 0));
+			/* Counters never go back. */
+			ck_assert(rp->read_bytes[p] >= before[p]);
+			before[p] = rp->read_bytes[p];
+		}
+		free(q);
+	}
+	printf("seed: %ld read reports counted (%zu replicas, %zu "
+	       "protocols), %ld announcements taken, of %ld mutants\n",
+	       counted, rp->nreplicas, rp->nprotos, announced, iters());
+	ck_assert(counted && announced);
+	free(rp);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fuzz");
@@ -438,6 +950,11 @@ int main(void)
 	tcase_add_test(t, manifest);
 	tcase_add_test(t, small_parsers);
 	tcase_add_test(t, auth_parsers);
+	tcase_add_test(t, json_scan);
+	tcase_add_test(t, holdings);
+	tcase_add_test(t, registry);
+	tcase_add_test(t, answers);
+	tcase_add_test(t, seed_requests);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

@@ -129,8 +129,8 @@ rm -f "$ST/names"
 
 same "beside the hostile source"
 HWM1=$(hwm)
-if grep -q 'SEEDFS_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt"; then
-	ok "peak RSS not measured under ASan (shadow memory)"
+if grep -qE '^SEEDFS_(SANITIZE|TSAN):BOOL=ON' "$BUILD/CMakeCache.txt"; then
+	ok "peak RSS not measured under a sanitizer (shadow memory)"
 else
 	[ $((HWM1 - HWM0)) -le $((200 * 1024)) ] ||
 		fail "peak RSS grew by $(((HWM1 - HWM0) / 1024)) MiB (from $((HWM0 / 1024)) MiB), more than 200"

@@ -675,10 +675,9 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		 * its keys are (a token rotation): the holder of the old
 		 * keys gives way (the seed still honours them for its grace
 		 * period, so reads in flight complete). */
-		struct sfs_vholder **stale = NULL;
-		for (struct sfs_vholder **po = &v->holders; *po;
-		     po = &(*po)->next) {
-			struct sfs_vholder *o = *po;
+		struct sfs_vholder *stale = NULL;
+		for (struct sfs_vholder *o = v->holders; o && !stale;
+		     o = o->next) {
 			if (o->src != src || o->instance != h->instance ||
 			    o->generation != h->generation)
 				continue;
@@ -687,24 +686,26 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 				holder_free(h);
 				return 1; /* already */
 			}
-			stale = po;
-			break;
+			stale = o;
 		}
 		if ((rc = holder_pieces(r, v, h, ep, why, whylen)) ||
 		    (rc = holder_attach(r, v, h, cpeer, why, whylen))) {
 			pthread_mutex_unlock(&mo->lock);
 			return rc;
 		}
-		struct sfs_vholder *gone = NULL;
-		if (stale) {
-			/* Attached in front: the pointer to the old one
-			 * still holds. */
-			gone = *stale;
-			*stale = gone->next;
-			gone->next = NULL;
-			if (gone->expires_ms)
-				h->expires_ms = gone->expires_ms;
-		}
+		/* The old keys' holder out of the list (the new one went
+		 * in front of it). */
+		for (struct sfs_vholder **po = &v->holders; stale && *po;
+		     po = &(*po)->next)
+			if (*po == stale) {
+				*po = stale->next;
+				stale->next = NULL;
+				if (stale->expires_ms)
+					h->expires_ms = stale->expires_ms;
+				break;
+			}
+		struct sfs_vholder *gone = stale;
+		uint64_t epoch = h->key_epoch; /* @h is the view's now */
 		/* The leader's current content is an older view's again:
 		 * that one is shown. */
 		int again = leader && !h->partial && v != mo->current;
@@ -716,7 +717,7 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 			SFS_LOG(SFS_INFO, "model",
 				"%s: %s's keys of epoch %" PRIu64
 				" in use from now on",
-				mo->name, src->addr, h->key_epoch);
+				mo->name, src->addr, epoch);
 			return 1;
 		}
 		if (again)

@@ -6,7 +6,9 @@
 # seed throughout (direct_io, a cache smaller than the model); a
 # re-seeder whose token file changes registers its cache again and its
 # old key is refused after its own --grace; with --revoke-now the old
-# keys are refused at once.
+# keys are refused at once.  The reading mount has one source (the
+# re-seeder follows another seed of the same model): the seed's holder
+# is the only one it can read through.
 source "$(dirname "$0")/lib.sh" "$1"
 
 GUESSKEY=$BUILD/tests/guesskey
@@ -16,7 +18,7 @@ FILES=$(cd "$MODEL" && find . -type f | sed "s|^\./||")
 umask 077
 openssl rand -hex 32 >"$WORK/a.tok"
 openssl rand -hex 32 >"$WORK/b.tok"
-for f in seed mnt rs seed2; do cp "$WORK/a.tok" "$WORK/$f.tok"; done
+for f in seed seedb mnt rs seed2; do cp "$WORK/a.tok" "$WORK/$f.tok"; done
 umask 022
 GRACE=4
 H() { echo "Authorization: Bearer $(cat "$WORK/$1.tok")"; }
@@ -33,17 +35,25 @@ grep -q '"key_epoch": 1' "$WORK/old.json" || fail "no key_epoch 1 in the manifes
 M=$WORK/mnt
 mount_seed "$M" --token-file "$WORK/mnt.tok" --cache-size 16M -o direct_io
 READER_PID=$MOUNT_PID
-# A re-seeder, holding the model.
+# A re-seeder, holding the model, of another seed (rotated at the same
+# time).
+SEED_A_PID=$SEED_PID
+SEED_LOG=seedb
+start_seed "$MODEL" --token-file "$WORK/seedb.tok" --grace $GRACE
+SEED_B_PID=$SEED_PID
+SEED_PID=$SEED_A_PID
 R=$WORK/rs
 MOUNT_LOG=rs
-mount_seed "$R" --token-file "$WORK/rs.tok" --reseed --grace 3
+MOUNT_SEEDS=$HOST:$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seedb.out") \
+	mount_seed "$R" --token-file "$WORK/rs.tok" --reseed --grace 3
 MOUNT_LOG=mount
 RS_PID=$MOUNT_PID
 for f in $FILES; do cmp -s "$MODEL/$f" "$R/m/$f" || fail "re-seeder: $f differs"; done
 RS=$(sed -n 's/^reseed: \([^ ]*\) .*/\1/p' "$R/.seedfs/status")
 [ -n "$RS" ] || fail "no reseed line in status"
 CONTENT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["content"])' "$WORK/old.json")
-# slab_keys TOKEN OUT: the re-seeder's manifest with its slab as region 0
+# slab_keys TOKEN OUT: the re-seeder's manifest with region 0 at the
+# first slot of its cache that holds a chunk, under its slab's key
 slab_keys() {
 	curl -fsS -H "$(H "$1")" "http://$RS/v1/manifest?model=m" >"$WORK/rs-m.json" &&
 		curl -fsS -H "$(H "$1")" "http://$RS/v1/holdings?model=m&content=$CONTENT" \
@@ -51,7 +61,11 @@ slab_keys() {
 	python3 - "$WORK/rs-m.json" "$WORK/rs-h.json" >"$2" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
-m["regions"][0]["remote"][0] = json.load(open(sys.argv[2]))["slab"]
+h = json.load(open(sys.argv[2]))
+slot = min(s for f in h["files"] for s in f if s >= 0)
+slab = dict(h["slab"])
+slab["address"] = hex(int(slab["address"], 16) + slot * h["chunk_size"])
+m["regions"][0]["remote"][0] = slab
 print(json.dumps(m))
 PY
 }
@@ -77,9 +91,9 @@ PIDS+=("$LOOP")
 sleep 1
 
 # --- The rotation. -------------------------------------------------------
-for f in seed mnt rs; do cp "$WORK/b.tok" "$WORK/$f.tok"; done
+for f in seed seedb mnt rs; do cp "$WORK/b.tok" "$WORK/$f.tok"; done
 T0=$(now_ms)
-kill -HUP "$SEED_PID"
+kill -HUP "$SEED_PID" "$SEED_B_PID"
 for _ in $(seq 100); do
 	grep -q "every region registered again under new keys (epoch 2)" "$WORK/seed.err" && break
 	sleep 0.05
@@ -155,7 +169,7 @@ ok "a mount following its token file: $nok file reads byte-exact across the rota
 
 unmount_check "$R" "$RS_PID"
 unmount_check "$M" "$READER_PID"
-kill "$SEED_PID"
+kill "$SEED_PID" "$SEED_B_PID"
 
 # --- --revoke-now: refused at once. -------------------------------------
 SEED_LOG=seed2

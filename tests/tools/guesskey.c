@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 struct wait {
 	pthread_mutex_t lock;
@@ -67,7 +68,13 @@ static int try_read(struct sfs_xport *x, uint64_t peer, void *buf,
 				  .raddr = raddr,
 				  .rkey = key,
 				  .len = 4096};
-	int rc = sfs_xport_read(x, peer, &rd, 1, done, w);
+	/* A connection being made answers -EAGAIN: posted again (2 s). */
+	int rc;
+	for (int i = 0;
+	     (rc = sfs_xport_read(x, peer, &rd, 1, done, w)) == -EAGAIN &&
+	     i < 200;
+	     i++)
+		usleep(10000);
 	if (rc) {
 		free(w);
 		return rc;

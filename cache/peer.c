@@ -63,7 +63,11 @@
 #define STALL_LATENCIES 3  /* ... or this many times a pull's usual time */
 #define FIRST_PULL_MS 4000 /* ... or, before its first pull, this */
 #define MISMATCH_MAX 3	   /* pulls of one chunk that may not match */
-#define PIECES_MAX 64	   /* transport reads for one chunk */
+/* A member (not a seed) whose chunks failed their checksums this often
+ * takes only what nobody else can serve, and keeps no seed off a chunk:
+ * a re-seeder that lies costs a few pulls, never a read. */
+#define DISTRUST_MISMATCHES 4
+#define PIECES_MAX 64 /* transport reads for one chunk */
 #define LANE_IDLE_MS                                                           \
 	2000 /* a lane's member whose holdings did not grow this long
 		is not waited for ... */
@@ -238,6 +242,11 @@ static int answers(const struct cache_peer *p)
 	return !p->removed && p->state == SFS_PEER_UP && !p->silent_since;
 }
 
+static int distrusted(const struct cache_peer *p)
+{
+	return !p->last_resort && p->checksum_errors >= DISTRUST_MISMATCHES;
+}
+
 /* How long a member is waited for: its pulls from the seeds take as
  * long as ours. */
 static uint64_t lane_idle(const struct sfs_cache *c)
@@ -324,8 +333,23 @@ static int member_has(struct sfs_cache *c, const struct sfs_chunk *ch,
 		const struct cache_holder *h = c->holders[s->holders[i]];
 		const struct cache_peer *p = c->peers[h->peer];
 		if (h->peer != not_peer && !p->last_resort && answers(p) &&
+		    !distrusted(p) &&
 		    (coming ? sfs_holder_coming(h, ch->obj, ch->idx)
 			    : sfs_holder_has(h, ch->obj, ch->idx)))
+			return 1;
+	}
+	return 0;
+}
+
+/* Does a holder on a last-resort peer (a seed) that answers hold @ch? */
+static int seed_has(struct sfs_cache *c, const struct sfs_chunk *ch)
+{
+	const struct cache_set *s = c->sets[ch->set];
+	for (size_t i = 0; i < s->nholders; i++) {
+		const struct cache_holder *h = c->holders[s->holders[i]];
+		const struct cache_peer *p = c->peers[h->peer];
+		if (p->last_resort && answers(p) &&
+		    sfs_holder_has(h, ch->obj, ch->idx))
 			return 1;
 	}
 	return 0;
@@ -772,8 +796,14 @@ static int takes(struct sfs_cache *c, const struct cache_peer *p, uint32_t pi,
 	if ((*hi = holder_for(c, ch, pi)) == SFS_NONE ||
 	    (shy && !servable(c, ch, pi)))
 		return 0;
+	/* Served wrong once: the next pull is a seed's when a seed has it
+	 * (two lying members would otherwise take turns to the end). */
+	if (ch->mismatches && !p->last_resort && seed_has(c, ch))
+		return 0;
 	if (!p->last_resort)
 		return tree_allows(c, ch, *hi, now);
+	if (ch->mismatches)
+		return 1; /* a member served it wrong: the seed's, at once */
 	return !member_has(c, ch, pi, 0) &&
 	       (!lane_wait(c, ch) || (help && lane_behind(c, ch))) &&
 	       !coming_wait(c, ch, now);
@@ -788,7 +818,8 @@ static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi)
 	struct list *lists[2] = {&c->demand, &c->ahead};
 	const struct cache_peer *p = c->peers[pi];
 	uint64_t now = sfs_now_ms();
-	int shy = p->silent_since != 0 || now < p->avoid_until_ms;
+	int shy = p->silent_since != 0 || now < p->avoid_until_ms ||
+		  distrusted(p);
 	for (int help = 0; help <= p->last_resort; help++)
 		for (int k = 0; k < 2; k++)
 			for (struct sfs_chunk *ch = lists[k]->head; ch;

@@ -645,7 +645,17 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 	for (struct sfs_view *o = mo->views; o && !v; o = o->next)
 		if (!o->expired && o->content == h->m->content)
 			v = o;
-	if (h->m->holdings && r->cfg.no_verify) {
+	/* What a source is, this mount knows (it found it as a re-seeder),
+	 * not the source's own word: one that leaves out "holdings" would
+	 * otherwise be taken for a seed. */
+	if (src->reseeder && !h->m->holdings) {
+		snprintf(why, whylen,
+			 "found as a re-seeder, but its manifest does not say "
+			 "holdings");
+		pthread_mutex_unlock(&mo->lock);
+		return 0;
+	}
+	if ((h->m->holdings || src->reseeder) && r->cfg.no_verify) {
 		/* Anyone with the token can be a re-seeder: its bytes are
 		 * read only when they are checked. */
 		snprintf(why, whylen,

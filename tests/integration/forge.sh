@@ -78,14 +78,59 @@ ok "--no-verify: byte-exact from the seed alone (the re-seeder refused); with --
 unmount_check "$H" "$H_PID"
 kill "$SEED_PID"
 
-# --- XXH3 checksums: the re-seeder's chunks are refused. ---------------
+# --- A liar: announced as a re-seeder, answers like a seed. -------------
+# Seed B publishes other bytes at the same places; the liar serves seed
+# A's manifest (content digest and all) with B's endpoint and keys, and
+# no "holdings".  It was taken for a seed: files without checksums, and
+# --no-verify mounts, read B's bytes.
+cp -r "$MODEL" "$WORK/b"
+python3 - "$WORK/b/$F1" <<'PY'
+import sys
+p = sys.argv[1]
+d = bytearray(open(p, "rb").read())
+d[1 << 20:5 << 20] = b"\x41" * (4 << 20)
+open(p, "wb").write(d)
+PY
+SEED_LOG=seedA
+start_seed "$MODEL" --checksum-chunk 0
+SEED_A=$HOST:$SEED_PORT
+SEED_A_PID=$SEED_PID
+SEED_LOG=seedB
+start_seed "$WORK/b" --name m --checksum-chunk 0
+python3 "$(dirname "$0")/../tools/liar.py" "$SEED_A" "$HOST:$SEED_PORT" >"$WORK/liar.out" \
+	2>"$WORK/liar.err" &
+PIDS+=($!)
+for _ in $(seq 100); do
+	grep -q "re-seeder .* announced itself" "$WORK/seedA.err" && break
+	sleep 0.05
+done
+grep -q "re-seeder .* announced itself" "$WORK/seedA.err" || fail "the liar did not announce itself"
+for opt in "" --no-verify; do
+	MOUNT_LOG=liar
+	MOUNT_SEEDS=$SEED_A mount_seed "$WORK/l" $opt
+	readall "$WORK/l"
+	grep -q "not reading m from .*: found as a re-seeder, but its manifest does not say holdings" \
+		"$WORK/liar.log" || fail "the liar was not refused${opt:+ ($opt)}"
+	unmount_check "$WORK/l" "$MOUNT_PID"
+done
+ok "a re-seeder that answers like a seed (no holdings, a seed's manifest, other bytes): refused, byte-exact without checksums and with --no-verify"
+kill "$SEED_A_PID" "$SEED_PID"
+
+# --- XXH3 checksums: the re-seeders' chunks are refused; two of them
+# cannot take turns until a read fails. ---------------------------------
 hostile
+MOUNT_LOG=h${N}b
+mount_seed "$WORK/h${N}b" --reseed --test-corrupt-slab
+H2_PID=$MOUNT_PID
+for f in $FILES; do cmp -s "$MODEL/$f" "$WORK/h${N}b/m/$f" || fail "the second re-seeder's $f differs"; done
+MOUNT_LOG=v$N
 mount_seed "$V"
 readall "$V"
 grep -q "checksum mismatch: .* from re-seeder 127.0.0.1:" "$WORK/v$N.log" ||
-	fail "the re-seeder's wrong bytes were never pulled (nothing shows the check)"
-ok "XXH3 checksums: the re-seeder's wrong chunks refused, byte-exact from the seed"
+	fail "the re-seeders' wrong bytes were never pulled (nothing shows the check)"
+ok "XXH3 checksums: two re-seeders serving wrong bytes refused, byte-exact from the seed"
 unmount_check "$V" "$MOUNT_PID"
+unmount_check "$WORK/h${N}b" "$H2_PID"
 unmount_check "$H" "$H_PID"
 kill "$SEED_PID"
 

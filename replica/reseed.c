@@ -578,7 +578,8 @@ static void *announcer(void *arg)
 }
 
 /* The local address that reaches the seeds of the models shown (the
- * first one whose endpoint routes), into @node; 0 or -ENOENT.  For a
+ * first one whose endpoint routes, not over loopback), into @node; 0 or
+ * -ENOENT.  For a
  * --listen on every address: the slab's endpoint is bound where the
  * swarm is, not on whatever interface the provider lists first. */
 static int seed_route(struct sfs_replica *r, char *node, size_t len)
@@ -603,6 +604,10 @@ static int seed_route(struct sfs_replica *r, char *node, size_t len)
 						  len);
 		view_put(r, v);
 	}
+	/* A seed on this host: replicas elsewhere could not reach a
+	 * loopback address; the provider's choice stands. */
+	if (!rc && (!strncmp(node, "127.", 4) || !strcmp(node, "::1")))
+		rc = -ENOENT;
 	return rc ? -ENOENT : 0;
 }
 

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -56,8 +57,11 @@ static void fab_close(struct sfs_xport *base)
 	}
 	struct sfs_rawkey_ops ko = raw_ops(x);
 	sfs_rawkeys_clear(&x->mapped, &ko);
-	for (size_t i = 0; i < x->npeers; i++)
+	for (size_t i = 0; i < x->npeers; i++) {
+		if (x->peers[i]->info)
+			fi_freeinfo(x->peers[i]->info);
 		free(x->peers[i]);
+	}
 	free(x->peers);
 	if (x->domain)
 		fi_close(&x->domain->fid);
@@ -569,6 +573,62 @@ static void fab_key_release(struct sfs_xport *base, uint64_t key)
 	pthread_mutex_unlock(&x->inflight.lock);
 }
 
+/*
+ * The info a connection of its own to the peer at @addr is opened with:
+ * x->info with its source address the local one that routes to the
+ * peer, when that is another than x->info's (sources on several
+ * interfaces: each connection's listener is where its peer is, none on
+ * an interface the mount does not use).  NULL: x->info does.
+ */
+static struct fi_info *routed_info(struct fab_xport *x, const void *addr,
+				   size_t len)
+{
+	char node[64], have[64] = "";
+	const struct sockaddr *src = x->info->src_addr;
+	if (sfs_xport_route_node(x->proto->name, addr, len, node,
+				 sizeof(node)) ||
+	    !src || (src->sa_family != AF_INET && src->sa_family != AF_INET6))
+		return NULL;
+	const void *ip =
+		src->sa_family == AF_INET
+			? (const void *)&((const struct sockaddr_in *)src)
+				  ->sin_addr
+			: (const void *)&((const struct sockaddr_in6 *)src)
+				  ->sin6_addr;
+	inet_ntop(src->sa_family, ip, have, sizeof(have));
+	if (!strcmp(node, have))
+		return NULL;
+	struct sockaddr_storage ss = {0};
+	size_t sl;
+	if (inet_pton(AF_INET, node, &((struct sockaddr_in *)&ss)->sin_addr) ==
+	    1) {
+		ss.ss_family = AF_INET;
+		sl = sizeof(struct sockaddr_in);
+	} else if (inet_pton(AF_INET6, node,
+			     &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+		ss.ss_family = AF_INET6;
+		sl = sizeof(struct sockaddr_in6);
+	} else {
+		return NULL;
+	}
+	if (ss.ss_family != src->sa_family)
+		return NULL;
+	struct fi_info *fi = fi_dupinfo(x->info);
+	void *a = fi ? malloc(sl) : NULL;
+	if (!a) {
+		if (fi)
+			fi_freeinfo(fi);
+		return NULL;
+	}
+	memcpy(a, &ss, sl);
+	free(fi->src_addr);
+	fi->src_addr = a;
+	fi->src_addrlen = sl;
+	SFS_LOG(SFS_DEBUG, "xport", "%s: a peer reached from %s, not %s",
+		x->proto->name, node, have);
+	return fi;
+}
+
 static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 			uint64_t *peer)
 {
@@ -610,6 +670,8 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 		return -ENOMEM;
 	p->len = len;
 	memcpy(p->addr, addr, len);
+	if (x->per_peer)
+		p->info = routed_info(x, addr, len);
 	const char *step = "fi_av_insert";
 	int rc;
 	/* A connection of its own is opened with the progress thread
@@ -640,6 +702,8 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 		SFS_LOG(SFS_ERR, "xport", "%s: progress thread lost",
 			x->proto->name);
 	if (rc) {
+		if (p->info)
+			fi_freeinfo(p->info);
 		free(p);
 		SFS_LOG(SFS_ERR, "xport", "%s: adding a peer: %s: %s",
 			x->proto->name, step, fi_strerror(-rc));

@@ -167,7 +167,10 @@ int fab_conn_open(struct fab_xport *x, struct fab_peer *const *ins, size_t n,
 	if (rc)
 		goto err;
 	*step = "fi_endpoint";
-	if ((rc = fi_endpoint(x->domain, x->info, &c->ep, NULL)))
+	/* A peer's own connection listens where that peer is reached. */
+	struct fi_info *fi =
+		!main && n == 1 && ins[0]->info ? ins[0]->info : x->info;
+	if ((rc = fi_endpoint(x->domain, fi, &c->ep, NULL)))
 		goto err;
 	*step = "fi_ep_bind(av)";
 	if ((rc = fi_ep_bind(c->ep, &c->av->fid, 0)))

@@ -60,7 +60,11 @@ struct fab_peer {
 	size_t len;
 	uint8_t addr[SFS_XPORT_ADDR_MAX];
 	struct fab_conn *conn; /* its own (per_peer), else NULL */
-	int removed;	       /* sfs_xport_peer_remove: no more reads */
+	/* Its own connections' info (per_peer, bound to the local address
+	 * that routes to it when that is not x->info's), or NULL: x->info.
+	 * Owned. */
+	struct fi_info *info;
+	int removed; /* sfs_xport_peer_remove: no more reads */
 };
 
 struct fab_xport {

@@ -37,17 +37,6 @@ cmp "$MODEL/$F1" "$M/m/$F1" || fail "$F1 differs"
 n=$(only_on "$MOUNT_PID" 127.0.0.1)
 ok "seed on 127.0.0.1: the mount's $n fabric listener(s) on 127.0.0.1 alone"
 unmount_check "$M" "$MOUNT_PID"
-# A re-seeder whose control port is on every address: its slab's
-# endpoint is where its seed is reached.
-mount_seed "$M" --reseed --listen 0.0.0.0:0
-cmp "$MODEL/$F1" "$M/m/$F1" || fail "$F1 differs"
-RS=$(sed -n 's/^reseed: \([^ ]*\) .*/\1/p' "$M/.seedfs/status")
-case $RS in 0.0.0.0:*) ;; *) fail "re-seeder's control port: '$RS'" ;; esac
-n=$(only_on "$MOUNT_PID" 127.0.0.1 "$RS")
-ok "a re-seeder with --listen 0.0.0.0:0: its $n fabric listener(s), the slab's among them, on 127.0.0.1 alone"
-unmount_check "$M" "$MOUNT_PID"
-kill "$SEED_PID"
-
 netns_setup
 umask 077
 openssl rand -hex 32 >"$WORK/tok"
@@ -63,5 +52,25 @@ RS=$(sed -n 's/^reseed: \([^ ]*\) .*/\1/p' "$M/.seedfs/status")
 case $RS in 0.0.0.0:*) ;; *) fail "re-seeder's control port: '$RS'" ;; esac
 n=$(only_on "$MOUNT_PID" "$HOST_IP" "$RS")
 ok "seed behind a veth: the mount's $n fabric listener(s), the re-seeder's slab endpoint among them, on $HOST_IP alone (control port $RS as --listen says)"
+unmount_check "$M" "$MOUNT_PID"
+
+# Two seeds on two interfaces (127.0.0.1, and behind the veth): each
+# connection listens where its seed is reached, and each seed alone
+# serves the mount (the connection to the second used to be bound to
+# the first one's route: EINVAL once the first was gone).
+SEED_NS_PID=$SEED_PID
+SEED_LOG=lo
+start_seed "$MODEL" --token-file "$WORK/tok"
+MOUNT_SEEDS=$HOST:$SEED_PORT,$NS_IP:$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out") \
+	mount_seed "$M" --token-file "$WORK/tok" --cache-size 16M -o direct_io
+for f in $(cd "$MODEL" && find . -type f); do cmp "$MODEL/$f" "$M/m/$f" || fail "$f differs"; done
+bad=$(listeners "$MOUNT_PID" | awk -F: -v a=127.0.0.1 -v b="$HOST_IP" '$1 != a && $1 != b')
+[ -z "$bad" ] || fail "two seeds: the mount listens on $bad"
+listeners "$MOUNT_PID" | grep -q "^$HOST_IP:" || fail "two seeds: no listener on $HOST_IP"
+kill "$SEED_PID"
+for f in $(cd "$MODEL" && find . -type f); do
+	cmp "$MODEL/$f" "$M/m/$f" || fail "$f differs from the seed behind the veth alone"
+done
+ok "two seeds on two interfaces: listeners on 127.0.0.1 and $HOST_IP alone, and the second seed alone serves byte-exact"
 unmount_check "$M" "$MOUNT_PID"
 sanitizers_clean

@@ -78,7 +78,8 @@ struct sfs_seed {
 
 /* The registrations of one file under keys of an earlier epoch. */
 struct seed_retired {
-	const struct seed_gen *g; /* whose mapping they cover */
+	const struct seed_gen *g;  /* whose mapping they cover */
+	const struct seed_file *f; /* which file of it */
 	struct sfs_xport_mr **mr;
 	size_t n;
 	uint64_t epoch;
@@ -469,14 +470,16 @@ int sfs_seed_republish(struct sfs_seed *s, char *err, size_t errlen)
 	return first;
 }
 
-/* Release the earlier keys of @g, which goes: they cover its mappings. */
-static void retired_drop(struct sfs_seed *s, const struct seed_gen *g)
+/* Release the earlier keys of @g (of its file @f only, if not NULL),
+ * which goes or is withdrawn: they cover its mappings. */
+static void retired_drop(struct sfs_seed *s, const struct seed_gen *g,
+			 const struct seed_file *f)
 {
 	struct seed_retired *gone = NULL;
 	pthread_mutex_lock(&s->lock);
 	for (struct seed_retired **pr = &s->retired; *pr;) {
 		struct seed_retired *r = *pr;
-		if (r->g != g) {
+		if (r->g != g || (f && r->f != f)) {
 			pr = &r->next;
 			continue;
 		}
@@ -567,6 +570,7 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 			continue;
 		}
 		*r = (struct seed_retired){.g = todo[i].g,
+					   .f = f,
 					   .mr = f->mr,
 					   .n = f->nmr,
 					   .epoch = epoch - 1,
@@ -661,7 +665,7 @@ int64_t sfs_seed_reap(struct sfs_seed *s)
 		mo->ngens = keep;
 		pthread_mutex_unlock(&s->lock);
 		for (size_t i = 0; i < ndead; i++) {
-			retired_drop(s, dead[i]);
+			retired_drop(s, dead[i], NULL);
 			SFS_LOG(SFS_INFO, "seed",
 				"%s: generation %" PRIu64
 				" is no longer served",
@@ -678,12 +682,17 @@ int sfs_seed_watch_fd(const struct sfs_seed *s)
 	return s->wfd;
 }
 
-/* Withdraw every file of @g watched by @wd; how many were served. */
-static int withdraw_wd(struct seed_gen *g, int wd)
+/* Withdraw every file of @g watched by @wd; how many were served.  The
+ * keys of earlier epochs go too: they would read the zero pages put in
+ * place of the file's. */
+static int withdraw_wd(struct sfs_seed *s, struct seed_gen *g, int wd)
 {
 	int n = 0;
 	for (size_t i = 0; i < g->nfiles; i++) {
-		if (g->files[i].wd != wd || !seed_gen_withdraw(g, i))
+		if (g->files[i].wd != wd)
+			continue;
+		retired_drop(s, g, &g->files[i]);
+		if (!seed_gen_withdraw(g, i))
 			continue;
 		n++;
 		SFS_LOG(SFS_WARN, "seed",
@@ -714,7 +723,8 @@ int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed)
 			for (size_t mi = 0; mi < s->nmodels; mi++) {
 				int k = 0;
 				for (size_t j = 0; j < s->models[mi].ngens; j++)
-					k += withdraw_wd(s->models[mi].gens[j],
+					k += withdraw_wd(s,
+							 s->models[mi].gens[j],
 							 ev->wd);
 				if (k && changed && mi < 64)
 					*changed |= 1ull << mi;

@@ -15,6 +15,7 @@ GUESSKEY=$BUILD/tests/guesskey
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 40M --shards 2 >/dev/null
 FILES=$(cd "$MODEL" && find . -type f | sed "s|^\./||")
+F1=model-00001-of-00002.safetensors
 umask 077
 openssl rand -hex 32 >"$WORK/a.tok"
 openssl rand -hex 32 >"$WORK/b.tok"
@@ -188,5 +189,30 @@ rc=$?
 set -e
 [ $rc = 3 ] || fail "--revoke-now: the old keys still read: $out"
 ok "--revoke-now: the old keys are refused at once ($out)"
+kill "$SEED_PID"
+
+# --- A file withdrawn within the grace: its old keys read nothing. ------
+# (They still covered the zero pages put in place of the file's: a mount
+# left with the old token read zeros instead of an I/O error.)
+cp -r "$MODEL" "$WORK/m3"
+cp "$WORK/a.tok" "$WORK/seed3.tok"
+cp "$WORK/a.tok" "$WORK/mnt3.tok"
+SEED_LOG=seed3
+start_seed "$WORK/m3" --name m --token-file "$WORK/seed3.tok" --grace 60 --checksum-chunk 0
+MOUNT_LOG=old
+mount_seed "$WORK/old" --token-file "$WORK/mnt3.tok" --cache-size 16M -o direct_io
+cmp "$MODEL/$F1" "$WORK/old/m/$F1" || fail "before the rotation"
+cp "$WORK/b.tok" "$WORK/seed3.tok"
+kill -HUP "$SEED_PID"
+for _ in $(seq 100); do grep -q "under new keys (epoch 2)" "$WORK/seed3.err" && break; sleep 0.05; done
+grep -q "under new keys (epoch 2)" "$WORK/seed3.err" || fail "seed3 did not re-key"
+printf 'X%.0s' $(seq 4096) | dd of="$WORK/m3/$F1" bs=4096 seek=2048 conv=notrunc status=none
+for _ in $(seq 100); do grep -q "$F1 changed on disk under the seed" "$WORK/seed3.err" && break; sleep 0.05; done
+if cmp "$MODEL/$F1" "$WORK/old/m/$F1" >"$WORK/cmp3.out" 2>&1; then
+	fail "a withdrawn file read whole with the old keys"
+fi
+grep -q "Input/output error" "$WORK/cmp3.out" || fail "not EIO: $(cat "$WORK/cmp3.out")"
+ok "a file withdrawn within the grace: a mount with the old keys gets EIO, never zeros"
+unmount_check "$WORK/old" "$MOUNT_PID"
 kill "$SEED_PID"
 sanitizers_clean

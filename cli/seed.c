@@ -246,13 +246,34 @@ static int reread(struct sfs_auth *a, const char *what)
 /* SIGHUP: the tokens again.  A new fleet token is a new key epoch:
  * every region is registered again (sfs_seed_rekey), so a manifest
  * fetched with the old token stops reading once the grace ends. */
-static void reread_token(struct sfs_seed *s)
+/* The token changes the keys are registered under (sfs_auth_changes
+ * at the last re-key that worked): a re-key that failed is tried again
+ * until it works, or the old keys would read for ever. */
+static uint64_t rekeyed;
+#define REKEY_RETRY_MS 10000
+
+/* A new token not re-keyed yet: re-key.  1 while it is still pending. */
+static int rekey_pending(struct sfs_seed *s)
 {
 	char err[SFS_XPORT_ERR_MAX];
-	if (reread(seed_auth, "token") &&
-	    sfs_seed_rekey(s, rekey_grace_s, err, sizeof(err)))
+	if (!seed_auth || sfs_auth_changes(seed_auth) == rekeyed)
+		return 0;
+	uint64_t now = sfs_auth_changes(seed_auth);
+	if (sfs_seed_rekey(s, rekey_grace_s, err, sizeof(err))) {
 		SFS_LOG(SFS_ERR, "seed",
-			"SIGHUP: a new token, but the old keys stay: %s", err);
+			"a new token, but the old keys stay (tried again in %d "
+			"s): %s",
+			REKEY_RETRY_MS / 1000, err);
+		return 1;
+	}
+	rekeyed = now;
+	return 0;
+}
+
+static void reread_token(struct sfs_seed *s)
+{
+	reread(seed_auth, "token");
+	rekey_pending(s);
 	reread(scrape_auth, "scrape token");
 }
 
@@ -352,6 +373,8 @@ static int serve(struct sfs_seed *s, const sigset_t *set,
 	for (;;) {
 		int64_t reap = sfs_seed_reap(s);
 		int64_t wait = reap;
+		if (rekey_pending(s) && (wait < 0 || wait > REKEY_RETRY_MS))
+			wait = REKEY_RETRY_MS;
 		if (settle_at) {
 			int64_t left =
 				(int64_t)settle_at - (int64_t)sfs_now_ms();

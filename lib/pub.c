@@ -41,6 +41,7 @@ struct sfs_pub {
 	/* The seed's generations and keys change in one thread at a time
 	 * (seed.h): the reaper's and a commit's. */
 	pthread_mutex_t seed_lock;
+	uint64_t rekeyed; /* sfs_auth_changes at the last re-key (commits') */
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* stop, or a commit */
 	int stopping;	     /* protected by lock */
@@ -288,12 +289,13 @@ int sfs_pub_commit(struct sfs_pub *p, uint64_t *generation, char *err,
 	char e[SFS_XPORT_ERR_MAX] = "";
 	int rc;
 
-	int rotated = 0;
-	if (p->auth && (rc = sfs_auth_reload(p->auth, &rotated, err, errlen)))
+	if (p->auth && (rc = sfs_auth_reload(p->auth, NULL, err, errlen)))
 		return rc; /* a rotated token that does not parse */
-	/* A new token: a new key epoch, the old keys read for the grace
-	 * period (docs/security.md). */
-	if (rotated && p->seed) {
+	/* A new token (since the last re-key that worked): a new key
+	 * epoch, the old keys read for the grace period
+	 * (docs/security.md). */
+	uint64_t changes = p->auth ? sfs_auth_changes(p->auth) : 0;
+	if (p->seed && changes != p->rekeyed) {
 		pthread_mutex_lock(&p->seed_lock);
 		rc = sfs_seed_rekey(p->seed, p->cfg.grace_s, e, sizeof(e));
 		pthread_mutex_unlock(&p->seed_lock);
@@ -302,6 +304,7 @@ int sfs_pub_commit(struct sfs_pub *p, uint64_t *generation, char *err,
 				 "a new token, but the old keys stay: %s", e);
 			return rc;
 		}
+		p->rekeyed = changes;
 	}
 	if (p->seed) {
 		pthread_mutex_lock(&p->seed_lock);
@@ -313,6 +316,7 @@ int sfs_pub_commit(struct sfs_pub *p, uint64_t *generation, char *err,
 					    .auth = p->auth,
 					    .tls = p->tls};
 		rc = sfs_seed_open(&p->cfg, &p->seed, e, sizeof(e));
+		p->rekeyed = changes; /* its keys are new anyway */
 		if (!rc)
 			rc = sfs_ctl_start(p->seed, &sc, &p->ctl, &p->bound, e,
 					   sizeof(e));

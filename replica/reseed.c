@@ -206,14 +206,12 @@ static json_int_t slot_json(uint32_t slot)
 					       : (json_int_t)slot;
 }
 
-/* What a holdings answer calls @version of the cache set: it moves
- * with the slab's registration too, so "since" sees a new key. */
-static uint64_t slab_version(struct sfs_reseed *rs, uint64_t version)
+/* What a holdings answer calls @version of the cache set under slab
+ * registration @epoch: it moves with the slab's key too, so "since"
+ * sees a new key. */
+static uint64_t slab_version(uint64_t epoch, uint64_t version)
 {
-	pthread_mutex_lock(&rs->lock);
-	uint64_t e = rs->slab_epoch;
-	pthread_mutex_unlock(&rs->lock);
-	return version + ((e - 1) << 40);
+	return version + ((epoch - 1) << 40);
 }
 
 /* GET /v1/holdings?model=NAME&content=0x..[&since=V] */
@@ -237,10 +235,22 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 	pthread_mutex_lock(&v->model->lock);
 	int warming = v->warming > 0;
 	pthread_mutex_unlock(&v->model->lock);
+	/* The slab's key and the epoch the version carries, read at once:
+	 * an answer never pairs a new version with an old key. */
+	char addr[24], key[24], raw[2 * SFS_XPORT_RAWKEY_MAX + 1];
+	pthread_mutex_lock(&rs->lock);
+	snprintf(addr, sizeof(addr), "0x%" PRIx64,
+		 rs->raddr + (r->cfg.reseed_test_corrupt ? 64 : 0));
+	snprintf(key, sizeof(key), "0x%" PRIx64, rs->key);
+	size_t raw_len = rs->raw_len;
+	if (raw_len)
+		sfs_hex_encode(rs->raw, raw_len, raw);
+	uint64_t epoch = rs->slab_epoch;
+	pthread_mutex_unlock(&rs->lock);
 	json_t *o = NULL;
-	if (since && sv == slab_version(rs, version)) {
+	if (since && sv == slab_version(epoch, version)) {
 		o = json_pack("{s:I,s:b,s:b}", "version",
-			      (json_int_t)slab_version(rs, version),
+			      (json_int_t)slab_version(epoch, version),
 			      "unchanged", 1, "prefetching", warming);
 	} else {
 		json_t *files = json_array();
@@ -267,21 +277,12 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 			json_array_append_new(files, fa);
 		}
 		free(slots);
-		char addr[24], key[24], raw[2 * SFS_XPORT_RAWKEY_MAX + 1];
-		pthread_mutex_lock(&rs->lock);
-		snprintf(addr, sizeof(addr), "0x%" PRIx64,
-			 rs->raddr + (r->cfg.reseed_test_corrupt ? 64 : 0));
-		snprintf(key, sizeof(key), "0x%" PRIx64, rs->key);
-		size_t raw_len = rs->raw_len;
-		if (raw_len)
-			sfs_hex_encode(rs->raw, raw_len, raw);
-		pthread_mutex_unlock(&rs->lock);
 		json_t *slab = raw_len ? json_pack("{s:s,s:s}", "address", addr,
 						   "raw_key", raw)
 				       : json_pack("{s:s,s:s}", "address", addr,
 						   "key", key);
 		o = json_pack("{s:I,s:I,s:I,s:b,s:o*,s:o*}", "version",
-			      (json_int_t)slab_version(rs, version),
+			      (json_int_t)slab_version(epoch, version),
 			      "chunk_size", (json_int_t)r->chunk_size,
 			      "keep_ms", (json_int_t)rs->keep_ms, "prefetching",
 			      warming, "slab", slab, "files", files);

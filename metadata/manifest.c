@@ -623,7 +623,10 @@ int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 	     json_object_set_new(root, "public", json_true())) ||
 	    (m->key_epoch &&
 	     json_object_set_new(root, "key_epoch",
-				 json_integer((json_int_t)m->key_epoch))))
+				 json_integer((json_int_t)m->key_epoch))) ||
+	    (m->signed_at &&
+	     json_object_set_new(root, "signed_at",
+				 json_integer((json_int_t)m->signed_at))))
 		goto out;
 	for (size_t i = 0; i < m->neps; i++)
 		if (json_array_append_new(eps,
@@ -1650,6 +1653,12 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	if ((rc = decode_signature(m, json_object_get(root, "signature"), err,
 				   errlen)))
 		goto out;
+	v = json_object_get(root, "signed_at");
+	if (v && (!json_is_integer(v) || json_integer_value(v) <= 0)) {
+		rc = sfs_fail(err, errlen, "signed_at: not a positive integer");
+		goto out;
+	}
+	m->signed_at = v ? (int64_t)json_integer_value(v) : 0;
 	if ((rc = decode_identity(m, root, err, errlen)))
 		goto out;
 	v = json_object_get(root, "holdings");

@@ -153,6 +153,7 @@ struct sfs_manifest {
 	/* Signed by the seed's Ed25519 key @sig_key (metadata/sign.h) over
 	 * sfs_manifest_signed_digest; has_sig 0: unsigned. */
 	int has_sig;
+	int64_t signed_at; /* when, ns since the epoch (signed); 0: not told */
 	char sig_key[SFS_SIGN_ID_LEN + 1];
 	uint8_t sig[SFS_SIGN_LEN];
 	/* What the model is (docs/identity.md); its model and generation

@@ -717,8 +717,15 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		struct sfs_vholder *gone = stale;
 		uint64_t epoch = h->key_epoch; /* @h is the view's now */
 		/* The leader's current content is an older view's again:
-		 * that one is shown. */
+		 * that one is shown (a signed one only when signed after
+		 * what this mount took: not an old manifest played back). */
 		int again = leader && !h->partial && v != mo->current;
+		if (again && sfs_control_cred_trust(r->cfg.cred)) {
+			if (h->m->signed_at < mo->signed_seen)
+				again = 0;
+			else
+				mo->signed_seen = h->m->signed_at;
+		}
 		if (again)
 			v->generation = h->generation;
 		pthread_mutex_unlock(&mo->lock);
@@ -742,6 +749,21 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		differs(mo->current->m, h->m, why, whylen);
 		pthread_mutex_unlock(&mo->lock);
 		return 0;
+	}
+	/* Signed manifests: never one signed before what this mount took
+	 * (an older generation played back to it, on a control channel
+	 * without TLS). */
+	if (sfs_control_cred_trust(r->cfg.cred)) {
+		if (h->m->signed_at < mo->signed_seen) {
+			snprintf(why, whylen,
+				 "manifest signed %.3f s before the one this "
+				 "mount took: an older generation played back?",
+				 (double)(mo->signed_seen - h->m->signed_at) /
+					 1e9);
+			pthread_mutex_unlock(&mo->lock);
+			return 0;
+		}
+		mo->signed_seen = h->m->signed_at;
 	}
 	uint64_t content = h->m->content;
 	if (mo->failed_content == content &&

@@ -102,6 +102,9 @@ struct sfs_model {
 	 * (doubling back-off), unless the content changes; protected by
 	 * lock. */
 	uint64_t failed_content, adopt_retry_ms;
+	/* With --trust-key: when the newest manifest it took was signed;
+	 * protected by lock. */
+	int64_t signed_seen;
 	unsigned int adopt_failures;
 };
 

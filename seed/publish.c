@@ -767,6 +767,12 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	}
 	if (cfg->sign_key) {
 		uint8_t d[32];
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		/* Signed: a replica takes no manifest signed before the one
+		 * it follows (a replay of an older generation). */
+		s->m->signed_at =
+			(int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 		if ((rc = sfs_manifest_signed_digest(s->m, d)) ||
 		    (rc = sfs_sign(cfg->sign_key, d, sizeof(d), s->m->sig))) {
 			snprintf(err, errlen, "cannot sign the manifest: %s",

@@ -223,4 +223,34 @@ cmp "$MODEL/$F1" "$WORK/a/m/$F1" || fail "$F1 differs"
 ok "refused in one line: another key, no signature, no SHA-256, a signed field changed; a field outside the signature changed reads byte-exact"
 unmount_check "$WORK/a" "$MOUNT_PID"
 kill "$HTTP_PID" "$SEED_PID"
+
+# Played back: an older generation's signed manifest, served again by
+# whoever sits on a control channel without TLS, is not taken.
+cp -r "$MODEL" "$WORK/g"
+SEED_LOG=gens
+start_seed "$WORK/g" --name m --digest sha256 --sign-key "$WORK/sign.key" --grace 60
+G=$HOST:$SEED_PORT
+curl -fsS "http://$G/v1/manifest" >"$WORK/g1.json"
+curl -fsS "http://$G/v1/models" >"$WORK/g1.models"
+echo '{"changed": true}' >"$WORK/g/config.json"
+kill -HUP "$SEED_PID"
+for _ in $(seq 100); do grep -q "generation 2 published" "$WORK/gens.err" && break; sleep 0.05; done
+curl -fsS "http://$G/v1/manifest" >"$WORK/g2.json"
+curl -fsS "http://$G/v1/models" >"$WORK/g2.models"
+grep -q '"generation": 2' "$WORK/g2.json" || fail "no generation 2"
+cp "$WORK/g2.json" "$WORK/served.json"
+cp "$WORK/g2.models" "$WORK/models.json"
+serve_json "$WORK/served.json"
+MOUNT_LOG=replay
+MOUNT_SEEDS=127.0.0.1:$HTTP_PORT mount_seed "$WORK/p" --trust-key "$WORK/sign.pub"
+cmp "$WORK/g/config.json" "$WORK/p/m/config.json" || fail "generation 2 not shown"
+cp "$WORK/g1.json" "$WORK/served.json"
+cp "$WORK/g1.models" "$WORK/models.json"
+for _ in $(seq 60); do grep -q "an older generation played back" "$WORK/replay.log" && break; sleep 0.1; done
+grep -q "an older generation played back" "$WORK/replay.log" ||
+	fail "the played-back generation 1 was not refused: $(tail -n 3 "$WORK/replay.log")"
+cmp "$WORK/g/config.json" "$WORK/p/m/config.json" || fail "the mount went back to generation 1"
+ok "an older signed generation played back is refused; the mount stays on the newer one"
+unmount_check "$WORK/p" "$MOUNT_PID"
+kill "$HTTP_PID" "$SEED_PID"
 sanitizers_clean

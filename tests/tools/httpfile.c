@@ -2,7 +2,8 @@
 /*
  * httpfile - serve one file to every HTTP request on 127.0.0.1, so tests
  * can hand a replica a manifest of their choosing; GET /v1/models gets
- * a list naming one model "x" (or MODELS, a file of the test's).
+ * a list naming one model "x" (or MODELS, a file of the test's).  Both
+ * files are read again for every request: a test may change them.
  *
  *   httpfile FILE [STATUS [MODELS]]   prints "port N", serves until killed
  */
@@ -71,6 +72,12 @@ int main(int argc, char **argv)
 			continue;
 		}
 		int list = !strncmp(req, "GET /v1/models", 14);
+		free(body);
+		body = slurp(argv[1], &n);
+		if (argc > 3) {
+			free(models);
+			models = slurp(argv[3], &mn);
+		}
 		int hl = snprintf(head, sizeof(head),
 				  "HTTP/1.1 %d X\r\nContent-Length: %ld\r\n"
 				  "Connection: close\r\n\r\n",

@@ -230,6 +230,7 @@ START_TEST(signed_form)
 		{r->files[1].ext[0].data, 3}, {&r->files[1].sums[0], 0},
 		{&r->generation, 0},	      {r->model, 0},
 		{&r->tensors[0].off, 0},      {&r->files[1].size, 0},
+		{&r->signed_at, 0},
 	};
 	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
 		uint8_t *b = (uint8_t *)bits[i].p + bits[i].off;

@@ -120,9 +120,14 @@ SQ=/tmp/seedfs-$UID_
 exec 9>/tmp/seedfs-secrets-test.lock
 flock -w 120 9 || fail "another secrets.sh holds /tmp/seedfs-secrets-test.lock"
 trap 'rm -rf "$SQ"; cleanup' EXIT
-mkdir -p "$WORK/u"
+mkdir -p "$WORK/u" "$WORK/bin"
 chown "$UID_" "$WORK/u"
-chmod 755 "$WORK"
+chmod 755 "$WORK" "$WORK/bin"
+# The build directory may be where that user cannot go (a fresh clone
+# in a 0700 directory): a copy of the command it runs.
+cp "$SEEDFS" "$WORK/bin/seedfs"
+chmod 755 "$WORK/bin/seedfs"
+USEEDFS=$WORK/bin/seedfs
 umount_as() { # MNT: mount as UID_, sets UPID; the log in $WORK/u/mount.log
 	mkdir -p "$1"
 	chown "$UID_" "$1"
@@ -130,7 +135,7 @@ umount_as() { # MNT: mount as UID_, sets UPID; the log in $WORK/u/mount.log
 	chown "$UID_" "$WORK/u/mount.log"
 	MOUNTS+=("$1")
 	setpriv --reuid "$UID_" --regid "$UID_" --clear-groups env -u XDG_RUNTIME_DIR \
-		"$SEEDFS" mount --seed "127.0.0.1:$SEED_PORT" "$1" --cache-size 64M \
+		"$USEEDFS" mount --seed "127.0.0.1:$SEED_PORT" "$1" --cache-size 64M \
 		--log-file "$WORK/u/mount.log" 2>"$WORK/u/mount.err" ||
 		fail "mount as uid $UID_: $(cat "$WORK/u/mount.err")"
 	UPID=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' "$WORK/u/mount.log")
@@ -170,7 +175,7 @@ umount_as "$UM"
 as_user cat "$UM/.seedfs/status" >"$WORK/u.status"
 grep -qx "control: $SQ/mount-$UPID.sock" "$WORK/u.status" || fail "no socket of its own: $(grep control "$WORK/u.status")"
 [ "$(stat -c '%u %a %F' "$SQ")" = "$UID_ 700 directory" ] || fail "$SQ: $(stat -c '%u %a %F' "$SQ")"
-as_user "$SEEDFS" prefetch "$UM/m" >/dev/null 2>"$WORK/u/pf.err" || fail "prefetch as uid $UID_: $(cat "$WORK/u/pf.err")"
+as_user "$USEEDFS" prefetch "$UM/m" >/dev/null 2>"$WORK/u/pf.err" || fail "prefetch as uid $UID_: $(cat "$WORK/u/pf.err")"
 fusermount3 -u "$UM"
 ok "control socket directory: another user's directory, a symlink, one others may enter: not used, one line; otherwise made 0700 and prefetch works"
 

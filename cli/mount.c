@@ -870,6 +870,7 @@ out:
 	free(o.tls_ca);
 	free(o.tls_pin);
 	free(o.trust_key);
+	free(o.grace);
 	free(o.tls_cert);
 	free(o.tls_key);
 	free(o.metrics_listen);

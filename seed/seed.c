@@ -87,12 +87,18 @@ struct seed_retired {
 	struct seed_retired *next;
 };
 
-/* Release @r's registrations: their keys read nothing from now on. */
+/* Release @n registrations and their array: their keys read nothing
+ * from now on. */
+static void mrs_free(struct sfs_xport_mr **mr, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sfs_xport_mr_dereg(mr[i]);
+	free(mr);
+}
+
 static void retired_free(struct seed_retired *r)
 {
-	for (size_t i = 0; i < r->n; i++)
-		sfs_xport_mr_dereg(r->mr[i]);
-	free(r->mr);
+	mrs_free(r->mr, r->n);
 	free(r);
 }
 
@@ -509,6 +515,8 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 	size_t n = 0, cap = 0;
 	int rc = 0;
 
+	if (errlen)
+		err[0] = '\0';
 	/* 1. Every file of every generation served registered again: the
 	 * generations change in this thread alone, so they stay. */
 	for (size_t mi = 0; !rc && mi < s->nmodels; mi++) {
@@ -539,13 +547,8 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 	if (rc && !*err)
 		snprintf(err, errlen, "out of memory");
 	if (rc) {
-		for (size_t i = 0; i < n; i++) {
-			struct seed_retired r = {.mr = todo[i].mr,
-						 .n = todo[i].f->nmr};
-			for (size_t j = 0; j < r.n; j++)
-				sfs_xport_mr_dereg(r.mr[j]);
-			free(r.mr);
-		}
+		for (size_t i = 0; i < n; i++)
+			mrs_free(todo[i].mr, todo[i].f->nmr);
 		free(todo);
 		return rc;
 	}
@@ -563,9 +566,7 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 			 * regions and keys have their places); keep the
 			 * old keys rather than publish half of the new. */
 			free(r);
-			for (size_t j = 0; j < f->nmr; j++)
-				sfs_xport_mr_dereg(todo[i].mr[j]);
-			free(todo[i].mr);
+			mrs_free(todo[i].mr, f->nmr);
 			rc = -ENOMEM;
 			continue;
 		}

@@ -3,6 +3,8 @@
 #   make test     install missing Debian packages, build, run every test
 #                 (normal build, an ASan+UBSan build, and the unit tests
 #                 and a concurrency stress in a ThreadSanitizer build)
+#   make test-full  make test, then the slow tests under ASan+UBSan and
+#                 every integration test under ThreadSanitizer (CI runs it)
 #   make demo     install, build, publish a generated model, mount it
 #   make test-rdma  the soft-RoCE VM tier alone: raw verbs and libfabric
 #                 verbs on a real kernel RDMA stack (qemu, TCG)
@@ -23,7 +25,7 @@ TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all deps test test-fast test-rdma demo bench bench-fanout fuzz format check-format clean deb
+.PHONY: all deps test test-full test-fast test-rdma demo bench bench-fanout fuzz format check-format clean deb
 FUZZ_ITERS ?= 1000000
 RDMA_PROTOCOLS ?= rdma rdma-fabric
 
@@ -36,17 +38,32 @@ deps:
 	@packaging/deps.sh
 
 # Tests run serially: integration tests mount real FUSE filesystems and
-# start real seeds, and 2 cores are what CI has.
+# start real seeds, and 2 cores are what CI has.  Each pass writes a JUnit
+# file; tests/summary.sh prints what ran, failed and was skipped (and
+# why), per pass, at the end.  docs/testing.md says which test runs in
+# which pass.
 test: deps check-format
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
-	cd $(BUILD) && ctest $(CTEST_FLAGS)
+	cd $(BUILD) && ctest $(CTEST_FLAGS) --output-junit ctest-normal.xml
 	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN) -j $(JOBS)
-	cd $(ASAN) && ctest $(CTEST_FLAGS) -L asan
+	cd $(ASAN) && ctest $(CTEST_FLAGS) -L '^asan$$' --output-junit ctest-asan.xml
 	@cmake -S . -B $(TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDFS_TSAN=ON >/dev/null
 	@cmake --build $(TSAN) -j $(JOBS)
-	cd $(TSAN) && ctest $(CTEST_FLAGS) -L tsan
+	cd $(TSAN) && ctest $(CTEST_FLAGS) -L '^tsan$$' --output-junit ctest-tsan.xml
+	@tests/summary.sh normal=$(BUILD)/ctest-normal.xml asan=$(ASAN)/ctest-asan.xml \
+		tsan=$(TSAN)/ctest-tsan.xml
+
+# make test, then what does not fit its 20 minutes: the slow tests under
+# ASan+UBSan, and every integration test under ThreadSanitizer.  CI
+# (.ci/run) runs this.
+test-full: test
+	cd $(ASAN) && ctest $(CTEST_FLAGS) -L '^asan-full$$' --output-junit ctest-asan-full.xml
+	cd $(TSAN) && ctest $(CTEST_FLAGS) -L '^tsan-full$$' --output-junit ctest-tsan-full.xml
+	@tests/summary.sh normal=$(BUILD)/ctest-normal.xml asan=$(ASAN)/ctest-asan.xml \
+		tsan=$(TSAN)/ctest-tsan.xml asan-full=$(ASAN)/ctest-asan-full.xml \
+		tsan-full=$(TSAN)/ctest-tsan-full.xml
 
 test-fast: all
 	cd $(BUILD) && ctest $(CTEST_FLAGS)

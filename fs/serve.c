@@ -257,12 +257,16 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 		SFS_LOG(SFS_INFO, "mount", "unmounting %s", cmd->mountpoint);
 	rc = rc < 0 ? 1 : 0;
 	sfs_notify_stopping();
+	/* No page cache invalidation writes to the session's fd once
+	 * the unmount closes it (the sweeper sends them). */
+	sfs_replica_set_inval(r, NULL, NULL);
 	/* Unmounting aborts the connection, which also releases a ready
 	 * thread still waiting in stat(); join it before the session goes. */
 	fuse_session_unmount(se);
 	pthread_join(ready_tid, NULL);
 	goto out_signals;
 out_unmount:
+	sfs_replica_set_inval(r, NULL, NULL);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

@@ -234,9 +234,17 @@ static void inval_inos(struct sfs_replica *r, const uint64_t *inos, size_t n)
 	pthread_mutex_lock(&r->lock);
 	void (*inval)(void *, uint64_t) = r->inval;
 	void *arg = r->inval_arg;
+	if (inval)
+		r->inval_busy++; /* sfs_replica_set_inval waits for us */
 	pthread_mutex_unlock(&r->lock);
-	for (size_t i = 0; inval && i < n; i++)
+	if (!inval)
+		return;
+	for (size_t i = 0; i < n; i++)
 		inval(arg, inos[i]);
+	pthread_mutex_lock(&r->lock);
+	if (--r->inval_busy == 0)
+		pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
 }
 
 static void view_free(struct sfs_view *v)

@@ -327,6 +327,11 @@ void sfs_replica_set_inval(struct sfs_replica *r, void (*fn)(void *, uint64_t),
 	pthread_mutex_lock(&r->lock);
 	r->inval = fn;
 	r->inval_arg = arg;
+	/* The previous target may be about to go (the session's fd is
+	 * closed at the unmount): wait out the calls under way.  Each is
+	 * one write to /dev/fuse per inode. */
+	while (r->inval_busy)
+		pthread_cond_wait(&r->cond, &r->lock);
 	pthread_mutex_unlock(&r->lock);
 }
 

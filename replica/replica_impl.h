@@ -209,7 +209,8 @@ struct sfs_replica {
 	pthread_t sweeper;
 	int sweeper_started;
 	void (*inval)(void *arg, uint64_t ino); /* protected by lock */
-	void *inval_arg;
+	void *inval_arg;			/* protected by lock */
+	unsigned int inval_busy; /* calls of inval under way; lock, cond */
 	struct sfs_mctl *ctl;
 	struct sfs_reseed *reseed;	/* --reseed, or NULL */
 	atomic_int warming;		/* prefetches of a whole view running */

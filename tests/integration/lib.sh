@@ -24,24 +24,54 @@ export UBSAN_OPTIONS="log_path=$WORK/ubsan:print_stacktrace=1"
 export TSAN_OPTIONS="log_path=$WORK/tsan:halt_on_error=0:second_deadlock_stack=1:suppressions=$(dirname "${BASH_SOURCE[0]}")/tsan.supp"
 export LSAN_OPTIONS="suppressions=$(dirname "${BASH_SOURCE[0]}")/lsan.supp:print_suppressions=0"
 
+# cleanup: on exit, pass or fail.  Every daemon still running is
+# stopped the way an operator stops it (unmount, SIGTERM), so that the
+# sanitizers' exit-time checks (LeakSanitizer) run in each of them; one
+# that does not exit within STOP_S seconds is killed and fails a
+# passing test, and so does any sanitizer report (a test that already
+# failed keeps its own message).
+STOP_S=${STOP_S:-20}
 cleanup() {
-	local m p
+	local rc=$? m p i left=() stuck=()
+	set +e
 	for m in "${MOUNTS[@]}"; do
 		if grep -q " $m fuse" /proc/mounts; then
 			fusermount3 -u "$m" 2>/dev/null ||
-				fusermount3 -u -z "$m" 2>/dev/null || true
+				fusermount3 -u -z "$m" 2>/dev/null
 		fi
 	done
 	for p in "${PIDS[@]}"; do
-		{ kill -9 "$p" && wait "$p"; } 2>/dev/null || true
+		running "$p" || continue
+		kill -TERM "$p" 2>/dev/null && left+=("$p")
+	done
+	for i in $(seq $((STOP_S * 20))); do
+		stuck=()
+		for p in "${left[@]}"; do
+			running "$p" && stuck+=("$p")
+		done
+		[ ${#stuck[@]} -eq 0 ] && break
+		sleep 0.05
+	done
+	for p in "${stuck[@]}"; do
+		echo "FAIL: process $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-120)) still running ${STOP_S} s after SIGTERM:$(stuck_threads "$p")" >&2
+		kill -9 "$p" 2>/dev/null
+		[ "$rc" -ne 0 ] || rc=1
+	done
+	for p in "${PIDS[@]}"; do
+		wait "$p" 2>/dev/null
 		# libfabric shm keeps a 16 MiB /dev/shm/PID:... per process;
 		# one killed cannot unlink its own.
 		rm -f "/dev/shm/$p:"*
 	done
 	for p in "${NETNS[@]}"; do
-		ip netns del "$p" 2>/dev/null || true
+		ip netns del "$p" 2>/dev/null
 	done
+	if [ "$rc" -eq 0 ] && ! sanitizers_quiet; then
+		echo "FAIL: sanitizer reports (above), from the daemons' exit" >&2
+		rc=1
+	fi
 	[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
+	exit "$rc"
 }
 trap cleanup EXIT
 
@@ -62,6 +92,21 @@ fail() {
 }
 
 ok() { echo "ok: $*"; }
+
+# python_for_build: the command (words, to be used unquoted) that runs
+# Debian's python3 against this build's libseedfs.  In an ASan build,
+# the sanitizer's runtime is preloaded (python3 is not built with it)
+# and Python's own allocations left at exit are not leak-checked (the
+# interpreter frees little on purpose); memory errors are still
+# reported.  The daemons the test starts keep their leak checks.
+python_for_build() {
+	local rt
+	if rt=$(ldd "$SEEDFS" | awk '$1 ~ /^libasan\.so/ { print $3 }') && [ -n "$rt" ]; then
+		echo "env LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} /usr/bin/python3"
+	else
+		echo /usr/bin/python3
+	fi
+}
 
 # now_ms: monotonic-enough wall clock in milliseconds
 now_ms() { date +%s%3N; }
@@ -152,22 +197,29 @@ unmount_check() {
 		running "$pid" || break
 		sleep 0.05
 	done
-	running "$pid" && fail "mount daemon $pid still running 5 s after the unmount: $(stuck_threads "$pid")"
+	running "$pid" && fail "mount daemon $pid still running 5 s after the unmount (processes whose mount namespace still holds $mnt, keeping the session open: $(grep -l " $mnt " /proc/[0-9]*/mountinfo 2>/dev/null | cut -d/ -f3 | tr '\n' ' ')): $(stuck_threads "$pid")"
 	grep -q " $mnt fuse" /proc/mounts && fail "$mnt still mounted"
 	[ -z "$(ls -A "$mnt")" ] || fail "$mnt not empty after unmount"
 	return 0
 }
 
-# sanitizers_clean: fail if any process wrote a sanitizer report
-sanitizers_clean() {
+# sanitizers_quiet: print every sanitizer report any process wrote;
+# true when there is none
+sanitizers_quiet() {
 	local f found=0
 	for f in "$WORK"/asan.* "$WORK"/ubsan.* "$WORK"/tsan.*; do
 		[ -e "$f" ] || continue
 		echo "--- sanitizer report $f" >&2
-		head -n 60 "$f" >&2
+		head -n 80 "$f" >&2
 		found=1
 	done
-	[ $found -eq 0 ] || fail "sanitizer reports"
+	[ $found -eq 0 ]
+}
+
+# sanitizers_clean: fail if any process wrote a sanitizer report (the
+# exit trap checks again once every daemon has stopped)
+sanitizers_clean() {
+	sanitizers_quiet || fail "sanitizer reports"
 }
 
 # netns_setup: a network namespace for the seed, joined to this one by

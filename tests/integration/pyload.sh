@@ -7,7 +7,7 @@
 # from a seed as from the local files, for that model and a generated one.
 source "$(dirname "$0")/lib.sh" "$1"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
+PY=$(python_for_build)
 export PYTHONPATH=$SRC/python SEEDFS_LIB=$BUILD/libseedfs.so
 $PY -c 'import numpy, torch' 2>/dev/null || fail "python3-numpy or python3-torch is not installed (packaging/deps.sh)"
 

@@ -5,7 +5,7 @@
 # new open reads the new bytes.  Debian's python3 and python3-numpy.
 source "$(dirname "$0")/lib.sh" "$1"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=/usr/bin/python3
+PY=$(python_for_build)
 T=$SRC/tests/tools/pubtest.py
 export PYTHONPATH=$SRC/python SEEDFS_LIB=$BUILD/libseedfs.so
 $PY -c 'import numpy' 2>/dev/null || fail "python3-numpy is not installed"

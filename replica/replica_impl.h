@@ -122,6 +122,8 @@ struct rsrc_known {
 	uint64_t offered_epoch; /* and the keys it offered */
 	char why[300];		/* refused for the model: why; "" */
 	char hold_why[200];	/* its holdings answer was refused: why; "" */
+	uint64_t hold_answers;	/* holdings answers taken (status) */
+	uint64_t hold_version;	/* and the version of the last */
 	int used;		/* a holder of one of the model's views */
 	/* Offering this generation failed (not refused): not again
 	 * before retry_ms (doubling back-off) unless it moves on. */

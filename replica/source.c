@@ -571,6 +571,8 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 				    sizeof(err));
 		free(body);
 	}
+	if (!rc && model_holdings_version(mo, s, am->content, &version) != 2)
+		version = 0;
 	model_put(mo);
 	/* Asked every 250 ms: a bad answer is said once, until it
 	 * changes or a good one comes. */
@@ -581,6 +583,10 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 	if (k)
 		snprintf(k->hold_why, sizeof(k->hold_why), "%.*s",
 			 (int)sizeof(k->hold_why) - 1, rc ? err : "");
+	if (k && !rc) {
+		k->hold_answers++;
+		k->hold_version = version;
+	}
 	pthread_mutex_unlock(&s->lock);
 	if (news)
 		SFS_LOG(SFS_WARN, "source", "holdings of %s from %s: %s",

@@ -137,6 +137,13 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 			    "seed_model: %s generation %" PRIu64 " refused: %s",
 			    kn->name, kn->generation,
 			    *kn->why ? kn->why : "not looked at yet");
+		if (s->reseeder && kn->used)
+			put(f,
+			    "seed_holdings: %s %" PRIu64
+			    " answers, version %" PRIu64 "%s%s",
+			    kn->name, kn->hold_answers, kn->hold_version,
+			    *kn->hold_why ? "; last refused: " : "",
+			    kn->hold_why);
 	}
 	pthread_mutex_unlock(&s->lock);
 }

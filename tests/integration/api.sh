@@ -3,8 +3,10 @@
 # caller's registered memory, byte-exact against the local files (whole
 # files in one batch, every tensor in one batch, random odd ranges from
 # four threads), over tcp and shm; striped over two seeds, and a kill -9
-# of one mid-read survived; a corrupt seed refused (-EBADMSG); bad reads
-# and a wrong name answered in one line.
+# of one mid-read survived (it had served bytes, the failover counter
+# moved, the other served the rest); a corrupt seed refused (-EBADMSG);
+# bad reads, a wrong name and a port nobody listens on answered in one
+# line.
 source "$(dirname "$0")/lib.sh" "$1"
 APIREAD=$BUILD/tests/apiread
 
@@ -42,13 +44,30 @@ st=0
 [ $st = 1 ] && grep -q "publishes no model of that name" "$WORK/err" ||
 	fail "wrong name: $(cat "$WORK/err")"
 ok "wrong name: $(cat "$WORK/err")"
+# No seed: a port held bound (not listening) by a process of ours, so
+# nothing else can take it while the client tries it.
+python3 -c 'import socket, sys, time
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+print(s.getsockname()[1], flush=True)
+time.sleep(300)' "$HOST" >"$WORK/hold.port" 2>"$WORK/hold.err" &
+HOLD=$!
+PIDS+=("$HOLD")
+for _ in $(seq 100); do
+	[ -s "$WORK/hold.port" ] && break
+	kill -0 "$HOLD" 2>/dev/null || fail "port holder exited: $(cat "$WORK/hold.err")"
+	sleep 0.05
+done
+NOPORT=$(cat "$WORK/hold.port")
+[ -n "$NOPORT" ] || fail "port holder printed no port"
 st=0
-"$APIREAD" "$HOST:$(free_port)" m "$MODEL" 2>"$WORK/err" >/dev/null || st=$?
+"$APIREAD" "$HOST:$NOPORT" m "$MODEL" 2>"$WORK/err" >/dev/null || st=$?
 [ $st = 1 ] && [ "$(wc -l <"$WORK/err")" = 1 ] || fail "no seed: $(cat "$WORK/err")"
+kill "$HOLD" && wait "$HOLD" 2>/dev/null || true
 ok "no seed: $(cat "$WORK/err")"
 
 # Two seeds of the same files: striped, then seed 1 killed -9 while four
-# threads read random ranges for 3 s: no error, byte-exact.
+# threads read random ranges: no error, byte-exact.
 SEED_LOG=seed2 start_seed "$MODEL" --protocol tcp
 P2=$SEED_PORT
 # seed_bytes PORT FILE: what the client read from that seed
@@ -70,18 +89,86 @@ grep -q "SEEDFS_TSAN:BOOL=ON" "$BUILD/CMakeCache.txt" && share=50
 	fail "not striped: seed 1 $b1, seed 2 $b2 bytes"
 ok "striped over two seeds: $b1 and $b2 bytes ($(sed 's/.* in //; s/, open.*//' "$WORK/api.out"))"
 
-APIREAD_STATUS=$WORK/st2 SEEDFS_PROTOCOL=tcp "$APIREAD" "$HOST:$P1,$HOST:$P2" m "$MODEL" ranges 4 3 \
+# Seed 1 killed -9 mid-read: four threads read random ranges from both
+# (until $WORK/stop2, at most 60 s); apiread rewrites st2 every 100 ms.
+# Once seed 1 has served bytes it is stopped (SIGSTOP), and killed -9
+# once the reader has pulls in flight on it that cannot complete (its
+# bytes no longer move): a kill with nothing in flight, noticed by the
+# control port first, moves no pull (measured: 1 run in 8).  The read
+# must go on without an error, the failover counter move, and seed 2
+# serve more.
+# status_val FILE KEY: the number after "KEY: " (the first such line)
+status_val() { awk -v k="$2:" '$1 == k { print $2; exit }' "$1"; }
+# seed_inflight PORT FILE: that seed's pulls in flight
+seed_inflight() {
+	awk -v s="seed: $HOST:$1 " 'index($0, s) == 1 { on = 1; next }
+		/^seed: / { on = 0 }
+		on && $1 == "seed_pulls:" { print $2 }' "$2"
+}
+# fresh_status: wait for apiread to write st2 anew
+fresh_status() {
+	rm -f "$WORK/st2"
+	for _ in $(seq 200); do
+		[ -s "$WORK/st2" ] && return 0
+		kill -0 "$RPID" 2>/dev/null || fail "the reader ended: $(cat "$WORK/api.err")"
+		sleep 0.02
+	done
+	fail "apiread wrote no status in 4 s"
+}
+APIREAD_STATUS=$WORK/st2 APIREAD_STOP=$WORK/stop2 SEEDFS_PROTOCOL=tcp \
+	"$APIREAD" "$HOST:$P1,$HOST:$P2" m "$MODEL" ranges 4 60 \
 	>"$WORK/api.out" 2>"$WORK/api.err" &
 RPID=$!
 PIDS+=("$RPID")
-sleep 1
+b1=0
+for _ in $(seq 400); do
+	[ -s "$WORK/st2" ] && b1=$(seed_bytes "$P1" "$WORK/st2")
+	[ "${b1:-0}" -gt 0 ] && break
+	kill -0 "$RPID" 2>/dev/null || fail "the reader ended before seed 1 served a byte: $(cat "$WORK/api.err")"
+	sleep 0.05
+done
+[ "${b1:-0}" -gt 0 ] || fail "seed 1 served no byte in 20 s: $(cat "$WORK/st2")"
+cp "$WORK/st2" "$WORK/st2.before"
+kill -STOP "$PID1"
+fresh_status
+last=$(seed_bytes "$P1" "$WORK/st2") inflight=0
+for _ in $(seq 100); do
+	fresh_status
+	now=$(seed_bytes "$P1" "$WORK/st2")
+	inflight=$(seed_inflight "$P1" "$WORK/st2")
+	[ "${inflight:-0}" -gt 0 ] && [ "$now" = "$last" ] && break
+	last=$now
+done
+[ "${inflight:-0}" -gt 0 ] || fail "no pull in flight on the stopped seed 1: $(cat "$WORK/st2")"
 kill -9 "$PID1"
+fo0=$(status_val "$WORK/st2.before" failovers)
+b2_0=$(seed_bytes "$P2" "$WORK/st2.before")
+[ -n "$fo0" ] && [ -n "$b2_0" ] || fail "no failovers or seed 2 in the status: $(cat "$WORK/st2.before")"
+# Wait until the failover counter and seed 2's bytes have moved and
+# seed 1 is no longer called reachable (its control port refuses).
+for _ in $(seq 400); do
+	if [ -s "$WORK/st2" ]; then
+		fo=$(status_val "$WORK/st2" failovers)
+		b2=$(seed_bytes "$P2" "$WORK/st2")
+		[ "${fo:-0}" -gt "$fo0" ] && [ "${b2:-0}" -gt "$b2_0" ] &&
+			! grep -q "^seed: $HOST:$P1 (reachable" "$WORK/st2" && break
+	fi
+	kill -0 "$RPID" 2>/dev/null || break
+	sleep 0.05
+done
+touch "$WORK/stop2"
 st=0
 wait "$RPID" || st=$?
 [ $st = 0 ] || fail "ranges across a kill -9: $(cat "$WORK/api.err")"
+grep -q "apiread: ranges ok " "$WORK/api.out" || fail "ranges across a kill -9: $(cat "$WORK/api.out")"
+fo=$(status_val "$WORK/st2" failovers)
 b2=$(seed_bytes "$P2" "$WORK/st2")
+[ "${fo:-0}" -gt "$fo0" ] ||
+	fail "seed 1 killed with $b1 bytes served: no failover (failovers $fo0, then ${fo:-none}): $(cat "$WORK/st2")"
+[ "${b2:-0}" -gt "$b2_0" ] || fail "seed 2 served nothing after the kill ($b2_0, then ${b2:-none})"
 grep -q "^seed: $HOST:$P1 (" "$WORK/st2" || fail "no status of seed 1: $(cat "$WORK/st2")"
-ok "seed 1 killed -9 a third into 3 s of reads: $(cat "$WORK/api.out"); seed 2 served $b2 bytes; $(grep "^seed: $HOST:$P1 " "$WORK/st2")"
+grep -q "^seed: $HOST:$P1 (reachable" "$WORK/st2" && fail "seed 1 still reachable after its kill: $(cat "$WORK/st2")"
+ok "seed 1 stopped once it had served $b1 bytes, killed -9 with $inflight pulls in flight on it: $(cat "$WORK/api.out"); failovers $fo0 -> $fo; seed 2 served $b2_0 -> $b2 bytes; $(grep "^seed: $HOST:$P1 " "$WORK/st2")"
 
 # A corrupt seed: refused, naming the file.
 F=model-00002-of-00003.safetensors

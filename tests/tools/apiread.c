@@ -16,8 +16,11 @@
  * Prints "apiread: MODE ok BYTES bytes in S s (R GB/s), pulled P" and
  * exits 0, or names the first difference and exits 1.  Uses only the
  * public header: it is also an example of the API.  $APIREAD_STATUS
- * names a file to write the client's status into at the end;
- * $APIREAD_NO_VERIFY set takes the bytes unchecked (measuring only).
+ * names a file to write the client's status into at the end (in ranges
+ * mode also every 100 ms while the threads read, replaced whole: tests
+ * wait on its counters); $APIREAD_STOP names a file whose existence
+ * ends the ranges threads before SECS; $APIREAD_NO_VERIFY set takes
+ * the bytes unchecked (measuring only).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* rand_r, MAP_POPULATE */
@@ -39,6 +42,8 @@ static struct sfs_client *cl;
 static const char *local;
 static double secs = 1;
 static volatile int failed;
+static const char *stop_file; /* $APIREAD_STOP */
+static int running;	      /* ranges threads not done (atomic) */
 
 static double now(void)
 {
@@ -290,10 +295,28 @@ static void *ranges(void *arg)
 				failed = 1;
 			*total += rds[k].len;
 		}
-	} while (!failed && now() < end);
+	} while (!failed && now() < end &&
+		 !(stop_file && !access(stop_file, F_OK)));
 	sfs_client_dereg(mr);
 	munmap(buf, (size_t)BATCH * RANGE_MAX);
+	__atomic_sub_fetch(&running, 1, __ATOMIC_SEQ_CST);
 	return total;
+}
+
+/* The client's status into @path, replaced whole (a reader never sees
+ * half of it). */
+static void write_status(const char *path)
+{
+	static char text[1 << 16];
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return;
+	if (!sfs_client_status(cl, text, sizeof(text), NULL))
+		fputs(text, f);
+	if (!fclose(f))
+		rename(tmp, path);
 }
 
 int main(int argc, char **argv)
@@ -332,9 +355,16 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "ranges")) {
 		pthread_t th[64];
 		threads = threads < 1 ? 1 : threads > 64 ? 64 : threads;
+		stop_file = getenv("APIREAD_STOP");
+		running = threads;
 		for (int i = 0; i < threads; i++)
 			pthread_create(&th[i], NULL, ranges,
 				       (void *)(uintptr_t)i);
+		const char *sf = getenv("APIREAD_STATUS");
+		while (sf && __atomic_load_n(&running, __ATOMIC_SEQ_CST)) {
+			write_status(sf);
+			usleep(100000);
+		}
 		for (int i = 0; i < threads; i++) {
 			void *r;
 			pthread_join(th[i], &r);
@@ -358,14 +388,8 @@ int main(int argc, char **argv)
 		       mode, total, took, (double)total / took / 1e9, t1 - t0,
 		       info.bytes_pulled, info.generation, info.protocol);
 	const char *sf = getenv("APIREAD_STATUS");
-	if (sf) {
-		static char text[1 << 16];
-		FILE *f = fopen(sf, "w");
-		if (f && !sfs_client_status(cl, text, sizeof(text), NULL))
-			fputs(text, f);
-		if (f)
-			fclose(f);
-	}
+	if (sf)
+		write_status(sf);
 	sfs_client_close(cl);
 	return failed ? 1 : 0;
 }

@@ -22,6 +22,21 @@ bytes() {
 		on && $1 == "seed_bytes:" { n += $2 } END { print n + 0 }' "$1/.seedfs/status"
 }
 total=$(du -sb "$MODEL" | cut -f1)
+# reseeder_ready MNT ADDR: wait until MNT calls re-seeder ADDR reachable
+# and has taken one answer of its holdings for model m (asked every
+# 250 ms: before that it is not read from)
+reseeder_ready() {
+	local i
+	for i in $(seq 200); do
+		grep -q "^reseeder: $2 (reachable)$" "$1/.seedfs/status" &&
+			awk -v s="reseeder: $2 " 'index($0, s) == 1 { on = 1; next }
+				/^(seed|reseeder): / { on = 0 }
+				on && $1 == "seed_holdings:" && $2 == "m" && $3 > 0 { f = 1 }
+				END { exit !f }' "$1/.seedfs/status" && return 0
+		sleep 0.05
+	done
+	fail "$1 does not use re-seeder $2 in 10 s: $(grep -E '^(seed|reseeder)' "$1/.seedfs/status")"
+}
 
 # Replica 1 holds the whole model and serves it.
 R1=$WORK/r1
@@ -45,12 +60,7 @@ ok "replica 1 holds the model and serves it on $R1ADDR; the seed lists it"
 R2=$WORK/r2
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R2" --cache-size 128M
 R2PID=$MOUNT_PID
-for _ in $(seq 50); do
-	grep -q "^reseeder: $R1ADDR (reachable)$" "$R2/.seedfs/status" && break
-	sleep 0.1
-done
-grep -q "^reseeder: $R1ADDR (reachable)$" "$R2/.seedfs/status" ||
-	fail "replica 2 does not use replica 1: $(grep -E '^(seed|reseeder):' "$R2/.seedfs/status")"
+reseeder_ready "$R2" "$R1ADDR"
 # The seed stops: replica 2 reads everything, byte-exact, from replica 1.
 kill -9 "$SPID"
 for f in $(cd "$MODEL" && find . -type f | sort); do
@@ -81,11 +91,7 @@ R4ADDR=$(awk '$1 == "reseed:" { print $2 }' "$R4/.seedfs/status")
 R5=$WORK/r5
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R5" --cache-size 128M
 R5PID=$MOUNT_PID
-for _ in $(seq 50); do
-	grep -q "^reseeder: $R4ADDR (reachable)$" "$R5/.seedfs/status" && break
-	sleep 0.1
-done
-sleep 1.2 # its holdings are asked every second
+reseeder_ready "$R5" "$R4ADDR"
 diff -r "$MODEL" "$R5/m" || fail "replica 5 differs"
 f1=$(stat -c %s "$MODEL/$F1")
 b4=$(bytes "$R5" "reseeder: $R4ADDR")
@@ -102,11 +108,7 @@ unmount_check "$R5" "$R5PID"
 R6=$WORK/r6
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R6" --cache-size 32M --ahead 4M --read-ahead-kb 256
 R6PID=$MOUNT_PID
-for _ in $(seq 50); do
-	grep -q "^reseeder: $R4ADDR (reachable)$" "$R6/.seedfs/status" && break
-	sleep 0.1
-done
-sleep 1.2
+reseeder_ready "$R6" "$R4ADDR"
 F2=model-00002-of-00003.safetensors
 size=$(stat -c %s "$MODEL/$F2")
 (
@@ -117,13 +119,23 @@ size=$(stat -c %s "$MODEL/$F2")
 ) >"$WORK/out" 2>"$WORK/read.err" &
 READER=$!
 PIDS+=("$READER")
-for _ in $(seq 200); do
-	[ "$(stat -c %s "$WORK/out" 2>/dev/null || echo 0)" -ge $((size / 3)) ] && break
+# The re-seeder leaves once the reader has a third of the file and has
+# read from it (its bytes in replica 6's status).
+b4=0
+for _ in $(seq 400); do
+	b4=$(bytes "$R6" "reseeder: $R4ADDR")
+	[ "$(stat -c %s "$WORK/out")" -ge $((size / 3)) ] && [ "$b4" -gt 0 ] && break
+	kill -0 "$READER" 2>/dev/null || break
 	sleep 0.05
 done
+[ "$b4" -gt 0 ] || fail "replica 6 read nothing from re-seeder $R4ADDR: $(grep -E '^(seed|reseeder)' "$R6/.seedfs/status")"
+[ "$(stat -c %s "$WORK/out")" -lt "$size" ] || fail "the reader was done before the re-seeder left"
+bs0=$(bytes "$R6" "seed: $HOST:$SP")
 unmount_check "$R4" "$R4PID"
 wait "$READER" || fail "the read failed when the re-seeder left: $(cat "$WORK/read.err")"
 cmp "$MODEL/$F2" "$WORK/out" || fail "bytes read across the re-seeder leaving differ"
-ok "a re-seeder unmounted mid-read: the reader went on from the seed, byte-exact ($(bytes "$R6" "reseeder: $R4ADDR") bytes from it before)"
+bs1=$(bytes "$R6" "seed: $HOST:$SP")
+[ "$bs1" -gt "$bs0" ] || fail "the seed served nothing after the re-seeder left ($bs0, then $bs1 bytes)"
+ok "a re-seeder unmounted mid-read: $b4 bytes from it before; the reader went on from the seed ($bs0 -> $bs1 bytes), byte-exact"
 unmount_check "$R6" "$R6PID"
 sanitizers_clean

@@ -12,9 +12,12 @@
 #   (k) kill      (b) again, the seed killed -9 once the replicas hold
 #                 every chunk among them (and together have received
 #                 half of the N models); all must finish
-#   (h) kill      (b) again, the seed killed at half of (b)'s time,
-#                 whatever the replicas hold then: those that cannot
-#                 finish fail (EIO, bounded by --timeout), counted
+#   (h) kill      (b) again, the seed killed at half of (b)'s time
+#                 (once every replica shows the model), whatever the
+#                 replicas hold then: each must end, byte-exact or with
+#                 EIO, within H_BOUND of the kill (--timeout + 3 s + the
+#                 model's time over one link); wrong bytes, any other
+#                 error, or a later end fail the run; EIO ones counted
 #   (f) fat seed  the seed's link FANOUT_SEED_X (4) times the others':
 #                 (b) on it, then (b) again with the seed killed -9 at
 #                 half of that time; all must finish byte-exact.  (On
@@ -56,10 +59,25 @@ if [ "${1:-}" = --replica ]; then
 	# A re-seeder's control port, for the coverage check.
 	awk '$1 == "reseed:" { sub(/.*:/, "", $2); print $2 }' \
 		"$mnt/.seedfs/status" >"$out/$name.ctl"
+	[ -d "$m" ] && : >"$out/$name.ready" # the model is there: (h) may kill
+	# The result: "ok", or the first file that was not: "eio F: ..."
+	# (cmp could not read it: Input/output error), "wrong F: ..." (cmp
+	# read it and it differs, or ends early), "fail F: ..." (else).
 	res=ok
 	while read -r f; do
-		cmp "$model/$f" "$m/$f" >/dev/null 2>"$out/$name.cmp" ||
-			{ res="fail $f: $(head -c 200 "$out/$name.cmp")"; break; }
+		st=0
+		cmp "$model/$f" "$m/$f" >"$out/$name.cmpout" 2>"$out/$name.cmp" || st=$?
+		[ $st = 0 ] && continue
+		why=$(cat "$out/$name.cmpout" "$out/$name.cmp" | head -c 200)
+		if [ $st = 1 ]; then
+			res="wrong $f: $why"
+		elif [ $st = 2 ] && [ -s "$out/$name.cmp" ] && ! [ -s "$out/$name.cmpout" ] &&
+			grep -q "$m/$f: Input/output error$" "$out/$name.cmp"; then
+			res="eio $f: $why"
+		else
+			res="fail $f: $why"
+		fi
+		break
 	done < <(cd "$model" && find . -type f | sort)
 	# CPU seconds of the mount daemon, user and system
 	awk -v t="$(getconf CLK_TCK)" '{ printf "%.2f %.2f\n", $14 / t, $15 / t }' \
@@ -266,13 +284,16 @@ run() {
 		# (Checked with the shell's own glob, 5 times a second: the
 		# replicas' finish times are their own; this loop's processes
 		# would take CPU from the hosts it measures.)
-		local dn=("$WORK"/out/*.done)
-		[ -e "${dn[0]}" ] && [ "${#dn[@]}" -ge "$N" ] && break
+		local dn=("$WORK"/out/*.done) ndone=0
+		[ -e "${dn[0]}" ] && ndone=${#dn[@]}
+		[ "$ndone" -ge "$N" ] && break
 		local el=$(($(now_ms) - t0))
+		local rd=("$WORK"/out/*.ready)
 		if [ $killed = 0 ] && { { [ "$kill" = half ] &&
 			[ $(($(received_all) - r0)) -ge $((N * BYTES / 2)) ] &&
 			[ "$(covered)" = 1 ]; } ||
-			{ [ "$kill" != half ] && [ "$kill" -gt 0 ] && [ "$el" -ge "$kill" ]; }; }; then
+			{ [ "$kill" != half ] && [ "$kill" -gt 0 ] && [ "$el" -ge "$kill" ] &&
+				[ -e "${rd[0]}" ] && [ "${#rd[@]}" -ge "$N" ]; }; }; then
 			kill -9 "$SEEDPID_s0"
 			wait "$SEEDPID_s0" 2>/dev/null || true
 			killed=1
@@ -283,16 +304,28 @@ run() {
 			KILL_COVERED=$(covered)
 		fi
 		[ "$el" -lt "$limit" ] || die "$name: not every replica done in $((limit / 1000)) s"
+		# (h): none may still read H_BOUND after the kill.
+		[ "$name" = h ] && [ $killed = 1 ] && [ $((el - KILLED_AT)) -gt "$H_BOUND" ] &&
+			die "h: $((N - ndone)) replica(s) still reading $(calc "\"%.1f\", ($el - $KILLED_AT) / 1000") s after the kill (bound $(calc "\"%.1f\", $H_BOUND / 1000") s: --timeout $((H_TIMEOUT / 1000)) s + 3 s + the model over one link)"
 		sleep 0.2
 	done
 	local tl=0 times=() failed=0
+	[ "$name" = h ] && : >"$WORK/h.outcomes"
 	for i in $(seq "$N"); do
 		local d res
 		read -r d res <"$WORK/out/r$i.done"
+		# (h): each replica's end, after the kill (ms; < 0: before)
+		[ "$name" = h ] && echo "r$i ${res%% *} $((d - t0 - KILLED_AT))" >>"$WORK/h.outcomes"
+		if [ "$name" = h ] && [ $((d - t0 - KILLED_AT)) -gt "$H_BOUND" ]; then
+			die "h: replica r$i ended $(calc "\"%.1f\", ($d - $t0 - $KILLED_AT) / 1000") s after the kill, bound $(calc "\"%.1f\", $H_BOUND / 1000") s: $res"
+		fi
 		if [ "$res" != ok ]; then
 			{ [ "$kill" = half ] || [ "$kill" = 0 ]; } && die "$name: replica r$i: $res"
+			# Wrong bytes are never a failure to count, nor any
+			# error but EIO.
+			[ "${res%% *}" = eio ] || die "$name: replica r$i: $res"
 			failed=$((failed + 1))
-			FAILMSG="r$i at $(calc "\"%.1f\", ($d - $t0) / 1000") s: ${res#fail }"
+			FAILMSG="r$i at $(calc "\"%.1f\", ($d - $t0) / 1000") s: ${res#eio }"
 			continue
 		fi
 		times+=("$(calc "\"%.2f\", ($d - $t0) / 1000")")
@@ -329,8 +362,17 @@ for v in a b c k h f g; do
 	eval "T_$v=0 DONE_$v= SEEDSENT_$v=0 RECV_$v=0 CPU_$v=0 FAILED_$v=0"
 done
 KILLED_AT=0 KILL_SENT=0 KILL_RECV=0 KILL_COVERED=0 FAILMSG=
-K_AT=0 K_SENT=0 K_RECV=0 H_AT=0 H_SENT=0 H_COVERED=0 H_FAILMSG=
+K_AT=0 K_SENT=0 K_RECV=0 H_AT=0 H_SENT=0 H_COVERED=0 H_FAILMSG= H_LAST=0
 RESEED=(--reseed --listen 0.0.0.0:0 --prefetch)
+# (h)'s bound: the mounts' --timeout (FANOUT_MOUNT_OPTS', else the
+# default 10 s) + 3 s (noticing the death, a loaded machine) + the whole
+# model over one link (a replica that still completes from the others
+# is bound by its link, not by the timeout).
+H_TIMEOUT=10000
+for i in "${!MOPTS[@]}"; do
+	[ "${MOPTS[$i]}" = --timeout ] && H_TIMEOUT=$((${MOPTS[$((i + 1))]} * 1000))
+done
+H_BOUND=$((H_TIMEOUT + 3000 + BYTES * 8 * 1000 / BPS))
 # keep NAME R: run R's results of NAME, aside
 keep() {
 	local v
@@ -394,6 +436,8 @@ if want h && [ "$T_b" -gt 0 ]; then
 	FAILMSG=
 	run h only_s0 $((T_b / 2)) "${RESEED[@]}"
 	H_AT=$KILLED_AT H_SENT=$KILL_SENT H_COVERED=$KILL_COVERED H_FAILMSG=$FAILMSG
+	[ "$H_AT" -gt 0 ] || die "h: every replica ended before the seed was killed"
+	H_LAST=$(awk '$3 > m { m = $3 } END { print m + 0 }' "$WORK/h.outcomes")
 	seed_stop s0
 fi
 
@@ -488,7 +532,7 @@ if want a && want b && want c; then
 	echo "(b)/(a) = $ba (goal <= 0.35: $(okf "$ba" 0.35)); (b)/(c) = $bc (goal <= 1.5: $(okf "$bc" 1.5)); the seed sent $sx x the model in (b) (goal <= 2: $(okf "$sx" 2))"
 fi
 want k && echo "(k): the seed was killed as soon as the replicas held every chunk among them (and had received half of what they read): at $(s "$K_AT") s$(want b && echo " ($(calc "\"%.0f\", 100 * $K_AT / $T_b") % of (b)'s time)"), with $(calc "\"%.0f\", 100 * $K_RECV / ($N * $BYTES)") % received; all $N finished byte-exact from each other"
-want h && [ "$T_b" -gt 0 ] && echo "(h): killed at half of (b)'s time ($(s "$H_AT") s; the seed had sent $(x "$H_SENT" "$BYTES") x the model; every chunk held among the replicas then: $([ "$H_COVERED" = 1 ] && echo yes || echo no)): $((N - FAILED_h)) of $N finished byte-exact${H_FAILMSG:+; the rest got EIO (last: ${H_FAILMSG%%: cmp:*})}"
+want h && [ "$T_b" -gt 0 ] && echo "(h): killed at half of (b)'s time ($(s "$H_AT") s; the seed had sent $(x "$H_SENT" "$BYTES") x the model; every chunk held among the replicas then: $([ "$H_COVERED" = 1 ] && echo yes || echo no)): $((N - FAILED_h)) of $N finished byte-exact${H_FAILMSG:+; the rest got EIO (last: ${H_FAILMSG%%: cmp:*})}; every one ended $(s "$H_LAST") s after the kill at the latest (bound $(s "$H_BOUND") s: --timeout $(s "$H_TIMEOUT") + 3 s + the model over one link)"
 want f && echo "(f): with the seed's link $SEED_X x the others', (b) took $(s "$T_f") s; the seed killed -9 at half of that ($(s "$G_AT") s, having sent $(x "$G_SENT" "$BYTES") x the model; every chunk held among the replicas then: $([ "$G_COVERED" = 1 ] && echo yes || echo no)): all $N finished byte-exact from each other in $(s "$T_g") s"
 [ -n "$STRIPE" ] && echo "striping, a replica with a 4 x $RATE link: $STRIPE"
 
@@ -557,6 +601,11 @@ if [ -n "$RESULTS" ]; then
 		echo "seed_sent_a $SEEDSENT_a"
 		echo "seed_sent_b $SEEDSENT_b"
 		echo "killed_at $K_AT"
+		echo "killed_at_h $H_AT"
+		echo "h_bound_ms $H_BOUND"
+		# h_end REPLICA OUTCOME MS: each replica's end in (h), ms
+		# after the kill, ok or eio (anything else died above)
+		[ -s "$WORK/h.outcomes" ] && sed 's/^/h_end /' "$WORK/h.outcomes"
 		echo "killed_at_g $G_AT"
 		echo "covered_g $G_COVERED"
 		for f in "$WORK"/b-r*.status; do

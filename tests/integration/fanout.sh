@@ -5,9 +5,11 @@
 # --prefetch told only the seed, (c) one seed per replica, and (k) (b)
 # with the seed killed -9 once the replicas hold every chunk among
 # them; (h) kills it earlier, at half of (b)'s time, and every replica
-# must then end (byte-exact, or EIO for bytes nobody had) within the
-# bound.  Here: in (b) each replica read from the others and the seed
-# sent less than (a) made it send; no sanitizer report.  Not (f), the
+# must then end (byte-exact, or EIO for bytes nobody had; never wrong
+# bytes or another error) within --timeout + 3 s + the model's time
+# over one link of the kill.  Here: in (b) each replica read from the
+# others and the seed sent less than (a) made it send; (h)'s results
+# read again; no sanitizer report.  Not (f), the
 # seed on a faster link killed at half of (b)'s time there: with this
 # small a model half of (b)'s time is about the mounts' start-up (1.7 s
 # in all, all three failed), so only make bench-fanout runs it.
@@ -31,6 +33,23 @@ awk '$1 == "reseeder_bytes" && $2 == 0 { bad = 1 } END { exit bad }' "$R" ||
 [ "$(val seed_sent_b)" -le $((2 * bytes)) ] ||
 	fail "(b): the seed sent $(val seed_sent_b) bytes, more than twice the model ($bytes)"
 [ "$(val killed_at)" -gt 0 ] || fail "(k): the seed was not killed"
+# (h): the seed killed (once every replica showed the model), and each
+# of the 3 replicas ended byte-exact (ok) or with EIO (eio) within the
+# bound after the kill (--timeout 5 s + 3 s + the model over one link);
+# bench/fanout.sh dies on wrong bytes, other errors and a later end,
+# and this reads its results again.
+hk=$(val killed_at_h)
+hb=$(val h_bound_ms)
+[ -n "$hk" ] && [ "$hk" -gt 0 ] || fail "(h): the seed was not killed: $(cat "$R")"
+[ "$hb" = $((5000 + 3000 + bytes * 8 * 1000 / 200000000)) ] || fail "(h): bound $hb ms, not --timeout 5 s + 3 s + the model over one link"
+awk '$1 == "h_end"' "$R" >"$WORK/h.ends"
+[ "$(wc -l <"$WORK/h.ends")" = 3 ] || fail "(h): $(wc -l <"$WORK/h.ends") replicas' ends, not 3: $(cat "$R")"
+awk -v b="$hb" '$3 != "ok" && $3 != "eio" { print "replica " $2 ": " $3 " (neither byte-exact nor EIO)"; bad = 1 }
+	$4 + 0 > b { print "replica " $2 ": " $3 " " $4 " ms after the kill, bound " b " ms"; bad = 1 }
+	END { exit bad }' "$WORK/h.ends" >"$WORK/h.bad" || fail "(h): $(cat "$WORK/h.bad")"
+h_eio=$(awk '$3 == "eio"' "$WORK/h.ends" | wc -l)
+h_last=$(awk '$4 > m { m = $4 } END { print m + 0 }' "$WORK/h.ends")
 sanitizers_clean
+ok "(h): seed killed at $hk ms; $((3 - h_eio)) byte-exact, $h_eio EIO, the last $h_last ms after the kill (bound $hb ms)"
 ok "fan-out, 3 replicas: $(grep -E '^\| \((a|b|c|k|h)\)' "$WORK/fanout.out" |
 	awk -F'|' '{ gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3); printf "%s %s; ", $2, $3 }')"

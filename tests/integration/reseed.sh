@@ -111,27 +111,37 @@ R6PID=$MOUNT_PID
 reseeder_ready "$R6" "$R4ADDR"
 F2=model-00002-of-00003.safetensors
 size=$(stat -c %s "$MODEL/$F2")
+# The reader reads 1 MiB at a time; at a third of the file it waits for
+# $WORK/go (what it has not read then is more than --ahead: some must
+# come after the re-seeder has left).
+third=$((size / 3 / 1048576))
 (
 	for ((i = 0; i * 1048576 < size; i++)); do
+		if [ $i = $third ]; then
+			: >"$WORK/at-third"
+			for _ in $(seq 1200); do [ -e "$WORK/go" ] && break; sleep 0.05; done
+			[ -e "$WORK/go" ] || exit 1
+		fi
 		dd if="$R6/m/$F2" bs=1M skip=$i count=1 status=none || exit 1
 		sleep 0.05
 	done
 ) >"$WORK/out" 2>"$WORK/read.err" &
 READER=$!
 PIDS+=("$READER")
-# The re-seeder leaves once the reader has a third of the file and has
-# read from it (its bytes in replica 6's status).
+# The re-seeder leaves once the reader is at the third and has read
+# from it (its bytes in replica 6's status).
 b4=0
 for _ in $(seq 400); do
 	b4=$(bytes "$R6" "reseeder: $R4ADDR")
-	[ "$(stat -c %s "$WORK/out")" -ge $((size / 3)) ] && [ "$b4" -gt 0 ] && break
+	[ -e "$WORK/at-third" ] && [ "$b4" -gt 0 ] && break
 	kill -0 "$READER" 2>/dev/null || break
 	sleep 0.05
 done
 [ "$b4" -gt 0 ] || fail "replica 6 read nothing from re-seeder $R4ADDR: $(grep -E '^(seed|reseeder)' "$R6/.seedfs/status")"
-[ "$(stat -c %s "$WORK/out")" -lt "$size" ] || fail "the reader was done before the re-seeder left"
+[ -e "$WORK/at-third" ] || fail "the reader did not reach a third of $F2: $(cat "$WORK/read.err")"
 bs0=$(bytes "$R6" "seed: $HOST:$SP")
 unmount_check "$R4" "$R4PID"
+: >"$WORK/go"
 wait "$READER" || fail "the read failed when the re-seeder left: $(cat "$WORK/read.err")"
 cmp "$MODEL/$F2" "$WORK/out" || fail "bytes read across the re-seeder leaving differ"
 bs1=$(bytes "$R6" "seed: $HOST:$SP")

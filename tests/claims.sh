@@ -31,6 +31,7 @@ trim() { sed 's/^ *//; s/ *$//' <<<"$1"; }
 errors=()
 rows=0 named=0 checked=0 planned=()
 col=-1 ncols=0 lineno=0
+# shellcheck disable=SC2016 # literal backticks
 name_re='^`([A-Za-z0-9_]+)`( *\(([a-z ,]+)\))?'
 while IFS= read -r line; do
 	lineno=$((lineno + 1))

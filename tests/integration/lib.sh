@@ -108,6 +108,45 @@ python_for_build() {
 	fi
 }
 
+# refute [--empty-ok] [--why TEXT] [GREP_OPTS...] PATTERN FILE...: fail
+# if PATTERN matches a line of a FILE, and fail too if a FILE is missing
+# or (unless --empty-ok: an error stream that is rightly empty) empty,
+# or cannot be read: a bare `! grep` passes on all three.
+refute() {
+	local empty_ok=0 why="" opts=() pat f st hit
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--empty-ok) empty_ok=1 ;;
+		--why) why="$2: " && shift ;;
+		--) shift && break ;;
+		-*) opts+=("$1") ;;
+		*) break ;;
+		esac
+		shift
+	done
+	pat=$1
+	shift
+	[ $# -gt 0 ] || fail "refute '$pat': no file named"
+	for f in "$@"; do
+		[ -f "$f" ] || fail "${why}refute '$pat': $f is missing"
+		[ $empty_ok = 1 ] || [ -s "$f" ] || fail "${why}refute '$pat': $f is empty"
+		st=0
+		hit=$(grep "${opts[@]}" -m 3 -- "$pat" "$f") || st=$?
+		[ $st = 0 ] && fail "${why}'$pat' in $f: $hit"
+		[ $st = 1 ] || fail "${why}refute '$pat': grep could not read $f"
+	done
+	return 0
+}
+
+# The seed's ready line, exactly (its usage text has the word "ready"
+# too): seed_ready FILE succeeds once FILE holds it; seed_port FILE
+# prints the port it names.
+SEED_READY_RE='^seedfs seed: ready on (https://)?[^ ]*:[0-9]+: '
+seed_ready() { grep -qE "$SEED_READY_RE" "$1" 2>/dev/null; }
+seed_port() {
+	grep -E "$SEED_READY_RE" "$1" | head -n 1 | sed -n 's/^seedfs seed: ready on [^ ]*:\([0-9]*\): .*/\1/p'
+}
+
 # now_ms: monotonic-enough wall clock in milliseconds
 now_ms() { date +%s%3N; }
 
@@ -125,12 +164,12 @@ start_seed() {
 	PIDS+=("$SEED_PID")
 	local i
 	for i in $(seq 1200); do
-		grep -q ready "$out" 2>/dev/null && break
+		seed_ready "$out" && break
 		kill -0 "$SEED_PID" 2>/dev/null || fail "seed exited: $(cat "$err")"
 		sleep 0.05
 	done
-	SEED_PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$out")
-	[ -n "$SEED_PORT" ] || fail "seed did not report ready"
+	SEED_PORT=$(seed_port "$out")
+	[ -n "$SEED_PORT" ] || fail "seed did not report ready in 60 s: $(cat "$out")"
 }
 
 # mount_seed MNT [mount args...]: background mount; sets MOUNT_PID.

@@ -44,26 +44,10 @@ st=0
 [ $st = 1 ] && grep -q "publishes no model of that name" "$WORK/err" ||
 	fail "wrong name: $(cat "$WORK/err")"
 ok "wrong name: $(cat "$WORK/err")"
-# No seed: a port held bound (not listening) by a process of ours, so
-# nothing else can take it while the client tries it.
-python3 -c 'import socket, sys, time
-s = socket.socket()
-s.bind((sys.argv[1], 0))
-print(s.getsockname()[1], flush=True)
-time.sleep(300)' "$HOST" >"$WORK/hold.port" 2>"$WORK/hold.err" &
-HOLD=$!
-PIDS+=("$HOLD")
-for _ in $(seq 100); do
-	[ -s "$WORK/hold.port" ] && break
-	kill -0 "$HOLD" 2>/dev/null || fail "port holder exited: $(cat "$WORK/hold.err")"
-	sleep 0.05
-done
-NOPORT=$(cat "$WORK/hold.port")
-[ -n "$NOPORT" ] || fail "port holder printed no port"
 st=0
-"$APIREAD" "$HOST:$NOPORT" m "$MODEL" 2>"$WORK/err" >/dev/null || st=$?
+closed_port
+"$APIREAD" "127.0.0.1:$CLOSED_PORT" m "$MODEL" 2>"$WORK/err" >/dev/null || st=$?
 [ $st = 1 ] && [ "$(wc -l <"$WORK/err")" = 1 ] || fail "no seed: $(cat "$WORK/err")"
-kill "$HOLD" && wait "$HOLD" 2>/dev/null || true
 ok "no seed: $(cat "$WORK/err")"
 
 # Two seeds of the same files: striped, then seed 1 killed -9 while four

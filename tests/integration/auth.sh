@@ -24,14 +24,14 @@ ip netns exec "$NS" "$SEEDFS" seed --model-dir "$MODEL" \
 	>"$WORK/lo.out" 2>"$WORK/lo.err" &
 LO_PID=$!
 PIDS+=("$LO_PID")
-for _ in $(seq 200); do grep -q ready "$WORK/lo.out" && break; sleep 0.05; done
+for _ in $(seq 200); do seed_ready "$WORK/lo.out" && break; sleep 0.05; done
 grep -q "ready on 127.0.0.1:7070: .*; unauthenticated$" "$WORK/lo.out" ||
 	fail "ready line: $(cat "$WORK/lo.out" "$WORK/lo.err")"
 ip netns exec "$NS" ss -Hltn | grep -q "127.0.0.1:7070 " || fail "not on loopback"
 if curl -s -m 2 "http://$NS_IP:7070/v1/models" >/dev/null; then
 	fail "a seed without a token answered another network namespace"
 fi
-[ ! -s "$WORK/lo.err" ] || ! grep -q warning "$WORK/lo.err" || fail "warned on loopback"
+refute --empty-ok --why "warned on loopback" warning "$WORK/lo.err"
 kill "$LO_PID"
 start_seed "$MODEL" --listen 0.0.0.0:0
 grep -q "^seedfs seed: warning: --listen 0.0.0.0:0 without --token-file: whoever reaches it reads the models" \
@@ -103,8 +103,9 @@ M2_PID=$MOUNT_PID
 cmp "$MODEL/config.json" "$MNT2/m/config.json" || fail "SEEDFS_TOKEN_FILE"
 for pid in "$SEED_PID" "$M1_PID" "$M2_PID"; do
 	for what in cmdline environ; do
-		! tr '\0' '\n' <"/proc/$pid/$what" | grep -qF "$TOKEN_A" ||
-			fail "the token is in /proc/$pid/$what"
+		tr '\0' '\n' <"/proc/$pid/$what" >"$WORK/proc-$what" ||
+			fail "cannot read /proc/$pid/$what"
+		refute --why "the token is in /proc/$pid/$what" -F "$TOKEN_A" "$WORK/proc-$what"
 	done
 done
 ok "with the token: byte-exact (--token-file and SEEDFS_TOKEN_FILE); the token is in no process's cmdline or environ"
@@ -168,9 +169,8 @@ ok "a re-seeder: 401 without the token on its own port, 200 with it; its announc
 
 # The registry: its records hold no secret, and a mount that finds a
 # seed there still needs the token.
-CP=$(free_port)
-PP=$(free_port)
-start_etcd e1 "$CP" "$PP" "e1=http://127.0.0.1:$PP"
+start_etcd e1
+CP=$ETCD_CPORT
 REG=etcd://127.0.0.1:$CP/a$$
 MAIN_PID=$SEED_PID MAIN_PORT=$SEED_PORT
 SEED_LOG=regseed start_seed "$MODEL" --name rm --token-file "$WORK/a.tok" --registry "$REG"
@@ -178,8 +178,8 @@ REG_PID=$SEED_PID
 SEED_PID=$MAIN_PID SEED_PORT=$MAIN_PORT
 etcdctl --endpoints "127.0.0.1:$CP" get --prefix "/a$$/" >"$WORK/records"
 grep -q '"model":"rm"' "$WORK/records" || fail "no record: $(cat "$WORK/records")"
-! grep -qF "$TOKEN_A" "$WORK/records" || fail "the token is in the registry"
-! grep -q '"key"\|"raddr"\|"remote"' "$WORK/records" || fail "keys in the registry"
+refute --why "the token is in the registry" -F "$TOKEN_A" "$WORK/records"
+refute --why "keys in the registry" '"key"\|"raddr"\|"remote"' "$WORK/records"
 RMNT=$WORK/rmnt
 mkdir -p "$RMNT"
 "$SEEDFS" mount --registry "$REG" "$RMNT" 2>"$WORK/r.err" && fail "mounted by registry without a token"

@@ -302,18 +302,36 @@ link() {
 	ip netns exec "$NS" tc qdisc add dev "$NS_VETH" root "$@" || fail "tc $* (ns)"
 }
 
-# free_port: a TCP port free on 127.0.0.1 now
+# free_port: a TCP port free on 127.0.0.1 now (another process may take
+# it before we bind it: start_etcd retries when that happens).
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# start_etcd NAME CLIENT_PORT PEER_PORT CLUSTER [etcd args...]: a member
-# of Debian's etcd on loopback, data in $WORK/etcd-NAME; sets ETCD_PID.
-# CLUSTER is its --initial-cluster (NAME=http://127.0.0.1:PEER,...).
-# Waits until it answers (a single member; a cluster member's health
-# waits for its quorum: ETCD_NOWAIT=1 skips).
-start_etcd() {
-	local name=$1 cport=$2 pport=$3 cluster=$4 scheme=${ETCD_SCHEME:-http}
+# closed_port: sets CLOSED_PORT, a loopback port that refuses
+# connections for as long as the test runs (bound by a process of ours
+# that never listens, so nothing else can take it).
+closed_port() {
+	python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1], flush=True); sys.stdout.close(); time.sleep(600)' \
+		>"$WORK/closed_port.out" &
+	PIDS+=("$!")
+	local i
+	for i in $(seq 200); do
+		CLOSED_PORT=$(cat "$WORK/closed_port.out")
+		[ -n "$CLOSED_PORT" ] && return 0
+		sleep 0.05
+	done
+	fail "closed_port: no port"
+}
+
+# etcd_launch NAME CLIENT_PORT PEER_PORT CLUSTER [etcd args...]: start
+# one etcd member (sets ETCD_PID) and wait until it listens on both
+# ports.  Returns 75 if a port was taken by then (etcd says "address
+# already in use" and exits), fails on any other exit.
+etcd_launch() {
+	local name=$1 cport=$2 pport=$3 cluster=$4 scheme=${ETCD_SCHEME:-http} i
 	shift 4
 	etcd --name "$name" --data-dir "$WORK/etcd-$name" \
 		--listen-client-urls "$scheme://127.0.0.1:$cport" \
@@ -324,8 +342,27 @@ start_etcd() {
 		--log-level error "$@" >"$WORK/etcd-$name.out" 2>"$WORK/etcd-$name.err" &
 	ETCD_PID=$!
 	PIDS+=("$ETCD_PID")
-	[ -n "${ETCD_NOWAIT:-}" ] && return 0
-	local i
+	for i in $(seq 400); do
+		if ! kill -0 "$ETCD_PID" 2>/dev/null; then
+			wait "$ETCD_PID" 2>/dev/null || true
+			if grep -q "bind: address already in use" "$WORK/etcd-$name.err"; then
+				echo "etcd $name: $(grep -o 'listen tcp [^ ]*' "$WORK/etcd-$name.err" | head -n 1) was taken" >&2
+				rm -rf "$WORK/etcd-$name"
+				return 75
+			fi
+			fail "etcd $name exited: $(tail -n 5 "$WORK/etcd-$name.err")"
+		fi
+		[ "$(ss -Hltnp "( sport = :$cport or sport = :$pport )" |
+			grep -c "pid=$ETCD_PID,")" -ge 2 ] && return 0
+		sleep 0.05
+	done
+	fail "etcd $name did not listen on $cport and $pport in 20 s"
+}
+
+# etcd_wait NAME CLIENT_PORT: until the member answers (a cluster
+# member's status waits for its quorum).
+etcd_wait() {
+	local name=$1 cport=$2 scheme=${ETCD_SCHEME:-http} i
 	for i in $(seq 200); do
 		curl -s -m 1 ${ETCD_CURL_OPTS:-} -X POST "$scheme://127.0.0.1:$cport/v3/maintenance/status" \
 			-d '{}' 2>/dev/null | grep -q '"version"' && return 0
@@ -333,6 +370,65 @@ start_etcd() {
 		sleep 0.05
 	done
 	fail "etcd $name did not answer"
+}
+
+# start_etcd NAME [etcd args...]: a single new member of Debian's etcd
+# on loopback ports it picks, data in $WORK/etcd-NAME; waits until it
+# answers.  A port taken between free_port and etcd's bind: new ports,
+# up to 5 times.  Sets ETCD_PID, ETCD_CPORT, ETCD_PPORT.
+start_etcd() {
+	local name=$1 try st
+	shift
+	for try in 1 2 3 4 5; do
+		ETCD_CPORT=$(free_port)
+		ETCD_PPORT=$(free_port)
+		[ "$ETCD_CPORT" != "$ETCD_PPORT" ] || continue
+		st=0
+		ETCD_STATE=new etcd_launch "$name" "$ETCD_CPORT" "$ETCD_PPORT" \
+			"$name=http://127.0.0.1:$ETCD_PPORT" "$@" || st=$?
+		[ $st = 0 ] && { etcd_wait "$name" "$ETCD_CPORT"; return 0; }
+	done
+	fail "etcd $name: its ports were taken 5 times"
+}
+
+# restart_etcd NAME [etcd args...]: NAME again, its data kept, on the
+# same ports (its clients know them: a port taken meanwhile fails).
+restart_etcd() {
+	local name=$1
+	shift
+	ETCD_STATE=existing etcd_launch "$name" "$ETCD_CPORT" "$ETCD_PPORT" \
+		"$name=http://127.0.0.1:$ETCD_PPORT" "$@" ||
+		fail "etcd $name: port $ETCD_CPORT or $ETCD_PPORT was taken while it was down"
+	etcd_wait "$name" "$ETCD_CPORT"
+}
+
+# start_etcd_cluster N PREFIX: N new members PREFIX1..PREFIXN; a port
+# taken: all of them again on new ports, up to 5 times.  Sets ETCD_PIDS
+# and ETCD_CPORTS (indexed 1..N) and ETCD_EPS (their client endpoints).
+start_etcd_cluster() {
+	local n=$1 pre=$2 try i st cluster
+	local -a pps
+	for try in 1 2 3 4 5; do
+		ETCD_PIDS=() ETCD_CPORTS=() cluster="" st=0
+		for i in $(seq "$n"); do
+			ETCD_CPORTS[$i]=$(free_port)
+			pps[$i]=$(free_port)
+			cluster+="${cluster:+,}$pre$i=http://127.0.0.1:${pps[$i]}"
+		done
+		for i in $(seq "$n"); do
+			ETCD_STATE=new etcd_launch "$pre$i" "${ETCD_CPORTS[$i]}" "${pps[$i]}" "$cluster" || st=$?
+			[ $st = 0 ] || break
+			ETCD_PIDS[$i]=$ETCD_PID
+		done
+		if [ $st = 0 ]; then
+			ETCD_EPS=""
+			for i in $(seq "$n"); do ETCD_EPS+="${ETCD_EPS:+,}127.0.0.1:${ETCD_CPORTS[$i]}"; done
+			return 0
+		fi
+		for i in "${ETCD_PIDS[@]}"; do kill -9 "$i" && wait "$i" 2>/dev/null || true; done
+		for i in $(seq "$n"); do rm -rf "$WORK/etcd-$pre$i"; done
+	done
+	fail "etcd cluster $pre: its ports were taken 5 times"
 }
 
 # etcdctl_at ENDPOINTS ARGS...: etcdctl v3 against our etcd

@@ -12,18 +12,8 @@ M=$WORK/m
 st() { cat "$MNT/.seedfs/status"; }
 
 # --- three members, one killed ---
-declare -a CPS PPS EPIDS
-cluster=""
-for i in 1 2 3; do
-	CPS[$i]=$(free_port)
-	PPS[$i]=$(free_port)
-	cluster+="${cluster:+,}c$i=http://127.0.0.1:${PPS[$i]}"
-done
-for i in 1 2 3; do
-	ETCD_NOWAIT=1 start_etcd "c$i" "${CPS[$i]}" "${PPS[$i]}" "$cluster"
-	EPIDS[$i]=$ETCD_PID
-done
-EPS="127.0.0.1:${CPS[1]},127.0.0.1:${CPS[2]},127.0.0.1:${CPS[3]}"
+start_etcd_cluster 3 c
+EPS=$ETCD_EPS
 for _ in $(seq 200); do
 	etcdctl_at "$EPS" endpoint health >/dev/null 2>&1 && break
 	sleep 0.1
@@ -37,8 +27,8 @@ diff -r "$M" "$MNT/m" >/dev/null || fail "m differs"
 ok "three members: registered, mounted, byte-exact"
 
 # Both use the first endpoint: kill that member.
-kill -9 "${EPIDS[1]}"
-EPS23="127.0.0.1:${CPS[2]},127.0.0.1:${CPS[3]}"
+kill -9 "${ETCD_PIDS[1]}"
+EPS23="127.0.0.1:${ETCD_CPORTS[2]},127.0.0.1:${ETCD_CPORTS[3]}"
 sleep 5 # longer than the TTL: the lease lives only if renewed elsewhere
 key="/c$$/models/m/seed/$HOST:$SEED_PORT"
 [ -n "$(etcdctl_at "$EPS23" get "$key" --keys-only)" ] ||
@@ -58,14 +48,12 @@ ok "one member killed: the lease renewed, generation 2 by watch, reads byte-exac
 unmount_check "$MNT" "$MOUNT_PID"
 kill "$SEED_PID"
 wait "$SEED_PID" || true
-kill -9 "${EPIDS[2]}" "${EPIDS[3]}"
-wait "${EPIDS[2]}" "${EPIDS[3]}" 2>/dev/null || true
+kill -9 "${ETCD_PIDS[2]}" "${ETCD_PIDS[3]}"
+wait "${ETCD_PIDS[2]}" "${ETCD_PIDS[3]}" 2>/dev/null || true
 
 # --- authentication ---
-CP=$(free_port)
-PP=$(free_port)
-start_etcd a1 "$CP" "$PP" "a1=http://127.0.0.1:$PP"
-EP=127.0.0.1:$CP
+start_etcd a1
+EP=127.0.0.1:$ETCD_CPORT
 etcdctl_at "$EP" user add root --new-user-password s3cret >/dev/null
 etcdctl_at "$EP" auth enable >/dev/null
 printf 'root:s3cret\n' >"$WORK/auth"
@@ -73,7 +61,8 @@ printf 'root:wrong\n' >"$WORK/bad-auth"
 chmod 600 "$WORK/auth" "$WORK/bad-auth"
 REG=etcd://$EP/a$$
 SEED_LOG=seed start_seed "$M" --name m --registry "$REG" --registry-auth-file "$WORK/auth"
-ps -o args= -p "$SEED_PID" | grep -q s3cret && fail "the password is in argv"
+ps -o args= -p "$SEED_PID" >"$WORK/seed.args" || fail "seed $SEED_PID is gone"
+refute --why "the password is in argv" s3cret "$WORK/seed.args"
 if "$SEEDFS" seed --model-dir "$M" --listen "$HOST:0" --registry "$REG" \
 	--registry-auth-file "$WORK/bad-auth" >"$WORK/bad.out" 2>"$WORK/bad.err"; then
 	fail "a seed with a wrong password started"
@@ -81,7 +70,7 @@ fi
 grep -v '^[0-9-]*T' "$WORK/bad.err" >"$WORK/bad.lines" || true
 [ "$(wc -l <"$WORK/bad.lines")" = 1 ] || fail "not one line: $(cat "$WORK/bad.err")"
 grep -q "refused user root" "$WORK/bad.lines" || fail "the line: $(cat "$WORK/bad.lines")"
-grep -q "wrong\|s3cret" "$WORK/bad.lines" && fail "the line shows a password"
+refute --why "the line shows a password" "wrong\|s3cret" "$WORK/bad.lines"
 mkdir -p "$WORK/mnt-noauth"
 if "$SEEDFS" mount --registry "$REG" "$WORK/mnt-noauth" 2>"$WORK/noauth.err"; then
 	MOUNTS+=("$WORK/mnt-noauth")
@@ -109,10 +98,9 @@ printf 'subjectAltName=IP:127.0.0.1\n' >san.ext
 openssl x509 -req -in etcd.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
 	-out etcd.crt -days 2 -extfile san.ext 2>/dev/null
 cd - >/dev/null
-CP=$(free_port)
-PP=$(free_port)
-ETCD_SCHEME=https ETCD_CURL_OPTS="--cacert $WORK/ca.crt" start_etcd t1 "$CP" "$PP" \
-	"t1=http://127.0.0.1:$PP" --cert-file "$WORK/etcd.crt" --key-file "$WORK/etcd.key"
+ETCD_SCHEME=https ETCD_CURL_OPTS="--cacert $WORK/ca.crt" start_etcd t1 \
+	--cert-file "$WORK/etcd.crt" --key-file "$WORK/etcd.key"
+CP=$ETCD_CPORT
 REG=etcds://127.0.0.1:$CP/s$$
 SEED_LOG=seed start_seed "$M" --name m --registry "$REG" --registry-ca "$WORK/ca.crt"
 mkdir -p "$WORK/mnt-badca"

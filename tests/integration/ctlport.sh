@@ -2,8 +2,8 @@
 # The control port stays open for business.  300 clients that send a
 # request one byte a second (from 127.0.0.2) and 500 that connect and
 # send nothing (from 127.0.0.3) run for 12 s; meanwhile every
-# /v1/generation asked from 127.0.0.1 is answered within a second, and
-# a new mount is up within one.  The port is event driven, caps each
+# /v1/generation asked from 127.0.0.1 is answered within 500 ms, and a
+# new mount gets its manifest within 500 ms.  The port is event driven, caps each
 # client address, and gives each request a deadline (and says so).
 source "$(dirname "$0")/lib.sh" "$1"
 SLOW=$BUILD/tests/slowclient
@@ -21,23 +21,35 @@ PIDS+=("$DRIP")
 IDLE=$!
 PIDS+=("$IDLE")
 sleep 2
+# Timed by curl itself (connect to last byte), not by the wall clock
+# around it: starting curl on a loaded 2-core machine takes up to a
+# second, which is not the seed's.  Within 500 ms each (28-216 ms
+# worst seen with load 9-10 on 2 cores; a SYN the backlog dropped would
+# cost 1 s).
 worst=0
 for i in $(seq 16); do
-	t0=$(now_ms)
-	curl -sf -m 3 "$URL" >"$WORK/gen.json" || fail "curl $i: no answer"
-	el=$(($(now_ms) - t0))
+	curl -sf -m 3 -o "$WORK/gen.json" -w '%{time_connect} %{time_total}\n' "$URL" \
+		>"$WORK/curl.t" || fail "curl $i: no answer"
+	read -r tc tt <"$WORK/curl.t"
+	el=$(awk -v t="$tt" 'BEGIN { printf "%d", t * 1000 }')
 	grep -q '"generation":1,' "$WORK/gen.json" || fail "answer $i: $(cat "$WORK/gen.json")"
-	[ "$el" -le 1000 ] || fail "curl $i answered after $el ms"
+	[ "$el" -le 500 ] || fail "curl $i answered after $el ms (connected after $tc s)"
 	[ "$el" -gt "$worst" ] && worst=$el
 	sleep 0.4
 done
+# A new mount: its manifest, fetched from the attacked port (connect
+# to last byte, the mount's own timing), within 500 ms (0-1 ms seen
+# loaded).  The rest of its start-up is the transport's and the
+# machine's, not the port's (mountsafe bounds it).
 MNT=$WORK/mnt
 t0=$(now_ms)
-mount_seed "$MNT"
+mount_seed "$MNT" --log-level debug
 el=$(($(now_ms) - t0))
-[ "$el" -le 1500 ] || fail "the mount took $el ms"
+mf=$(sed -n 's/.* D replica: manifest fetched in \([0-9]*\) ms$/\1/p' "$WORK/mount.log" | head -n 1)
+[ -n "$mf" ] || fail "no manifest fetch timed in the mount's log"
+[ "$mf" -le 500 ] || fail "the mount's manifest took $mf ms"
 cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read during the attack"
-ok "under 300 dripping and 500 idle clients: 16 answers in at most $worst ms, a mount in $el ms"
+ok "under 300 dripping and 500 idle clients: 16 answers in at most $worst ms (curl's timing); a mount's manifest in $mf ms, the mount up $el ms after its command"
 wait "$DRIP" || fail "the dripping clients: $(cat "$WORK/drip.out")"
 wait "$IDLE" || fail "the idle clients: $(cat "$WORK/idle.out")"
 drip=$(cat "$WORK/drip.out")

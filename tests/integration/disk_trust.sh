@@ -13,7 +13,7 @@
 #     and the mount serves byte-exact content and still stores chunks.
 source "$(dirname "$0")/lib.sh" "$1"
 [ "$(id -u)" = 0 ] || { echo "skip: needs root (uid 65534 plays the attacker)"; exit 77; }
-command -v setpriv >/dev/null || { echo "skip: no setpriv"; exit 77; }
+command -v setpriv >/dev/null || fail "no setpriv (util-linux): it plays uid 65534"
 chmod 0755 "$WORK" # uid 65534 reaches what it is given, nothing more
 AS=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 

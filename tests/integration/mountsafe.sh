@@ -3,9 +3,9 @@
 # a seedfs mount is up, is refused in one line (-o nonempty allows the
 # first); a dead seedfs mount there is detached, saying so, and its
 # daemon's control socket removed; a cache larger than the machine or
-# the mount's cgroup can give is refused in one line; the mount is ready
-# in under half a second whatever the cache size (the transport's
-# start-up apart), the cache faulted in behind.
+# the mount's cgroup can give is refused in one line; the mount is ready,
+# the transport's start-up apart, in at most 0.2 s with a 64 MiB or a
+# 2 GiB cache (the best of three mounts), the cache faulted in behind.
 source "$(dirname "$0")/lib.sh" "$1"
 
 MODEL=$WORK/m
@@ -69,16 +69,62 @@ unmount_check "$MNT" "$MOUNT_PID"
 refused "$MNT" --cache-size 1T "is more than this machine can give"
 ok "machine: $(cat "$WORK/err")"
 
+# Ready fast whatever the cache size, the cache faulted in behind: the
+# part of start-up after the transport's (libfabric's, timed apart in
+# the ready line) is at most 0.2 s with a 64 MiB and a 2 GiB cache, in
+# the best of three mounts: 0.02-0.07 s on a quiet machine, but a
+# loaded one (4 builds on 2 cores) took up to 0.42 s now and then to
+# fault in the first 32 MiB segment.  Faulting the whole cache before
+# ready would be slow every time.
+for cs in 64M 2G; do
+	best=
+	for try in 1 2 3; do
+		mount_seed "$MNT" --cache-size $cs
+		line=$(grep "replica: ready in" "$WORK/mount.log" | tail -n 1)
+		rest=$(echo "$line" | sed -n 's/.*the rest \([0-9.]*\) s).*/\1/p')
+		[ -n "$rest" ] || fail "no ready line: $line"
+		size=$(awk '$1 == "cache_size:" { print $2 }' "$MNT/.seedfs/status")
+		[ "$size" = $(($(numfmt --from=iec $cs))) ] || fail "cache $cs: cache_size $size"
+		for _ in $(seq 200); do
+			grep -q "^cache_ready:" "$MNT/.seedfs/status" || break
+			sleep 0.05
+		done
+		refute --why "cache not all faulted in 10 s" "^cache_ready:" "$MNT/.seedfs/status"
+		cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read"
+		unmount_check "$MNT" "$MOUNT_PID"
+		best+="${best:+, }$rest"
+		awk -v r="$rest" 'BEGIN { exit !(r <= 0.2) }' && break
+	done
+	awk -v r="$rest" 'BEGIN { exit !(r <= 0.2) }' ||
+		fail "cache $cs: ready after the transport in $best s, never 0.2: $line"
+	ok "cache $cs ($((size >> 20)) MiB): ${line#*mount: } (the rest in $try of 3: $best s)"
+done
+
 # A cache larger than the mount's cgroup allows: a 1 GiB cgroup of our
-# own (v2 memory.max or v1 memory.limit_in_bytes).
-CG=
-if [ -e /sys/fs/cgroup/cgroup.controllers ] &&
-	grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
-	CG=/sys/fs/cgroup/seedfs-test-$$
-	mkdir "$CG" 2>/dev/null && echo 1G >"$CG/memory.max" 2>/dev/null || CG=
+# own (v2 memory.max or v1 memory.limit_in_bytes).  Root can make one
+# wherever the kernel has the memory controller (this machine and CI
+# do): failing to is a failure.  Without root, or without the
+# controller, the check cannot run: exit 77 (after the rest), saying why.
+CG= CG_SKIP=
+if [ "$(id -u)" != 0 ]; then
+	CG_SKIP="not root: cannot make a memory cgroup"
+elif [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+	grep -qw memory /sys/fs/cgroup/cgroup.controllers ||
+		CG_SKIP="cgroup v2 without the memory controller: $(cat /sys/fs/cgroup/cgroup.controllers)"
+	if [ -z "$CG_SKIP" ]; then
+		grep -qw memory /sys/fs/cgroup/cgroup.subtree_control ||
+			echo +memory >/sys/fs/cgroup/cgroup.subtree_control ||
+			fail "cgroup v2: cannot enable the memory controller for children"
+		CG=/sys/fs/cgroup/seedfs-test-$$
+		mkdir "$CG" || fail "cannot make the cgroup $CG"
+		echo 1G >"$CG/memory.max" || fail "cannot set $CG/memory.max"
+	fi
 elif [ -d /sys/fs/cgroup/memory ]; then
 	CG=/sys/fs/cgroup/memory/seedfs-test-$$
-	mkdir "$CG" 2>/dev/null && echo 1G >"$CG/memory.limit_in_bytes" 2>/dev/null || CG=
+	mkdir "$CG" || fail "cannot make the cgroup $CG"
+	echo 1G >"$CG/memory.limit_in_bytes" || fail "cannot set $CG/memory.limit_in_bytes"
+else
+	CG_SKIP="no memory controller mounted (neither cgroup v2's nor v1's /sys/fs/cgroup/memory)"
 fi
 in_cg() { sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG" "$@"; }
 if [ -n "$CG" ]; then
@@ -99,28 +145,9 @@ if [ -n "$CG" ]; then
 	cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read in the cgroup"
 	fusermount3 -u "$MNT"
 	ok "the default cache in a 1 GiB cgroup is $((cs >> 20)) MiB"
-else
-	echo "skip: cannot make a memory cgroup here"
 fi
-
-# Ready fast whatever the cache size; the cache is faulted in behind.
-for cs in default 2G; do
-	opts=()
-	[ $cs = default ] || opts=(--cache-size $cs)
-	mount_seed "$MNT" "${opts[@]}"
-	line=$(grep "replica: ready in" "$WORK/mount.log" | tail -n 1)
-	rest=$(echo "$line" | sed -n 's/.*the rest \([0-9.]*\) s).*/\1/p')
-	[ -n "$rest" ] || fail "no ready line: $line"
-	awk -v r="$rest" 'BEGIN { exit !(r < 0.5) }' || fail "cache $cs: $line"
-	size=$(awk '$1 == "cache_size:" { print $2 }' "$MNT/.seedfs/status")
-	for _ in $(seq 200); do
-		grep -q "^cache_ready:" "$MNT/.seedfs/status" || break
-		sleep 0.05
-	done
-	grep -q "^cache_ready:" "$MNT/.seedfs/status" &&
-		fail "cache not all faulted in 10 s: $(grep ^cache_ready "$MNT/.seedfs/status")"
-	cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read"
-	ok "cache $cs ($((size >> 20)) MiB): ${line#*mount: }"
-	unmount_check "$MNT" "$MOUNT_PID"
-done
 sanitizers_clean
+if [ -n "$CG_SKIP" ]; then
+	echo "SKIP (the cgroup check only; the rest passed): $CG_SKIP"
+	exit 77
+fi

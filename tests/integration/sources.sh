@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One model, many sources: two seeds of the same files striped (each
-# serves a good share, byte-exact), one killed mid-read (the read goes
+# serves at least 30 %, byte-exact), one killed mid-read (the read goes
 # on from the other, no error, status shows it), a third with one file
 # changed (refused, named in status), two directories from one seed,
 # pull from two seeds.
@@ -34,8 +34,11 @@ b1=$(bytes "$P1")
 b2=$(bytes "$P2")
 total=$((b1 + b2))
 [ "$total" -gt 0 ] || fail "no bytes counted: $(cat "$MNT/.seedfs/status")"
-[ $((b1 * 5)) -gt "$total" ] && [ $((b2 * 5)) -gt "$total" ] ||
-	fail "not striped: seed 1 served $b1, seed 2 $b2 bytes"
+# 49-50 % each on an idle machine; pulls are taken, not assigned, so the
+# seed that gets the CPU serves more: 38-61 % seen with four other
+# builds and tests on these 2 cores.  At least 30 % each.
+[ $((b1 * 10)) -ge $((total * 3)) ] && [ $((b2 * 10)) -ge $((total * 3)) ] ||
+	fail "not striped: seed 1 served $b1, seed 2 $b2 bytes ($((b1 * 100 / total))%, $((b2 * 100 / total))%; 30% each wanted)"
 ok "striped over two seeds: byte-exact; seed 1 served $((b1 * 100 / total))%, seed 2 $((b2 * 100 / total))%"
 grep -q "^model: m generation 1 .* sources 2 " "$MNT/.seedfs/status" ||
 	fail "status: $(grep ^model: "$MNT/.seedfs/status")"

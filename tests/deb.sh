@@ -27,6 +27,7 @@ done
 [ ! -e /usr/bin/seedfs ] || fail "/usr/bin/seedfs exists already"
 
 "$SRC/packaging/deb.sh" "$WORK/deb" >"$WORK/deb.out" 2>&1 || fail "make deb: $(tail -n 30 "$WORK/deb.out")"
+[ -f "$WORK/deb/lintian.txt" ] || fail "make deb wrote no lintian.txt"
 grep -E '^[EW]:' "$WORK/deb/lintian.txt" >"$WORK/tags" || true
 grep -q '^E:' "$WORK/tags" && fail "lintian errors: $(cat "$WORK/tags")"
 while read -r _ pkg tag _; do
@@ -76,7 +77,7 @@ mkfifo "$WORK/in"
 "$WORK/example" <"$WORK/in" >"$WORK/ex.out" 2>"$WORK/ex.err" &
 PID=$!
 exec 3>"$WORK/in"
-for _ in $(seq 200); do grep -q ready "$WORK/ex.out" && break; sleep 0.05; done
+for _ in $(seq 200); do grep -qE '^ready [0-9]+ [0-9]+$' "$WORK/ex.out" && break; sleep 0.05; done
 read -r _ port _ <"$WORK/ex.out" || fail "example: $(cat "$WORK/ex.err")"
 /usr/bin/seedfs pull --seed "127.0.0.1:$port" example "$WORK/pulled" >"$WORK/pull.out" 2>&1 ||
 	fail "installed pull: $(cat "$WORK/pull.out")"

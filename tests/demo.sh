@@ -32,9 +32,10 @@ step "seedfs seed: publish it over libfabric tcp"
 "$SEEDFS" seed --model-dir "$MODEL" --listen 127.0.0.1:0 --protocol tcp \
 	--token-file "$WORK/token" >"$WORK/seed.out" 2>"$WORK/seed.log" &
 SEED_PID=$!
-for _ in $(seq 200); do grep -q ready "$WORK/seed.out" && break; sleep 0.05; done
+READY_RE='^seedfs seed: ready on [^ ]*:[0-9]+: '
+for _ in $(seq 200); do grep -qE "$READY_RE" "$WORK/seed.out" && break; sleep 0.05; done
 cat "$WORK/seed.out"
-PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
+PORT=$(grep -E "$READY_RE" "$WORK/seed.out" | sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p')
 [ -n "$PORT" ] || { cat "$WORK/seed.log"; exit 1; }
 
 step "seedfs mount --seed 127.0.0.1:$PORT $MNT: without the token, then with it"

@@ -17,6 +17,7 @@ declare -A above=(
 )
 bad=0
 for dir in "${!above[@]}"; do
+	[ -d "$dir" ] || { echo "FAIL: no folder $dir/"; exit 1; }
 	for up in ${above[$dir]}; do
 		if grep -rn "#include \"$up/" "$dir" --include='*.c' --include='*.h'; then
 			echo "FAIL: $dir/ includes $up/ (it is above it)"

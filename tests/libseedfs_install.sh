@@ -26,8 +26,10 @@ cc -std=c11 -Wall -Werror -o "$WORK/example" "$SRC/tests/tools/pubexample.c" \
 lib=$(pkg-config --variable=libdir seedfs)
 echo "ok: installed header, library and seedfs.pc; example built with pkg-config"
 
-nm -D --defined-only "$lib/libseedfs.so" | awk '$2 == "T" { print $3 }' |
-	grep -Ev '^sfs_(pub|client)_' && fail "libseedfs exports more than sfs_pub_* and sfs_client_*"
+nm -D --defined-only "$lib/libseedfs.so" | awk '$2 == "T" { print $3 }' >"$WORK/exports" ||
+	fail "nm -D $lib/libseedfs.so"
+grep -q '^sfs_client_read@' "$WORK/exports" || fail "exports: $(cat "$WORK/exports")"
+grep -Ev '^sfs_(pub|client)_' "$WORK/exports" && fail "libseedfs exports more than sfs_pub_* and sfs_client_*"
 objdump -T "$lib/libseedfs.so" | awk '$NF ~ /^sfs_/ { print $(NF - 1), $NF }' >"$WORK/syms"
 grep -v -E '^SEEDFS_0 sfs_pub_|^SEEDFS_0\.1 sfs_client_' "$WORK/syms" &&
 	fail "a symbol in the wrong version node"
@@ -41,7 +43,7 @@ mkfifo "$WORK/in"
 LD_LIBRARY_PATH=$lib "$WORK/example" <"$WORK/in" >"$WORK/out" 2>"$WORK/err" &
 PID=$!
 exec 3>"$WORK/in"
-for _ in $(seq 200); do grep -q ready "$WORK/out" && break; sleep 0.05; done
+for _ in $(seq 200); do grep -qE '^ready [0-9]+ [0-9]+$' "$WORK/out" && break; sleep 0.05; done
 read -r _ port gen <"$WORK/out" || fail "example: $(cat "$WORK/err")"
 curl -fsS "http://127.0.0.1:$port/v1/manifest" >"$WORK/manifest.json"
 python3 - "$WORK/manifest.json" <<'PY' || fail "manifest"

@@ -97,5 +97,7 @@ want --in-place seedfs pull --in
 want --verbose seedfs probe --ver
 want tcp seedfs mount --protocol t
 want json seedfs seed --log-format j
-grep -q -- --metrics-listen <<<"$(complete_words seedfs seed --met)" && fail "seed does not take --metrics-listen"
+met=$(complete_words seedfs seed --met)
+grep -qx -- --metrics-token-file <<<"$met" || fail "seed --met completes to: $met"
+grep -q -- --metrics-listen <<<"$met" && fail "seed does not take --metrics-listen"
 echo "ok: bash completion: subcommands, options from each --help, protocol and log format values"

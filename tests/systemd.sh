@@ -21,7 +21,7 @@ grep -q '^ExecReload=/bin/kill -HUP $MAINPID$' "$UNITS/seedfs-seed@.service" || 
 # The mount's unit must not get a mount namespace of its own.
 for o in ProtectSystem ProtectHome PrivateTmp PrivateMounts ProtectKernelModules \
 	ProtectKernelTunables ProtectControlGroups ReadOnlyPaths ReadWritePaths; do
-	! grep -q "^$o=" "$UNITS/seedfs-mount@.service" || fail "seedfs-mount@: $o hides the mount from the host"
+	refute --why "seedfs-mount@: $o hides the mount from the host" "^$o=" "$UNITS/seedfs-mount@.service"
 done
 out=$(cd "$WORK/units" && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no ./*.service 2>&1) ||
 	fail "systemd-analyze verify: $out"

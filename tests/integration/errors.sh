@@ -113,7 +113,7 @@ seed_expect() { # DIR PATTERN... ; extra seed args in $SARGS
 	timeout 20 "$SEEDFS" seed --model-dir "$1" --listen 127.0.0.1:0 \
 		"${SARGS[@]}" >"$WORK/out" 2>"$WORK/err" || st=$?
 	shift
-	grep -q ready "$WORK/out" && fail "seed said ready"
+	refute --empty-ok --why "seed said ready" ready "$WORK/out"
 	expect_one_line $st "$WORK/err" "$@"
 }
 SARGS=()

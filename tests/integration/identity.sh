@@ -70,7 +70,7 @@ mount_seed "$MNT" --require quant=fp8,layout=checkpoint,tp_rank=3,framework=sgla
 [ -f "$MNT/m/config.json" ] || fail "matching model not shown"
 grep -q "^model: m generation 1 .* identity $ID$" "$MNT/.seedfs/status" ||
 	fail "status: $(grep model "$MNT/.seedfs/status")"
-grep -q "^hidden:" "$MNT/.seedfs/status" && fail "hidden while matching"
+refute --why "hidden while matching" "^hidden:" "$MNT/.seedfs/status"
 grep -qx "identity: model=m revision=abc123 dtype=bfloat16 quant=fp8 layout=checkpoint layout_version=0 tp=3/4 pp=0/1 ep=0/1 framework=sglang" \
 	"$MNT/.seedfs/status" || fail "status identity: $(grep identity "$MNT/.seedfs/status")"
 ok "--require quant=fp8,layout=checkpoint,tp_rank=3: shown, status names identity $ID"
@@ -98,7 +98,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "generation 3 not shown"
-grep -q "^hidden:" "$MNT/.seedfs/status" && fail "still hidden"
+refute --why "still hidden" "^hidden:" "$MNT/.seedfs/status"
 ok "generation 3 (fp8 again) shown again"
 unmount_check "$MNT" "$MOUNT_PID"
 

@@ -31,7 +31,7 @@ done
 "$SEEDFS" pull --seed "$HOST:$SEED_PORT" --in-place --log-level info m "$WORK/copy-info" \
 	2>"$WORK/pull.err" || fail "pull: $(cat "$WORK/pull.err")"
 diff -r "$MODEL" "$WORK/copy-info" >/dev/null || fail "in-place copy differs"
-! grep -q "copying" "$WORK/pull.err" || fail "not in place: $(grep copying "$WORK/pull.err")"
+refute --why "not in place" copying "$WORK/pull.err"
 ok "--in-place: byte-exact, no file copied through the cache ($(tail -n 1 "$WORK/pull.err"))"
 
 # The seed's bits without set-id and sticky, minus the umask.

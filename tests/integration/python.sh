@@ -18,7 +18,7 @@ $PY "$T" serve "$WORK" <"$WORK/in" >"$WORK/seed.out" 2>"$WORK/seed.err" &
 PUB_PID=$!
 PIDS+=("$PUB_PID")
 exec 3>"$WORK/in"
-for _ in $(seq 200); do grep -q ready "$WORK/seed.out" && break; sleep 0.05; done
+for _ in $(seq 200); do grep -qE '^ready [0-9]+ [0-9]+$' "$WORK/seed.out" && break; sleep 0.05; done
 read -r _ SEED_PORT gen <"$WORK/seed.out" || fail "publisher: $(cat "$WORK/seed.err")"
 [ "$gen" = 1 ] || fail "first generation $gen"
 ok "published from Python on port $SEED_PORT, generation 1"

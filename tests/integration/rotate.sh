@@ -45,7 +45,7 @@ SEED_B_PID=$SEED_PID
 SEED_PID=$SEED_A_PID
 R=$WORK/rs
 MOUNT_LOG=rs
-MOUNT_SEEDS=$HOST:$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seedb.out") \
+MOUNT_SEEDS=$HOST:$(seed_port "$WORK/seedb.out") \
 	mount_seed "$R" --token-file "$WORK/rs.tok" --reseed --grace 3
 MOUNT_LOG=mount
 RS_PID=$MOUNT_PID

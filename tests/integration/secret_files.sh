@@ -150,7 +150,7 @@ squatted() {
 	grep -qF "W replica: seedfs prefetch will not work: control socket directory $SQ $2" "$WORK/u/mount.log" ||
 		fail "$1: $(cat "$WORK/u/mount.log")"
 	as_user cat "$UM/.seedfs/status" >"$WORK/u.status" || fail "$1: status"
-	! grep -q '^control:' "$WORK/u.status" || fail "$1: uses $(grep '^control:' "$WORK/u.status")"
+	refute --why "$1: uses a squatted control directory" '^control:' "$WORK/u.status"
 	as_user cmp "$MODEL/config.json" "$UM/m/config.json" || fail "$1: the mount does not read"
 	fusermount3 -u "$UM"
 	echo "  $1: $(grep -o 'control socket directory.*' "$WORK/u/mount.log")"

@@ -50,11 +50,11 @@ exits_with() {
 	touch "$GO"
 	for i in $(seq 100); do
 		running "$SEED_PID" || break
-		grep -q ready "$WORK/seed.out" && break
+		seed_ready "$WORK/seed.out" && break
 		sleep 0.05
 	done
-	if grep -q ready "$WORK/seed.out"; then
-		port=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
+	if seed_ready "$WORK/seed.out"; then
+		port=$(seed_port "$WORK/seed.out")
 		"$SEEDFS" pull --seed "$HOST:$port" m "$WORK/leak" 2>/dev/null || true
 		fail "the seed published it: $T is $(stat -c %s "$WORK/leak/$T" 2>/dev/null) bytes$(cmp -s "$WORK/leak/$T" "$WORK/secret" && echo ", the secret's bytes")"
 	fi
@@ -90,9 +90,9 @@ ln -s "$WORK/secret" "$MODEL/secret.bin"
 ln -s pipe "$MODEL/pipe-link"
 paused_seed --grace 60
 touch "$GO"
-for _ in $(seq 200); do grep -q ready "$WORK/seed.out" && break; sleep 0.05; done
-grep -q ready "$WORK/seed.out" || fail "seed not ready: $(cat "$WORK/seed.err")"
-SEED_PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
+for _ in $(seq 200); do seed_ready "$WORK/seed.out" && break; sleep 0.05; done
+seed_ready "$WORK/seed.out" || fail "seed not ready: $(cat "$WORK/seed.err")"
+SEED_PORT=$(seed_port "$WORK/seed.out")
 for l in "skipping pipe: not a regular file" "skipping pipe-link: not a regular file" \
 	"skipping symlink secret.bin: it points outside the model directory ($WORK/secret)"; do
 	grep -qF "W seed: $l" "$WORK/seed.err" || fail "no line '$l': $(cat "$WORK/seed.err")"
@@ -108,7 +108,7 @@ touch "$GO"
 line="E seed: SIGHUP: not republished, the current generation is still served: refusing $T: a symbolic link where the walk saw a file: it changed since the directory was walked"
 for _ in $(seq 100); do grep -qF "$line" "$WORK/seed.err" && break; sleep 0.05; done
 grep -qF "$line" "$WORK/seed.err" || fail "SIGHUP: $(tail -n 3 "$WORK/seed.err")"
-grep -q "^seedfs seed: published" "$WORK/seed.out" && fail "republished: $(cat "$WORK/seed.out")"
+refute --why republished "^seedfs seed: published" "$WORK/seed.out"
 gen=$(curl -s "http://$HOST:$SEED_PORT/v1/generation")
 grep -q '"generation": *1[,}]' <<<"$gen" || fail "generation: $gen"
 cmp "$WORK/orig/$T" "$MNT/m/$T" || fail "$T after the refused SIGHUP"

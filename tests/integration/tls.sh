@@ -126,7 +126,7 @@ cmp "$MODEL/$F1" "$MNT/m/$F1" || fail "through the tap"
 unmount_check "$MNT" "$MOUNT_PID"
 [ -s "$WORK/tls.cap" ] || fail "the tap saw nothing"
 for s in "$TOKEN" Bearer '"key"' manifest; do
-	! grep -qaF -- "$s" "$WORK/tls.cap" || fail "'$s' crossed in clear over TLS"
+	refute --why "'$s' crossed in clear over TLS" -aF "$s" "$WORK/tls.cap"
 done
 SEED_LOG=plain start_seed "$MODEL" --token-file "$WORK/tok"
 tap "$WORK/plain.cap" "$HOST:$SEED_PORT"
@@ -143,7 +143,7 @@ R1=$WORK/r1
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R1" --tls-ca "$WORK/ca.pem" "${T[@]}" \
 	--reseed --listen "$HOST:0" --tls-cert "$WORK/good.pem" --tls-key "$WORK/good.key" --cache-size 64M \
 	--metrics-listen 0.0.0.0:0 --metrics-token-file "$WORK/scrape"
-! grep -q warning "$WORK/mount.err" || fail "warned with TLS: $(cat "$WORK/mount.err")"
+refute --empty-ok --why "warned with TLS" warning "$WORK/mount.err"
 R1PID=$MOUNT_PID
 "$SEEDFS" prefetch "$R1/m" >/dev/null 2>"$WORK/pf.err" || fail "prefetch: $(cat "$WORK/pf.err")"
 R1ADDR=$(awk '$1 == "reseed:" { print $2 }' "$R1/.seedfs/status")
@@ -173,7 +173,7 @@ tap "$WORK/metrics.cap" "127.0.0.1:$MPORT"
 [ "$(scode "${SA[@]}" "https://localhost:$TAP_PORT/metrics")" = 200 ] || fail "metrics through the tap"
 [ -s "$WORK/metrics.cap" ] || fail "the metrics tap saw nothing"
 for s in "$SCRAPE" Bearer seedfs_ metrics; do
-	! grep -qaF -- "$s" "$WORK/metrics.cap" || fail "'$s' crossed in clear from the metrics port"
+	refute --why "'$s' crossed in clear from the metrics port" -aF "$s" "$WORK/metrics.cap"
 done
 ok "--metrics-listen with --tls-cert/--tls-key: TLS only (plain HTTP fails), no warning; the scrape token reads /metrics and gets 401 on the re-seeder's routes; a tap sees neither the token nor the metrics"
 R2=$WORK/r2

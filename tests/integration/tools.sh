@@ -21,8 +21,11 @@ S=$MNT/.seedfs/status
 val() { awk -v k="$1:" '$1 == k { print $2 }' "$S"; }
 
 # The debug view: reachable by name, never listed.
-ls -a "$M" | grep -qx .seedfs && fail ".seedfs listed in the model directory"
-ls -a "$MNT" | grep -qx .seedfs && fail ".seedfs listed at the mount root"
+ls -a "$M" >"$WORK/ls.model" || fail "ls -a $M"
+ls -a "$MNT" >"$WORK/ls.root" || fail "ls -a $MNT"
+grep -qx config.json "$WORK/ls.model" || fail "ls -a $M: $(cat "$WORK/ls.model")"
+refute --why ".seedfs listed in the model directory" -x .seedfs "$WORK/ls.model"
+refute --why ".seedfs listed at the mount root" -x .seedfs "$WORK/ls.root"
 [ -n "$(ls "$M/.seedfs/tensors" | head -n 1)" ] || fail ".seedfs/tensors not reachable"
 grep -q '^model: m ' "$S" || fail "status not reachable by name"
 ok ".seedfs is reachable by name and listed nowhere"

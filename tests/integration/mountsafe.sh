@@ -106,9 +106,10 @@ done
 # do): failing to is a failure.  Without root, or without the
 # controller, the check cannot run: exit 77 (after the rest), saying why.
 CG= CG_SKIP=
+V1=$(awk '$3 == "cgroup" && $4 ~ /(^|,)memory(,|$)/ { print $2; exit }' /proc/mounts)
 if [ "$(id -u)" != 0 ]; then
 	CG_SKIP="not root: cannot make a memory cgroup"
-elif [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+elif awk '$2 == "/sys/fs/cgroup" && $3 == "cgroup2" { f = 1 } END { exit !f }' /proc/mounts; then
 	grep -qw memory /sys/fs/cgroup/cgroup.controllers ||
 		CG_SKIP="cgroup v2 without the memory controller: $(cat /sys/fs/cgroup/cgroup.controllers)"
 	if [ -z "$CG_SKIP" ]; then
@@ -119,12 +120,12 @@ elif [ -e /sys/fs/cgroup/cgroup.controllers ]; then
 		mkdir "$CG" || fail "cannot make the cgroup $CG"
 		echo 1G >"$CG/memory.max" || fail "cannot set $CG/memory.max"
 	fi
-elif [ -d /sys/fs/cgroup/memory ]; then
-	CG=/sys/fs/cgroup/memory/seedfs-test-$$
+elif [ -n "$V1" ]; then
+	CG=$V1/seedfs-test-$$
 	mkdir "$CG" || fail "cannot make the cgroup $CG"
 	echo 1G >"$CG/memory.limit_in_bytes" || fail "cannot set $CG/memory.limit_in_bytes"
 else
-	CG_SKIP="no memory controller mounted (neither cgroup v2's nor v1's /sys/fs/cgroup/memory)"
+	CG_SKIP="no memory controller mounted (no cgroup2 on /sys/fs/cgroup, no cgroup v1 memory hierarchy in /proc/mounts)"
 fi
 in_cg() { sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG" "$@"; }
 if [ -n "$CG" ]; then

@@ -9,6 +9,24 @@
  *   readcheck threads N ORIG COPY [ORIG COPY]...
  *                     N threads, each streaming every pair with its own
  *                     block size, starting at a different pair
+ *   readcheck gens [-b B,...] STOPFILE N MNTDIR GENDIR... -- MARKER FILE...
+ *                     files that change while they are read: GENDIR K
+ *                     (from 1) holds generation K of every file.  N
+ *                     threads until STOPFILE exists (2 minutes at most):
+ *                     each opens MNTDIR/FILE, reads it to EOF (read() in
+ *                     blocks of its own size, or mmap: thread i uses
+ *                     B number i modulo their count, 0 is mmap; default
+ *                     4096,65549,1048576,0,333333) and closes it, and
+ *                     the bytes must be exactly one generation's (checked
+ *                     by 1 MiB block hashes computed first); MARKER (a
+ *                     small file that differs in every generation) is
+ *                     read the same way before and after each, and the
+ *                     file's generation must lie between the two
+ *                     (close-to-open).  Prints "seen FILE K" when a
+ *                     generation of a file is first read whole, and at
+ *                     the end per file how many whole reads found each
+ *                     generation, and how many saw the generation change
+ *                     around them.
  *
  * Exits 0 when every byte matched, 1 on a mismatch or an I/O error
  * (printed with offset and errno), 2 on usage errors.
@@ -21,7 +39,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static uint64_t rng = 1;
@@ -232,6 +252,300 @@ static int cmd_threads(int n, int npairs, char **pairs)
 	return rc;
 }
 
+/* gens: whole reads of changing files, each one generation's bytes. */
+#define GBLK ((size_t)1 << 20)
+#define GENS_MAX 32
+
+struct gfile {
+	const char *rel;
+	char path[4096];
+	int ngens;
+	off_t size[GENS_MAX];
+	size_t nblk[GENS_MAX];
+	uint64_t *bh[GENS_MAX]; /* a hash per 1 MiB block */
+	atomic_long seen[GENS_MAX];
+	atomic_long reads;
+};
+
+struct gread {
+	off_t size;
+	size_t nblk, cap;
+	uint64_t *bh;
+};
+
+static struct gfile *gfiles;
+static int ngfiles;
+static uint64_t gdeadline_ms;
+static const char *gstop;
+static size_t gblocks[16] = {4096, 65536 + 13, 1 << 20, 0, 333333};
+static int ngblocks = 5;
+static atomic_int gfailed;
+static atomic_long gspans;
+
+static uint64_t gnow_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t hash_block(const unsigned char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h ^ (uint64_t)n;
+}
+
+static int gread_push(struct gread *g, uint64_t h)
+{
+	if (g->nblk == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 64;
+		uint64_t *p = realloc(g->bh, cap * sizeof(*p));
+		if (!p)
+			return -1;
+		g->bh = p;
+		g->cap = cap;
+	}
+	g->bh[g->nblk++] = h;
+	return 0;
+}
+
+/* Open @path, read it to EOF (blocks of @bs, or mmap when @bs is 0),
+ * close it; its block hashes in @g.  -1 with a message on error. */
+static int whole_read(const char *path, size_t bs, unsigned char *buf,
+		      struct gread *g)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY);
+	g->size = 0;
+	g->nblk = 0;
+	if (fd < 0) {
+		fprintf(stderr, "readcheck: open %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st)) {
+		fprintf(stderr, "readcheck: fstat %s: %s\n", path,
+			strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (bs == 0 && st.st_size > 0) {
+		unsigned char *m = mmap(NULL, (size_t)st.st_size, PROT_READ,
+					MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED) {
+			fprintf(stderr, "readcheck: mmap %s: %s\n", path,
+				strerror(errno));
+			close(fd);
+			return -1;
+		}
+		for (off_t o = 0; o < st.st_size; o += (off_t)GBLK) {
+			size_t n = st.st_size - o < (off_t)GBLK
+					   ? (size_t)(st.st_size - o)
+					   : GBLK;
+			if (gread_push(g, hash_block(m + o, n)))
+				abort();
+		}
+		g->size = st.st_size;
+		munmap(m, (size_t)st.st_size);
+		close(fd);
+		return 0;
+	}
+	size_t fill = 0;
+	for (;;) {
+		size_t want = GBLK - fill;
+		if (bs && want > bs)
+			want = bs;
+		ssize_t r = read(fd, buf + fill, want);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			fprintf(stderr, "readcheck: read %s at %jd: %s\n", path,
+				(intmax_t)(g->size), strerror(errno));
+			close(fd);
+			return -1;
+		}
+		if (r == 0)
+			break;
+		fill += (size_t)r;
+		g->size += r;
+		if (fill == GBLK) {
+			if (gread_push(g, hash_block(buf, fill)))
+				abort();
+			fill = 0;
+		}
+	}
+	if (fill && gread_push(g, hash_block(buf, fill)))
+		abort();
+	if (close(fd)) {
+		fprintf(stderr, "readcheck: close %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (g->size != st.st_size) {
+		fprintf(stderr,
+			"readcheck: %s: fstat says %jd bytes, read %jd to EOF\n",
+			path, (intmax_t)st.st_size, (intmax_t)g->size);
+		return -1;
+	}
+	return 0;
+}
+
+/* The generation (1...) whose bytes @g holds; 0 (and a message saying
+ * which generation each block came from) when none. */
+static int gmatch(struct gfile *f, const struct gread *g)
+{
+	for (int k = 0; k < f->ngens; k++)
+		if (f->size[k] == g->size && f->nblk[k] == g->nblk &&
+		    !memcmp(f->bh[k], g->bh, g->nblk * sizeof(*g->bh)))
+			return k + 1;
+	char line[2048];
+	size_t n = 0;
+	for (size_t b = 0; b < g->nblk && n + 16 < sizeof(line); b++) {
+		int from = 0;
+		for (int k = 0; k < f->ngens && !from; k++)
+			if (b < f->nblk[k] && f->bh[k][b] == g->bh[b])
+				from = k + 1;
+		n += from ? (size_t)snprintf(line + n, sizeof(line) - n,
+					     " %zu:g%d", b, from)
+			  : (size_t)snprintf(line + n, sizeof(line) - n,
+					     " %zu:none", b);
+	}
+	line[n] = 0;
+	fprintf(stderr,
+		"readcheck: %s: a whole read of %jd bytes is no generation's "
+		"content (a mix?); 1 MiB blocks from:%s\n",
+		f->path, (intmax_t)g->size, line);
+	return 0;
+}
+
+/* Read @f whole and match it; its generation, or 0 (failed). */
+static int gread_one(struct gfile *f, size_t bs, unsigned char *buf,
+		     struct gread *g)
+{
+	if (whole_read(f->path, bs, buf, g))
+		return 0;
+	int k = gmatch(f, g);
+	if (k) {
+		if (atomic_fetch_add(&f->seen[k - 1], 1) == 0) {
+			printf("seen %s %d\n", f->rel, k);
+			fflush(stdout);
+		}
+		atomic_fetch_add(&f->reads, 1);
+	}
+	return k;
+}
+
+static void *run_gens(void *arg)
+{
+	long id = (long)(intptr_t)arg;
+	size_t bs = gblocks[id % ngblocks];
+	unsigned char *buf = malloc(GBLK);
+	struct gread g = {0};
+	for (long it = 0; gnow_ms() < gdeadline_ms && !atomic_load(&gfailed) &&
+			  access(gstop, F_OK);
+	     it++) {
+		struct gfile *f = &gfiles[1 + (id + it) % (ngfiles - 1)];
+		int g0 = gread_one(&gfiles[0], 4096, buf, &g);
+		int k = g0 ? gread_one(f, bs, buf, &g) : 0;
+		int g1 = k ? gread_one(&gfiles[0], 4096, buf, &g) : 0;
+		if (!g1) {
+			atomic_store(&gfailed, 1);
+			break;
+		}
+		if (k < g0 || k > g1) {
+			fprintf(stderr,
+				"readcheck: %s read generation %d between "
+				"reads of %s in generations %d and %d\n",
+				f->path, k, gfiles[0].path, g0, g1);
+			atomic_store(&gfailed, 1);
+			break;
+		}
+		if (g0 != g1)
+			atomic_fetch_add(&gspans, 1);
+	}
+	free(g.bh);
+	free(buf);
+	return NULL;
+}
+
+static int cmd_gens(int argc, char **argv)
+{
+	if (argc > 3 && !strcmp(argv[2], "-b")) {
+		char *save = NULL, *tok;
+		ngblocks = 0;
+		for (tok = strtok_r(argv[3], ",", &save); tok && ngblocks < 16;
+		     tok = strtok_r(NULL, ",", &save))
+			gblocks[ngblocks++] = (size_t)atol(tok);
+		if (!ngblocks)
+			return 2;
+		argc -= 2;
+		argv += 2;
+	}
+	if (argc < 7)
+		return 2;
+	gstop = argv[2];
+	int n = atoi(argv[3]);
+	const char *mnt = argv[4];
+	int ngens = 0, i = 5;
+	char **gendir = argv + 5;
+	while (i < argc && strcmp(argv[i], "--"))
+		i++, ngens++;
+	if (i >= argc || ngens < 1 || ngens > GENS_MAX || n < 1 || n > 64 ||
+	    argc - i - 1 < 2)
+		return 2;
+	ngfiles = argc - i - 1;
+	gfiles = calloc((size_t)ngfiles, sizeof(*gfiles));
+	unsigned char *buf = malloc(GBLK);
+	for (int fi = 0; fi < ngfiles; fi++) {
+		struct gfile *f = &gfiles[fi];
+		struct gread g = {0};
+		f->rel = argv[i + 1 + fi];
+		f->ngens = ngens;
+		snprintf(f->path, sizeof(f->path), "%s/%s", mnt, f->rel);
+		for (int k = 0; k < ngens; k++) {
+			char p[4096];
+			snprintf(p, sizeof(p), "%s/%s", gendir[k], f->rel);
+			if (whole_read(p, GBLK, buf, &g))
+				return 1;
+			f->size[k] = g.size;
+			f->nblk[k] = g.nblk;
+			f->bh[k] = g.bh;
+			g = (struct gread){0};
+		}
+	}
+	free(buf);
+	gdeadline_ms = gnow_ms() + 120000;
+	pthread_t th[64];
+	for (long t = 0; t < n; t++)
+		pthread_create(&th[t], NULL, run_gens, (void *)(intptr_t)t);
+	for (int t = 0; t < n; t++)
+		pthread_join(th[t], NULL);
+	if (!atomic_load(&gfailed) && access(gstop, F_OK)) {
+		fprintf(stderr, "readcheck: %s not there after 2 minutes\n",
+			gstop);
+		atomic_store(&gfailed, 1);
+	}
+	for (int fi = 0; fi < ngfiles; fi++) {
+		struct gfile *f = &gfiles[fi];
+		printf("%s: %ld whole reads, by generation:", f->rel,
+		       atomic_load(&f->reads));
+		for (int k = 0; k < ngens; k++)
+			printf(" %ld", atomic_load(&f->seen[k]));
+		printf("\n");
+	}
+	printf("generation changed around %ld reads\n", atomic_load(&gspans));
+	return atomic_load(&gfailed) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 4 && !strcmp(argv[1], "pread")) {
@@ -246,6 +560,12 @@ int main(int argc, char **argv)
 			      argc > 4 ? (size_t)atol(argv[4]) : 1 << 20);
 	if (argc >= 5 && !strcmp(argv[1], "threads") && (argc - 3) % 2 == 0)
 		return cmd_threads(atoi(argv[2]), (argc - 3) / 2, argv + 3);
-	fprintf(stderr, "usage: readcheck pread|mmap|stream|threads ...\n");
+	if (argc >= 2 && !strcmp(argv[1], "gens")) {
+		int rc = cmd_gens(argc, argv);
+		if (rc != 2)
+			return rc;
+	}
+	fprintf(stderr,
+		"usage: readcheck pread|mmap|stream|threads|gens ...\n");
 	return 2;
 }

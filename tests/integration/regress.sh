@@ -33,16 +33,23 @@ publish() { # K: shard from v$K, then a new generation, read whole
 	cp "$WORK/v$1/$F" "$MODEL/$F.tmp" && mv "$MODEL/$F.tmp" "$MODEL/$F"
 	kill -HUP "$SEED_PID"
 	local g=$(($1 + 1))
-	for _ in $(seq 200); do grep -q "published .*generation $g " "$WORK/seed.out" && break; sleep 0.05; done
-	grep -q "published .*generation $g " "$WORK/seed.out" || fail "no generation $g"
+	for _ in $(seq 200); do grep -q "^seedfs seed: published model m generation $g " "$WORK/seed.out" && break; sleep 0.05; done
+	grep -q "^seedfs seed: published model m generation $g " "$WORK/seed.out" || fail "no generation $g"
 	cmp "$MODEL/$F" "$M/$F" || fail "generation $g: $F"
 }
+# retired G: until the mount has let generation G go (its grace ended,
+# the sweeper freed it)
+retired() {
+	local line="I model: generation $1 of m is no longer served: its open files get ESTALE$"
+	for _ in $(seq 200); do grep -q "$line" "$WORK/mount.log" && break; sleep 0.05; done
+	grep -q "$line" "$WORK/mount.log" || fail "generation $1 not retired in 10 s (--grace 1)"
+}
 publish 1
-sleep 2.5 # generation 1's grace ends, the sweeper frees it
+retired 1
 [ "$(hold X)" = "ERR ESTALE" ] || fail "listxattr of the replaced inode: $(hold X)"
 [ "$(hold 'G user.seedfs.generation')" = "ERR ESTALE" ] || fail "getxattr"
 running "$MOUNT_PID" || fail "the mount died"
-[ "$(getfattr --only-values -n user.seedfs.generation "$M/$F")" = 2 ] ||
+[ "$(getfattr --absolute-names --only-values -n user.seedfs.generation "$M/$F")" = 2 ] ||
 	fail "xattr of the current inode"
 ok "xattrs of a replaced inode whose generation is gone: ESTALE; the current one says 2"
 echo Q >&"${HOLD[1]}"
@@ -50,9 +57,14 @@ wait "$hold_pid" 2>/dev/null || true
 
 # Generations come and go: the disk tier gives their space back.
 for k in 2 3 4; do publish $k; done
-sleep 2.5
-deleted=$(find "/proc/$MOUNT_PID/fd" -lname "$CD/*(deleted)" | wc -l)
-[ "$deleted" = 0 ] || fail "$deleted descriptors on deleted cache files: $(ls -l /proc/$MOUNT_PID/fd | grep deleted)"
+for g in 2 3 4; do retired $g; done
+# The disk tier lets a retired generation's files go behind the sweeper.
+for _ in $(seq 100); do
+	deleted=$(find "/proc/$MOUNT_PID/fd" -lname "$CD/*(deleted)" | wc -l)
+	[ "$deleted" = 0 ] && break
+	sleep 0.05
+done
+[ "$deleted" = 0 ] || fail "$deleted descriptors on deleted cache files 5 s after generation 4 was retired: $(ls -l /proc/$MOUNT_PID/fd | grep deleted)"
 used=$(du -s -B1 "$CD" | cut -f1)
 [ "$used" -le $((3 * 9 << 20)) ] || fail "the cache directory holds $used bytes after 5 generations"
 ok "5 generations: no descriptor on a deleted file, the cache directory holds $((used >> 20)) MiB"
@@ -63,7 +75,7 @@ PROXY_STATE=$WORK/proxy
 mkdir -p "$PROXY_STATE"
 python3 "$(dirname "$0")/../tools/ctlproxy.py" "$HOST:$SEED_PORT" "$PROXY_STATE" >"$WORK/proxy.out" &
 PIDS+=($!)
-for _ in $(seq 100); do grep -q port "$WORK/proxy.out" && break; sleep 0.05; done
+for _ in $(seq 100); do grep -q '^port [0-9]*$' "$WORK/proxy.out" 2>/dev/null && break; sleep 0.05; done
 PPORT=$(sed -n 's/port //p' "$WORK/proxy.out")
 [ -n "$PPORT" ] || fail "the proxy did not start"
 mkdir -p "$MNT"
@@ -75,8 +87,12 @@ PIDS+=("$MOUNT_PID")
 touch "$PROXY_STATE/fail-manifest"
 cp "$WORK/v1/$F" "$MODEL/$F.tmp" && mv "$MODEL/$F.tmp" "$MODEL/$F"
 kill -HUP "$SEED_PID"
-for _ in $(seq 200); do grep -q "published .*generation 6 " "$WORK/seed.out" && break; sleep 0.05; done
+pub="^seedfs seed: published model m generation 6 "
+for _ in $(seq 200); do grep -q "$pub" "$WORK/seed.out" && break; sleep 0.05; done
+grep -q "$pub" "$WORK/seed.out" || fail "no generation 6"
 rm -f "$PROXY_STATE"/count.*
+# Opens 0.1 s apart for 4 s: the pace is what is tested (a back-off
+# from 1 s, doubling, allows 1 to 4 manifest fetches in that time).
 for _ in $(seq 40); do cat "$M/config.json" >/dev/null; sleep 0.1; done
 asks=$(cat "$PROXY_STATE/count.models" 2>/dev/null | wc -l)
 tries=$(cat "$PROXY_STATE/count.manifest" 2>/dev/null | wc -l)
@@ -94,6 +110,7 @@ unmount_check "$MNT" "$MOUNT_PID"
 # daemon exits cleanly every time.
 "$GENMODEL" "$WORK/big" --size 96M --shards 1
 kill "$SEED_PID"
+SEED_LOG=big-seed
 start_seed "$WORK/big"
 for i in 1 2 3 4 5; do
 	rm -rf "$CD"
@@ -102,6 +119,7 @@ for i in 1 2 3 4 5; do
 	FP=$!
 	PIDS+=("$FP")
 	for _ in $(seq 200); do grep -q " $MNT fuse" /proc/mounts && break; sleep 0.02; done
+	grep -q " $MNT fuse" /proc/mounts || fail "run $i: not mounted after 4 s: $(tail -n 3 "$WORK/mountf.log")"
 	dd if="$MNT/big/model-00001-of-00001.safetensors" of=/dev/null bs=1M count=24 2>/dev/null ||
 		fail "read $i"
 	fusermount3 -u "$MNT" || fail "unmount $i"

@@ -33,13 +33,15 @@ if curl -s -m 2 "http://$NS_IP:7070/v1/models" >/dev/null; then
 fi
 refute --empty-ok --why "warned on loopback" warning "$WORK/lo.err"
 kill "$LO_PID"
+SEED_LOG=any
 start_seed "$MODEL" --listen 0.0.0.0:0
 grep -q "^seedfs seed: warning: --listen 0.0.0.0:0 without --token-file: whoever reaches it reads the models" \
-	"$WORK/seed.err" || fail "no warning: $(cat "$WORK/seed.err")"
+	"$WORK/any.err" || fail "no warning: $(cat "$WORK/any.err")"
 kill "$SEED_PID"
 ok "no token: 127.0.0.1:7070 by default, 'unauthenticated' in the ready line, unreachable from another namespace, a warning for 0.0.0.0"
 
 # --- With a token. -------------------------------------------------------
+SEED_LOG=seed # the one stopped above may still be writing its own
 start_seed "$MODEL" --token-file "$WORK/seed.tok" --grace 2
 grep -q "; token required$" "$WORK/seed.out" || fail "ready line: $(cat "$WORK/seed.out")"
 U=http://$HOST:$SEED_PORT
@@ -91,6 +93,7 @@ grep -q "HTTP status 401: the seed refused the token in $WORK/wrong.tok" "$WORK/
 	fail "wrong token: $(cat "$WORK/m.err")"
 ok "a mount without the token or with a wrong one: one line, nothing mounted"
 
+MOUNT_LOG=mnt1 # several mounts run at once: a log each
 mount_seed "$MNT" --token-file "$WORK/a.tok"
 M1_PID=$MOUNT_PID
 cmp "$MODEL/$F1" "$MNT/m/$F1" || fail "byte-exact with the token"
@@ -98,6 +101,7 @@ grep -qx "control_security: token $WORK/a.tok; no tls" "$MNT/.seedfs/status" ||
 	fail "status: $(grep control_security "$MNT/.seedfs/status")"
 cp "$WORK/seed.tok" "$WORK/shared.tok"
 MNT2=$WORK/mnt2
+MOUNT_LOG=mnt2
 SEEDFS_TOKEN_FILE=$WORK/shared.tok mount_seed "$MNT2"
 M2_PID=$MOUNT_PID
 cmp "$MODEL/config.json" "$MNT2/m/config.json" || fail "SEEDFS_TOKEN_FILE"
@@ -148,9 +152,10 @@ ok "a bad token file (short, two lines, missing, readable by others) is one line
 
 # A re-seeder asks for the same token, and announces itself with it.
 RS=$WORK/rs
+MOUNT_LOG=rs
 MOUNT_SEEDS="$HOST:$SEED_PORT" mount_seed "$RS" --reseed --listen "$HOST:0" \
 	--token-file "$WORK/a.tok" --cache-size 64M
-RS_ADDR=$(sed -n 's/.*serving what this mount holds on \([^ ]*\) .*/\1/p' "$WORK/mount.log" | tail -n 1)
+RS_ADDR=$(sed -n 's/.*serving what this mount holds on \([^ ]*\) .*/\1/p' "$WORK/rs.log" | tail -n 1)
 [ -n "$RS_ADDR" ] || fail "no re-seeder address"
 cat "$RS/m/$F2" >/dev/null
 for route in /v1/models /v1/manifest /v1/holdings; do
@@ -184,6 +189,7 @@ RMNT=$WORK/rmnt
 mkdir -p "$RMNT"
 "$SEEDFS" mount --registry "$REG" "$RMNT" 2>"$WORK/r.err" && fail "mounted by registry without a token"
 grep -q "401: the seed needs a token" "$WORK/r.err" || fail "registry, no token: $(cat "$WORK/r.err")"
+MOUNT_LOG=rmnt
 MOUNT_REG=$REG mount_seed "$RMNT" --token-file "$WORK/a.tok"
 cmp "$MODEL/$F1" "$RMNT/rm/$F1" || fail "by registry with the token"
 unmount_check "$RMNT" "$MOUNT_PID"
@@ -209,6 +215,7 @@ cmp "$MODEL/$F2" "$MNT2/m/$F2" || fail "the mount sharing the file stopped readi
 	fail "a new mount with the old token"
 grep -q "refused the token" "$WORK/m.err" || fail "old token: $(cat "$WORK/m.err")"
 MNT3=$WORK/mnt3
+MOUNT_LOG=mnt3
 mount_seed "$MNT3" --token-file "$WORK/b.tok"
 cmp "$MODEL/$F1" "$MNT3/m/$F1" || fail "new token"
 grep -q "^seedfs seed: nothing changed: generation 1 is still served (SIGHUP)$" "$WORK/seed.out" ||

@@ -41,6 +41,7 @@ netns_setup
 umask 077
 openssl rand -hex 32 >"$WORK/tok"
 umask 022
+SEED_LOG=ns # the first seed runs on, writing seed.out
 start_seed_ns "$MODEL" --token-file "$WORK/tok"
 # Sources in the namespace: reached through the veth.
 HOST_SAVE=$HOST
@@ -61,7 +62,7 @@ unmount_check "$M" "$MOUNT_PID"
 SEED_NS_PID=$SEED_PID
 SEED_LOG=lo
 start_seed "$MODEL" --token-file "$WORK/tok"
-MOUNT_SEEDS=$HOST:$SEED_PORT,$NS_IP:$(seed_port "$WORK/seed.out") \
+MOUNT_SEEDS=$HOST:$SEED_PORT,$NS_IP:$(seed_port "$WORK/ns.out") \
 	mount_seed "$M" --token-file "$WORK/tok" --cache-size 16M -o direct_io
 for f in $(cd "$MODEL" && find . -type f); do cmp "$MODEL/$f" "$M/m/$f" || fail "$f differs"; done
 bad=$(listeners "$MOUNT_PID" | awk -F: -v a=127.0.0.1 -v b="$HOST_IP" '$1 != a && $1 != b')

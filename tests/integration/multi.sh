@@ -18,6 +18,7 @@ files=$(cd "$MODEL" && find . -type f | sed 's|^\./||' | sort)
 pids=()
 i=0
 for p in ${PROTOS//,/ }; do
+	MOUNT_LOG=mount-$p # one log each: they run at once
 	mount_seed "$WORK/mnt$i" --protocol "$p"
 	pids+=("$MOUNT_PID")
 	i=$((i + 1))
@@ -43,9 +44,10 @@ done
 
 # Default: the seed's first protocol.
 first=${PROTOS%%,*}
+MOUNT_LOG=mount-default
 mount_seed "$WORK/mnt0" --log-level debug
 cmp "$MODEL/config.json" "$WORK/mnt0/m/config.json" || fail "default read"
-grep -q "protocol $first$" "$WORK/mount.log" || fail "default was not $first"
+grep -q "protocol $first$" "$WORK/mount-default.log" || fail "default was not $first"
 unmount_check "$WORK/mnt0" "$MOUNT_PID"
 ok "the default is the seed's first protocol ($first)"
 

@@ -22,21 +22,21 @@ grep -Eq '^auto +yes +chooses ' "$WORK/probe.out" || fail "probe auto"
 ok "probe: $(grep -c ' yes ' "$WORK/probe.out") available, $(grep -c ' no ' "$WORK/probe.out") not"
 
 # Seed: the environment picks when no option is given; the option wins.
-SEEDFS_PROTOCOL=shm start_seed "$MODEL"
-grep -q "protocol shm; unauthenticated$" "$WORK/seed.out" || fail "env ignored: $(cat "$WORK/seed.out")"
+SEED_LOG=seed-env SEEDFS_PROTOCOL=shm start_seed "$MODEL"
+grep -q "protocol shm; unauthenticated$" "$WORK/seed-env.out" || fail "env ignored: $(cat "$WORK/seed-env.out")"
 kill "$SEED_PID"
-SEEDFS_PROTOCOL=shm start_seed "$MODEL" --protocol sockets
-grep -q "protocol sockets; unauthenticated$" "$WORK/seed.out" || fail "option lost: $(cat "$WORK/seed.out")"
+SEED_LOG=seed-opt SEEDFS_PROTOCOL=shm start_seed "$MODEL" --protocol sockets
+grep -q "protocol sockets; unauthenticated$" "$WORK/seed-opt.out" || fail "option lost: $(cat "$WORK/seed-opt.out")"
 kill "$SEED_PID"
 ok "seed: --protocol beats SEEDFS_PROTOCOL"
 
 # Seed auto: the first of efa, rdma, tcp this host serves, and why.
-start_seed "$MODEL" --protocol auto
+SEED_LOG=seed-auto start_seed "$MODEL" --protocol auto
 want=tcp
 fi_info -p efa >/dev/null 2>&1 && want=efa
-grep -q "protocol $want; unauthenticated$" "$WORK/seed.out" || fail "auto: $(cat "$WORK/seed.out")"
-grep -q "protocol auto: chose $want" "$WORK/seed.err" || fail "auto did not say what it chose"
-ok "seed auto chose $want: $(grep -o 'chose.*' "$WORK/seed.err" | cut -c1-100)"
+grep -q "protocol $want; unauthenticated$" "$WORK/seed-auto.out" || fail "auto: $(cat "$WORK/seed-auto.out")"
+grep -q "protocol auto: chose $want" "$WORK/seed-auto.err" || fail "auto did not say what it chose"
+ok "seed auto chose $want: $(grep -o 'chose.*' "$WORK/seed-auto.err" | cut -c1-100)"
 
 # Mount: auto takes what the seed serves; the option beats the env.
 mount_seed "$MNT" --protocol auto
@@ -56,7 +56,7 @@ kill "$SEED_PID"
 # rxm connects only peers of one buffer size: a seed with another is
 # refused before any read, with the setting named on both sides (not a
 # "no progress" timeout), and the same setting on both works.
-FI_OFI_RXM_BUFFER_SIZE=16384 start_seed "$MODEL" --protocol tcp
+SEED_LOG=seed-rxm FI_OFI_RXM_BUFFER_SIZE=16384 start_seed "$MODEL" --protocol tcp
 curl -sf "http://$HOST:$SEED_PORT/v1/manifest?model=m" |
 	jq -e '.endpoints[0].compat == "FI_OFI_RXM_BUFFER_SIZE=16384"' >/dev/null ||
 	fail "compat not published: $(curl -s "http://$HOST:$SEED_PORT/v1/manifest?model=m" | jq -c .endpoints)"

@@ -138,6 +138,7 @@ ok "kill -9 of a seed: its record gone in $gone ms, the read went on byte-exact,
 MNT2=$WORK/mnt2
 MNT_SAVE=$MNT
 MOUNT_PID1=$MOUNT_PID
+MOUNT_LOG=mount2 # mount 1 runs on, writing mount.log
 MOUNT_REG=$REG mount_seed "$MNT2" --reseed --listen "$HOST:0" --prefetch --cache-size 128M
 MOUNT_PID2=$MOUNT_PID
 for _ in $(seq 100); do

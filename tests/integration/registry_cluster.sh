@@ -60,7 +60,7 @@ printf 'root:s3cret\n' >"$WORK/auth"
 printf 'root:wrong\n' >"$WORK/bad-auth"
 chmod 600 "$WORK/auth" "$WORK/bad-auth"
 REG=etcd://$EP/a$$
-SEED_LOG=seed start_seed "$M" --name m --registry "$REG" --registry-auth-file "$WORK/auth"
+SEED_LOG=seed-auth start_seed "$M" --name m --registry "$REG" --registry-auth-file "$WORK/auth"
 ps -o args= -p "$SEED_PID" >"$WORK/seed.args" || fail "seed $SEED_PID is gone"
 refute --why "the password is in argv" s3cret "$WORK/seed.args"
 if "$SEEDFS" seed --model-dir "$M" --listen "$HOST:0" --registry "$REG" \
@@ -102,7 +102,7 @@ ETCD_SCHEME=https ETCD_CURL_OPTS="--cacert $WORK/ca.crt" start_etcd t1 \
 	--cert-file "$WORK/etcd.crt" --key-file "$WORK/etcd.key"
 CP=$ETCD_CPORT
 REG=etcds://127.0.0.1:$CP/s$$
-SEED_LOG=seed start_seed "$M" --name m --registry "$REG" --registry-ca "$WORK/ca.crt"
+SEED_LOG=seed-tls start_seed "$M" --name m --registry "$REG" --registry-ca "$WORK/ca.crt"
 mkdir -p "$WORK/mnt-badca"
 if "$SEEDFS" mount --registry "$REG" --registry-ca "$WORK/other.crt" "$WORK/mnt-badca" \
 	2>"$WORK/badca.err"; then

@@ -40,10 +40,9 @@ reseeder_ready() {
 
 # Replica 1 holds the whole model and serves it.
 R1=$WORK/r1
+MOUNT_LOG=r1 # replicas run at once: each its own log ($WORK/rN.log)
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R1" --reseed --listen "$HOST:0" --cache-size 128M
 R1PID=$MOUNT_PID
-R1LOG=$WORK/r1.log
-cp "$WORK/mount.log" "$R1LOG"
 "$SEEDFS" prefetch "$R1/m" >/dev/null 2>"$WORK/pf.err" || fail "prefetch: $(cat "$WORK/pf.err")"
 R1ADDR=$(awk '$1 == "reseed:" { print $2 }' "$R1/.seedfs/status")
 [ -n "$R1ADDR" ] || fail "no reseed line: $(cat "$R1/.seedfs/status")"
@@ -58,6 +57,7 @@ ok "replica 1 holds the model and serves it on $R1ADDR; the seed lists it"
 
 # Replica 2, told only the seed: it finds replica 1.
 R2=$WORK/r2
+MOUNT_LOG=r2
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R2" --cache-size 128M
 R2PID=$MOUNT_PID
 reseeder_ready "$R2" "$R1ADDR"
@@ -73,6 +73,7 @@ unmount_check "$R2" "$R2PID"
 
 # Replica 3, told only replica 1 (the seed is gone): everything.
 R3=$WORK/r3
+MOUNT_LOG=r3
 MOUNT_SEEDS="$R1ADDR" mount_seed "$R3" --cache-size 128M
 diff -r "$MODEL" "$R3/m" || fail "replica 3 differs"
 ok "replica 3 told only the re-seeder: identical"
@@ -84,11 +85,13 @@ unmount_check "$R1" "$R1PID"
 SEED_LOG=seed2 start_seed "$MODEL"
 SP=$SEED_PORT
 R4=$WORK/r4
+MOUNT_LOG=r4
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R4" --reseed --listen "$HOST:0" --cache-size 128M
 R4PID=$MOUNT_PID
 "$SEEDFS" prefetch "$R4/m" "$F1" >/dev/null 2>"$WORK/pf.err" || fail "prefetch: $(cat "$WORK/pf.err")"
 R4ADDR=$(awk '$1 == "reseed:" { print $2 }' "$R4/.seedfs/status")
 R5=$WORK/r5
+MOUNT_LOG=r5
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R5" --cache-size 128M
 R5PID=$MOUNT_PID
 reseeder_ready "$R5" "$R4ADDR"
@@ -106,6 +109,7 @@ unmount_check "$R5" "$R5PID"
 # reading from both, goes on from the seed.
 "$SEEDFS" prefetch "$R4/m" >/dev/null 2>&1 || fail "prefetch all"
 R6=$WORK/r6
+MOUNT_LOG=r6
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R6" --cache-size 32M --ahead 4M --read-ahead-kb 256
 R6PID=$MOUNT_PID
 reseeder_ready "$R6" "$R4ADDR"

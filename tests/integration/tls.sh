@@ -140,10 +140,11 @@ ok "over TLS neither the token nor the manifest's keys cross in clear ($(stat -c
 # for there too) and announces itself; R2, told only the seed, finds R1
 # and reads everything from it once the seed is gone.
 R1=$WORK/r1
+MOUNT_LOG=r1 # R1 and R2 run at once: a log each
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R1" --tls-ca "$WORK/ca.pem" "${T[@]}" \
 	--reseed --listen "$HOST:0" --tls-cert "$WORK/good.pem" --tls-key "$WORK/good.key" --cache-size 64M \
 	--metrics-listen 0.0.0.0:0 --metrics-token-file "$WORK/scrape"
-refute --empty-ok --why "warned with TLS" warning "$WORK/mount.err"
+refute --empty-ok --why "warned with TLS" warning "$WORK/r1.err"
 R1PID=$MOUNT_PID
 "$SEEDFS" prefetch "$R1/m" >/dev/null 2>"$WORK/pf.err" || fail "prefetch: $(cat "$WORK/pf.err")"
 R1ADDR=$(awk '$1 == "reseed:" { print $2 }' "$R1/.seedfs/status")
@@ -177,6 +178,7 @@ for s in "$SCRAPE" Bearer seedfs_ metrics; do
 done
 ok "--metrics-listen with --tls-cert/--tls-key: TLS only (plain HTTP fails), no warning; the scrape token reads /metrics and gets 401 on the re-seeder's routes; a tap sees neither the token nor the metrics"
 R2=$WORK/r2
+MOUNT_LOG=r2
 MOUNT_SEEDS="$HOST:$SP" mount_seed "$R2" --tls-ca "$WORK/ca.pem" "${T[@]}" --cache-size 64M
 R2PID=$MOUNT_PID
 for _ in $(seq 100); do

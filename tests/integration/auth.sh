@@ -20,7 +20,7 @@ umask 022
 
 # --- Without a token: loopback only, said in the ready line. -----------
 netns_setup
-ip netns exec "$NS" "$SEEDFS" seed --model-dir "$MODEL" \
+nsenter "--net=/run/netns/$NS" "$SEEDFS" seed --model-dir "$MODEL" \
 	>"$WORK/lo.out" 2>"$WORK/lo.err" &
 LO_PID=$!
 PIDS+=("$LO_PID")

@@ -285,9 +285,14 @@ netns_setup() {
 	ip -n "$NS" link set lo up
 }
 
-# start_seed_ns DIR [seed args...]: start_seed inside $NS on $NS_IP
+# start_seed_ns DIR [seed args...]: start_seed inside $NS on $NS_IP.
+# nsenter --net, not `ip netns exec`: that gives the seed a mount
+# namespace of its own, a copy of the mount table (/ is not shared
+# here) that holds every FUSE mount there at the time, of this test and
+# of any other running beside it, until the seed exits: an unmount then
+# leaves its daemon running.  nsenter execs: SEED_PID is the seed's.
 start_seed_ns() {
-	SEED_WRAP=(ip netns exec "$NS")
+	SEED_WRAP=(nsenter "--net=/run/netns/$NS")
 	start_seed "$@" --listen "$NS_IP:0"
 	SEED_WRAP=()
 }

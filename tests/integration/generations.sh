@@ -45,14 +45,9 @@ grep -q "^seedfs seed: published model m generation 2 " "$WORK/seed.out" || fail
 
 # The old handle first (the grace period runs from the publish): its own
 # generation, cached or not, while served. A new open (config.json)
-# makes the mount see generation 2.  The removed file is looked up just
-# before (in generation 1): the kernel keeps that name a second
-# (entry_timeout), checked below.
-stat "$M/extra/notes.txt" >/dev/null || fail "notes.txt before the adoption"
-looked_up=$(now_ms)
+# makes the mount see generation 2.
 cmp "$MODEL/config.json" "$M/config.json" || fail "new config.json"
 adopted=$(now_ms)
-[ -e "$M/extra/notes.txt" ] || fail "notes.txt gone $((adopted - looked_up)) ms after its lookup: names are kept a second"
 want2=$(hash_of "$WORK/orig/$F" 3000000 100000)
 r=$(hold 'R 0 100000')
 [ "$r" = "$want1" ] || fail "old handle, cached range: $r ($(($(now_ms) - hup_at)) ms after the SIGHUP)"
@@ -67,13 +62,12 @@ cmp "$MODEL/added.txt" "$M/added.txt" || fail "added file"
 grep -q "^model: m generation 2 " "$MNT/.seedfs/status" || fail "status: $(grep ^model "$MNT/.seedfs/status")"
 grep -q '"generation": 2' "$M/.seedfs/manifest.json" || fail "manifest.json not generation 2"
 ok "close-to-open: new opens read generation 2 (shard, config, added file, manifest)"
-# The kernel keeps a name a second (entry_timeout 1.0): this wait is
-# the bound under test (the name was there right after the adoption,
-# above; it is gone once the second has passed).
-[ $(($(now_ms) - adopted)) -lt 900 ] ||
-	fail "the checks after the adoption took $(($(now_ms) - adopted)) ms: the name's second cannot be told apart"
-sleep 1.2
-[ ! -e "$M/extra/notes.txt" ] || fail "removed file still listed $(($(now_ms) - looked_up)) ms after its lookup"
+# The removed file goes once the kernel's copy of the name expires
+# (entry_timeout, a second from its last lookup): within 2 s of the
+# adoption (a second of margin).  A stat of a name the kernel holds does
+# not renew it, so when it expires within that second is not asserted.
+for _ in $(seq 40); do [ -e "$M/extra/notes.txt" ] || break; sleep 0.05; done
+[ ! -e "$M/extra/notes.txt" ] || fail "removed file still there $(($(now_ms) - adopted)) ms after the adoption"
 [ "$(stat -c %i "$M/tokenizer.json")" = "$ino_tok" ] || fail "unchanged file got a new inode"
 [ "$(stat -c %i "$M/$F")" != "$ino_f" ] || fail "changed file kept its inode"
 ok "unchanged files keep their inode ($ino_tok), changed ones get new ones ($ino_f -> $(stat -c %i "$M/$F")), removed ones go"

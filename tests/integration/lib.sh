@@ -230,6 +230,22 @@ stuck_threads() {
 	fi
 }
 
+# ns_holders MNT: processes whose mount namespace still has MNT (a copy
+# made by unshare or `ip netns exec` while it was mounted keeps the
+# FUSE connection, and so its daemon, alive), for a failure message
+ns_holders() {
+	local f p
+	for f in /proc/[0-9]*/mountinfo; do
+		grep -qF " $1 " "$f" 2>/dev/null || continue
+		p=${f#/proc/}
+		p=${p%/mountinfo}
+		printf '; held by pid %s in mount namespace %s: %s' "$p" \
+			"$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" \
+			"$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-160)"
+	done
+	return 0
+}
+
 # unmount_check MNT PID: unmount, the daemon exits, nothing is left
 unmount_check() {
 	local mnt=$1 pid=$2 i
@@ -238,7 +254,7 @@ unmount_check() {
 		running "$pid" || break
 		sleep 0.05
 	done
-	running "$pid" && fail "mount daemon $pid still running 5 s after the unmount (processes whose mount namespace still holds $mnt, keeping the session open: $(grep -l " $mnt " /proc/[0-9]*/mountinfo 2>/dev/null | cut -d/ -f3 | tr '\n' ' ')): $(stuck_threads "$pid")"
+	running "$pid" && fail "mount daemon $pid still running 5 s after the unmount$(ns_holders "$mnt"): $(stuck_threads "$pid")"
 	grep -q " $mnt fuse" /proc/mounts && fail "$mnt still mounted"
 	[ -z "$(ls -A "$mnt")" ] || fail "$mnt not empty after unmount"
 	return 0

@@ -169,6 +169,7 @@ for o in gens dgens; do
 	grep -v '^seen ' "$WORK/$o.out"
 done
 for s in "$MNT" "$DMNT"; do
+	[ "$(grep -c '^errors_' "$s/.seedfs/status")" -ge 5 ] || fail "no error counters in $s/.seedfs/status"
 	while read -r k v; do
 		[ "$v" = 0 ] || echo "$s/.seedfs/status: $k $v" >>"$ERR"
 	done < <(grep '^errors_' "$s/.seedfs/status")

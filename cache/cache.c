@@ -1030,7 +1030,11 @@ again:
 	rc = sfs_peer_wait(c, ch, start);
 	if (rc == -EAGAIN) {
 		/* Its pull was on a connection taken out: start it again
-		 * from the holders still there, within the same bound. */
+		 * from the holders still there.  Their clock starts now: one
+		 * that was idle has made no progress because it had nothing
+		 * to do, and its old last completion would time the read
+		 * out at once. */
+		start = sfs_now_ms();
 		ch->refs--;
 		sfs_cache_settle(c, ch);
 		if ((rc = sfs_cache_check_range(c, set, obj, off))) {

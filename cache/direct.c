@@ -132,6 +132,7 @@ static int slot_copy(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		sfs_cache_settle(c, ch);
 		if (rc != -EAGAIN) /* orphaned: start it again */
 			return rc;
+		start = sfs_now_ms(); /* on other holders: their clock */
 	}
 }
 
@@ -219,7 +220,7 @@ static int direct_wait(struct sfs_cache *c, struct piece *pc)
 	}
 	uint32_t set = ch->set, obj = ch->obj;
 	direct_end(c, ch);
-	return slot_copy(c, set, obj, pc->off, pc->len, pc->to, pc->start_ms);
+	return slot_copy(c, set, obj, pc->off, pc->len, pc->to, sfs_now_ms());
 }
 
 /* Cut @rd into pieces at @out (room for them counted by count()). */

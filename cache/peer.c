@@ -1148,7 +1148,6 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 						  : p->last_done_ms);
 			deadline = base + c->timeout_ms;
 			if (now >= deadline) {
-				c->st.timeouts++;
 				SFS_LOG(SFS_WARN, "cache",
 					"%s object %u chunk %" PRIu64 " from "
 					"%s: %s for %u ms",
@@ -1162,6 +1161,12 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 					lost ? "a pull got no answer"
 					     : "no progress",
 					-ETIMEDOUT, 1);
+				/* Taken out, its pulls orphaned: one that
+				 * another holder has is pulled again there
+				 * (counted in failovers), no error. */
+				if (ch->orphan && !servable(c, ch, SFS_NONE))
+					return -EAGAIN;
+				c->st.timeouts++;
 				return -ETIMEDOUT;
 			}
 		}

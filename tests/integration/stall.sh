@@ -79,7 +79,7 @@ for _ in $(seq 200); do
 	sleep 0.05
 done
 tf=$(($(now_ms) - t0))
-[ "$(val failovers)" -gt "$fo0" ] || fail "no failover counted $tf ms after the stall: $(grep -E '^(failovers|seed)' "$S")"
+[ "$(val failovers)" -gt "$fo0" ] || fail "no failover counted $tf ms after the stall: $(grep -E '^(failovers|seed: )' "$S" | tr '\n' ' ')"
 [ "$(block "$P1" seed_errors)" -gt "$st0" ] || fail "seed 1's stall not counted after $tf ms: $(grep ^seed_errors "$S")"
 [ "$tf" -le $((TIMEOUT * 1000 + MARGIN_MS)) ] || fail "failover counted after $tf ms, bound $((TIMEOUT * 1000 + MARGIN_MS)) ms"
 ok "failover counted $tf ms after the stall ($(val failovers) pulls moved; seed 1: $(grep -m1 "^seed: $HOST:$P1 " "$S"))"

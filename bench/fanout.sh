@@ -222,14 +222,17 @@ cpu_now() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 +
 
 seed_start() { # NAME INDEX: a seed of the model on $NET.INDEX:7070
 	local ns=$P-$1 out=$WORK/$1.out
-	ip netns exec "$ns" "$SEEDFS" seed --model-dir "$MODEL" \
+	# nsenter --net, not `ip netns exec`: that would give the seed a copy
+	# of the host's mount table, FUSE mounts included, which keeps their
+	# sessions open after their unmount while the seed runs.
+	nsenter "--net=/run/netns/$ns" "$SEEDFS" seed --model-dir "$MODEL" \
 		--listen "$NET.$2:7070" --protocol tcp --log-level warn "${SOPTS[@]}" \
 		>"$out" 2>"$WORK/$1.err" &
 	local pid=$!
 	PIDS+=("$pid")
 	eval "SEEDPID_$1=$pid"
 	for _ in $(seq 600); do
-		grep -q ready "$out" 2>/dev/null && return 0
+		grep -qE '^seedfs seed: ready on ' "$out" 2>/dev/null && return 0
 		kill -0 "$pid" 2>/dev/null || die "seed $1 exited: $(cat "$WORK/$1.err")"
 		sleep 0.05
 	done

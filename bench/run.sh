@@ -89,7 +89,7 @@ start_seed() {
 		--protocol "$PROTOS" --log-level warn "$@" >"$WORK/$name.out" \
 		2>"$WORK/$name.err" &
 	LAST_PID=$!
-	for _ in $(seq 2000); do grep -q ready "$WORK/$name.out" && break; sleep 0.01; done
+	for _ in $(seq 2000); do grep -qE '^seedfs seed: ready on ' "$WORK/$name.out" && break; sleep 0.01; done
 	t1=$(date +%s%N)
 	PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/$name.out")
 	[ -n "$PORT" ] || { cat "$WORK/$name.err"; exit 1; }

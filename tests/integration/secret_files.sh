@@ -31,7 +31,7 @@ refused() {
 	chmod "$mode" "$file"
 	mkdir -p "$WORK/nomnt"
 	# (A seed that takes it serves until the timeout.)
-	if timeout 10 "$@" >"$WORK/r.out" 2>"$WORK/r.err" || grep -q ready "$WORK/r.out"; then
+	if timeout 10 "$@" >"$WORK/r.out" 2>"$WORK/r.err" || seed_ready "$WORK/r.out"; then
 		grep -q " $WORK/nomnt fuse" /proc/mounts && MOUNTS+=("$WORK/nomnt")
 		fail "$what: took $file at mode $mode"
 	fi

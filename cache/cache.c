@@ -485,7 +485,8 @@ static void holder_drop(struct sfs_cache *c, uint32_t hi)
 			break;
 		}
 	c->peers[h->peer]->nholders--;
-	sfs_peer_orphan(c, c->peers[h->peer], hi);
+	/* Its pulls under way start again on the others: failovers. */
+	c->st.failovers += sfs_peer_orphan(c, c->peers[h->peer], hi);
 	pthread_cond_broadcast(&c->cond);
 	sfs_peer_wake_worker(c);
 }
@@ -501,7 +502,7 @@ void sfs_cache_remove_peer(struct sfs_cache *c, uint32_t peer)
 		for (size_t i = 0; i < c->nholders; i++)
 			if (c->holders[i]->peer == peer)
 				holder_drop(c, (uint32_t)i);
-		sfs_peer_orphan(c, p, SFS_NONE);
+		c->st.failovers += sfs_peer_orphan(c, p, SFS_NONE);
 		p->removed = 1;
 		p->repair = 0;
 		id = p->id;

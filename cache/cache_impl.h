@@ -296,9 +296,11 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start);
 /* Fail every queued chunk of @set (SFS_NONE: all) with @err. */
 void sfs_peer_fail_queued(struct sfs_cache *c, int err, uint32_t set);
 /* Orphan the chunks posted to @p (of holder @holder only, unless
- * SFS_NONE): they are pulled again from the holders still there. */
-void sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p,
-		     uint32_t holder);
+ * SFS_NONE): they are pulled again from the holders still there.
+ * Returns how many of them another source can serve (failovers, for
+ * the callers whose source left; a reconnect's retries are not). */
+size_t sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p,
+		       uint32_t holder);
 void sfs_peer_wake_worker(struct sfs_cache *c);
 void *sfs_peer_worker(void *arg); /* the thread (no lock) */
 /* The transport's completion callback. */

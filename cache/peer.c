@@ -383,12 +383,20 @@ static struct cache_peer *only_peer(struct sfs_cache *c, uint32_t set)
 	return p == SFS_NONE ? NULL : c->peers[p];
 }
 
-void sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p, uint32_t holder)
+size_t sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p,
+		       uint32_t holder)
 {
+	uint32_t pi = SFS_NONE;
+	size_t elsewhere = 0;
+
+	for (size_t i = 0; i < c->npeers; i++)
+		if (c->peers[i] == p)
+			pi = (uint32_t)i;
 	for (struct sfs_chunk *ch = p->loading.head, *next; ch; ch = next) {
 		next = ch->next;
 		if (holder != SFS_NONE && ch->holder != holder)
 			continue;
+		elsewhere += !servable(c, ch, pi);
 		busy_account(c, p);
 		sfs_list_del(&p->loading, ch);
 		p->inflight--;
@@ -397,6 +405,7 @@ void sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p, uint32_t holder)
 		c->sets[ch->set]->version++; /* no longer coming */
 	}
 	pthread_cond_broadcast(&c->cond);
+	return elsewhere;
 }
 
 /* Queued chunks nobody can serve any more fail with @err (their readers
@@ -466,13 +475,7 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
 		p->label, why, strerror(-err), hold);
 	/* Its posted pulls start again elsewhere (or fail, for readers of
 	 * chunks only it holds); what only it could serve fails now. */
-	uint32_t pi = SFS_NONE;
-	for (size_t i = 0; i < c->npeers; i++)
-		if (c->peers[i] == p)
-			pi = (uint32_t)i;
-	for (struct sfs_chunk *ch = p->loading.head; ch; ch = ch->next)
-		c->st.failovers += !servable(c, ch, pi);
-	sfs_peer_orphan(c, p, SFS_NONE);
+	c->st.failovers += sfs_peer_orphan(c, p, SFS_NONE);
 	fail_unservable(c, err);
 }
 

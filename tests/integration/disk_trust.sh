@@ -128,10 +128,14 @@ mkdir -p "$MNT"
 if [ $st = 0 ]; then
 	# The old behaviour: play it out and say what the attacks did.
 	MOUNTS+=("$MNT")
+	pid=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' "$WORK/mount.log" | tail -n 1)
+	PIDS+=($pid)
 	read_all
 	drain
 	fusermount3 -u "$MNT"
-	sleep 0.5
+	# its last writes: done once it has exited
+	for _ in $(seq 100); do running "$pid" || break; sleep 0.05; done
+	running "$pid" && fail "a world-writable --cache-dir was used (its daemon still running 5 s after the unmount):$(damage)"
 	fail "a world-writable --cache-dir was used:$(damage)"
 fi
 [ "$(cat "$WORK/ww.err")" = "seedfs mount: --cache-dir $CD: group or others can write it (mode 777): chmod go-w it" ] ||

@@ -33,6 +33,8 @@ hostile() {
 		grep -q "re-seeder .* announced itself" "$WORK/seed$N.err" && break
 		sleep 0.05
 	done
+	grep -q "re-seeder .* announced itself" "$WORK/seed$N.err" ||
+		fail "the hostile re-seeder did not announce itself to seed $N in 5 s"
 	V=$WORK/v$N
 	MOUNT_LOG=v$N
 }
@@ -40,15 +42,45 @@ hostile() {
 # readall MNT: every file byte-exact
 readall() {
 	local f
-	sleep 1.5 # the re-seeder's holdings, first
 	for f in $FILES; do
 		cmp "$MODEL/$f" "$1/m/$f" || fail "$f read through $1 differs"
 	done
 }
 
+# holders MNT: how many re-seeders MNT has taken holdings of m from (in
+# its status, a re-seeder's block with "seed_holdings: m N answers", N > 0)
+holders() {
+	awk '/^(seed|reseeder): / { r = $1 == "reseeder:" }
+		r && $1 == "seed_holdings:" && $2 == "m" && $3 > 0 { n++ }
+		END { print n + 0 }' "$1/.seedfs/status"
+}
+# holdings MNT N: wait until MNT has taken holdings from N re-seeders
+# (asked every 250 ms; before the first answer one is not read from)
+holdings() {
+	local t0
+	t0=$(now_ms)
+	for _ in $(seq 200); do
+		[ "$(holders "$1")" -ge "$2" ] && echo "holdings from $2 re-seeder(s) after $(($(now_ms) - t0)) ms" &&
+			return 0
+		sleep 0.05
+	done
+	fail "$1 has holdings from $(holders "$1") re-seeder(s) after 10 s, $2 wanted: $(grep -E '^(seed|reseeder|seed_holdings)' "$1/.seedfs/status")"
+}
+# logged FILE TEXT: wait until FILE has a line with TEXT (grep pattern)
+logged() {
+	local t0
+	t0=$(now_ms)
+	for _ in $(seq 200); do
+		grep -q -- "$2" "$1" && echo "logged after $(($(now_ms) - t0)) ms: $2" && return 0
+		sleep 0.05
+	done
+	fail "not in $1 after 10 s: $2"
+}
+
 # --- No checksums: files come from seeds alone. -------------------------
 hostile --checksum-chunk 0
 mount_seed "$V"
+holdings "$V" 1
 readall "$V"
 grep -q "source: re-seeder .* is a source from now on" "$WORK/v$N.log" ||
 	fail "the replica did not find the re-seeder"
@@ -58,12 +90,10 @@ unmount_check "$V" "$MOUNT_PID"
 # --no-verify: never a re-seeder, and not one itself; nor held back by
 # the lane of a re-seeder it refused (it was: about a second a chunk).
 mount_seed "$V" --no-verify
-sleep 1.5
+logged "$WORK/v$N.log" "not reading m from .*: a re-seeder, and this mount does not check what it pulls (--no-verify)"
 t0=$(now_ms)
 for f in $FILES; do cmp "$MODEL/$f" "$V/m/$f" || fail "--no-verify: $f differs"; done
 [ $(($(now_ms) - t0)) -lt 5000 ] || fail "--no-verify: 12 MiB took $(($(now_ms) - t0)) ms"
-grep -q "not reading m from .*: a re-seeder, and this mount does not check what it pulls (--no-verify)" \
-	"$WORK/v$N.log" || fail "--no-verify: no refusal of the re-seeder logged"
 unmount_check "$V" "$MOUNT_PID"
 mkdir -p "$WORK/nv"
 if "$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$WORK/nv" --no-verify --reseed --log-file "$WORK/nv.log" \
@@ -108,9 +138,8 @@ grep -q "re-seeder .* announced itself" "$WORK/seedA.err" || fail "the liar did 
 for opt in "" --no-verify; do
 	MOUNT_LOG=liar
 	MOUNT_SEEDS=$SEED_A mount_seed "$WORK/l" $opt
+	logged "$WORK/liar.log" "not reading m from .*: found as a re-seeder, but its manifest does not say holdings"
 	readall "$WORK/l"
-	grep -q "not reading m from .*: found as a re-seeder, but its manifest does not say holdings" \
-		"$WORK/liar.log" || fail "the liar was not refused${opt:+ ($opt)}"
 	unmount_check "$WORK/l" "$MOUNT_PID"
 done
 ok "a re-seeder that answers like a seed (no holdings, a seed's manifest, other bytes): refused, byte-exact without checksums and with --no-verify"
@@ -125,6 +154,7 @@ H2_PID=$MOUNT_PID
 for f in $FILES; do cmp -s "$MODEL/$f" "$WORK/h${N}b/m/$f" || fail "the second re-seeder's $f differs"; done
 MOUNT_LOG=v$N
 mount_seed "$V"
+holdings "$V" 2
 readall "$V"
 grep -q "checksum mismatch: .* from re-seeder 127.0.0.1:" "$WORK/v$N.log" ||
 	fail "the re-seeders' wrong bytes were never pulled (nothing shows the check)"
@@ -144,6 +174,7 @@ cat "$WORK/other.pub" "$WORK/sign.pub" >"$WORK/both.pub"
 TRUST=$WORK/sign.pub hostile --digest sha256 --sign-key "$WORK/sign.key"
 SIGNED=$HOST:$SEED_PORT
 mount_seed "$V" --trust-key "$WORK/both.pub"
+holdings "$V" 1
 readall "$V"
 grep -q "mismatch: .* from re-seeder 127.0.0.1:" "$WORK/v$N.log" ||
 	fail "verified: the re-seeder's wrong bytes were never pulled"
@@ -211,6 +242,7 @@ serve_json() { # FILE: httpfile serving it as the manifest; sets HTTP_PORT
 	HTTP_PID=$!
 	for _ in $(seq 100); do grep -q port "$WORK/http.out" && break; sleep 0.05; done
 	HTTP_PORT=$(sed -n 's/port //p' "$WORK/http.out")
+	[ -n "$HTTP_PORT" ] || fail "httpfile did not say its port in 5 s: $(cat "$WORK/http.out")"
 }
 serve_json "$WORK/mode.json"
 refused --seed "127.0.0.1:$HTTP_PORT" --trust-key "$WORK/sign.pub" \

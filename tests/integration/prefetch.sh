@@ -76,20 +76,34 @@ unmount_check "$MNT" "$MOUNT_PID"
 
 # Unmounting stops a prefetch that waits on a stopped seed, in bounded time.
 mount_seed "$MNT" --cache-size 256M --timeout 2
+SOCK=$(sed -n 's/^control: //p' "$S")
+[ -S "$SOCK" ] || fail "no control socket: $(grep ^control: "$S")"
 kill -STOP "$SEED_PID"
 "$SEEDFS" prefetch "$MNT/m" 2>"$WORK/pf.err" &
 PF=$!
 PIDS+=("$PF")
-sleep 0.5
 # The client finds the mount's control socket through MNT/.seedfs first
 # (an open there may wait for the stopped seed up to 3 s, and is slow
-# under ASan): unmount once it talks to the socket and holds nothing in
-# the mount.
+# under ASan): unmount once its request is with the daemon: the client
+# holds nothing in the mount and waits for a reply (in a read), its
+# socket's peer is the control socket's (ss), and the daemon has read
+# all it sent (nothing queued on its side).
+talks() {
+	local fds
+	fds=$(ls -l /proc/"$PF"/fd 2>/dev/null) || return 1
+	case $fds in *"-> $MNT"*) return 1 ;; esac
+	[ "$(cat /proc/"$PF"/wchan 2>/dev/null)" = unix_stream_read_generic ] || return 1
+	ss -Hxp | awk -v me="pid=$PF," -v sock="$SOCK" '{ at[$6] = $5; q[$6] = $3 }
+		index($0, me) { peer[$8] = 1 }
+		END { for (i in peer) if (at[i] == sock && q[i] == 0) f = 1; exit !f }'
+}
+t0=$(now_ms)
 for _ in $(seq 200); do
-	fds=$(ls -l /proc/"$PF"/fd 2>/dev/null)
-	echo "$fds" | grep -q "socket:" && ! echo "$fds" | grep -q -- "-> $MNT" && break
+	talks && break
 	sleep 0.05
 done
+talks || fail "the prefetch client's request is not with the daemon of $SOCK after 10 s: waits in $(cat /proc/"$PF"/wchan 2>&1); $(ss -Hxp | grep "pid=$PF,"); fds: $(ls -l /proc/"$PF"/fd 2>&1)"
+echo "the client talks to the mount's socket after $(($(now_ms) - t0)) ms"
 t0=$(now_ms)
 fusermount3 -u "$MNT" || fail "unmount during prefetch"
 for _ in $(seq 200); do running "$MOUNT_PID" || break; sleep 0.05; done

@@ -223,7 +223,9 @@ ok "etcd down: reads go on byte-exact; a new mount: $(cat "$WORK/mnt3.err")"
 
 # Restarted (its data kept): the seeds register again, the mount
 # watches again; a generation made meanwhile comes through it.
-sleep 4 # past the seeds' TTL: their leases expire on restart
+# A time that must pass (the thing under test): past the seeds' TTL
+# (3 s), so their leases would have expired on restart.
+sleep 4
 restart_etcd e1
 for _ in $(seq 100); do
 	n=$(etcdctl_at "$EP" get --prefix "$PREFIX" --keys-only | grep -c . || true)

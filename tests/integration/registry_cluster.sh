@@ -29,7 +29,9 @@ ok "three members: registered, mounted, byte-exact"
 # Both use the first endpoint: kill that member.
 kill -9 "${ETCD_PIDS[1]}"
 EPS23="127.0.0.1:${ETCD_CPORTS[2]},127.0.0.1:${ETCD_CPORTS[3]}"
-sleep 5 # longer than the TTL: the lease lives only if renewed elsewhere
+# A time that must pass (the thing under test): longer than the TTL
+# (3 s), so the lease lives only if renewed through another member.
+sleep 5
 key="/c$$/models/m/seed/$HOST:$SEED_PORT"
 [ -n "$(etcdctl_at "$EPS23" get "$key" --keys-only)" ] ||
 	fail "the record lapsed with one member down: $(grep registry "$WORK/seed.err")"

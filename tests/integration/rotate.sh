@@ -89,7 +89,16 @@ slab_keys a "$WORK/rs-old.json" || fail "re-seeder's keys"
 ) &
 LOOP=$!
 PIDS+=("$LOOP")
-sleep 1
+# The rotation comes once the reader has read a shard, byte-exact.
+t0=$(now_ms)
+for _ in $(seq 200); do
+	grep -qx "$F1" "$WORK/reads.ok" && break
+	[ -s "$WORK/reads.bad" ] && break
+	sleep 0.05
+done
+[ ! -s "$WORK/reads.bad" ] || fail "reader errors before the rotation: $(head -n 5 "$WORK/reads.bad")"
+grep -qx "$F1" "$WORK/reads.ok" || fail "the reader did not read $F1 in 10 s"
+echo "the reader read $F1 after $(($(now_ms) - t0)) ms"
 
 # --- The rotation. -------------------------------------------------------
 for f in seed seedb mnt rs; do cp "$WORK/b.tok" "$WORK/$f.tok"; done
@@ -119,6 +128,7 @@ out=$("$GUESSKEY" --keys "$WORK/old.json" --seed "$SEED")
 ok "rotation: every key new (epoch 2, same generation and content), the old token refused, the old keys still read within --grace $GRACE"
 
 # After the grace period: refused by the provider.
+# A time that must pass (the bound under test): --grace, plus 1.5 s.
 while [ $(($(now_ms) - T0)) -lt $((GRACE * 1000 + 1500)) ]; do sleep 0.2; done
 grep -q "keys of epoch 1 revoked" "$WORK/seed.err" || fail "no revocation logged"
 set +e
@@ -140,6 +150,10 @@ done
 grep -q "a new token: the cache is registered again" "$WORK/rs.log" ||
 	fail "the re-seeder did not register its cache again"
 T1=$(now_ms)
+# Within its --grace 3 the old key still reads.
+out=$("$GUESSKEY" --keys "$WORK/rs-old.json" --seed "$RS")
+[ $(($(now_ms) - T1)) -lt 3000 ] || fail "too slow to check the re-seeder's grace period"
+[ "$out" = "guesskey: keys read" ] || fail "the re-seeder's old key stopped before its --grace ended: $out"
 slab_keys b "$WORK/rs-new.json" || fail "re-seeder's new keys"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$(H a)" "http://$RS/v1/models")" = 401 ] ||
 	fail "the re-seeder still takes the old token"
@@ -148,6 +162,7 @@ import json, sys
 a, b = (json.load(open(p))["regions"][0]["remote"][0] for p in sys.argv[1:])
 assert a.get("key") != b.get("key"), (a, b)
 PY
+# A time that must pass (the bound under test): its --grace 3, plus 1.5 s.
 while [ $(($(now_ms) - T1)) -lt 4500 ]; do sleep 0.2; done
 set +e
 out=$("$GUESSKEY" --keys "$WORK/rs-old.json" --seed "$RS")
@@ -156,7 +171,7 @@ set -e
 [ $rc = 3 ] || fail "the re-seeder's old key still reads after its --grace: $out"
 "$GUESSKEY" --keys "$WORK/rs-new.json" --seed "$RS" | grep -qx "guesskey: keys read" ||
 	fail "the re-seeder's new key does not read"
-ok "re-seeder: a new token in its file gives its cache a new key; the old one refused after --grace 3 ($out)"
+ok "re-seeder: a new token in its file gives its cache a new key; the old one reads within --grace 3, refused after it ($out)"
 
 touch "$WORK/stop"
 wait "$LOOP"
@@ -182,7 +197,8 @@ for _ in $(seq 100); do
 	grep -q "keys of epoch 1 revoked" "$WORK/seed2.err" && break
 	sleep 0.05
 done
-grep -q "the old ones are revoked now" "$WORK/seed2.err" || fail "--revoke-now: $(tail -n 3 "$WORK/seed2.err")"
+grep -q "the old ones are revoked now" "$WORK/seed2.err" &&
+	grep -q "keys of epoch 1 revoked" "$WORK/seed2.err" || fail "--revoke-now: $(tail -n 3 "$WORK/seed2.err")"
 set +e
 out=$("$GUESSKEY" --keys "$WORK/old2.json" --seed "$HOST:$SEED_PORT")
 rc=$?
@@ -208,6 +224,7 @@ for _ in $(seq 100); do grep -q "under new keys (epoch 2)" "$WORK/seed3.err" && 
 grep -q "under new keys (epoch 2)" "$WORK/seed3.err" || fail "seed3 did not re-key"
 printf 'X%.0s' $(seq 4096) | dd of="$WORK/m3/$F1" bs=4096 seek=2048 conv=notrunc status=none
 for _ in $(seq 100); do grep -q "$F1 changed on disk under the seed" "$WORK/seed3.err" && break; sleep 0.05; done
+grep -q "$F1 changed on disk under the seed" "$WORK/seed3.err" || fail "seed3 did not see $F1 change in 5 s"
 if cmp "$MODEL/$F1" "$WORK/old/m/$F1" >"$WORK/cmp3.out" 2>&1; then
 	fail "a withdrawn file read whole with the old keys"
 fi

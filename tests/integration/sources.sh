@@ -63,11 +63,30 @@ for _ in $(seq 200); do
 	[ "$(stat -c %s "$WORK/out" 2>/dev/null || echo 0)" -ge $((size / 3)) ] && break
 	sleep 0.05
 done
-# Stopped first, so pulls may be out to it when it dies.
+[ "$(stat -c %s "$WORK/out")" -ge $((size / 3)) ] ||
+	fail "the reader did not reach a third of $F in 10 s: $(stat -c %s "$WORK/out") bytes; $(cat "$WORK/read.err")"
+# unread: connections to seed 1 holding bytes it has not read (a request
+# to its control port, accepted or not, or pulls on its fabric endpoint)
+unread() {
+	{
+		ss -Htn state established "( sport = :$P1 )"
+		ss -Htnp state established | awk -v me="pid=$PID1," 'index($0, me)'
+	} | awk '$1 > 0 { n++ } END { print n + 0 }'
+}
+# Stopped first, and killed once the mount waits on it: the reader's
+# next open asks it (the leader) for its generation, or pulls are out.
 before2=$(bytes "$P2")
 t0=$(now_ms)
 kill -STOP "$PID1"
-sleep 0.3
+for _ in $(seq 200); do
+	[ "$(unread)" -gt 0 ] && break
+	sleep 0.05
+done
+if [ "$(unread)" = 0 ]; then
+	kill -9 "$PID1"
+	fail "nothing waits on the stopped seed 1 after 10 s: $(ss -Htn state established "( sport = :$P1 )"; ss -Htnp | awk -v me="pid=$PID1," 'index($0, me)')"
+fi
+echo "the mount waits on the stopped seed 1 after $(($(now_ms) - t0)) ms: $(unread) connection(s) with unread bytes"
 kill -9 "$PID1"
 wait "$READER" || fail "the read failed after seed 1 died: $(cat "$WORK/read.err")"
 cmp "$MODEL/$F" "$WORK/out" || fail "bytes read across the failover differ"

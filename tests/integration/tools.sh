@@ -78,7 +78,9 @@ ok "rsync -a --dry-run -i: nothing to transfer (mount, remount, seedfs pull)"
 ( until [ -e "$M/late.txt" ]; do sleep 0.05; done; now_ms >"$WORK/seen" ) &
 POLL=$!
 PIDS+=("$POLL")
-sleep 1.5 # the poller's misses are cached meanwhile
+# A time that must pass (the thing under test): the poller misses for a
+# while (misses are cached 0.2 s each), and must still see the file.
+sleep 1.5
 echo late >"$MODEL/late.txt"
 kill -HUP "$SEED_PID"
 for _ in $(seq 200); do grep -q "published .*generation 2" "$WORK/seed.out" && break; sleep 0.01; done
@@ -95,7 +97,9 @@ ok "a polling program saw a new file $el ms after the republish"
 # does not answer (stopped): the first waits at most a second, the
 # rest do not wait.
 kill -STOP "$SEED_PID"
-sleep 0.3 # past the last answer's 200 ms: the next miss asks
+# A time that must pass (a cache period): past the last answer's 200 ms,
+# so the next miss asks the stopped seed.
+sleep 0.3
 t0=$(now_ms)
 for i in $(seq 50); do [ ! -e "$M/missing-$i" ] || fail "missing-$i exists"; done
 el=$(($(now_ms) - t0))
@@ -104,6 +108,7 @@ kill -CONT "$SEED_PID"
 ok "50 lookups of missing names with a stopped seed: $el ms"
 # It answers again: status says so within a couple of seconds.
 for _ in $(seq 40); do grep -q "^seed_control: answers$" "$S" && break; sleep 0.1; done
+grep -q "^seed_control: answers$" "$S" || fail "status 4 s after the seed went on: $(grep ^seed_control "$S")"
 
 # Status after the seed restarts: what is true now.  A read that needs
 # the dead seed fails; each kind of failure is counted under its name

@@ -102,7 +102,10 @@ for _ in $(seq 200); do
 	talks && break
 	sleep 0.05
 done
-talks || fail "the prefetch client's request is not with the daemon of $SOCK after 10 s: waits in $(cat /proc/"$PF"/wchan 2>&1); $(ss -Hxp | grep "pid=$PF,"); fds: $(ls -l /proc/"$PF"/fd 2>&1)"
+if ! talks; then
+	kill -CONT "$SEED_PID" # a stopped seed would not stop at the cleanup's SIGTERM
+	fail "the prefetch client's request is not with the daemon of $SOCK after 10 s: waits in $(cat /proc/"$PF"/wchan 2>&1); $(ss -Hxp | grep "pid=$PF,"); fds: $(ls -l /proc/"$PF"/fd 2>&1)"
+fi
 echo "the client talks to the mount's socket after $(($(now_ms) - t0)) ms"
 t0=$(now_ms)
 fusermount3 -u "$MNT" || fail "unmount during prefetch"

@@ -42,7 +42,10 @@ cleanup() {
 	done
 	for p in "${PIDS[@]}"; do
 		running "$p" || continue
+		# SIGCONT too: a process the test stopped (SIGSTOP) acts on
+		# the SIGTERM only once it runs.
 		kill -TERM "$p" 2>/dev/null && left+=("$p")
+		kill -CONT "$p" 2>/dev/null
 	done
 	for i in $(seq $((STOP_S * 20))); do
 		stuck=()

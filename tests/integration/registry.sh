@@ -101,7 +101,6 @@ ok "SIGHUP: generation 2 seen through the watch in $took ms"
 # goes within TTL (3 s) + 1 s, the read completes byte-exact.
 F=big.bin
 size=$(stat -c %s "$M1/$F")
-sync
 echo 3 >/proc/sys/vm/drop_caches
 (
 	for ((i = 0; i * 1048576 < size; i++)); do
@@ -209,7 +208,6 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 st | grep -q "^registry: .*not watching" || fail "status with etcd down: $(st | grep ^registry)"
-sync
 echo 3 >/proc/sys/vm/drop_caches
 diff -r "$M1" "$MNT/m1" >/dev/null || fail "m1 differs with etcd down"
 mkdir -p "$WORK/mnt3"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A real seed and a real FUSE mount over libfabric on loopback: the tree,
 # byte-exact contents (sha256, random preads across extent boundaries,
-# mmap, 4 concurrent readers), the debug view, read-only, clean unmount.
+# mmap, 4 concurrent readers), the debug view, read-only, clean unmount;
+# the seed's and the mount's defaults (grace, checksum chunk, inline and
+# piece sizes, read_ahead_kb, read-ahead cap).
 # With a token on the control port, as it should be run (so over raw
 # verbs in the VM tier the queue pair exchange, /v1/connect, carries it).
 #   mount.sh BUILD_DIR [PROTOCOL [SEED ARGS...]]
@@ -16,6 +18,9 @@ ln -s config.json "$MODEL/config-link.json"         # inside: followed
 ln -s extra "$MODEL/extra-link"                     # inside dir: followed
 ln -s /etc/hostname "$MODEL/outside-link"           # outside: skipped
 ln -s . "$MODEL/extra/loop"                         # loop: skipped
+# Either side of the default --inline-max (64 KiB): in the manifest, a region.
+head -c 65536 /dev/urandom >"$MODEL/extra/inline-64k.bin"
+head -c 65537 /dev/urandom >"$MODEL/extra/region-64k1.bin"
 
 (umask 077 && openssl rand -hex 32 >"$WORK/token")
 start_seed "$MODEL" --protocol "$PROTO" --token-file "$WORK/token" "${SEED_ARGS[@]}"
@@ -74,6 +79,40 @@ for r in served["regions"]:
 assert served == shown, "shown manifest differs beyond addresses and keys"
 PY
 ok ".seedfs/manifest.json is the served manifest without addresses and keys"
+if [ ${#SEED_ARGS[@]} -eq 0 ]; then
+	# The seed's defaults, as the manifest shows them: --grace 60,
+	# --checksum-chunk 1 MiB, --inline-max 64 KiB (--mr-max: below).
+	python3 - "$WORK/manifest.json" <<'PY' || fail "seed defaults"
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["grace_seconds"] == 60, f"grace_seconds {m['grace_seconds']}"
+f = {e["path"]: e for e in m["files"]}
+sizes = {e["checksum"]["chunk_size"] for e in m["files"]}
+assert sizes == {1048576}, f"checksum chunk sizes {sizes}"
+ext = f["extra/inline-64k.bin"]["extents"]
+assert len(ext) == 1 and "inline" in ext[0], f"64 KiB file not inline: {ext}"
+ext = f["extra/region-64k1.bin"]["extents"]
+assert len(ext) == 1 and "region" in ext[0], f"64 KiB + 1 inline: {ext}"
+PY
+	ok "seed defaults: grace_seconds 60, checksum chunk 1 MiB, 64 KiB inline and 64 KiB + 1 not"
+fi
+
+# read_ahead_kb raised to 16 MiB after FUSE INIT (set behind the mount's
+# ready: waited for), and the mount's read-ahead cap: --ahead 64 MiB, at
+# most a quarter of the cache.
+bdi=/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb
+[ -s "$bdi" ] || fail "no $bdi"
+for _ in $(seq 100); do
+	[ "$(cat "$bdi")" = 16384 ] && break
+	sleep 0.05
+done
+[ "$(cat "$bdi")" = 16384 ] || fail "read_ahead_kb $(cat "$bdi"), not 16384 after 5 s"
+cs=$(awk '$1 == "cache_size:" { print $2 }' "$MNT/.seedfs/status")
+ra=$(awk '$1 == "read_ahead_max:" { print $2 }' "$MNT/.seedfs/status")
+[ -n "$cs" ] && [ -n "$ra" ] || fail "no cache_size or read_ahead_max in status"
+want=$((cs / 4 < 64 << 20 ? cs / 4 : 64 << 20))
+[ "$ra" = "$want" ] || fail "read_ahead_max $ra, not min(64 MiB, $cs / 4) = $want"
+ok "read_ahead_kb 16384; read_ahead_max $ra (cache $((cs >> 20)) MiB)"
 
 # Read-only.
 if touch "$M/config.json" 2>"$WORK/touch.err"; then fail "write allowed"; fi
@@ -108,4 +147,24 @@ for i in $(seq 100); do kill -0 "$SEED_PID" 2>/dev/null || break; sleep 0.05; do
 kill -0 "$SEED_PID" 2>/dev/null && fail "seed did not stop on SIGINT"
 wait "$SEED_PID" || fail "seed exit status $?"
 ok "seed stopped cleanly on SIGINT"
+
+# The default --mr-max: a file of 1 GiB + 4 KiB (sparse) is registered
+# in two pieces, 1 GiB and 4 KiB.
+if [ "$PROTO" = tcp ] && [ ${#SEED_ARGS[@]} -eq 0 ]; then
+	mkdir -p "$WORK/big"
+	truncate -s $(((1 << 30) + 4096)) "$WORK/big/w.bin"
+	SEED_LOG=bigseed start_seed "$WORK/big" --protocol tcp
+	curl -sf "http://$HOST:$SEED_PORT/v1/manifest" >"$WORK/big.json" ||
+		fail "curl big manifest"
+	python3 - "$WORK/big.json" <<'PY' || fail "--mr-max default"
+import json, sys
+m = json.load(open(sys.argv[1]))
+lens = [e["length"] for e in m["files"][0]["extents"]]
+assert lens == [1 << 30, 4096], f"extents {lens}"
+assert [r["length"] for r in m["regions"]] == lens, m["regions"]
+PY
+	kill -TERM "$SEED_PID"
+	wait "$SEED_PID" || fail "big seed exit status $?"
+	ok "--mr-max default: 1 GiB + 4 KiB registered as 1 GiB and 4 KiB"
+fi
 sanitizers_clean

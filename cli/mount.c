@@ -352,18 +352,13 @@ static int num_opt(const char *val, const char *name,
  * measured: 40-60 MiB of RSS with a 64 MiB cache). */
 #define MOUNT_OVERHEAD (64ull << 20)
 
-/* 1/16 of the RAM, within [64 MiB, 4 GiB], and at most half of what the
- * machine and the mount's cgroup can still give: the replica's engine
- * needs the rest. */
+/* sfs_mem_default_cache of this machine's RAM. */
 static uint64_t default_cache_size(const struct sfs_mem_room *room)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-	uint64_t v = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 16
-					  : 256u << 20;
-	v = SFS_MIN(v, room->available / 2);
-	v = SFS_MAX(v, 64ull << 20);
-	v = SFS_MIN(v, 4ull << 30);
-	return v & ~((1ull << 20) - 1);
+	uint64_t ram =
+		pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+	return sfs_mem_default_cache(ram, room);
 }
 
 /* A cache the machine or the cgroup cannot hold is refused now, in one

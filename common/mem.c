@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "common/mem.h"
+#include "common/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,4 +121,13 @@ void sfs_mem_room(struct sfs_mem_room *r, const char *proc, const char *sysfs)
 	if (*v2)
 		walk_up(r, sysfs, v2, "memory.max", "memory.current");
 	r->available = r->machine < r->cgroup ? r->machine : r->cgroup;
+}
+
+uint64_t sfs_mem_default_cache(uint64_t ram, const struct sfs_mem_room *r)
+{
+	uint64_t v = ram ? ram / 16 : 256u << 20;
+	v = SFS_MIN(v, r->available / 2);
+	v = SFS_MAX(v, 64ull << 20);
+	v = SFS_MIN(v, 4ull << 30);
+	return v & ~((1ull << 20) - 1);
 }

@@ -27,4 +27,12 @@ struct sfs_mem_room {
  */
 void sfs_mem_room(struct sfs_mem_room *r, const char *proc, const char *sysfs);
 
+/*
+ * sfs_mem_default_cache - a mount's default --cache-size: 1/16 of @ram
+ * bytes (0: unknown, then 256 MiB), at most half of what @r says is
+ * available (the engine needs the rest), within [64 MiB, 4 GiB], in
+ * whole MiB.
+ */
+uint64_t sfs_mem_default_cache(uint64_t ram, const struct sfs_mem_room *r);
+
 #endif /* SFS_MEM_H */

@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1012,6 +1013,71 @@ START_TEST(lanes_help_behind)
 }
 END_TEST
 
+/* The least recently used unpinned chunk goes first: a cache of 16
+ * chunks holding chunks 0-15, chunk 0 read again, then chunk 16 read:
+ * chunk 1 went (pulled again when read), chunk 0 stayed (a hit). */
+START_TEST(lru_order)
+{
+	uint32_t src;
+	struct sfs_cache *c = new_cache(16, &src);
+	struct sfs_cache_stats st;
+	for (uint64_t i = 0; i < 16; i++)
+		ck_assert_int_eq(read_check(c, src, i * CHUNK, 100), 0);
+	ck_assert_int_eq(read_check(c, src, 0, 100), 0);
+	ck_assert_int_eq(read_check(c, src, 16ull * CHUNK, 100), 0);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.pulls, 17);
+	ck_assert_int_eq(read_check(c, src, 0, 100), 0); /* kept */
+	ck_assert_int_eq(read_check(c, src, 2ull * CHUNK, 100), 0);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.pulls, 17);
+	ck_assert_int_eq(read_check(c, src, CHUNK, 100), 0); /* evicted */
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.pulls, 18);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/* Registered in 32 MiB segments: the first when sfs_cache_new returns
+ * (the mount is ready then), the others behind it once sfs_cache_grow
+ * starts, each one whole (a 256 MiB cache grows in steps of 32 MiB,
+ * never in between). */
+START_TEST(segments_of_32_mib)
+{
+	const uint64_t SEG = 32ull << 20;
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = 8 * SEG,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 5000};
+	struct sfs_cache_stats st;
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.ready, SEG); /* the first, before the rest */
+	ck_assert_int_eq(sfs_cache_grow(c), 0);
+	uint64_t t0 = sfs_now_ms(), steps = 0, last = SEG;
+	for (;;) {
+		sfs_cache_stats(c, &st);
+		ck_assert_uint_eq(st.size, 8 * SEG);
+		ck_assert_msg(st.ready >= SEG && st.ready % SEG == 0,
+			      "cache ready %" PRIu64 " bytes, not whole "
+			      "segments of 32 MiB",
+			      st.ready);
+		steps += st.ready != last;
+		last = st.ready;
+		if (st.ready == st.size)
+			break;
+		ck_assert_msg(sfs_now_ms() - t0 < 20000,
+			      "cache not all ready in 20 s");
+		usleep(100);
+	}
+	printf("segments_of_32_mib: %" PRIu64 " steps seen\n", steps);
+	sfs_cache_free(c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -1020,6 +1086,8 @@ int main(void)
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, single_flight);
 	tcase_add_test(t, eviction_within_bound);
+	tcase_add_test(t, lru_order);
+	tcase_add_test(t, segments_of_32_mib);
 	tcase_add_test(t, checksums_verified_and_mismatch_refused);
 	tcase_add_test(t, read_after_quiesce_refused);
 	tcase_add_test(t, lost_pull_recovered);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests: parsers and codecs in common/util. */
+#include "common/mem.h"
 #include "common/util.h"
 
 #include "check_run.h"
@@ -192,6 +193,28 @@ START_TEST(escape)
 }
 END_TEST
 
+/* The mount's default cache: 1/16 of the RAM within [64 MiB, 4 GiB], at
+ * most half of the room, in whole MiB (README, "The mount"). */
+START_TEST(default_cache)
+{
+	const uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
+	struct sfs_mem_room r = {.available = UINT64_MAX};
+	ck_assert_uint_eq(sfs_mem_default_cache(16 * GiB, &r), GiB);
+	ck_assert_uint_eq(sfs_mem_default_cache(24 * GiB, &r), 1536 * MiB);
+	ck_assert_uint_eq(sfs_mem_default_cache(512 * MiB, &r), 64 * MiB);
+	ck_assert_uint_eq(sfs_mem_default_cache(1088 * MiB, &r), 68 * MiB);
+	ck_assert_uint_eq(sfs_mem_default_cache(256 * GiB, &r), 4 * GiB);
+	ck_assert_uint_eq(sfs_mem_default_cache(60 * GiB, &r), 3840 * MiB);
+	ck_assert_uint_eq(sfs_mem_default_cache(16 * GiB + 24 * MiB, &r),
+			  GiB + MiB); /* 1 GiB + 1.5 MiB, in whole MiB */
+	ck_assert_uint_eq(sfs_mem_default_cache(0, &r), 256 * MiB);
+	r.available = GiB; /* half of the room */
+	ck_assert_uint_eq(sfs_mem_default_cache(16 * GiB, &r), 512 * MiB);
+	r.available = 100 * MiB; /* never below 64 MiB */
+	ck_assert_uint_eq(sfs_mem_default_cache(16 * GiB, &r), 64 * MiB);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("util");
@@ -202,6 +225,7 @@ int main(void)
 	tcase_add_test(t, hex);
 	tcase_add_test(t, umask_read);
 	tcase_add_test(t, escape);
+	tcase_add_test(t, default_cache);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

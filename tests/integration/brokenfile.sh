@@ -7,6 +7,9 @@
 # untouched files read byte-exact right after.  An in-place overwrite:
 # a handle opened before gets EIO, never the new or mixed bytes; once
 # the directory is whole again the next generation serves both files.
+# Never other bytes: what a reader gets before the EIO, and every range
+# the old handle reads, is the original's; the next generation is tried
+# once the directory has been quiet for a second (1-3 s).
 #   brokenfile.sh BUILD_DIR [PROTOCOL]
 source "$(dirname "$0")/lib.sh" "$1"
 PROTO=${2:-tcp}
@@ -29,9 +32,12 @@ for _ in $(seq 100); do grep -q "changed on disk under the seed" "$WORK/seed.err
 [ "$(grep -c "$F2 changed on disk under the seed: its bytes are withdrawn from generation 1" "$WORK/seed.err")" = 1 ] ||
 	fail "the seed did not say it once: $(grep -c changed "$WORK/seed.err")"
 t0=$(now_ms)
-if cat "$M/$F2" >/dev/null 2>"$WORK/cat.err"; then fail "a truncated file read"; fi
+if cat "$M/$F2" >"$WORK/cat.out" 2>"$WORK/cat.err"; then fail "a truncated file read"; fi
 el=$(($(now_ms) - t0))
 grep -q "Input/output error" "$WORK/cat.err" || fail "not EIO: $(cat "$WORK/cat.err")"
+# Never other bytes: what cat got before the error is the original's.
+cmp -n "$(stat -c %s "$WORK/cat.out")" "$WORK/cat.out" "$WORK/orig/$F2" ||
+	fail "the truncated file read other bytes than the original's"
 [ "$el" -le 5000 ] || fail "EIO after $el ms"
 t0=$(now_ms)
 cmp "$MODEL/$F3" "$M/$F3" || fail "an untouched file after the broken one"
@@ -42,6 +48,14 @@ ok "truncated: $(grep -o "$F2 changed.*withdrawn from generation 1" "$WORK/seed.
 for _ in $(seq 150); do grep -q "not republished" "$WORK/seed.err" && break; sleep 0.02; done
 grep -q "a published file changed on disk: not republished, the current generation is still served: refusing $F2" \
 	"$WORK/seed.err" || fail "republish: $(grep seed: "$WORK/seed.err" | tail -n 2)"
+# ... once the directory had been quiet for a second: 1-3 s after the
+# change was logged, by the seed's own clock (2 s of margin for the
+# attempt itself on a loaded machine).
+t_chg=$(grep -m 1 "$F2 changed on disk" "$WORK/seed.err" | cut -d' ' -f1)
+t_rep=$(grep -m 1 "not republished" "$WORK/seed.err" | cut -d' ' -f1)
+quiet=$(($(date -d "$t_rep" +%s%3N) - $(date -d "$t_chg" +%s%3N)))
+[ "$quiet" -ge 1000 ] && [ "$quiet" -le 3000 ] ||
+	fail "the next generation tried $quiet ms after the change ($t_chg, $t_rep), not after a quiet second"
 cmp "$MODEL/$F1" "$M/$F1" || fail "$F1 later"
 if [ "$PROTO" = tcp ]; then
 	grep -q "connected again" "$WORK/mount.log" || fail "no reconnection logged"
@@ -52,7 +66,7 @@ if [ "$PROTO" = tcp ]; then
 fi
 grep -q "^seed: $HOST:$SEED_PORT (reachable)$" "$MNT/.seedfs/status" ||
 	fail "status: $(grep ^seed: "$MNT/.seedfs/status")"
-ok "the seed kept generation 1 without $F2; the mount reads the rest, $(grep -c 'connected again' "$WORK/mount.log") reconnection(s)"
+ok "the seed kept generation 1 without $F2 (republish tried $quiet ms after the change); the mount reads the rest, $(grep -c 'connected again' "$WORK/mount.log") reconnection(s)"
 
 # An in-place overwrite of a file not read yet, under a handle opened
 # before.
@@ -68,7 +82,29 @@ dd if=/dev/urandom of="$MODEL/$F4" bs=1M seek=1 count=2 conv=notrunc 2>/dev/null
 for _ in $(seq 100); do grep -q "$F4 changed on disk" "$WORK/seed.err" && break; sleep 0.02; done
 grep -q "$F4 changed on disk under the seed" "$WORK/seed.err" || fail "overwrite not noticed"
 [ "$(hold "R 2000000 100000")" = "ERR EIO" ] || fail "the old handle read an overwritten file"
-ok "overwritten in place: the handle opened before gets EIO"
+# Never other bytes: 64 KiB through the old handle at the start, in the
+# overwritten MiBs and after them, each EIO or the original's bytes
+# (FNV-1a 64, as holdfile hashes them; over tcp each EIO takes 0.5 s).
+python3 - "$WORK/orig/$F4" >"$WORK/f4.want" <<'PY'
+import sys
+d = open(sys.argv[1], "rb").read()
+for off in (0, 1 << 20, 5 << 19, 5 << 20):
+    h = 0xcbf29ce484222325
+    for b in d[off:off + 65536]:
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    print(off, f"{h:016x}")
+PY
+[ -s "$WORK/f4.want" ] || fail "no ranges of $F4"
+eio=0 same=0
+while read -r off h; do
+	got=$(hold "R $off 65536")
+	case $got in
+	"ERR EIO") eio=$((eio + 1)) ;;
+	"OK $h") same=$((same + 1)) ;;
+	*) fail "the old handle at $off: $got, not EIO or the original's bytes (OK $h)" ;;
+	esac
+done <"$WORK/f4.want"
+ok "overwritten in place: the handle opened before gets EIO ($eio ranges) or the original bytes ($same), never other bytes"
 echo Q >&"${HOLD[1]}"
 wait "$hold_pid" 2>/dev/null || true
 

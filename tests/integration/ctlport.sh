@@ -3,8 +3,9 @@
 # request one byte a second (from 127.0.0.2) and 500 that connect and
 # send nothing (from 127.0.0.3) run for 12 s; meanwhile every
 # /v1/generation asked from 127.0.0.1 is answered within 500 ms, and a
-# new mount gets its manifest within 500 ms.  The port is event driven, caps each
-# client address, and gives each request a deadline (and says so).
+# new mount gets its manifest within 500 ms.  The port is event driven,
+# caps each client address at 32 connections, and gives each request a
+# deadline of 5 s (and says so).
 source "$(dirname "$0")/lib.sh" "$1"
 SLOW=$BUILD/tests/slowclient
 
@@ -69,6 +70,18 @@ drip=$(cat "$WORK/drip.out")
 idle=$(cat "$WORK/idle.out")
 [ "$(echo "$drip" | awk '{ print $4 }')" -gt 0 ] || fail "no dripping client was cut: $drip"
 [ "$(echo "$idle" | awk '{ print $4 }')" -gt 0 ] || fail "no idle client was cut: $idle"
+# The cap: 32 connections per client address held at once (those past it
+# closed at once).  The deadline: a request not whole 5 s after connect is
+# cut, no sooner and at most 1.5 s later (the seed looks every 200 ms; the
+# rest is margin for a loaded machine).
+for kind in drip idle; do
+	out=$(cat "$WORK/$kind.out")
+	read -r held a b < <(echo "$out" | sed -n 's/.* held \([0-9]*\) cut \([0-9.]*\)-\([0-9.]*\) s$/\1 \2 \3/p')
+	[ -n "$b" ] || fail "$kind: no held/cut in: $out"
+	[ "$held" -eq 32 ] || fail "$kind: $held connections from one address held at once, not 32: $out"
+	awk -v a="$a" -v b="$b" 'BEGIN { exit !(a >= 4.95 && b <= 6.5) }' ||
+		fail "$kind: cut after $a-$b s, not 5 s (4.95-6.5): $out"
+done
 grep -q "closed [0-9]* connections that sent no whole request within 5000 ms" "$WORK/seed.err" ||
 	fail "the seed did not say it cut them"
 ok "dripping: $drip; idle: $idle; $(grep -o 'closed [0-9]* connections.*' "$WORK/seed.err" | head -n 1)"

@@ -8,7 +8,11 @@
  * "drip" sends an HTTP request that never ends, one byte a second per
  * connection (which resets any idle timeout); "idle" sends nothing.  A
  * connection the server closes is opened again.  Prints, at the end,
- * "opened N closed M" (M: closed by the server).
+ * "opened N closed M held H cut A-B s": M closed by the server; H the
+ * most connections open at once that the server had kept for 2 s or
+ * more (the ones past a per-address cap are closed at once); A-B the
+ * shortest and longest life, connect to close, of those it closed after
+ * 2 s or more (0-0: none).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,6 +40,7 @@ struct slot {
 	int fd;
 	size_t sent;
 	double next;
+	double since; /* connect() */
 };
 
 static int open_one(const struct sockaddr_in *dst,
@@ -72,7 +77,8 @@ int main(int argc, char **argv)
 	double end = now() + atof(argv[6]);
 	struct slot *s = calloc((size_t)n, sizeof(*s));
 	struct pollfd *p = calloc((size_t)n, sizeof(*p));
-	long opened = 0, closed = 0;
+	long opened = 0, closed = 0, held_max = 0;
+	double cut_min = 0, cut_max = 0;
 	for (int i = 0; i < n; i++)
 		s[i].fd = -1;
 	while (now() < end) {
@@ -82,6 +88,7 @@ int main(int argc, char **argv)
 				s[i].fd = open_one(&dst, &src);
 				s[i].sent = 0;
 				s[i].next = t + 1.0;
+				s[i].since = t;
 				opened += s[i].fd >= 0;
 			} else if (s[i].fd >= 0 && drip && t >= s[i].next) {
 				char c = s[i].sent < sizeof(req) - 1
@@ -95,6 +102,11 @@ int main(int argc, char **argv)
 			p[i].events = POLLIN;
 			p[i].revents = 0;
 		}
+		long held = 0;
+		for (int i = 0; i < n; i++)
+			held += s[i].fd >= 0 && t - s[i].since >= 2.0;
+		if (held > held_max)
+			held_max = held;
 		if (poll(p, (nfds_t)n, 50) > 0)
 			for (int i = 0; i < n; i++) {
 				char buf[256];
@@ -104,6 +116,13 @@ int main(int argc, char **argv)
 					continue;
 				close(s[i].fd); /* the server closed it */
 				s[i].fd = -1;
+				double life = now() - s[i].since;
+				if (life >= 2.0) {
+					if (!cut_max || life < cut_min)
+						cut_min = life;
+					if (life > cut_max)
+						cut_max = life;
+				}
 				s[i].next = now() + 0.05;
 				closed++;
 			}
@@ -113,6 +132,7 @@ int main(int argc, char **argv)
 			close(s[i].fd);
 	free(s);
 	free(p);
-	printf("opened %ld closed %ld\n", opened, closed);
+	printf("opened %ld closed %ld held %ld cut %.2f-%.2f s\n", opened,
+	       closed, held_max, cut_min, cut_max);
 	return 0;
 }

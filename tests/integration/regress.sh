@@ -100,10 +100,23 @@ tries=$(cat "$PROXY_STATE/count.manifest" 2>/dev/null | wc -l)
 [ "$tries" -ge 1 ] && [ "$tries" -le 4 ] || fail "$tries manifest fetches for $asks opens"
 grep -q "cannot adopt 127.0.0.1:$PPORT's generation 6 of m: .*HTTP status 500.*next try in" "$WORK/mount2.log" ||
 	fail "not logged: $(grep adopt "$WORK/mount2.log" | tail -n 1)"
+# Tried again after 1 s, then 2 s, 4 s...: each wait logged double the
+# last, from 1000 ms, and no try before the last one's wait was over.
+grep "cannot adopt 127.0.0.1:$PPORT's generation 6 of m: " "$WORK/mount2.log" |
+	sed -n 's/^\([^ ]*\) .*next try in \([0-9]*\) ms.*/\1 \2/p' >"$WORK/adopt.tries"
+[ "$(wc -l <"$WORK/adopt.tries")" -ge 2 ] || fail "fewer than 2 tries logged: $(cat "$WORK/adopt.tries")"
+want=1000 prev=
+while read -r t w; do
+	[ "$w" = "$want" ] || fail "next try in $w ms, not $want: $(cat "$WORK/adopt.tries")"
+	ms=$(date -d "$t" +%s%3N)
+	[ -z "$prev" ] || [ $((ms - prev)) -ge $((want / 2)) ] ||
+		fail "tried again $((ms - prev)) ms after a wait of $((want / 2)) ms: $(cat "$WORK/adopt.tries")"
+	prev=$ms want=$((want * 2))
+done <"$WORK/adopt.tries"
 rm "$PROXY_STATE/fail-manifest"
 for _ in $(seq 80); do cmp -s "$MODEL/$F" "$M/$F" && break; sleep 0.1; done
 cmp "$MODEL/$F" "$M/$F" || fail "generation 6 not adopted once the manifest came back"
-ok "40 opens in 4 s with the manifest failing: $asks questions, $tries manifest fetches; adopted once it came back"
+ok "40 opens in 4 s with the manifest failing: $asks questions, $tries manifest fetches, waits $(awk '{ print $2 }' "$WORK/adopt.tries" | paste -sd, ) ms; adopted once it came back"
 unmount_check "$MNT" "$MOUNT_PID"
 
 # Unmount right after reads with a disk tier and a deep read-ahead: the

@@ -820,6 +820,20 @@ void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms)
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
+	if (s->unreachable) {
+		/* It did not answer last time: do not make this open wait
+		 * for it again (with a read after it, that would be two
+		 * timeouts).  It is asked again behind, a timeout after the
+		 * last question; the open goes on with what is current,
+		 * and does not wait for that question either (it waited
+		 * up to the timeout, every timeout). */
+		if (sfs_now_ms() >= s->retry_ms) {
+			s->bg_wanted = 1;
+			pthread_cond_broadcast(&s->cond);
+		}
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	if (s->checking) {
 		/* Another open is asking: its answer is ours too. */
 		uint64_t seen = s->checks;
@@ -831,18 +845,6 @@ void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms)
 		return;
 	}
 	if (s->dropped) {
-		pthread_mutex_unlock(&s->lock);
-		return;
-	}
-	if (s->unreachable) {
-		/* It did not answer last time: do not make this open wait
-		 * for it again (with a read after it, that would be two
-		 * timeouts).  It is asked again behind, a timeout after the
-		 * last question; the open goes on with what is current. */
-		if (sfs_now_ms() >= s->retry_ms) {
-			s->bg_wanted = 1;
-			pthread_cond_broadcast(&s->cond);
-		}
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}

@@ -93,6 +93,23 @@ el=$(($(cat "$WORK/seen") - t_pub))
 cmp "$MODEL/late.txt" "$M/late.txt" || fail "late.txt bytes"
 ok "a polling program saw a new file $el ms after the republish"
 
+# A lookup of a missing name asks the seed at most every 200 ms: 20 of
+# them over a second or more make at most one question (GET /v1/models,
+# counted by the seed) per 200 ms, besides the mount's own once a second.
+asked() {
+	curl -sf "http://$HOST:$SEED_PORT/metrics" |
+		sed -n 's|^seedfs_seed_control_requests_total{route="/v1/models",code="200"} ||p'
+}
+q0=$(asked)
+[ -n "$q0" ] || fail "no /v1/models count in the seed's metrics"
+t0=$(now_ms)
+for i in $(seq 20); do [ ! -e "$M/absent-$i" ] || fail "absent-$i exists"; sleep 0.05; done
+el=$(($(now_ms) - t0))
+q=$(($(asked) - q0))
+[ "$q" -ge 1 ] && [ "$q" -le $((el / 200 + 1 + el / 1000 + 1)) ] ||
+	fail "20 missing names in $el ms asked the seed $q times (at most every 200 ms: $((el / 200 + 1)), and $((el / 1000 + 1)) of the mount's own)"
+ok "20 missing names in $el ms: $q questions to the seed"
+
 # Lookups of missing names are bounded in time, even with a seed that
 # does not answer (stopped): the first waits at most a second, the
 # rest do not wait.
@@ -103,9 +120,21 @@ sleep 0.3
 t0=$(now_ms)
 for i in $(seq 50); do [ ! -e "$M/missing-$i" ] || fail "missing-$i exists"; done
 el=$(($(now_ms) - t0))
+# Opens do not wait for the seed that does not answer (it is asked
+# behind them, a timeout apart): 8 opens and reads of a cached file over
+# 2.4 s, past the next question behind (--timeout 2), each within 500 ms.
+worst=0
+for i in $(seq 8); do
+	t1=$(now_ms)
+	cmp "$MODEL/config.json" "$M/config.json" || fail "config.json with a stopped seed"
+	e=$(($(now_ms) - t1))
+	[ "$e" -gt "$worst" ] && worst=$e
+	sleep 0.3
+done
 kill -CONT "$SEED_PID"
 [ "$el" -le 1800 ] || fail "50 lookups of missing names took $el ms with a stopped seed"
-ok "50 lookups of missing names with a stopped seed: $el ms"
+[ "$worst" -le 500 ] || fail "an open and read waited $worst ms for a stopped seed"
+ok "50 lookups of missing names with a stopped seed: $el ms; 8 opens and reads: at most $worst ms each"
 # It answers again: status says so within a couple of seconds.
 for _ in $(seq 40); do grep -q "^seed_control: answers$" "$S" && break; sleep 0.1; done
 grep -q "^seed_control: answers$" "$S" || fail "status 4 s after the seed went on: $(grep ^seed_control "$S")"

@@ -3,7 +3,8 @@
 # on free loopback ports, data in the work dir): two seeds register and a
 # mount told only --registry shows and reads their models byte-exact; a
 # new source is used within a second; SIGHUP's generation 2 arrives by
-# watch and opens ask no seed while it runs; kill -9 of a seed: its
+# watch within a second of its publication and opens ask no seed while
+# it runs; kill -9 of a seed: its
 # record is gone within TTL + 1 s and a reader fails over; a re-seeding
 # mount appears as a source; hostile records are ignored with a line;
 # etcd stopped: reads go on, restarted: seeds register again and the
@@ -87,15 +88,21 @@ ok "open and read with the seed stopped: $took ms (no question to the seed)"
 # SIGHUP after a change: generation 2 arrives by the watch.
 printf '{"changed": true}\n' >"$M2/extra.json"
 kill -HUP "$PID2"
-t0=$(now_ms)
-for _ in $(seq 150); do
+t0=$(now_ms) t_pub=
+for _ in $(seq 300); do
+	[ -z "$t_pub" ] && grep -q "published .*generation 2" "$WORK/seed2.out" && t_pub=$(now_ms)
 	grep -q "^model: m2 generation 2 " <(st) && break
-	sleep 0.02
+	sleep 0.01
 done
-took=$(($(now_ms) - t0))
+t_got=$(now_ms)
+took=$((t_got - t0))
 grep -q "^model: m2 generation 2 " <(st) || fail "no generation 2: $(st | grep '^model: m2')"
+[ -n "$t_pub" ] || t_pub=$t_got # seen in the same turn
+# Adopted within a second of its publication (measured ~35 ms; the rest
+# is margin for a loaded machine).
+[ $((t_got - t_pub)) -le 1000 ] || fail "generation 2 adopted $((t_got - t_pub)) ms after the seed published it"
 cmp "$M2/extra.json" "$MNT/m2/extra.json" || fail "generation 2's new file"
-ok "SIGHUP: generation 2 seen through the watch in $took ms"
+ok "SIGHUP: generation 2 seen through the watch in $took ms, $((t_got - t_pub)) ms after the seed published it"
 
 # kill -9 of seed 3 while a slow reader reads m1's big file: the record
 # goes within TTL (3 s) + 1 s, the read completes byte-exact.

@@ -1002,10 +1002,26 @@ int sfs_cache_prefetch(struct sfs_cache *c, uint32_t set, uint32_t obj,
 	return rc;
 }
 
+int sfs_cache_moved(struct sfs_cache *c, uint64_t first, uint64_t *start)
+{
+	uint64_t now = sfs_now_ms();
+
+	if (now - first >= (uint64_t)SFS_CACHE_MOVE_BUDGET * c->timeout_ms) {
+		c->st.timeouts++;
+		SFS_LOG(SFS_WARN, "cache",
+			"a read moved between sources that stall for %" PRIu64
+			" ms (%u x --timeout): given up",
+			now - first, SFS_CACHE_MOVE_BUDGET);
+		return -ETIMEDOUT;
+	}
+	*start = now;
+	return 0;
+}
+
 int sfs_cache_get(struct sfs_cache *c, uint32_t set, uint32_t obj, uint64_t off,
 		  struct sfs_chunk **out, const uint8_t **data, size_t *avail)
 {
-	uint64_t start = sfs_now_ms();
+	uint64_t start = sfs_now_ms(), first = start;
 	struct sfs_chunk *ch;
 	int rc = 0;
 
@@ -1034,11 +1050,11 @@ again:
 		 * from the holders still there.  Their clock starts now: one
 		 * that was idle has made no progress because it had nothing
 		 * to do, and its old last completion would time the read
-		 * out at once. */
-		start = sfs_now_ms();
+		 * out at once (within a budget: sfs_cache_moved). */
 		ch->refs--;
 		sfs_cache_settle(c, ch);
-		if ((rc = sfs_cache_check_range(c, set, obj, off))) {
+		if ((rc = sfs_cache_moved(c, first, &start)) ||
+		    (rc = sfs_cache_check_range(c, set, obj, off))) {
 			pthread_mutex_unlock(&c->lock);
 			return rc;
 		}

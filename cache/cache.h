@@ -56,11 +56,17 @@ struct sfs_disk;
 struct sfs_xport;
 struct sfs_xport_mr;
 
+#define SFS_CACHE_MOVE_BUDGET 2
+
 struct sfs_cache_cfg {
 	struct sfs_xport *xport; /* borrowed; outlives the cache */
 	uint64_t size;		 /* bytes of chunk memory */
 	uint32_t chunk_size;	 /* power of two, >= 4 KiB */
-	unsigned int timeout_ms; /* no progress for this long: give up */
+	/* No progress for this long: give up, or move to another source
+	 * that has the chunk; a read that keeps moving (its sources
+	 * stall in turn) gives up once SFS_CACHE_MOVE_BUDGET x timeout_ms
+	 * have passed: (SFS_CACHE_MOVE_BUDGET + 1) x timeout_ms at most. */
+	unsigned int timeout_ms;
 	int no_verify; /* serve pulled chunks without checking checksums */
 	/* The disk tier [borrowed, outlives the cache] or NULL. */
 	struct sfs_disk *disk;

@@ -295,6 +295,13 @@ int sfs_peer_set_usable(struct sfs_cache *c, uint32_t set);
 int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start);
 /* Fail every queued chunk of @set (SFS_NONE: all) with @err. */
 void sfs_peer_fail_queued(struct sfs_cache *c, int err, uint32_t set);
+/* A read whose pull moved to other holders (sfs_peer_wait's -EAGAIN)
+ * waits on them with its clock started again, within a budget: once
+ * SFS_CACHE_MOVE_BUDGET x --timeout have passed since @first (the read's
+ * start), it fails with -ETIMEDOUT, so sources that stall in turn
+ * cannot keep a reader waiting forever (c->lock held).  Else *@start is
+ * now and 0 is returned. */
+int sfs_cache_moved(struct sfs_cache *c, uint64_t first, uint64_t *start);
 /* Orphan the chunks posted to @p (of holder @holder only, unless
  * SFS_NONE): they are pulled again from the holders still there.
  * Returns how many of them another source can serve (failovers, for

@@ -107,9 +107,11 @@ static void direct_end(struct sfs_cache *c, struct sfs_chunk *ch)
 }
 
 /* Copy bytes [off, off+len) of (@set, @obj), within one chunk, into @to
- * through a slot (c->lock held; dropped while copying). */
+ * through a slot (c->lock held; dropped while copying).  The read
+ * started at @first; its clock at @start. */
 static int slot_copy(struct sfs_cache *c, uint32_t set, uint32_t obj,
-		     uint64_t off, uint32_t len, uint8_t *to, uint64_t start)
+		     uint64_t off, uint32_t len, uint8_t *to, uint64_t first,
+		     uint64_t start)
 {
 	for (;;) {
 		int rc = sfs_cache_check_range(c, set, obj, off);
@@ -132,7 +134,9 @@ static int slot_copy(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		sfs_cache_settle(c, ch);
 		if (rc != -EAGAIN) /* orphaned: start it again */
 			return rc;
-		start = sfs_now_ms(); /* on other holders: their clock */
+		/* On other holders: their clock, within the budget. */
+		if ((rc = sfs_cache_moved(c, first, &start)))
+			return rc;
 	}
 }
 
@@ -220,7 +224,11 @@ static int direct_wait(struct sfs_cache *c, struct piece *pc)
 	}
 	uint32_t set = ch->set, obj = ch->obj;
 	direct_end(c, ch);
-	return slot_copy(c, set, obj, pc->off, pc->len, pc->to, sfs_now_ms());
+	uint64_t start;
+	if ((rc = sfs_cache_moved(c, pc->start_ms, &start)))
+		return rc;
+	return slot_copy(c, set, obj, pc->off, pc->len, pc->to, pc->start_ms,
+			 start);
 }
 
 /* Cut @rd into pieces at @out (room for them counted by count()). */
@@ -330,7 +338,7 @@ int sfs_cache_read_into(struct sfs_cache *c, struct sfs_cache_rd *rds, size_t n,
 			continue;
 		int rc = pc->edge ? slot_copy(c, pc->rd->set, pc->rd->obj,
 					      pc->off, pc->len, pc->to,
-					      pc->start_ms)
+					      pc->start_ms, pc->start_ms)
 				  : direct_wait(c, pc);
 		if (rc && !pc->rd->status)
 			pc->rd->status = rc;

@@ -321,6 +321,9 @@ void sfs_replica_ready(struct sfs_replica *r)
 	sfs_cache_grow(r->cache);
 }
 
+/* How long sfs_replica_set_inval waits for invalidations under way. */
+#define SFS_INVAL_WAIT_MS 5000
+
 void sfs_replica_set_inval(struct sfs_replica *r, void (*fn)(void *, uint64_t),
 			   void *arg)
 {
@@ -328,10 +331,21 @@ void sfs_replica_set_inval(struct sfs_replica *r, void (*fn)(void *, uint64_t),
 	r->inval = fn;
 	r->inval_arg = arg;
 	/* The previous target may be about to go (the session's fd is
-	 * closed at the unmount): wait out the calls under way.  Each is
-	 * one write to /dev/fuse per inode. */
-	while (r->inval_busy)
-		pthread_cond_wait(&r->cond, &r->lock);
+	 * closed at the unmount): wait out the calls under way, each one
+	 * write to /dev/fuse per inode.  Bounded: a write can block in the
+	 * kernel on a page whose READ the stopped loop will never answer;
+	 * the unmount that follows aborts the connection and ends it, and
+	 * no new call starts (inval is NULL now). */
+	uint64_t until = sfs_now_ms() + SFS_INVAL_WAIT_MS;
+	while (r->inval_busy && sfs_now_ms() < until) {
+		struct timespec ts = sfs_abstime(until - sfs_now_ms());
+		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+	}
+	if (r->inval_busy)
+		SFS_LOG(SFS_WARN, "replica",
+			"%u page cache invalidations still under way after "
+			"%d ms: the unmount ends them",
+			r->inval_busy, SFS_INVAL_WAIT_MS);
 	pthread_mutex_unlock(&r->lock);
 }
 

@@ -118,8 +118,9 @@ void sfs_replica_ready(struct sfs_replica *r);
  * sfs_replica_set_inval - where to send page cache invalidations of a
  * generation that is no longer served (@fn(@arg, ino)), for a mount;
  * NULL stops them.  Returns once no call to the previous @fn is under
- * way, so its @arg can go (the FUSE session, at the unmount).  Thread
- * safe; not from inside @fn.
+ * way, so its @arg can go (the FUSE session, at the unmount), or after
+ * 5 s (a call blocked in the kernel; logged).  Thread safe; not from
+ * inside @fn.
  */
 void sfs_replica_set_inval(struct sfs_replica *r, void (*fn)(void *, uint64_t),
 			   void *arg);

@@ -15,13 +15,18 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/seedfs-test.XXXXXX")
 # The address seeds listen on (the VM tier uses its soft-RoCE address).
 HOST=${SEEDFS_TEST_HOST:-127.0.0.1}
 PIDS=()
+MOUNT_PIDS=() # mount daemons (in PIDS too)
 MOUNTS=()
 NETNS=()
 
-# Sanitizer reports of every process go to files we check at the end.
-export ASAN_OPTIONS="log_path=$WORK/asan:detect_leaks=1:abort_on_error=0"
-export UBSAN_OPTIONS="log_path=$WORK/ubsan:print_stacktrace=1"
-export TSAN_OPTIONS="log_path=$WORK/tsan:halt_on_error=0:second_deadlock_stack=1:suppressions=$(dirname "${BASH_SOURCE[0]}")/tsan.supp"
+# Sanitizer reports of every process go to files we check at the end,
+# in a directory that daemons a test runs as another user can write too
+# (sticky, like /tmp; $WORK is root's alone).
+SAN=$(mktemp -d "${TMPDIR:-/tmp}/seedfs-san.XXXXXX")
+chmod 1777 "$SAN"
+export ASAN_OPTIONS="log_path=$SAN/asan:detect_leaks=1:abort_on_error=0"
+export UBSAN_OPTIONS="log_path=$SAN/ubsan:print_stacktrace=1"
+export TSAN_OPTIONS="log_path=$SAN/tsan:halt_on_error=0:second_deadlock_stack=1:suppressions=$(dirname "${BASH_SOURCE[0]}")/tsan.supp"
 export LSAN_OPTIONS="suppressions=$(dirname "${BASH_SOURCE[0]}")/lsan.supp:print_suppressions=0"
 
 # cleanup: on exit, pass or fail.  Every daemon still running is
@@ -32,13 +37,24 @@ export LSAN_OPTIONS="suppressions=$(dirname "${BASH_SOURCE[0]}")/lsan.supp:print
 # failed keeps its own message).
 STOP_S=${STOP_S:-20}
 cleanup() {
-	local rc=$? m p i left=() stuck=()
+	local rc=$? m p i st left=() stuck=()
 	set +e
 	for m in "${MOUNTS[@]}"; do
 		if grep -q " $m fuse" /proc/mounts; then
 			fusermount3 -u "$m" 2>/dev/null ||
 				fusermount3 -u -z "$m" 2>/dev/null
 		fi
+	done
+	# Unmounted daemons tear down on their own: a SIGTERM now would kill
+	# them (the default action, once the FUSE loop has ended) before
+	# their leak check.
+	for i in $(seq $((STOP_S * 20))); do
+		stuck=()
+		for p in "${MOUNT_PIDS[@]}"; do
+			running "$p" && stuck+=("$p")
+		done
+		[ ${#stuck[@]} -eq 0 ] && break
+		sleep 0.05
 	done
 	for p in "${PIDS[@]}"; do
 		running "$p" || continue
@@ -60,6 +76,18 @@ cleanup() {
 		kill -9 "$p" 2>/dev/null
 		[ "$rc" -ne 0 ] || rc=1
 	done
+	for p in "${left[@]}"; do
+		# A child of ours stopped by the SIGTERM must not have crashed
+		# (143: ended by the signal itself, as helpers without a
+		# handler are).
+		wait "$p" 2>/dev/null
+		st=$?
+		if [ "$st" -gt 128 ] && [ "$st" -ne 143 ] && [ "$st" -ne 127 ] &&
+			[ "$rc" -eq 0 ]; then
+			echo "FAIL: process $p ended with status $st (signal $((st - 128))) on SIGTERM" >&2
+			rc=1
+		fi
+	done
 	for p in "${PIDS[@]}"; do
 		wait "$p" 2>/dev/null
 		# libfabric shm keeps a 16 MiB /dev/shm/PID:... per process;
@@ -73,7 +101,7 @@ cleanup() {
 		echo "FAIL: sanitizer reports (above), from the daemons' exit" >&2
 		rc=1
 	fi
-	[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
+	[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK" "$SAN"
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -86,7 +114,7 @@ fail() {
 		echo "--- $f (last lines)" >&2
 		tail -n 15 "$f" >&2
 	done
-	for f in "$WORK"/asan.* "$WORK"/ubsan.* "$WORK"/tsan.*; do
+	for f in "$SAN"/asan.* "$SAN"/ubsan.* "$SAN"/tsan.*; do
 		[ -e "$f" ] || continue
 		echo "--- sanitizer report $f" >&2
 		head -n 60 "$f" >&2
@@ -201,6 +229,7 @@ mount_seed() {
 		"$log" | tail -n 1)
 	[ -n "$MOUNT_PID" ] || fail "no pid in the mount log"
 	PIDS+=("$MOUNT_PID")
+	MOUNT_PIDS+=("$MOUNT_PID")
 }
 
 # running PID: the process exists and has not exited (every thread).  A daemonized
@@ -267,7 +296,7 @@ unmount_check() {
 # true when there is none
 sanitizers_quiet() {
 	local f found=0
-	for f in "$WORK"/asan.* "$WORK"/ubsan.* "$WORK"/tsan.*; do
+	for f in "$SAN"/asan.* "$SAN"/ubsan.* "$SAN"/tsan.*; do
 		[ -e "$f" ] || continue
 		echo "--- sanitizer report $f" >&2
 		head -n 80 "$f" >&2

@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -714,6 +716,115 @@ END_TEST
  * pulled from the other within a few seconds, far inside the timeout,
  * and the reader sees no error.
  */
+/* A seed of @len bytes of data in a child process, over tcp: what a
+ * reader needs to reach it goes up @fd, then the child waits for its
+ * end.  Two of them stopped (SIGSTOP) are two sources that stall for
+ * good, while a reconnect to either still succeeds (the kernel
+ * accepts for a stopped process). */
+struct stall_seed {
+	pid_t pid;
+	uint8_t addr[SFS_XPORT_ADDR_MAX];
+	size_t addr_len;
+	struct sfs_cache_piece pc;
+};
+
+static void stall_seed_start(struct stall_seed *ss, size_t len)
+{
+	int fds[2];
+	ck_assert_int_eq(pipe(fds), 0);
+	ss->pid = fork();
+	ck_assert_int_ge(ss->pid, 0);
+	if (ss->pid == 0) {
+		char err[SFS_XPORT_ERR_MAX];
+		struct sfs_xport_cfg sc = {.protocol = "tcp",
+					   .role = SFS_XPORT_SEED,
+					   .timeout_ms = 20000};
+		struct sfs_xport *x;
+		struct sfs_xport_mr *m;
+		struct sfs_xport_info in;
+		uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+		size_t rl;
+		if (sfs_xport_open(&sc, &x, err, sizeof(err)) ||
+		    sfs_xport_mr_reg(x, data, len, SFS_XPORT_REMOTE_READ, &m))
+			_exit(1);
+		sfs_xport_info(x, &in);
+		struct stall_seed out = {.addr_len = in.addr_len,
+					 .pc = {.len = len}};
+		memcpy(out.addr, in.addr, in.addr_len);
+		sfs_xport_mr_export(m, &out.pc.raddr, &out.pc.key, raw, &rl);
+		if (write(fds[1], &out, sizeof(out)) != (ssize_t)sizeof(out))
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(fds[1]);
+	pid_t pid = ss->pid;
+	ck_assert_int_eq(read(fds[0], ss, sizeof(*ss)), (ssize_t)sizeof(*ss));
+	ss->pid = pid;
+	close(fds[0]);
+}
+
+/* Two holders that both stall: a read moves between them (each taken
+ * out, reconnected, tried again), but its wait is bounded: ETIMEDOUT
+ * within (SFS_CACHE_MOVE_BUDGET + 1) x --timeout, plus a margin for a loaded
+ * machine.  Before the budget it moved for ever (40 s and more). */
+START_TEST(stalled_holders_bounded)
+{
+	const uint32_t timeout = 1000;
+	size_t len = 8 * CHUNK;
+	struct stall_seed s1, s2;
+	stall_seed_start(&s1, len);
+	stall_seed_start(&s2, len);
+	char err[SFS_XPORT_ERR_MAX];
+	struct sfs_xport_cfg rc = {.protocol = "tcp",
+				   .role = SFS_XPORT_REPLICA,
+				   .timeout_ms = timeout};
+	struct sfs_xport *r;
+	ck_assert_msg(sfs_xport_open(&rc, &r, err, sizeof(err)) == 0, "%s",
+		      err);
+	uint64_t x1, x2;
+	ck_assert_int_eq(sfs_xport_peer_add(r, s1.addr, s1.addr_len, &x1), 0);
+	ck_assert_int_eq(sfs_xport_peer_add(r, s2.addr, s2.addr_len, &x2), 0);
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = r,
+				    .size = (uint64_t)CHUNK * 32,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = timeout};
+	uint32_t set, c1, c2, h1, h2;
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, x1, "one", &c1), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, x2, "two", &c2), 0);
+	struct sfs_cache_obj o = {.len = len};
+	struct sfs_cache_hobj ha = {&s1.pc, 1}, hb = {&s2.pc, 1};
+	ck_assert_int_eq(sfs_cache_add_set(c, "stalls", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, c1, &ha, 1, 0, &h1), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, c2, &hb, 1, 0, &h2), 0);
+	struct sfs_chunk *ch;
+	const uint8_t *p;
+	size_t avail;
+	/* Both serve: a chunk arrives byte-exact. */
+	ck_assert_int_eq(sfs_cache_get(c, set, 0, 100, &ch, &p, &avail), 0);
+	ck_assert_mem_eq(p, data + 100, 1000);
+	sfs_cache_put(c, ch);
+	kill(s1.pid, SIGSTOP);
+	kill(s2.pid, SIGSTOP);
+	uint64_t t0 = sfs_now_ms();
+	int rc2 = sfs_cache_get(c, set, 0, 5 * CHUNK + 7, &ch, &p, &avail);
+	uint64_t el = sfs_now_ms() - t0;
+	ck_assert_msg(rc2 == -ETIMEDOUT, "read of stalled holders: %d", rc2);
+	ck_assert_msg(el <= (SFS_CACHE_MOVE_BUDGET + 1) * timeout + 2000,
+		      "gave up after %" PRIu64 " ms, bound %u ms", el,
+		      (SFS_CACHE_MOVE_BUDGET + 1) * timeout + 2000);
+	kill(s1.pid, SIGKILL);
+	kill(s2.pid, SIGKILL);
+	waitpid(s1.pid, NULL, 0);
+	waitpid(s2.pid, NULL, 0);
+	sfs_cache_stop(c);
+	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
+	sfs_xport_close(r);
+}
+END_TEST
+
 START_TEST(stalled_holder_fails_over)
 {
 	char err[SFS_XPORT_ERR_MAX], path[] = "/tmp/seedfs-stall.XXXXXX";
@@ -1099,6 +1210,7 @@ int main(void)
 	tcase_add_test(t, sha256_refuses_what_xxh3_passes);
 	tcase_add_test(t, mismatch_from_member_goes_to_seed);
 	tcase_add_test(t, stalled_holder_fails_over);
+	tcase_add_test(t, stalled_holders_bounded);
 	tcase_add_test(t, lanes_equal_shares);
 	tcase_add_test(t, relay_tree_parent_serves);
 	tcase_add_test(t, coming_not_pulled_twice);

@@ -33,12 +33,20 @@ mount_expect "cannot ask the seed what it publishes" "127.0.0.1:1"
 ok "unreachable seed: $(cat "$WORK/err")"
 
 # Manifests that must be refused, served by a stand-in seed.
+NSERVE=0
 serve() { # FILE [STATUS]: sets HTTP_PORT
-	"$HTTPFILE" "$@" >"$WORK/http.out" &
+	# A file of its own per server: the last one's "port" line must not
+	# be read before this one's shell has truncated it (seen in CI).
+	local out=$WORK/http.$((++NSERVE)).out i
+	"$HTTPFILE" "$@" >"$out" &
 	PIDS+=($!)
-	local i
-	for i in $(seq 100); do grep -q port "$WORK/http.out" && break; sleep 0.05; done
-	HTTP_PORT=$(sed -n 's/port //p' "$WORK/http.out")
+	HTTP_PORT=
+	for i in $(seq 100); do
+		HTTP_PORT=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$out" 2>/dev/null)
+		[ -n "$HTTP_PORT" ] && break
+		sleep 0.05
+	done
+	[ -n "$HTTP_PORT" ] || fail "the stand-in seed printed no port: $(cat "$out")"
 }
 good_head='"seedfs_manifest":4,"model":"x","revision":"","generation":1,"endpoints":[{"protocol":"tcp","provider":"tcp;ofi_rxm","address":"02000050 7f000001 0000000000000000"}]'
 good_head=${good_head// /}

@@ -26,8 +26,11 @@ val() { awk -v k="$1" '$1 == k { print $2 }' "$R"; }
 bytes=$(val bytes)
 n=$(awk '$1 == "reseeder_bytes"' "$R" | wc -l)
 [ "$n" = 3 ] || fail "(b): $n status files, not 3"
-awk '$1 == "reseeder_bytes" && $2 == 0 { bad = 1 } END { exit bad }' "$R" ||
-	fail "(b): a replica read nothing from the others: $(cat "$R")"
+# All but one, at least: with 16 MiB the first replica to start may
+# take every chunk from the seed before the others hold any (a CI-like
+# run saw 20, 0 and 19 MB from the others).
+awk '$1 == "reseeder_bytes" && $2 == 0 { none++ } END { exit none > 1 }' "$R" ||
+	fail "(b): more than one replica read nothing from the others: $(cat "$R")"
 [ "$(val seed_sent_b)" -lt "$(val seed_sent_a)" ] ||
 	fail "(b): the seed sent $(val seed_sent_b) bytes, (a) $(val seed_sent_a)"
 [ "$(val seed_sent_b)" -le $((2 * bytes)) ] ||

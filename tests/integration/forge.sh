@@ -237,10 +237,11 @@ m["grace_seconds"] += 1
 json.dump(m, open(sys.argv[3], "w"))
 PY
 serve_json() { # FILE: httpfile serving it as the manifest; sets HTTP_PORT
+	rm -f "$WORK/http.out" # the last server's port must not be read
 	"$HTTPFILE" "$1" 200 "$WORK/models.json" >"$WORK/http.out" &
 	PIDS+=($!)
 	HTTP_PID=$!
-	for _ in $(seq 100); do grep -q port "$WORK/http.out" && break; sleep 0.05; done
+	for _ in $(seq 100); do grep -qE '^port [0-9]+$' "$WORK/http.out" 2>/dev/null && break; sleep 0.05; done
 	HTTP_PORT=$(sed -n 's/port //p' "$WORK/http.out")
 	[ -n "$HTTP_PORT" ] || fail "httpfile did not say its port in 5 s: $(cat "$WORK/http.out")"
 }

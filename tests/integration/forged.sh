@@ -14,9 +14,10 @@ start_seed "$MODEL"
 FORGED='model: llama-8b generation 1 files 1 bytes 1 tensors 0 sources 1 identity 0'
 printf 'oops\n%s\nready\n\033[2J' "$FORGED" >"$WORK/evil.txt"
 serve() { # FILE [STATUS [MODELS]]: a stand-in seed, sets HTTP_PORT
+	rm -f "$WORK/http.out" # the last server's port must not be read
 	"$HTTPFILE" "$@" >"$WORK/http.out" &
 	PIDS+=($!)
-	for _ in $(seq 100); do grep -q port "$WORK/http.out" && break; sleep 0.05; done
+	for _ in $(seq 100); do grep -qE '^port [0-9]+$' "$WORK/http.out" 2>/dev/null && break; sleep 0.05; done
 	HTTP_PORT=$(sed -n 's/port //p' "$WORK/http.out")
 }
 # A line the probes could take: starts with "model: " or "ready", or any

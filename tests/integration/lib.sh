@@ -26,8 +26,21 @@ SAN=$(mktemp -d "${TMPDIR:-/tmp}/seedfs-san.XXXXXX")
 chmod 1777 "$SAN"
 export ASAN_OPTIONS="log_path=$SAN/asan:detect_leaks=1:abort_on_error=0"
 export UBSAN_OPTIONS="log_path=$SAN/ubsan:print_stacktrace=1"
-export TSAN_OPTIONS="log_path=$SAN/tsan:halt_on_error=0:second_deadlock_stack=1:suppressions=$(dirname "${BASH_SOURCE[0]}")/tsan.supp"
-export LSAN_OPTIONS="suppressions=$(dirname "${BASH_SOURCE[0]}")/lsan.supp:print_suppressions=0"
+# The suppression files are read by every process, those run as another
+# user too: copies beside the logs (the checkout may be 0700).
+# (Not named tsan.* or asan.*: those are the reports.)
+install -m 644 "$(dirname "${BASH_SOURCE[0]}")"/tsan.supp "$SAN/supp-tsan"
+install -m 644 "$(dirname "${BASH_SOURCE[0]}")"/lsan.supp "$SAN/supp-lsan"
+export TSAN_OPTIONS="log_path=$SAN/tsan:halt_on_error=0:second_deadlock_stack=1:suppressions=$SAN/supp-tsan"
+export LSAN_OPTIONS="suppressions=$SAN/supp-lsan:print_suppressions=0"
+# Which build this is (normal, asan or tsan): a test whose bound is
+# about scheduling (a share, not a deadline) may say what it asserts
+# under ThreadSanitizer's slowdown.
+case $(ldd "$BUILD/seedfs" 2>/dev/null) in
+*libtsan*) SFS_BUILD_KIND=tsan ;;
+*libasan*) SFS_BUILD_KIND=asan ;;
+*) SFS_BUILD_KIND=normal ;;
+esac
 
 # cleanup: on exit, pass or fail.  Every daemon still running is
 # stopped the way an operator stops it (unmount, SIGTERM), so that the

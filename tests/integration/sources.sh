@@ -36,9 +36,13 @@ total=$((b1 + b2))
 [ "$total" -gt 0 ] || fail "no bytes counted: $(cat "$MNT/.seedfs/status")"
 # 49-50 % each on an idle machine; pulls are taken, not assigned, so the
 # seed that gets the CPU serves more: 38-61 % seen with four other
-# builds and tests on these 2 cores.  At least 30 % each.
-[ $((b1 * 10)) -ge $((total * 3)) ] && [ $((b2 * 10)) -ge $((total * 3)) ] ||
-	fail "not striped: seed 1 served $b1, seed 2 $b2 bytes ($((b1 * 100 / total))%, $((b2 * 100 / total))%; 30% each wanted)"
+# builds and tests on these 2 cores.  At least 30 % each; under
+# ThreadSanitizer (5-15 x slower, scheduling decides) 5 % each (87/12
+# seen in a CI-like run).
+want=30
+[ "$SFS_BUILD_KIND" = tsan ] && want=5
+[ $((b1 * 100)) -ge $((total * want)) ] && [ $((b2 * 100)) -ge $((total * want)) ] ||
+	fail "not striped: seed 1 served $b1, seed 2 $b2 bytes ($((b1 * 100 / total))%, $((b2 * 100 / total))%; $want% each wanted)"
 ok "striped over two seeds: byte-exact; seed 1 served $((b1 * 100 / total))%, seed 2 $((b2 * 100 / total))%"
 grep -q "^model: m generation 1 .* sources 2 " "$MNT/.seedfs/status" ||
 	fail "status: $(grep ^model: "$MNT/.seedfs/status")"

@@ -55,11 +55,7 @@ ok "no seed: $(cat "$WORK/err")"
 SEED_LOG=seed2 start_seed "$MODEL" --protocol tcp
 P2=$SEED_PORT
 # seed_bytes PORT FILE: what the client read from that seed
-seed_bytes() {
-	awk -v s="seed: $HOST:$1 " 'index($0, s) == 1 { on = 1; next }
-		/^seed: / { on = 0 }
-		on && $1 == "seed_bytes:" { print $2 }' "$2"
-}
+seed_bytes() { seed_stat "$2" "$1" seed_bytes; }
 APIREAD_STATUS=$WORK/st1 SEEDFS_PROTOCOL=tcp "$APIREAD" "$HOST:$P1,$HOST:$P2" m "$MODEL" files \
 	>"$WORK/api.out" 2>"$WORK/api.err" || fail "striped: $(cat "$WORK/api.err")"
 b1=$(seed_bytes "$P1" "$WORK/st1")
@@ -68,7 +64,7 @@ tot=$((b1 + b2))
 # (Under ThreadSanitizer the second connection's start-up costs too much
 # of a 50 MB read to ask for a fifth.)
 share=5
-grep -q "SEEDFS_TSAN:BOOL=ON" "$BUILD/CMakeCache.txt" && share=50
+[ "$SFS_BUILD_KIND" = tsan ] && share=50
 [ "$tot" -gt 0 ] && [ $((b1 * share)) -gt "$tot" ] && [ $((b2 * share)) -gt "$tot" ] ||
 	fail "not striped: seed 1 $b1, seed 2 $b2 bytes"
 ok "striped over two seeds: $b1 and $b2 bytes ($(sed 's/.* in //; s/, open.*//' "$WORK/api.out"))"
@@ -81,14 +77,8 @@ ok "striped over two seeds: $b1 and $b2 bytes ($(sed 's/.* in //; s/, open.*//' 
 # control port first, moves no pull (measured: 1 run in 8).  The read
 # must go on without an error, the failover counter move, and seed 2
 # serve more.
-# status_val FILE KEY: the number after "KEY: " (the first such line)
-status_val() { awk -v k="$2:" '$1 == k { print $2; exit }' "$1"; }
 # seed_inflight PORT FILE: that seed's pulls in flight
-seed_inflight() {
-	awk -v s="seed: $HOST:$1 " 'index($0, s) == 1 { on = 1; next }
-		/^seed: / { on = 0 }
-		on && $1 == "seed_pulls:" { print $2 }' "$2"
-}
+seed_inflight() { seed_stat "$2" "$1" seed_pulls; }
 # fresh_status: wait for apiread to write st2 anew
 fresh_status() {
 	rm -f "$WORK/st2"

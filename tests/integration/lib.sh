@@ -49,6 +49,19 @@ esac
 # passing test, and so does any sanitizer report (a test that already
 # failed keeps its own message).
 STOP_S=${STOP_S:-20}
+# await_exit PID...: wait up to STOP_S for them to exit; those still
+# running are left in the array stuck.
+await_exit() {
+	local i p
+	for i in $(seq $((STOP_S * 20))); do
+		stuck=()
+		for p in "$@"; do
+			running "$p" && stuck+=("$p")
+		done
+		[ ${#stuck[@]} -eq 0 ] && return 0
+		sleep 0.05
+	done
+}
 cleanup() {
 	local rc=$? m p i st left=() stuck=()
 	set +e
@@ -61,14 +74,7 @@ cleanup() {
 	# Unmounted daemons tear down on their own: a SIGTERM now would kill
 	# them (the default action, once the FUSE loop has ended) before
 	# their leak check.
-	for i in $(seq $((STOP_S * 20))); do
-		stuck=()
-		for p in "${MOUNT_PIDS[@]}"; do
-			running "$p" && stuck+=("$p")
-		done
-		[ ${#stuck[@]} -eq 0 ] && break
-		sleep 0.05
-	done
+	await_exit "${MOUNT_PIDS[@]}"
 	for p in "${PIDS[@]}"; do
 		running "$p" || continue
 		# SIGCONT too: a process the test stopped (SIGSTOP) acts on
@@ -76,14 +82,7 @@ cleanup() {
 		kill -TERM "$p" 2>/dev/null && left+=("$p")
 		kill -CONT "$p" 2>/dev/null
 	done
-	for i in $(seq $((STOP_S * 20))); do
-		stuck=()
-		for p in "${left[@]}"; do
-			running "$p" && stuck+=("$p")
-		done
-		[ ${#stuck[@]} -eq 0 ] && break
-		sleep 0.05
-	done
+	await_exit "${left[@]}"
 	for p in "${stuck[@]}"; do
 		echo "FAIL: process $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-120)) still running ${STOP_S} s after SIGTERM:$(stuck_threads "$p")" >&2
 		kill -9 "$p" 2>/dev/null
@@ -192,6 +191,19 @@ seed_ready() { grep -qE "$SEED_READY_RE" "$1" 2>/dev/null; }
 seed_port() {
 	grep -E "$SEED_READY_RE" "$1" | head -n 1 | sed -n 's/^seedfs seed: ready on [^ ]*:\([0-9]*\): .*/\1/p'
 }
+
+# seed_stat FILE PORT KEY [WORD]: word WORD (2: the first after the key)
+# of KEY's line in the block of seed $HOST:PORT of a status FILE
+# (.seedfs/status, or the engine API's): seed_bytes, seed_pulls, ...
+seed_stat() {
+	awk -v s="seed: $HOST:$2 " -v k="$3:" -v w="${4:-2}" '
+		index($0, s) == 1 { on = 1; next }
+		/^seed: / { on = 0 }
+		on && $1 == k { print $w }' "$1"
+}
+
+# status_val FILE KEY: the number after "KEY: " (the first such line)
+status_val() { awk -v k="$2:" '$1 == k { print $2; exit }' "$1"; }
 
 # now_ms: monotonic-enough wall clock in milliseconds
 now_ms() { date +%s%3N; }

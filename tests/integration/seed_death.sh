@@ -74,11 +74,8 @@ PIDB=$SEED_PID
 S=$MNT/.seedfs/status
 # blk PORT KEY: the first word after KEY in that seed's status block
 # (seed_bytes: bytes it served; seed_pulls: pulls in flight)
-blk() {
-	awk -v s="seed: $HOST:$1 " -v k="$2:" 'index($0, s) == 1 { on = 1; next }
-		/^seed: / { on = 0 } on && $1 == k { print $2 }' "$S"
-}
-val() { awk -v k="$1:" '$1 == k { print $2 }' "$S"; }
+blk() { seed_stat "$S" "$1" "$2"; }
+val() { status_val "$S" "$1"; }
 MOUNT_LOG=mount2 MOUNT_SEEDS="$HOST:$PA,$HOST:$PB" mount_seed "$MNT" \
 	--cache-size 16M --ahead 4M --read-ahead-kb 256
 F=big.bin

@@ -30,12 +30,8 @@ TIMEOUT=2
 MARGIN_MS=1500
 # block PORT KEY: a field of that seed's status block (seed_bytes: the
 # bytes it served; seed_errors: its stalls are the 6th word)
-block() {
-	awk -v s="seed: $HOST:$1 " -v k="$2:" 'index($0, s) == 1 { on = 1; next }
-		/^seed: / { on = 0 }
-		on && $1 == k { print (k == "seed_errors:" ? $7 : $2) }' "$S"
-}
-val() { awk -v k="$1:" '$1 == k { print $2 }' "$S"; }
+block() { seed_stat "$S" "$1" "$2" "$([ "$2" = seed_errors ] && echo 7 || echo 2)"; }
+val() { status_val "$S" "$1"; }
 
 MOUNT_SEEDS="$HOST:$P1,$HOST:$P2" mount_seed "$MNT" --timeout $TIMEOUT \
 	--cache-size 32M --ahead 4M --read-ahead-kb 256

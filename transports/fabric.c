@@ -72,6 +72,7 @@ static void fab_close(struct sfs_xport *base)
 	if (x->wake_fd >= 0)
 		close(x->wake_fd);
 	pthread_mutex_destroy(&x->inflight.lock);
+	pthread_mutex_destroy(&x->change_lock);
 	pthread_rwlock_destroy(&x->ep_lock);
 	free(x);
 }
@@ -209,6 +210,7 @@ static int fab_open(const struct sfs_xport_proto *p,
 	x->role = cfg->role;
 	x->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	pthread_mutex_init(&x->inflight.lock, NULL);
+	pthread_mutex_init(&x->change_lock, NULL);
 	/* A reset must not wait behind a stream of posters. */
 	sfs_rwlock_init_writer(&x->ep_lock);
 
@@ -676,14 +678,12 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 	int rc;
 	/* A connection of its own is opened with the progress thread
 	 * stopped: it walks the peers. */
-	if (x->per_peer)
-		fab_stop_progress(x);
-	pthread_rwlock_wrlock(&x->ep_lock);
+	fab_change_begin(x, x->per_peer);
 	rc = sfs_grow((void **)&x->peers, &x->cap_peers, x->npeers + 1,
 		      sizeof(x->peers[0]));
 	if (rc) {
 		rc = -FI_ENOMEM;
-	} else if (!x->cur) {
+	} else if (!x->cur || x->quiesced) {
 		rc = -FI_ESHUTDOWN;
 	} else if (x->per_peer) {
 		rc = fab_conn_open(x, &p, 1, 0, &p->conn, &step);
@@ -697,10 +697,7 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 		*peer = x->npeers;
 		x->peers[x->npeers++] = p;
 	}
-	pthread_rwlock_unlock(&x->ep_lock);
-	if (x->per_peer && fab_start_progress(x))
-		SFS_LOG(SFS_ERR, "xport", "%s: progress thread lost",
-			x->proto->name);
+	fab_change_end(x, x->per_peer);
 	if (rc) {
 		if (p->info)
 			fi_freeinfo(p->info);
@@ -781,8 +778,16 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 					break;
 				}
 				if (++spins > 16) {
+					/* The room comes from the progress
+					 * thread, which a change of peers
+					 * stops before it takes ep_lock for
+					 * writing: let it in while we wait
+					 * (@c stays open: its inflight
+					 * count is ours too). */
 					struct timespec ts = {0, 50000};
+					pthread_rwlock_unlock(&x->ep_lock);
 					nanosleep(&ts, NULL);
+					pthread_rwlock_rdlock(&x->ep_lock);
 				}
 			}
 			if (rc)

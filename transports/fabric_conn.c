@@ -243,7 +243,7 @@ static void nap(struct fab_xport *x, unsigned int *idle, struct fab_wake *w)
 	size_t n = 0;
 	int fds = nap_add(x->cur, fids, pfd, conns, &n);
 
-	for (size_t i = 0; fds && i < x->npeers; i++)
+	for (size_t i = 0; fds && x->per_peer && i < x->npeers; i++)
 		fds = nap_add(x->peers[i]->conn, fids, pfd, conns, &n);
 	for (struct fab_conn *c = x->old; fds && c; c = c->next)
 		fds = nap_add(c, fids, pfd, conns, &n);
@@ -302,7 +302,10 @@ static void *progress(void *arg)
 		}
 		swept = now;
 		bad |= drain_one(x, x->cur, &got);
-		for (size_t i = 0; i < x->npeers; i++)
+		/* Shared (not per_peer): peers have no connection, and
+		 * the array may grow under us (a peer added, progress
+		 * running). */
+		for (size_t i = 0; x->per_peer && i < x->npeers; i++)
 			bad |= drain_one(x, x->peers[i]->conn, &got);
 		/* Retired connections: progressed until nothing is in
 		 * flight on them, then closed. */
@@ -365,6 +368,25 @@ void fab_stop_progress(struct fab_xport *x)
 	}
 }
 
+void fab_change_begin(struct fab_xport *x, int stop)
+{
+	pthread_mutex_lock(&x->change_lock);
+	if (stop)
+		fab_stop_progress(x);
+	pthread_rwlock_wrlock(&x->ep_lock);
+}
+
+int fab_change_end(struct fab_xport *x, int stop)
+{
+	int rc = 0;
+	pthread_rwlock_unlock(&x->ep_lock);
+	if (stop && !x->quiesced && (rc = fab_start_progress(x)))
+		SFS_LOG(SFS_ERR, "xport", "%s: progress thread lost: %s",
+			x->proto->name, strerror(-rc));
+	pthread_mutex_unlock(&x->change_lock);
+	return rc;
+}
+
 void fab_retire(struct fab_xport *x, struct fab_conn *c)
 {
 	if (!c)
@@ -420,8 +442,9 @@ int fab_reset(struct sfs_xport *base)
 
 	if (x->mr_mode & FI_MR_ENDPOINT)
 		return -EOPNOTSUPP;
-	fab_stop_progress(x);
-	pthread_rwlock_wrlock(&x->ep_lock);
+	fab_change_begin(x, 1);
+	if (x->quiesced)
+		rc = -ESHUTDOWN;
 	for (size_t i = 0; i <= x->npeers && rc >= 0; i++) {
 		if (i < x->npeers && (!x->per_peer || x->peers[i]->removed))
 			continue;
@@ -429,18 +452,15 @@ int fab_reset(struct sfs_xport *base)
 		left += rc > 0 ? rc : 0;
 	}
 	size_t nold = count_old(x);
-	pthread_rwlock_unlock(&x->ep_lock);
-	int prc = fab_start_progress(x);
+	int prc = fab_change_end(x, 1);
 	if (rc < 0) {
 		SFS_LOG(SFS_ERR, "xport", "%s: reset: %s failed: %s",
-			x->proto->name, step, strerror(-rc));
+			x->proto->name, x->quiesced ? "quiesced" : step,
+			strerror(-rc));
 		return rc;
 	}
-	if (prc) {
-		SFS_LOG(SFS_ERR, "xport", "%s: reset: progress thread: %s",
-			x->proto->name, strerror(-prc));
+	if (prc)
 		return prc;
-	}
 	SFS_LOG(nold >= FAB_OLD_WARN ? SFS_WARN : SFS_INFO, "xport",
 		"%s: new endpoint: the next read connects again (%d reads "
 		"left on the old one, %zu old endpoint%s still busy)",
@@ -455,25 +475,24 @@ int fab_peer_reset(struct sfs_xport *base, uint64_t peer)
 
 	if (!x->per_peer)
 		return fab_reset(base);
-	fab_stop_progress(x);
-	pthread_rwlock_wrlock(&x->ep_lock);
-	int rc = peer < x->npeers && !x->peers[peer]->removed
+	fab_change_begin(x, 1);
+	int rc = x->quiesced ? -ESHUTDOWN
+		 : peer < x->npeers && !x->peers[peer]->removed
 			 ? renew(x, (size_t)peer, &step)
 			 : -EINVAL;
 	size_t nold = count_old(x);
-	pthread_rwlock_unlock(&x->ep_lock);
-	int prc = fab_start_progress(x);
+	int prc = fab_change_end(x, 1);
 	if (rc < 0) {
 		SFS_LOG(SFS_ERR, "xport", "%s: reset of peer %llu: %s: %s",
 			x->proto->name, (unsigned long long)peer,
-			rc == -EINVAL ? "no such peer" : step, strerror(-rc));
+			rc == -EINVAL	   ? "no such peer"
+			: rc == -ESHUTDOWN ? "quiesced"
+					   : step,
+			strerror(-rc));
 		return rc;
 	}
-	if (prc) {
-		SFS_LOG(SFS_ERR, "xport", "%s: reset: progress thread: %s",
-			x->proto->name, strerror(-prc));
+	if (prc)
 		return prc;
-	}
 	SFS_LOG(nold >= FAB_OLD_WARN ? SFS_WARN : SFS_INFO, "xport",
 		"%s: new endpoint for peer %llu: its next read connects "
 		"again (%d reads left on the old one, %zu old endpoint%s "
@@ -488,17 +507,13 @@ void fab_peer_remove(struct sfs_xport *base, uint64_t peer)
 	struct fab_xport *x = to_fab(base);
 	if (!x->per_peer)
 		return; /* shared: nothing of its own */
-	fab_stop_progress(x);
-	pthread_rwlock_wrlock(&x->ep_lock);
+	fab_change_begin(x, 1);
 	if (peer < x->npeers && !x->peers[peer]->removed) {
 		x->peers[peer]->removed = 1;
 		fab_retire(x, x->peers[peer]->conn);
 		x->peers[peer]->conn = NULL;
 	}
-	pthread_rwlock_unlock(&x->ep_lock);
-	if (fab_start_progress(x))
-		SFS_LOG(SFS_ERR, "xport", "%s: progress thread lost",
-			x->proto->name);
+	fab_change_end(x, 1);
 }
 
 /*
@@ -511,8 +526,8 @@ size_t fab_quiesce(struct sfs_xport *base)
 {
 	struct fab_xport *x = to_fab(base);
 
-	fab_stop_progress(x);
-	pthread_rwlock_wrlock(&x->ep_lock);
+	fab_change_begin(x, 1);
+	x->quiesced = 1;
 	for (size_t i = 0; i < x->npeers; i++) {
 		fab_retire(x, x->peers[i]->conn);
 		x->peers[i]->conn = NULL;
@@ -543,6 +558,7 @@ size_t fab_quiesce(struct sfs_xport *base)
 		}
 		sfs_keep_forever(c);
 	}
-	pthread_rwlock_unlock(&x->ep_lock);
-	return x->abandoned;
+	size_t left = x->abandoned;
+	fab_change_end(x, 1); /* quiesced: progress stays stopped */
+	return left;
 }

@@ -76,9 +76,17 @@ struct fab_xport {
 	struct fi_info *info;
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
-	/* Posters hold ep_lock for reading while they post to cur; reset
-	 * and quiesce hold it for writing (with the progress thread
-	 * stopped) to replace or drop cur.  old: retired connections,
+	/* Whoever changes connections or peers (add, reset, remove,
+	 * quiesce) holds change_lock from stopping the progress thread to
+	 * starting it again: one change at a time, so the thread is never
+	 * joined twice nor started twice.  Before ep_lock. */
+	pthread_mutex_t change_lock;
+	int quiesced; /* protected by change_lock: progress stays stopped */
+	/* Posters hold ep_lock for reading while they post to cur; a
+	 * change holds it for writing (with the progress thread stopped)
+	 * to replace or drop cur.  A poster never waits for room in the
+	 * provider's queue with it held: the room comes from the progress
+	 * thread, which a change has stopped.  old: retired connections,
 	 * touched only by the progress thread, or with it stopped. */
 	pthread_rwlock_t ep_lock;
 	struct fab_conn *cur;
@@ -136,8 +144,21 @@ int fab_errno(ssize_t rc);
 int fab_conn_open(struct fab_xport *x, struct fab_peer *const *ins, size_t n,
 		  int main, struct fab_conn **out, const char **step);
 
+/*
+ * fab_change_begin - the right to change @x's connections and peers:
+ * x->change_lock taken, the progress thread stopped (when @stop: it
+ * walks the connections), x->ep_lock taken for writing.  Returns with
+ * all three.  fab_change_end - undo it: ep_lock released, the progress
+ * thread started again (if it was stopped, and @x is not quiesced),
+ * change_lock released; 0, or -errno when the thread cannot start
+ * (logged).
+ */
+void fab_change_begin(struct fab_xport *x, int stop);
+int fab_change_end(struct fab_xport *x, int stop);
+
 /* fab_stop_progress - stop the progress thread (before changing what
- * it reads); fab_start_progress starts it again. */
+ * it reads; x->change_lock held, or @x not shared yet);
+ * fab_start_progress starts it again. */
 void fab_stop_progress(struct fab_xport *x);
 
 /* fab_retire - @c leaves service: progressed until idle, then closed

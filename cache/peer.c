@@ -553,8 +553,6 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 	pthread_cond_broadcast(&c->cond);
 }
 
-/* Post @ch, taken off its queue, to peer @pi reading holder @hi's pieces
- * (c->lock held; dropped meanwhile). */
 /* A pull posted on last-resort peer @p: whose lane was it? */
 static void lane_account(struct sfs_cache *c, const struct cache_peer *p,
 			 uint32_t obj, uint64_t idx, int any, uint32_t lane)
@@ -569,8 +567,12 @@ static void lane_account(struct sfs_cache *c, const struct cache_peer *p,
 				   : "another's lane");
 }
 
-static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
-		 uint32_t hi)
+/* Post @ch, taken off its queue, to peer @pi reading holder @hi's pieces
+ * (c->lock held; dropped meanwhile).  1 when it was done with (posted,
+ * completed inline, or failed); 0 when the provider was busy and @ch is
+ * queued again. */
+static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
+		uint32_t hi)
 {
 	struct cache_peer *p = c->peers[pi];
 	const struct sfs_cache_hobj *ho = &c->holders[hi]->objs[ch->obj];
@@ -613,7 +615,7 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 	}
 	if (!prc && n == 0) {
 		done_inline(c, ch, p);
-		return;
+		return 1;
 	}
 	uint64_t id = p->id;
 	if (!prc) {
@@ -643,7 +645,7 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		if (!prc) {
 			if (last)
 				lane_account(c, p, obj, idx, any, lane);
-			return;
+			return 1;
 		}
 		/* Nothing was posted: it is ours again (an orphan too: the
 		 * transport never had it). */
@@ -660,7 +662,7 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 			ch->err = -EAGAIN; /* its readers start it again */
 			sfs_cache_settle(c, ch);
 			pthread_cond_broadcast(&c->cond);
-			return;
+			return 1;
 		}
 	}
 	if (prc == -EAGAIN && !c->stopping) {
@@ -670,7 +672,7 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		requeue_head(c, ch);
 		p->busy_until_ms = sfs_now_ms() + POST_RETRY_MS;
 		sfs_peer_wake_worker(c);
-		return;
+		return 0;
 	}
 	if (!c->stopping) {
 		SFS_LOG(SFS_WARN, "cache",
@@ -692,6 +694,7 @@ static void post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 	if (!c->stopping && prc != -E2BIG)
 		trouble(c, p, "a pull could not be posted", prc, 1);
 	pthread_cond_broadcast(&c->cond);
+	return 1;
 }
 
 /* floor(log2(@r + 1)): how deep rank @r sits in a chunk's relay tree. */
@@ -855,8 +858,13 @@ void sfs_peer_pump(struct sfs_cache *c)
 			if (!ch)
 				continue;
 			dequeue(c, ch);
-			post(c, pi, ch, hi);
-			posted = 1;
+			/* Again only while something goes out: a provider
+			 * busy for longer than POST_RETRY_MS on every peer
+			 * (connecting to a process that is stopped) would
+			 * keep a reader here for ever, and the worker, which
+			 * finds stalls, off the lock.  The worker posts
+			 * again after POST_RETRY_MS. */
+			posted |= post(c, pi, ch, hi);
 			if (np != c->npeers)
 				break; /* peers changed while unlocked */
 		}

@@ -158,6 +158,8 @@ struct rsrc {
 	/* The control port; all protected by lock. */
 	int checking;	       /* a check is running */
 	uint64_t checks;       /* checks finished */
+	uint64_t check_starts; /* checks begun (numbered from 1) */
+	uint64_t check_ended;  /* the number of the last one finished */
 	uint64_t checked_ms;   /* the last one ended */
 	int unreachable;       /* the last question got no answer (logged) */
 	uint64_t retry_ms;     /* while unreachable: not asked before */

@@ -803,11 +803,13 @@ static void check(struct rsrc *s, unsigned int ask_ms)
  * meanwhile), and tell those who wait for it. */
 static void run_check(struct rsrc *s, unsigned int ask_ms)
 {
+	uint64_t mine = ++s->check_starts;
 	pthread_mutex_unlock(&s->lock);
 	check(s, ask_ms);
 	pthread_mutex_lock(&s->lock);
 	s->checking = 0;
 	s->checks++;
+	s->check_ended = mine;
 	s->checked_ms = sfs_now_ms();
 	pthread_cond_broadcast(&s->cond);
 }
@@ -834,18 +836,20 @@ void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms)
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
-	if (s->checking) {
-		/* Another open is asking: its answer is ours too. */
-		uint64_t seen = s->checks;
-		struct timespec ts = sfs_abstime(ask_ms);
-		while (s->checking && s->checks == seen &&
-		       !pthread_cond_timedwait(&s->cond, &s->lock, &ts))
-			;
-		pthread_mutex_unlock(&s->lock);
-		return;
-	}
-	if (s->dropped) {
-		pthread_mutex_unlock(&s->lock);
+	/* Close-to-open: the answer must come from a question asked after
+	 * this open came.  One running now (another open's, the poller's)
+	 * may have been asked before the source published what this open
+	 * must see: it is waited for, and then its answer does only if it
+	 * began after we came; else we ask (opens that came meanwhile
+	 * share that one).  At most ask_ms in all. */
+	uint64_t want = s->check_starts + 1;
+	struct timespec ts = sfs_abstime(ask_ms);
+	while (s->checking && s->check_ended < want &&
+	       !pthread_cond_timedwait(&s->cond, &s->lock, &ts))
+		;
+	if (s->check_ended >= want || s->checking || s->dropped ||
+	    s->unreachable) {
+		pthread_mutex_unlock(&s->lock); /* answered, or out of time */
 		return;
 	}
 	s->checking = 1;

@@ -200,36 +200,17 @@ static int keep(struct frec **a, size_t *n, size_t *cap, struct frec *f)
 	return 0;
 }
 
-/* The source of @f: found, or made (started when @start). */
+/* The source of @f [referenced]: found, or made (started when
+ * @start); NULL when it cannot be (the caps: rsrc_add says why). */
 static struct rsrc *source_of(struct sfs_replica *r, const struct frec *f,
 			      int start)
 {
-	struct rsrc *s = rsrc_find(r, f->control);
-	if (s)
-		return s;
-	if (start) {
-		int rc = rsrc_add(r, f->control, f->reseeder);
-		if (rc)
-			SFS_LOG(SFS_WARN, "registry",
-				"%s: cannot use it as a source: %s", f->control,
-				strerror(-rc));
-		return rsrc_find(r, f->control);
-	}
-	pthread_mutex_lock(&r->lock);
-	int rc = r->nsrcs == RSRC_MAX
-			 ? -ENOSPC
-			 : rsrc_new(r, f->control, f->reseeder, &s);
-	if (!rc) {
-		s->idx = r->nsrcs;
-		r->srcs[r->nsrcs++] = s;
-	}
-	pthread_mutex_unlock(&r->lock);
-	if (rc) {
+	struct rsrc *s = NULL;
+	int rc = rsrc_add(r, f->control, f->reseeder, start, &s);
+	if (rc && rc != -ENOSPC && rc != -ESHUTDOWN)
 		SFS_LOG(SFS_WARN, "registry",
 			"%s: cannot use it as a source: %s", f->control,
 			strerror(-rc));
-		return NULL;
-	}
 	return s;
 }
 
@@ -239,6 +220,7 @@ static void apply_put(struct sfs_fleet *fl, const struct frec *f, int start)
 	struct rsrc *s = source_of(fl->r, f, start);
 	if (s)
 		rsrc_registered(s, f->name, f->generation, f->content);
+	rsrc_put(s);
 }
 
 /* @f left the registry: its source goes when it has no record left, and
@@ -256,13 +238,12 @@ static void apply_gone(struct sfs_fleet *fl, const struct frec *f)
 	struct rsrc *s = rsrc_find(r, f->control);
 	if (s && !source_left && s->idx >= r->cfg.nseeds)
 		rsrc_drop(s);
+	rsrc_put(s);
 	if (model_left)
 		return;
-	/* A seed given with --seed may still publish it. */
-	pthread_mutex_lock(&r->lock);
-	size_t nsrcs = r->nsrcs;
-	pthread_mutex_unlock(&r->lock);
-	for (size_t i = 0; i < r->cfg.nseeds && i < nsrcs; i++) {
+	/* A seed given with --seed may still publish it (their slots
+	 * stay theirs). */
+	for (size_t i = 0; i < r->cfg.nseeds; i++) {
 		struct rsrc *o = r->srcs[i];
 		pthread_mutex_lock(&o->lock);
 		for (size_t k = 0; k < o->nknown && !model_left; k++)

@@ -29,14 +29,14 @@ struct src_nums {
 	struct sfs_cache_peer_info pi;
 };
 
-static void sources(struct sfs_replica *r, struct src_nums *n, size_t *nn)
+/* Each source's numbers into @n; @all: the sources, referenced while
+ * @n's addresses are used. */
+static void sources(struct sfs_replica *r, struct rsrc **all, size_t ns,
+		    struct src_nums *n, size_t *nn)
 {
-	pthread_mutex_lock(&r->lock);
-	size_t ns = r->nsrcs;
-	pthread_mutex_unlock(&r->lock);
 	*nn = 0;
 	for (size_t i = 0; i < ns; i++) {
-		struct rsrc *s = r->srcs[i];
+		struct rsrc *s = all[i];
 		pthread_mutex_lock(&s->lock);
 		int skip = s->self || s->dropped;
 		uint32_t cpeer = s->cpeer;
@@ -98,7 +98,9 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 		return -ENOMEM;
 	}
 	sfs_cache_stats(r->cache, &st);
-	sources(r, n, &nn);
+	struct rsrc **srcs;
+	size_t ns = rsrc_all(r, &srcs);
+	sources(r, srcs, ns, n, &nn);
 	double up = (double)(sfs_now_ns() - r->mounted_ns) / 1e9;
 
 	sfs_metrics_family(m, "seedfs_info", "gauge",
@@ -162,6 +164,24 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 				n[i].pi.checksum_errors, "source", n[i].addr,
 				"kind", n[i].kind, "error", "checksum", NULL);
 	}
+
+	struct rsrc_caps caps;
+	rsrc_caps(r, &caps);
+	const struct one tab[] = {
+		{"seedfs_sources_live", "gauge",
+		 "Sources in the table, now (cap 64).", caps.live},
+		{"seedfs_peers_live", "gauge",
+		 "Re-seeders among them, now (cap 8).", caps.peers},
+		{"seedfs_sources_freed_total", "counter",
+		 "Sources freed because they were gone.", caps.freed},
+	};
+	ones(m, tab, SFS_ARRAY_SIZE(tab));
+	sfs_metrics_family(m, "seedfs_sources_refused_total", "counter",
+			   "Sources not taken, by the cap that refused them.");
+	sfs_metrics_u64(m, "seedfs_sources_refused_total", caps.refused, "cap",
+			"sources", NULL);
+	sfs_metrics_u64(m, "seedfs_sources_refused_total", caps.peers_refused,
+			"cap", "peers", NULL);
 
 	sfs_metrics_family(m, "seedfs_failovers_total", "counter",
 			   "Pulls moved to another source.");
@@ -240,6 +260,7 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 		sfs_reseed_metrics(r->reseed, m);
 	}
 	free(n);
+	rsrc_put_all(srcs, ns);
 	return sfs_metrics_finish(m, text, len);
 }
 

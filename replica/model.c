@@ -1168,7 +1168,7 @@ struct lane {
 static void lanes(struct sfs_replica *r, struct sfs_model *mo)
 {
 	struct lane l[RSRC_MAX + 1];
-	struct rsrc *cand[RSRC_MAX];
+	struct rsrc *cand[RSRC_MAX], **all;
 	char self[300];
 	size_t n = 0, nc = 0, me = SIZE_MAX;
 	int listed = r->reseed && !rsrc_self_addr(r, self, sizeof(self));
@@ -1179,17 +1179,16 @@ static void lanes(struct sfs_replica *r, struct sfs_model *mo)
 	pthread_mutex_unlock(&mo->lock);
 	if (!content)
 		return;
-	pthread_mutex_lock(&r->lock);
-	size_t ns = r->nsrcs;
-	pthread_mutex_unlock(&r->lock);
+	size_t ns = rsrc_all(r, &all);
 	for (size_t i = 0; i < ns; i++)
-		if (rsrc_publishes(r->srcs[i], mo->name, content))
-			cand[nc++] = r->srcs[i];
+		if (rsrc_publishes(all[i], mo->name, content))
+			cand[nc++] = all[i];
 
 	pthread_mutex_lock(&mo->lock);
 	struct sfs_view *v = mo->current;
 	if (!v || v->expired || v->content != content) {
 		pthread_mutex_unlock(&mo->lock);
+		rsrc_put_all(all, ns);
 		return;
 	}
 	for (size_t i = 0; i < nc; i++) {
@@ -1220,6 +1219,7 @@ static void lanes(struct sfs_replica *r, struct sfs_model *mo)
 	v->lanes_sig = sig;
 	uint32_t set = v->set;
 	pthread_mutex_unlock(&mo->lock);
+	rsrc_put_all(all, ns); /* l[].addr is not used past here */
 	if (!changed)
 		return;
 	int rc = sfs_cache_set_lanes(r->cache, set, cl, n);
@@ -1371,7 +1371,8 @@ static int reap(struct sfs_replica *r, struct sfs_model *mo)
 				r->nmodels--;
 				break;
 			}
-		mo->origin->nmodels--;
+		if (mo->origin) /* NULL: its source was retired */
+			mo->origin->nmodels--;
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (!gone)
@@ -1390,6 +1391,7 @@ void *model_sweeper(void *arg)
 		uint64_t next = 0;
 		struct sfs_model **all;
 		pthread_mutex_unlock(&r->lock);
+		rsrc_bury(r); /* sources retired: what they served goes */
 		size_t n = model_all(r, &all);
 		for (size_t i = 0; i < n; i++) {
 			uint64_t t = sweep(r, all[i]);

@@ -65,7 +65,10 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 	int rc = -EHOSTUNREACH, first_rc = 0;
 	const char *first_addr = NULL;
 
+	/* Before any poller runs: no source leaves meanwhile. */
 	for (size_t i = 0; i < r->nsrcs && !s; i++) {
+		if (!r->srcs[i])
+			continue;
 		rc = first_model(r, r->srcs[i], name, sizeof(name), why,
 				 sizeof(why));
 		if (!rc) {
@@ -174,7 +177,8 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 	}
 	/* Ask every seed now (those that do not answer, behind). */
 	for (size_t i = 0; i < r->nsrcs; i++)
-		rsrc_revalidate(r->srcs[i], c->timeout_ms, 0);
+		if (r->srcs[i])
+			rsrc_revalidate(r->srcs[i], c->timeout_ms, 0);
 	size_t shown = 0, hidden = 0;
 	struct sfs_model **all;
 	size_t nall = model_all(r, &all);
@@ -194,6 +198,7 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 				"%s)\n",
 				c->who, mo->name, lead ? lead->addr : "?", why,
 				c->require_text);
+			rsrc_put(lead);
 			hidden++;
 		} else {
 			shown++;
@@ -204,6 +209,8 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 		/* Every model was refused: say why, for the first. */
 		for (size_t i = 0; i < r->nsrcs && !*err; i++) {
 			struct rsrc *s = r->srcs[i];
+			if (!s)
+				continue;
 			pthread_mutex_lock(&s->lock);
 			for (size_t k = 0; k < s->nknown && !*err; k++)
 				if (*s->known[k].why)
@@ -231,15 +238,14 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 		return rc;
 	}
 	r->sweeper_started = 1;
-	pthread_mutex_lock(&r->lock);
-	size_t nsrcs = r->nsrcs;
-	pthread_mutex_unlock(&r->lock);
-	for (size_t i = 0; i < nsrcs; i++)
-		if (!r->srcs[i]->thread_started &&
-		    (rc = rsrc_start(r->srcs[i]))) {
+	struct rsrc **srcs;
+	size_t nsrcs = rsrc_all(r, &srcs);
+	for (size_t i = 0; i < nsrcs && !rc; i++)
+		if (!srcs[i]->thread_started && (rc = rsrc_start(srcs[i])))
 			snprintf(err, errlen, "thread: %s", strerror(-rc));
-			return rc;
-		}
+	rsrc_put_all(srcs, nsrcs);
+	if (rc)
+		return rc;
 	SFS_LOG(SFS_INFO, "replica", "%zu model%s from %s, protocol %s",
 		shown + hidden, shown + hidden == 1 ? "" : "s", seeds,
 		r->proto);
@@ -290,6 +296,7 @@ int sfs_replica_open(const struct sfs_replica_cfg *cfg,
 		if ((rc = rsrc_new(r, cfg->seeds[i], 0, &r->srcs[i])))
 			goto fail;
 		r->srcs[i]->idx = i;
+		r->srcs[i]->refs = 1; /* the table's, for ever */
 		r->nsrcs++;
 	}
 	if (cfg->registry && (rc = fleet_open(r, err, errlen)))
@@ -358,11 +365,11 @@ void sfs_replica_stop(struct sfs_replica *r)
 	r->control = NULL;
 	fleet_stop(r); /* no more news of sources */
 	pthread_mutex_lock(&r->lock);
-	r->stop = 1; /* no more sources */
-	size_t nsrcs = r->nsrcs;
+	r->stop = 1; /* no more sources, none retired */
 	pthread_mutex_unlock(&r->lock);
-	for (size_t i = 0; i < nsrcs; i++)
-		rsrc_stop(r->srcs[i]);
+	for (size_t i = 0; i < r->nsrcs; i++)
+		if (r->srcs[i])
+			rsrc_stop(r->srcs[i]);
 	pthread_mutex_lock(&r->lock);
 	r->inval = NULL; /* no invalidation of a session gone */
 	pthread_cond_broadcast(&r->cond);
@@ -371,6 +378,9 @@ void sfs_replica_stop(struct sfs_replica *r)
 		pthread_join(r->sweeper, NULL);
 		r->sweeper_started = 0;
 	}
+	/* Retired sources not buried yet (the sweeper is gone now). */
+	for (struct rsrc *s = r->retired; s; s = s->next)
+		rsrc_stop(s);
 }
 
 void sfs_replica_close(struct sfs_replica *r)
@@ -394,8 +404,13 @@ void sfs_replica_close(struct sfs_replica *r)
 	for (size_t i = 0; i < r->nmodels; i++)
 		model_free(r->models[i]);
 	free(r->models);
+	/* Nothing else runs: every source goes, retired ones too. */
 	for (size_t i = 0; i < r->nsrcs; i++)
 		rsrc_free(r->srcs[i]);
+	for (struct rsrc *s = r->retired, *next; s; s = next) {
+		next = s->next;
+		rsrc_free(s);
+	}
 	fleet_free(r);
 	sfs_disk_close(r->disk);
 	sfs_xport_close(r->x);
@@ -509,14 +524,17 @@ static void revalidate(struct sfs_replica *r, uint64_t ino, unsigned int ask_ms,
 		 * the leader's record says what it last answered. */
 		if (s && !(watched && rsrc_reg_fresh(s, name)))
 			rsrc_revalidate(s, ask_ms, fresh_ms);
+		rsrc_put(s);
 		return;
 	}
 	/* The root: every seed (a model may come, or one hidden may match
 	 * again); with the watch running, only those it does not follow. */
-	for (size_t i = 0; i < r->nsrcs; i++)
-		if (!r->srcs[i]->reseeder &&
-		    !(watched && r->srcs[i]->registered))
-			rsrc_revalidate(r->srcs[i], ask_ms, fresh_ms);
+	struct rsrc **all;
+	size_t n = rsrc_all(r, &all);
+	for (size_t i = 0; i < n; i++)
+		if (!all[i]->reseeder && !(watched && all[i]->registered))
+			rsrc_revalidate(all[i], ask_ms, fresh_ms);
+	rsrc_put_all(all, n);
 }
 
 void sfs_replica_revalidate(struct sfs_replica *r, uint64_t ino)

@@ -45,7 +45,11 @@ struct sfs_tree;
 struct sfs_xport;
 struct rsrc;
 
-#define RSRC_MAX 64		  /* sources of one replica */
+#define RSRC_MAX 64	 /* live sources of one replica */
+#define RSRC_PEERS_MAX 8 /* ... re-seeders among them: its peers */
+#define RSRC_GONE_MS                                                           \
+	10000			  /* a found re-seeder silent (or listed by
+				     no seed) this long is freed */
 #define RSRC_POLL_MS 1000	  /* each source is asked this often, behind */
 #define RSRC_RESEEDER_POLL_MS 250 /* ... a re-seeder (its holdings grow) */
 #define RSRC_REG_POLL_MS 10000	  /* ... a seed the registry's watch follows */
@@ -147,12 +151,29 @@ int rsrc_self_addr(struct sfs_replica *r, char *buf, size_t len);
  */
 int rsrc_publishes(struct rsrc *s, const char *name, uint64_t content);
 
-/* One control address: a seed given with --seed, or a re-seeder. */
+/*
+ * One control address: a seed given with --seed, a source the registry
+ * lists, or a re-seeder a seed listed.
+ *
+ * Sources come and go.  r->srcs[] holds the live ones (a NULL slot is
+ * free; the first cfg.nseeds are --seed's and stay).  A pointer to a
+ * source is good while a reference is held: rsrc_get (a slot),
+ * rsrc_find, rsrc_leader, rsrc_all; given back with rsrc_put.
+ * rsrc_retire takes a source out of the table at once (its slot is free
+ * for another) and stops its poller; the sweeper then buries it
+ * (rsrc_bury: its holders and its connection go) and it is freed at its
+ * last reference.
+ */
 struct rsrc {
 	struct sfs_replica *r;
-	size_t idx;
+	size_t idx; /* its slot */
 	char *addr; /* HOST:PORT */
 	int reseeder;
+	int found;	   /* a seed's /v1/sources listed it */
+	int refs;	   /* protected by r->lock: the table's is one */
+	int retired;	   /* protected by r->lock: out of the table */
+	struct rsrc *next; /* protected by r->lock: on r->retired */
+	char retire_why[160];
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* a check finished; stop */
 	/* The control port; all protected by lock. */
@@ -162,6 +183,7 @@ struct rsrc {
 	uint64_t check_ended;  /* the number of the last one finished */
 	uint64_t checked_ms;   /* the last one ended */
 	int unreachable;       /* the last question got no answer (logged) */
+	atomic_int quiet;      /* the same, read without lock (r->lock) */
 	uint64_t retry_ms;     /* while unreachable: not asked before */
 	uint64_t silent_since; /* no answer since */
 	char ctl_err[512];
@@ -170,7 +192,9 @@ struct rsrc {
 	int stop;
 	int self;	/* a re-seeder listed that is this replica: not asked */
 	int registered; /* found in the registry (fleet.c) */
-	int dropped;	/* its records in the registry went: not used */
+	int dropped;	/* its records in the registry went, or it is
+			   retired: not asked */
+	uint64_t listed_ms; /* a seed's /v1/sources listed it last */
 	/* The connection, to the run of @instance; protected by lock. */
 	uint64_t instance; /* 0: none yet */
 	uint64_t xpeer;	   /* the transport's */
@@ -198,13 +222,26 @@ struct sfs_replica {
 	uint32_t chunk_size;
 	struct sfs_tree *tree;
 	pthread_rwlock_t tree_lock; /* guards tree */
-	/* Sources and models: the arrays grow under lock; a source stays
-	 * until close, a model until the sweeper frees it (no source lists
-	 * it, no view of it is left, nobody holds it). */
+	/* Sources and models, under lock: a source stays until it is
+	 * retired (struct rsrc), a model until the sweeper frees it (no
+	 * source lists it, no view of it is left, nobody holds it). */
 	pthread_mutex_t lock;
-	pthread_cond_t cond; /* sweeper: stop, or something to expire */
-	size_t nsrcs;
-	struct rsrc *srcs[RSRC_MAX];
+	pthread_cond_t cond;	     /* sweeper: stop, or something to expire */
+	size_t nsrcs;		     /* slots in use: [0, nsrcs) */
+	struct rsrc *srcs[RSRC_MAX]; /* NULL: free */
+	struct rsrc *retired;	     /* to bury (rsrc_bury) */
+	/* Refused at the caps (RSRC_MAX, RSRC_PEERS_MAX), freed, and the
+	 * last refusal: said once a minute, and in status. */
+	uint64_t srcs_refused, peers_refused, srcs_freed, src_cap_said_ms;
+	char src_cap_why[200];
+	/* Re-seeders freed because they went silent, and when: a seed
+	 * lists a dead one until its announcement lapses (15 s), and it
+	 * is not taken again before RSRC_GONE_MS x 3.  A ring. */
+	struct {
+		char addr[64];
+		uint64_t until_ms;
+	} gone[RSRC_MAX];
+	size_t gone_next;
 	size_t nmodels, cap_models; /* protected by lock */
 	struct sfs_model **models;
 	size_t max_models;	 /* at most this many; a source a quarter */
@@ -241,9 +278,45 @@ int rsrc_list(struct rsrc *s, unsigned int timeout_ms, struct rsrc_answer *a,
 int rsrc_new(struct sfs_replica *r, const char *addr, int reseeder,
 	     struct rsrc **out);
 void rsrc_free(struct rsrc *s);
-/* rsrc_add - @addr is a source from now on (unless known, or RSRC_MAX
- * are): asked behind.  0 or -errno. */
-int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder);
+/*
+ * rsrc_add - @addr is a source from now on (unless known): asked behind
+ * once its poller starts (@start: now).  A re-seeder is refused
+ * (-ENOSPC) when RSRC_PEERS_MAX re-seeders are live, any source when
+ * RSRC_MAX are, unless @reseeder is 0 and a re-seeder can be retired to
+ * make room (a seed is preferred over an extra peer): the refusal is
+ * counted, said once a minute and shown in status.  *out, when not
+ * NULL: the source [referenced: rsrc_put], known or new.  0 or -errno.
+ */
+int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
+	     struct rsrc **out);
+/*
+ * rsrc_get - the source in slot @i, referenced, or NULL.  rsrc_all -
+ * every live source, referenced, into *out [new: rsrc_put_all]; how
+ * many.  rsrc_put - give a reference back (NULL is fine); the last one
+ * of a retired source frees it.
+ */
+struct rsrc *rsrc_get(struct sfs_replica *r, size_t i);
+size_t rsrc_all(struct sfs_replica *r, struct rsrc ***out);
+void rsrc_put(struct rsrc *s);
+void rsrc_put_all(struct rsrc **all, size_t n);
+/*
+ * rsrc_retire - @s leaves: out of the table now (its slot is free), not
+ * asked again, its poller told to stop; @why is logged.  Never a --seed
+ * source.  Any thread, no lock held.  rsrc_bury - the sweeper: each
+ * retired source whose poller ended and that no open is asking loses
+ * its holders and its connection, and the table's reference.  Returns
+ * how many.
+ */
+void rsrc_retire(struct rsrc *s, const char *why);
+size_t rsrc_bury(struct sfs_replica *r); /* how many were buried */
+/* The source table's numbers, now.  Takes r->lock. */
+struct rsrc_caps {
+	size_t live, peers; /* live sources; re-seeders among them */
+	uint64_t freed, refused, peers_refused;
+};
+void rsrc_caps(struct sfs_replica *r, struct rsrc_caps *c);
+/* rsrc_cap_status - status lines on the caps, into @buf. */
+void rsrc_cap_status(struct sfs_replica *r, char *buf, size_t len);
 /* The transport peer @xpeer, connected to endpoint @ep of the run that
  * published @m, is @s's: a cache peer for it.  0 or -errno with @err. */
 int rsrc_adopt_peer(struct rsrc *s, const struct sfs_manifest *m, size_t ep,
@@ -254,11 +327,12 @@ void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms);
 int rsrc_start(struct rsrc *s); /* the thread that asks behind */
 void rsrc_stop(struct rsrc *s);
 /* The first seed that publishes @model and answers (else the first
- * that publishes it; NULL: none). */
+ * that publishes it; NULL: none), referenced (rsrc_put). */
 struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model);
 /* rsrc_lists - 1 when the last answer of some source lists @name. */
 int rsrc_lists(struct sfs_replica *r, const char *name);
-/* rsrc_find - the source at @addr, or NULL. */
+/* rsrc_find - the live source at @addr, referenced (rsrc_put), or
+ * NULL. */
 struct rsrc *rsrc_find(struct sfs_replica *r, const char *addr);
 /*
  * rsrc_drop - the registry no longer lists @s: its holders and its

@@ -518,12 +518,11 @@ static void *announcer(void *arg)
 		pthread_mutex_unlock(&rs->lock);
 		follow_token(rs);
 		register_models(rs);
-		pthread_mutex_lock(&r->lock);
-		size_t n = r->nsrcs;
-		pthread_mutex_unlock(&r->lock);
+		struct rsrc **all;
+		size_t n = rsrc_all(r, &all);
 		size_t told = 0, refused = 0;
 		for (size_t i = 0; i < n; i++) {
-			struct rsrc *s = r->srcs[i];
+			struct rsrc *s = all[i];
 			char err[SFS_XPORT_ERR_MAX], *resp;
 			size_t rlen;
 			if (s->reseeder)
@@ -541,6 +540,7 @@ static void *announcer(void *arg)
 					"announcing to %s: %s", s->addr, err);
 			}
 		}
+		rsrc_put_all(all, n);
 		/* A token its seeds refuse (they rotated, its file did
 		 * not follow): nothing for holders of the old one. */
 		pthread_mutex_lock(&rs->lock);

@@ -60,6 +60,8 @@ void rsrc_free(struct rsrc *s)
 	if (!s)
 		return;
 	rsrc_stop(s);
+	if (s->found || s->registered)
+		SFS_LOG(SFS_DEBUG, "source", "%s: freed", s->addr);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s->known);
@@ -269,30 +271,72 @@ static void forget_unlisted(struct rsrc *s)
 	}
 }
 
-int rsrc_lists(struct sfs_replica *r, const char *name)
+struct rsrc *rsrc_get(struct sfs_replica *r, size_t i)
 {
 	pthread_mutex_lock(&r->lock);
-	size_t n = r->nsrcs;
+	struct rsrc *s = i < r->nsrcs ? r->srcs[i] : NULL;
+	if (s)
+		s->refs++;
 	pthread_mutex_unlock(&r->lock);
+	return s;
+}
+
+size_t rsrc_all(struct sfs_replica *r, struct rsrc ***out)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&r->lock);
+	struct rsrc **all = malloc((r->nsrcs ? r->nsrcs : 1) * sizeof(*all));
+	for (size_t i = 0; all && i < r->nsrcs; i++)
+		if (r->srcs[i]) {
+			all[n++] = r->srcs[i];
+			r->srcs[i]->refs++;
+		}
+	pthread_mutex_unlock(&r->lock);
+	*out = all;
+	return n;
+}
+
+void rsrc_put(struct rsrc *s)
+{
+	if (!s)
+		return;
+	struct sfs_replica *r = s->r;
+	pthread_mutex_lock(&r->lock);
+	int last = --s->refs == 0;
+	pthread_mutex_unlock(&r->lock);
+	if (last) /* retired and buried: its poller was joined */
+		rsrc_free(s);
+}
+
+void rsrc_put_all(struct rsrc **all, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		rsrc_put(all[i]);
+	free(all);
+}
+
+int rsrc_lists(struct sfs_replica *r, const char *name)
+{
+	struct rsrc **all;
+	size_t n = rsrc_all(r, &all);
 	int yes = 0;
 	for (size_t i = 0; i < n && !yes; i++) {
-		struct rsrc *s = r->srcs[i];
+		struct rsrc *s = all[i];
 		pthread_mutex_lock(&s->lock);
 		struct rsrc_known *k = s->self ? NULL : find_known(s, name);
 		yes = k && k->listed;
 		pthread_mutex_unlock(&s->lock);
 	}
+	rsrc_put_all(all, n);
 	return yes;
 }
 
 struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model)
 {
-	struct rsrc *first = NULL, *best = NULL;
-	pthread_mutex_lock(&r->lock);
-	size_t n = r->nsrcs;
-	pthread_mutex_unlock(&r->lock);
+	struct rsrc *first = NULL, *best = NULL, **all;
+	size_t n = rsrc_all(r, &all);
 	for (size_t i = 0; i < n && !best; i++) {
-		struct rsrc *s = r->srcs[i];
+		struct rsrc *s = all[i];
 		if (s->reseeder)
 			continue;
 		pthread_mutex_lock(&s->lock);
@@ -310,7 +354,14 @@ struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model)
 			best = s;
 		pthread_mutex_unlock(&s->lock);
 	}
-	return best ? best : first;
+	struct rsrc *lead = best ? best : first;
+	if (lead) {
+		pthread_mutex_lock(&r->lock);
+		lead->refs++;
+		pthread_mutex_unlock(&r->lock);
+	}
+	rsrc_put_all(all, n);
+	return lead;
 }
 
 /* Connect to the run of @s that published @m: a transport peer and a
@@ -482,7 +533,9 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	struct sfs_model *mo;
 	if ((rc = model_make(r, am->name, s, &mo, err, sizeof(err))))
 		goto done;
-	int leader = rsrc_leader(r, am->name) == s;
+	struct rsrc *lead = rsrc_leader(r, am->name);
+	int leader = lead == s;
+	rsrc_put(lead);
 	uint64_t gen = m->generation, content = m->content;
 	uint64_t epoch = m->key_epoch;
 	free(json); /* what a mount shows is encoded again, without keys */
@@ -615,7 +668,14 @@ int rsrc_parse_sources(const char *body, size_t len,
 
 static void add_reseeder(void *arg, const char *addr)
 {
-	rsrc_add(arg, addr, 1);
+	struct rsrc *s = NULL;
+	if (rsrc_add(arg, addr, 1, 1, &s))
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->listed_ms = sfs_now_ms();
+	s->found = s->idx >= s->r->cfg.nseeds; /* not --seed's: may go */
+	pthread_mutex_unlock(&s->lock);
+	rsrc_put(s);
 }
 
 /* The re-seeders seed @s lists: each one not known yet becomes a
@@ -625,9 +685,13 @@ static void discover(struct rsrc *s)
 	struct sfs_replica *r = s->r;
 	char err[SFS_XPORT_ERR_MAX], *body;
 	size_t len;
-	if (sfs_control_get(s->r->cfg.cred, s->addr, "/v1/sources",
-			    r->cfg.timeout_ms, 1u << 20, &body, &len, err,
-			    sizeof(err)))
+	char path[64];
+	/* Its own subset of the fleet's re-seeders (the seed ranks them
+	 * for this run): replicas spread over them. */
+	snprintf(path, sizeof(path), "/v1/sources?for=%016" PRIx64,
+		 r->instance);
+	if (sfs_control_get(s->r->cfg.cred, s->addr, path, r->cfg.timeout_ms,
+			    1u << 20, &body, &len, err, sizeof(err)))
 		return; /* an older seed, or none listed */
 	int rc = rsrc_parse_sources(body, len, add_reseeder, r, err,
 				    sizeof(err));
@@ -643,28 +707,235 @@ static void discover(struct rsrc *s)
 		SFS_LOG(SFS_WARN, "source", "%s: %s", s->addr, err);
 }
 
-int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder)
+/* The re-seeder to retire for a seed when the table is full: one that
+ * does not answer, else the last found (r->lock held).  NULL: none. */
+static struct rsrc *evictable(struct sfs_replica *r)
 {
-	struct rsrc *s = NULL;
+	struct rsrc *pick = NULL;
+	for (size_t i = r->cfg.nseeds; i < r->nsrcs; i++) {
+		struct rsrc *s = r->srcs[i];
+		if (!s || !s->reseeder || s->retired)
+			continue;
+		int quiet = atomic_load(&s->quiet);
+		if (!pick || quiet)
+			pick = s;
+		if (quiet)
+			break;
+	}
+	return pick;
+}
+
+/* Refused at a cap (r->lock held): counted, and 1 when it is to be said
+ * (once a minute). */
+static int cap_refused(struct sfs_replica *r, int peer, const char *addr)
+{
+	uint64_t now = sfs_now_ms();
+	if (peer)
+		r->peers_refused++;
+	else
+		r->srcs_refused++;
+	snprintf(r->src_cap_why, sizeof(r->src_cap_why), "%.100s not used: %s",
+		 addr,
+		 peer ? "RSRC_PEERS_MAX re-seeders are its peers already"
+		      : "RSRC_MAX sources are live");
+	if (r->src_cap_said_ms && now < r->src_cap_said_ms + 60000)
+		return 0;
+	r->src_cap_said_ms = now;
+	return 1;
+}
+
+int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
+	     struct rsrc **out)
+{
+	struct rsrc *s = NULL, *evict = NULL;
+	size_t live = 0, peers = 0, slot = SIZE_MAX;
+	int say = 0, rc = 0;
+
+	if (out)
+		*out = NULL;
 	pthread_mutex_lock(&r->lock);
-	for (size_t i = 0; i < r->nsrcs; i++)
-		if (!strcmp(r->srcs[i]->addr, addr)) {
+	for (size_t i = 0; i < r->nsrcs; i++) {
+		struct rsrc *o = r->srcs[i];
+		if (!o) {
+			slot = SFS_MIN(slot, i);
+			continue;
+		}
+		if (!strcmp(o->addr, addr)) {
+			if (out) {
+				o->refs++;
+				*out = o;
+			}
 			pthread_mutex_unlock(&r->lock);
 			return 0;
 		}
-	int rc = r->nsrcs == RSRC_MAX || r->stop
-			 ? -ENOSPC
-			 : rsrc_new(r, addr, reseeder, &s);
-	if (!rc) {
-		s->idx = r->nsrcs;
-		r->srcs[r->nsrcs++] = s;
+		live++;
+		peers += o->reseeder && !o->self;
+	}
+	if (slot == SIZE_MAX && r->nsrcs < RSRC_MAX)
+		slot = r->nsrcs;
+	uint64_t now = sfs_now_ms();
+	int buried = 0;
+	for (size_t i = 0; reseeder && i < RSRC_MAX && !buried; i++)
+		buried = r->gone[i].until_ms > now &&
+			 !strcmp(r->gone[i].addr, addr);
+	if (r->stop) {
+		rc = -ESHUTDOWN;
+	} else if (buried) {
+		rc = -EHOSTDOWN; /* silent a moment ago: not again yet */
+	} else if (reseeder && peers >= RSRC_PEERS_MAX) {
+		rc = -ENOSPC;
+		say = cap_refused(r, 1, addr);
+	} else if (slot == SIZE_MAX && !reseeder && (evict = evictable(r))) {
+		/* A seed before an extra peer: that one leaves, and its
+		 * slot is this one's. */
+		evict->refs++;
+		slot = evict->idx;
+	} else if (slot == SIZE_MAX) {
+		rc = -ENOSPC;
+		say = cap_refused(r, 0, addr);
 	}
 	pthread_mutex_unlock(&r->lock);
+	if (say)
+		SFS_LOG(SFS_WARN, "source",
+			"%s %s not used: %s (%zu live, %zu of them re-seeders; "
+			"said once a minute, counted in status)",
+			reseeder ? "re-seeder" : "seed", addr,
+			rc == -ENOSPC && reseeder && peers >= RSRC_PEERS_MAX
+				? "this replica works with at most "
+				  "RSRC_PEERS_MAX re-seeders at a time"
+				: "the table of sources is full",
+			live, peers);
 	if (rc)
 		return rc;
+	if (evict) {
+		rsrc_retire(evict, "the table is full and a seed comes");
+		rsrc_put(evict);
+	}
+	if ((rc = rsrc_new(r, addr, reseeder, &s)))
+		return rc;
+	pthread_mutex_lock(&r->lock);
+	if (r->stop || slot >= RSRC_MAX || r->srcs[slot]) {
+		/* Taken meanwhile (another add): try again later. */
+		pthread_mutex_unlock(&r->lock);
+		rsrc_free(s);
+		return r->stop ? -ESHUTDOWN : -EAGAIN;
+	}
+	s->idx = slot;
+	s->refs = 1 + (out != NULL);
+	r->srcs[slot] = s;
+	if (slot >= r->nsrcs)
+		r->nsrcs = slot + 1;
+	pthread_mutex_unlock(&r->lock);
 	SFS_LOG(SFS_INFO, "source", "%s %s is a source from now on",
 		reseeder ? "re-seeder" : "seed", addr);
-	return rsrc_start(s);
+	if (out)
+		*out = s;
+	return start ? rsrc_start(s) : 0;
+}
+
+void rsrc_retire(struct rsrc *s, const char *why)
+{
+	struct sfs_replica *r = s->r;
+	pthread_mutex_lock(&r->lock);
+	if (s->retired || s->idx < r->cfg.nseeds || r->stop) {
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
+	s->retired = 1;
+	if (s->found && atomic_load(&s->quiet) &&
+	    strlen(s->addr) < sizeof(r->gone[0].addr)) {
+		size_t g = r->gone_next++ % RSRC_MAX;
+		snprintf(r->gone[g].addr, sizeof(r->gone[g].addr), "%s",
+			 s->addr);
+		r->gone[g].until_ms = sfs_now_ms() + 3 * RSRC_GONE_MS;
+	}
+	r->srcs[s->idx] = NULL;
+	while (r->nsrcs > r->cfg.nseeds && !r->srcs[r->nsrcs - 1])
+		r->nsrcs--;
+	s->next = r->retired;
+	r->retired = s;
+	r->srcs_freed++;
+	/* Models it brought in count against nobody now. */
+	for (size_t i = 0; i < r->nmodels; i++)
+		if (r->models[i]->origin == s)
+			r->models[i]->origin = NULL;
+	pthread_cond_broadcast(&r->cond); /* the sweeper buries it */
+	pthread_mutex_unlock(&r->lock);
+	pthread_mutex_lock(&s->lock);
+	s->dropped = 1;
+	s->stop = 1;
+	snprintf(s->retire_why, sizeof(s->retire_why), "%s", why);
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	SFS_LOG(SFS_INFO, "source", "%s %s is no longer a source: %s",
+		s->reseeder ? "re-seeder" : "seed", s->addr, why);
+}
+
+size_t rsrc_bury(struct sfs_replica *r)
+{
+	size_t buried = 0;
+	pthread_mutex_lock(&r->lock);
+	struct rsrc *list = r->retired;
+	r->retired = NULL;
+	pthread_mutex_unlock(&r->lock);
+	while (list) {
+		struct rsrc *s = list;
+		list = s->next;
+		/* Its poller (told to stop) ends after the question it may
+		 * be asking: not waited for here. */
+		int ready = !s->thread_started ||
+			    !pthread_tryjoin_np(s->thread, NULL);
+		if (ready)
+			s->thread_started = 0;
+		pthread_mutex_lock(&s->lock);
+		ready = ready && !s->checking;
+		pthread_mutex_unlock(&s->lock);
+		if (!ready) {
+			pthread_mutex_lock(&r->lock);
+			s->next = r->retired;
+			r->retired = s;
+			pthread_mutex_unlock(&r->lock);
+			continue;
+		}
+		/* No question runs and none starts (dropped): what it
+		 * served goes, then the table's reference. */
+		forget_run(s, 0);
+		rsrc_put(s);
+		buried++;
+	}
+	return buried;
+}
+
+void rsrc_caps(struct sfs_replica *r, struct rsrc_caps *c)
+{
+	*c = (struct rsrc_caps){0};
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < r->nsrcs; i++) {
+		const struct rsrc *o = r->srcs[i];
+		c->live += o != NULL;
+		c->peers += o && o->reseeder && !o->self;
+	}
+	c->freed = r->srcs_freed;
+	c->refused = r->srcs_refused;
+	c->peers_refused = r->peers_refused;
+	pthread_mutex_unlock(&r->lock);
+}
+
+void rsrc_cap_status(struct sfs_replica *r, char *buf, size_t len)
+{
+	struct rsrc_caps c;
+	rsrc_caps(r, &c);
+	int n = snprintf(buf, len,
+			 "sources_live: %zu of %d (%zu re-seeders of %d); "
+			 "freed %" PRIu64 ", refused %" PRIu64
+			 " (re-seeders past the peers' cap %" PRIu64 ")\n",
+			 c.live, RSRC_MAX, c.peers, RSRC_PEERS_MAX, c.freed,
+			 c.refused + c.peers_refused, c.peers_refused);
+	pthread_mutex_lock(&r->lock);
+	if (*r->src_cap_why && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "sources_refused_last: %s\n",
+			 r->src_cap_why);
+	pthread_mutex_unlock(&r->lock);
 }
 
 /* Ask @s what it publishes now and act on it. */
@@ -689,6 +960,7 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 			s->silent_since = t0;
 		snprintf(s->ctl_err, sizeof(s->ctl_err), "%s", err);
 		s->unreachable = 1;
+		atomic_store(&s->quiet, 1);
 		s->retry_ms = sfs_now_ms() + r->cfg.timeout_ms;
 		uint64_t since = s->silent_since;
 		pthread_mutex_unlock(&s->lock);
@@ -703,6 +975,7 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 	}
 	int was = s->unreachable;
 	s->unreachable = 0;
+	atomic_store(&s->quiet, 0);
 	s->silent_since = 0;
 	uint64_t old = s->instance;
 	if (s->reseeder && a.instance == sfs_reseed_instance(r->reseed)) {
@@ -895,9 +1168,25 @@ static void *poller(void *arg)
 		    atomic_load(&s->r->warming) > 0)
 			next = SFS_MIN(next,
 				       s->checked_ms + RSRC_RESEEDER_POLL_MS);
-		/* A re-seeder that went away is asked less often. */
+		/* A re-seeder that went away is asked less often, and one
+		 * this replica found is freed once it stayed away (its
+		 * restart comes on another port, or not at all), or once
+		 * no seed lists it any more: the slot is another's. */
 		if (s->reseeder && s->unreachable)
 			next = s->checked_ms + 5 * RSRC_POLL_MS;
+		const char *leave = NULL;
+		if (s->found && s->unreachable && s->silent_since &&
+		    now >= s->silent_since + RSRC_GONE_MS)
+			leave = "it has not answered for RSRC_GONE_MS";
+		else if (s->found && s->listed_ms &&
+			 now >= s->listed_ms + RSRC_GONE_MS)
+			leave = "no seed has listed it for RSRC_GONE_MS";
+		if (leave) {
+			pthread_mutex_unlock(&s->lock);
+			rsrc_retire(s, leave);
+			pthread_mutex_lock(&s->lock);
+			continue; /* stop is set */
+		}
 		if ((s->bg_wanted || now >= next) && !s->checking) {
 			s->bg_wanted = 0;
 			s->checking = 1;
@@ -951,11 +1240,10 @@ int rsrc_publishes(struct rsrc *s, const char *name, uint64_t content)
 int rsrc_self_addr(struct sfs_replica *r, char *buf, size_t len)
 {
 	int rc = -ENOENT;
-	pthread_mutex_lock(&r->lock);
-	size_t n = r->nsrcs;
-	pthread_mutex_unlock(&r->lock);
+	struct rsrc **all;
+	size_t n = rsrc_all(r, &all);
 	for (size_t i = 0; i < n && rc; i++) {
-		struct rsrc *s = r->srcs[i];
+		struct rsrc *s = all[i];
 		pthread_mutex_lock(&s->lock);
 		if (s->self) {
 			snprintf(buf, len, "%s", s->addr);
@@ -963,31 +1251,17 @@ int rsrc_self_addr(struct sfs_replica *r, char *buf, size_t len)
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
+	rsrc_put_all(all, n);
 	return rc;
 }
 
-int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id)
+/* rsrc_reconnect's work, for @s (referenced). */
+static int reconnect(struct rsrc *s, uint32_t cpeer,
+		     const struct sfs_endpoint *epp, uint64_t *new_id,
+		     char *err, size_t errlen)
 {
-	struct sfs_replica *r = arg;
-	struct rsrc *s = NULL;
-	struct sfs_endpoint ep;
-	char err[SFS_XPORT_ERR_MAX];
-
-	*new_id = id;
-	pthread_mutex_lock(&r->lock);
-	size_t n = r->nsrcs;
-	pthread_mutex_unlock(&r->lock);
-	for (size_t i = 0; i < n && !s; i++) {
-		pthread_mutex_lock(&r->srcs[i]->lock);
-		if (r->srcs[i]->cpeer == cpeer && r->srcs[i]->has_ep) {
-			s = r->srcs[i];
-			ep = s->ep;
-		}
-		pthread_mutex_unlock(&r->srcs[i]->lock);
-	}
-	/* A peer of a source's run that is gone is not made anew. */
-	if (!s)
-		return -ESTALE;
+	struct sfs_replica *r = s->r;
+	struct sfs_endpoint ep = *epp;
 	/* A source whose control port does not answer is down, not
 	 * wedged: no new connection to nothing (its chunks go to the
 	 * others meanwhile, and it is tried again after its hold). */
@@ -995,7 +1269,7 @@ int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id)
 	size_t len;
 	int rc = sfs_control_get(s->r->cfg.cred, s->addr, "/v1/health",
 				 SFS_MIN(r->cfg.timeout_ms, 2000u), 4096, &body,
-				 &len, err, sizeof(err));
+				 &len, err, errlen);
 	if (rc) {
 		SFS_LOG(SFS_WARN, "source", "reconnecting to %s: %s", s->addr,
 			err);
@@ -1004,7 +1278,7 @@ int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id)
 	free(body);
 	pthread_mutex_lock(&r->xlock);
 	rc = sfs_control_reconnect(s->r->cfg.cred, s->addr, r->x, &ep,
-				   r->cfg.timeout_ms, new_id, err, sizeof(err));
+				   r->cfg.timeout_ms, new_id, err, errlen);
 	pthread_mutex_unlock(&r->xlock);
 	if (rc) {
 		SFS_LOG(SFS_WARN, "source", "reconnecting to %s: %s", s->addr,
@@ -1018,13 +1292,43 @@ int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id)
 	return 0;
 }
 
+int rsrc_reconnect(void *arg, uint32_t cpeer, uint64_t id, uint64_t *new_id)
+{
+	struct sfs_replica *r = arg;
+	struct rsrc *s = NULL;
+	struct sfs_endpoint ep;
+	char err[SFS_XPORT_ERR_MAX];
+
+	*new_id = id;
+	struct rsrc **all;
+	size_t n = rsrc_all(r, &all);
+	for (size_t i = 0; i < n && !s; i++) {
+		pthread_mutex_lock(&all[i]->lock);
+		if (all[i]->cpeer == cpeer && all[i]->has_ep) {
+			s = all[i];
+			ep = s->ep;
+		}
+		pthread_mutex_unlock(&all[i]->lock);
+	}
+	/* A peer of a source's run that is gone is not made anew. */
+	if (!s) {
+		rsrc_put_all(all, n);
+		return -ESTALE;
+	}
+	int rc = reconnect(s, cpeer, &ep, new_id, err, sizeof(err));
+	rsrc_put_all(all, n);
+	return rc;
+}
+
 struct rsrc *rsrc_find(struct sfs_replica *r, const char *addr)
 {
 	struct rsrc *s = NULL;
 	pthread_mutex_lock(&r->lock);
 	for (size_t i = 0; i < r->nsrcs && !s; i++)
-		if (!strcmp(r->srcs[i]->addr, addr))
+		if (r->srcs[i] && !strcmp(r->srcs[i]->addr, addr))
 			s = r->srcs[i];
+	if (s)
+		s->refs++;
 	pthread_mutex_unlock(&r->lock);
 	return s;
 }
@@ -1041,13 +1345,10 @@ void rsrc_drop(struct rsrc *s)
 	pthread_mutex_unlock(&s->lock);
 	if (was)
 		return;
-	SFS_LOG(SFS_INFO, "source",
-		"%s is gone from the registry: no longer read from", s->addr);
+	/* No longer read from now; freed once buried (a record that
+	 * comes back makes a new source).  Its models' lanes change. */
 	forget_run(s, 0);
-	/* Its models' lanes change. */
-	pthread_mutex_lock(&s->r->lock);
-	pthread_cond_broadcast(&s->r->cond);
-	pthread_mutex_unlock(&s->r->lock);
+	rsrc_retire(s, "it is gone from the registry");
 }
 
 void rsrc_registered(struct rsrc *s, const char *name, uint64_t generation,

@@ -212,7 +212,6 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	}
 	double rate_now = r->rate_now;
 	uint64_t ready = r->ready_ms, xport = r->transport_ms;
-	size_t nsrcs = r->nsrcs;
 	uint64_t refused = r->models_refused;
 	pthread_mutex_unlock(&r->lock);
 	struct sfs_model **all;
@@ -234,8 +233,14 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 		    "startup: ready in %.2f s (transport start-up %.2f "
 		    "s)",
 		    (double)ready / 1e3, (double)xport / 1e3);
+	struct rsrc **srcs;
+	size_t nsrcs = rsrc_all(r, &srcs);
 	for (size_t i = 0; i < nsrcs; i++)
-		render_source(f, r, r->srcs[i], st.queued);
+		render_source(f, r, srcs[i], st.queued);
+	rsrc_put_all(srcs, nsrcs);
+	char caps[400];
+	rsrc_cap_status(r, caps, sizeof(caps));
+	fputs(caps, f);
 	if (r->fleet) {
 		char reg[1200];
 		fleet_status(r, reg, sizeof(reg));

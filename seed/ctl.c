@@ -352,7 +352,11 @@ static int handle(void *arg, const struct sfs_ctl_req *req,
 		return 0;
 	}
 	if (!strcmp(req->url, "/v1/sources")) {
-		if ((rc = sfs_seed_sources(c->seed, &json, &len)))
+		/* ?for=: the asker's own subset (a replica's instance);
+		 * else its address. */
+		const char *asker = sfs_ctl_arg(req, "for");
+		if ((rc = sfs_seed_sources(c->seed, asker ? asker : req->client,
+					   &json, &len)))
 			return rc;
 		sfs_ctl_json(resp, json, len);
 		return 0;

@@ -29,10 +29,12 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define SEED_MAX_GENS 8		   /* generations alive at once */
 #define SEED_MAX_RESEEDERS 256	   /* re-seeders listed at once */
 #define SEED_RESEEDER_TTL_MS 15000 /* an announcement lasts this long */
+#define SEED_SOURCES_LISTED 16	   /* re-seeders one answer lists */
 
 /* One published model. */
 struct seed_model {
@@ -913,22 +915,52 @@ int sfs_seed_announce(struct sfs_seed *s, const char *addr)
 	return rc;
 }
 
-int sfs_seed_sources(struct sfs_seed *s, char **buf, size_t *len)
+/* One live re-seeder's place in an asker's list. */
+struct ranked {
+	uint64_t score;
+	size_t i;
+};
+
+static int by_score(const void *a, const void *b)
+{
+	const struct ranked *x = a, *y = b;
+	return x->score < y->score ? 1 : x->score > y->score ? -1 : 0;
+}
+
+int sfs_seed_sources(struct sfs_seed *s, const char *asker, char **buf,
+		     size_t *len)
 {
 	uint64_t now = sfs_now_ms();
+	uint64_t seed =
+		XXH3_64bits(asker ? asker : "", asker ? strlen(asker) : 0);
+	struct ranked rk[SEED_MAX_RESEEDERS];
+	size_t n = 0, live = 0;
 	json_t *a = json_array();
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; a && i < s->nreseeders; i++)
-		if (s->reseeders[i].until_ms > now)
-			json_array_append_new(
-				a,
-				json_pack(
-					"{s:s,s:I}", "address",
-					s->reseeders[i].addr, "expires_in_ms",
-					(json_int_t)(s->reseeders[i].until_ms -
-						     now)));
+	/* Each asker gets its own SEED_SOURCES_LISTED of the live ones
+	 * (rendezvous hashing on the asker): a fleet's replicas spread
+	 * over all re-seeders instead of all asking the same first ones,
+	 * and one asker's list changes little as others come and go. */
+	for (size_t i = 0; i < s->nreseeders; i++) {
+		const char *ad = s->reseeders[i].addr;
+		if (s->reseeders[i].until_ms <= now)
+			continue;
+		live++;
+		rk[n++] = (struct ranked){
+			XXH3_64bits_withSeed(ad, strlen(ad), seed), i};
+	}
+	qsort(rk, n, sizeof(rk[0]), by_score);
+	for (size_t k = 0; a && k < n && k < SEED_SOURCES_LISTED; k++) {
+		size_t i = rk[k].i;
+		json_array_append_new(
+			a, json_pack("{s:s,s:I}", "address",
+				     s->reseeders[i].addr, "expires_in_ms",
+				     (json_int_t)(s->reseeders[i].until_ms -
+						  now)));
+	}
 	pthread_mutex_unlock(&s->lock);
-	json_t *o = json_pack("{s:o*}", "reseeders", a);
+	json_t *o = json_pack("{s:o*,s:I}", "reseeders", a, "live",
+			      (json_int_t)live);
 	*buf = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (!*buf)

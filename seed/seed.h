@@ -156,10 +156,14 @@ int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed);
  * at control address @addr is alive: listed by sfs_seed_sources for the
  * next 15 s (it announces itself again every 5).  0, or -ENOSPC when
  * 256 are listed.  sfs_seed_sources - {"reseeders": [{"address",
- * "expires_in_ms"}]} into *buf [new].  0 or -ENOMEM.  Thread safe.
+ * "expires_in_ms"}], "live": N} into *buf [new]: of the N live
+ * re-seeders, the 16 that rank first for @asker (rendezvous hashing:
+ * each asker its own subset, stable as others come and go; NULL: as
+ * for "").  0 or -ENOMEM.  Thread safe.
  */
 int sfs_seed_announce(struct sfs_seed *s, const char *addr);
-int sfs_seed_sources(struct sfs_seed *s, char **buf, size_t *len);
+int sfs_seed_sources(struct sfs_seed *s, const char *asker, char **buf,
+		     size_t *len);
 
 struct sfs_metrics;
 

@@ -133,12 +133,17 @@ gone=$(($(now_ms) - t0))
 [ "$gone" -le 4000 ] || fail "seed 3's record went after $gone ms (TTL 3 s)"
 wait "$READER" || fail "the read failed: $(cat "$WORK/read.err")"
 cmp "$M1/$F" "$WORK/out" || fail "the read across the kill differs"
+# Gone from the registry: freed (its slot is another's), said once.
 for _ in $(seq 50); do
-	st | grep -q "^seed: $HOST:$P3 (gone from the registry" && break
+	st | grep -q "^seed: $HOST:$P3 " || break
 	sleep 0.05
 done
-st | grep -q "^seed: $HOST:$P3 (gone from the registry" || fail "status: $(st | grep "^seed: $HOST:$P3")"
-ok "kill -9 of a seed: its record gone in $gone ms, the read went on byte-exact, status: gone"
+! st | grep -q "^seed: $HOST:$P3 " || fail "status still lists seed 3: $(st | grep "^seed: $HOST:$P3")"
+st | grep -Eq "^sources_live: [0-9]+ of 64 .*; freed [1-9]" ||
+	fail "status: $(st | grep '^sources_live')"
+grep -q "seed $HOST:$P3 is no longer a source: it is gone from the registry" "$WORK/mount.log" ||
+	fail "the mount did not say seed 3 left"
+ok "kill -9 of a seed: its record gone in $gone ms, the read went on byte-exact, the source freed"
 
 # A re-seeding mount registers as a source of what it holds.
 MNT2=$WORK/mnt2

@@ -65,8 +65,8 @@ static uint8_t *seed_bytes(struct sfs_xport *s, uint8_t salt,
 	ck_assert_ptr_ne(p, MAP_FAILED);
 	for (size_t i = 0; i < LEN; i++)
 		p[i] = (uint8_t)(i * 131 + (i >> 12) + salt);
-	ck_assert_int_eq(
-		sfs_xport_mr_reg(s, p, LEN, SFS_XPORT_REMOTE_READ, mr), 0);
+	ck_assert_int_eq(sfs_xport_mr_reg(s, p, LEN, SFS_XPORT_REMOTE_READ, mr),
+			 0);
 	sfs_xport_mr_export(*mr, raddr, key, raw, &rl);
 	return p;
 }
@@ -128,8 +128,8 @@ static void on_done(void *arg, int status)
 /* One read of NPIECES pieces from @peer at @off into @buf: 0, or the
  * error; *post_ms how long posting took.  Waits for the completion at
  * most twice the timeout. */
-static int read_many(uint64_t peer, uint64_t raddr, uint64_t key,
-		     size_t off, uint8_t *buf, uint64_t *post_ms)
+static int read_many(uint64_t peer, uint64_t raddr, uint64_t key, size_t off,
+		     uint8_t *buf, uint64_t *post_ms)
 {
 	struct sfs_xport_rd rds[NPIECES];
 	/* Not completed in time, its buffer stays the transport's: kept
@@ -221,7 +221,8 @@ static void *churn_fn(void *arg)
 	for (int i = 0; i < ch->rounds; i++) {
 		uint64_t t0 = sfs_now_ms(), p;
 		if (ch->kind == 0) {
-			ch->failures += sfs_xport_peer_reset(replica, peer2) != 0;
+			ch->failures +=
+				sfs_xport_peer_reset(replica, peer2) != 0;
 		} else if (!sfs_xport_peer_add(replica, in2.addr, in2.addr_len,
 					       &p)) {
 			sfs_xport_peer_remove(replica, p);
@@ -251,8 +252,8 @@ START_TEST(peer_ops_from_threads)
 			    .key = key1,
 			    .want = data1,
 			    .stop = &stop};
-	struct churn a = {.kind = 0, .rounds = 60}, b = {.kind = 1,
-							 .rounds = 60};
+	struct churn a = {.kind = 0, .rounds = 60},
+		     b = {.kind = 1, .rounds = 60};
 	pthread_t tr, ta, tb, tc;
 	struct churn c = {.kind = 0, .rounds = 60};
 	ck_assert_int_eq(pthread_create(&tr, NULL, reader_fn, &rd), 0);

@@ -1094,6 +1094,8 @@ void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st)
 	st->disk_queue = c->dq_stores;
 	st->queued = c->queued;
 	st->disk_tier = c->disk != NULL;
+	st->live_sets = c->nsets;
+	st->live_holders = c->nholders;
 	pthread_mutex_unlock(&c->lock);
 }
 

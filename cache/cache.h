@@ -128,6 +128,9 @@ struct sfs_cache_stats {
 	uint64_t failovers;	   /* pulls moved to another holder */
 	uint64_t export_evictions; /* exported chunks evicted early */
 	uint64_t queued;	   /* chunks waiting for a peer, now */
+	/* Sets and holders whose memory the cache holds now (a retired set
+	 * stays until released and its last chunk is gone). */
+	uint64_t live_sets, live_holders;
 	/* Lanes: chunks pulled from a last-resort peer that were ours,
 	 * and that were another member's (it was not waited for). */
 	uint64_t lane_own, lane_others;

@@ -823,6 +823,16 @@ void sfs_disk_usage(struct sfs_disk *d, uint64_t *used, uint64_t *max)
 	pthread_mutex_unlock(&d->lock);
 }
 
+size_t sfs_disk_sources(struct sfs_disk *d)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&d->lock);
+	for (const struct sfs_disk_src *s = d->srcs; s; s = s->next)
+		n++;
+	pthread_mutex_unlock(&d->lock);
+	return n;
+}
+
 const char *sfs_disk_path(const struct sfs_disk *d)
 {
 	return d->dir;

@@ -83,6 +83,10 @@ void sfs_disk_drop(struct sfs_disk_src *s);
  * the bound (0: none). */
 void sfs_disk_usage(struct sfs_disk *d, uint64_t *used, uint64_t *max);
 
+/* sfs_disk_sources - how many sources @d holds now (attached, not yet
+ * released). */
+size_t sfs_disk_sources(struct sfs_disk *d);
+
 /* sfs_disk_path - the cache directory, for messages [borrowed]. */
 const char *sfs_disk_path(const struct sfs_disk *d);
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void *disk_thread(void *arg);
 static void holder_free(struct cache_holder *h);
@@ -160,6 +161,7 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	c->chunk_shift = (unsigned int)__builtin_ctz(cfg->chunk_size);
 	c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	c->verify = !cfg->no_verify;
+	c->test_verify_delay_ms = cfg->test_verify_delay_ms;
 	c->reconnect = cfg->reconnect;
 	c->reconnect_arg = cfg->reconnect_arg;
 	c->nslots = cfg->size / cfg->chunk_size;
@@ -203,6 +205,12 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 err_free:
 	sfs_cache_free(c); /* no chunk is in use yet */
 	return rc;
+}
+
+void sfs_cache_test_delay(struct sfs_cache *c)
+{
+	if (c->test_verify_delay_ms)
+		usleep((useconds_t)c->test_verify_delay_ms * 1000u);
 }
 
 int sfs_cache_grow(struct sfs_cache *c)

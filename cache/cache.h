@@ -80,6 +80,11 @@ struct sfs_cache_cfg {
 	int (*reconnect)(void *arg, uint32_t peer, uint64_t id,
 			 uint64_t *new_id);
 	void *reconnect_arg;
+	/* Tests only: a pulled chunk's verification waits this long (on the
+	 * transport's thread, without the cache's lock) before it reads the
+	 * checksums, so a test can change what happens meanwhile.  0: no
+	 * wait. */
+	unsigned int test_verify_delay_ms;
 };
 
 /* One object of a set: its length and checksums. */

@@ -182,7 +182,8 @@ struct sfs_cache {
 	uint32_t chunk_size;
 	unsigned int chunk_shift;
 	unsigned int timeout_ms;
-	int verify;	    /* check pulled chunks against their checksums */
+	int verify; /* check pulled chunks against their checksums */
+	unsigned int test_verify_delay_ms; /* cfg's: tests only */
 	uint64_t wake_ms;   /* a chunk held back (a relay tree, a pull
 				  coming elsewhere) may go then (0: none) */
 	double seed_lat_ms; /* a last-resort peer's pull time, averaged;
@@ -278,6 +279,10 @@ void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch);
 int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
 		     const struct sfs_cache_obj *o, const char *set,
 		     const char *label);
+
+/* cache.c: the test's wait before a pulled chunk is verified
+ * (cfg.test_verify_delay_ms; c->lock not held). */
+void sfs_cache_test_delay(struct sfs_cache *c);
 
 /* peer.c (c->lock held unless said) */
 /* Queue @ch (hashed, state FREE or DISK) for any holder. */

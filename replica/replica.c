@@ -139,7 +139,9 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 				   .no_verify = c->no_verify,
 				   .disk = r->disk,
 				   .reconnect = rsrc_reconnect,
-				   .reconnect_arg = r};
+				   .reconnect_arg = r,
+				   .test_verify_delay_ms =
+					   c->test_verify_delay_ms};
 	uint64_t tc = sfs_now_ms();
 	rc = sfs_cache_new(&cc, &r->cache, err, errlen);
 	SFS_LOG(SFS_DEBUG, "replica", "cache ready in %llu ms",

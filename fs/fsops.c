@@ -39,7 +39,9 @@ struct open_file {
 	/* FILE, TENSOR: what the replica reads (its file is in view->m,
 	 * a tensor's bytes from its base); TJSON: its file */
 	struct sfs_rfile rf;
-	const char *path; /* for logs; the node's, stable */
+	/* For logs [owned]: a copy of the node's, which may go while the
+	 * handle is open (a later generation that kept the node went). */
+	char *path;
 	uint64_t size;
 	const uint8_t *blob; /* BLOB: in view->json */
 	char *text;	     /* STATUS: the snapshot, owned */
@@ -302,6 +304,7 @@ static void open_file_free(struct sfs_fs *fs, struct open_file *h)
 	if (h->view)
 		sfs_replica_unref(fs->r, h->view);
 	free(h->text);
+	free(h->path);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
@@ -319,7 +322,8 @@ static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
 	if (n->superseded)
 		return ESTALE;
 	h->kind = n->kind;
-	h->path = n->path;
+	if (!(h->path = strdup(n->path)))
+		return ENOMEM;
 	h->size = n->size;
 	if (n->kind != SFS_NODE_STATUS && n->kind != SFS_NODE_METRICS) {
 		if (sfs_replica_ref(fs->r, n->owner))

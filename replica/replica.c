@@ -621,9 +621,9 @@ uint64_t sfs_replica_total_bytes(struct sfs_replica *r)
 	uint64_t total = 0;
 	pthread_rwlock_rdlock(&r->tree_lock);
 	for (size_t i = 0; i < r->tree->n; i++)
-		if (r->tree->nodes[i].kind == SFS_NODE_FILE &&
-		    !r->tree->nodes[i].superseded)
-			total += r->tree->nodes[i].size;
+		if (r->tree->nodes[i]->kind == SFS_NODE_FILE &&
+		    !r->tree->nodes[i]->superseded)
+			total += r->tree->nodes[i]->size;
 	pthread_rwlock_unlock(&r->tree_lock);
 	return total;
 }

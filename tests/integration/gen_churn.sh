@@ -86,8 +86,7 @@ for g in $(seq 2 "$GENS"); do
 		echo Q >&"${HOLD[1]}"
 		wait "$hold_pid" 2>/dev/null || true
 	fi
-	[ $((g % ${EVERY:-10})) = 0 ] && echo "generation $g: $(counts)rss_kb $(rss_kb)"
-	[ $((g % ${EVERY:-10})) = 0 ] && [ -n "${DIAG:-}" ] && $DIAG "$MOUNT_PID" | tr '\n' ' ' && echo
+	[ $((g % 10)) = 0 ] && echo "generation $g: $(counts)rss_kb $(rss_kb)"
 	# Memory once the slab is all faulted in and a few generations
 	# came and went.
 	if [ "$g" = 10 ]; then

@@ -520,7 +520,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
 	sv.f_blocks = (fsblkcnt_t)((fs->total_bytes + 4095) / 4096);
+	pthread_rwlock_rdlock(fs->lock); /* the sweeper frees nodes */
 	sv.f_files = fs->tree->n;
+	pthread_rwlock_unlock(fs->lock);
 	sv.f_namemax = 255;
 	sv.f_flag = ST_RDONLY;
 	fuse_reply_statfs(req, &sv);

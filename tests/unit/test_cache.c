@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1204,21 +1205,22 @@ START_TEST(segments_of_32_mib)
 }
 END_TEST
 
-/* What a set's release callback saw: when it ran, and the checksums it
- * freed. */
+/* What a set's release callback saw: when it ran (read by the test's
+ * thread while the callback may run on the transport's: atomic), and
+ * the checksums it freed. */
 struct released {
-	int calls;
-	uint64_t at_ms;
+	atomic_int calls;
+	_Atomic uint64_t at_ms;
 	uint64_t *sums;
 };
 
 static void on_release(void *arg)
 {
 	struct released *r = arg;
-	r->calls++;
-	r->at_ms = sfs_now_ms();
 	free(r->sums); /* as the replica frees the view's manifest */
 	r->sums = NULL;
+	atomic_store(&r->at_ms, sfs_now_ms());
+	atomic_fetch_add(&r->calls, 1);
 }
 
 /* A set of data with checksums @rel->sums, held by @p. */
@@ -1244,7 +1246,7 @@ START_TEST(release_waits_for_verification)
 				    .timeout_ms = 5000,
 				    .test_verify_delay_ms = 1000};
 	uint32_t p, h;
-	struct released rel = {0};
+	struct released rel = {.sums = NULL};
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
 	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
@@ -1255,12 +1257,12 @@ START_TEST(release_waits_for_verification)
 	uint64_t t0 = sfs_now_ms();
 	sfs_cache_remove_holder(c, h);
 	sfs_cache_release_set(c, set, on_release, &rel);
-	ck_assert_int_eq(rel.calls, 0);
-	for (int i = 0; i < 500 && !rel.calls; i++)
+	ck_assert_int_eq(atomic_load(&rel.calls), 0);
+	for (int i = 0; i < 500 && !atomic_load(&rel.calls); i++)
 		usleep(10 * 1000);
-	ck_assert_int_eq(rel.calls, 1);
+	ck_assert_int_eq(atomic_load(&rel.calls), 1);
 	/* Not before the check (1 s after the pull, 0.3 s before t0). */
-	ck_assert_uint_ge(rel.at_ms - t0, 500);
+	ck_assert_uint_ge(atomic_load(&rel.at_ms) - t0, 500);
 	struct sfs_cache_stats st;
 	sfs_cache_stats(c, &st);
 	ck_assert_uint_eq(st.checksum_errors, 0);
@@ -1286,7 +1288,7 @@ START_TEST(released_sets_freed_numbers_reused)
 		      err);
 	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
 	for (int gen = 0; gen < 50; gen++) {
-		struct released rel = {0};
+		struct released rel = {.sums = NULL};
 		uint32_t h, set = add_summed(c, p, &rel, &h);
 		if (!gen) {
 			first_set = set;
@@ -1303,10 +1305,10 @@ START_TEST(released_sets_freed_numbers_reused)
 				 0);
 		sfs_cache_remove_holder(c, h);
 		sfs_cache_release_set(c, set, on_release, &rel);
-		ck_assert_int_eq(rel.calls, 0); /* pinned */
+		ck_assert_int_eq(atomic_load(&rel.calls), 0); /* pinned */
 		ck_assert_int_eq(memcmp(d, data, avail), 0);
 		sfs_cache_put(c, ch);
-		ck_assert_int_eq(rel.calls, 1);
+		ck_assert_int_eq(atomic_load(&rel.calls), 1);
 		struct sfs_cache_stats st;
 		sfs_cache_stats(c, &st);
 		ck_assert_uint_eq(st.live_sets, 0);

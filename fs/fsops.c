@@ -208,13 +208,14 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	double timeout = n ? attr_timeout(fs, n) : 0;
+	int err = n ? 0 : sfs_tree_gone_err(fs->tree, ino);
 	if (n)
 		fill_attr(fs, ino, n, &st);
 	pthread_rwlock_unlock(fs->lock);
 	if (n)
 		fuse_reply_attr(req, &st, timeout);
 	else
-		fuse_reply_err(req, ENOENT);
+		fuse_reply_err(req, err);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -224,7 +225,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	revalidate_hidden(fs, ino, NULL);
 	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
-	int err = !n ? ENOENT : n->kind != SFS_NODE_DIR ? ENOTDIR : 0;
+	int err = !n			    ? sfs_tree_gone_err(fs->tree, ino)
+		  : n->kind != SFS_NODE_DIR ? ENOTDIR
+					    : 0;
 	pthread_rwlock_unlock(fs->lock);
 	if (err) {
 		fuse_reply_err(req, err);
@@ -249,9 +252,10 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	if (!n || n->kind != SFS_NODE_DIR) {
+		int err = n ? ENOTDIR : sfs_tree_gone_err(fs->tree, ino);
 		pthread_rwlock_unlock(fs->lock);
 		free(buf);
-		fuse_reply_err(req, ENOTDIR);
+		fuse_reply_err(req, err);
 		return;
 	}
 	/* Offsets: 0 "." , 1 "..", 2+i child i; each entry carries the
@@ -313,8 +317,8 @@ static void open_file_free(struct sfs_fs *fs, struct open_file *h)
 static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
 {
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
-	if (!n)
-		return ENOENT;
+	if (!n) /* never, or its generation went (ESTALE) */
+		return sfs_tree_gone_err(fs->tree, ino);
 	if (n->kind == SFS_NODE_DIR)
 		return EISDIR;
 	/* A newer generation replaced it: the kernel walks the path
@@ -538,7 +542,7 @@ static int xattr_of(struct sfs_fs *fs, fuse_ino_t ino, const char *name,
 	struct sfs_view *v = NULL;
 	const struct sfs_mtensor *t = NULL;
 	const struct sfs_mfile *f = NULL;
-	int rc = n ? 0 : -ENOENT;
+	int rc = n ? 0 : -sfs_tree_gone_err(fs->tree, ino);
 	if (n && (n->kind == SFS_NODE_FILE || n->kind == SFS_NODE_TENSOR ||
 		  n->kind == SFS_NODE_TJSON)) {
 		/* A replaced node's generation may be gone (no owner) or

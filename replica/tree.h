@@ -22,6 +22,7 @@
 #ifndef SFS_TREE_H
 #define SFS_TREE_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -138,6 +139,14 @@ int sfs_tree_hidden(const struct sfs_tree *t, uint64_t dir,
 /* sfs_tree_get - node of @ino [borrowed: until the tree changes], or
  * NULL (never made, or freed). */
 struct sfs_node *sfs_tree_get(const struct sfs_tree *t, uint64_t ino);
+
+/* sfs_tree_gone_err - for an @ino sfs_tree_get does not find: ESTALE
+ * when it was given once (freed with its generation: its handles are
+ * stale), else ENOENT. */
+static inline int sfs_tree_gone_err(const struct sfs_tree *t, uint64_t ino)
+{
+	return ino >= 1 && ino < t->next_ino ? ESTALE : ENOENT;
+}
 
 /*
  * sfs_tree_owned - the inodes whose bytes come from generation @owner,

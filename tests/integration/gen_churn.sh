@@ -75,9 +75,20 @@ hold 'R 0 100000' >/dev/null
 rss_start=""
 for g in $(seq 2 "$GENS"); do
 	write_gen "$g"
-	kill -HUP "$SEED_PID"
+	# The seed serves at most 8 generations at once: a republish while
+	# it does is refused (the grace, 1 s, frees one); asked again then.
 	pub="^seedfs seed: published model m generation $g "
-	for _ in $(seq 200); do grep -q "$pub" "$WORK/seed.out" && break; sleep 0.05; done
+	busy="generations are still served; wait for the grace period"
+	for _ in $(seq 20); do
+		refused=$(grep -c "$busy" "$WORK/seed.err" || true)
+		kill -HUP "$SEED_PID"
+		for _ in $(seq 200); do
+			grep -q "$pub" "$WORK/seed.out" && break 2
+			[ "$(grep -c "$busy" "$WORK/seed.err" || true)" -gt "$refused" ] && break
+			sleep 0.05
+		done
+		sleep 0.2
+	done
 	grep -q "$pub" "$WORK/seed.out" || fail "no generation $g: $(tail -n 3 "$WORK/seed.err")"
 	read_gen "$g"
 	grep -q "^model: m generation $g " "$ST" || fail "generation $g not adopted: $(grep '^model:' "$ST")"

@@ -16,9 +16,58 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void *disk_thread(void *arg);
 static void holder_free(struct cache_holder *h);
+
+/* Free @s and what it owns (not what it borrows).  NULL is fine. */
+static void set_struct_free(struct cache_set *s)
+{
+	if (!s)
+		return;
+	free(s->label);
+	free(s->objs);
+	free(s->holders);
+	free(s->base);
+	free(s->lanes);
+	free(s);
+}
+
+/* Set @si was released and nothing names it: freed, its disk source
+ * too, its owner told, its number free for a later set (c->lock
+ * held). */
+static void set_free(struct sfs_cache *c, uint32_t si)
+{
+	struct cache_set *s = c->sets[si];
+	c->sets[si] = NULL;
+	c->free_sets[c->nfree_sets++] = si; /* room made by add_set */
+	c->live_sets--;
+	/* Dropped at its retirement; nothing reads or writes it now. */
+	sfs_disk_release(s->disk);
+	if (s->release)
+		s->release(s->release_arg);
+	SFS_LOG(SFS_DEBUG, "cache", "%s: freed", s->label);
+	set_struct_free(s);
+}
+
+void sfs_cache_set_hold(struct sfs_cache *c, uint32_t set)
+{
+	c->sets[set]->refs++;
+}
+
+void sfs_cache_set_drop(struct sfs_cache *c, uint32_t set)
+{
+	struct cache_set *s = c->sets[set];
+	if (--s->refs == 0 && s->released)
+		set_free(c, set);
+}
+
+/* The live set numbered @set, or NULL (c->lock held). */
+static struct cache_set *set_of(struct sfs_cache *c, uint32_t set)
+{
+	return set < c->nsets ? c->sets[set] : NULL;
+}
 
 void sfs_list_del(struct list *l, struct sfs_chunk *ch)
 {
@@ -92,14 +141,18 @@ void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
 	}
 	if (ch->refs || (ch->state != CH_READY && ch->state != CH_FAILED))
 		return;
-	if (ch->state == CH_READY) {
+	/* A retired set's bytes are of no use to anyone: the slot comes
+	 * back at once (and the set may go). */
+	if (ch->state == CH_READY && !c->sets[ch->set]->retired) {
 		sfs_list_add_tail(&c->lru, ch);
 	} else {
 		sfs_cache_unhash(c, ch);
 		ch->state = CH_FREE;
 		ch->orphan = 0;
+		ch->keep_until_ms = 0;
 		sfs_list_add_tail(&c->free, ch);
 		c->nfree++;
+		sfs_cache_set_drop(c, ch->set);
 	}
 	pthread_cond_broadcast(&c->cond);
 }
@@ -128,6 +181,7 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 		c->sets[ch->set]->version++;
 		ch->state = CH_FREE;
 		ch->keep_until_ms = 0;
+		sfs_cache_set_drop(c, ch->set);
 	}
 	return ch;
 }
@@ -160,6 +214,7 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	c->chunk_shift = (unsigned int)__builtin_ctz(cfg->chunk_size);
 	c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	c->verify = !cfg->no_verify;
+	c->test_verify_delay_ms = cfg->test_verify_delay_ms;
 	c->reconnect = cfg->reconnect;
 	c->reconnect_arg = cfg->reconnect_arg;
 	c->nslots = cfg->size / cfg->chunk_size;
@@ -203,6 +258,12 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 err_free:
 	sfs_cache_free(c); /* no chunk is in use yet */
 	return rc;
+}
+
+void sfs_cache_test_delay(struct sfs_cache *c)
+{
+	if (c->test_verify_delay_ms)
+		usleep((useconds_t)c->test_verify_delay_ms * 1000u);
 }
 
 int sfs_cache_grow(struct sfs_cache *c)
@@ -294,17 +355,18 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 	}
 	sfs_slab_free(c);
 	for (size_t i = 0; i < c->nsets; i++) {
-		free(c->sets[i]->label);
-		free(c->sets[i]->objs);
-		free(c->sets[i]->holders);
-		free(c->sets[i]->base);
-		free(c->sets[i]->lanes);
-		free(c->sets[i]);
+		struct cache_set *s = c->sets[i];
+		/* Released: what it borrowed is its owner's to free. */
+		if (s && s->released && s->release)
+			s->release(s->release_arg);
+		set_struct_free(s);
 	}
 	free(c->sets);
+	free(c->free_sets);
 	for (size_t i = 0; i < c->nholders; i++)
 		holder_free(c->holders[i]);
 	free(c->holders);
+	free(c->free_holders);
 	for (size_t i = 0; i < c->npeers; i++)
 		free(c->peers[i]);
 	free(c->peers);
@@ -343,20 +405,30 @@ int sfs_cache_add_set(struct sfs_cache *c, const char *label,
 			     ((objs[i - 1].len + c->chunk_size - 1) >>
 			      c->chunk_shift);
 	pthread_mutex_lock(&c->lock);
-	rc = sfs_grow((void **)&c->sets, &c->cap_sets, c->nsets + 1,
-		      sizeof(c->sets[0]));
-	if (!rc) {
-		*set = (uint32_t)c->nsets;
-		c->sets[c->nsets++] = s;
+	if (c->nfree_sets) {
+		*set = c->free_sets[--c->nfree_sets];
+		c->sets[*set] = s;
+		c->live_sets++;
+		rc = 0;
+	} else {
+		/* Room on the free list for every number, made now: freeing a
+		 * set never fails. */
+		rc = sfs_grow((void **)&c->sets, &c->cap_sets, c->nsets + 1,
+			      sizeof(c->sets[0]));
+		if (!rc)
+			rc = sfs_grow((void **)&c->free_sets, &c->cap_free_sets,
+				      c->nsets + 1, sizeof(c->free_sets[0]));
+		if (!rc) {
+			*set = (uint32_t)c->nsets;
+			c->sets[c->nsets++] = s;
+			c->live_sets++;
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (!rc)
 		return 0;
 err:
-	free(s->label);
-	free(s->objs);
-	free(s->base);
-	free(s);
+	set_struct_free(s);
 	return rc;
 }
 
@@ -379,11 +451,12 @@ int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
 		qsort(copy, n, sizeof(*copy), lane_cmp);
 	}
 	pthread_mutex_lock(&c->lock);
-	int rc = set < c->nsets ? 0 : -EINVAL;
+	int rc = set_of(c, set) ? 0 : -EINVAL;
 	for (size_t i = 0; !rc && i < n; i++)
 		if (copy[i].holder != SFS_NONE &&
 		    copy[i].holder != SFS_CACHE_LANE_UNKNOWN &&
 		    (copy[i].holder >= c->nholders ||
+		     !c->holders[copy[i].holder] ||
 		     c->holders[copy[i].holder]->set != set))
 			rc = -EINVAL;
 	if (!rc) {
@@ -419,8 +492,8 @@ int sfs_cache_persist_set(struct sfs_cache *c, uint32_t set, const char *key,
 	if (!c->disk)
 		return 0;
 	pthread_mutex_lock(&c->lock);
-	size_t n = set < c->nsets ? c->sets[set]->nobjs : 0;
-	int known = set < c->nsets;
+	size_t n = set_of(c, set) ? c->sets[set]->nobjs : 0;
+	int known = set_of(c, set) && !c->sets[set]->released;
 	pthread_mutex_unlock(&c->lock);
 	if (!known)
 		return -EINVAL;
@@ -428,9 +501,15 @@ int sfs_cache_persist_set(struct sfs_cache *c, uint32_t set, const char *key,
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&c->lock);
-	c->sets[set]->disk = d;
+	struct cache_set *s = set_of(c, set);
+	if (s && !s->disk && !s->released)
+		s->disk = d;
+	else
+		rc = -EINVAL; /* released meanwhile: the caller's bug */
 	pthread_mutex_unlock(&c->lock);
-	return 0;
+	if (rc)
+		sfs_disk_release(d);
+	return rc;
 }
 
 int sfs_cache_add_peer(struct sfs_cache *c, uint64_t id, const char *label,
@@ -457,10 +536,9 @@ int sfs_cache_add_peer(struct sfs_cache *c, uint64_t id, const char *label,
 	return rc;
 }
 
-static void holder_free(struct cache_holder *h)
+/* Free what @h says of its objects: its pieces' list and bitmaps. */
+static void holder_objs_free(struct cache_holder *h)
 {
-	if (!h)
-		return;
 	for (size_t i = 0; h->has && i < h->nobjs; i++)
 		free(h->has[i]);
 	for (size_t i = 0; h->coming && i < h->nobjs; i++)
@@ -468,10 +546,22 @@ static void holder_free(struct cache_holder *h)
 	free(h->has);
 	free(h->coming);
 	free(h->objs);
+	h->has = h->coming = NULL;
+	h->objs = NULL;
+	h->nobjs = 0;
+}
+
+static void holder_free(struct cache_holder *h)
+{
+	if (!h)
+		return;
+	holder_objs_free(h);
 	free(h);
 }
 
-/* Take @hi out of its set and peer (c->lock held). */
+/* Take @hi out of its set and peer (c->lock held).  What it said of its
+ * objects goes now (a removed holder serves nothing: sfs_holder_has);
+ * the struct stays until its owner removes it (lanes may name it). */
 static void holder_drop(struct sfs_cache *c, uint32_t hi)
 {
 	struct cache_holder *h = c->holders[hi];
@@ -487,8 +577,32 @@ static void holder_drop(struct sfs_cache *c, uint32_t hi)
 	c->peers[h->peer]->nholders--;
 	/* Its pulls under way start again on the others: failovers. */
 	c->st.failovers += sfs_peer_orphan(c, c->peers[h->peer], hi);
+	holder_objs_free(h);
 	pthread_cond_broadcast(&c->cond);
 	sfs_peer_wake_worker(c);
+}
+
+/* Its owner is done with holder @hi (dropped): freed, and nothing of
+ * the cache names its number any more, which a later holder may get
+ * (c->lock held).  Its set's lanes that named it wait for a member not
+ * connected yet (SFS_CACHE_LANE_UNKNOWN) until the lanes are set anew;
+ * a chunk that avoided it (its bytes did not match) avoids nobody. */
+static void holder_release(struct sfs_cache *c, uint32_t hi)
+{
+	struct cache_holder *h = c->holders[hi];
+	uint32_t set = h->set;
+	struct cache_set *s = c->sets[set]; /* stays while @h does */
+	for (size_t i = 0; i < s->nlanes; i++)
+		if (s->lanes[i].holder == hi)
+			s->lanes[i].holder = SFS_CACHE_LANE_UNKNOWN;
+	for (size_t i = 0; i < c->nslots; i++)
+		if (c->slots[i].avoid == hi)
+			c->slots[i].avoid = SFS_NONE;
+	c->holders[hi] = NULL;
+	c->free_holders[c->nfree_holders++] = hi; /* room made when added */
+	c->live_holders--;
+	holder_free(h);
+	sfs_cache_set_drop(c, set);
 }
 
 void sfs_cache_remove_peer(struct sfs_cache *c, uint32_t peer)
@@ -500,7 +614,7 @@ void sfs_cache_remove_peer(struct sfs_cache *c, uint32_t peer)
 	if (peer < c->npeers && !c->peers[peer]->removed) {
 		struct cache_peer *p = c->peers[peer];
 		for (size_t i = 0; i < c->nholders; i++)
-			if (c->holders[i]->peer == peer)
+			if (c->holders[i] && c->holders[i]->peer == peer)
 				holder_drop(c, (uint32_t)i);
 		c->st.failovers += sfs_peer_orphan(c, p, SFS_NONE);
 		p->removed = 1;
@@ -610,23 +724,30 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 	}
 	memcpy(h->objs, objs, n * sizeof(*objs));
 	pthread_mutex_lock(&c->lock);
-	rc = set < c->nsets && peer < c->npeers && n == c->sets[set]->nobjs &&
-			     !c->sets[set]->retired && !c->peers[peer]->removed
+	struct cache_set *s = set_of(c, set);
+	rc = s && peer < c->npeers && n == s->nobjs && !s->retired &&
+			     !c->peers[peer]->removed
 		     ? 0
 		     : -EINVAL;
 	for (size_t i = 0; !rc && i < n; i++)
-		if (!pieces_ok(&objs[i], c->sets[set]->objs[i].len, partial))
+		if (!pieces_ok(&objs[i], s->objs[i].len, partial))
 			rc = -EINVAL;
+	/* A free number, else a new one (with room on the free list for
+	 * it: releasing a holder never fails). */
+	if (!rc && !c->nfree_holders &&
+	    !(rc = sfs_grow((void **)&c->holders, &c->cap_holders,
+			    c->nholders + 1, sizeof(c->holders[0]))))
+		rc = sfs_grow((void **)&c->free_holders, &c->cap_free_holders,
+			      c->nholders + 1, sizeof(c->free_holders[0]));
 	if (!rc)
-		rc = sfs_grow((void **)&c->holders, &c->cap_holders,
-			      c->nholders + 1, sizeof(c->holders[0]));
-	struct cache_set *s = rc ? NULL : c->sets[set];
-	if (s)
 		rc = sfs_grow((void **)&s->holders, &s->cap_holders,
 			      s->nholders + 1, sizeof(s->holders[0]));
 	if (!rc) {
-		*holder = (uint32_t)c->nholders;
-		c->holders[c->nholders++] = h;
+		*holder = c->nfree_holders ? c->free_holders[--c->nfree_holders]
+					   : (uint32_t)c->nholders++;
+		c->holders[*holder] = h;
+		c->live_holders++;
+		s->refs++; /* the set stays while the holder does */
 		s->holders[s->nholders++] = *holder;
 		c->peers[peer]->nholders++;
 		if (partial)
@@ -675,7 +796,7 @@ int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		     uint64_t *version)
 {
 	pthread_mutex_lock(&c->lock);
-	if (set >= c->nsets || obj >= c->sets[set]->nobjs ||
+	if (!set_of(c, set) || obj >= c->sets[set]->nobjs ||
 	    c->sets[set]->retired) {
 		pthread_mutex_unlock(&c->lock);
 		return -ENOENT;
@@ -705,7 +826,7 @@ int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 uint64_t sfs_cache_set_version(struct sfs_cache *c, uint32_t set)
 {
 	pthread_mutex_lock(&c->lock);
-	uint64_t v = set < c->nsets ? c->sets[set]->version : 0;
+	uint64_t v = set_of(c, set) ? c->sets[set]->version : 0;
 	pthread_mutex_unlock(&c->lock);
 	return v;
 }
@@ -721,8 +842,10 @@ void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on)
 void sfs_cache_remove_holder(struct sfs_cache *c, uint32_t holder)
 {
 	pthread_mutex_lock(&c->lock);
-	if (holder < c->nholders)
+	if (holder < c->nholders && c->holders[holder]) {
 		holder_drop(c, holder);
+		holder_release(c, holder);
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -775,6 +898,8 @@ void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch)
  * drops it. */
 static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 {
+	/* The set stays while @ch names it, and so do its checksums (the
+	 * owner's, freed only once the set is). */
 	const struct cache_set *s = c->sets[ch->set];
 	const struct sfs_cache_obj o = s->objs[ch->obj];
 	struct sfs_disk_src *d = s->disk;
@@ -919,6 +1044,7 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	}
 	uint64_t off = idx << c->chunk_shift;
 	ch->set = set;
+	sfs_cache_set_hold(c, set);
 	ch->obj = obj;
 	ch->idx = idx;
 	ch->len = (uint32_t)SFS_MIN((uint64_t)c->chunk_size, o->len - off);
@@ -940,7 +1066,7 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 int sfs_cache_check_range(struct sfs_cache *c, uint32_t set, uint32_t obj,
 			  uint64_t off)
 {
-	if (set >= c->nsets || obj >= c->sets[set]->nobjs ||
+	if (!set_of(c, set) || obj >= c->sets[set]->nobjs ||
 	    off >= c->sets[set]->objs[obj].len)
 		return -EINVAL;
 	if (c->stopping)
@@ -953,7 +1079,7 @@ void sfs_cache_retire_set(struct sfs_cache *c, uint32_t set)
 	struct sfs_disk_src *d = NULL;
 
 	pthread_mutex_lock(&c->lock);
-	if (set < c->nsets && !c->sets[set]->retired) {
+	if (set_of(c, set) && !c->sets[set]->retired) {
 		struct cache_set *s = c->sets[set];
 		s->retired = 1;
 		s->version++;
@@ -975,6 +1101,25 @@ void sfs_cache_retire_set(struct sfs_cache *c, uint32_t set)
 	pthread_mutex_unlock(&c->lock);
 	/* Nobody will read these bytes again: not from disk either. */
 	sfs_disk_drop(d);
+}
+
+void sfs_cache_release_set(struct sfs_cache *c, uint32_t set,
+			   void (*release)(void *arg), void *arg)
+{
+	sfs_cache_retire_set(c, set);
+	pthread_mutex_lock(&c->lock);
+	struct cache_set *s = set_of(c, set);
+	int now = !s || s->released; /* no such set: nothing to wait for */
+	if (!now) {
+		s->released = 1;
+		s->release = release;
+		s->release_arg = arg;
+		if (!s->refs)
+			set_free(c, set);
+	} else if (release) {
+		release(arg);
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 int sfs_cache_prefetch(struct sfs_cache *c, uint32_t set, uint32_t obj,
@@ -1094,6 +1239,8 @@ void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st)
 	st->disk_queue = c->dq_stores;
 	st->queued = c->queued;
 	st->disk_tier = c->disk != NULL;
+	st->live_sets = c->live_sets;
+	st->live_holders = c->live_holders;
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -80,18 +80,25 @@ struct sfs_cache_cfg {
 	int (*reconnect)(void *arg, uint32_t peer, uint64_t id,
 			 uint64_t *new_id);
 	void *reconnect_arg;
+	/* Tests only: a pulled chunk's verification waits this long (on the
+	 * transport's thread, without the cache's lock) before it reads the
+	 * checksums, so a test can change what happens meanwhile.  0: no
+	 * wait. */
+	unsigned int test_verify_delay_ms;
 };
 
 /* One object of a set: its length and checksums. */
 struct sfs_cache_obj {
 	uint64_t len;
-	/* XXH3-64 of every 1 << csum_shift bytes from byte 0 [borrowed,
-	 * outlives the set], or NULL: served unverified.  The cache's
-	 * chunk size must be a multiple. */
+	/* XXH3-64 of every 1 << csum_shift bytes from byte 0 [borrowed
+	 * until the set's release callback: sfs_cache_release_set], or
+	 * NULL: served unverified.  The cache's chunk size must be a
+	 * multiple. */
 	uint32_t csum_shift;
 	const uint64_t *xxh3;
-	/* The SHA-256 of the same chunks, 32 bytes each [borrowed], or
-	 * NULL: checked too when given (a source cannot forge a chunk). */
+	/* The SHA-256 of the same chunks, 32 bytes each [borrowed, the
+	 * same way], or NULL: checked too when given (a source cannot
+	 * forge a chunk). */
 	const uint8_t *sha256;
 };
 
@@ -128,6 +135,9 @@ struct sfs_cache_stats {
 	uint64_t failovers;	   /* pulls moved to another holder */
 	uint64_t export_evictions; /* exported chunks evicted early */
 	uint64_t queued;	   /* chunks waiting for a peer, now */
+	/* Sets and holders whose memory the cache holds now (a retired set
+	 * stays until released and its last chunk is gone). */
+	uint64_t live_sets, live_holders;
 	/* Lanes: chunks pulled from a last-resort peer that were ours,
 	 * and that were another member's (it was not waited for). */
 	uint64_t lane_own, lane_others;
@@ -227,13 +237,28 @@ void sfs_cache_remove_peer(struct sfs_cache *c, uint32_t peer);
  * it in logs.  Returns 0, -ENOMEM, or -EINVAL when an object's checksum
  * chunks are larger than the cache's chunks.
  * sfs_cache_retire_set - nobody will read @set again: later gets fail
- * with -ESTALE, its unpinned chunks are freed, its queued pulls fail,
- * its holders go and its disk tier copy is removed.
+ * with -ESTALE, its unpinned chunks are freed (pinned ones when put),
+ * its queued pulls fail, its holders go and its disk tier copy is
+ * removed.
+ * sfs_cache_release_set - the caller is done with @set (retired here if
+ * it was not) and passes its number no more: once nothing of the cache
+ * names it (no chunk of it pinned, queued, pulled, verified, loaded
+ * from or written to disk, no holder of it not yet removed by
+ * sfs_cache_remove_holder), it is freed, with its disk tier source,
+ * and @release(@arg) is called, with the cache's lock held (it must
+ * not call the cache): the checksums its objects borrowed may go then,
+ * never before (a chunk pulled before the retirement is still checked
+ * against them, on the transport's thread).  At once when nothing
+ * names it now; else on whichever thread drops the last.  Its number
+ * may then be given to a later set.  @release may be NULL.  A set never
+ * released is freed with the cache (its callback not called).
  */
 int sfs_cache_add_set(struct sfs_cache *c, const char *label,
 		      const struct sfs_cache_obj *objs, size_t n,
 		      uint32_t *set);
 void sfs_cache_retire_set(struct sfs_cache *c, uint32_t set);
+void sfs_cache_release_set(struct sfs_cache *c, uint32_t set,
+			   void (*release)(void *arg), void *arg);
 
 /*
  * sfs_cache_persist_set - keep the chunks of @set in the disk tier under
@@ -255,7 +280,10 @@ int sfs_cache_persist_set(struct sfs_cache *c, uint32_t set, const char *key,
  * that do not tile an object, or overlap in a partial one), -ENOMEM.
  * sfs_cache_remove_holder - it no longer serves @set: its queued pulls
  * go to others, its posted ones are orphaned and pulled again
- * elsewhere.  After it returns, its pieces are no longer used.
+ * elsewhere.  After it returns, its pieces are no longer used, and it is
+ * freed: call it once per holder (also when the cache already took the
+ * holder out: its peer or set went), never again with that number,
+ * which a later holder may get.
  */
 int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 			 const struct sfs_cache_hobj *objs, size_t n,

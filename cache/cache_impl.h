@@ -97,12 +97,25 @@ struct list {
 	struct sfs_chunk *head, *tail;
 };
 
-/* One content.  Protected by c->lock but for what never changes. */
+/* One content.  Protected by c->lock but for what never changes.  It
+ * lives until its owner released it (sfs_cache_release_set) and nothing
+ * of the cache names it any more: then it is freed, its release
+ * callback called, and its number given to a later set. */
 struct cache_set {
 	char *label;
 	size_t nobjs;
-	struct sfs_cache_obj *objs;
+	struct sfs_cache_obj *objs; /* their checksums borrowed: see release */
 	int retired;
+	/* What names the set: chunks (slots not FREE, direct chunks), and
+	 * holders not yet removed by their owner.  A chunk's set, or a
+	 * holder's, stays while it lives: a chunk verified outside the lock
+	 * reads the set's checksums. */
+	size_t refs;
+	int released; /* its owner is done with it */
+	/* Called (c->lock held: it must not call the cache) when the set
+	 * is freed: what its objects borrowed may go. */
+	void (*release)(void *arg);
+	void *release_arg;
 	struct sfs_disk_src *disk; /* NULL: memory only */
 	size_t nholders, cap_holders;
 	uint32_t *holders;     /* live holders of this set */
@@ -130,7 +143,9 @@ struct cache_holder {
 	uint64_t ncoming;  /* partial: chunks it has coming */
 	uint64_t grew_ms;  /* partial: when it last held or had coming more */
 	size_t lane;	   /* its index in its set's lanes, or SIZE_MAX */
-	int removed;
+	int removed;	   /* no longer serves its set: @objs, @has and @coming
+			freed; the struct stays until its owner removes it
+			(sfs_cache_remove_holder), then its number is reused */
 };
 
 /* The connection to one source.  Protected by c->lock. */
@@ -182,7 +197,8 @@ struct sfs_cache {
 	uint32_t chunk_size;
 	unsigned int chunk_shift;
 	unsigned int timeout_ms;
-	int verify;	    /* check pulled chunks against their checksums */
+	int verify; /* check pulled chunks against their checksums */
+	unsigned int test_verify_delay_ms; /* cfg's: tests only */
 	uint64_t wake_ms;   /* a chunk held back (a relay tree, a pull
 				  coming elsewhere) may go then (0: none) */
 	double seed_lat_ms; /* a last-resort peer's pull time, averaged;
@@ -206,14 +222,22 @@ struct sfs_cache {
 	 * by lock. */
 	struct list demand, ahead;
 	size_t queued;
-	size_t nsets, cap_sets;	       /* protected by lock */
-	struct cache_set **sets;       /* protected by lock; each stays */
-	size_t nholders, cap_holders;  /* protected by lock */
-	struct cache_holder **holders; /* protected by lock; each stays */
-	size_t npeers, cap_peers;      /* protected by lock */
-	struct cache_peer **peers;     /* protected by lock; each stays */
-	struct sfs_cache_stats st;     /* protected by lock */
-	int stopping;		       /* protected by lock */
+	/* Sets and holders by number; NULL: free, its number on the free
+	 * list (reused before the arrays grow).  A set stays while
+	 * anything names it (struct cache_set), a holder until its owner
+	 * removes it.  Protected by lock. */
+	size_t nsets, cap_sets;
+	struct cache_set **sets;
+	size_t nfree_sets, cap_free_sets, live_sets;
+	uint32_t *free_sets;
+	size_t nholders, cap_holders;
+	struct cache_holder **holders;
+	size_t nfree_holders, cap_free_holders, live_holders;
+	uint32_t *free_holders;
+	size_t npeers, cap_peers;  /* protected by lock */
+	struct cache_peer **peers; /* protected by lock; each stays */
+	struct sfs_cache_stats st; /* protected by lock */
+	int stopping;		   /* protected by lock */
 
 	/* The slab's segments; ready_bytes (those in use) protected by
 	 * lock. */
@@ -270,6 +294,12 @@ int sfs_cache_check_range(struct sfs_cache *c, uint32_t set, uint32_t obj,
 void sfs_direct_release(struct sfs_cache *c, struct sfs_chunk *ch);
 /* cache.c: the disk tier stores a freshly pulled chunk (c->lock held). */
 void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch);
+/* cache.c: chunk @ch now names its set (a slot taken for it, a direct
+ * chunk made), or no longer does (a slot freed, a direct chunk freed):
+ * the set is freed when it was released and that was the last thing
+ * naming it (c->lock held). */
+void sfs_cache_set_hold(struct sfs_cache *c, uint32_t set);
+void sfs_cache_set_drop(struct sfs_cache *c, uint32_t set);
 
 /* peer.c: 0 when every checksum chunk of @ch matches @o's, else
  * -EBADMSG (logged naming @set and @label, unless NULL).  Runs outside
@@ -278,6 +308,10 @@ void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch);
 int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
 		     const struct sfs_cache_obj *o, const char *set,
 		     const char *label);
+
+/* cache.c: the test's wait before a pulled chunk is verified
+ * (cfg.test_verify_delay_ms; c->lock not held). */
+void sfs_cache_test_delay(struct sfs_cache *c);
 
 /* peer.c (c->lock held unless said) */
 /* Queue @ch (hashed, state FREE or DISK) for any holder. */

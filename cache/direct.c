@@ -84,7 +84,7 @@ int sfs_cache_dst_free(struct sfs_cache_dst *d)
 void sfs_direct_release(struct sfs_cache *c, struct sfs_chunk *ch)
 {
 	struct sfs_cache_dst *d = ch->dst;
-	(void)c;
+	sfs_cache_set_drop(c, ch->set);
 	free(ch);
 	if (--d->held == 0 && d->freed)
 		free(d);
@@ -103,6 +103,7 @@ static void direct_end(struct sfs_cache *c, struct sfs_chunk *ch)
 		ch->dst->held++;
 		return;
 	}
+	sfs_cache_set_drop(c, ch->set);
 	free(ch);
 }
 
@@ -165,6 +166,7 @@ static int start(struct sfs_cache *c, struct piece *pc)
 	ch->mr = rd->dst->mr;
 	ch->dst = rd->dst;
 	ch->set = rd->set;
+	sfs_cache_set_hold(c, ch->set); /* its checksums stay */
 	ch->obj = rd->obj;
 	ch->idx = idx;
 	ch->start = pc->off;
@@ -273,7 +275,8 @@ static size_t count(const struct sfs_cache *c, const struct sfs_cache_rd *rd)
 
 static int check(struct sfs_cache *c, const struct sfs_cache_rd *rd)
 {
-	if (rd->set >= c->nsets || rd->obj >= c->sets[rd->set]->nobjs ||
+	if (rd->set >= c->nsets || !c->sets[rd->set] ||
+	    rd->obj >= c->sets[rd->set]->nobjs ||
 	    rd->off > c->sets[rd->set]->objs[rd->obj].len ||
 	    rd->len > c->sets[rd->set]->objs[rd->obj].len - rd->off ||
 	    !rd->dst || rd->to < rd->dst->base || rd->len > rd->dst->len ||

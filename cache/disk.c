@@ -37,6 +37,7 @@ struct sfs_disk_src {
 	int *fds;	 /* protected by d->lock; -1: not open yet */
 	uint64_t *bytes; /* protected by d->lock: allocated per file */
 	int dropped;	 /* protected by d->lock */
+	int released;	 /* protected by d->lock: freed by the last I/O */
 	/* Reads and writes using fds outside the lock; a dropped source's
 	 * files are closed by the last of them.  Protected by d->lock. */
 	unsigned int busy;
@@ -688,20 +689,39 @@ static void close_files(struct sfs_disk_src *s)
 	}
 }
 
+/* Free @s, dropped, released and idle: out of the list (d->lock
+ * held). */
+static void src_free(struct sfs_disk_src *s)
+{
+	struct sfs_disk *d = s->d;
+	for (struct sfs_disk_src **ps = &d->srcs; *ps; ps = &(*ps)->next)
+		if (*ps == s) {
+			*ps = s->next;
+			break;
+		}
+	close_files(s);
+	free(s->fds);
+	free(s->bytes);
+	free(s);
+}
+
 /* An I/O on @s is over (d->lock held). */
 static void unbusy(struct sfs_disk_src *s)
 {
 	if (--s->busy == 0 && s->dropped)
 		close_files(s);
+	if (!s->busy && s->released)
+		src_free(s);
 }
 
 int sfs_disk_read(struct sfs_disk_src *s, uint32_t region, uint64_t off,
 		  void *buf, size_t len)
 {
-	pthread_mutex_lock(&s->d->lock);
+	struct sfs_disk *d = s->d; /* @s may be freed by unbusy */
+	pthread_mutex_lock(&d->lock);
 	int fd = s->dropped ? -ENOENT : region_fd(s, region, 0);
 	s->busy += fd >= 0;
-	pthread_mutex_unlock(&s->d->lock);
+	pthread_mutex_unlock(&d->lock);
 	if (fd < 0)
 		return fd;
 	size_t got = 0;
@@ -718,9 +738,9 @@ int sfs_disk_read(struct sfs_disk_src *s, uint32_t region, uint64_t off,
 		else
 			got += (size_t)n;
 	}
-	pthread_mutex_lock(&s->d->lock);
+	pthread_mutex_lock(&d->lock);
 	unbusy(s);
-	pthread_mutex_unlock(&s->d->lock);
+	pthread_mutex_unlock(&d->lock);
 	return rc;
 }
 
@@ -815,12 +835,35 @@ void sfs_disk_drop(struct sfs_disk_src *s)
 	pthread_mutex_unlock(&d->lock);
 }
 
+void sfs_disk_release(struct sfs_disk_src *s)
+{
+	if (!s)
+		return;
+	struct sfs_disk *d = s->d;
+	sfs_disk_drop(s);
+	pthread_mutex_lock(&d->lock);
+	s->released = 1;
+	if (!s->busy)
+		src_free(s);
+	pthread_mutex_unlock(&d->lock);
+}
+
 void sfs_disk_usage(struct sfs_disk *d, uint64_t *used, uint64_t *max)
 {
 	pthread_mutex_lock(&d->lock);
 	*used = d->used;
 	*max = d->max;
 	pthread_mutex_unlock(&d->lock);
+}
+
+size_t sfs_disk_sources(struct sfs_disk *d)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&d->lock);
+	for (const struct sfs_disk_src *s = d->srcs; s; s = s->next)
+		n++;
+	pthread_mutex_unlock(&d->lock);
+	return n;
 }
 
 const char *sfs_disk_path(const struct sfs_disk *d)

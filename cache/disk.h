@@ -52,9 +52,9 @@ void sfs_disk_close(struct sfs_disk *d);
 /*
  * sfs_disk_attach - the directory of the source @key (any string; it is
  * hashed) with @nregions regions; @about (copied) is written beside the
- * data for whoever looks.  *out [borrowed, owned by @d] stays valid
- * until sfs_disk_close.  Returns 0 or -errno (-EPERM: another user's
- * directory has that name).
+ * data for whoever looks.  *out [owned by @d] stays valid until
+ * sfs_disk_release or sfs_disk_close.  Returns 0 or -errno (-EPERM:
+ * another user's directory has that name).
  */
 int sfs_disk_attach(struct sfs_disk *d, const char *key, const char *about,
 		    size_t nregions, struct sfs_disk_src **out);
@@ -79,9 +79,21 @@ int sfs_disk_write(struct sfs_disk_src *s, uint32_t region, uint64_t off,
  * directory now (files open for reads or writes stay valid). */
 void sfs_disk_drop(struct sfs_disk_src *s);
 
+/*
+ * sfs_disk_release - the caller will not use @s again: dropped (unless
+ * it was) and freed, by the last read or write of it still under way if
+ * there is one.  Its directory is gone then: a later source of the same
+ * key starts afresh.  NULL is fine.
+ */
+void sfs_disk_release(struct sfs_disk_src *s);
+
 /* sfs_disk_usage - bytes the directory holds (as allocated on disk) and
  * the bound (0: none). */
 void sfs_disk_usage(struct sfs_disk *d, uint64_t *used, uint64_t *max);
+
+/* sfs_disk_sources - how many sources @d holds now (attached, not yet
+ * released). */
+size_t sfs_disk_sources(struct sfs_disk *d);
 
 /* sfs_disk_path - the cache directory, for messages [borrowed]. */
 const char *sfs_disk_path(const struct sfs_disk *d);

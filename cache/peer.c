@@ -979,6 +979,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 		const struct sfs_cache_obj o = s->objs[ch->obj];
 		const char *label = c->peers[ch->peer]->label; /* stays */
 		pthread_mutex_unlock(&c->lock);
+		sfs_cache_test_delay(c);
 		status = sfs_cache_verify(c, ch, &o, s->label, label);
 		pthread_mutex_lock(&c->lock);
 	}

@@ -62,6 +62,7 @@ struct mount_opts {
 	char *metrics_listen;
 	char *grace;
 	char *metrics_token_file;
+	char *test_verify_delay;
 	int reseed;
 	int test_corrupt_slab;
 	int no_verify;
@@ -110,6 +111,7 @@ static const struct fuse_opt mount_spec[] = {
 	{"--reseed", offsetof(struct mount_opts, reseed), 1},
 	{"--test-corrupt-slab", offsetof(struct mount_opts, test_corrupt_slab),
 	 1},
+	OPT("--test-verify-delay=%s", test_verify_delay),
 	{"nonempty", offsetof(struct mount_opts, nonempty), 1},
 	{"direct_io", offsetof(struct mount_opts, direct_io), 1},
 	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
@@ -182,12 +184,13 @@ struct mount_cfg {
 	int direct_io;		     /* -o direct_io */
 	struct sfs_require *require; /* owned; NULL: show every source */
 	const char *require_text;
-	const char *reseed;	       /* serve what it holds here, or NULL */
-	uint32_t reseed_grace_s;       /* its old key after a rotation */
-	int test_corrupt_slab;	       /* tests: it serves wrong bytes */
-	const char *metrics_listen;    /* GET /metrics here, or NULL */
-	struct sfs_auth *metrics_auth; /* owned: --metrics-token-file */
-	struct sfs_reg_cfg registry;   /* .url NULL: none */
+	const char *reseed;	 /* serve what it holds here, or NULL */
+	uint32_t reseed_grace_s; /* its old key after a rotation */
+	int test_corrupt_slab;	 /* tests: it serves wrong bytes */
+	unsigned int test_verify_delay_ms; /* tests: a verification waits */
+	const char *metrics_listen;	   /* GET /metrics here, or NULL */
+	struct sfs_auth *metrics_auth;	   /* owned: --metrics-token-file */
+	struct sfs_reg_cfg registry;	   /* .url NULL: none */
 	uint64_t start_ms; /* when the command started (monotonic) */
 	struct sfs_control_cred *cred; /* owned: token and TLS */
 	struct sfs_tls_pair *tls;      /* owned: --tls-cert/--tls-key */
@@ -300,6 +303,8 @@ static void usage(void)
 	       "                           (default 60; 0: revoked at once)\n"
 	       "    --test-corrupt-slab    tests only: with --reseed, serve\n"
 	       "                           others wrong bytes (a hostile peer)\n"
+	       "    --test-verify-delay MS tests only: every pulled chunk waits\n"
+	       "                           this long before it is checked\n"
 	       "    --tls-cert FILE        a PEM certificate and key for this\n"
 	       "    --tls-key FILE         mount's own ports: with --reseed and\n"
 	       "                           TLS, its control port; with\n"
@@ -613,6 +618,10 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 	if (o->grace)
 		c->reseed_grace_s = (uint32_t)v;
 	c->test_corrupt_slab = o->test_corrupt_slab;
+	if (num_opt(o->test_verify_delay, "--test-verify-delay", sfs_parse_u64,
+		    0, 60000, &v))
+		return -EINVAL;
+	c->test_verify_delay_ms = o->test_verify_delay ? (unsigned int)v : 0;
 	if (o->require) {
 		char err[512];
 		if (sfs_require_parse(o->require, &c->require, err,
@@ -658,6 +667,7 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		.reseed = c->reseed,
 		.reseed_grace_s = c->reseed_grace_s,
 		.reseed_test_corrupt = c->test_corrupt_slab,
+		.test_verify_delay_ms = c->test_verify_delay_ms,
 		.cred = c->cred,
 		.reseed_tls = c->reseed ? c->tls : NULL,
 		.metrics_listen = c->metrics_listen,
@@ -866,6 +876,7 @@ out:
 	free(o.tls_pin);
 	free(o.trust_key);
 	free(o.grace);
+	free(o.test_verify_delay);
 	free(o.tls_cert);
 	free(o.tls_key);
 	free(o.metrics_listen);

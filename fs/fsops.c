@@ -39,7 +39,9 @@ struct open_file {
 	/* FILE, TENSOR: what the replica reads (its file is in view->m,
 	 * a tensor's bytes from its base); TJSON: its file */
 	struct sfs_rfile rf;
-	const char *path; /* for logs; the node's, stable */
+	/* For logs [owned]: a copy of the node's, which may go while the
+	 * handle is open (a later generation that kept the node went). */
+	char *path;
 	uint64_t size;
 	const uint8_t *blob; /* BLOB: in view->json */
 	char *text;	     /* STATUS: the snapshot, owned */
@@ -206,13 +208,14 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	double timeout = n ? attr_timeout(fs, n) : 0;
+	int err = n ? 0 : sfs_tree_gone_err(fs->tree, ino);
 	if (n)
 		fill_attr(fs, ino, n, &st);
 	pthread_rwlock_unlock(fs->lock);
 	if (n)
 		fuse_reply_attr(req, &st, timeout);
 	else
-		fuse_reply_err(req, ENOENT);
+		fuse_reply_err(req, err);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -222,7 +225,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	revalidate_hidden(fs, ino, NULL);
 	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
-	int err = !n ? ENOENT : n->kind != SFS_NODE_DIR ? ENOTDIR : 0;
+	int err = !n			    ? sfs_tree_gone_err(fs->tree, ino)
+		  : n->kind != SFS_NODE_DIR ? ENOTDIR
+					    : 0;
 	pthread_rwlock_unlock(fs->lock);
 	if (err) {
 		fuse_reply_err(req, err);
@@ -247,9 +252,10 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_rwlock_rdlock(fs->lock);
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
 	if (!n || n->kind != SFS_NODE_DIR) {
+		int err = n ? ENOTDIR : sfs_tree_gone_err(fs->tree, ino);
 		pthread_rwlock_unlock(fs->lock);
 		free(buf);
-		fuse_reply_err(req, ENOTDIR);
+		fuse_reply_err(req, err);
 		return;
 	}
 	/* Offsets: 0 "." , 1 "..", 2+i child i; each entry carries the
@@ -302,6 +308,7 @@ static void open_file_free(struct sfs_fs *fs, struct open_file *h)
 	if (h->view)
 		sfs_replica_unref(fs->r, h->view);
 	free(h->text);
+	free(h->path);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
@@ -310,8 +317,8 @@ static void open_file_free(struct sfs_fs *fs, struct open_file *h)
 static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
 {
 	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
-	if (!n)
-		return ENOENT;
+	if (!n) /* never, or its generation went (ESTALE) */
+		return sfs_tree_gone_err(fs->tree, ino);
 	if (n->kind == SFS_NODE_DIR)
 		return EISDIR;
 	/* A newer generation replaced it: the kernel walks the path
@@ -319,7 +326,8 @@ static int bind_node(struct sfs_fs *fs, uint64_t ino, struct open_file *h)
 	if (n->superseded)
 		return ESTALE;
 	h->kind = n->kind;
-	h->path = n->path;
+	if (!(h->path = strdup(n->path)))
+		return ENOMEM;
 	h->size = n->size;
 	if (n->kind != SFS_NODE_STATUS && n->kind != SFS_NODE_METRICS) {
 		if (sfs_replica_ref(fs->r, n->owner))
@@ -516,7 +524,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
 	sv.f_blocks = (fsblkcnt_t)((fs->total_bytes + 4095) / 4096);
+	pthread_rwlock_rdlock(fs->lock); /* the sweeper frees nodes */
 	sv.f_files = fs->tree->n;
+	pthread_rwlock_unlock(fs->lock);
 	sv.f_namemax = 255;
 	sv.f_flag = ST_RDONLY;
 	fuse_reply_statfs(req, &sv);
@@ -532,7 +542,7 @@ static int xattr_of(struct sfs_fs *fs, fuse_ino_t ino, const char *name,
 	struct sfs_view *v = NULL;
 	const struct sfs_mtensor *t = NULL;
 	const struct sfs_mfile *f = NULL;
-	int rc = n ? 0 : -ENOENT;
+	int rc = n ? 0 : -sfs_tree_gone_err(fs->tree, ino);
 	if (n && (n->kind == SFS_NODE_FILE || n->kind == SFS_NODE_TENSOR ||
 		  n->kind == SFS_NODE_TJSON)) {
 		/* A replaced node's generation may be gone (no owner) or

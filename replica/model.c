@@ -19,6 +19,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +250,8 @@ static void inval_inos(struct sfs_replica *r, const uint64_t *inos, size_t n)
 	pthread_mutex_unlock(&r->lock);
 }
 
+/* Free @v with its manifest (the cache is gone, or never had its set).
+ * NULL is fine. */
 static void view_free(struct sfs_view *v)
 {
 	if (!v)
@@ -260,6 +265,28 @@ static void view_free(struct sfs_view *v)
 	free(v->json);
 	free(v->objs);
 	free(v);
+}
+
+/* The cache's release callback: its set no longer reads the checksums
+ * in manifest @arg. */
+static void manifest_release(void *arg)
+{
+	sfs_manifest_free(arg);
+}
+
+/*
+ * Free @v while the cache runs: nothing of the replica uses it any more
+ * (no reference, no tree node, no holder).  Its cache set is released
+ * with its manifest: the set borrows the manifest's checksums, and a
+ * chunk of it may still be checked against them on a transport or disk
+ * thread, outside any lock of ours; the cache frees the manifest once
+ * nothing of the set is left (sfs_cache_release_set).
+ */
+static void view_release(struct sfs_replica *r, struct sfs_view *v)
+{
+	sfs_cache_release_set(r->cache, v->set, manifest_release, v->m);
+	v->m = NULL;
+	view_free(v);
 }
 
 void model_free(struct sfs_model *mo)
@@ -790,11 +817,11 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		h->view_m = 1;
 		if ((rc = holder_pieces(r, v, h, ep, why, whylen)) ||
 		    (rc = holder_attach(r, v, h, cpeer, why, whylen))) {
-			sfs_cache_retire_set(r->cache, v->set);
-			/* The manifest goes with the view, not the holder. */
+			/* The manifest goes with the view (its set), not the
+			 * holder. */
 			h->m = NULL;
 			h->view_m = 0;
-			view_free(v);
+			view_release(r, v);
 			v = NULL;
 		}
 	}
@@ -1123,34 +1150,25 @@ size_t model_prune(struct sfs_model *mo, struct rsrc *src, uint64_t instance,
 	return left;
 }
 
-/* The inodes whose bytes come from @v; @clear also cuts them loose. */
-static size_t view_inodes(struct sfs_replica *r, struct sfs_view *v, int clear,
+/* The inodes whose bytes come from @v, into *inos [new]. */
+static size_t view_inodes(struct sfs_replica *r, struct sfs_view *v,
 			  uint64_t **inos)
 {
-	size_t n = 0, cap = 0;
-	struct sfs_tree *t = r->tree;
-
-	*inos = NULL;
-	if (clear)
-		pthread_rwlock_wrlock(&r->tree_lock);
-	else
-		pthread_rwlock_rdlock(&r->tree_lock);
-	for (size_t i = 0; i < t->n; i++) {
-		struct sfs_node *nd = &t->nodes[i];
-		if (nd->owner != v)
-			continue;
-		if (clear) {
-			nd->owner = NULL;
-			nd->file = NULL;
-			nd->tensor = NULL;
-			nd->blob = NULL;
-		} else if (!sfs_grow((void **)inos, &cap, n + 1,
-				     sizeof(**inos))) {
-			(*inos)[n++] = i + 1;
-		}
-	}
+	pthread_rwlock_rdlock(&r->tree_lock);
+	size_t n = sfs_tree_owned(r->tree, v, inos);
 	pthread_rwlock_unlock(&r->tree_lock);
 	return n;
+}
+
+/* @v goes: its superseded nodes are freed, any other is cut loose. */
+static void view_disown(struct sfs_replica *r, struct sfs_view *v)
+{
+	pthread_rwlock_wrlock(&r->tree_lock);
+	size_t n = sfs_tree_disown(r->tree, v);
+	pthread_rwlock_unlock(&r->tree_lock);
+	SFS_LOG(SFS_DEBUG, "model",
+		"generation %" PRIu64 " of %s: %zu inodes freed", v->generation,
+		v->model->name, n);
 }
 
 struct lane {
@@ -1322,7 +1340,7 @@ static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
 		/* Reads through it fail with ESTALE from now on; its pages
 		 * leave the page cache. */
 		sfs_cache_retire_set(r->cache, due->set);
-		size_t n = view_inodes(r, due, 0, &inos);
+		size_t n = view_inodes(r, due, &inos);
 		inval_inos(r, inos, n);
 		free(inos);
 		SFS_LOG(SFS_INFO, "model",
@@ -1332,9 +1350,16 @@ static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
 		next = now; /* at once again: more may be due */
 	}
 	if (dead) {
-		view_inodes(r, dead, 1, &inos);
-		free(inos);
-		view_free(dead);
+		/* Nothing refers to it: no reference (refs 0, and none is
+		 * taken of an expired view), no holder; its nodes go now. */
+		view_disown(r, dead);
+		view_release(r, dead);
+#ifdef __GLIBC__
+		/* A generation's memory is many small blocks (nodes, names,
+		 * the manifest) among those of the next: give the pages it
+		 * freed back, so the mount's RSS follows what it holds. */
+		malloc_trim(0);
+#endif
 		next = now;
 	}
 	return next;

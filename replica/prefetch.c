@@ -25,7 +25,9 @@ struct item {
 	const struct sfs_mfile *file;
 	uint32_t set, obj;
 	struct sfs_view *view;
-	const char *path; /* the node's, for messages */
+	/* The node's, for messages [owned]: the node itself may go while
+	 * the view is held (a later generation that kept it went). */
+	char *path;
 };
 
 struct warm {
@@ -59,14 +61,19 @@ static int collect(struct warm *w, uint64_t ino)
 		return 0;
 	if (sfs_grow((void **)&w->items, &w->cap, w->n + 1, sizeof(*w->items)))
 		return -ENOMEM;
-	if (sfs_replica_ref(w->r, n->owner))
+	char *path = strdup(n->path);
+	if (!path)
+		return -ENOMEM;
+	if (sfs_replica_ref(w->r, n->owner)) {
+		free(path);
 		return 0; /* replaced meanwhile: not in this generation */
+	}
 	struct item *it = &w->items[w->n++];
 	it->file = n->file;
 	it->set = n->set;
 	it->obj = (uint32_t)(n->file - ((struct sfs_view *)n->owner)->m->files);
 	it->view = n->owner;
-	it->path = n->path;
+	it->path = path;
 	for (size_t i = 0; i < n->file->next; i++)
 		if (n->file->ext[i].kind == SFS_EXT_REGION)
 			w->total += n->file->ext[i].len;
@@ -301,8 +308,10 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 	whole(&w, -1);
 	rc = rc > 0 ? 0 : rc;
 out:
-	for (size_t i = 0; i < w.n; i++)
+	for (size_t i = 0; i < w.n; i++) {
 		sfs_replica_unref(r, w.items[i].view);
+		free(w.items[i].path);
+	}
 	free(w.items);
 	return rc;
 }

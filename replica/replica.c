@@ -142,7 +142,9 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 				   .no_verify = c->no_verify,
 				   .disk = r->disk,
 				   .reconnect = rsrc_reconnect,
-				   .reconnect_arg = r};
+				   .reconnect_arg = r,
+				   .test_verify_delay_ms =
+					   c->test_verify_delay_ms};
 	uint64_t tc = sfs_now_ms();
 	rc = sfs_cache_new(&cc, &r->cache, err, errlen);
 	SFS_LOG(SFS_DEBUG, "replica", "cache ready in %llu ms",
@@ -637,9 +639,9 @@ uint64_t sfs_replica_total_bytes(struct sfs_replica *r)
 	uint64_t total = 0;
 	pthread_rwlock_rdlock(&r->tree_lock);
 	for (size_t i = 0; i < r->tree->n; i++)
-		if (r->tree->nodes[i].kind == SFS_NODE_FILE &&
-		    !r->tree->nodes[i].superseded)
-			total += r->tree->nodes[i].size;
+		if (r->tree->nodes[i]->kind == SFS_NODE_FILE &&
+		    !r->tree->nodes[i]->superseded)
+			total += r->tree->nodes[i]->size;
 	pthread_rwlock_unlock(&r->tree_lock);
 	return total;
 }

@@ -71,6 +71,9 @@ struct sfs_replica_cfg {
 	/* Tests only: a hostile re-seeder, whose holdings answers point
 	 * 64 bytes past each chunk (others pull wrong bytes). */
 	int reseed_test_corrupt;
+	/* Tests only: each pulled chunk's verification waits this long
+	 * first (sfs_cache_cfg.test_verify_delay_ms). */
+	unsigned int test_verify_delay_ms;
 	/* The fleet registry (metadata/registry.h), or NULL: its records
 	 * are sources too, followed by watch.  [borrowed] */
 	struct sfs_reg *registry;

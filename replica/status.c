@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "metadata/control.h"
 #include "replica/reseed.h"
+#include "replica/tree.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -149,11 +150,14 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 }
 
 /* One model: its current generation and identity, hidden or not, and
- * how many older generations open files still read. */
+ * how many older generations open files still read (*older), and how
+ * many views it holds in memory, expired ones too (*views). */
 static void render_model(FILE *f, struct sfs_replica *r, struct sfs_model *mo,
-			 size_t *older)
+			 size_t *older, size_t *views)
 {
 	pthread_mutex_lock(&mo->lock);
+	for (const struct sfs_view *o = mo->views; o; o = o->next)
+		(*views)++;
 	const struct sfs_view *v = mo->current;
 	if (!v) {
 		char why[sizeof(mo->why)];
@@ -267,17 +271,26 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	if (r->metrics_srv)
 		put(f, "metrics: %s://%s/metrics",
 		    r->cfg.metrics_tls ? "https" : "http", r->metrics_addr);
-	size_t older = 0;
+	size_t older = 0, views = 0;
 	fprintf(f,
 		"models: %zu (at most %zu, %zu from one source; %" PRIu64
 		" refused at those caps)\n",
 		nmodels, r->max_models, model_share(r), refused);
 	for (size_t i = 0; i < nmodels; i++)
-		render_model(f, r, all[i], &older);
+		render_model(f, r, all[i], &older, &views);
 	model_put_all(all, nmodels);
 	if (r->cfg.require_text)
 		put(f, "require: %s", r->cfg.require_text);
 	put(f, "older_generations_served: %zu", older);
+	/* What the mount holds per generation and per holder: bounded by
+	 * what is live (a long-lived mount under churn must not grow). */
+	pthread_rwlock_rdlock(&r->tree_lock);
+	size_t nodes = r->tree->n;
+	pthread_rwlock_unlock(&r->tree_lock);
+	put(f, "views_held: %zu", views);
+	put(f, "tree_nodes: %zu", nodes);
+	put(f, "cache_sets: %" PRIu64 "", st.live_sets);
+	put(f, "cache_holders: %" PRIu64 "", st.live_holders);
 	put(f, "cache_size: %" PRIu64 " (%s)", st.size,
 	    sfs_fmt_bytes(st.size, b1, sizeof(b1)));
 	if (st.ready < st.size)
@@ -324,6 +337,7 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 		    sfs_fmt_bytes(used, b1, sizeof(b1)));
 		put(f, "disk_size: %" PRIu64 "%s", max,
 		    max ? "" : " (no bound)");
+		put(f, "disk_sources: %zu", sfs_disk_sources(r->disk));
 		put(f, "disk_hits: %" PRIu64 "", st.disk_hits);
 		put(f, "disk_bytes_read: %" PRIu64 " (%s)", st.disk_bytes_read,
 		    sfs_fmt_bytes(st.disk_bytes_read, b1, sizeof(b1)));

@@ -16,16 +16,92 @@
 /* Sorting needs the tree; qsort has no context argument. */
 static __thread const struct sfs_tree *sort_tree;
 
+/* Where @ino's search starts in the slots. */
+static size_t home(const struct sfs_tree *t, uint64_t ino)
+{
+	uint64_t h = ino * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h ^ (h >> 29)) & (t->nslots - 1);
+}
+
+struct sfs_node *sfs_tree_get(const struct sfs_tree *t, uint64_t ino)
+{
+	if (!ino || !t->nslots)
+		return NULL;
+	for (size_t i = home(t, ino);; i = (i + 1) & (t->nslots - 1)) {
+		struct sfs_node *n = t->slots[i];
+		if (!n || n->ino == ino)
+			return n;
+	}
+}
+
+/* Put @n in the slots (there is room). */
+static void slot_put(struct sfs_tree *t, struct sfs_node *n)
+{
+	size_t i = home(t, n->ino);
+	while (t->slots[i])
+		i = (i + 1) & (t->nslots - 1);
+	t->slots[i] = n;
+}
+
+/* Room for one more node: the slots at most half full.  0 or -ENOMEM. */
+static int slots_room(struct sfs_tree *t)
+{
+	if (2 * (t->n + 1) < t->nslots)
+		return 0;
+	size_t old = t->nslots, ns = old ? 2 * old : 64;
+	struct sfs_node **was = t->slots;
+	struct sfs_node **slots = calloc(ns, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	t->slots = slots;
+	t->nslots = ns;
+	for (size_t i = 0; i < old; i++)
+		if (was[i])
+			slot_put(t, was[i]);
+	free(was);
+	return 0;
+}
+
+/* Take @n out of the slots: the nodes after it in its run move back
+ * where a search from their home still finds them. */
+static void slot_del(struct sfs_tree *t, const struct sfs_node *n)
+{
+	size_t mask = t->nslots - 1, i = home(t, n->ino), j;
+	while (t->slots[i] != n)
+		i = (i + 1) & mask;
+	for (j = (i + 1) & mask; t->slots[j]; j = (j + 1) & mask) {
+		size_t k = home(t, t->slots[j]->ino);
+		/* It stays when its home is in (i, j], cyclically. */
+		if (i < j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		t->slots[i] = t->slots[j];
+		i = j;
+	}
+	t->slots[i] = NULL;
+}
+
+/* Free node @n: out of the slots and the list; its number is never
+ * given again.  Its directory's list of children must not name it. */
+static void node_free(struct sfs_tree *t, struct sfs_node *n)
+{
+	slot_del(t, n);
+	t->nodes[n->at] = t->nodes[--t->n];
+	t->nodes[n->at]->at = n->at;
+	free(n->name);
+	free(n->path);
+	free(n->child);
+	free(n);
+}
+
 static int add_node(struct sfs_tree *t, uint64_t parent, const char *name,
 		    enum sfs_node_kind kind, uint64_t *ino)
 {
 	struct sfs_node *n, *p;
 
 	if (sfs_grow((void **)&t->nodes, &t->cap, t->n + 1,
-		     sizeof(t->nodes[0])))
+		     sizeof(t->nodes[0])) ||
+	    slots_room(t) || !(n = calloc(1, sizeof(*n))))
 		return -ENOMEM;
-	n = &t->nodes[t->n];
-	memset(n, 0, sizeof(*n));
 	n->parent = parent ? parent : SFS_ROOT_INO;
 	n->kind = kind;
 	n->name = strdup(name);
@@ -39,10 +115,14 @@ static int add_node(struct sfs_tree *t, uint64_t parent, const char *name,
 	if (!n->name || !n->path) {
 		free(n->name);
 		free(n->path);
+		free(n);
 		return -ENOMEM;
 	}
-	t->n++;
-	*ino = t->n;
+	n->ino = t->next_ino++;
+	n->at = t->n;
+	t->nodes[t->n++] = n;
+	slot_put(t, n);
+	*ino = n->ino;
 	if (p) {
 		if (sfs_grow((void **)&p->child, &p->cap_child, p->nchild + 1,
 			     sizeof(p->child[0])))
@@ -58,6 +138,7 @@ int sfs_tree_new(const char *seed, const char *layout, struct sfs_tree **out)
 	uint64_t ino;
 	if (!t)
 		return -ENOMEM;
+	t->next_ino = SFS_ROOT_INO;
 	if (!(t->seed = strdup(seed ? seed : "")) ||
 	    (layout && !(t->layout = strdup(layout))) ||
 	    add_node(t, 0, "", SFS_NODE_DIR, &ino)) {
@@ -284,9 +365,21 @@ static uint64_t model_ino(const struct sfs_tree *t, const char *model)
 {
 	const struct sfs_node *root = sfs_tree_get(t, SFS_ROOT_INO);
 	for (size_t i = 0; i < root->nchild; i++)
-		if (strcmp(t->nodes[root->child[i] - 1].name, model) == 0)
+		if (strcmp(sfs_tree_get(t, root->child[i])->name, model) == 0)
 			return root->child[i];
 	return 0;
+}
+
+/* Superseded nodes of no generation (directories, and files whose
+ * generation went before they were superseded) go at once: nothing
+ * can open them. */
+static void free_orphans(struct sfs_tree *t, const uint64_t *inos, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sfs_node *nd = sfs_tree_get(t, inos[i]);
+		if (nd && nd->superseded && !nd->owner)
+			node_free(t, nd);
+	}
 }
 
 int sfs_tree_add_model(struct sfs_tree *t, const struct sfs_manifest *m,
@@ -372,6 +465,7 @@ int sfs_tree_replace_model(struct sfs_tree *t, const struct sfs_manifest *m,
 	}
 	json_decref(old);
 	json_decref(dirs);
+	free_orphans(t, *sup, *nsup);
 	sfs_tree_finish(t);
 	return rc;
 }
@@ -408,6 +502,7 @@ int sfs_tree_hide_model(struct sfs_tree *t, const char *name, uint64_t **sup,
 			root->nchild--;
 			break;
 		}
+	free_orphans(t, *sup, *nsup);
 	sfs_tree_finish(t);
 	return rc;
 }
@@ -426,25 +521,67 @@ int sfs_tree_add_status(struct sfs_tree *t)
 static int cmp_child(const void *a, const void *b)
 {
 	const struct sfs_tree *t = sort_tree;
-	return strcmp(t->nodes[*(const uint64_t *)a - 1].name,
-		      t->nodes[*(const uint64_t *)b - 1].name);
+	return strcmp(sfs_tree_get(t, *(const uint64_t *)a)->name,
+		      sfs_tree_get(t, *(const uint64_t *)b)->name);
 }
 
 void sfs_tree_finish(struct sfs_tree *t)
 {
 	sort_tree = t;
 	for (size_t i = 0; i < t->n; i++) {
-		struct sfs_node *d = &t->nodes[i];
+		struct sfs_node *d = t->nodes[i];
 		if (d->nchild > 1)
 			qsort(d->child, d->nchild, sizeof(uint64_t), cmp_child);
 		d->nsubdirs = 0;
 		for (size_t k = 0; k < d->nchild; k++) {
-			const struct sfs_node *c = &t->nodes[d->child[k] - 1];
+			const struct sfs_node *c = sfs_tree_get(t, d->child[k]);
 			d->nsubdirs += c->kind == SFS_NODE_DIR &&
-				       !sfs_tree_hidden(t, i + 1, c);
+				       !sfs_tree_hidden(t, d->ino, c);
 		}
 	}
 	sort_tree = NULL;
+}
+
+size_t sfs_tree_owned(const struct sfs_tree *t, const void *owner,
+		      uint64_t **inos)
+{
+	size_t n = 0, cap = 0;
+	*inos = NULL;
+	for (size_t i = 0; i < t->n; i++) {
+		if (t->nodes[i]->owner != owner)
+			continue;
+		if (sfs_grow((void **)inos, &cap, n + 1, sizeof(**inos))) {
+			free(*inos);
+			*inos = NULL;
+			return 0;
+		}
+		(*inos)[n++] = t->nodes[i]->ino;
+	}
+	return n;
+}
+
+size_t sfs_tree_disown(struct sfs_tree *t, const void *owner)
+{
+	size_t freed = 0;
+	for (size_t i = 0; i < t->n;) {
+		struct sfs_node *nd = t->nodes[i];
+		if (nd->owner != owner) {
+			i++;
+			continue;
+		}
+		if (nd->superseded) {
+			node_free(t, nd); /* the last node moved to i */
+			freed++;
+			continue;
+		}
+		nd->owner = NULL;
+		nd->file = NULL;
+		nd->tensor = NULL;
+		nd->blob = NULL;
+		nd->set = UINT32_MAX; /* no cache set */
+		i++;
+	}
+	return freed;
 }
 
 int sfs_tree_hidden(const struct sfs_tree *t, uint64_t dir,
@@ -466,7 +603,7 @@ uint64_t sfs_tree_lookup(const struct sfs_tree *t, uint64_t parent,
 	hi = p->nchild;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(name, t->nodes[p->child[mid] - 1].name);
+		int c = strcmp(name, sfs_tree_get(t, p->child[mid])->name);
 		if (c == 0)
 			return p->child[mid];
 		if (c < 0)
@@ -482,11 +619,13 @@ void sfs_tree_free(struct sfs_tree *t)
 	if (!t)
 		return;
 	for (size_t i = 0; i < t->n; i++) {
-		free(t->nodes[i].name);
-		free(t->nodes[i].path);
-		free(t->nodes[i].child);
+		free(t->nodes[i]->name);
+		free(t->nodes[i]->path);
+		free(t->nodes[i]->child);
+		free(t->nodes[i]);
 	}
 	free(t->nodes);
+	free(t->slots);
 	free(t->seed);
 	free(t->layout);
 	free(t);

@@ -9,16 +9,20 @@
  *   NAME/.seedfs/tensors/ one file per tensor (its bytes) and one
  *                         T.json beside it (docs/tensors.md)
  *
- * Inode numbers are indexes + 1 and are never reused while mounted.  A
- * new generation of a model (sfs_tree_replace_model) keeps the inode of
- * every directory and of every file whose path, size and hash did not
- * change; changed files get new inodes, and the old ones stay resolvable
- * (superseded) for the handles still open on them.  Not thread safe:
- * the fs layer locks.  No FUSE types here.
+ * Inode numbers are given in order from 1 and never reused while
+ * mounted.  A new generation of a model (sfs_tree_replace_model) keeps
+ * the inode of every directory and of every file whose path, size and
+ * hash did not change; changed files get new inodes, and the old ones
+ * stay resolvable (superseded) for the handles still open on them until
+ * their generation goes (sfs_tree_disown): then they are freed, and so
+ * are superseded directories at once.  The tree holds the nodes of the
+ * generations in use, not of every generation it has seen.  Not thread
+ * safe: the fs layer locks.  No FUSE types here.
  */
 #ifndef SFS_TREE_H
 #define SFS_TREE_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,12 +41,16 @@ enum sfs_node_kind {
 };
 
 struct sfs_node {
-	uint64_t parent;
-	char *name; /* owned */
-	char *path; /* owned: "model/dir/file", for logs */
+	uint64_t ino;
+	size_t at;	 /* its index in the tree's nodes */
+	uint64_t parent; /* its directory (superseded: may be gone) */
+	char *name;	 /* owned */
+	char *path;	 /* owned: "model/dir/file", for logs */
 	enum sfs_node_kind kind;
 	int superseded; /* no longer in any directory: open handles only */
-	void *owner;	/* FILE, BLOB: the caller's generation [borrowed] */
+	/* FILE, TENSOR, TJSON, BLOB: the caller's generation [borrowed],
+	 * or NULL once it went (sfs_tree_disown) */
+	void *owner;
 	uint64_t size;
 	const struct sfs_mfile *file; /* FILE [borrowed from the manifest] */
 	/* TENSOR: its bytes are [base, base + size) of @file; TJSON: its
@@ -60,9 +68,14 @@ struct sfs_node {
 };
 
 struct sfs_tree {
-	size_t n, cap;
-	struct sfs_node *nodes; /* ino i is nodes[i - 1] */
-	char *seed;		/* HOST:PORT, for tensor metadata; owned */
+	size_t n, cap;		 /* nodes alive */
+	struct sfs_node **nodes; /* each one alive, in no order [owned] */
+	/* By inode number: open addressing, linear probing; @nslots a
+	 * power of two, more than twice @n. */
+	size_t nslots;
+	struct sfs_node **slots;
+	uint64_t next_ino; /* the next node's: numbers are never reused */
+	char *seed;	   /* HOST:PORT, for tensor metadata; owned */
 	/* A required layout (--require layout=...): tensors whose own
 	 * layout differs are left out of the tensor view.  Owned, or
 	 * NULL. */
@@ -123,12 +136,34 @@ void sfs_tree_finish(struct sfs_tree *t);
 int sfs_tree_hidden(const struct sfs_tree *t, uint64_t dir,
 		    const struct sfs_node *child);
 
-/* sfs_tree_get - node of @ino or NULL. */
-static inline struct sfs_node *sfs_tree_get(const struct sfs_tree *t,
-					    uint64_t ino)
+/* sfs_tree_get - node of @ino [borrowed: until the tree changes], or
+ * NULL (never made, or freed). */
+struct sfs_node *sfs_tree_get(const struct sfs_tree *t, uint64_t ino);
+
+/* sfs_tree_gone_err - for an @ino sfs_tree_get does not find: ESTALE
+ * when it was given once (freed with its generation: its handles are
+ * stale), else ENOENT. */
+static inline int sfs_tree_gone_err(const struct sfs_tree *t, uint64_t ino)
 {
-	return ino >= 1 && ino <= t->n ? &t->nodes[ino - 1] : NULL;
+	return ino >= 1 && ino < t->next_ino ? ESTALE : ENOENT;
 }
+
+/*
+ * sfs_tree_owned - the inodes whose bytes come from generation @owner,
+ * into *inos [new, free()]; returns how many (0 and NULL when out of
+ * memory: the caller then has none to name).
+ */
+size_t sfs_tree_owned(const struct sfs_tree *t, const void *owner,
+		      uint64_t **inos);
+
+/*
+ * sfs_tree_disown - generation @owner is gone: its superseded nodes are
+ * freed (their numbers are never given again: the kernel's later calls
+ * on them find nothing), any other node of it is cut loose (owner, file,
+ * tensor and blob NULL: an open of it gets ESTALE).  Returns how many
+ * nodes were freed.
+ */
+size_t sfs_tree_disown(struct sfs_tree *t, const void *owner);
 
 /* sfs_tree_lookup - ino of @name in directory @parent, or 0. */
 uint64_t sfs_tree_lookup(const struct sfs_tree *t, uint64_t parent,

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1204,6 +1205,119 @@ START_TEST(segments_of_32_mib)
 }
 END_TEST
 
+/* What a set's release callback saw: when it ran (read by the test's
+ * thread while the callback may run on the transport's: atomic), and
+ * the checksums it freed. */
+struct released {
+	atomic_int calls;
+	_Atomic uint64_t at_ms;
+	uint64_t *sums;
+};
+
+static void on_release(void *arg)
+{
+	struct released *r = arg;
+	free(r->sums); /* as the replica frees the view's manifest */
+	r->sums = NULL;
+	atomic_store(&r->at_ms, sfs_now_ms());
+	atomic_fetch_add(&r->calls, 1);
+}
+
+/* A set of data with checksums @rel->sums, held by @p. */
+static uint32_t add_summed(struct sfs_cache *c, uint32_t p,
+			   struct released *rel, uint32_t *holder)
+{
+	rel->sums = data_sums(14);
+	return add_one(c, p, NULL, 0, 14, rel->sums, holder);
+}
+
+/* A set released while one of its chunks is being verified (on the
+ * transport's thread, outside the lock, against checksums it borrows):
+ * its callback, which frees them, runs only once the check is over.
+ * The check is held back 1 s (test_verify_delay_ms) and the set is
+ * released in that second. */
+START_TEST(release_waits_for_verification)
+{
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 16,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 5000,
+				    .test_verify_delay_ms = 1000};
+	uint32_t p, h;
+	struct released rel = {.sums = NULL};
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	uint32_t set = add_summed(c, p, &rel, &h);
+	/* Read-ahead: nobody pins it; pulled at once, then checked. */
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, CHUNK, 0), 0);
+	usleep(300 * 1000);
+	uint64_t t0 = sfs_now_ms();
+	sfs_cache_remove_holder(c, h);
+	sfs_cache_release_set(c, set, on_release, &rel);
+	ck_assert_int_eq(atomic_load(&rel.calls), 0);
+	for (int i = 0; i < 500 && !atomic_load(&rel.calls); i++)
+		usleep(10 * 1000);
+	ck_assert_int_eq(atomic_load(&rel.calls), 1);
+	/* Not before the check (1 s after the pull, 0.3 s before t0). */
+	ck_assert_uint_ge(atomic_load(&rel.at_ms) - t0, 500);
+	struct sfs_cache_stats st;
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.checksum_errors, 0);
+	ck_assert_uint_eq(st.live_sets, 0);
+	ck_assert_uint_eq(st.live_holders, 0);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/* Set after set released: each is freed once nothing names it (a
+ * pinned chunk holds it until put), its number and its holder's are
+ * reused, and the cache holds no more than the live ones. */
+START_TEST(released_sets_freed_numbers_reused)
+{
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 16,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 5000};
+	uint32_t p, first_set = 0, first_holder = 0;
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	for (int gen = 0; gen < 50; gen++) {
+		struct released rel = {.sums = NULL};
+		uint32_t h, set = add_summed(c, p, &rel, &h);
+		if (!gen) {
+			first_set = set;
+			first_holder = h;
+		}
+		ck_assert_uint_eq(set, first_set);
+		ck_assert_uint_eq(h, first_holder);
+		ck_assert_int_eq(read_check(c, set, (uint64_t)gen * 1000, 5000),
+				 0);
+		struct sfs_chunk *ch;
+		const uint8_t *d;
+		size_t avail;
+		ck_assert_int_eq(sfs_cache_get(c, set, 0, 0, &ch, &d, &avail),
+				 0);
+		sfs_cache_remove_holder(c, h);
+		sfs_cache_release_set(c, set, on_release, &rel);
+		ck_assert_int_eq(atomic_load(&rel.calls), 0); /* pinned */
+		ck_assert_int_eq(memcmp(d, data, avail), 0);
+		sfs_cache_put(c, ch);
+		ck_assert_int_eq(atomic_load(&rel.calls), 1);
+		struct sfs_cache_stats st;
+		sfs_cache_stats(c, &st);
+		ck_assert_uint_eq(st.live_sets, 0);
+		ck_assert_uint_eq(st.live_holders, 0);
+	}
+	sfs_cache_free(c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -1230,6 +1344,8 @@ int main(void)
 	tcase_add_test(t, relay_tree_parent_serves);
 	tcase_add_test(t, coming_not_pulled_twice);
 	tcase_add_test(t, lanes_help_behind);
+	tcase_add_test(t, release_waits_for_verification);
+	tcase_add_test(t, released_sets_freed_numbers_reused);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

@@ -153,6 +153,37 @@ START_TEST(count_survives_drops)
 }
 END_TEST
 
+START_TEST(released_sources_freed)
+{
+	struct sfs_disk *d;
+	static char in[4 * KB];
+	memset(in, 7, sizeof(in));
+	ck_assert_int_eq(sfs_disk_open(dir, 0, &d, err, sizeof(err)), 0);
+	/* Generation after generation of one key, and of a new one: each
+	 * released, none kept. */
+	for (int g = 0; g < 20; g++) {
+		char key[32];
+		struct sfs_disk_src *s, *again;
+		snprintf(key, sizeof(key), "g%d", g);
+		ck_assert_int_eq(sfs_disk_attach(d, key, "x", 2, &s), 0);
+		ck_assert_int_eq(sfs_disk_write(s, 1, 0, in, sizeof(in)), 0);
+		ck_assert_uint_eq(sfs_disk_sources(d), 1);
+		sfs_disk_release(s);
+		ck_assert_uint_eq(sfs_disk_sources(d), 0);
+		ck_assert_int_eq(count_dirs(), 0);
+		/* The same key again starts afresh. */
+		ck_assert_int_eq(sfs_disk_attach(d, key, "x", 2, &again), 0);
+		ck_assert_int_eq(sfs_disk_read(again, 1, 0, in, 1), -ENOENT);
+		sfs_disk_drop(again);
+		sfs_disk_release(again); /* dropped first: fine */
+	}
+	ck_assert_uint_eq(sfs_disk_sources(d), 0);
+	ck_assert_int_eq(deleted_fds(), 0);
+	sfs_disk_release(NULL);
+	sfs_disk_close(d);
+}
+END_TEST
+
 START_TEST(round_trip_and_misses)
 {
 	struct sfs_disk *d;
@@ -423,6 +454,7 @@ int main(void)
 	tcase_add_test(t, eviction_never_follows_or_takes_others);
 	tcase_add_test(t, region_links_replaced);
 	tcase_add_test(t, directory_checked);
+	tcase_add_test(t, released_sources_freed);
 	tcase_set_timeout(t, 30);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# A generation freed while a chunk of it is being verified: the
+# verification reads the checksums of that generation's manifest,
+# outside the cache's lock, on the transport's thread.  Forced here:
+# every pulled chunk waits VERIFY_MS before it is checked
+# (--test-verify-delay), a reader of generation 1 starts a pull, the
+# seed republishes with --grace 1, generation 1 expires, its reader
+# gets ESTALE and closes, and the mount's sweeper frees generation 1
+# while the first chunk's verification still waits.  The checksums it
+# then reads must still be there: no use after free (ASan, TSan), no
+# checksum mismatch, the mount alive.
+source "$(dirname "$0")/lib.sh" "$1"
+
+VERIFY_MS=3000
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 16M --shards 1
+F=model-00001-of-00001.safetensors
+start_seed "$MODEL" --grace 1
+MNT=$WORK/mnt
+mount_seed "$MNT" --test-verify-delay "$VERIFY_MS"
+M=$MNT/m
+LOG=$WORK/mount.log
+
+# A reader of generation 1: its first chunk is pulled, then waits
+# VERIFY_MS before it is checked.
+t0=$(now_ms)
+head -c 4096 "$M/$F" >"$WORK/head.out" 2>"$WORK/head.err" &
+reader=$!
+PIDS+=("$reader")
+sleep 0.3
+
+# Generation 2, seen at the next open; generation 1 stays served for 1 s.
+cp "$MODEL/$F" "$MODEL/$F.tmp"
+printf 'generation 2' | dd of="$MODEL/$F.tmp" bs=1 seek=1048576 conv=notrunc status=none
+mv "$MODEL/$F.tmp" "$MODEL/$F"
+kill -HUP "$SEED_PID"
+pub="^seedfs seed: published model m generation 2 "
+for _ in $(seq 100); do grep -q "$pub" "$WORK/seed.out" && break; sleep 0.05; done
+grep -q "$pub" "$WORK/seed.out" || fail "no generation 2"
+: <"$M/config.json"
+grep -q "^model: m generation 2 " "$MNT/.seedfs/status" || fail "generation 2 not adopted"
+
+# Generation 1 expires while its first chunk waits to be checked; its
+# reader gets ESTALE (or its bytes, had the check come first) and
+# closes, and the sweeper frees what nobody uses.
+gone="I model: generation 1 of m is no longer served"
+for _ in $(seq 100); do grep -q "$gone" "$LOG" && break; sleep 0.05; done
+grep -q "$gone" "$LOG" || fail "generation 1 not retired $(($(now_ms) - t0)) ms after the read started"
+expired=$(($(now_ms) - t0))
+for _ in $(seq 100); do running "$reader" || break; sleep 0.05; done
+running "$reader" && fail "the reader of generation 1 still waits $(($(now_ms) - t0)) ms after it started"
+closed=$(($(now_ms) - t0))
+[ "$closed" -lt "$VERIFY_MS" ] ||
+	fail "the reader closed $closed ms after the read started: not before the check (${VERIFY_MS} ms); the race was not forced"
+ok "generation 1 retired ${expired} ms, its reader closed ${closed} ms after the read started ($(cat "$WORK/head.err" | head -c 100))"
+
+# The check of that chunk runs now (VERIFY_MS after its pull).
+until_ms=$((t0 + VERIFY_MS + 1500))
+while [ "$(now_ms)" -lt "$until_ms" ]; do sleep 0.1; done
+running "$MOUNT_PID" || fail "the mount died while generation 1 was freed under a verification"
+refute "checksum mismatch" "$LOG"
+grep -q "^errors_checksum: 0$" "$MNT/.seedfs/status" || fail "$(grep '^errors_checksum' "$MNT/.seedfs/status")"
+sanitizers_clean
+ok "the chunk checked after its generation was freed: no mismatch, no report, the mount alive"
+# Generation 2 is shown (its pulled chunks would each wait VERIFY_MS:
+# only a file of the manifest's own bytes is read).
+cmp "$MODEL/config.json" "$M/config.json" || fail "generation 2's config.json"
+unmount_check "$MNT" "$MOUNT_PID"
+sanitizers_clean

@@ -164,6 +164,7 @@ struct cache_peer {
 	int last_resort; /* takes only what no other holder up has */
 	uint64_t avoid_until_ms; /* stalled while others could serve:
 				    until then, only what they cannot */
+	uint64_t avoided_ms;	 /* when that hold began (0: never) */
 	uint64_t pulls, bytes, errors, checksum_errors, stalls;
 };
 

@@ -931,6 +931,133 @@ START_TEST(stalled_holder_fails_over)
 }
 END_TEST
 
+/*
+ * A member (a re-seeder) that holds every chunk but whose pulls get no
+ * answer (shm, a file truncated under it: each pull is lost), beside a
+ * last-resort seed that holds them all too.  A member that cannot serve
+ * now keeps no seed off its chunks: every read comes byte-exact from
+ * the seed within a few seconds (the member's stall limit), far inside
+ * the 20 s timeout.  Before, a stuck member kept the seed off
+ * whatever it listed: the first read waited out the timeout, and the
+ * member was tried again after its hold, stalling the next ones.
+ */
+START_TEST(stuck_member_keeps_no_seed_off)
+{
+	char err[SFS_XPORT_ERR_MAX], path[] = "/tmp/seedfs-stuck.XXXXXX";
+	const unsigned int timeout = 20000;
+	struct sfs_xport_cfg sc = {.protocol = "shm",
+				   .role = SFS_XPORT_SEED,
+				   .timeout_ms = timeout};
+	struct sfs_xport_cfg rc = {.protocol = "shm",
+				   .role = SFS_XPORT_REPLICA,
+				   .timeout_ms = timeout};
+	struct sfs_xport *s1, *s2, *r;
+	ck_assert_msg(sfs_xport_open(&sc, &s1, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_msg(sfs_xport_open(&sc, &s2, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_msg(sfs_xport_open(&rc, &r, err, sizeof(err)) == 0, "%s",
+		      err);
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	const size_t nch = 8, len = nch * CHUNK;
+	ck_assert_int_eq(pwrite(fd, data, len, 0), (ssize_t)len);
+	uint8_t *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	struct sfs_xport_mr *m1, *m2;
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(s1, map, len, SFS_XPORT_REMOTE_READ, &m1), 0);
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(s2, data, len, SFS_XPORT_REMOTE_READ, &m2), 0);
+	struct sfs_cache_piece a = {.len = len}, b = {.len = len};
+	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+	size_t rl;
+	sfs_xport_mr_export(m1, &a.raddr, &a.key, raw, &rl);
+	sfs_xport_mr_export(m2, &b.raddr, &b.key, raw, &rl);
+	struct sfs_xport_info in;
+	uint64_t x1, x2;
+	sfs_xport_info(s1, &in);
+	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &x1), 0);
+	sfs_xport_info(s2, &in);
+	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &x2), 0);
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = r,
+				    .size = (uint64_t)CHUNK * 32,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = timeout};
+	uint32_t set, cm, cs, hm, hs;
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, x1, "member", &cm), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, x2, "seed", &cs), 0);
+	sfs_cache_peer_last_resort(c, cs, 1);
+	struct sfs_cache_obj o = {.len = len};
+	struct sfs_cache_hobj ha = {&a, 1}, hb = {&b, 1};
+	ck_assert_int_eq(sfs_cache_add_set(c, "stuck", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, cm, &ha, 1, 1, &hm), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, cs, &hb, 1, 0, &hs), 0);
+	struct sfs_cache_peer_info im, is;
+	/* The member serves while it can: chunk 0 comes from it (the seed
+	 * is kept off what a member holds), and its pull time is known. */
+	struct sfs_chunk *ch;
+	const uint8_t *p;
+	size_t avail;
+	ck_assert_int_eq(sfs_cache_get(c, set, 0, 100, &ch, &p, &avail), 0);
+	ck_assert_mem_eq(p, data + 100, 1000);
+	sfs_cache_put(c, ch);
+	ck_assert_int_eq(sfs_cache_peer(c, cm, &im), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, cs, &is), 0);
+	ck_assert_uint_eq(im.pulls, 1);
+	ck_assert_uint_eq(is.pulls, 0);
+
+	/* Now its pulls are lost: the rest queued at once (its window
+	 * fills with lost pulls), then read one after another. */
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, CHUNK, len - CHUNK, 0),
+			 0);
+	uint64_t t0 = sfs_now_ms(), worst = 0;
+	for (size_t k = 1; k < nch; k++) {
+		uint64_t t1 = sfs_now_ms();
+		int got = sfs_cache_get(c, set, 0, k * CHUNK + 7, &ch, &p,
+					&avail);
+		uint64_t el = sfs_now_ms() - t1;
+		worst = SFS_MAX(worst, el);
+		ck_assert_msg(got == 0, "chunk %zu: %d after %" PRIu64 " ms", k,
+			      got, el);
+		ck_assert_msg(el < 6000,
+			      "chunk %zu took %" PRIu64 " ms (timeout %u ms): "
+			      "the stuck member kept the seed off it",
+			      k, el, timeout);
+		ck_assert_mem_eq(p, data + k * CHUNK + 7, 1000);
+		sfs_cache_put(c, ch);
+	}
+	uint64_t all = sfs_now_ms() - t0;
+	printf("stuck_member_keeps_no_seed_off: %zu chunks in %" PRIu64
+	       " ms, the slowest %" PRIu64 " ms\n",
+	       nch - 1, all, worst);
+	/* The member's stall limit (4 s: shm pulls take under a
+	 * millisecond, so no pull time is known), then the rest at once,
+	 * with a margin for a loaded machine: well inside the timeout. */
+	ck_assert_msg(all < 9000,
+		      "%zu chunks took %" PRIu64 " ms (the slowest %" PRIu64
+		      " ms): the stuck member kept the seed off them",
+		      nch - 1, all, worst);
+	ck_assert_int_eq(sfs_cache_peer(c, cs, &is), 0);
+	ck_assert_uint_eq(is.pulls, nch - 1);
+	ck_assert_int_eq(sfs_cache_peer(c, cm, &im), 0);
+	ck_assert_uint_ge(im.stalls, 1);
+	sfs_cache_stop(c);
+	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
+	sfs_xport_close(r);
+	sfs_xport_mr_dereg(m1);
+	sfs_xport_mr_dereg(m2);
+	sfs_xport_close(s1);
+	sfs_xport_close(s2);
+	munmap(map, len);
+	close(fd);
+}
+END_TEST
+
 /* Lanes: with three members, this cache pulls from the last-resort seed
  * exactly its third of the chunks (chunk g is member g mod 3's, members
  * in key order, whatever order they are given in), and the others' only
@@ -1226,6 +1353,7 @@ int main(void)
 	tcase_add_test(t, mismatch_from_member_goes_to_seed);
 	tcase_add_test(t, stalled_holder_fails_over);
 	tcase_add_test(t, stalled_holders_bounded);
+	tcase_add_test(t, stuck_member_keeps_no_seed_off);
 	tcase_add_test(t, lanes_equal_shares);
 	tcase_add_test(t, relay_tree_parent_serves);
 	tcase_add_test(t, coming_not_pulled_twice);

@@ -522,6 +522,46 @@ static void trouble(struct sfs_cache *c, struct cache_peer *p, const char *why,
 	pthread_cond_broadcast(&c->cond);
 }
 
+/* Partial holder @h's keep ended: it holds nothing until its source
+ * renews it (c->lock held). */
+static void keep_ended(struct sfs_cache *c, struct cache_holder *h)
+{
+	h->expired = 1;
+	SFS_LOG(SFS_WARN, "cache",
+		"%s: holdings of %s not renewed within their keep: not read "
+		"from until they are (their slots may hold other chunks)",
+		c->peers[h->peer]->label, c->sets[h->set]->label);
+	pthread_cond_broadcast(&c->cond);
+}
+
+/* Has holder @hi's keep ended by @now (then marked so)? */
+static int keep_over(struct sfs_cache *c, uint32_t hi, uint64_t now)
+{
+	struct cache_holder *h = c->holders[hi];
+	if (!h->expires_ms || h->expired || now < h->expires_ms)
+		return h->expired;
+	keep_ended(c, h);
+	return 1;
+}
+
+/* Partial holders whose keep ended by @now hold nothing from now on.
+ * Returns when the next keep ends (0: none; c->lock held). */
+static uint64_t expire_holders(struct sfs_cache *c, uint64_t now)
+{
+	uint64_t next = 0;
+	for (size_t i = 0; i < c->nholders; i++) {
+		struct cache_holder *h = c->holders[i];
+		if (h->removed || !h->partial || !h->expires_ms || h->expired)
+			continue;
+		if (now >= h->expires_ms)
+			keep_ended(c, h);
+		else
+			next = next ? SFS_MIN(next, h->expires_ms)
+				    : h->expires_ms;
+	}
+	return next;
+}
+
 /* The holder on peer @pi that can serve @ch, or SFS_NONE.  One whose
  * bytes did not match is taken only when no other holder could. */
 static uint32_t holder_for(struct sfs_cache *c, const struct sfs_chunk *ch,
@@ -810,6 +850,10 @@ static int takes(struct sfs_cache *c, const struct cache_peer *p, uint32_t pi,
 {
 	if ((*hi = holder_for(c, ch, pi)) == SFS_NONE ||
 	    (shy && !servable(c, ch, pi)))
+		return 0;
+	/* Its pieces past the keep they were given: never posted (the
+	 * worker marks that too, but may look a moment late). */
+	if (keep_over(c, *hi, now))
 		return 0;
 	/* Served wrong once: the next pull is a seed's when a seed has it
 	 * (two lying members would otherwise take turns to the end). */
@@ -1418,6 +1462,9 @@ void *sfs_peer_worker(void *arg)
 		uint32_t todo = SFS_NONE;
 		c->work = 0;
 		uint64_t next = find_stalls(c, now);
+		uint64_t ends = expire_holders(c, now);
+		if (ends)
+			next = SFS_MIN(next, ends);
 		for (size_t i = 0; i < c->npeers && todo == SFS_NONE; i++) {
 			struct cache_peer *p = c->peers[i];
 			if (c->queued && p->busy_until_ms > now)

@@ -1266,6 +1266,130 @@ START_TEST(lanes_help_behind)
 }
 END_TEST
 
+/*
+ * A re-seeder's side of holdings: the chunks an export listed are kept
+ * keep_ms, and sfs_cache_keep (an "unchanged" answer: the replica goes
+ * on with that list) keeps them keep_ms again while the set's version
+ * is the list's.  Long past the first keep, a cache full of another
+ * set's chunks evicts those, never a listed one; once renewals stop and
+ * their keep ends, the listed ones go like any other.
+ */
+START_TEST(listed_kept_while_renewed)
+{
+	uint32_t src;
+	struct sfs_cache *c = new_cache(16, &src);
+	struct sfs_cache_stats st;
+	/* Chunks 0-3 held and listed with a keep of 300 ms. */
+	ck_assert_int_eq(read_check(c, src, 0, 4 * CHUNK), 0);
+	uint32_t slots[4], again[4];
+	uint64_t v, v2;
+	ck_assert_int_eq(sfs_cache_export(c, src, 0, slots, 4, 300, &v), 4);
+	/* A second set through the same cache, renewed every 100 ms from
+	 * past the first keep (which alone would end at 300 ms). */
+	struct sfs_cache_obj o = {.len = data_len};
+	struct sfs_cache_hobj ho = {&piece, 1};
+	uint32_t other, h;
+	ck_assert_int_eq(sfs_cache_add_set(c, "other", &o, 1, &other), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, other, 0, &ho, 1, 0, &h), 0);
+	usleep(200000);
+	for (int pass = 0; pass < 8; pass++) {
+		ck_assert_int_eq(sfs_cache_keep(c, src, v, 300), 0);
+		usleep(100000);
+		/* 24 chunks of it through the 12 slots left. */
+		for (uint64_t i = 0; i < 3; i++)
+			ck_assert_int_eq(
+				read_check(c, other,
+					   ((pass * 3 + i) % NCHUNKS) * CHUNK,
+					   100),
+				0);
+	}
+	/* The list is what it was: same version, same slots. */
+	ck_assert_int_eq(sfs_cache_export(c, src, 0, again, 4, 0, &v2), 4);
+	ck_assert_uint_eq(v2, v);
+	ck_assert_mem_eq(again, slots, sizeof(slots));
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.export_evictions, 0);
+	/* A list of an older version is not renewed: a new one is due. */
+	ck_assert_int_eq(sfs_cache_keep(c, src, v - 1, 300), -ESTALE);
+	ck_assert_int_eq(sfs_cache_keep(c, 99, v, 300), -ENOENT);
+	/* No renewal: its keep ends, and the others' reads take them. */
+	usleep(400000);
+	for (uint64_t i = 24; i < 40; i++)
+		ck_assert_int_eq(read_check(c, other, i * CHUNK, 100), 0);
+	ck_assert_int_eq(sfs_cache_export(c, src, 0, again, 4, 0, &v2), 0);
+	ck_assert_uint_gt(v2, v);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.export_evictions, 0);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/*
+ * A replica's side: a member's pieces are read only until the keep
+ * they were given ends (sfs_cache_holder_expire).  Past it, no pull is
+ * posted at them: its chunks come from the seed, or fail at once when
+ * nobody else has them; renewed, they are read again.
+ */
+START_TEST(expired_pieces_not_read)
+{
+	uint32_t p1, p2, h2, set;
+	struct sfs_cache_piece part = copy_piece;
+	part.len = 8 * CHUNK;
+	struct sfs_cache_hobj b = {&part, 1};
+	struct sfs_cache *c = seed_and_member("keep", &b, &set, &p1, &p2, &h2);
+	struct sfs_cache_peer_info ia, ib;
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	uint64_t a0 = ia.pulls, b0 = ib.pulls;
+	ck_assert_int_eq(sfs_cache_holder_expire(c, h2, sfs_now_ms() + 300), 0);
+	/* Within the keep: the member's. */
+	ck_assert_int_eq(read_check(c, set, 0, 100), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	ck_assert_uint_eq(ib.pulls, b0 + 1);
+	/* Past it: the seed's, at once (nothing waits for the member). */
+	usleep(400000);
+	uint64_t t0 = sfs_now_ms();
+	ck_assert_int_eq(read_check(c, set, CHUNK, 100), 0);
+	ck_assert_int_eq(read_check(c, set, 2 * CHUNK, 100), 0);
+	ck_assert_uint_lt(sfs_now_ms() - t0, 1500);
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	ck_assert_uint_eq(ib.pulls, b0 + 1);
+	ck_assert_uint_eq(ia.pulls, a0 + 2);
+	/* Renewed: the member's again. */
+	ck_assert_int_eq(sfs_cache_holder_expire(c, h2, sfs_now_ms() + 10000),
+			 0);
+	ck_assert_int_eq(read_check(c, set, 3 * CHUNK, 100), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	ck_assert_uint_eq(ib.pulls, b0 + 2);
+	/* Not a partial holder: refused. */
+	ck_assert_int_eq(sfs_cache_holder_expire(c, h2 - 1, 1), -EINVAL);
+	sfs_cache_free(c);
+
+	/* The member alone: past its keep, what it listed is unavailable
+	 * at once, never read at the old slots. */
+	char err[256];
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 16,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 10000};
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &p2), 0);
+	struct sfs_cache_obj o = {.len = data_len};
+	ck_assert_int_eq(sfs_cache_add_set(c, "alone", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &b, 1, 1, &h2), 0);
+	ck_assert_int_eq(sfs_cache_holder_expire(c, h2, sfs_now_ms() + 200), 0);
+	ck_assert_int_eq(read_check(c, set, 0, 100), 0);
+	usleep(300000);
+	t0 = sfs_now_ms();
+	ck_assert_int_eq(read_check(c, set, CHUNK, 100), -EIO);
+	ck_assert_uint_lt(sfs_now_ms() - t0, 1500);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	ck_assert_uint_eq(ib.pulls, 1);
+	sfs_cache_free(c);
+}
+END_TEST
+
 /* The least recently used unpinned chunk goes first: a cache of 16
  * chunks holding chunks 0-15, chunk 0 read again, then chunk 16 read:
  * chunk 1 went (pulled again when read), chunk 0 stayed (a hit). */
@@ -1358,6 +1482,8 @@ int main(void)
 	tcase_add_test(t, relay_tree_parent_serves);
 	tcase_add_test(t, coming_not_pulled_twice);
 	tcase_add_test(t, lanes_help_behind);
+	tcase_add_test(t, listed_kept_while_renewed);
+	tcase_add_test(t, expired_pieces_not_read);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

@@ -278,9 +278,12 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 				files = NULL;
 				break;
 			}
-			if (n)
-				sfs_cache_export(r->cache, v->set, (uint32_t)i,
-						 slots, n, rs->keep_ms, &later);
+			/* A set retired meanwhile lists nothing. */
+			if (n &&
+			    sfs_cache_export(r->cache, v->set, (uint32_t)i,
+					     slots, n, rs->keep_ms, &later) < 0)
+				for (uint64_t k = 0; k < n; k++)
+					slots[k] = UINT32_MAX;
 			for (uint64_t k = 0; k < n; k++)
 				json_array_append_new(
 					fa, json_integer(slot_json(slots[k])));

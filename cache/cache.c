@@ -149,7 +149,7 @@ void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
 		sfs_cache_unhash(c, ch);
 		ch->state = CH_FREE;
 		ch->orphan = 0;
-		ch->keep_until_ms = 0;
+		ch->listed = 0;
 		sfs_list_add_tail(&c->free, ch);
 		c->nfree++;
 		sfs_cache_set_drop(c, ch->set);
@@ -168,10 +168,12 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 		return ch;
 	}
 	/* The least recently used, but not one another replica may be
-	 * reading now (exported a moment ago: see sfs_cache_export),
-	 * unless there is nothing else. */
+	 * reading now (listed in an export whose keep lasts: see
+	 * sfs_cache_export, sfs_cache_keep), unless there is nothing else. */
 	uint64_t now = sfs_now_ms();
-	for (ch = c->lru.head; ch && ch->keep_until_ms > now; ch = ch->next)
+	for (ch = c->lru.head;
+	     ch && ch->listed && c->sets[ch->set]->keep_until_ms > now;
+	     ch = ch->next)
 		;
 	if (!ch && (ch = c->lru.head))
 		c->st.export_evictions++;
@@ -180,7 +182,7 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 		sfs_cache_unhash(c, ch);
 		c->sets[ch->set]->version++;
 		ch->state = CH_FREE;
-		ch->keep_until_ms = 0;
+		ch->listed = 0;
 		sfs_cache_set_drop(c, ch->set);
 	}
 	return ch;
@@ -791,6 +793,36 @@ int sfs_cache_holder_update(struct sfs_cache *c, uint32_t holder,
 	return rc;
 }
 
+int sfs_cache_holder_expire(struct sfs_cache *c, uint32_t holder,
+			    uint64_t at_ms)
+{
+	int rc = 0;
+	pthread_mutex_lock(&c->lock);
+	struct cache_holder *h =
+		holder < c->nholders ? c->holders[holder] : NULL;
+	if (!h || h->removed || !h->partial) {
+		rc = -EINVAL;
+	} else {
+		int was = h->expired;
+		uint64_t old = h->expires_ms;
+		h->expires_ms = at_ms;
+		h->expired = at_ms && sfs_now_ms() >= at_ms;
+		if (was && !h->expired)
+			SFS_LOG(SFS_INFO, "cache",
+				"%s: holdings of %s renewed: read again",
+				c->peers[h->peer]->label,
+				c->sets[h->set]->label);
+		/* Held again, or no longer: the queues look again; the
+		 * worker, when the end came nearer (it looks then). */
+		if (was != h->expired)
+			pthread_cond_broadcast(&c->cond);
+		if (was != h->expired || !old || (at_ms && at_ms < old))
+			sfs_peer_wake_worker(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
 int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		     uint32_t *slots, uint64_t n, uint64_t keep_ms,
 		     uint64_t *version)
@@ -801,10 +833,11 @@ int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		pthread_mutex_unlock(&c->lock);
 		return -ENOENT;
 	}
-	uint64_t until = sfs_now_ms() + keep_ms,
-		 len = c->sets[set]->objs[obj].len;
+	struct cache_set *s = c->sets[set];
+	uint64_t len = s->objs[obj].len;
 	uint64_t nchunks = (len + c->chunk_size - 1) >> c->chunk_shift;
 	int held = 0;
+	s->keep_until_ms = SFS_MAX(s->keep_until_ms, sfs_now_ms() + keep_ms);
 	for (uint64_t i = 0; i < n; i++) {
 		struct sfs_chunk *ch =
 			i < nchunks ? lookup(c, set, obj, i) : NULL;
@@ -815,12 +848,33 @@ int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 			continue;
 		}
 		slots[i] = (uint32_t)(ch - c->slots);
-		ch->keep_until_ms = SFS_MAX(ch->keep_until_ms, until);
+		ch->listed = 1;
 		held++;
 	}
-	*version = c->sets[set]->version;
+	*version = s->version;
 	pthread_mutex_unlock(&c->lock);
 	return held;
+}
+
+int sfs_cache_keep(struct sfs_cache *c, uint32_t set, uint64_t version,
+		   uint64_t keep_ms)
+{
+	int rc = 0;
+	pthread_mutex_lock(&c->lock);
+	if (set >= c->nsets || c->sets[set]->retired) {
+		rc = -ENOENT;
+	} else if (c->sets[set]->version != version) {
+		rc = -ESTALE;
+	} else {
+		/* The same version: what is READY now is what that list
+		 * named (every change of it moves the version), and each
+		 * of those chunks is marked listed. */
+		struct cache_set *s = c->sets[set];
+		s->keep_until_ms =
+			SFS_MAX(s->keep_until_ms, sfs_now_ms() + keep_ms);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
 
 uint64_t sfs_cache_set_version(struct sfs_cache *c, uint32_t set)
@@ -856,12 +910,12 @@ int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx)
 	if (!h->partial)
 		return 1;
 	const uint64_t *bits = h->has[obj];
-	return bits && (bits[idx / 64] >> (idx % 64) & 1);
+	return !h->expired && bits && (bits[idx / 64] >> (idx % 64) & 1);
 }
 
 int sfs_holder_coming(const struct cache_holder *h, uint32_t obj, uint64_t idx)
 {
-	if (h->removed || !h->partial || obj >= h->nobjs)
+	if (h->removed || !h->partial || obj >= h->nobjs || h->expired)
 		return 0;
 	const uint64_t *bits = h->coming[obj];
 	return bits && (bits[idx / 64] >> (idx % 64) & 1);
@@ -1050,6 +1104,7 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	ch->len = (uint32_t)SFS_MIN((uint64_t)c->chunk_size, o->len - off);
 	ch->mismatches = 0;
 	ch->avoid = SFS_NONE;
+	ch->listed = 0;
 	ch->err = 0;
 	ch->refs = pinned ? 1 : 0;
 	ch->demand = demand;

@@ -331,6 +331,19 @@ int sfs_cache_holder_update(struct sfs_cache *c, uint32_t holder,
 			    const struct sfs_cache_hobj *objs, size_t n);
 
 /*
+ * sfs_cache_holder_expire - a partial holder's pieces are not read from
+ * @at_ms on (the sfs_now_ms clock; 0: no end): the keep its source gave
+ * them (a re-seeder may reuse those slots after it).  Until renewed by
+ * a later call (with its pieces, or alone when its source said nothing
+ * changed), it then holds nothing: its chunks come from other holders,
+ * and no pull is posted at those pieces, not even a moment late (a pull
+ * posted before completes).  0, or -EINVAL (not a partial holder, or
+ * removed).  Thread safe.
+ */
+int sfs_cache_holder_expire(struct sfs_cache *c, uint32_t holder,
+			    uint64_t at_ms);
+
+/*
  * sfs_cache_peer_last_resort - @peer (a seed, when re-seeders are
  * about) takes only chunks no other holder that is up has.
  */
@@ -348,12 +361,19 @@ void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on);
  * chunk of it is posted, becomes ready, fails or leaves).  Returns how
  * many are held, or -ENOENT (no such set, or retired).
  * sfs_cache_set_version - the same version, alone.
+ * sfs_cache_keep - a replica goes on with the list it was given at
+ * @version ("unchanged"): if the set's version is still @version, every
+ * chunk that list named (all it holds now) is not evicted for @keep_ms
+ * from now, and 0 is returned; -ESTALE when the version moved on (the
+ * replica needs a new list: export again), -ENOENT as above.
  */
 #define SFS_CACHE_SLOT_COMING (UINT32_MAX - 1)
 int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		     uint32_t *slots, uint64_t n, uint64_t keep_ms,
 		     uint64_t *version);
 uint64_t sfs_cache_set_version(struct sfs_cache *c, uint32_t set);
+int sfs_cache_keep(struct sfs_cache *c, uint32_t set, uint64_t version,
+		   uint64_t keep_ms);
 
 /*
  * sfs_cache_prefetch - queue pulls for the missing chunks covering

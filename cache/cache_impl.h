@@ -75,7 +75,8 @@ struct sfs_chunk {
 	uint64_t overtaken_ms; /* LOADING: a later post completed first */
 	int orphan; /* LOADING, but out of the hash: its slot waits for the
 		       transport's callback */
-	uint64_t keep_until_ms; /* READY: exported, not evicted before */
+	int listed; /* READY: named in an export of its set: not evicted
+		       while the set's keep lasts (keep_until_ms) */
 	/* A direct read (direct.c): the bytes go to a caller's memory, not
 	 * a slot; never hashed, on the LRU or stored.  @start is its first
 	 * byte in the object (a slot's is idx << chunk_shift), @abandoned
@@ -122,6 +123,10 @@ struct cache_set {
 	uint64_t last_done_ms; /* a pull of this set completed */
 	uint64_t version;      /* chunks were posted, became ready, failed or
 			     left: an export is old */
+	/* Its chunks an export listed are not evicted before then:
+	 * sfs_cache_export, renewed by sfs_cache_keep while the set's
+	 * version stays that of the list. */
+	uint64_t keep_until_ms;
 	uint64_t *base; /* per object: the set's chunk number of its first */
 	/* Lanes (sfs_cache_set_lanes), in key order: chunk g is member
 	 * g mod nlanes's to pull from a last-resort peer; lanes[i] its
@@ -146,6 +151,12 @@ struct cache_holder {
 	int removed;	   /* no longer serves its set: @objs, @has and @coming
 			freed; the struct stays until its owner removes it
 			(sfs_cache_remove_holder), then its number is reused */
+	/* partial: its pieces are not read from then on (0: no end; the
+	 * keep its source gave them, sfs_cache_holder_expire), and
+	 * @expired says that time has come (set by the worker, or by a
+	 * pick that finds it so): it holds nothing meanwhile */
+	uint64_t expires_ms;
+	int expired;
 };
 
 /* The connection to one source.  Protected by c->lock. */
@@ -179,6 +190,7 @@ struct cache_peer {
 	int last_resort; /* takes only what no other holder up has */
 	uint64_t avoid_until_ms; /* stalled while others could serve:
 				    until then, only what they cannot */
+	uint64_t avoided_ms;	 /* when that hold began (0: never) */
 	uint64_t pulls, bytes, errors, checksum_errors, stalls;
 };
 

@@ -318,13 +318,22 @@ static int lane_behind(struct sfs_cache *c, const struct sfs_chunk *ch)
 	return 0;
 }
 
-/* Does a holder on a peer other than @not_peer that is not a last
- * resort and answers hold @ch (@coming 0), or have it coming (being
- * pulled there: @coming 1)?  The holder whose bytes of @ch did not
- * match does not count: a re-seeder that serves wrong bytes must not
- * keep the seeds off the chunk. */
+/*
+ * Does a holder on a peer other than @not_peer that is not a last
+ * resort, and can serve at @now, hold @ch (@coming 0), or have it coming
+ * (being pulled there: @coming 1)?  What keeps the seeds off a chunk is
+ * a member that will serve it, so one that cannot now does not count:
+ * the holder whose bytes of @ch did not match, a member distrusted
+ * (DISTRUST_MISMATCHES), one down, reconnecting or whose control port
+ * is silent, and one avoided (avoid: it stalled, find_stalls; a member
+ * whose pulls get no answer is avoided even when only a seed has them).
+ * A member whose window is full but that completes its pulls still
+ * counts: it serves the chunk once it has room, and the seed is spared.
+ * Without this a single stuck or wrong member kept the seeds off every
+ * chunk it listed, and their readers waited for --timeout.
+ */
 static int member_has(struct sfs_cache *c, const struct sfs_chunk *ch,
-		      uint32_t not_peer, int coming)
+		      uint32_t not_peer, int coming, uint64_t now)
 {
 	const struct cache_set *s = c->sets[ch->set];
 	for (size_t i = 0; i < s->nholders; i++) {
@@ -333,7 +342,7 @@ static int member_has(struct sfs_cache *c, const struct sfs_chunk *ch,
 		const struct cache_holder *h = c->holders[s->holders[i]];
 		const struct cache_peer *p = c->peers[h->peer];
 		if (h->peer != not_peer && !p->last_resort && answers(p) &&
-		    !distrusted(p) &&
+		    !distrusted(p) && now >= p->avoid_until_ms &&
 		    (coming ? sfs_holder_coming(h, ch->obj, ch->idx)
 			    : sfs_holder_has(h, ch->obj, ch->idx)))
 			return 1;
@@ -511,6 +520,47 @@ static void trouble(struct sfs_cache *c, struct cache_peer *p, const char *why,
 	}
 	sfs_peer_wake_worker(c);
 	pthread_cond_broadcast(&c->cond);
+}
+
+/* Partial holder @h's keep ended: it holds nothing until its source
+ * renews it (c->lock held). */
+static void keep_ended(struct sfs_cache *c, struct cache_holder *h)
+{
+	h->expired = 1;
+	SFS_LOG(SFS_WARN, "cache",
+		"%s: holdings of %s not renewed within their keep: not read "
+		"from until they are (their slots may hold other chunks)",
+		c->peers[h->peer]->label, c->sets[h->set]->label);
+	pthread_cond_broadcast(&c->cond);
+}
+
+/* Has holder @hi's keep ended by @now (then marked so)? */
+static int keep_over(struct sfs_cache *c, uint32_t hi, uint64_t now)
+{
+	struct cache_holder *h = c->holders[hi];
+	if (!h->expires_ms || h->expired || now < h->expires_ms)
+		return h->expired;
+	keep_ended(c, h);
+	return 1;
+}
+
+/* Partial holders whose keep ended by @now hold nothing from now on.
+ * Returns when the next keep ends (0: none; c->lock held). */
+static uint64_t expire_holders(struct sfs_cache *c, uint64_t now)
+{
+	uint64_t next = 0;
+	for (size_t i = 0; i < c->nholders; i++) {
+		struct cache_holder *h = c->holders[i];
+		if (!h || h->removed || !h->partial || !h->expires_ms ||
+		    h->expired)
+			continue;
+		if (now >= h->expires_ms)
+			keep_ended(c, h);
+		else
+			next = next ? SFS_MIN(next, h->expires_ms)
+				    : h->expires_ms;
+	}
+	return next;
 }
 
 /* The holder on peer @pi that can serve @ch, or SFS_NONE.  One whose
@@ -779,7 +829,7 @@ static int tree_allows(struct sfs_cache *c, struct sfs_chunk *ch, uint32_t hi,
  */
 static int coming_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t now)
 {
-	if (!member_has(c, ch, SFS_NONE, 1)) {
+	if (!member_has(c, ch, SFS_NONE, 1, now)) {
 		ch->coming_ms = 0;
 		return 0;
 	}
@@ -802,6 +852,10 @@ static int takes(struct sfs_cache *c, const struct cache_peer *p, uint32_t pi,
 	if ((*hi = holder_for(c, ch, pi)) == SFS_NONE ||
 	    (shy && !servable(c, ch, pi)))
 		return 0;
+	/* Its pieces past the keep they were given: never posted (the
+	 * worker marks that too, but may look a moment late). */
+	if (keep_over(c, *hi, now))
+		return 0;
 	/* Served wrong once: the next pull is a seed's when a seed has it
 	 * (two lying members would otherwise take turns to the end). */
 	if (ch->mismatches && !p->last_resort && seed_has(c, ch))
@@ -810,7 +864,7 @@ static int takes(struct sfs_cache *c, const struct cache_peer *p, uint32_t pi,
 		return tree_allows(c, ch, *hi, now);
 	if (ch->mismatches)
 		return 1; /* a member served it wrong: the seed's, at once */
-	return !member_has(c, ch, pi, 0) &&
+	return !member_has(c, ch, pi, 0, now) &&
 	       (!lane_wait(c, ch) || (help && lane_behind(c, ch))) &&
 	       !coming_wait(c, ch, now);
 }
@@ -1101,6 +1155,7 @@ static uint64_t queued_deadline(struct sfs_cache *c, const struct sfs_chunk *ch,
 int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 {
 	enum chunk_state last = ch->state;
+	int told = 0; /* the worker knows a reader waits */
 
 	for (;;) {
 		if (ch->orphan)
@@ -1150,6 +1205,12 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 		} else {
 			struct cache_peer *p = c->peers[ch->peer];
 			uint64_t base = start;
+			/* Posted on a peer avoided as stuck: with a reader
+			 * now, the pull may go elsewhere (find_stalls). */
+			if (!told && now < p->avoid_until_ms) {
+				told = 1;
+				sfs_peer_wake_worker(c);
+			}
 			if (p->silent_since && p->silent_since < base &&
 			    p->silent_since >= p->last_done_ms &&
 			    base - p->silent_since <=
@@ -1252,39 +1313,32 @@ static void repair(struct sfs_cache *c, uint32_t pi)
 
 /*
  * Could the pull of @ch posted on peer @pi go elsewhere?  A re-seeder's
- * pulls move to another re-seeder (or anywhere once its control port is
- * silent); moving them to a seed would only load the one source every
- * replica shares.  A seed's move to any other holder.
+ * pulls move to another re-seeder; to any holder (a seed too) once its
+ * control port is silent, or for a pull a reader waits for: a member
+ * that stalls must not hold a reader until --timeout when a seed has
+ * the chunk.  Its read-ahead stays (moving that to a seed would only
+ * load the one source every replica shares).  A seed's move to any
+ * other holder.
  */
-static int movable(struct sfs_cache *c, const struct sfs_chunk *ch, uint32_t pi)
+static int movable(struct sfs_cache *c, const struct sfs_chunk *ch, uint32_t pi,
+		   uint64_t now)
 {
 	const struct cache_peer *p = c->peers[pi];
-	if (p->last_resort || p->silent_since)
+	if (p->last_resort || p->silent_since || ch->refs > 0)
 		return !servable(c, ch, pi);
-	return member_has(c, ch, pi, 0);
+	return member_has(c, ch, pi, 0, now);
 }
 
-/*
- * Peer @pi made no progress for @ms while other holders could serve
- * its pulls.  Nothing says its connection is broken: a source shared by
- * many replicas looks just the same, and reconnecting it would throw
- * away what it is sending.  So its pulls that another holder can serve
- * move there at once, and for a while (1 s, doubling while it stays
- * stuck) it takes only what nobody else can serve.  The pulls it keeps
- * are its readers' to time out; a broken connection shows as failed
- * pulls, and those reconnect.
- */
-static void avoid(struct sfs_cache *c, uint32_t pi, uint64_t ms)
+/* Orphan the pulls posted on @pi that may go elsewhere (movable): their
+ * readers start them again there.  Returns how many (c->lock held). */
+static size_t move_off(struct sfs_cache *c, uint32_t pi)
 {
 	struct cache_peer *p = c->peers[pi];
-	uint64_t hold = hold_ms(c, ++p->failures);
+	uint64_t now = sfs_now_ms();
 	size_t moved = 0;
-
-	p->avoid_until_ms = sfs_now_ms() + hold;
-	p->stalls++;
 	for (struct sfs_chunk *ch = p->loading.head, *next; ch; ch = next) {
 		next = ch->next;
-		if (!movable(c, ch, pi))
+		if (!movable(c, ch, pi, now))
 			continue; /* no better source for this one */
 		busy_account(c, p);
 		sfs_list_del(&p->loading, ch);
@@ -1294,6 +1348,31 @@ static void avoid(struct sfs_cache *c, uint32_t pi, uint64_t ms)
 		moved++;
 	}
 	c->st.failovers += moved;
+	if (moved)
+		pthread_cond_broadcast(&c->cond);
+	return moved;
+}
+
+/*
+ * Peer @pi made no progress for @ms while other holders could serve
+ * its pulls.  Nothing says its connection is broken: a source shared by
+ * many replicas looks just the same, and reconnecting it would throw
+ * away what it is sending.  So its pulls that may go elsewhere
+ * (movable) move there at once, and for a while (1 s, doubling while it
+ * stays stuck) it takes only what nobody else can serve, and keeps no
+ * seed off a chunk (member_has).  The pulls it keeps are its readers'
+ * to time out; a broken connection shows as failed pulls, and those
+ * reconnect.
+ */
+static void avoid(struct sfs_cache *c, uint32_t pi, uint64_t ms)
+{
+	struct cache_peer *p = c->peers[pi];
+	uint64_t hold = hold_ms(c, ++p->failures);
+
+	p->avoided_ms = sfs_now_ms();
+	p->avoid_until_ms = p->avoided_ms + hold;
+	p->stalls++;
+	size_t moved = move_off(c, pi);
 	SFS_LOG(SFS_WARN, "cache",
 		"%s: no progress for %" PRIu64 " ms while other sources "
 		"have its chunks: %zu pulls moved to them; for %" PRIu64
@@ -1308,8 +1387,12 @@ static void avoid(struct sfs_cache *c, uint32_t pi, uint64_t ms)
  * holder could serve them, is avoided now rather than after the
  * timeout: "a while" is FAILOVER_MS, or STALL_CHUNKS chunks' time at its
  * measured rate, or STALL_LATENCIES times its pulls' usual time, if
- * longer (a slow or shared link is not a stalled one).
- * Returns when to look again (c->lock held).
+ * longer (a slow or shared link is not a stalled one).  One avoided
+ * that completed nothing since, with a pull out from before, is still
+ * stuck: avoided again when its hold ends, without that wait (its rate,
+ * measured over the stall, would make the wait longer each time), and
+ * meanwhile a pull a reader comes for moves at once.  Returns when to
+ * look again (c->lock held).
  */
 static uint64_t find_stalls(struct sfs_cache *c, uint64_t now)
 {
@@ -1318,6 +1401,19 @@ static uint64_t find_stalls(struct sfs_cache *c, uint64_t now)
 		struct cache_peer *p = c->peers[i];
 		if (p->removed || p->state != SFS_PEER_UP || !p->inflight)
 			continue;
+		/* No completion since the oldest pull out was posted, or
+		 * one overtaken and still out: stalled. */
+		uint64_t oldest = UINT64_MAX, lost = UINT64_MAX;
+		for (struct sfs_chunk *ch = p->loading.head; ch;
+		     ch = ch->next) {
+			oldest = SFS_MIN(oldest, ch->posted_ms);
+			if (ch->overtaken_ms)
+				lost = SFS_MIN(lost, ch->overtaken_ms);
+		}
+		uint64_t since =
+			SFS_MIN(SFS_MAX(oldest, p->last_done_ms), lost);
+		int stuck = p->avoided_ms && p->last_done_ms < p->avoided_ms &&
+			    oldest < p->avoided_ms;
 		uint64_t limit = FAILOVER_MS;
 		if (p->rate > 0) {
 			double t = STALL_CHUNKS * 1e3 * c->chunk_size / p->rate;
@@ -1330,29 +1426,30 @@ static uint64_t find_stalls(struct sfs_cache *c, uint64_t now)
 		 * else's at a busy source. */
 		if (!p->lat_ms)
 			limit = SFS_MAX(limit, (uint64_t)FIRST_PULL_MS);
-		if (limit >= c->timeout_ms)
+		if (!stuck && limit >= c->timeout_ms)
 			continue; /* the readers' deadlines decide */
-		/* No completion since the oldest pull out was posted, or
-		 * one overtaken and still out: stalled. */
-		uint64_t since = UINT64_MAX, lost = UINT64_MAX;
+		/* Another holder could serve one of its pulls (a seed too: a
+		 * member that stalls keeps no seed off a chunk). */
 		int alt = 0;
-		for (struct sfs_chunk *ch = p->loading.head; ch;
-		     ch = ch->next) {
-			since = SFS_MIN(since, ch->posted_ms);
-			if (ch->overtaken_ms)
-				lost = SFS_MIN(lost, ch->overtaken_ms);
-			alt = alt || movable(c, ch, (uint32_t)i);
-		}
-		since = SFS_MIN(SFS_MAX(since, p->last_done_ms), lost);
-		/* Its control port is silent too: gone, most likely. */
-		if (p->silent_since && alt)
-			since = 0;
+		for (struct sfs_chunk *ch = p->loading.head; ch && !alt;
+		     ch = ch->next)
+			alt = !servable(c, ch, (uint32_t)i);
 		if (!alt)
 			continue;
-		if (now >= since + limit)
-			avoid(c, (uint32_t)i, since ? now - since : limit);
-		else
+		/* Its control port is silent too: gone, most likely. */
+		if (p->silent_since)
+			since = 0;
+		if (!stuck && now < since + limit) {
 			next = SFS_MIN(next, since + limit);
+		} else if (now >= p->avoid_until_ms) {
+			avoid(c, (uint32_t)i, since ? now - since : limit);
+			next = SFS_MIN(next, p->avoid_until_ms);
+		} else {
+			/* Avoided, and still stuck: a pull a reader came for
+			 * since moves now. */
+			move_off(c, (uint32_t)i);
+			next = SFS_MIN(next, p->avoid_until_ms);
+		}
 	}
 	return next;
 }
@@ -1367,6 +1464,9 @@ void *sfs_peer_worker(void *arg)
 		uint32_t todo = SFS_NONE;
 		c->work = 0;
 		uint64_t next = find_stalls(c, now);
+		uint64_t ends = expire_holders(c, now);
+		if (ends)
+			next = SFS_MIN(next, ends);
 		for (size_t i = 0; i < c->npeers && todo == SFS_NONE; i++) {
 			struct cache_peer *p = c->peers[i];
 			if (c->queued && p->busy_until_ms > now)

@@ -1025,15 +1025,53 @@ int model_holdings_load(const char *json, size_t len, json_t **o,
 	return 0;
 }
 
+/*
+ * Until when the pieces a holdings answer @o names (or, "unchanged",
+ * the ones from before) are read, asked at @asked_ms: the re-seeder
+ * keeps them keep_ms from when it answered, and each read posted has
+ * this mount's read timeout to land, so keep_ms less that (a quarter of
+ * keep_ms at least, for a mount whose timeout is longer than the
+ * re-seeder's).  *until 0: the answer renews nothing (an "unchanged"
+ * one without keep_ms: a re-seeder from before renewals).  0, or
+ * -EPROTO with @why naming the field.
+ */
+static int holdings_until(const struct sfs_replica *r, json_t *o,
+			  uint64_t asked_ms, uint64_t *until, char *why,
+			  size_t whylen)
+{
+	json_t *k = json_object_get(o, "keep_ms");
+	*until = 0;
+	if (!k && json_is_true(json_object_get(o, "unchanged")))
+		return 0;
+	if (!json_is_integer(k) || json_integer_value(k) < 1 ||
+	    json_integer_value(k) > HOLDINGS_KEEP_MAX_MS) {
+		snprintf(why, whylen,
+			 "holdings: keep_ms: not an integer in 1..%d",
+			 HOLDINGS_KEEP_MAX_MS);
+		return -EPROTO;
+	}
+	uint64_t keep = (uint64_t)json_integer_value(k);
+	uint64_t tmo = r->cfg.timeout_ms;
+	uint64_t use =
+		keep > tmo && keep - tmo >= keep / 4 ? keep - tmo : keep / 4;
+	*until = asked_ms + SFS_MAX(use, (uint64_t)1);
+	return 0;
+}
+
 int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
-		   const char *json, size_t len, char *why, size_t whylen)
+		   const char *json, size_t len, uint64_t asked_ms, char *why,
+		   size_t whylen)
 {
 	struct sfs_replica *r = mo->r;
 	json_t *o;
-	uint64_t version = 0;
+	uint64_t version = 0, until;
 	int rc = model_holdings_load(json, len, &o, &version, why, whylen);
 	if (rc)
 		return rc;
+	if ((rc = holdings_until(r, o, asked_ms, &until, why, whylen))) {
+		json_decref(o);
+		return rc;
+	}
 	int lanes_moved = 0;
 	pthread_mutex_lock(&mo->lock);
 	for (struct sfs_view *v = mo->views; v && !rc; v = v->next) {
@@ -1048,8 +1086,17 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 			lanes_moved |= pf != h->prefetching;
 			h->prefetching = pf;
 			if (json_is_true(json_object_get(o, "unchanged")) ||
-			    (h->have_version && h->version == version))
+			    (h->have_version && h->version == version)) {
+				/* The same list, kept again; a re-seeder that
+				 * does not say so keeps it only with a new
+				 * list: asked for one next time. */
+				if (until)
+					sfs_cache_holder_expire(
+						r->cache, h->holder, until);
+				else
+					h->have_version = 0;
 				continue;
+			}
 			struct sfs_cache_hobj *ho;
 			struct sfs_cache_piece *pc;
 			uint64_t sk;
@@ -1069,6 +1116,7 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 			}
 			/* The old pieces are no longer used: their key goes
 			 * back (the same slab's: a shared mapping, counted). */
+			sfs_cache_holder_expire(r->cache, h->holder, until);
 			if (h->slab_raw)
 				sfs_xport_key_release(r->x, h->slab_key);
 			h->slab_key = sk;

@@ -399,13 +399,17 @@ size_t model_prune(struct sfs_model *mo, struct rsrc *src, uint64_t instance,
 int model_hidden(struct sfs_model *mo, char *why, size_t len);
 /*
  * model_holdings - re-seeder @src's holdings answer (@json) for
- * @content: the pieces of its holder of that view, replaced.  0, or
+ * @content, asked at @asked_ms (sfs_now_ms): the pieces of its holder of
+ * that view, replaced, and read only until the keep the answer gives
+ * them ends (an "unchanged" answer keeps the ones it has again).  0, or
  * -errno with @why naming the field.  model_holdings_version - 0 when
  * @src is no re-seeding holder of @content, 1 when it is but holds
  * nothing known yet, 2 with *version of what the pieces are.
  */
+#define HOLDINGS_KEEP_MAX_MS 3600000 /* a holdings answer's keep_ms */
 int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
-		   const char *json, size_t len, char *why, size_t whylen);
+		   const char *json, size_t len, uint64_t asked_ms, char *why,
+		   size_t whylen);
 int model_holdings_version(struct sfs_model *mo, struct rsrc *src,
 			   uint64_t content, uint64_t *version);
 /*

@@ -17,11 +17,13 @@
  *                                  pulled, held soon)
  *   POST /v1/connect               raw verbs queue pairs, as a seed's
  *
- * A chunk listed in a holdings answer is not evicted for
- * RESEED_KEEP_MS (sfs_cache_export), longer than a replica uses that
- * answer plus its longest wait: the race of a slot reused under a read
- * is avoided, and when memory runs so short that one must go anyway,
- * the reader's checksum finds it and pulls the chunk elsewhere.
+ * A chunk listed in a holdings answer is not evicted for keep_ms
+ * (sfs_cache_export), longer than a replica uses that answer plus its
+ * longest wait, and an "unchanged" answer keeps what that list named
+ * for keep_ms again (sfs_cache_keep): the replica goes on with it.  So
+ * a slot is not reused under a read, and when memory runs so short that
+ * one must go anyway, the reader's checksum finds it and pulls the
+ * chunk elsewhere.
  *
  * It announces itself to every seed it reads from, every 5 s, so a
  * replica told only the seed's address finds it (GET /v1/sources on the
@@ -248,11 +250,20 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 	uint64_t epoch = rs->slab_epoch;
 	pthread_mutex_unlock(&rs->lock);
 	json_t *o = NULL;
-	if (since && sv == slab_version(epoch, version)) {
-		o = json_pack("{s:I,s:b,s:b}", "version",
+	/* "Unchanged": the asker goes on with the list it has, so what it
+	 * named is kept for keep_ms from now again (only while the version
+	 * is still that list's; else a new list, below). */
+	if (since && sv == slab_version(epoch, version) &&
+	    !sfs_cache_keep(r->cache, v->set, version, rs->keep_ms)) {
+		o = json_pack("{s:I,s:b,s:I,s:b}", "version",
 			      (json_int_t)slab_version(epoch, version),
-			      "unchanged", 1, "prefetching", warming);
+			      "unchanged", 1, "keep_ms",
+			      (json_int_t)rs->keep_ms, "prefetching", warming);
 	} else {
+		/* The answer says the version read before the lists were
+		 * taken: a chunk that changes meanwhile makes the next
+		 * "since" ask anew, and never renews a list that missed it. */
+		uint64_t later;
 		json_t *files = json_array();
 		uint32_t *slots = NULL;
 		size_t cap = 0;
@@ -267,10 +278,12 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 				files = NULL;
 				break;
 			}
-			if (n)
-				sfs_cache_export(r->cache, v->set, (uint32_t)i,
-						 slots, n, rs->keep_ms,
-						 &version);
+			/* A set retired meanwhile lists nothing. */
+			if (n &&
+			    sfs_cache_export(r->cache, v->set, (uint32_t)i,
+					     slots, n, rs->keep_ms, &later) < 0)
+				for (uint64_t k = 0; k < n; k++)
+					slots[k] = UINT32_MAX;
 			for (uint64_t k = 0; k < n; k++)
 				json_array_append_new(
 					fa, json_integer(slot_json(slots[k])));

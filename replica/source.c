@@ -616,11 +616,13 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 		snprintf(path + n, sizeof(path) - (size_t)n, "&since=%" PRIu64,
 			 version);
 	free(esc);
+	/* The keep an answer gives counts from before it was asked. */
+	uint64_t asked = sfs_now_ms();
 	int rc = sfs_control_get(s->r->cfg.cred, s->addr, path,
 				 r->cfg.timeout_ms, 64u << 20, &body, &len, err,
 				 sizeof(err));
 	if (!rc) {
-		rc = model_holdings(mo, s, am->content, body, len, err,
+		rc = model_holdings(mo, s, am->content, body, len, asked, err,
 				    sizeof(err));
 		free(body);
 	}

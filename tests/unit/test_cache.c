@@ -932,6 +932,133 @@ START_TEST(stalled_holder_fails_over)
 }
 END_TEST
 
+/*
+ * A member (a re-seeder) that holds every chunk but whose pulls get no
+ * answer (shm, a file truncated under it: each pull is lost), beside a
+ * last-resort seed that holds them all too.  A member that cannot serve
+ * now keeps no seed off its chunks: every read comes byte-exact from
+ * the seed within a few seconds (the member's stall limit), far inside
+ * the 20 s timeout.  Before, a stuck member kept the seed off
+ * whatever it listed: the first read waited out the timeout, and the
+ * member was tried again after its hold, stalling the next ones.
+ */
+START_TEST(stuck_member_keeps_no_seed_off)
+{
+	char err[SFS_XPORT_ERR_MAX], path[] = "/tmp/seedfs-stuck.XXXXXX";
+	const unsigned int timeout = 20000;
+	struct sfs_xport_cfg sc = {.protocol = "shm",
+				   .role = SFS_XPORT_SEED,
+				   .timeout_ms = timeout};
+	struct sfs_xport_cfg rc = {.protocol = "shm",
+				   .role = SFS_XPORT_REPLICA,
+				   .timeout_ms = timeout};
+	struct sfs_xport *s1, *s2, *r;
+	ck_assert_msg(sfs_xport_open(&sc, &s1, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_msg(sfs_xport_open(&sc, &s2, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_msg(sfs_xport_open(&rc, &r, err, sizeof(err)) == 0, "%s",
+		      err);
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	const size_t nch = 8, len = nch * CHUNK;
+	ck_assert_int_eq(pwrite(fd, data, len, 0), (ssize_t)len);
+	uint8_t *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	struct sfs_xport_mr *m1, *m2;
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(s1, map, len, SFS_XPORT_REMOTE_READ, &m1), 0);
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(s2, data, len, SFS_XPORT_REMOTE_READ, &m2), 0);
+	struct sfs_cache_piece a = {.len = len}, b = {.len = len};
+	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+	size_t rl;
+	sfs_xport_mr_export(m1, &a.raddr, &a.key, raw, &rl);
+	sfs_xport_mr_export(m2, &b.raddr, &b.key, raw, &rl);
+	struct sfs_xport_info in;
+	uint64_t x1, x2;
+	sfs_xport_info(s1, &in);
+	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &x1), 0);
+	sfs_xport_info(s2, &in);
+	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &x2), 0);
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = r,
+				    .size = (uint64_t)CHUNK * 32,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = timeout};
+	uint32_t set, cm, cs, hm, hs;
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, x1, "member", &cm), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, x2, "seed", &cs), 0);
+	sfs_cache_peer_last_resort(c, cs, 1);
+	struct sfs_cache_obj o = {.len = len};
+	struct sfs_cache_hobj ha = {&a, 1}, hb = {&b, 1};
+	ck_assert_int_eq(sfs_cache_add_set(c, "stuck", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, cm, &ha, 1, 1, &hm), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, cs, &hb, 1, 0, &hs), 0);
+	struct sfs_cache_peer_info im, is;
+	/* The member serves while it can: chunk 0 comes from it (the seed
+	 * is kept off what a member holds), and its pull time is known. */
+	struct sfs_chunk *ch;
+	const uint8_t *p;
+	size_t avail;
+	ck_assert_int_eq(sfs_cache_get(c, set, 0, 100, &ch, &p, &avail), 0);
+	ck_assert_mem_eq(p, data + 100, 1000);
+	sfs_cache_put(c, ch);
+	ck_assert_int_eq(sfs_cache_peer(c, cm, &im), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, cs, &is), 0);
+	ck_assert_uint_eq(im.pulls, 1);
+	ck_assert_uint_eq(is.pulls, 0);
+
+	/* Now its pulls are lost: the rest queued at once (its window
+	 * fills with lost pulls), then read one after another. */
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, CHUNK, len - CHUNK, 0),
+			 0);
+	uint64_t t0 = sfs_now_ms(), worst = 0;
+	for (size_t k = 1; k < nch; k++) {
+		uint64_t t1 = sfs_now_ms();
+		int got = sfs_cache_get(c, set, 0, k * CHUNK + 7, &ch, &p,
+					&avail);
+		uint64_t el = sfs_now_ms() - t1;
+		worst = SFS_MAX(worst, el);
+		ck_assert_msg(got == 0, "chunk %zu: %d after %" PRIu64 " ms", k,
+			      got, el);
+		ck_assert_msg(el < 6000,
+			      "chunk %zu took %" PRIu64 " ms (timeout %u ms): "
+			      "the stuck member kept the seed off it",
+			      k, el, timeout);
+		ck_assert_mem_eq(p, data + k * CHUNK + 7, 1000);
+		sfs_cache_put(c, ch);
+	}
+	uint64_t all = sfs_now_ms() - t0;
+	printf("stuck_member_keeps_no_seed_off: %zu chunks in %" PRIu64
+	       " ms, the slowest %" PRIu64 " ms\n",
+	       nch - 1, all, worst);
+	/* The member's stall limit (4 s: shm pulls take under a
+	 * millisecond, so no pull time is known), then the rest at once,
+	 * with a margin for a loaded machine: well inside the timeout. */
+	ck_assert_msg(all < 9000,
+		      "%zu chunks took %" PRIu64 " ms (the slowest %" PRIu64
+		      " ms): the stuck member kept the seed off them",
+		      nch - 1, all, worst);
+	ck_assert_int_eq(sfs_cache_peer(c, cs, &is), 0);
+	ck_assert_uint_eq(is.pulls, nch - 1);
+	ck_assert_int_eq(sfs_cache_peer(c, cm, &im), 0);
+	ck_assert_uint_ge(im.stalls, 1);
+	sfs_cache_stop(c);
+	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
+	sfs_xport_close(r);
+	sfs_xport_mr_dereg(m1);
+	sfs_xport_mr_dereg(m2);
+	sfs_xport_close(s1);
+	sfs_xport_close(s2);
+	munmap(map, len);
+	close(fd);
+}
+END_TEST
+
 /* Lanes: with three members, this cache pulls from the last-resort seed
  * exactly its third of the chunks (chunk g is member g mod 3's, members
  * in key order, whatever order they are given in), and the others' only
@@ -1140,6 +1267,130 @@ START_TEST(lanes_help_behind)
 }
 END_TEST
 
+/*
+ * A re-seeder's side of holdings: the chunks an export listed are kept
+ * keep_ms, and sfs_cache_keep (an "unchanged" answer: the replica goes
+ * on with that list) keeps them keep_ms again while the set's version
+ * is the list's.  Long past the first keep, a cache full of another
+ * set's chunks evicts those, never a listed one; once renewals stop and
+ * their keep ends, the listed ones go like any other.
+ */
+START_TEST(listed_kept_while_renewed)
+{
+	uint32_t src;
+	struct sfs_cache *c = new_cache(16, &src);
+	struct sfs_cache_stats st;
+	/* Chunks 0-3 held and listed with a keep of 300 ms. */
+	ck_assert_int_eq(read_check(c, src, 0, 4 * CHUNK), 0);
+	uint32_t slots[4], again[4];
+	uint64_t v, v2;
+	ck_assert_int_eq(sfs_cache_export(c, src, 0, slots, 4, 300, &v), 4);
+	/* A second set through the same cache, renewed every 100 ms from
+	 * past the first keep (which alone would end at 300 ms). */
+	struct sfs_cache_obj o = {.len = data_len};
+	struct sfs_cache_hobj ho = {&piece, 1};
+	uint32_t other, h;
+	ck_assert_int_eq(sfs_cache_add_set(c, "other", &o, 1, &other), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, other, 0, &ho, 1, 0, &h), 0);
+	usleep(200000);
+	for (int pass = 0; pass < 8; pass++) {
+		ck_assert_int_eq(sfs_cache_keep(c, src, v, 300), 0);
+		usleep(100000);
+		/* 24 chunks of it through the 12 slots left. */
+		for (uint64_t i = 0; i < 3; i++)
+			ck_assert_int_eq(
+				read_check(c, other,
+					   ((pass * 3 + i) % NCHUNKS) * CHUNK,
+					   100),
+				0);
+	}
+	/* The list is what it was: same version, same slots. */
+	ck_assert_int_eq(sfs_cache_export(c, src, 0, again, 4, 0, &v2), 4);
+	ck_assert_uint_eq(v2, v);
+	ck_assert_mem_eq(again, slots, sizeof(slots));
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.export_evictions, 0);
+	/* A list of an older version is not renewed: a new one is due. */
+	ck_assert_int_eq(sfs_cache_keep(c, src, v - 1, 300), -ESTALE);
+	ck_assert_int_eq(sfs_cache_keep(c, 99, v, 300), -ENOENT);
+	/* No renewal: its keep ends, and the others' reads take them. */
+	usleep(400000);
+	for (uint64_t i = 24; i < 40; i++)
+		ck_assert_int_eq(read_check(c, other, i * CHUNK, 100), 0);
+	ck_assert_int_eq(sfs_cache_export(c, src, 0, again, 4, 0, &v2), 0);
+	ck_assert_uint_gt(v2, v);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.export_evictions, 0);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/*
+ * A replica's side: a member's pieces are read only until the keep
+ * they were given ends (sfs_cache_holder_expire).  Past it, no pull is
+ * posted at them: its chunks come from the seed, or fail at once when
+ * nobody else has them; renewed, they are read again.
+ */
+START_TEST(expired_pieces_not_read)
+{
+	uint32_t p1, p2, h2, set;
+	struct sfs_cache_piece part = copy_piece;
+	part.len = 8 * CHUNK;
+	struct sfs_cache_hobj b = {&part, 1};
+	struct sfs_cache *c = seed_and_member("keep", &b, &set, &p1, &p2, &h2);
+	struct sfs_cache_peer_info ia, ib;
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	uint64_t a0 = ia.pulls, b0 = ib.pulls;
+	ck_assert_int_eq(sfs_cache_holder_expire(c, h2, sfs_now_ms() + 300), 0);
+	/* Within the keep: the member's. */
+	ck_assert_int_eq(read_check(c, set, 0, 100), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	ck_assert_uint_eq(ib.pulls, b0 + 1);
+	/* Past it: the seed's, at once (nothing waits for the member). */
+	usleep(400000);
+	uint64_t t0 = sfs_now_ms();
+	ck_assert_int_eq(read_check(c, set, CHUNK, 100), 0);
+	ck_assert_int_eq(read_check(c, set, 2 * CHUNK, 100), 0);
+	ck_assert_uint_lt(sfs_now_ms() - t0, 1500);
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	ck_assert_uint_eq(ib.pulls, b0 + 1);
+	ck_assert_uint_eq(ia.pulls, a0 + 2);
+	/* Renewed: the member's again. */
+	ck_assert_int_eq(sfs_cache_holder_expire(c, h2, sfs_now_ms() + 10000),
+			 0);
+	ck_assert_int_eq(read_check(c, set, 3 * CHUNK, 100), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	ck_assert_uint_eq(ib.pulls, b0 + 2);
+	/* Not a partial holder: refused. */
+	ck_assert_int_eq(sfs_cache_holder_expire(c, h2 - 1, 1), -EINVAL);
+	sfs_cache_free(c);
+
+	/* The member alone: past its keep, what it listed is unavailable
+	 * at once, never read at the old slots. */
+	char err[256];
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 16,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 10000};
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &p2), 0);
+	struct sfs_cache_obj o = {.len = data_len};
+	ck_assert_int_eq(sfs_cache_add_set(c, "alone", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &b, 1, 1, &h2), 0);
+	ck_assert_int_eq(sfs_cache_holder_expire(c, h2, sfs_now_ms() + 200), 0);
+	ck_assert_int_eq(read_check(c, set, 0, 100), 0);
+	usleep(300000);
+	t0 = sfs_now_ms();
+	ck_assert_int_eq(read_check(c, set, CHUNK, 100), -EIO);
+	ck_assert_uint_lt(sfs_now_ms() - t0, 1500);
+	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
+	ck_assert_uint_eq(ib.pulls, 1);
+	sfs_cache_free(c);
+}
+END_TEST
+
 /* The least recently used unpinned chunk goes first: a cache of 16
  * chunks holding chunks 0-15, chunk 0 read again, then chunk 16 read:
  * chunk 1 went (pulled again when read), chunk 0 stayed (a hit). */
@@ -1340,12 +1591,15 @@ int main(void)
 	tcase_add_test(t, mismatch_from_member_goes_to_seed);
 	tcase_add_test(t, stalled_holder_fails_over);
 	tcase_add_test(t, stalled_holders_bounded);
+	tcase_add_test(t, stuck_member_keeps_no_seed_off);
 	tcase_add_test(t, lanes_equal_shares);
 	tcase_add_test(t, relay_tree_parent_serves);
 	tcase_add_test(t, coming_not_pulled_twice);
 	tcase_add_test(t, lanes_help_behind);
 	tcase_add_test(t, release_waits_for_verification);
 	tcase_add_test(t, released_sets_freed_numbers_reused);
+	tcase_add_test(t, listed_kept_while_renewed);
+	tcase_add_test(t, expired_pieces_not_read);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

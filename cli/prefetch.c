@@ -97,14 +97,20 @@ static const char *under(const char *real, const char *root)
 	return real[n] == '/' ? real + n + 1 : NULL;
 }
 
+/* Send @s whole (SO_SNDTIMEO bounds it); 0, or -1 with one line why. */
 static int send_all(int fd, const char *s)
 {
 	for (size_t off = 0, len = strlen(s); off < len;) {
 		ssize_t w = send(fd, s + off, len - off, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
+		if (w <= 0) {
+			fprintf(stderr,
+				"seedfs prefetch: cannot send the request to "
+				"the mount daemon: %s\n",
+				w ? strerror(errno) : "closed");
 			return -1;
+		}
 		off += (size_t)w;
 	}
 	return 0;
@@ -188,10 +194,14 @@ static int follow(int fd, const char *what)
 	}
 	if (started)
 		sfs_progress_end(&prog, 0);
+	/* The daemon drops a client that takes no reply for 5 s, or
+	 * none within 1 s of an unmount (replica/mctl.c): a stopped one. */
 	fprintf(stderr, "seedfs prefetch: %s\n",
 		errno == EAGAIN || errno == EWOULDBLOCK
 			? "no word from the mount daemon for 60 s"
-			: "the mount daemon closed the connection");
+			: "the mount daemon closed the connection (see its "
+			  "log: a client that stops reading its replies is "
+			  "dropped)");
 	fclose(in);
 	return 1;
 }
@@ -235,8 +245,11 @@ int sfs_cli_prefetch(int argc, char **argv)
 			close(fd);
 		return 1;
 	}
+	/* Neither way waits without bound (the daemon reads a request
+	 * within 5 s and closes the connection then). */
 	struct timeval tv = {.tv_sec = REPLY_TIMEOUT_S};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (request(fd, rel, argc - 2, argv + 2, root) ||
 	    send_all(fd, "prefetch\n")) {
 		close(fd);

@@ -25,12 +25,32 @@
 #define REQ_MAX (64u << 10) /* bytes of one request */
 #define PATHS_MAX 4096
 #define PROGRESS_EVERY_NS 100000000ull
+/*
+ * The bounds of a client's socket (docs/cache.md, Prefetch; README).  No
+ * call on it blocks: each waits in poll(2) for its own deadline and for
+ * the wake pipe, which sfs_mctl_stop fills.
+ *   REQ_TIMEOUT_MS  the whole request must arrive within this; a client
+ *                   that sends less is told so and closed
+ *   SEND_TIMEOUT_MS one line the client does not take within this (its
+ *                   socket full: about 280 progress lines, 28 s, unread)
+ *                   drops it: one log line names it, its socket is shut
+ *                   down and its prefetch stops, as when it goes away
+ *   STOP_SEND_MS    once the mount is being unmounted, a line waits at
+ *                   most this long more, then drops its client the same
+ *                   way: a stopped client holds an unmount up for 1 s
+ */
+#define REQ_TIMEOUT_MS 5000
+#define SEND_TIMEOUT_MS 5000
+#define STOP_SEND_MS 1000
 
 struct sfs_mctl {
 	struct sfs_replica *r;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int lfd;
-	int wake[2]; /* a byte here stops the accept loop */
+	/* A byte here (written once, never read) stops the accept loop
+	 * and ends every client's wait in poll(2); closed in
+	 * sfs_mctl_stop once no job runs. */
+	int wake[2];
 	pthread_t acceptor;
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* a job ended */
@@ -40,7 +60,10 @@ struct sfs_mctl {
 
 struct job {
 	struct sfs_mctl *ctl;
-	int fd; /* the client; -1 for --prefetch */
+	int fd;	     /* the client; -1 for --prefetch */
+	pid_t pid;   /* the client's (SO_PEERCRED), for the log */
+	int dropped; /* it took no line in time (say): no more lines;
+		      * the job's thread only */
 	char *paths[PATHS_MAX];
 	size_t npaths;
 	uint64_t last_ns;
@@ -55,37 +78,117 @@ static int stopping(struct sfs_mctl *c)
 	return s;
 }
 
-/* One line to the client (@fmt ends in a newline); -1 when it is
- * gone.  The line is escaped (sfs_escape): a note or an error may carry
- * a name or a message from the network, and a newline in it would be a
- * line of the protocol ("done"). */
-static int say(int fd, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static int say(int fd, const char *fmt, ...)
+/*
+ * Send @n bytes of @buf to the client's @fd with a bound: the whole
+ * within SEND_TIMEOUT_MS, and at most STOP_SEND_MS more from when it
+ * sees the mount stopping.  Never blocks in send(2): MSG_DONTWAIT, then
+ * poll(2) for room (and for c->wake, which stop fills).  Returns 0;
+ * -ETIMEDOUT when the client did not take it in time; -EPIPE (or
+ * another -errno) when it is gone.  The job's thread only (one sender
+ * per fd).
+ */
+static int send_bounded(struct sfs_mctl *c, int fd, const char *buf, size_t n)
 {
-	char line[512], buf[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	int k = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (k < 0)
-		return -1;
-	size_t len = SFS_MIN((size_t)k, sizeof(line) - 1);
-	if (len && line[len - 1] == '\n')
-		len--;
-	sfs_escape(line, len, buf, sizeof(buf) - 1);
-	int n = (int)strlen(buf);
-	buf[n++] = '\n';
-	for (int off = 0; off < n;) {
-		ssize_t w =
-			send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+	uint64_t until = sfs_now_ms() + SEND_TIMEOUT_MS;
+	int stop_seen = 0;
+
+	for (size_t off = 0; off < n;) {
+		ssize_t w = send(fd, buf + off, n - off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			off += (size_t)w;
+			continue;
+		}
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			return -1;
-		off += (int)w;
+		if (w == 0)
+			return -EPIPE;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		if (!stop_seen && stopping(c)) {
+			stop_seen = 1;
+			until = SFS_MIN(until, sfs_now_ms() + STOP_SEND_MS);
+		}
+		uint64_t now = sfs_now_ms();
+		if (now >= until)
+			return -ETIMEDOUT;
+		/* Once stopping is seen, the wake pipe (never emptied) is
+		 * left out: it would end every poll at once. */
+		struct pollfd p[2] = {{.fd = fd, .events = POLLOUT},
+				      {.fd = c->wake[0], .events = POLLIN}};
+		if (poll(p, stop_seen ? 1 : 2, (int)(until - now)) < 0 &&
+		    errno != EINTR)
+			return -errno;
 	}
 	return 0;
+}
+
+/* Format one line (@fmt ends in a newline) into @buf, escaped
+ * (sfs_escape): a note or an error may carry a name or a message from
+ * the network, and a newline in it would be a line of the protocol
+ * ("done").  Returns its length, newline included, or -1. */
+static int vline(char *buf, size_t len, const char *fmt, va_list ap)
+{
+	char line[512];
+	int k = vsnprintf(line, sizeof(line), fmt, ap);
+	if (k < 0 || len < 2)
+		return -1;
+	size_t l = SFS_MIN((size_t)k, sizeof(line) - 1);
+	if (l && line[l - 1] == '\n')
+		l--;
+	sfs_escape(line, l, buf, len - 1);
+	int n = (int)strlen(buf);
+	buf[n++] = '\n';
+	return n;
+}
+
+/* One line to a client that has no job (the acceptor's refusal), bounded
+ * as every line is (send_bounded); 0 or -errno. */
+static int say_fd(struct sfs_mctl *c, int fd, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int say_fd(struct sfs_mctl *c, int fd, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vline(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return n < 0 ? -EINVAL : send_bounded(c, fd, buf, (size_t)n);
+}
+
+/*
+ * One line to @j's client (@fmt ends in a newline); 0, or -1 when it is
+ * gone or dropped.  A client that does not take the line within the
+ * bound (send_bounded) is dropped: one log line names it, its socket is
+ * shut down both ways (it reads what was queued, then the end), and
+ * every later line is skipped.  The job's thread only.
+ */
+static int say(struct job *j, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int say(struct job *j, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	if (j->dropped)
+		return -1;
+	va_start(ap, fmt);
+	int n = vline(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -1;
+	int rc = send_bounded(j->ctl, j->fd, buf, (size_t)n);
+	if (rc == -ETIMEDOUT) {
+		int stop = stopping(j->ctl);
+		SFS_LOG(SFS_WARN, "mctl",
+			"prefetch client pid %d: took no reply for %d ms%s "
+			"(it does not read): dropped",
+			(int)j->pid, stop ? STOP_SEND_MS : SEND_TIMEOUT_MS,
+			stop ? " of the unmount" : "");
+		shutdown(j->fd, SHUT_RDWR);
+		j->dropped = 1;
+	}
+	return rc ? -1 : 0;
 }
 
 static int client_progress(void *arg, uint64_t done, uint64_t total)
@@ -97,15 +200,14 @@ static int client_progress(void *arg, uint64_t done, uint64_t total)
 	if (done && done < total && now - j->last_ns < PROGRESS_EVERY_NS)
 		return 0;
 	j->last_ns = now;
-	return say(j->fd, "progress %" PRIu64 " %" PRIu64 "\n", done, total)
-		       ? 1
-		       : 0;
+	return say(j, "progress %" PRIu64 " %" PRIu64 "\n", done, total) ? 1
+									 : 0;
 }
 
 static void client_note(void *arg, const char *line)
 {
 	struct job *j = arg;
-	say(j->fd, "note %s\n", line);
+	say(j, "note %s\n", line);
 }
 
 static int log_progress(void *arg, uint64_t done, uint64_t total)
@@ -130,33 +232,56 @@ static void log_note(void *arg, const char *line)
 	SFS_LOG(SFS_WARN, "prefetch", "%s", line);
 }
 
-/* Read "path REL" lines up to "prefetch"; 0, or -1 with the reason
- * told to the client. */
+/* Read "path REL" lines up to "prefetch", all of it within
+ * REQ_TIMEOUT_MS (a client that sends nothing, or a byte now and then,
+ * does not hold a thread), and no longer once the mount stops; 0, or -1
+ * with the reason told to the client.  The job's thread only. */
 static int read_request(struct job *j)
 {
 	char *buf = malloc(REQ_MAX + 1), *line, *save = NULL;
+	uint64_t until = sfs_now_ms() + REQ_TIMEOUT_MS;
 	size_t len = 0;
-	int rc = -1;
+	int rc = -1, stop = 0;
 
 	if (!buf)
 		return -1;
-	while (len < REQ_MAX) {
-		ssize_t n = recv(j->fd, buf + len, REQ_MAX - len, 0);
-		if (n < 0 && errno == EINTR)
+	buf[0] = '\0';
+	while (len < REQ_MAX && !strstr(buf, "prefetch\n")) {
+		uint64_t now = sfs_now_ms();
+		if (now >= until)
+			break;
+		struct pollfd p[2] = {
+			{.fd = j->fd, .events = POLLIN},
+			{.fd = j->ctl->wake[0], .events = POLLIN}};
+		if (poll(p, 2, (int)(until - now)) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents) {
+			stop = 1;
+			break;
+		}
+		if (!p[0].revents)
+			continue;
+		ssize_t n = recv(j->fd, buf + len, REQ_MAX - len, MSG_DONTWAIT);
+		if (n < 0 &&
+		    (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
 			continue;
 		if (n <= 0)
 			break;
 		len += (size_t)n;
 		buf[len] = '\0';
-		if (strstr(buf, "prefetch\n"))
-			break;
 	}
-	buf[len] = '\0';
+	if (stop) {
+		say(j, "error stopped: the mount is being unmounted\n");
+		goto out;
+	}
 	if (!strstr(buf, "prefetch\n")) {
-		say(j->fd,
-		    "error incomplete request (at most %u bytes, "
+		say(j,
+		    "error incomplete request (at most %u bytes within %d s, "
 		    "ending with \"prefetch\")\n",
-		    REQ_MAX);
+		    REQ_MAX, REQ_TIMEOUT_MS / 1000);
 		goto out;
 	}
 	for (line = strtok_r(buf, "\n", &save); line;
@@ -166,7 +291,7 @@ static int read_request(struct job *j)
 			break;
 		}
 		if (strncmp(line, "path ", 5) || j->npaths == PATHS_MAX) {
-			say(j->fd, "error bad request line: %.80s\n", line);
+			say(j, "error bad request line: %.80s\n", line);
 			goto out;
 		}
 		if (!(j->paths[j->npaths] = strdup(line + 5)))
@@ -218,9 +343,9 @@ static void *job_thread(void *arg)
 			snprintf(err, sizeof(err),
 				 "stopped: the mount is being unmounted");
 		if (rc)
-			say(j->fd, "error %s\n", err);
+			say(j, "error %s\n", err);
 		else
-			say(j->fd, "done %" PRIu64 "\n", sfs_now_ms() - t0);
+			say(j, "done %" PRIu64 "\n", sfs_now_ms() - t0);
 		SFS_LOG(rc ? SFS_WARN : SFS_INFO, "prefetch",
 			"request for %zu path(s) (%s%s): %s", j->npaths,
 			j->paths[0][0] ? j->paths[0] : "/",
@@ -264,13 +389,14 @@ static int job_start(struct sfs_mctl *c, struct job *j)
 	return rc;
 }
 
-/* Only our own user and root may ask. */
-static int allowed(int fd)
+/* Only our own user and root may ask; the peer's pid into *@pid. */
+static int allowed(int fd, pid_t *pid)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len))
 		return 0;
+	*pid = cr.pid;
 	return cr.uid == 0 || cr.uid == geteuid();
 }
 
@@ -287,17 +413,17 @@ static void *acceptor(void *arg)
 		if (!(p[0].revents & POLLIN))
 			continue;
 		int fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC);
+		pid_t pid = 0;
 		if (fd < 0)
 			continue;
-		if (!allowed(fd)) {
-			say(fd, "error not allowed: only uid %u and root\n",
-			    (unsigned int)geteuid());
+		if (!allowed(fd, &pid)) {
+			/* One line into an empty socket: it never waits. */
+			say_fd(c, fd,
+			       "error not allowed: only uid %u and root\n",
+			       (unsigned int)geteuid());
 			close(fd);
 			continue;
 		}
-		/* A client that sends nothing does not hold a thread. */
-		struct timeval tv = {.tv_sec = 5};
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		struct job *j = calloc(1, sizeof(*j));
 		if (!j) {
 			close(fd);
@@ -305,6 +431,7 @@ static void *acceptor(void *arg)
 		}
 		j->ctl = c;
 		j->fd = fd;
+		j->pid = pid;
 		job_start(c, j);
 	}
 	return NULL;
@@ -498,8 +625,11 @@ void sfs_mctl_stop(struct sfs_mctl *c)
 	pthread_join(c->acceptor, NULL);
 	close(c->lfd);
 	unlink(c->path);
-	/* Each job sees stopping after its current chunk, and every chunk
-	 * is bounded by the cache's timeout. */
+	/* Each job sees stopping after its current chunk (a wait bounded by
+	 * the cache's timeout) and ends; a line to its client waits at
+	 * most STOP_SEND_MS more (send_bounded), a request being read not
+	 * at all (read_request): a client that stops reading holds this up
+	 * for STOP_SEND_MS, and no job outlives c (they all end here). */
 	pthread_mutex_lock(&c->lock);
 	uint64_t t0 = sfs_now_ms();
 	int told = 0;

@@ -12,7 +12,11 @@
  *            "prefetch\n"
  *   daemon:  "note TEXT\n"...  "progress DONE TOTAL\n"...  then
  *            "done MS\n" or "error TEXT\n"
- * A client that goes away stops its prefetch.
+ * A client that goes away stops its prefetch.  No client can hold the
+ * daemon: its request must arrive within 5 s, and a line it does not
+ * take within 5 s (it stopped reading; progress comes every 100 ms)
+ * drops it, with one log line naming its pid, and stops its prefetch;
+ * during an unmount a line waits at most 1 s (mctl.c, docs/cache.md).
  */
 #ifndef SFS_MCTL_H
 #define SFS_MCTL_H
@@ -48,8 +52,9 @@ int sfs_mctl_remove_stale(void);
 
 /*
  * sfs_mctl_stop - stop listening, stop every prefetch and wait for them
- * (each stops within the cache's timeout), remove the socket, free.
- * NULL is fine.
+ * (each stops after its current chunk, within the cache's timeout, and
+ * drops a client that has not taken its last line within 1 s), remove
+ * the socket, free.  No job runs after it returns.  NULL is fine.
  */
 void sfs_mctl_stop(struct sfs_mctl *c);
 

@@ -512,18 +512,27 @@ bound() {
 	else echo "neither (links $u % full, CPU ${!cpu} %)"; fi
 }
 okf() { awk -v x="$1" -v g="$2" 'BEGIN { print (x <= g) ? "met" : "MISSED" }'; }
+# control NAME: the control bytes each replica received during its load
+# (its status when it had every byte), as a share of the model: the
+# largest, in %
+control() {
+	cat "$WORK/$1"-r*.status 2>/dev/null |
+		awk -v b="$BYTES" '$1 == "control_bytes:" { v = 100 * $2 / b; if (v > m) m = v }
+			END { printf "%.3f", m }'
+}
 echo
 echo "## fan-out: $N replicas, $MB MiB model, $RATE links ($(nproc) cores)"
 echo
-echo "| scenario | all done | replicas done at (s) | seed sent | bound by |"
-echo "|---|---|---|---|---|"
-want a && echo "| (a) seed only | $(s "$T_a") s | ${DONE_a% } | $(x "$SEEDSENT_a" "$BYTES") x model | $(bound a "$SEEDSENT_a" 1) |"
-want b && echo "| (b) --reseed | $(s "$T_b") s | ${DONE_b% } | $(x "$SEEDSENT_b" "$BYTES") x model | $(bound b "$RECV_b" "$N") |"
-want c && echo "| (c) $N pairs | $(s "$T_c") s | ${DONE_c% } | - | $(bound c "$RECV_c" "$N") |"
-want k && echo "| (k) (b), seed killed -9 at $(s "$K_AT") s | $(s "$T_k") s | ${DONE_k% } | $(x "$K_SENT" "$BYTES") x model before | all $N byte-exact |"
-want f && echo "| (f) (b), the seed's link $SEED_X x | $(s "$T_f") s | ${DONE_f% } | $(x "$SEEDSENT_f" "$BYTES") x model | $(bound f "$RECV_f" "$N") |"
-want f && echo "| (f), seed killed -9 at $(s "$G_AT") s | $(s "$T_g") s | ${DONE_g% } | $(x "$G_SENT" "$BYTES") x model before | all $N byte-exact |"
-want h && [ "$T_b" -gt 0 ] && echo "| (h) (b), seed killed -9 at $(s "$H_AT") s | $( [ "$FAILED_h" = "$N" ] && echo - || echo "$(s "$T_h") s") | ${DONE_h% } | $(x "$H_SENT" "$BYTES") x model before | $((N - FAILED_h)) byte-exact, $FAILED_h failed (EIO) |"
+echo "| scenario | all done | replicas done at (s) | seed sent | control received (largest, % of model) | bound by |"
+echo "|---|---|---|---|---|---|"
+want a && echo "| (a) seed only | $(s "$T_a") s | ${DONE_a% } | $(x "$SEEDSENT_a" "$BYTES") x model | $(control a) % | $(bound a "$SEEDSENT_a" 1) |"
+want b && echo "| (b) --reseed | $(s "$T_b") s | ${DONE_b% } | $(x "$SEEDSENT_b" "$BYTES") x model | $(control b) % | $(bound b "$RECV_b" "$N") |"
+want c && echo "| (c) $N pairs | $(s "$T_c") s | ${DONE_c% } | - | $(control c) % | $(bound c "$RECV_c" "$N") |"
+want k && echo "| (k) (b), seed killed -9 at $(s "$K_AT") s | $(s "$T_k") s | ${DONE_k% } | $(x "$K_SENT" "$BYTES") x model before | $(control k) % | all $N byte-exact |"
+want f && echo "| (f) (b), the seed's link $SEED_X x | $(s "$T_f") s | ${DONE_f% } | $(x "$SEEDSENT_f" "$BYTES") x model | $(control f) % | $(bound f "$RECV_f" "$N") |"
+want f && echo "| (f), seed killed -9 at $(s "$G_AT") s | $(s "$T_g") s | ${DONE_g% } | $(x "$G_SENT" "$BYTES") x model before | $(control g) % | all $N byte-exact |"
+want h && [ "$T_b" -gt 0 ] && echo "| (h) (b), seed killed -9 at $(s "$H_AT") s | $( [ "$FAILED_h" = "$N" ] && echo - || echo "$(s "$T_h") s") | ${DONE_h% } | $(x "$H_SENT" "$BYTES") x model before | $(control h) % | $((N - FAILED_h)) byte-exact, $FAILED_h failed (EIO) |"
+want b && echo "control: HTTP bytes each replica's control client received while it loaded (goal for (b) <= 1 % of the model: $(okf "$(control b)" 1))"
 echo
 echo "link bounds: (a) $ideal_a s (the seed's uplink), (c) $ideal_c s (each replica's downlink)"
 [ "$RUNS" -gt 1 ] && want b && want c &&
@@ -601,6 +610,7 @@ if [ -n "$RESULTS" ]; then
 			v=FAILED_$sc
 			echo "failed_$sc ${!v}"
 		done
+		want b && echo "control_max_pct_b $(control b)"
 		echo "seed_sent_a $SEEDSENT_a"
 		echo "seed_sent_b $SEEDSENT_b"
 		echo "killed_at $K_AT"

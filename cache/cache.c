@@ -22,10 +22,19 @@ static void *disk_thread(void *arg);
 static void holder_free(struct cache_holder *h);
 
 /* Free @s and what it owns (not what it borrows).  NULL is fine. */
+static void stamps_free(struct cache_set *s)
+{
+	for (size_t i = 0; s->stamps && i < s->nobjs; i++)
+		free(s->stamps[i]);
+	free(s->stamps);
+	s->stamps = NULL;
+}
+
 static void set_struct_free(struct cache_set *s)
 {
 	if (!s)
 		return;
+	stamps_free(s);
 	free(s->label);
 	free(s->objs);
 	free(s->holders);
@@ -180,7 +189,7 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 	if (ch) {
 		sfs_list_del(&c->lru, ch);
 		sfs_cache_unhash(c, ch);
-		c->sets[ch->set]->version++;
+		sfs_cache_touch(c, ch);
 		ch->state = CH_FREE;
 		ch->listed = 0;
 		sfs_cache_set_drop(c, ch->set);
@@ -407,6 +416,7 @@ int sfs_cache_add_set(struct sfs_cache *c, const char *label,
 			     ((objs[i - 1].len + c->chunk_size - 1) >>
 			      c->chunk_shift);
 	pthread_mutex_lock(&c->lock);
+	s->version = s->born = ++c->clock;
 	if (c->nfree_sets) {
 		*set = c->free_sets[--c->nfree_sets];
 		c->sets[*set] = s;
@@ -823,9 +833,30 @@ int sfs_cache_holder_expire(struct sfs_cache *c, uint32_t holder,
 	return rc;
 }
 
-int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
-		     uint32_t *slots, uint64_t n, uint64_t keep_ms,
-		     uint64_t *version)
+/* Stamps for every chunk of @s, at its version now (c->lock held): from
+ * now on, what changed since a version at least this one is known.  A
+ * set whose stamps cannot be had answers every export in full. */
+static void stamps_start(struct sfs_cache *c, struct cache_set *s)
+{
+	if (s->stamps)
+		return;
+	s->stamps = calloc(s->nobjs ? s->nobjs : 1, sizeof(*s->stamps));
+	for (size_t i = 0; s->stamps && i < s->nobjs; i++) {
+		uint64_t n =
+			(s->objs[i].len + c->chunk_size - 1) >> c->chunk_shift;
+		if (!(s->stamps[i] = malloc((n ? n : 1) * sizeof(uint64_t)))) {
+			stamps_free(s);
+			return;
+		}
+		for (uint64_t k = 0; k < n; k++)
+			s->stamps[i][k] = s->version;
+	}
+	s->stamped_at = s->version;
+}
+
+static int export(struct sfs_cache *c, uint32_t set, uint32_t obj,
+		  const struct sfs_cache_xver *since, uint32_t *slots,
+		  uint64_t n, uint64_t keep_ms, struct sfs_cache_xver *now)
 {
 	pthread_mutex_lock(&c->lock);
 	if (!set_of(c, set) || obj >= c->sets[set]->nobjs ||
@@ -834,26 +865,58 @@ int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		return -ENOENT;
 	}
 	struct cache_set *s = c->sets[set];
+	stamps_start(c, s);
+	if (since &&
+	    (!s->stamps || since->born != s->born ||
+	     since->version < s->stamped_at || since->version > s->version)) {
+		pthread_mutex_unlock(&c->lock);
+		return -ERANGE;
+	}
 	uint64_t len = s->objs[obj].len;
 	uint64_t nchunks = (len + c->chunk_size - 1) >> c->chunk_shift;
+	const uint64_t *stamp = s->stamps ? s->stamps[obj] : NULL;
 	int held = 0;
 	s->keep_until_ms = SFS_MAX(s->keep_until_ms, sfs_now_ms() + keep_ms);
 	for (uint64_t i = 0; i < n; i++) {
 		struct sfs_chunk *ch =
 			i < nchunks ? lookup(c, set, obj, i) : NULL;
-		if (!ch || ch->state != CH_READY) {
+		int ready = ch && ch->state == CH_READY;
+		if (ready) { /* listed: in the asker's list from now */
+			ch->listed = 1;
+			held++;
+		}
+		if (since && (i >= nchunks || stamp[i] <= since->version))
+			slots[i] = SFS_CACHE_SLOT_SAME;
+		else if (ready)
+			slots[i] = (uint32_t)(ch - c->slots);
+		else
 			slots[i] = ch && ch->state == CH_LOADING
 					   ? SFS_CACHE_SLOT_COMING
 					   : UINT32_MAX;
-			continue;
-		}
-		slots[i] = (uint32_t)(ch - c->slots);
-		ch->listed = 1;
-		held++;
 	}
-	*version = s->version;
+	now->version = s->version;
+	now->born = s->born;
 	pthread_mutex_unlock(&c->lock);
 	return held;
+}
+
+int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
+		     uint32_t *slots, uint64_t n, uint64_t keep_ms,
+		     uint64_t *version)
+{
+	struct sfs_cache_xver now;
+	int rc = export(c, set, obj, NULL, slots, n, keep_ms, &now);
+	if (rc >= 0)
+		*version = now.version;
+	return rc;
+}
+
+int sfs_cache_export_since(struct sfs_cache *c, uint32_t set, uint32_t obj,
+			   const struct sfs_cache_xver *since, uint32_t *slots,
+			   uint64_t n, uint64_t keep_ms,
+			   struct sfs_cache_xver *now)
+{
+	return export(c, set, obj, since, slots, n, keep_ms, now);
 }
 
 int sfs_cache_keep(struct sfs_cache *c, uint32_t set, uint64_t version,
@@ -966,7 +1029,7 @@ static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 	pthread_mutex_lock(&c->lock);
 	if (!rc) {
 		ch->state = CH_READY;
-		c->sets[ch->set]->version++;
+		sfs_cache_touch(c, ch);
 		c->st.disk_hits++;
 		c->st.disk_bytes_read += ch->len;
 		sfs_cache_settle(c, ch);
@@ -1137,7 +1200,7 @@ void sfs_cache_retire_set(struct sfs_cache *c, uint32_t set)
 	if (set_of(c, set) && !c->sets[set]->retired) {
 		struct cache_set *s = c->sets[set];
 		s->retired = 1;
-		s->version++;
+		s->version = ++c->clock;
 		d = s->disk;
 		/* Its unpinned chunks are of no use to anyone now. */
 		for (struct sfs_chunk *ch = c->lru.head, *next; ch; ch = next) {

@@ -368,6 +368,22 @@ void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on);
  * replica needs a new list: export again), -ENOENT as above.
  */
 #define SFS_CACHE_SLOT_COMING (UINT32_MAX - 1)
+#define SFS_CACHE_SLOT_SAME (UINT32_MAX - 2)
+/* A version of a set, as exports give them: @born tells the set from a
+ * later one of the same number (no two sets share a version). */
+struct sfs_cache_xver {
+	uint64_t born, version;
+};
+/* sfs_cache_export_since - as sfs_cache_export, but a chunk whose
+ * exported state is what it was at version @since gets
+ * SFS_CACHE_SLOT_SAME: an asker that has the list of @since learns only
+ * what changed.  *now: the version this answer brings the asker to.
+ * -ERANGE when @since is not one this set can answer from (another
+ * set's, before its first export, or ahead of it): export in full. */
+int sfs_cache_export_since(struct sfs_cache *c, uint32_t set, uint32_t obj,
+			   const struct sfs_cache_xver *since, uint32_t *slots,
+			   uint64_t n, uint64_t keep_ms,
+			   struct sfs_cache_xver *now);
 int sfs_cache_export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 		     uint32_t *slots, uint64_t n, uint64_t keep_ms,
 		     uint64_t *version);

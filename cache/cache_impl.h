@@ -122,7 +122,16 @@ struct cache_set {
 	uint32_t *holders;     /* live holders of this set */
 	uint64_t last_done_ms; /* a pull of this set completed */
 	uint64_t version;      /* chunks were posted, became ready, failed or
-			     left: an export is old */
+			     left: an export is old (a number of c->clock:
+			     no two sets share one) */
+	uint64_t born;	       /* c->clock when it was added */
+	/* Per object, per chunk: the version its exported state (slot,
+	 * coming, not held) last changed at (sfs_cache_touch), so an
+	 * export says only what changed since a version
+	 * (sfs_cache_export_since).  NULL until the first export; then
+	 * every chunk's is that export's version. */
+	uint64_t **stamps;
+	uint64_t stamped_at; /* its version when the stamps began */
 	/* Its chunks an export listed are not evicted before then:
 	 * sfs_cache_export, renewed by sfs_cache_keep while the set's
 	 * version stays that of the list. */
@@ -222,6 +231,8 @@ struct sfs_cache {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* any chunk changed state, was put, or a peer
 				changed state */
+	uint64_t clock;	     /* the last set version given; protected by
+				lock */
 	size_t nslots;
 	struct sfs_chunk *slots;
 	size_t nbuckets;	    /* power of two */
@@ -366,6 +377,17 @@ void sfs_peer_mismatch(struct sfs_cache *c, struct sfs_chunk *ch);
  * (partial, being pulled there)?  (c->lock held) */
 int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx);
 int sfs_holder_coming(const struct cache_holder *h, uint32_t obj, uint64_t idx);
+
+/* @ch's exported state (slot, coming, not held) changes, or may have:
+ * its set's version moves, and @ch's stamp with it (c->lock held). */
+static inline void sfs_cache_touch(struct sfs_cache *c,
+				   const struct sfs_chunk *ch)
+{
+	struct cache_set *s = c->sets[ch->set];
+	s->version = ++c->clock;
+	if (s->stamps && s->stamps[ch->obj])
+		s->stamps[ch->obj][ch->idx] = s->version;
+}
 
 /* slab.c */
 int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen);

@@ -411,7 +411,7 @@ size_t sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p,
 		p->inflight--;
 		sfs_cache_unhash(c, ch);
 		ch->orphan = 1;
-		c->sets[ch->set]->version++; /* no longer coming */
+		sfs_cache_touch(c, ch); /* no longer coming */
 	}
 	pthread_cond_broadcast(&c->cond);
 	return elsewhere;
@@ -592,7 +592,7 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 	ch->state = rc ? CH_FAILED : CH_READY;
 	ch->err = rc;
 	if (!rc) {
-		c->sets[ch->set]->version++;
+		sfs_cache_touch(c, ch);
 		c->st.pulls++;
 		c->st.bytes_pulled += ch->len;
 	} else {
@@ -681,7 +681,7 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		sfs_list_add_tail(&p->loading, ch);
 		p->inflight++;
 		c->loading++;
-		c->sets[ch->set]->version++; /* coming: an export is old */
+		sfs_cache_touch(c, ch); /* coming: an export is old */
 		/* Once posted, @ch may complete (and a direct one be freed by
 		 * its reader) before the lock is back: what is logged of it
 		 * is taken now. */
@@ -703,7 +703,7 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 			busy_account(c, p);
 			sfs_list_del(&p->loading, ch);
 			p->inflight--;
-			c->sets[ch->set]->version++;
+			sfs_cache_touch(c, ch);
 		}
 		c->loading--;
 		if (ch->orphan) {
@@ -1073,7 +1073,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 	busy_account(c, p);
 	sfs_list_del(&p->loading, ch);
 	p->inflight--;
-	s->version++; /* no longer coming: ready, or not (an export is old) */
+	sfs_cache_touch(c, ch); /* no longer coming: ready, or not */
 	if (status == -ECANCELED) {
 		/* A reconnect (or the end) cancelled it: pulled again for
 		 * whoever waits. */
@@ -1345,6 +1345,7 @@ static size_t move_off(struct sfs_cache *c, uint32_t pi)
 		p->inflight--;
 		sfs_cache_unhash(c, ch);
 		ch->orphan = 1;
+		sfs_cache_touch(c, ch); /* no longer coming from here */
 		moved++;
 	}
 	c->st.failovers += moved;

@@ -11,6 +11,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,30 @@ void sfs_control_keep_end(void)
 }
 
 /* One HTTP exchange; @body NULL for GET.  *code: the HTTP status. */
+/* HTTP bytes this process sent and received as a client: what the
+ * control plane costs (sfs_control_traffic). */
+static _Atomic uint64_t traffic_rx, traffic_tx;
+
+static void count_traffic(CURL *h)
+{
+	curl_off_t dl = 0, ul = 0;
+	long hs = 0, rs = 0;
+	curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &dl);
+	curl_easy_getinfo(h, CURLINFO_HEADER_SIZE, &hs);
+	curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &ul);
+	curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &rs);
+	atomic_fetch_add(&traffic_rx, (uint64_t)(dl > 0 ? dl : 0) +
+					      (uint64_t)(hs > 0 ? hs : 0));
+	atomic_fetch_add(&traffic_tx, (uint64_t)(ul > 0 ? ul : 0) +
+					      (uint64_t)(rs > 0 ? rs : 0));
+}
+
+void sfs_control_traffic(uint64_t *rx, uint64_t *tx)
+{
+	*rx = atomic_load(&traffic_rx);
+	*tx = atomic_load(&traffic_tx);
+}
+
 static int exchange(struct sfs_control_cred *cred, const char *url,
 		    const void *body, size_t blen, unsigned int timeout_ms,
 		    struct sfs_http_body *b, long *code, char *err,
@@ -275,6 +300,7 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
+	count_traffic(h);
 	if (b->too_big || cc == CURLE_FILESIZE_EXCEEDED) {
 		snprintf(err, errlen, "%s: response larger than %zu bytes", url,
 			 b->limit);

@@ -157,6 +157,11 @@ int sfs_control_remote_key(struct sfs_xport *x, const struct sfs_remote *r,
  * sfs_xport_key_release once no piece uses it. */
 int sfs_control_remote_key_raw(const struct sfs_remote *r);
 
+/* sfs_control_traffic - HTTP bytes (headers and bodies) this process
+ * has received and sent as a control-port client since it started: what
+ * the control plane costs it.  Thread safe. */
+void sfs_control_traffic(uint64_t *rx, uint64_t *tx);
+
 /* sfs_control_init - process-wide setup; call once before threads. */
 int sfs_control_init(void);
 

@@ -165,6 +165,15 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 				"kind", n[i].kind, "error", "checksum", NULL);
 	}
 
+	uint64_t crx, ctx;
+	sfs_control_traffic(&crx, &ctx);
+	sfs_metrics_family(m, "seedfs_control_bytes_total", "counter",
+			   "HTTP bytes this replica's control-port client "
+			   "received and sent (headers and bodies).");
+	sfs_metrics_u64(m, "seedfs_control_bytes_total", crx, "direction",
+			"received", NULL);
+	sfs_metrics_u64(m, "seedfs_control_bytes_total", ctx, "direction",
+			"sent", NULL);
 	struct rsrc_caps caps;
 	rsrc_caps(r, &caps);
 	const struct one tab[] = {

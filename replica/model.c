@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "metadata/control.h"
+#include "metadata/holdruns.h"
 #include "metadata/jsonlim.h"
 #include "replica/tree.h"
 #include "transports/transport.h"
@@ -216,6 +217,7 @@ static void holder_free(struct sfs_vholder *h)
 		sfs_manifest_free(h->m);
 	free(h->hobjs);
 	free(h->pieces);
+	model_slots_free(&h->slots);
 	free(h);
 }
 
@@ -852,19 +854,148 @@ static int hex64(json_t *v, uint64_t *out)
 	return sfs_parse_u64(json_string_value(v), out) ? -1 : 0;
 }
 
+void model_slots_free(struct model_slots *ms)
+{
+	for (size_t i = 0; ms->s && i < ms->nfiles; i++)
+		free(ms->s[i]);
+	free(ms->s);
+	*ms = (struct model_slots){0};
+}
+
+/* The chunks of file @j of @hm at @chunk bytes each. */
+static uint64_t chunks_of(const struct sfs_manifest *hm, size_t j,
+			  uint64_t chunk)
+{
+	return (hm->files[j].size + chunk - 1) / chunk;
+}
+
+/* Fresh slot arrays for @hm's files, nothing held: 0 or -ENOMEM. */
+static int slots_new(const struct sfs_manifest *hm, uint64_t chunk,
+		     struct model_slots *ms)
+{
+	ms->s = calloc(hm->nfiles ? hm->nfiles : 1, sizeof(*ms->s));
+	if (!ms->s)
+		return -ENOMEM;
+	ms->nfiles = hm->nfiles;
+	for (size_t j = 0; j < hm->nfiles; j++) {
+		uint64_t n = chunks_of(hm, j, chunk);
+		if (!(ms->s[j] = malloc((n ? n : 1) * sizeof(uint32_t)))) {
+			model_slots_free(ms);
+			return -ENOMEM;
+		}
+		for (uint64_t k = 0; k < n; k++)
+			ms->s[j][k] = SFS_RUNS_NONE;
+	}
+	return 0;
+}
+
+/* Every chunk's slot from @o into @ms: "runs" (form 2; onto @ms when @o
+ * says "since" and @ms are of the same chunk size, slab and key, else
+ * from nothing) or "files" (a slot per chunk).  A slot must be below
+ * @fit. */
+static int holdings_slots(json_t *o, const struct sfs_manifest *hm,
+			  uint64_t chunk, uint64_t addr, uint64_t keyhash,
+			  uint64_t fit, struct model_slots *ms, char *why,
+			  size_t whylen)
+{
+	json_t *runs = json_object_get(o, "runs");
+	json_t *files = json_object_get(o, "files");
+	json_t *lists = runs ? runs : files;
+	int delta = runs && json_object_get(o, "since");
+	uint64_t total = 0;
+
+	if (!json_is_array(lists) || json_array_size(lists) != hm->nfiles) {
+		snprintf(why, whylen,
+			 "holdings: %s: not one list per file (%zu)",
+			 runs ? "runs" : "files", hm->nfiles);
+		return -EPROTO;
+	}
+	for (size_t j = 0; j < hm->nfiles; j++)
+		total += chunks_of(hm, j, chunk);
+	if (total > HOLDINGS_CHUNKS_MAX) {
+		snprintf(why, whylen,
+			 "holdings: chunk_size: %" PRIu64 " makes %" PRIu64
+			 " chunks of this model, more than %u",
+			 chunk, total, HOLDINGS_CHUNKS_MAX);
+		return -EPROTO;
+	}
+	if (delta &&
+	    (!ms->s || ms->nfiles != hm->nfiles || ms->chunk != chunk ||
+	     ms->addr != addr || ms->keyhash != keyhash)) {
+		snprintf(why, whylen,
+			 "holdings: since: a delta onto a list this replica "
+			 "does not have (%s)",
+			 !ms->s ? "none" : "another chunk size, slab or key");
+		return -EPROTO;
+	}
+	if (!delta) {
+		model_slots_free(ms);
+		if (slots_new(hm, chunk, ms)) {
+			snprintf(why, whylen, "out of memory");
+			return -ENOMEM;
+		}
+		ms->chunk = chunk;
+		ms->addr = addr;
+		ms->keyhash = keyhash;
+	}
+	size_t j;
+	json_t *fa;
+	json_array_foreach (lists, j, fa) {
+		uint64_t n = chunks_of(hm, j, chunk);
+		uint32_t *sl = ms->s[j];
+		if (runs) {
+			char w[160];
+			if (!json_is_string(fa)) {
+				snprintf(why, whylen,
+					 "holdings: runs[%zu]: not a string",
+					 j);
+				return -EPROTO;
+			}
+			int rc = sfs_runs_apply(json_string_value(fa),
+						json_string_length(fa), sl, n,
+						fit, w, sizeof(w));
+			if (rc) {
+				snprintf(why, whylen, "holdings: runs[%zu]: %s",
+					 j, w);
+				return rc;
+			}
+			continue;
+		}
+		if (!json_is_array(fa) || json_array_size(fa) != n) {
+			snprintf(why, whylen,
+				 "holdings: files[%zu]: not %" PRIu64 " slots",
+				 j, n);
+			return -EPROTO;
+		}
+		size_t k;
+		json_t *sv;
+		json_array_foreach (fa, k, sv) {
+			json_int_t slot = json_integer_value(sv);
+			if (json_is_integer(sv) && slot == -2)
+				sl[k] = SFS_RUNS_COMING;
+			else if (json_is_integer(sv) && slot >= 0 &&
+				 (uint64_t)slot < fit &&
+				 (uint64_t)slot < SFS_RUNS_SAME)
+				sl[k] = (uint32_t)slot;
+			/* else not held (or nonsense) */
+		}
+	}
+	return 0;
+}
+
 int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
-			  const struct sfs_manifest *cm,
+			  const struct sfs_manifest *cm, struct model_slots *ms,
 			  struct sfs_remote *slab,
 			  uint8_t raw[SFS_MF_RAWKEY_MAX],
 			  struct sfs_cache_hobj **hobjs,
 			  struct sfs_cache_piece **pieces, char *why,
 			  size_t whylen)
 {
-	json_t *files = json_object_get(o, "files");
 	json_t *js = json_object_get(o, "slab");
 	json_t *cs = json_object_get(o, "chunk_size");
 	uint64_t chunk, addr;
 	size_t np = 0;
+	int rc;
 
 	*hobjs = NULL;
 	*pieces = NULL;
@@ -875,30 +1006,28 @@ int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
 		snprintf(why, whylen,
 			 "holdings: chunk_size: not a power of "
 			 "two in 4 KiB..1 GiB");
-		return -EPROTO;
+		rc = -EPROTO;
+		goto err;
 	}
 	chunk = (uint64_t)json_integer_value(cs);
-	if (!json_is_array(files) || json_array_size(files) != hm->nfiles) {
-		snprintf(why, whylen,
-			 "holdings: files: not one list per file "
-			 "(%zu)",
-			 hm->nfiles);
-		return -EPROTO;
-	}
 	if (hex64(json_object_get(js, "address"), &addr)) {
 		snprintf(why, whylen,
 			 "holdings: slab.address: not a 64-bit "
 			 "hex string");
-		return -EPROTO;
+		rc = -EPROTO;
+		goto err;
 	}
 	slab->raddr = addr;
 	const char *rk = json_string_value(json_object_get(js, "raw_key"));
+	const char *kt =
+		rk ? rk : json_string_value(json_object_get(js, "key"));
 	size_t rl;
 	if (rk) {
 		if (sfs_hex_decode(rk, raw, SFS_MF_RAWKEY_MAX, &rl) || !rl) {
 			snprintf(why, whylen,
 				 "holdings: slab.raw_key: not hex");
-			return -EPROTO;
+			rc = -EPROTO;
+			goto err;
 		}
 		slab->raw = raw;
 		slab->raw_len = (uint32_t)rl;
@@ -906,19 +1035,20 @@ int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
 		snprintf(why, whylen,
 			 "holdings: slab.key: not a 64-bit hex "
 			 "string");
-		return -EPROTO;
+		rc = -EPROTO;
+		goto err;
 	}
-	size_t j;
-	json_t *fa;
-	json_array_foreach (files, j, fa) {
-		uint64_t n = (hm->files[j].size + chunk - 1) / chunk;
-		if (!json_is_array(fa) || json_array_size(fa) != n) {
-			snprintf(why, whylen,
-				 "holdings: files[%zu]: not %" PRIu64 " slots",
-				 j, n);
-			return -EPROTO;
-		}
-		np += n;
+	/* Slots whose chunk ends past the end of the address space are
+	 * nonsense: at most @fit of them fit. */
+	uint64_t fit = (UINT64_MAX - addr) / chunk;
+	if ((rc = holdings_slots(o, hm, chunk, addr,
+				 XXH3_64bits(kt, strlen(kt)), fit, ms, why,
+				 whylen)))
+		goto err;
+	for (size_t j = 0; j < hm->nfiles; j++) {
+		uint64_t n = chunks_of(hm, j, chunk);
+		for (uint64_t k = 0; k < n; k++)
+			np += ms->s[j][k] != SFS_RUNS_NONE;
 	}
 	json_t *map = json_object();
 	*hobjs = calloc(cm->nfiles ? cm->nfiles : 1, sizeof(**hobjs));
@@ -930,35 +1060,30 @@ int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
 		*hobjs = NULL;
 		*pieces = NULL;
 		snprintf(why, whylen, "out of memory");
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto err;
 	}
 	for (size_t i = 0; i < cm->nfiles; i++)
 		json_object_set_new_nocheck(map, cm->files[i].path,
 					    json_integer((json_int_t)i));
-	/* Slots whose chunk ends past the end of the address space are
-	 * nonsense: at most @fit of them fit. */
-	uint64_t fit = (UINT64_MAX - addr) / chunk;
 	struct sfs_cache_piece *pc = *pieces;
-	json_array_foreach (files, j, fa) {
+	for (size_t j = 0; j < hm->nfiles; j++) {
 		json_t *iv = json_object_get(map, hm->files[j].path);
 		if (!iv)
 			continue; /* same content: cannot happen */
 		size_t i = (size_t)json_integer_value(iv);
-		uint64_t size = hm->files[j].size;
+		uint64_t size = hm->files[j].size, n = chunks_of(hm, j, chunk);
 		(*hobjs)[i].pieces = pc;
 		/* A file without checksums comes from seeds alone: nothing
 		 * would tell a re-seeder's wrong bytes from right ones. */
 		if (!cm->files[i].csum_shift)
 			continue;
-		size_t k;
-		json_t *sv;
-		json_array_foreach (fa, k, sv) {
-			json_int_t slot = json_integer_value(sv);
-			int coming = json_is_integer(sv) && slot == -2;
-			if (!coming && (!json_is_integer(sv) || slot < 0 ||
-					(uint64_t)slot >= fit))
-				continue; /* not held (or nonsense) */
-			pc->off = (uint64_t)k * chunk;
+		for (uint64_t k = 0; k < n; k++) {
+			uint32_t slot = ms->s[j][k];
+			if (slot == SFS_RUNS_NONE)
+				continue;
+			int coming = slot == SFS_RUNS_COMING;
+			pc->off = k * chunk;
 			pc->len = SFS_MIN(chunk, size - pc->off);
 			pc->coming = coming; /* no bytes to read yet */
 			pc->raddr = coming ? 0 : addr + (uint64_t)slot * chunk;
@@ -968,6 +1093,9 @@ int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
 	}
 	json_decref(map);
 	return 0;
+err:
+	model_slots_free(ms);
+	return rc;
 }
 
 /* The pieces of re-seeder holder @h of @v from its holdings answer @o
@@ -976,7 +1104,7 @@ int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
  * (the caller's to give back, sfs_xport_key_release).  0 or -errno
  * with @why. */
 static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
-			   const struct sfs_vholder *h, json_t *o,
+			   struct sfs_vholder *h, json_t *o,
 			   struct sfs_cache_hobj **hobjs,
 			   struct sfs_cache_piece **pieces, uint64_t *slab_key,
 			   int *slab_raw, char *why, size_t whylen)
@@ -984,16 +1112,17 @@ static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 	struct sfs_remote slab;
 	uint8_t raw[SFS_MF_RAWKEY_MAX];
 	uint64_t key;
-	int rc = model_holdings_pieces(o, h->m, v->m, &slab, raw, hobjs, pieces,
-				       why, whylen);
+	int rc = model_holdings_pieces(o, h->m, v->m, &h->slots, &slab, raw,
+				       hobjs, pieces, why, whylen);
 	if (rc)
-		return rc;
+		return rc; /* the slots freed */
 	/* Imported last: nothing fails after it. */
 	if ((rc = sfs_control_remote_key(r->x, &slab, &key))) {
 		snprintf(why, whylen, "holdings: the slab's key: %s",
 			 strerror(-rc));
 		free(*hobjs);
 		free(*pieces);
+		model_slots_free(&h->slots);
 		return rc;
 	}
 	*slab_key = key;
@@ -1081,6 +1210,19 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 		     h = h->next) {
 			if (h->src != src || !h->partial)
 				continue;
+			/* An answer of another run of the re-seeder (one
+			 * started again on the same port) is not this
+			 * holder's: its /v1/models replaces the holder. */
+			json_t *inst = json_object_get(o, "instance");
+			uint64_t iv;
+			if (inst && (hex64(inst, &iv) || iv != h->instance)) {
+				snprintf(why, whylen,
+					 "holdings: instance: not the run "
+					 "this replica reads (0x%" PRIx64 ")",
+					 h->instance);
+				rc = -EPROTO;
+				break;
+			}
 			int pf =
 				json_is_true(json_object_get(o, "prefetching"));
 			lanes_moved |= pf != h->prefetching;
@@ -1097,17 +1239,39 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 					h->have_version = 0;
 				continue;
 			}
+			/* A delta is onto the list of the version and set
+			 * this holder asked from, or it is refused. */
+			json_t *since = json_object_get(o, "since");
+			json_t *base = json_object_get(o, "base");
+			if (since &&
+			    (!h->have_version || !json_is_integer(since) ||
+			     (uint64_t)json_integer_value(since) !=
+				     h->version ||
+			     !json_is_integer(base) ||
+			     (uint64_t)json_integer_value(base) != h->base)) {
+				snprintf(why, whylen,
+					 "holdings: since: a delta from a list "
+					 "this replica does not have (it has "
+					 "version %" PRIu64 ")",
+					 h->version);
+				h->have_version = 0;
+				rc = -EPROTO;
+				break;
+			}
 			struct sfs_cache_hobj *ho;
 			struct sfs_cache_piece *pc;
 			uint64_t sk;
 			int sraw;
 			if ((rc = holdings_pieces(r, v, h, o, &ho, &pc, &sk,
-						  &sraw, why, whylen)))
+						  &sraw, why, whylen))) {
+				h->have_version = 0; /* in full next time */
 				break;
+			}
 			if ((rc = sfs_cache_holder_update(r->cache, h->holder,
 							  ho, v->m->nfiles))) {
 				snprintf(why, whylen, "cache: %s",
 					 strerror(-rc));
+				h->have_version = 0; /* in full next time */
 				if (sraw)
 					sfs_xport_key_release(r->x, sk);
 				free(ho);
@@ -1126,6 +1290,9 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 			h->hobjs = ho;
 			h->pieces = pc;
 			h->version = version;
+			h->base = json_is_integer(base)
+					  ? (uint64_t)json_integer_value(base)
+					  : 0;
 			h->have_version = 1;
 		}
 	}
@@ -1140,18 +1307,27 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 }
 
 int model_holdings_version(struct sfs_model *mo, struct rsrc *src,
-			   uint64_t content, uint64_t *version)
+			   uint64_t content, uint64_t *version, uint64_t *base)
 {
+	/* Every holder of @src for @content takes the same answer: "since"
+	 * only when all of them have the list of that version and set. */
 	int found = 0;
 	pthread_mutex_lock(&mo->lock);
-	for (struct sfs_view *v = mo->views; v && !found; v = v->next)
-		for (struct sfs_vholder *h = v->holders; h && !found;
-		     h = h->next)
-			if (!v->expired && v->content == content &&
-			    h->src == src && h->partial) {
+	for (struct sfs_view *v = mo->views; v; v = v->next)
+		for (struct sfs_vholder *h = v->holders; h; h = h->next) {
+			if (v->expired || v->content != content ||
+			    h->src != src || !h->partial)
+				continue;
+			uint64_t b = h->slots.s ? h->base : 0;
+			if (!found) {
 				found = 1 + h->have_version;
 				*version = h->version;
+				*base = b;
+			} else if (!h->have_version || h->version != *version ||
+				   b != *base) {
+				found = 1;
 			}
+		}
 	pthread_mutex_unlock(&mo->lock);
 	return found;
 }

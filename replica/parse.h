@@ -62,17 +62,30 @@ int rsrc_parse_sources(const char *body, size_t len,
  * model_holdings_pieces - its pieces for the files of @cm (a view's
  * manifest) from @o, checked against @hm (the re-seeder's manifest of
  * the same content: one list per file, one slot per chunk of its chunk
- * size, slots whose chunk fits in the address space): every chunk it
+ * size, or runs of them (form 2, holdruns.h); slots whose chunk fits in
+ * the address space; at most HOLDINGS_CHUNKS_MAX chunks in all).  @ms:
+ * the slot of every chunk of each file of @hm as the last answer left
+ * them, with the chunk size, slab address and key they are of [owned by
+ * the caller, model_slots_free]: a delta ("since") applies onto them
+ * only when those match, a full answer replaces them; on any error
+ * they are freed (the next answer must be a full one).  Every chunk it
  * holds at the slab address of its slot, every one it has coming (slot
  * -2: a piece with no bytes, address 0); other slots are passed over.
  * *hobjs (one per file of @cm) and *pieces (one array) [new, free()];
  * the pieces' keys are left 0: @slab (its @raw bytes in @raw) is the
  * slab's address and key as published.  0, -EPROTO with @why, -ENOMEM.
  */
+#define HOLDINGS_CHUNKS_MAX (1u << 22) /* chunks of one holdings answer */
+struct model_slots {
+	uint32_t **s; /* per file of the re-seeder's manifest; NULL: none */
+	size_t nfiles;
+	uint64_t chunk, addr, keyhash; /* what @s are of */
+};
+void model_slots_free(struct model_slots *ms);
 int model_holdings_load(const char *json, size_t len, json_t **o,
 			uint64_t *version, char *why, size_t whylen);
 int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
-			  const struct sfs_manifest *cm,
+			  const struct sfs_manifest *cm, struct model_slots *ms,
 			  struct sfs_remote *slab,
 			  uint8_t raw[SFS_MF_RAWKEY_MAX],
 			  struct sfs_cache_hobj **hobjs,

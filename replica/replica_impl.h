@@ -72,6 +72,11 @@ struct sfs_vholder {
 	size_t ep;		/* partial: its endpoint in @m */
 	uint64_t version;	/* partial: of the holdings its pieces are */
 	int have_version;
+	/* partial: the slot of every chunk of each file of @m as the last
+	 * answer left it (holdruns.h codes), owned; a form 2 delta applies
+	 * onto it.  @base: the re-seeder's set those are of (0: none). */
+	struct model_slots slots;
+	uint64_t base;
 	int prefetching; /* partial: it says it loads the whole content */
 	struct sfs_cache_hobj *hobjs; /* per canonical file: owned */
 	struct sfs_cache_piece *pieces;
@@ -411,7 +416,7 @@ int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
 		   const char *json, size_t len, uint64_t asked_ms, char *why,
 		   size_t whylen);
 int model_holdings_version(struct sfs_model *mo, struct rsrc *src,
-			   uint64_t content, uint64_t *version);
+			   uint64_t content, uint64_t *version, uint64_t *base);
 /*
  * model_retire - no source publishes @mo any more (the registry says
  * so): its directory leaves the mount, its views expire once nobody

@@ -38,6 +38,7 @@
 #include "metadata/auth.h"
 #include "metadata/control.h"
 #include "metadata/ctlsrv.h"
+#include "metadata/holdruns.h"
 #include "metadata/identity.h"
 #include "metadata/registry.h"
 #include "replica/replica_impl.h"
@@ -54,6 +55,11 @@
 
 #define RESEED_ANNOUNCE_MS 5000
 #define RESEED_BODY_MAX 4096
+
+_Static_assert(SFS_RUNS_NONE == UINT32_MAX &&
+		       SFS_RUNS_COMING == SFS_CACHE_SLOT_COMING &&
+		       SFS_RUNS_SAME == SFS_CACHE_SLOT_SAME,
+	       "holdruns codes are the cache's");
 
 struct sfs_reseed {
 	struct sfs_replica *r;
@@ -216,19 +222,87 @@ static uint64_t slab_version(uint64_t epoch, uint64_t version)
 	return version + ((epoch - 1) << 40);
 }
 
-/* GET /v1/holdings?model=NAME&content=0x..[&since=V] */
+/* The lists of @v's files for a holdings answer, into *files [new]:
+ * form 1, an array of slots per file (every chunk); form 2, runs per
+ * file (holdruns.h), only what changed since @since when it is not NULL
+ * (else -ERANGE: the set cannot answer from there).  *now: the version
+ * the lists bring the asker to, read with the first file's: whatever
+ * changes later is in the next answer again. */
+static int lists(struct sfs_reseed *rs, struct sfs_view *v, int form,
+		 const struct sfs_cache_xver *since, json_t **files,
+		 struct sfs_cache_xver *now)
+{
+	struct sfs_replica *r = rs->r;
+	uint32_t *slots = NULL;
+	size_t cap = 0;
+	int rc = 0;
+
+	now->version = sfs_cache_set_version(r->cache, v->set);
+	now->born = 0;
+	if (!(*files = json_array()))
+		return -ENOMEM;
+	for (size_t i = 0; !rc && i < v->m->nfiles; i++) {
+		uint64_t len = v->m->files[i].size;
+		uint64_t n = (len + r->chunk_size - 1) / r->chunk_size;
+		struct sfs_cache_xver at;
+		if (n && sfs_grow((void **)&slots, &cap, (size_t)n,
+				  sizeof(*slots))) {
+			rc = -ENOMEM;
+			break;
+		}
+		int held = n ? sfs_cache_export_since(r->cache, v->set,
+						      (uint32_t)i, since, slots,
+						      n, rs->keep_ms, &at)
+			     : 0;
+		if (held == -ERANGE) {
+			rc = -ERANGE;
+			break;
+		}
+		if (held < 0) /* a set retired meanwhile lists nothing */
+			for (uint64_t k = 0; k < n; k++)
+				slots[k] = UINT32_MAX;
+		else if (n && !now->born)
+			*now = at;
+		json_t *fa = NULL;
+		if (form == 2) {
+			char *text;
+			if (!sfs_runs_encode(slots, n, !since, &text)) {
+				fa = json_string(text);
+				free(text);
+			}
+		} else if ((fa = json_array())) {
+			for (uint64_t k = 0; k < n; k++)
+				json_array_append_new(
+					fa, json_integer(slot_json(slots[k])));
+		}
+		if (!fa || json_array_append_new(*files, fa))
+			rc = -ENOMEM;
+	}
+	free(slots);
+	if (rc) {
+		json_decref(*files);
+		*files = NULL;
+	}
+	return rc;
+}
+
+/* GET /v1/holdings?model=NAME&content=0x..[&since=V[&base=B]][&form=2] */
 static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 			  struct sfs_ctl_resp *resp)
 {
 	struct sfs_replica *r = rs->r;
 	const char *c = sfs_ctl_arg(req, "content"),
-		   *since = sfs_ctl_arg(req, "since");
-	uint64_t content, sv = 0;
+		   *since = sfs_ctl_arg(req, "since"),
+		   *base = sfs_ctl_arg(req, "base"),
+		   *form_s = sfs_ctl_arg(req, "form");
+	uint64_t content, sv = 0, sb = 0;
+	int form = form_s && !strcmp(form_s, "2") ? 2 : 1;
 	if (!c || sfs_parse_u64(c, &content) ||
-	    (since && sfs_parse_u64(since, &sv)))
+	    (since && sfs_parse_u64(since, &sv)) ||
+	    (base && sfs_parse_u64(base, &sb)))
 		return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST,
 				    "holdings: model=NAME&content=0x... "
-				    "[&since=N]\n");
+				    "[&since=N[&base=N]][&form=2]\n");
 	struct sfs_view *v = view_of(r, sfs_ctl_arg(req, "model"), content);
 	if (!v)
 		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
@@ -249,6 +323,8 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 		sfs_hex_encode(rs->raw, raw_len, raw);
 	uint64_t epoch = rs->slab_epoch;
 	pthread_mutex_unlock(&rs->lock);
+	char inst[24];
+	snprintf(inst, sizeof(inst), "0x%" PRIx64, rs->instance);
 	json_t *o = NULL;
 	/* "Unchanged": the asker goes on with the list it has, so what it
 	 * named is kept for keep_ms from now again (only while the version
@@ -259,46 +335,47 @@ static int holdings_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 			      (json_int_t)slab_version(epoch, version),
 			      "unchanged", 1, "keep_ms",
 			      (json_int_t)rs->keep_ms, "prefetching", warming);
+		if (o && form == 2 &&
+		    json_object_set_new(o, "instance", json_string(inst)))
+			o = (json_decref(o), NULL);
 	} else {
-		/* The answer says the version read before the lists were
-		 * taken: a chunk that changes meanwhile makes the next
-		 * "since" ask anew, and never renews a list that missed it. */
-		uint64_t later;
-		json_t *files = json_array();
-		uint32_t *slots = NULL;
-		size_t cap = 0;
-		for (size_t i = 0; files && i < v->m->nfiles; i++) {
-			uint64_t len = v->m->files[i].size;
-			uint64_t n = (len + r->chunk_size - 1) / r->chunk_size;
-			json_t *fa = json_array();
-			if (!fa || (n && sfs_grow((void **)&slots, &cap,
-						  (size_t)n, sizeof(*slots)))) {
-				json_decref(fa);
-				json_decref(files);
-				files = NULL;
-				break;
-			}
-			/* A set retired meanwhile lists nothing. */
-			if (n &&
-			    sfs_cache_export(r->cache, v->set, (uint32_t)i,
-					     slots, n, rs->keep_ms, &later) < 0)
-				for (uint64_t k = 0; k < n; k++)
-					slots[k] = UINT32_MAX;
-			for (uint64_t k = 0; k < n; k++)
-				json_array_append_new(
-					fa, json_integer(slot_json(slots[k])));
-			json_array_append_new(files, fa);
+		/* Form 2 answers with what changed since the asker's list
+		 * when it can: the same slab key (epoch) and the same set
+		 * (base); else in full. */
+		struct sfs_cache_xver from = {
+			.born = sb, .version = sv - ((epoch - 1) << 40)};
+		int delta = form == 2 && since && base && sv >> 40 == epoch - 1;
+		struct sfs_cache_xver now;
+		json_t *files;
+		int rc = lists(rs, v, form, delta ? &from : NULL, &files, &now);
+		if (rc == -ERANGE) {
+			delta = 0;
+			rc = lists(rs, v, form, NULL, &files, &now);
 		}
-		free(slots);
+		if (!now.born) /* retired meanwhile: nothing held, in full */
+			delta = 0;
 		json_t *slab = raw_len ? json_pack("{s:s,s:s}", "address", addr,
 						   "raw_key", raw)
 				       : json_pack("{s:s,s:s}", "address", addr,
 						   "key", key);
-		o = json_pack("{s:I,s:I,s:I,s:b,s:o*,s:o*}", "version",
-			      (json_int_t)slab_version(epoch, version),
-			      "chunk_size", (json_int_t)r->chunk_size,
-			      "keep_ms", (json_int_t)rs->keep_ms, "prefetching",
-			      warming, "slab", slab, "files", files);
+		if (!rc)
+			o = json_pack(
+				"{s:I,s:I,s:I,s:b,s:o,s:o}", "version",
+				(json_int_t)slab_version(epoch, now.version),
+				"chunk_size", (json_int_t)r->chunk_size,
+				"keep_ms", (json_int_t)rs->keep_ms,
+				"prefetching", warming, "slab", slab,
+				form == 2 ? "runs" : "files", files);
+		else
+			json_decref(slab);
+		if (o && form == 2 &&
+		    (json_object_set_new(o, "instance", json_string(inst)) ||
+		     json_object_set_new(o, "base",
+					 json_integer((json_int_t)now.born)) ||
+		     (delta &&
+		      json_object_set_new(o, "since",
+					  json_integer((json_int_t)sv)))))
+			o = (json_decref(o), NULL);
 	}
 	view_put(r, v);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;

@@ -600,8 +600,10 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 {
 	struct sfs_replica *r = s->r;
 	struct sfs_model *mo = model_get(r, am->name);
-	uint64_t version = 0;
-	int has = mo ? model_holdings_version(mo, s, am->content, &version) : 0;
+	uint64_t version = 0, base = 0;
+	int has =
+		mo ? model_holdings_version(mo, s, am->content, &version, &base)
+		   : 0;
 	char path[SFS_MF_NAME_MAX * 3 + 128], err[SFS_XPORT_ERR_MAX], *body;
 	char *esc = has ? sfs_url_escape(am->name) : NULL;
 	size_t len;
@@ -609,12 +611,16 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 		model_put(mo);
 		return;
 	}
+	/* Form 2: runs, and only what changed since the list it has. */
 	int n = snprintf(path, sizeof(path),
-			 "/v1/holdings?model=%s&content=0x%" PRIx64, esc,
-			 am->content);
+			 "/v1/holdings?model=%s&content=0x%" PRIx64 "&form=2",
+			 esc, am->content);
 	if (has == 2 && n > 0 && (size_t)n < sizeof(path))
-		snprintf(path + n, sizeof(path) - (size_t)n, "&since=%" PRIu64,
-			 version);
+		n += snprintf(path + n, sizeof(path) - (size_t)n,
+			      "&since=%" PRIu64, version);
+	if (has == 2 && base && n > 0 && (size_t)n < sizeof(path))
+		snprintf(path + n, sizeof(path) - (size_t)n, "&base=%" PRIu64,
+			 base);
 	free(esc);
 	/* The keep an answer gives counts from before it was asked. */
 	uint64_t asked = sfs_now_ms();
@@ -626,7 +632,8 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 				    sizeof(err));
 		free(body);
 	}
-	if (!rc && model_holdings_version(mo, s, am->content, &version) != 2)
+	if (!rc &&
+	    model_holdings_version(mo, s, am->content, &version, &base) != 2)
 		version = 0;
 	model_put(mo);
 	/* Asked every 250 ms: a bad answer is said once, until it

@@ -313,6 +313,15 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	put(f, "pull_rate_now: %.1f MB/s", rate_now / 1e6);
 	put(f, "pull_rate_avg: %.1f MB/s",
 	    up > 0 ? (double)st.bytes_pulled / up / 1e6 : 0.0);
+	uint64_t crx, ctx;
+	sfs_control_traffic(&crx, &ctx);
+	put(f,
+	    "control_bytes: %" PRIu64 " received, %" PRIu64
+	    " sent (%.3f %% of bytes_pulled)",
+	    crx, ctx,
+	    st.bytes_pulled
+		    ? 100.0 * (double)(crx + ctx) / (double)st.bytes_pulled
+		    : 0.0);
 	put(f, "failovers: %" PRIu64 "", st.failovers);
 	if (st.lane_own || st.lane_others)
 		put(f,

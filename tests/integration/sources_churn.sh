@@ -106,7 +106,10 @@ sleep 1
 read -r t1 f1 m1 < <(usage "$APID")
 [ "$t1" -le $((t0 + 3)) ] || fail "threads $t0 -> $t1"
 [ "$f1" -le $((f0 + 16)) ] || fail "fds $f0 -> $f1"
-[ "$m1" -le $((mhalf + 16384)) ] ||
+# RSS only in the normal build: ASan's quarantine holds freed memory
+# back (256 MiB by default) and TSan's shadow grows with it, so there
+# RSS says nothing of what the mount keeps.
+[ "$SFS_BUILD_KIND" != normal ] || [ "$m1" -le $((mhalf + 16384)) ] ||
 	fail "RSS ${m0} kB after 4 re-seeders, ${mhalf} kB after $((N / 2)), ${mloop} kB after all, ${mfreed} once freed, ${m1} kB at the end; the largest mappings (kB): $(pmap -x "$APID" | sort -k3 -n | tail -n 9)"
 ok "mount A: threads $t0 -> $t1, fds $f0 -> $f1, RSS $((m0 / 1024)) MiB after 4 re-seeders, $((mhalf / 1024)) after $((N / 2)), $((m1 / 1024)) at the end"
 cmp "$MODEL/$F1" "$A/m/$F1" || fail "mount A: $F1 at the end"

@@ -1569,6 +1569,77 @@ START_TEST(released_sets_freed_numbers_reused)
 }
 END_TEST
 
+/* An export since a version says only what changed after it: a chunk
+ * pulled since is listed with its slot, the rest are SAME; a version of
+ * another set, or one before the first export, is refused (-ERANGE:
+ * export in full); a chunk that leaves is listed as not held. */
+START_TEST(export_since_tells_changes)
+{
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 16,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 5000};
+	uint32_t p;
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	uint32_t set = add_one(c, p, NULL, 0, 0, NULL, NULL);
+	uint32_t other = add_one(c, p, NULL, 0, 0, NULL, NULL);
+	uint64_t n = (data_len + CHUNK - 1) / CHUNK;
+	ck_assert_uint_ge(n, 8);
+	uint32_t *slots = calloc(n, sizeof(*slots));
+	struct sfs_cache_xver v0, v1, v2, vo;
+	ck_assert_int_eq(
+		sfs_cache_export_since(c, set, 0, NULL, slots, n, 0, &v0), 0);
+	ck_assert_int_eq(
+		sfs_cache_export_since(c, other, 0, NULL, slots, n, 0, &vo), 0);
+	ck_assert_uint_ne(v0.born, vo.born);
+	/* Chunks 2 and 3 pulled. */
+	ck_assert_int_eq(read_check(c, set, 2 * CHUNK, 2 * CHUNK), 0);
+	ck_assert_int_eq(
+		sfs_cache_export_since(c, set, 0, &v0, slots, n, 0, &v1), 2);
+	ck_assert_uint_gt(v1.version, v0.version);
+	for (uint64_t i = 0; i < n; i++)
+		if (i == 2 || i == 3)
+			ck_assert_uint_lt(slots[i], SFS_CACHE_SLOT_SAME);
+		else
+			ck_assert_uint_eq(slots[i], SFS_CACHE_SLOT_SAME);
+	/* Nothing since: all the same. */
+	ck_assert_int_eq(
+		sfs_cache_export_since(c, set, 0, &v1, slots, n, 0, &v2), 2);
+	ck_assert_uint_eq(v2.version, v1.version);
+	for (uint64_t i = 0; i < n; i++)
+		ck_assert_uint_eq(slots[i], SFS_CACHE_SLOT_SAME);
+	/* Another set's version, one ahead, one from before: in full. */
+	ck_assert_int_eq(
+		sfs_cache_export_since(c, set, 0, &vo, slots, n, 0, &v2),
+		-ERANGE);
+	struct sfs_cache_xver ahead = {.born = v1.born,
+				       .version = v1.version + 1000};
+	ck_assert_int_eq(
+		sfs_cache_export_since(c, set, 0, &ahead, slots, n, 0, &v2),
+		-ERANGE);
+	struct sfs_cache_xver before = {.born = v0.born,
+					.version = v0.born - 1};
+	ck_assert_int_eq(
+		sfs_cache_export_since(c, set, 0, &before, slots, n, 0, &v2),
+		-ERANGE);
+	/* The other set fills the cache (16 chunks): 2 and 3 leave, and
+	 * say so. */
+	ck_assert_int_eq(read_check(c, other, 0, 16 * CHUNK), 0);
+	ck_assert_int_eq(
+		sfs_cache_export_since(c, set, 0, &v1, slots, n, 0, &v2), 0);
+	ck_assert_uint_gt(v2.version, v1.version);
+	ck_assert_uint_eq(slots[2], UINT32_MAX);
+	ck_assert_uint_eq(slots[3], UINT32_MAX);
+	ck_assert_uint_eq(slots[0], SFS_CACHE_SLOT_SAME);
+	free(slots);
+	sfs_cache_free(c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -1600,6 +1671,7 @@ int main(void)
 	tcase_add_test(t, released_sets_freed_numbers_reused);
 	tcase_add_test(t, listed_kept_while_renewed);
 	tcase_add_test(t, expired_pieces_not_read);
+	tcase_add_test(t, export_since_tells_changes);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

@@ -565,12 +565,16 @@ START_TEST(holdings)
 		"{\"version\":8,\"chunk_size\":4096,\"slab\":{\"address\":"
 		"\"0xffffffffffffd000\",\"raw_key\":\"00112233\"},\"files\":"
 		"[[0,1,2],[-2,3]]}",
+		/* form 2: runs (slot 0 for chunk 0, then chunk 2 coming) */
+		"{\"version\":9,\"base\":5,\"chunk_size\":4096,\"slab\":{"
+		"\"address\":\"0x10000\",\"key\":\"0x1234\"},\"runs\":["
+		"\"AAQAAQY=\",\"\"]}",
 	};
 	struct sfs_manifest *m = holdings_manifest();
 	long ok = 0, pieces = 0;
 	for (long i = 0; i < iters(); i++) {
 		size_t n;
-		char *j = mutate_text(bases[i % 2], &n);
+		char *j = mutate_text(bases[i % 3], &n);
 		json_t *o;
 		uint64_t version;
 		int rc = model_holdings_load(j, n, &o, &version, err,
@@ -581,9 +585,12 @@ START_TEST(holdings)
 		uint8_t raw[SFS_MF_RAWKEY_MAX];
 		struct sfs_cache_hobj *ho;
 		struct sfs_cache_piece *pc;
+		struct model_slots ms = {0};
 		if (!rc)
-			rc = model_holdings_pieces(o, m, m, &slab, raw, &ho,
-						   &pc, err, sizeof(err));
+			rc = model_holdings_pieces(o, m, m, &ms, &slab, raw,
+						   &ho, &pc, err, sizeof(err));
+		ck_assert(!rc == (ms.s != NULL));
+		model_slots_free(&ms);
 		ck_assert(rc == 0 || rc == -EPROTO);
 		if (!rc) {
 			ok++;

@@ -57,14 +57,14 @@ int sfs_runs_encode(const uint32_t *slots, uint64_t n, int full, char **out)
 		uint64_t k = i + 1;
 		while (k < n && (kind ? slots[k] == s
 				      : slots[k] < SFS_RUNS_SAME &&
-						slots[k] == s + (k - i)))
+						 slots[k] == s + (k - i)))
 			k++;
 		rc = put_varint(&b, i - end);
 		if (!rc)
 			rc = put_varint(&b, (k - i) << 2 | (uint64_t)kind);
 		if (!rc && kind == 0) {
-			rc = put_varint(&b, zigzag((int64_t)s -
-						   (int64_t)next_slot));
+			rc = put_varint(
+				&b, zigzag((int64_t)s - (int64_t)next_slot));
 			next_slot = s + (k - i);
 		}
 		end = k;
@@ -161,7 +161,8 @@ int sfs_runs_apply(const char *b64, size_t len, uint32_t *slots, uint64_t n,
 				slots[pos + k] = (uint32_t)(first + k);
 			next_slot = first + count;
 		} else {
-			uint32_t v = kind == 1 ? SFS_RUNS_NONE : SFS_RUNS_COMING;
+			uint32_t v =
+				kind == 1 ? SFS_RUNS_NONE : SFS_RUNS_COMING;
 			for (uint64_t k = 0; k < count; k++)
 				slots[pos + k] = v;
 		}

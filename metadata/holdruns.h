@@ -24,9 +24,9 @@
 #include <stdint.h>
 
 /* A chunk's state in a slot array (else its slot). */
-#define SFS_RUNS_NONE UINT32_MAX	/* not held */
+#define SFS_RUNS_NONE UINT32_MAX	 /* not held */
 #define SFS_RUNS_COMING (UINT32_MAX - 1) /* being pulled, held soon */
-#define SFS_RUNS_SAME (UINT32_MAX - 2)	/* encode: unchanged, left out */
+#define SFS_RUNS_SAME (UINT32_MAX - 2)	 /* encode: unchanged, left out */
 
 /*
  * sfs_runs_encode - the runs of @slots[0..@n), as base64 into *out

@@ -65,8 +65,8 @@ END_TEST
  * gives the new one, and it costs at most 8 bytes a change. */
 START_TEST(delta_round_trip_and_size)
 {
-	uint32_t *old = malloc(N * sizeof(*old)), *now = malloc(N * sizeof(*now)),
-		 *d = malloc(N * sizeof(*d));
+	uint32_t *old = malloc(N * sizeof(*old)),
+		 *now = malloc(N * sizeof(*now)), *d = malloc(N * sizeof(*d));
 	char why[200];
 	fill(old, N, 1u << 20);
 	memcpy(now, old, N * sizeof(*now));
@@ -123,8 +123,8 @@ static int apply_raw(const uint8_t *raw, size_t len, uint32_t *s, uint64_t n,
 {
 	char *text = malloc(sfs_b64_enc_len(len));
 	sfs_b64_encode(raw, len, text);
-	int rc = sfs_runs_apply(text, strlen(text), s, n, slot_max, why,
-				whylen);
+	int rc =
+		sfs_runs_apply(text, strlen(text), s, n, slot_max, why, whylen);
 	free(text);
 	return rc;
 }
@@ -136,52 +136,52 @@ START_TEST(hostile_refused)
 	for (int i = 0; i < 17; i++)
 		s[i] = 0xdeadbeef;
 	/* Not base64. */
-	ck_assert_int_eq(sfs_runs_apply("@@@@", 4, s, 16, 100, why,
-					sizeof(why)),
-			 -EPROTO);
+	ck_assert_int_eq(
+		sfs_runs_apply("@@@@", 4, s, 16, 100, why, sizeof(why)),
+		-EPROTO);
 	ck_assert_ptr_nonnull(strstr(why, "base64"));
 	/* A varint cut short. */
 	const uint8_t cut[] = {0x00, 0x85};
-	ck_assert_int_eq(apply_raw(cut, sizeof(cut), s, 16, 100, why,
-				   sizeof(why)),
-			 -EPROTO);
+	ck_assert_int_eq(
+		apply_raw(cut, sizeof(cut), s, 16, 100, why, sizeof(why)),
+		-EPROTO);
 	ck_assert_ptr_nonnull(strstr(why, "varint"));
 	/* A varint past 64 bits. */
 	const uint8_t big[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 			       0xff, 0xff, 0xff, 0x7f, 0x04};
-	ck_assert_int_eq(apply_raw(big, sizeof(big), s, 16, 100, why,
-				   sizeof(why)),
-			 -EPROTO);
+	ck_assert_int_eq(
+		apply_raw(big, sizeof(big), s, 16, 100, why, sizeof(why)),
+		-EPROTO);
 	/* A run past the end: gap 10, 7 not held. */
 	const uint8_t past[] = {10, 7 << 2 | 1};
-	ck_assert_int_eq(apply_raw(past, sizeof(past), s, 16, 100, why,
-				   sizeof(why)),
-			 -EPROTO);
+	ck_assert_int_eq(
+		apply_raw(past, sizeof(past), s, 16, 100, why, sizeof(why)),
+		-EPROTO);
 	ck_assert_ptr_nonnull(strstr(why, "past the file's 16 chunks"));
 	/* A gap that wraps. */
-	const uint8_t wrap[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-				0xff, 0xff, 0x01, 1 << 2 | 1};
-	ck_assert_int_eq(apply_raw(wrap, sizeof(wrap), s, 16, 100, why,
-				   sizeof(why)),
-			 -EPROTO);
+	const uint8_t wrap[] = {0xff, 0xff, 0xff, 0xff, 0xff,	   0xff,
+				0xff, 0xff, 0xff, 0x01, 1 << 2 | 1};
+	ck_assert_int_eq(
+		apply_raw(wrap, sizeof(wrap), s, 16, 100, why, sizeof(why)),
+		-EPROTO);
 	/* Kind 3, and a count of 0. */
 	const uint8_t k3[] = {0, 1 << 2 | 3}, c0[] = {0, 0 << 2 | 1};
-	ck_assert_int_eq(apply_raw(k3, sizeof(k3), s, 16, 100, why,
-				   sizeof(why)),
-			 -EPROTO);
-	ck_assert_int_eq(apply_raw(c0, sizeof(c0), s, 16, 100, why,
-				   sizeof(why)),
-			 -EPROTO);
+	ck_assert_int_eq(
+		apply_raw(k3, sizeof(k3), s, 16, 100, why, sizeof(why)),
+		-EPROTO);
+	ck_assert_int_eq(
+		apply_raw(c0, sizeof(c0), s, 16, 100, why, sizeof(why)),
+		-EPROTO);
 	/* Slots past the slab, and before slot 0. */
 	const uint8_t hi[] = {0, 4 << 2 | 0, 0xc4, 0x01}, /* +98 */
-		      lo[] = {0, 1 << 2 | 0, 1};		/* -1 */
-	ck_assert_int_eq(apply_raw(hi, sizeof(hi), s, 16, 100, why,
-				   sizeof(why)),
-			 -EPROTO);
+		lo[] = {0, 1 << 2 | 0, 1};		  /* -1 */
+	ck_assert_int_eq(
+		apply_raw(hi, sizeof(hi), s, 16, 100, why, sizeof(why)),
+		-EPROTO);
 	ck_assert_ptr_nonnull(strstr(why, "outside the slab's 100"));
-	ck_assert_int_eq(apply_raw(lo, sizeof(lo), s, 16, 100, why,
-				   sizeof(why)),
-			 -EPROTO);
+	ck_assert_int_eq(
+		apply_raw(lo, sizeof(lo), s, 16, 100, why, sizeof(why)),
+		-EPROTO);
 	/* A slot that would be a code: never taken for one. */
 	const uint8_t code[] = {0, 1 << 2 | 0, 0xfa, 0xff, 0xff, 0xff, 0x1f};
 	ck_assert_int_eq(apply_raw(code, sizeof(code), s, 16, UINT64_MAX, why,
@@ -191,9 +191,8 @@ START_TEST(hostile_refused)
 	ck_assert_uint_eq(s[16], 0xdeadbeef);
 	/* And a good one, to show the checks can pass: slots 96..99. */
 	const uint8_t ok[] = {2, 4 << 2 | 0, 0xc0, 0x01}; /* +96 */
-	ck_assert_int_eq(apply_raw(ok, sizeof(ok), s, 16, 100, why,
-				   sizeof(why)),
-			 0);
+	ck_assert_int_eq(
+		apply_raw(ok, sizeof(ok), s, 16, 100, why, sizeof(why)), 0);
 	ck_assert_uint_eq(s[2], 96);
 	ck_assert_uint_eq(s[5], 99);
 }

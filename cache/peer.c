@@ -1162,6 +1162,8 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 			return -EAGAIN; /* the caller starts it again */
 		if (ch->state == CH_READY)
 			return 0;
+		if (c->sets[ch->set]->retired)
+			return -ESTALE; /* its generation is gone */
 		if (ch->state == CH_FAILED)
 			return ch->err ? ch->err : -EIO;
 		uint64_t now = sfs_now_ms(), deadline;

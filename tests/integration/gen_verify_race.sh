@@ -21,7 +21,11 @@ MODEL=$WORK/m
 F=model-00001-of-00001.safetensors
 start_seed "$MODEL" --grace 1
 MNT=$WORK/mnt
-mount_seed "$MNT" --test-verify-delay "$VERIFY_MS"
+# The kernel's read-ahead at 4 KiB: the reader's read is smaller than a
+# chunk, so the chunk comes through the cache's slots and is checked on
+# the transport's thread (a read of whole chunks lands in the reader's
+# buffer and is checked on the reader's own thread: it holds the view).
+mount_seed "$MNT" --test-verify-delay "$VERIFY_MS" --read-ahead-kb 4
 M=$MNT/m
 LOG=$WORK/mount.log
 

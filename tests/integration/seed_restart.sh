@@ -5,8 +5,10 @@
 # new run of A: new fabric address, new keys.  The mount stays up, no
 # read fails (B holds every chunk), A is taken again after each
 # restart and serves bytes again, and the mount's threads and fds do
-# not grow with the restarts (after the fifth, at most one thread and
-# four fds more at the end).
+# not grow with the restarts (after the fifth, at most five threads
+# (libfuse's pool, which keeps up to 10 idle, still grows under
+# ThreadSanitizer: +2 seen) and four fds more at the end; one left
+# behind per restart would be 25).
 source "$(dirname "$0")/lib.sh" "$1"
 
 ROUNDS=${RESTARTS:-30}
@@ -129,10 +131,10 @@ ok "seed A killed -9 and restarted on port $PA $ROUNDS times: $passes file reads
 # under a sanitizer: up to 10 s to settle.
 for _ in $(seq 100); do
 	read -r t1 f1 < <(usage "$MPID")
-	[ "$t1" -le $((t5 + 1)) ] && [ "$f1" -le $((f5 + 4)) ] && break
+	[ "$t1" -le $((t5 + 5)) ] && [ "$f1" -le $((f5 + 4)) ] && break
 	sleep 0.1
 done
-[ "$t1" -le $((t5 + 1)) ] ||
+[ "$t1" -le $((t5 + 5)) ] ||
 	fail "threads $t0 at the start, $t5 after 5 rounds, $t1 after $ROUNDS"
 [ "$f1" -le $((f5 + 4)) ] || fail "fds $f0 at the start, $f5 after 5 rounds, $f1 after $ROUNDS"
 ok "the mount: threads $t0 at the start, $t5 after 5 rounds, $t1 after $ROUNDS; fds $f0, $f5, $f1"

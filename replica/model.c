@@ -146,6 +146,11 @@ int model_make(struct sfs_replica *r, const char *name, struct rsrc *src,
 		mo->refs++;
 		goto out;
 	}
+	if (src->retired) { /* leaving: what it offers meanwhile is not taken */
+		snprintf(why, whylen, "the source is no longer one");
+		rc = -ESHUTDOWN;
+		goto out;
+	}
 	if ((rc = room(r, src, why, whylen))) {
 		say = refused(r, src);
 		goto out;

@@ -195,9 +195,11 @@ struct rsrc {
 	char src_why[200]; /* its /v1/sources was refused: why; "" */
 	int bg_wanted;	   /* ask behind an open */
 	int stop;
-	int self;	/* a re-seeder listed that is this replica: not asked */
-	int registered; /* found in the registry (fleet.c) */
-	int dropped;	/* its records in the registry went, or it is
+	/* A re-seeder listed that is this replica: not asked.  Set once,
+	 * under lock; read under r->lock too (rsrc_add, rsrc_caps). */
+	atomic_int self;
+	int registered;	    /* found in the registry (fleet.c) */
+	int dropped;	    /* its records in the registry went, or it is
 			   retired: not asked */
 	uint64_t listed_ms; /* a seed's /v1/sources listed it last */
 	/* The connection, to the run of @instance; protected by lock. */
@@ -258,8 +260,12 @@ struct sfs_replica {
 	void *inval_arg;			/* protected by lock */
 	unsigned int inval_busy; /* calls of inval under way; lock, cond */
 	struct sfs_mctl *ctl;
-	struct sfs_reseed *reseed;	/* --reseed, or NULL */
-	atomic_int warming;		/* prefetches of a whole view running */
+	struct sfs_reseed *reseed; /* --reseed, or NULL */
+	atomic_int warming;	   /* prefetches of a whole view running */
+	/* When a seed last answered /v1/sources (sfs_now_ms): a found
+	 * re-seeder leaves once an answer RSRC_GONE_MS after the last
+	 * that listed it left it out, not when no answer came. */
+	_Atomic uint64_t sources_ms;
 	struct sfs_ctlsrv *metrics_srv; /* --metrics-listen, or NULL */
 	char metrics_addr[300];
 	struct sfs_fleet *fleet; /* --registry, or NULL */

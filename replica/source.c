@@ -705,6 +705,8 @@ static void discover(struct rsrc *s)
 	int rc = rsrc_parse_sources(body, len, add_reseeder, r, err,
 				    sizeof(err));
 	free(body);
+	if (!rc)
+		atomic_store(&r->sources_ms, sfs_now_ms());
 	/* Asked every second: said once, until it changes. */
 	pthread_mutex_lock(&s->lock);
 	int news = rc == -E2BIG &&
@@ -830,16 +832,21 @@ int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
 		return r->stop ? -ESHUTDOWN : -EAGAIN;
 	}
 	s->idx = slot;
-	s->refs = 1 + (out != NULL);
+	/* The table's reference, and ours until it is started (it may be
+	 * retired and buried meanwhile), then the caller's. */
+	s->refs = 2;
 	r->srcs[slot] = s;
 	if (slot >= r->nsrcs)
 		r->nsrcs = slot + 1;
 	pthread_mutex_unlock(&r->lock);
 	SFS_LOG(SFS_INFO, "source", "%s %s is a source from now on",
 		reseeder ? "re-seeder" : "seed", addr);
+	rc = start ? rsrc_start(s) : 0;
 	if (out)
 		*out = s;
-	return start ? rsrc_start(s) : 0;
+	else
+		rsrc_put(s);
+	return rc;
 }
 
 void rsrc_retire(struct rsrc *s, const char *why)
@@ -858,6 +865,14 @@ void rsrc_retire(struct rsrc *s, const char *why)
 			 s->addr);
 		r->gone[g].until_ms = sfs_now_ms() + 3 * RSRC_GONE_MS;
 	}
+	/* Told to stop before the sweeper can see it (r->lock, then
+	 * s->lock: the order everywhere). */
+	pthread_mutex_lock(&s->lock);
+	s->dropped = 1;
+	s->stop = 1;
+	snprintf(s->retire_why, sizeof(s->retire_why), "%s", why);
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
 	r->srcs[s->idx] = NULL;
 	while (r->nsrcs > r->cfg.nseeds && !r->srcs[r->nsrcs - 1])
 		r->nsrcs--;
@@ -870,12 +885,6 @@ void rsrc_retire(struct rsrc *s, const char *why)
 			r->models[i]->origin = NULL;
 	pthread_cond_broadcast(&r->cond); /* the sweeper buries it */
 	pthread_mutex_unlock(&r->lock);
-	pthread_mutex_lock(&s->lock);
-	s->dropped = 1;
-	s->stop = 1;
-	snprintf(s->retire_why, sizeof(s->retire_why), "%s", why);
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
 	SFS_LOG(SFS_INFO, "source", "%s %s is no longer a source: %s",
 		s->reseeder ? "re-seeder" : "seed", s->addr, why);
 }
@@ -890,14 +899,17 @@ size_t rsrc_bury(struct sfs_replica *r)
 	while (list) {
 		struct rsrc *s = list;
 		list = s->next;
-		/* Its poller (told to stop) ends after the question it may
-		 * be asking: not waited for here. */
-		int ready = !s->thread_started ||
-			    !pthread_tryjoin_np(s->thread, NULL);
-		if (ready)
-			s->thread_started = 0;
+		/* Its poller (told to stop before it was listed here, so
+		 * none starts now) ends after the question it may be
+		 * asking: not waited for here. */
 		pthread_mutex_lock(&s->lock);
-		ready = ready && !s->checking;
+		int started = s->thread_started;
+		pthread_mutex_unlock(&s->lock);
+		int joined = started && !pthread_tryjoin_np(s->thread, NULL);
+		pthread_mutex_lock(&s->lock);
+		if (joined)
+			s->thread_started = 0;
+		int ready = (!started || joined) && !s->checking;
 		pthread_mutex_unlock(&s->lock);
 		if (!ready) {
 			pthread_mutex_lock(&r->lock);
@@ -1160,7 +1172,8 @@ static void *poller(void *arg)
 		if (s->self)
 			break; /* itself: nothing to ask */
 		if (s->dropped) {
-			/* Gone from the registry: asked again once back. */
+			/* Gone from the registry (a --seed source, or the
+			 * mount stops): not asked again. */
 			s->bg_wanted = 0;
 			struct timespec ts = sfs_abstime(1000);
 			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
@@ -1188,13 +1201,20 @@ static void *poller(void *arg)
 		    now >= s->silent_since + RSRC_GONE_MS)
 			leave = "it has not answered for RSRC_GONE_MS";
 		else if (s->found && s->listed_ms &&
-			 now >= s->listed_ms + RSRC_GONE_MS)
+			 atomic_load(&s->r->sources_ms) >=
+				 s->listed_ms + RSRC_GONE_MS)
 			leave = "no seed has listed it for RSRC_GONE_MS";
 		if (leave) {
 			pthread_mutex_unlock(&s->lock);
 			rsrc_retire(s, leave);
 			pthread_mutex_lock(&s->lock);
-			continue; /* stop is set */
+			/* stop is set, unless the mount stops (then it is
+			 * set soon): not asked again meanwhile. */
+			if (!s->stop) {
+				struct timespec ts = sfs_abstime(1000);
+				pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+			}
+			continue;
 		}
 		if ((s->bg_wanted || now >= next) && !s->checking) {
 			s->bg_wanted = 0;
@@ -1213,22 +1233,28 @@ static void *poller(void *arg)
 
 int rsrc_start(struct rsrc *s)
 {
-	int rc = -pthread_create(&s->thread, NULL, poller, s);
-	if (!rc)
+	int rc = 0;
+	pthread_mutex_lock(&s->lock);
+	/* Retired before its poller started: none starts. */
+	if (!s->stop && !(rc = -pthread_create(&s->thread, NULL, poller, s)))
 		s->thread_started = 1;
+	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
 void rsrc_stop(struct rsrc *s)
 {
-	if (!s->thread_started)
-		return;
 	pthread_mutex_lock(&s->lock);
+	int started = s->thread_started;
 	s->stop = 1;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	if (!started)
+		return;
 	pthread_join(s->thread, NULL);
+	pthread_mutex_lock(&s->lock);
 	s->thread_started = 0;
+	pthread_mutex_unlock(&s->lock);
 }
 
 int rsrc_publishes(struct rsrc *s, const char *name, uint64_t content)
@@ -1364,11 +1390,13 @@ void rsrc_registered(struct rsrc *s, const char *name, uint64_t generation,
 		     uint64_t content)
 {
 	pthread_mutex_lock(&s->lock);
-	int back = s->dropped;
-	s->dropped = 0;
+	if (s->dropped) { /* gone: a record of it makes a new source */
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	s->registered = 1;
 	struct rsrc_known *k = known(s, name);
-	int news = back || !k || !k->listed || k->generation != generation ||
+	int news = !k || !k->listed || k->generation != generation ||
 		   k->content != content;
 	if (k) {
 		k->reg_known = 1;
@@ -1381,9 +1409,6 @@ void rsrc_registered(struct rsrc *s, const char *name, uint64_t generation,
 		pthread_cond_broadcast(&s->cond);
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (back)
-		SFS_LOG(SFS_INFO, "source", "%s is in the registry again",
-			s->addr);
 }
 
 int rsrc_reg_fresh(struct rsrc *s, const char *name)

@@ -755,6 +755,11 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 	 * posted): the caller queues it and its own deadlines decide.  Once
 	 * part of a read is out, the rest waits up to the timeout. */
 	uint64_t start = sfs_now_ms();
+	/* Every op of the read is counted on @c at once: while we are
+	 * here @c cannot reach zero and be closed, even while ep_lock is
+	 * let go below and @c is retired meanwhile.  What is not posted is
+	 * given back at the end. */
+	atomic_fetch_add(&c->inflight, (int)nops);
 	for (size_t i = 0; i < n && !status; i++) {
 		const struct sfs_xport_rd *rd = &rds[i];
 		void *desc = rd->lmr ? ((struct fab_mr *)rd->lmr)->desc : NULL;
@@ -765,7 +770,6 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 			op->conn = c;
 			ssize_t rc;
 			unsigned spins = 0;
-			atomic_fetch_add(&c->inflight, 1);
 			while ((rc = fi_read(c->ep, (char *)rd->local + off,
 					     len, desc, fa, rd->raddr + off,
 					     rd->rkey, &op->fctx)) ==
@@ -782,16 +786,18 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 					 * thread, which a change of peers
 					 * stops before it takes ep_lock for
 					 * writing: let it in while we wait
-					 * (@c stays open: its inflight
-					 * count is ours too). */
+					 * (@c stays open: the read's ops
+					 * are counted on it). */
 					struct timespec ts = {0, 50000};
 					pthread_rwlock_unlock(&x->ep_lock);
 					nanosleep(&ts, NULL);
 					pthread_rwlock_rdlock(&x->ep_lock);
+					if (x->quiesced) {
+						rc = -FI_ESHUTDOWN;
+						break;
+					}
 				}
 			}
-			if (rc)
-				atomic_fetch_sub(&c->inflight, 1);
 			if (rc == -FI_EAGAIN) {
 				status = -EAGAIN; /* nothing posted */
 				break;
@@ -809,6 +815,7 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 			off += len;
 		}
 	}
+	atomic_fetch_sub(&c->inflight, (int)(nops - posted));
 	pthread_rwlock_unlock(&x->ep_lock);
 	return sfs_xreq_end_post(&x->inflight, r, nops, posted, status);
 }

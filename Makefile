@@ -12,6 +12,11 @@
 #   make bench-fanout  one seed, 8 replicas in network namespaces on
 #                 shaped links: seed only, re-seeding, the limit, a killed
 #                 seed (FANOUT_N, FANOUT_SIZE, FANOUT_RATE)
+#   make chaos    a seed and 7 re-seeding replicas in network namespaces
+#                 reading in a loop while faults are injected (kills,
+#                 SIGSTOP, link cuts, republishes, remounts) for CHAOS_S
+#                 seconds (600): wrong bytes, crashes, hangs, late EIO
+#                 fail it; make test runs it for 60 s with 4 hosts
 #   make fuzz     the parsers' mutation fuzzing, long (FUZZ_ITERS per
 #                 target, default 1000000), in the ASan+UBSan build;
 #                 make test runs it short
@@ -25,7 +30,7 @@ TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all deps test test-full test-fast test-rdma demo bench bench-fanout fuzz format check-format clean deb
+.PHONY: all deps test test-full test-fast test-rdma demo bench bench-fanout chaos fuzz format check-format clean deb
 FUZZ_ITERS ?= 1000000
 RDMA_PROTOCOLS ?= rdma rdma-fabric
 
@@ -90,6 +95,10 @@ bench-fanout: all
 	@packaging/deps.sh
 	@packaging/deps.sh --bench
 	@bench/fanout.sh $(BUILD)
+
+chaos: all
+	@packaging/deps.sh
+	@bash bench/chaos.sh $(BUILD)
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 

@@ -111,7 +111,6 @@ for t in ip tc jq curl cmp; do
 done
 
 P=fo$(($$ % 100000))
-HUB=${P}hub
 NET=10.$((150 + $$ % 50)).$(($$ % 250))
 WORK=$(mktemp -d /dev/shm/seedfs-fanout.XXXXXX)
 NSS=()
@@ -146,42 +145,11 @@ die() {
 	exit 1
 }
 now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+# shellcheck source=bench/netns.sh
+source "$SRC/bench/netns.sh"
+hub || die "ip netns add"
 calc() { awk "BEGIN { printf $1 }"; }
 
-# Rate in bits per second from tc's words (100mbit, 1gbit, 500kbit).
-bps() {
-	echo "$1" | awk '{ v = $0 + 0; u = tolower($0); sub(/^[0-9.]+/, "", u)
-		m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
-		printf "%.0f", v * m }'
-}
-
-ip netns add "$HUB" || die "ip netns add"
-NSS+=("$HUB")
-ip -n "$HUB" link add br0 type bridge
-ip -n "$HUB" link set br0 up
-ip -n "$HUB" link set lo up
-
-# host NAME INDEX RATE: a namespace $P-NAME with address $NET.INDEX,
-# RATE each way.
-host() {
-	local ns=$P-$1 ip=$NET.$2 rate=$3 port=${P}p$2
-	ip netns add "$ns"
-	NSS+=("$ns")
-	ip link add "$port" netns "$HUB" type veth peer name eth0 netns "$ns"
-	ip -n "$HUB" link set "$port" master br0 up
-	ip -n "$ns" addr add "$ip/24" dev eth0
-	ip -n "$ns" link set eth0 up
-	ip -n "$ns" link set lo up
-	shape "$ns" eth0 "$rate" add
-	shape "$HUB" "$port" "$rate" add
-}
-# shape NETNS DEV RATE add|change: tbf at RATE on DEV, a bucket of a few
-# ms at the rate (bursts queue, not drop).
-shape() {
-	local burst=$(($(bps "$3") / 8 / 250 + 16384))
-	ip netns exec "$1" tc qdisc "$4" dev "$2" root tbf rate "$3" \
-		burst "$burst" latency 100ms
-}
 # sent NAME: bytes host NAME has sent (its uplink's qdisc)
 sent() {
 	ip netns exec "$P-$1" tc -s qdisc show dev eth0 |

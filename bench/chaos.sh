@@ -1,0 +1,482 @@
+#!/usr/bin/env bash
+# make chaos: a seed and CHAOS_HOSTS-1 re-seeding replicas, each a
+# network namespace (bench/netns.sh: one bridge, tc-shaped links), every
+# replica reading the whole model in a loop (-o direct_io, a cache of
+# half the model, 16M at least: reads keep crossing the network) and checking every
+# byte, while faults are injected one after another for CHAOS_S seconds:
+#   seed_kill   the seed killed -9, restarted on its port 1-6 s later
+#   mount_kill  a replica's mount killed -9, mounted again 1-6 s later
+#   stop        SIGSTOP of the seed or a replica's mount, SIGCONT 1-8 s later
+#   cut         a host's link down, up again 1-8 s later
+#   republish   a file of the model changed, the seed's SIGHUP
+#   remount     a replica unmounted (fusermount3 -u) and mounted again
+# Kinds come in rounds, each round every kind once in a random order, on
+# a random target, with 1-3 s of calm between.
+#
+# Every read is classified: byte-exact; EIO (allowed from a fault's
+# start until --timeout + 3 s after its end); wrong bytes; "gone" (its
+# own mount killed or unmounted: allowed within that window only);
+# anything else.  A read taking longer than HANG_S (--timeout + the
+# longest fault + 10 s) is a hang; so is one still running at the end
+# for longer.  A daemon that exits unasked is a crash (restarted, so the
+# run goes on).  Each mount's RSS and fds are sampled after its first
+# whole byte-exact pass and at the end.
+#
+# Printed: per fault kind, how many were injected and what the reads
+# whose end fell in its windows got; the totals; each mount's RSS and
+# fds.  Fails on any wrong byte, crash, hang, late EIO, unexplained
+# error, or a mount that grew past CHAOS_RSS_GROW (MiB) or 16 fds.
+#
+#   bench/chaos.sh BUILD
+# Environment: CHAOS_S (600), CHAOS_HOSTS (8), CHAOS_SIZE (48M),
+# CHAOS_RATE (1gbit), CHAOS_TIMEOUT (5), CHAOS_RSS_GROW (48),
+# CHAOS_CACHE (each mount's --cache-size; default half the model),
+# CHAOS_SEED (random: the faults' RANDOM seed, printed),
+# CHAOS_RESULTS=FILE (key value lines for tests), CHAOS_KEEP=1.
+set -euo pipefail
+now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+
+if [ "${1:-}" = --host ]; then
+	# One replica, inside its namespace (its own mount namespace too):
+	# keeps a re-seeding mount up, reads the model in a loop, and takes
+	# its faults from $out/$name.cmd ("kill9 SEQ MS", "remount SEQ MS").
+	shift
+	seedfs=$1 mnt=$2 seeds=$3 model=$4 out=$5 name=$6
+	shift 6
+	ev=$out/$name.events
+	pid=0
+	mkdir -p "$mnt"
+	gone() { # PID: wait up to 20 s for it to end
+		for _ in $(seq 400); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+		return 1
+	}
+	mount_up() { # mounted, and the model shown (retried: the seed may be down)
+		local t
+		for t in $(seq 120); do
+			if "$seedfs" mount --seed "$seeds" "$mnt" --log-file "$out/$name.log" \
+				"$@" 2>>"$out/$name.err"; then
+				pid=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' \
+					"$out/$name.log" | tail -n 1)
+				echo "$pid" >"$out/$name.pid"
+				for _ in $(seq 600); do
+					[ -d "$mnt/m" ] && break
+					sleep 0.05
+				done
+				echo "$(now_ms) mounted $pid" >>"$ev"
+				return 0
+			fi
+			sleep 0.5
+		done
+		echo "$(now_ms) nomount" >>"$ev"
+		return 1
+	}
+	reader() {
+		local files f st t0 t1 res seen=""
+		mapfile -t files < <(cd "$model" && find . -type f | sort | sed 's|^\./||')
+		while [ ! -e "$out/stop" ]; do
+			local p all=1
+			p=$(cat "$out/$name.pid" 2>/dev/null || echo 0)
+			for f in "${files[@]}"; do
+				[ -e "$out/stop" ] && break
+				t0=$(now_ms)
+				echo "$t0 $f" >"$out/$name.cur"
+				st=0
+				if [ "$f" = chaos.txt ]; then
+					# Changed by each republish: any generation's
+					# line, whole.
+					cat "$mnt/m/$f" >"$out/$name.got" 2>"$out/$name.cmp" || st=2
+					[ $st = 0 ] && ! grep -qx 'generation [0-9]*' "$out/$name.got" && st=1
+				else
+					cmp "$model/$f" "$mnt/m/$f" >"$out/$name.got" 2>"$out/$name.cmp" || st=$?
+				fi
+				t1=$(now_ms)
+				res=ok
+				if [ $st = 1 ]; then
+					res=wrong
+				elif [ $st != 0 ]; then
+					case "$(cat "$out/$name.cmp")" in
+					*"Input/output error"*) res=eio ;;
+					*"Stale file handle"*) res=estale ;;
+					*"not connected"* | *"No such file"* | *"connection abort"*) res=gone ;;
+					*) res=other ;;
+					esac
+				fi
+				[ $res = ok ] || all=0
+				[ $res = ok ] || [ $res = gone ] ||
+					echo "$t0 $t1 $res $f $(head -c 200 "$out/$name.got" "$out/$name.cmp" | tr '\n' ' ')" >>"$out/$name.bad"
+				echo "$t0 $t1 $res $f" >>"$out/$name.reads"
+				# Its mount is down: not a busy loop meanwhile.
+				[ $res != gone ] || sleep 0.1
+			done
+			# A whole pass byte-exact on a mount: its start sample.
+			if [ $all = 1 ] && [ "$p" != 0 ] && [ "$p" != "$seen" ] &&
+				[ "$(cat "$out/$name.pid" 2>/dev/null)" = "$p" ]; then
+				seen=$p
+				echo "$p $(sample "$p")" >>"$out/$name.start"
+			fi
+			sleep 0.5
+		done
+		rm -f "$out/$name.cur"
+	}
+	sample() { # PID: "RSS-KiB FDS"
+		echo "$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0)" \
+			"$(find "/proc/$1/fd" -mindepth 1 2>/dev/null | wc -l)"
+	}
+	mount_up "$@" || exit 1
+	reader &
+	rpid=$!
+	while [ ! -e "$out/stop" ]; do
+		if [ -s "$out/$name.cmd" ]; then
+			read -r cmd seq ms <"$out/$name.cmd" || true
+			rm -f "$out/$name.cmd"
+			echo "$(now_ms) start $seq $cmd" >>"$ev"
+			old=$pid
+			if [ "$cmd" = kill9 ]; then
+				kill -9 "$old" 2>/dev/null || true
+				gone "$old" || echo "$(now_ms) hang $old (killed)" >>"$ev"
+				fusermount3 -u -z "$mnt" 2>/dev/null || true
+			else
+				# A reader may have a file open: lazily, as an
+				# admin would; the daemon must still exit.
+				fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" 2>/dev/null || true
+				gone "$old" || echo "$(now_ms) hang $old (unmounted, still running)" >>"$ev"
+			fi
+			sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+			mount_up "$@" || true
+			echo "$(now_ms) end $seq $cmd" >>"$ev"
+		elif [ "$pid" != 0 ] && ! kill -0 "$pid" 2>/dev/null; then
+			echo "$(now_ms) crash $pid" >>"$ev"
+			fusermount3 -u -z "$mnt" 2>/dev/null || true
+			mount_up "$@" || true
+			echo "$(now_ms) recovered $pid" >>"$ev"
+		fi
+		sleep 0.2
+	done
+	echo "$pid $(sample "$pid")" >"$out/$name.end"
+	wait "$rpid" 2>/dev/null || true
+	fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" 2>/dev/null || true
+	gone "$pid" || echo "$(now_ms) hang $pid (final unmount)" >>"$ev"
+	exit 0
+fi
+
+BUILD=$(cd "${1:-build}" && pwd)
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+SELF=$SRC/bench/$(basename "$0")
+SEEDFS=$BUILD/seedfs
+DUR=${CHAOS_S:-600}
+HOSTS=${CHAOS_HOSTS:-8}
+N=$((HOSTS - 1))
+SIZE=${CHAOS_SIZE:-48M}
+RATE=${CHAOS_RATE:-1gbit}
+TIMEOUT=${CHAOS_TIMEOUT:-5}
+RSS_GROW=${CHAOS_RSS_GROW:-48}
+RESULTS=${CHAOS_RESULTS:-}
+SEED=${CHAOS_SEED:-$((RANDOM * 32768 + RANDOM))}
+RANDOM=$SEED
+MAXF=8000 # the longest fault, ms
+HANG_MS=$((TIMEOUT * 1000 + MAXF + 10000))
+EIO_MS=$((TIMEOUT * 1000 + 3000))
+[ "$(id -u)" = 0 ] || { echo "chaos: needs root (network namespaces, FUSE)" >&2; exit 77; }
+for t in ip tc cmp fusermount3; do
+	command -v "$t" >/dev/null || { echo "chaos: needs $t (packaging/deps.sh)" >&2; exit 1; }
+done
+
+P=ch$(($$ % 100000))
+NET=10.$((200 + $$ % 50)).$(($$ % 250))
+WORK=$(mktemp -d /dev/shm/seedfs-chaos.XXXXXX)
+OUT=$WORK/out
+NSS=()
+PIDS=()
+SEEDPID=0
+cleanup() {
+	local p f
+	touch "$OUT/stop" 2>/dev/null || true
+	for p in "${HPIDS[@]}"; do
+		for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+	done
+	for f in "$OUT"/*.pid; do
+		[ -s "$f" ] && PIDS+=("$(cat "$f")")
+	done
+	for p in "${PIDS[@]}" "${HPIDS[@]}" "$SEEDPID"; do
+		[ "$p" != 0 ] || continue
+		kill -CONT "$p" 2>/dev/null || true
+		{ kill -9 "$p" && wait "$p"; } 2>/dev/null || true
+	done
+	for p in "${NSS[@]}"; do ip netns del "$p" 2>/dev/null || true; done
+	if [ "${CHAOS_KEEP:-0}" = 1 ]; then
+		echo "chaos: kept $WORK" >&2
+		rm -rf "$WORK/m" "$WORK"/mnt-*
+	else
+		rm -rf "$WORK"
+	fi
+}
+HPIDS=()
+trap cleanup EXIT
+die() {
+	echo "chaos: FAIL: $*" >&2
+	exit 1
+}
+# shellcheck source=bench/netns.sh
+source "$SRC/bench/netns.sh"
+hub || die "ip netns add"
+
+"$BUILD/tests/genmodel" "$WORK/m" --size "$SIZE" --shards 2 >/dev/null
+MODEL=$WORK/m
+GEN=1
+echo "generation $GEN" >"$MODEL/chaos.txt"
+BYTES=$(du -sb "$MODEL" | cut -f1)
+CACHE=$((BYTES / 2 / 1048576 + 1))
+[ "$CACHE" -ge 16 ] || CACHE=16 # the least a mount takes
+CACHE=${CHAOS_CACHE:-${CACHE}M}
+mkdir -p "$OUT"
+
+host s0 10 "$RATE"
+for i in $(seq "$N"); do host "r$i" $((100 + i)) "$RATE"; done
+SEEDADDR=$NET.10:7070
+
+seed_start() {
+	# nsenter --net, not `ip netns exec`: the seed must not hold a copy
+	# of the host's mount table (FUSE mounts included).
+	nsenter "--net=/run/netns/$P-s0" "$SEEDFS" seed --model-dir "$MODEL" \
+		--listen "$SEEDADDR" --protocol tcp --log-level warn --grace 1 \
+		>"$WORK/seed.out" 2>>"$WORK/seed.err" &
+	SEEDPID=$!
+	for _ in $(seq 600); do
+		grep -qE '^seedfs seed: ready on ' "$WORK/seed.out" 2>/dev/null && return 0
+		kill -0 "$SEEDPID" 2>/dev/null || break
+		sleep 0.05
+	done
+	return 1
+}
+seed_start || die "the seed did not start: $(tail -n 5 "$WORK/seed.err")"
+
+echo "chaos: $HOSTS hosts (a seed, $N re-seeding replicas), a $SIZE model," \
+	"links $RATE, --timeout $TIMEOUT, ${DUR} s, faults' seed $SEED"
+for i in $(seq "$N"); do
+	ip netns exec "$P-r$i" bash "$SELF" --host "$SEEDFS" "$WORK/mnt-r$i" \
+		"$SEEDADDR" "$MODEL" "$OUT" "r$i" --protocol tcp --reseed \
+		--listen "$NET.$((100 + i)):7070" --cache-size "$CACHE" \
+		--timeout "$TIMEOUT" -o direct_io &
+	HPIDS+=($!)
+done
+for i in $(seq "$N"); do
+	for _ in $(seq 600); do grep -q mounted "$OUT/r$i.events" 2>/dev/null && break; sleep 0.1; done
+	grep -q mounted "$OUT/r$i.events" 2>/dev/null ||
+		die "r$i did not mount: $(tail -n 5 "$OUT/r$i.err" 2>/dev/null)"
+done
+
+FAULTS=$WORK/faults # KIND TARGET START END (ms)
+: >"$FAULTS"
+: >"$WORK/crashes"
+: >"$WORK/hangs"
+KINDS=(seed_kill mount_kill stop cut republish remount)
+seq_no=0
+t_start=$(now_ms)
+t_end=$((t_start + DUR * 1000))
+seed_check() { # the seed alive, unless we stopped it; a crash restarts it
+	if ! kill -0 "$SEEDPID" 2>/dev/null; then
+		echo "$(now_ms) seed $SEEDPID" >>"$WORK/crashes"
+		wait "$SEEDPID" 2>/dev/null || true
+		seed_start || die "the seed did not start again"
+	fi
+}
+pause() { # MS, watching the seed meanwhile
+	local until=$(($(now_ms) + $1))
+	while [ "$(now_ms)" -lt "$until" ]; do
+		seed_check
+		sleep 0.1
+	done
+}
+inject() { # KIND: one fault, to its end
+	local kind=$1 ms=$((1000 + RANDOM % 7000)) t0 target
+	local r=r$((1 + RANDOM % N))
+	seq_no=$((seq_no + 1))
+	t0=$(now_ms)
+	case $kind in
+	seed_kill)
+		target=s0
+		ms=$((1000 + RANDOM % 5000))
+		kill -9 "$SEEDPID"
+		wait "$SEEDPID" 2>/dev/null || true
+		sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+		seed_start || die "the seed did not start again after its kill"
+		;;
+	mount_kill | remount)
+		target=$r
+		ms=$((1000 + RANDOM % 5000))
+		echo "$([ "$kind" = mount_kill ] && echo kill9 || echo remount) $seq_no $ms" \
+			>"$OUT/$r.cmd.new"
+		mv "$OUT/$r.cmd.new" "$OUT/$r.cmd"
+		local e=$(($(now_ms) + 60000))
+		until grep -q " end $seq_no " "$OUT/$r.events" 2>/dev/null; do
+			[ "$(now_ms)" -lt "$e" ] || die "$r: its $kind did not end in 60 s"
+			seed_check
+			sleep 0.1
+		done
+		;;
+	stop)
+		local p
+		if [ $((RANDOM % 2)) = 0 ]; then
+			target=s0 p=$SEEDPID
+		else
+			target=$r p=$(cat "$OUT/$r.pid")
+		fi
+		kill -STOP "$p" 2>/dev/null || true
+		sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+		kill -CONT "$p" 2>/dev/null || true
+		;;
+	cut)
+		target=$([ $((RANDOM % 3)) = 0 ] && echo s0 || echo "$r")
+		ip -n "$P-$target" link set eth0 down
+		sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+		ip -n "$P-$target" link set eth0 up
+		;;
+	republish)
+		target=s0
+		GEN=$((GEN + 1))
+		echo "generation $GEN" >"$MODEL/chaos.txt.new"
+		mv "$MODEL/chaos.txt.new" "$MODEL/chaos.txt"
+		kill -HUP "$SEEDPID"
+		;;
+	esac
+	echo "$kind $target $t0 $(now_ms)" >>"$FAULTS"
+}
+
+while [ "$(now_ms)" -lt "$t_end" ]; do
+	# A round: every kind once, in a random order.
+	mapfile -t round < <(for k in "${KINDS[@]}"; do echo "$RANDOM $k"; done | sort -n | cut -d' ' -f2)
+	for k in "${round[@]}"; do
+		[ "$(now_ms)" -lt "$t_end" ] || break
+		pause $((1000 + RANDOM % 2000))
+		inject "$k"
+		printf '\r%4d s: %d faults' $((($(now_ms) - t_start) / 1000)) "$seq_no" >&2
+	done
+done
+echo >&2
+pause 3000 # the last fault's reads end
+t_stop=$(now_ms)
+# Reads still running this long are hangs.
+for i in $(seq "$N"); do
+	if [ -s "$OUT/r$i.cur" ]; then
+		read -r c0 cf <"$OUT/r$i.cur" || true
+		[ -n "${c0:-}" ] && [ $((t_stop - c0)) -gt "$HANG_MS" ] &&
+			echo "r$i $c0 $t_stop hang $cf" >>"$WORK/hangs"
+	fi
+done
+touch "$OUT/stop"
+for p in "${HPIDS[@]}"; do
+	for _ in $(seq 600); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+done
+seed_check
+kill "$SEEDPID" 2>/dev/null || true
+wait "$SEEDPID" 2>/dev/null || true
+SEEDPID=0
+
+# The reads, each with the host it ran on.
+for i in $(seq "$N"); do
+	[ -s "$OUT/r$i.reads" ] && sed "s/^/r$i /" "$OUT/r$i.reads"
+done >"$WORK/reads"
+# Windows in which a host's own mount was down (killed, unmounted, crashed).
+for i in $(seq "$N"); do
+	awk -v h="r$i" '$2 == "start" { s = $1 } $2 == "end" && s { print h, s, $1; s = 0 }
+		$2 == "crash" { c = $1 } $2 == "recovered" && c { print h, c, $1; c = 0 }
+		END { if (s) print h, s, 9e15; if (c) print h, c, 9e15 }' "$OUT/r$i.events"
+done >"$WORK/down"
+for i in $(seq "$N"); do
+	awk -v h="r$i" '$2 == "crash" { print h, $0 }' "$OUT/r$i.events"
+	awk -v h="r$i" '$2 == "hang" { print h, $0 }' "$OUT/r$i.events"
+done >>"$WORK/crashes"
+
+# Classify: every read, against the faults and its host's down windows.
+awk -v eio_ms="$EIO_MS" -v hang_ms="$HANG_MS" -v res="$WORK/class" '
+	FILENAME ~ /faults$/ { nf++; fk[nf] = $1; fs[nf] = $3; fe[nf] = $4; inj[$1]++; next }
+	FILENAME ~ /down$/ { nd++; dh[nd] = $1; ds[nd] = $2; de[nd] = $3; next }
+	{
+		h = $1; t0 = $2; t1 = $3; r = $4
+		# The fault this read is in: the latest begun whose window
+		# (start to end + eio_ms) holds its end.
+		k = "none"; late = -1
+		for (i = nf; i >= 1; i--)
+			if (fs[i] <= t1 && t1 <= fe[i] + eio_ms) { k = fk[i]; late = t1 - fe[i]; break }
+		down = 0
+		for (i = 1; i <= nd; i++)
+			if (dh[i] == h && ds[i] <= t1 && t0 <= de[i] + 2000) down = 1
+		n[k]++; total++
+		if (r == "ok") { ok[k]++; oks++ }
+		else if (r == "wrong") { wrong[k]++; wrongs++ }
+		else if (r == "eio" || r == "estale") {
+			if (k == "none") { lateeio++; print "late EIO: " $0 > "/dev/stderr" }
+			else { eio[k]++; eios++; if (late > maxlate[k]) maxlate[k] = late }
+			if (r == "estale") estales++
+		} else if (r == "gone") {
+			if (down) gones++
+			else { others++; print "gone, its mount up: " $0 > "/dev/stderr" }
+		} else { others++; print "error: " $0 > "/dev/stderr" }
+		if (t1 - t0 > hang_ms && !down) { hangs++; print "hang: " $0 > "/dev/stderr" }
+	}
+	END {
+		printf "| %-10s | %8s | %10s | %6s | %17s | %5s |\n", "fault", "injected", "byte-exact", "EIO", "last EIO after (s)", "wrong"
+		printf "|------------|----------|------------|--------|--------------------|-------|\n"
+		split("seed_kill mount_kill stop cut republish remount none", kinds, " ")
+		for (j = 1; j <= 7; j++) {
+			k = kinds[j]
+			printf "| %-10s | %8s | %10d | %6d | %18s | %5d |\n", k,
+				k == "none" ? "-" : inj[k] + 0, ok[k], eio[k],
+				eio[k] ? sprintf("%.1f", maxlate[k] / 1000) : "-", wrong[k]
+		}
+		printf "reads %d byte_exact %d eio %d estale %d late_eio %d wrong %d gone %d other %d hangs %d\n",
+			total, oks, eios, estales, lateeio, wrongs, gones, others, hangs > res
+	}' "$FAULTS" "$WORK/down" "$WORK/reads" >"$WORK/table" 2>"$WORK/why"
+[ -s "$WORK/hangs" ] && cat "$WORK/hangs" >>"$WORK/why"
+read -r _ reads _ exact _ eios _ estales _ late _ wrong _ gonec _ others _ hangs <"$WORK/class"
+hangs=$((hangs + $(wc -l <"$WORK/hangs")))
+crashes=$(grep -c . "$WORK/crashes" || true)
+
+echo
+echo "seedfs chaos: $HOSTS hosts, a $SIZE model ($BYTES bytes), links $RATE," \
+	"--timeout $TIMEOUT s, $(((t_stop - t_start) / 1000)) s, $seq_no faults (seed $SEED)"
+echo
+cat "$WORK/table"
+echo
+echo "reads $reads: byte-exact $exact, EIO $eios (ESTALE $estales among them)," \
+	"EIO outside a fault's window $late, wrong $wrong, own mount down $gonec," \
+	"other errors $others, hangs (> $((HANG_MS / 1000)) s) $hangs, crashes $crashes"
+echo
+printf '| %-5s | %-9s | %9s | %9s | %7s | %7s |\n' mount pid "RSS start" "RSS end" "fds" "fds end"
+printf '|-------|-----------|-----------|-----------|---------|---------|\n'
+grown=0
+for i in $(seq "$N"); do
+	read -r ep erss efd <"$OUT/r$i.end" 2>/dev/null || { ep=- erss=0 efd=0; }
+	read -r _ srss sfd < <(awk -v p="$ep" '$1 == p' "$OUT/r$i.start" 2>/dev/null | head -n 1) || true
+	printf '| %-5s | %-9s | %7s MB | %7s MB | %7s | %7s |\n' "r$i" "$ep" \
+		"$([ -n "${srss:-}" ] && echo $((srss / 1024)) || echo -)" $((erss / 1024)) "${sfd:--}" "$efd"
+	if [ -n "${srss:-}" ]; then
+		[ $((erss - srss)) -le $((RSS_GROW * 1024)) ] && [ $((efd - sfd)) -le 16 ] ||
+			{ grown=$((grown + 1)); echo "r$i grew: RSS $srss -> $erss KiB, fds $sfd -> $efd" >>"$WORK/why"; }
+	fi
+	srss=""
+done
+if [ -n "$RESULTS" ]; then
+	{
+		echo "reads $reads"
+		echo "byte_exact $exact"
+		echo "eio $eios"
+		echo "late_eio $late"
+		echo "wrong $wrong"
+		echo "other $others"
+		echo "hangs $hangs"
+		echo "crashes $crashes"
+		echo "grown $grown"
+		echo "faults $seq_no"
+		for k in "${KINDS[@]}"; do echo "injected_$k $(awk -v k="$k" '$1 == k' "$FAULTS" | wc -l)"; done
+	} >"$RESULTS"
+fi
+if [ -s "$WORK/why" ] || [ -s "$WORK/crashes" ]; then
+	echo
+	echo "what went wrong:"
+	head -n 40 "$WORK/why" "$WORK/crashes" 2>/dev/null
+fi
+[ "$wrong" = 0 ] && [ "$crashes" = 0 ] && [ "$hangs" = 0 ] && [ "$late" = 0 ] &&
+	[ "$others" = 0 ] && [ "$grown" = 0 ] && [ "$exact" -gt 0 ] ||
+	die "wrong $wrong, crashes $crashes, hangs $hangs, late EIO $late, other errors $others, grown $grown, byte-exact $exact"
+echo "chaos: passed"

@@ -11,81 +11,124 @@
 #   republish   a file of the model changed, the seed's SIGHUP
 #   remount     a replica unmounted (fusermount3 -u) and mounted again
 # Kinds come in rounds, each round every kind once in a random order, on
-# a random target, with 1-3 s of calm between.
+# a random target, with 1-3 s of calm between faults and --timeout + 5 s
+# after each round; the first round is always whole.
 #
 # Every read is classified: byte-exact; EIO (allowed from a fault's
-# start until --timeout + 3 s after its end); wrong bytes; "gone" (its
+# start until --timeout + 3 s after its end); wrong bytes (chaos.txt:
+# anything but exactly one published generation's line); "gone" (its
 # own mount killed or unmounted: allowed within that window only);
 # anything else.  A read taking longer than HANG_S (--timeout + the
-# longest fault + 10 s) is a hang; so is one still running at the end
-# for longer.  A daemon that exits unasked is a crash (restarted, so the
-# run goes on).  Each mount's RSS and fds are sampled after its first
-# whole byte-exact pass and at the end.
+# longest fault + 10 s; while its own mount was up) is a hang; so is one
+# still running at the end for longer, and a host or daemon that does
+# not end when told.  Mounts run in the foreground of their host's
+# script: one that exits unasked, or with another status than the one
+# asked for (kill -9: 137, unmount: 0), is a crash (mounted again, so
+# the run goes on); so is a seed that dies unasked or ends badly on
+# SIGTERM.  After the last fault's window every host reads the whole
+# model once more: each read exact, chaos.txt the last generation.  Each
+# mount's RSS and fds are sampled after its first whole byte-exact pass
+# and at the end.
 #
 # Printed: per fault kind, how many were injected and what the reads
-# whose end fell in its windows got; the totals; each mount's RSS and
-# fds.  Fails on any wrong byte, crash, hang, late EIO, unexplained
-# error, or a mount that grew past CHAOS_RSS_GROW (MiB) or 16 fds.
+# whose end fell in its windows got (the latest fault's window that
+# holds a read's end counts it); the totals; each mount's RSS and fds.
+# Fails on any wrong byte, crash, hang, late EIO, unexplained error,
+# inexact read after the faults, or a last mount not sampled or grown
+# past CHAOS_RSS_GROW (MiB) or 16 fds.
 #
 #   bench/chaos.sh BUILD
 # Environment: CHAOS_S (600), CHAOS_HOSTS (8), CHAOS_SIZE (48M),
 # CHAOS_RATE (1gbit), CHAOS_TIMEOUT (5), CHAOS_RSS_GROW (48),
 # CHAOS_CACHE (each mount's --cache-size; default half the model),
 # CHAOS_SEED (random: the faults' RANDOM seed, printed),
+# CHAOS_MOUNT_OPTS, CHAOS_SEED_OPTS (more options for each),
 # CHAOS_RESULTS=FILE (key value lines for tests), CHAOS_KEEP=1.
 set -euo pipefail
 now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+alive() { # PID: running (not gone, not a zombie: kill -0 says yes to those)
+	local st
+	st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] && [ "$st" != Z ]
+}
 
 if [ "${1:-}" = --host ]; then
-	# One replica, inside its namespace (its own mount namespace too):
-	# keeps a re-seeding mount up, reads the model in a loop, and takes
-	# its faults from $out/$name.cmd ("kill9 SEQ MS", "remount SEQ MS").
+	# One replica, in its network namespace: keeps a re-seeding mount
+	# up (in the foreground, a child: its exit status is ours to see),
+	# reads the model in a loop, and takes its faults from
+	# $out/$name.cmd ("kill9 SEQ MS", "remount SEQ MS").
 	shift
 	seedfs=$1 mnt=$2 seeds=$3 model=$4 out=$5 name=$6
 	shift 6
 	ev=$out/$name.events
 	pid=0
 	mkdir -p "$mnt"
-	gone() { # PID: wait up to 20 s for it to end
-		for _ in $(seq 400); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
-		return 1
+	reap() { # PID WANT...: wait up to 20 s for it; a crash unless it
+		# ended the way we ended it (WANT: exit statuses)
+		local p=$1 st=0 w
+		shift
+		for _ in $(seq 400); do alive "$p" || break; sleep 0.05; done
+		if alive "$p"; then
+			echo "$(now_ms) hang $p (still running 20 s after it was ended)" >>"$ev"
+			kill -9 "$p" 2>/dev/null || true
+		fi
+		wait "$p" 2>/dev/null || st=$?
+		for w in "$@"; do [ "$st" = "$w" ] && return 0; done
+		echo "$(now_ms) crash $p (exit status $st)" >>"$ev"
 	}
 	mount_up() { # mounted, and the model shown (retried: the seed may be down)
 		local t
 		for t in $(seq 120); do
-			if "$seedfs" mount --seed "$seeds" "$mnt" --log-file "$out/$name.log" \
-				"$@" 2>>"$out/$name.err"; then
-				pid=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' \
-					"$out/$name.log" | tail -n 1)
-				echo "$pid" >"$out/$name.pid"
-				for _ in $(seq 600); do
-					[ -d "$mnt/m" ] && break
-					sleep 0.05
-				done
+			"$seedfs" mount -f --seed "$seeds" "$mnt" --log-file "$out/$name.log" \
+				"$@" 2>>"$out/$name.err" &
+			pid=$!
+			echo "$pid" >>"$out/$name.pids"
+			for _ in $(seq 600); do
+				[ -d "$mnt/m" ] && alive "$pid" && break
+				alive "$pid" || break
+				sleep 0.05
+			done
+			if alive "$pid" && [ -d "$mnt/m" ]; then
+				echo "$pid" >"$out/$name.pid.new"
+				mv "$out/$name.pid.new" "$out/$name.pid"
 				echo "$(now_ms) mounted $pid" >>"$ev"
 				return 0
 			fi
+			# Refused (the seed down, say): its one line is in .err.
+			alive "$pid" && kill "$pid" 2>/dev/null
+			wait "$pid" 2>/dev/null || true
+			fusermount3 -u -z "$mnt" 2>/dev/null || true
 			sleep 0.5
 		done
 		echo "$(now_ms) nomount" >>"$ev"
 		return 1
 	}
 	reader() {
-		local files f st t0 t1 res seen=""
+		local files f st t0 t1 res k g
 		mapfile -t files < <(cd "$model" && find . -type f | sort | sed 's|^\./||')
 		while [ ! -e "$out/stop" ]; do
-			local p all=1
+			local p all=1 ps
 			p=$(cat "$out/$name.pid" 2>/dev/null || echo 0)
+			ps=$(now_ms)
 			for f in "${files[@]}"; do
 				[ -e "$out/stop" ] && break
 				t0=$(now_ms)
 				echo "$t0 $f" >"$out/$name.cur"
-				st=0
+				st=0 g=-
 				if [ "$f" = chaos.txt ]; then
-					# Changed by each republish: any generation's
-					# line, whole.
+					# Changed by each republish: exactly one
+					# generation's line, not a later one than
+					# published.
 					cat "$mnt/m/$f" >"$out/$name.got" 2>"$out/$name.cmp" || st=2
-					[ $st = 0 ] && ! grep -qx 'generation [0-9]*' "$out/$name.got" && st=1
+					if [ $st = 0 ]; then
+						k=$(sed -n '1s/^generation \([0-9]\{1,9\}\)$/\1/p' "$out/$name.got")
+						if [ -n "$k" ] && printf 'generation %s\n' "$k" | cmp -s - "$out/$name.got" &&
+							[ "$k" -le "$(cat "$out/gen")" ]; then
+							g=$k
+						else
+							st=1
+						fi
+					fi
 				else
 					cmp "$model/$f" "$mnt/m/$f" >"$out/$name.got" 2>"$out/$name.cmp" || st=$?
 				fi
@@ -104,14 +147,15 @@ if [ "${1:-}" = --host ]; then
 				[ $res = ok ] || all=0
 				[ $res = ok ] || [ $res = gone ] ||
 					echo "$t0 $t1 $res $f $(head -c 200 "$out/$name.got" "$out/$name.cmp" | tr '\n' ' ')" >>"$out/$name.bad"
-				echo "$t0 $t1 $res $f" >>"$out/$name.reads"
+				echo "$t0 $t1 $res $f $g" >>"$out/$name.reads"
 				# Its mount is down: not a busy loop meanwhile.
 				[ $res != gone ] || sleep 0.1
 			done
-			# A whole pass byte-exact on a mount: its start sample.
-			if [ $all = 1 ] && [ "$p" != 0 ] && [ "$p" != "$seen" ] &&
+			# A whole pass: when (for the calm at the end), and on a
+			# mount's first byte-exact one, its start sample.
+			[ -e "$out/stop" ] || echo "$ps $(now_ms) $all" >>"$out/$name.passes"
+			if [ $all = 1 ] && [ "$p" != 0 ] && ! grep -q "^$p " "$out/$name.start" 2>/dev/null &&
 				[ "$(cat "$out/$name.pid" 2>/dev/null)" = "$p" ]; then
-				seen=$p
 				echo "$p $(sample "$p")" >>"$out/$name.start"
 			fi
 			sleep 0.5
@@ -133,29 +177,40 @@ if [ "${1:-}" = --host ]; then
 			old=$pid
 			if [ "$cmd" = kill9 ]; then
 				kill -9 "$old" 2>/dev/null || true
-				gone "$old" || echo "$(now_ms) hang $old (killed)" >>"$ev"
+				reap "$old" 137
 				fusermount3 -u -z "$mnt" 2>/dev/null || true
 			else
 				# A reader may have a file open: lazily, as an
-				# admin would; the daemon must still exit.
+				# admin would; the daemon must still exit, 0.
 				fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" 2>/dev/null || true
-				gone "$old" || echo "$(now_ms) hang $old (unmounted, still running)" >>"$ev"
+				reap "$old" 0
 			fi
 			sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
 			mount_up "$@" || true
 			echo "$(now_ms) end $seq $cmd" >>"$ev"
-		elif [ "$pid" != 0 ] && ! kill -0 "$pid" 2>/dev/null; then
-			echo "$(now_ms) crash $pid" >>"$ev"
+		elif [ "$pid" != 0 ] && ! alive "$pid"; then
+			reap "$pid" # a crash, whatever its status
 			fusermount3 -u -z "$mnt" 2>/dev/null || true
 			mount_up "$@" || true
 			echo "$(now_ms) recovered $pid" >>"$ev"
 		fi
 		sleep 0.2
 	done
-	echo "$pid $(sample "$pid")" >"$out/$name.end"
+	if alive "$pid"; then
+		echo "$pid $(sample "$pid")" >"$out/$name.end"
+	else
+		echo "$(now_ms) crash $pid (gone at the end)" >>"$ev"
+	fi
+	# The reader ends after its read: one longer than the bound hangs.
+	for _ in $(seq $((CHAOS_HANG_MS / 100))); do alive "$rpid" || break; sleep 0.1; done
+	if alive "$rpid"; then
+		echo "$(now_ms) hang reader ($(cat "$out/$name.cur" 2>/dev/null))" >>"$ev"
+		pkill -9 -P "$rpid" 2>/dev/null || true
+		kill -9 "$rpid" 2>/dev/null || true
+	fi
 	wait "$rpid" 2>/dev/null || true
 	fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" 2>/dev/null || true
-	gone "$pid" || echo "$(now_ms) hang $pid (final unmount)" >>"$ev"
+	reap "$pid" 0
 	exit 0
 fi
 
@@ -171,6 +226,8 @@ RATE=${CHAOS_RATE:-1gbit}
 TIMEOUT=${CHAOS_TIMEOUT:-5}
 RSS_GROW=${CHAOS_RSS_GROW:-48}
 RESULTS=${CHAOS_RESULTS:-}
+read -r -a MOPTS <<<"${CHAOS_MOUNT_OPTS:-}"
+read -r -a SOPTS <<<"${CHAOS_SEED_OPTS:-}"
 SEED=${CHAOS_SEED:-$((RANDOM * 32768 + RANDOM))}
 RANDOM=$SEED
 MAXF=8000 # the longest fault, ms
@@ -191,16 +248,26 @@ SEEDPID=0
 cleanup() {
 	local p f
 	touch "$OUT/stop" 2>/dev/null || true
-	for p in "${HPIDS[@]}"; do
-		for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+	# Whatever a fault left stopped goes on first, then every daemon
+	# any host started (remounts too), the hosts and their readers.
+	for f in "$OUT"/*.pids; do
+		[ -s "$f" ] && mapfile -t -O "${#PIDS[@]}" PIDS <"$f"
 	done
-	for f in "$OUT"/*.pid; do
-		[ -s "$f" ] && PIDS+=("$(cat "$f")")
+	for p in "${PIDS[@]}" "$SEEDPID"; do
+		[ "$p" != 0 ] && kill -CONT "$p" 2>/dev/null || true
+	done
+	for p in "${HPIDS[@]}"; do
+		for _ in $(seq 100); do alive "$p" || break; sleep 0.1; done
+	done
+	for p in "${HPIDS[@]}"; do
+		pkill -9 -P "$p" 2>/dev/null || true
 	done
 	for p in "${PIDS[@]}" "${HPIDS[@]}" "$SEEDPID"; do
 		[ "$p" != 0 ] || continue
-		kill -CONT "$p" 2>/dev/null || true
 		{ kill -9 "$p" && wait "$p"; } 2>/dev/null || true
+	done
+	for f in "$WORK"/mnt-*; do
+		[ -d "$f" ] && { fusermount3 -u -z "$f" 2>/dev/null || true; }
 	done
 	for p in "${NSS[@]}"; do ip netns del "$p" 2>/dev/null || true; done
 	if [ "${CHAOS_KEEP:-0}" = 1 ]; then
@@ -224,6 +291,8 @@ hub || die "ip netns add"
 MODEL=$WORK/m
 GEN=1
 echo "generation $GEN" >"$MODEL/chaos.txt"
+mkdir -p "$WORK/out"
+echo "$GEN" >"$WORK/out/gen" # the last published: none later may be read
 BYTES=$(du -sb "$MODEL" | cut -f1)
 CACHE=$((BYTES / 2 / 1048576 + 1))
 [ "$CACHE" -ge 16 ] || CACHE=16 # the least a mount takes
@@ -238,12 +307,12 @@ seed_start() {
 	# nsenter --net, not `ip netns exec`: the seed must not hold a copy
 	# of the host's mount table (FUSE mounts included).
 	nsenter "--net=/run/netns/$P-s0" "$SEEDFS" seed --model-dir "$MODEL" \
-		--listen "$SEEDADDR" --protocol tcp --log-level warn --grace 1 \
+		--listen "$SEEDADDR" --protocol tcp --log-level warn --grace 1 "${SOPTS[@]}" \
 		>"$WORK/seed.out" 2>>"$WORK/seed.err" &
 	SEEDPID=$!
 	for _ in $(seq 600); do
 		grep -qE '^seedfs seed: ready on ' "$WORK/seed.out" 2>/dev/null && return 0
-		kill -0 "$SEEDPID" 2>/dev/null || break
+		alive "$SEEDPID" || break
 		sleep 0.05
 	done
 	return 1
@@ -252,11 +321,14 @@ seed_start || die "the seed did not start: $(tail -n 5 "$WORK/seed.err")"
 
 echo "chaos: $HOSTS hosts (a seed, $N re-seeding replicas), a $SIZE model," \
 	"links $RATE, --timeout $TIMEOUT, ${DUR} s, faults' seed $SEED"
+# nsenter --net, not `ip netns exec`: a host's mount stays in this mount
+# namespace (cleanup unmounts it) and holds no copy of other mounts.
+export CHAOS_HANG_MS=$HANG_MS
 for i in $(seq "$N"); do
-	ip netns exec "$P-r$i" bash "$SELF" --host "$SEEDFS" "$WORK/mnt-r$i" \
+	nsenter "--net=/run/netns/$P-r$i" bash "$SELF" --host "$SEEDFS" "$WORK/mnt-r$i" \
 		"$SEEDADDR" "$MODEL" "$OUT" "r$i" --protocol tcp --reseed \
 		--listen "$NET.$((100 + i)):7070" --cache-size "$CACHE" \
-		--timeout "$TIMEOUT" -o direct_io &
+		--timeout "$TIMEOUT" -o direct_io "${MOPTS[@]}" 2>"$OUT/r$i.sh.err" &
 	HPIDS+=($!)
 done
 for i in $(seq "$N"); do
@@ -274,9 +346,10 @@ seq_no=0
 t_start=$(now_ms)
 t_end=$((t_start + DUR * 1000))
 seed_check() { # the seed alive, unless we stopped it; a crash restarts it
-	if ! kill -0 "$SEEDPID" 2>/dev/null; then
-		echo "$(now_ms) seed $SEEDPID" >>"$WORK/crashes"
-		wait "$SEEDPID" 2>/dev/null || true
+	if ! alive "$SEEDPID"; then
+		local st=0
+		wait "$SEEDPID" 2>/dev/null || st=$?
+		echo "$(now_ms) seed $SEEDPID (exit status $st)" >>"$WORK/crashes"
 		seed_start || die "the seed did not start again"
 	fi
 }
@@ -287,16 +360,16 @@ pause() { # MS, watching the seed meanwhile
 		sleep 0.1
 	done
 }
-inject() { # KIND: one fault, to its end
-	local kind=$1 ms=$((1000 + RANDOM % 7000)) t0 target
-	local r=r$((1 + RANDOM % N))
+inject() { # KIND TARGET: one fault, to its end
+	local kind=$1 r=$2 ms=$((1000 + RANDOM % 7000)) t0 target
+	seed_check
 	seq_no=$((seq_no + 1))
 	t0=$(now_ms)
 	case $kind in
 	seed_kill)
 		target=s0
 		ms=$((1000 + RANDOM % 5000))
-		kill -9 "$SEEDPID"
+		kill -9 "$SEEDPID" 2>/dev/null || true
 		wait "$SEEDPID" 2>/dev/null || true
 		sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
 		seed_start || die "the seed did not start again after its kill"
@@ -321,7 +394,8 @@ inject() { # KIND: one fault, to its end
 		else
 			target=$r p=$(cat "$OUT/$r.pid")
 		fi
-		kill -STOP "$p" 2>/dev/null || true
+		# Not counted unless it stopped something of ours.
+		alive "$p" && kill -STOP "$p" 2>/dev/null || return 0
 		sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
 		kill -CONT "$p" 2>/dev/null || true
 		;;
@@ -334,26 +408,48 @@ inject() { # KIND: one fault, to its end
 	republish)
 		target=s0
 		GEN=$((GEN + 1))
+		echo "$GEN" >"$OUT/gen.new"
+		mv "$OUT/gen.new" "$OUT/gen"
 		echo "generation $GEN" >"$MODEL/chaos.txt.new"
 		mv "$MODEL/chaos.txt.new" "$MODEL/chaos.txt"
-		kill -HUP "$SEEDPID"
+		kill -HUP "$SEEDPID" 2>/dev/null || true
 		;;
 	esac
 	echo "$kind $target $t0 $(now_ms)" >>"$FAULTS"
 }
 
-while [ "$(now_ms)" -lt "$t_end" ]; do
-	# A round: every kind once, in a random order.
-	mapfile -t round < <(for k in "${KINDS[@]}"; do echo "$RANDOM $k"; done | sort -n | cut -d' ' -f2)
-	for k in "${round[@]}"; do
-		[ "$(now_ms)" -lt "$t_end" ] || break
+# Rounds: every kind once, in a random order (shuffled here, not in a
+# subshell: bash reseeds RANDOM there, and CHAOS_SEED would not
+# reproduce a run), the first round always whole; after each round a
+# calm longer than a fault's EIO window, whose reads must all be exact.
+round=0
+while [ $round = 0 ] || [ "$(now_ms)" -lt "$t_end" ]; do
+	order=("${KINDS[@]}")
+	for ((j = ${#order[@]} - 1; j > 0; j--)); do
+		x=$((RANDOM % (j + 1)))
+		tmp=${order[j]} order[j]=${order[x]} order[x]=$tmp
+	done
+	for k in "${order[@]}"; do
+		[ $round = 0 ] || [ "$(now_ms)" -lt "$t_end" ] || break
 		pause $((1000 + RANDOM % 2000))
-		inject "$k"
+		inject "$k" "r$((1 + RANDOM % N))"
 		printf '\r%4d s: %d faults' $((($(now_ms) - t_start) / 1000)) "$seq_no" >&2
 	done
+	round=$((round + 1))
+	pause $((EIO_MS + 2000))
 done
 echo >&2
-pause 3000 # the last fault's reads end
+# The end: after the last fault's window, every host reads the whole
+# model once more (each read exact: the faults are over).
+t_quiet=$(now_ms)
+for i in $(seq "$N"); do
+	e=$(($(now_ms) + 120000))
+	until awk -v q="$t_quiet" '$1 >= q { f = 1 } END { exit !f }' "$OUT/r$i.passes" 2>/dev/null; do
+		[ "$(now_ms)" -lt "$e" ] || { echo "r$i: no whole pass in 120 s after the faults" >>"$WORK/hangs"; break; }
+		seed_check
+		sleep 0.2
+	done
+done
 t_stop=$(now_ms)
 # Reads still running this long are hangs.
 for i in $(seq "$N"); do
@@ -364,12 +460,24 @@ for i in $(seq "$N"); do
 	fi
 done
 touch "$OUT/stop"
-for p in "${HPIDS[@]}"; do
-	for _ in $(seq 600); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+# Each host ends (its reader within the hang bound, its mount unmounted)
+# with status 0.
+for i in $(seq "$N"); do
+	p=${HPIDS[$((i - 1))]}
+	for _ in $(seq $(((HANG_MS + 30000) / 100))); do alive "$p" || break; sleep 0.1; done
+	if alive "$p"; then
+		echo "host r$i still running $(((HANG_MS + 30000) / 1000)) s after the stop" >>"$WORK/hangs"
+	else
+		st=0
+		wait "$p" 2>/dev/null || st=$?
+		[ $st = 0 ] || echo "$(now_ms) host r$i exited $st" >>"$WORK/crashes"
+	fi
 done
 seed_check
 kill "$SEEDPID" 2>/dev/null || true
-wait "$SEEDPID" 2>/dev/null || true
+st=0
+wait "$SEEDPID" 2>/dev/null || st=$?
+[ $st = 0 ] || [ $st = 143 ] || echo "$(now_ms) seed $SEEDPID: SIGTERM, exit status $st" >>"$WORK/crashes"
 SEEDPID=0
 
 # The reads, each with the host it ran on.
@@ -383,12 +491,13 @@ for i in $(seq "$N"); do
 		END { if (s) print h, s, 9e15; if (c) print h, c, 9e15 }' "$OUT/r$i.events"
 done >"$WORK/down"
 for i in $(seq "$N"); do
-	awk -v h="r$i" '$2 == "crash" { print h, $0 }' "$OUT/r$i.events"
-	awk -v h="r$i" '$2 == "hang" { print h, $0 }' "$OUT/r$i.events"
-done >>"$WORK/crashes"
+	awk -v h="r$i" '$2 == "crash" || $2 == "nomount" { print h, $0 }' "$OUT/r$i.events" >>"$WORK/crashes"
+	awk -v h="r$i" '$2 == "hang" { print h, $0 }' "$OUT/r$i.events" >>"$WORK/hangs"
+done
 
 # Classify: every read, against the faults and its host's down windows.
-awk -v eio_ms="$EIO_MS" -v hang_ms="$HANG_MS" -v res="$WORK/class" '
+awk -v eio_ms="$EIO_MS" -v hang_ms="$HANG_MS" -v res="$WORK/class" \
+	-v quiet="$t_quiet" -v gen="$GEN" '
 	FILENAME ~ /faults$/ { nf++; fk[nf] = $1; fs[nf] = $3; fe[nf] = $4; inj[$1]++; next }
 	FILENAME ~ /down$/ { nd++; dh[nd] = $1; ds[nd] = $2; de[nd] = $3; next }
 	{
@@ -398,9 +507,19 @@ awk -v eio_ms="$EIO_MS" -v hang_ms="$HANG_MS" -v res="$WORK/class" '
 		k = "none"; late = -1
 		for (i = nf; i >= 1; i--)
 			if (fs[i] <= t1 && t1 <= fe[i] + eio_ms) { k = fk[i]; late = t1 - fe[i]; break }
-		down = 0
+		# Its own mount down meanwhile: not an error to read nothing;
+		# a hang counts until the mount went down.
+		down = 0; until = t1
 		for (i = 1; i <= nd; i++)
-			if (dh[i] == h && ds[i] <= t1 && t0 <= de[i] + 2000) down = 1
+			if (dh[i] == h && ds[i] <= t1 && t0 <= de[i] + 2000) {
+				down = 1
+				if (ds[i] < until) until = ds[i] > t0 ? ds[i] : t0
+			}
+		# After the faults and their windows: exact, and the last
+		# generation of chaos.txt.
+		if (t0 >= quiet && (r != "ok" || ($5 == "chaos.txt" && $6 != gen))) {
+			after++; print "after the faults: " $0 " (generation " gen " published)" > "/dev/stderr"
+		}
 		n[k]++; total++
 		if (r == "ok") { ok[k]++; oks++ }
 		else if (r == "wrong") { wrong[k]++; wrongs++ }
@@ -412,7 +531,7 @@ awk -v eio_ms="$EIO_MS" -v hang_ms="$HANG_MS" -v res="$WORK/class" '
 			if (down) gones++
 			else { others++; print "gone, its mount up: " $0 > "/dev/stderr" }
 		} else { others++; print "error: " $0 > "/dev/stderr" }
-		if (t1 - t0 > hang_ms && !down) { hangs++; print "hang: " $0 > "/dev/stderr" }
+		if (until - t0 > hang_ms) { hangs++; print "hang: " $0 > "/dev/stderr" }
 	}
 	END {
 		printf "| %-10s | %8s | %10s | %6s | %17s | %5s |\n", "fault", "injected", "byte-exact", "EIO", "last EIO after (s)", "wrong"
@@ -424,11 +543,11 @@ awk -v eio_ms="$EIO_MS" -v hang_ms="$HANG_MS" -v res="$WORK/class" '
 				k == "none" ? "-" : inj[k] + 0, ok[k], eio[k],
 				eio[k] ? sprintf("%.1f", maxlate[k] / 1000) : "-", wrong[k]
 		}
-		printf "reads %d byte_exact %d eio %d estale %d late_eio %d wrong %d gone %d other %d hangs %d\n",
-			total, oks, eios, estales, lateeio, wrongs, gones, others, hangs > res
+		printf "reads %d byte_exact %d eio %d estale %d late_eio %d wrong %d gone %d other %d hangs %d after %d\n",
+			total, oks, eios, estales, lateeio, wrongs, gones, others, hangs, after > res
 	}' "$FAULTS" "$WORK/down" "$WORK/reads" >"$WORK/table" 2>"$WORK/why"
 [ -s "$WORK/hangs" ] && cat "$WORK/hangs" >>"$WORK/why"
-read -r _ reads _ exact _ eios _ estales _ late _ wrong _ gonec _ others _ hangs <"$WORK/class"
+read -r _ reads _ exact _ eios _ estales _ late _ wrong _ gonec _ others _ hangs _ after <"$WORK/class"
 hangs=$((hangs + $(wc -l <"$WORK/hangs")))
 crashes=$(grep -c . "$WORK/crashes" || true)
 
@@ -440,7 +559,8 @@ cat "$WORK/table"
 echo
 echo "reads $reads: byte-exact $exact, EIO $eios (ESTALE $estales among them)," \
 	"EIO outside a fault's window $late, wrong $wrong, own mount down $gonec," \
-	"other errors $others, hangs (> $((HANG_MS / 1000)) s) $hangs, crashes $crashes"
+	"other errors $others, hangs (> $((HANG_MS / 1000)) s) $hangs, crashes $crashes;" \
+	"after the faults (from $(((t_quiet - t_start) / 1000)) s) not exact: $after"
 echo
 printf '| %-5s | %-9s | %9s | %9s | %7s | %7s |\n' mount pid "RSS start" "RSS end" "fds" "fds end"
 printf '|-------|-----------|-----------|-----------|---------|---------|\n'
@@ -450,9 +570,14 @@ for i in $(seq "$N"); do
 	read -r _ srss sfd < <(awk -v p="$ep" '$1 == p' "$OUT/r$i.start" 2>/dev/null | head -n 1) || true
 	printf '| %-5s | %-9s | %7s MB | %7s MB | %7s | %7s |\n' "r$i" "$ep" \
 		"$([ -n "${srss:-}" ] && echo $((srss / 1024)) || echo -)" $((erss / 1024)) "${sfd:--}" "$efd"
-	if [ -n "${srss:-}" ]; then
-		[ $((erss - srss)) -le $((RSS_GROW * 1024)) ] && [ $((efd - sfd)) -le 16 ] ||
-			{ grown=$((grown + 1)); echo "r$i grew: RSS $srss -> $erss KiB, fds $sfd -> $efd" >>"$WORK/why"; }
+	# Every host's last mount read a whole pass exact (the calm at the
+	# end) and was alive at the end: both samples, or it fails.
+	if [ -z "${srss:-}" ] || [ "$erss" = 0 ]; then
+		grown=$((grown + 1))
+		echo "r$i: its last mount ($ep) not sampled after a whole exact pass and at the end" >>"$WORK/why"
+	elif [ $((erss - srss)) -gt $((RSS_GROW * 1024)) ] || [ $((efd - sfd)) -gt 16 ]; then
+		grown=$((grown + 1))
+		echo "r$i grew: RSS $srss -> $erss KiB, fds $sfd -> $efd" >>"$WORK/why"
 	fi
 	srss=""
 done
@@ -467,16 +592,20 @@ if [ -n "$RESULTS" ]; then
 		echo "hangs $hangs"
 		echo "crashes $crashes"
 		echo "grown $grown"
+		echo "after $after"
 		echo "faults $seq_no"
 		for k in "${KINDS[@]}"; do echo "injected_$k $(awk -v k="$k" '$1 == k' "$FAULTS" | wc -l)"; done
 	} >"$RESULTS"
 fi
 if [ -s "$WORK/why" ] || [ -s "$WORK/crashes" ]; then
+	# (the run's logs: CHAOS_KEEP=1 keeps them)
 	echo
 	echo "what went wrong:"
 	head -n 40 "$WORK/why" "$WORK/crashes" 2>/dev/null
+	# What the hosts' scripts said, but bash's notes of our own kills.
+	grep -hv 'Killed' "$OUT"/*.sh.err 2>/dev/null | head -n 20 || true
 fi
 [ "$wrong" = 0 ] && [ "$crashes" = 0 ] && [ "$hangs" = 0 ] && [ "$late" = 0 ] &&
-	[ "$others" = 0 ] && [ "$grown" = 0 ] && [ "$exact" -gt 0 ] ||
-	die "wrong $wrong, crashes $crashes, hangs $hangs, late EIO $late, other errors $others, grown $grown, byte-exact $exact"
+	[ "$others" = 0 ] && [ "$grown" = 0 ] && [ "$after" = 0 ] && [ "$exact" -gt 0 ] ||
+	die "wrong $wrong, crashes $crashes, hangs $hangs, late EIO $late, other errors $others, grown or unsampled $grown, not exact after the faults $after, byte-exact $exact"
 echo "chaos: passed"

@@ -18,9 +18,9 @@ hub() {
 	HUB=${P}hub
 	ip netns add "$HUB" || return 1
 	NSS+=("$HUB")
-	ip -n "$HUB" link add br0 type bridge
-	ip -n "$HUB" link set br0 up
-	ip -n "$HUB" link set lo up
+	ip -n "$HUB" link add br0 type bridge || return 1
+	ip -n "$HUB" link set br0 up || return 1
+	ip -n "$HUB" link set lo up || return 1
 }
 
 # host NAME INDEX RATE: a namespace $P-NAME with address $NET.INDEX,

@@ -33,6 +33,7 @@
 # Printed: per fault kind, how many were injected and what the reads
 # whose end fell in its windows got (the latest fault's window that
 # holds a read's end counts it); the totals; each mount's RSS and fds.
+# r1's mount is never killed or remounted: it lives the whole run.
 # Fails on any wrong byte, crash, hang, late EIO, unexplained error,
 # inexact read after the faults, or a last mount not sampled or grown
 # past CHAOS_RSS_GROW (MiB) or 16 fds.
@@ -375,6 +376,9 @@ inject() { # KIND TARGET: one fault, to its end
 		seed_start || die "the seed did not start again after its kill"
 		;;
 	mount_kill | remount)
+		# Never r1: its mount lives the whole run, the witness of
+		# what the rest does to a long-lived mount (its RSS and fds).
+		[ "$N" -lt 2 ] || [ "$r" != r1 ] || r=r$((2 + RANDOM % (N - 1)))
 		target=$r
 		ms=$((1000 + RANDOM % 5000))
 		echo "$([ "$kind" = mount_kill ] && echo kill9 || echo remount) $seq_no $ms" \

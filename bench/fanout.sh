@@ -34,7 +34,8 @@
 # FANOUT_SCENARIOS ("a b c k h"), FANOUT_RUNS (3: runs of (b) and (c),
 # in turn, the order alternating; medians compared), FANOUT_SHORT=1 (no
 # plot file, no striping, one run: the make test form), FANOUT_RESULTS=FILE (key value lines
-# for tests), FANOUT_MOUNT_OPTS (more mount options), FANOUT_SEED_OPTS
+# for tests), FANOUT_H_SLACK_MS ((h)'s slack past --timeout, 3000),
+# FANOUT_MOUNT_OPTS (more mount options), FANOUT_SEED_OPTS
 # (more seed options, e.g. --checksum-chunk 256K with --chunk-size 256K
 # in the mount's), FANOUT_KEEP=1 (keep the logs and status files).
 set -euo pipefail
@@ -343,7 +344,7 @@ H_TIMEOUT=10000
 for i in "${!MOPTS[@]}"; do
 	[ "${MOPTS[$i]}" = --timeout ] && H_TIMEOUT=$((${MOPTS[$((i + 1))]} * 1000))
 done
-H_BOUND=$((H_TIMEOUT + 3000 + BYTES * 8 * 1000 / BPS))
+H_BOUND=$((H_TIMEOUT + ${FANOUT_H_SLACK_MS:-3000} + BYTES * 8 * 1000 / BPS))
 # keep NAME R: run R's results of NAME, aside
 keep() {
 	local v

@@ -229,9 +229,12 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 	sfs_tree_finish(r->tree);
 	pthread_rwlock_unlock(&r->tree_lock);
 	/* r->reseed is set before the sweeper reads it (lanes). */
-	if (c->reseed &&
-	    (rc = sfs_reseed_start(r, c->reseed, &r->reseed, err, errlen)))
-		return rc;
+	if (c->reseed) {
+		struct sfs_reseed *rs = NULL;
+		if ((rc = sfs_reseed_start(r, c->reseed, &rs, err, errlen)))
+			return rc;
+		atomic_store(&r->reseed, rs);
+	}
 	if (c->metrics_listen &&
 	    (rc = metrics_serve(r, c->metrics_listen, err, errlen)))
 		return rc;

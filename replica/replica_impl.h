@@ -260,8 +260,9 @@ struct sfs_replica {
 	void *inval_arg;			/* protected by lock */
 	unsigned int inval_busy; /* calls of inval under way; lock, cond */
 	struct sfs_mctl *ctl;
-	struct sfs_reseed *reseed; /* --reseed, or NULL */
-	atomic_int warming;	   /* prefetches of a whole view running */
+	/* --reseed, or NULL: set after the pollers start (they read it) */
+	struct sfs_reseed *_Atomic reseed;
+	atomic_int warming; /* prefetches of a whole view running */
 	/* When a seed last answered /v1/sources (sfs_now_ms): a found
 	 * re-seeder leaves once an answer RSRC_GONE_MS after the last
 	 * that listed it left it out, not when no answer came. */

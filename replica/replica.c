@@ -246,7 +246,7 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 	struct rsrc **srcs;
 	size_t nsrcs = rsrc_all(r, &srcs);
 	for (size_t i = 0; i < nsrcs && !rc; i++)
-		if (!srcs[i]->thread_started && (rc = rsrc_start(srcs[i])))
+		if ((rc = rsrc_start(srcs[i]))) /* none started twice */
 			snprintf(err, errlen, "thread: %s", strerror(-rc));
 	rsrc_put_all(srcs, nsrcs);
 	if (rc)

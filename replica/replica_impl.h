@@ -174,7 +174,7 @@ struct rsrc {
 	size_t idx; /* its slot */
 	char *addr; /* HOST:PORT */
 	int reseeder;
-	int found;	   /* a seed's /v1/sources listed it */
+	int found;	   /* a seed's /v1/sources listed it; lock */
 	int refs;	   /* protected by r->lock: the table's is one */
 	int retired;	   /* protected by r->lock: out of the table */
 	struct rsrc *next; /* protected by r->lock: on r->retired */
@@ -198,10 +198,15 @@ struct rsrc {
 	/* A re-seeder listed that is this replica: not asked.  Set once,
 	 * under lock; read under r->lock too (rsrc_add, rsrc_caps). */
 	atomic_int self;
-	int registered;	    /* found in the registry (fleet.c) */
-	int dropped;	    /* its records in the registry went, or it is
+	int registered; /* found in the registry (fleet.c) */
+	int dropped;	/* its records in the registry went, or it is
 			   retired: not asked */
-	uint64_t listed_ms; /* a seed's /v1/sources listed it last */
+	/* Found: when a seed's /v1/sources listed it last, and which;
+	 * protected by lock. */
+	uint64_t listed_ms;
+	char listed_by[280];
+	/* A seed: when its /v1/sources answered last (sfs_now_ms). */
+	_Atomic uint64_t sources_ms;
 	/* The connection, to the run of @instance; protected by lock. */
 	uint64_t instance; /* 0: none yet */
 	uint64_t xpeer;	   /* the transport's */
@@ -262,11 +267,7 @@ struct sfs_replica {
 	struct sfs_mctl *ctl;
 	/* --reseed, or NULL: set after the pollers start (they read it) */
 	struct sfs_reseed *_Atomic reseed;
-	atomic_int warming; /* prefetches of a whole view running */
-	/* When a seed last answered /v1/sources (sfs_now_ms): a found
-	 * re-seeder leaves once an answer RSRC_GONE_MS after the last
-	 * that listed it left it out, not when no answer came. */
-	_Atomic uint64_t sources_ms;
+	atomic_int warming;		/* prefetches of a whole view running */
 	struct sfs_ctlsrv *metrics_srv; /* --metrics-listen, or NULL */
 	char metrics_addr[300];
 	struct sfs_fleet *fleet; /* --registry, or NULL */

@@ -675,14 +675,24 @@ int rsrc_parse_sources(const char *body, size_t len,
 	return rc;
 }
 
+/* A re-seeder seed @arg lists: a source from now on.  It is found
+ * (it may leave, see unlisted) unless --seed or the registry gave it,
+ * or it is a seed. */
 static void add_reseeder(void *arg, const char *addr)
 {
-	struct rsrc *s = NULL;
-	if (rsrc_add(arg, addr, 1, 1, &s))
+	struct rsrc *lister = arg, *s = NULL;
+	int rc = rsrc_add(lister->r, addr, 1, 1, &s);
+	if (rc) {
+		rsrc_put(s); /* NULL, or one whose poller did not start */
 		return;
+	}
 	pthread_mutex_lock(&s->lock);
-	s->listed_ms = sfs_now_ms();
-	s->found = s->idx >= s->r->cfg.nseeds; /* not --seed's: may go */
+	if (s->reseeder && !s->registered && s->idx >= s->r->cfg.nseeds) {
+		s->found = 1;
+		s->listed_ms = sfs_now_ms();
+		snprintf(s->listed_by, sizeof(s->listed_by), "%s",
+			 lister->addr);
+	}
 	pthread_mutex_unlock(&s->lock);
 	rsrc_put(s);
 }
@@ -702,11 +712,11 @@ static void discover(struct rsrc *s)
 	if (sfs_control_get(s->r->cfg.cred, s->addr, path, r->cfg.timeout_ms,
 			    1u << 20, &body, &len, err, sizeof(err)))
 		return; /* an older seed, or none listed */
-	int rc = rsrc_parse_sources(body, len, add_reseeder, r, err,
+	int rc = rsrc_parse_sources(body, len, add_reseeder, s, err,
 				    sizeof(err));
 	free(body);
-	if (!rc)
-		atomic_store(&r->sources_ms, sfs_now_ms());
+	if (!rc) /* after the listed ones' listed_ms */
+		atomic_store(&s->sources_ms, sfs_now_ms());
 	/* Asked every second: said once, until it changes. */
 	pthread_mutex_lock(&s->lock);
 	int news = rc == -E2BIG &&
@@ -842,6 +852,8 @@ int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
 	SFS_LOG(SFS_INFO, "source", "%s %s is a source from now on",
 		reseeder ? "re-seeder" : "seed", addr);
 	rc = start ? rsrc_start(s) : 0;
+	if (rc) /* without a poller it would never leave */
+		rsrc_retire(s, "its poller did not start");
 	if (out)
 		*out = s;
 	else
@@ -858,13 +870,6 @@ void rsrc_retire(struct rsrc *s, const char *why)
 		return;
 	}
 	s->retired = 1;
-	if (s->found && atomic_load(&s->quiet) &&
-	    strlen(s->addr) < sizeof(r->gone[0].addr)) {
-		size_t g = r->gone_next++ % RSRC_MAX;
-		snprintf(r->gone[g].addr, sizeof(r->gone[g].addr), "%s",
-			 s->addr);
-		r->gone[g].until_ms = sfs_now_ms() + 3 * RSRC_GONE_MS;
-	}
 	/* Told to stop before the sweeper can see it (r->lock, then
 	 * s->lock: the order everywhere). */
 	pthread_mutex_lock(&s->lock);
@@ -872,7 +877,15 @@ void rsrc_retire(struct rsrc *s, const char *why)
 	s->stop = 1;
 	snprintf(s->retire_why, sizeof(s->retire_why), "%s", why);
 	pthread_cond_broadcast(&s->cond);
+	int found = s->found;
 	pthread_mutex_unlock(&s->lock);
+	if (found && atomic_load(&s->quiet) &&
+	    strlen(s->addr) < sizeof(r->gone[0].addr)) {
+		size_t g = r->gone_next++ % RSRC_MAX;
+		snprintf(r->gone[g].addr, sizeof(r->gone[g].addr), "%s",
+			 s->addr);
+		r->gone[g].until_ms = sfs_now_ms() + 3 * RSRC_GONE_MS;
+	}
 	r->srcs[s->idx] = NULL;
 	while (r->nsrcs > r->cfg.nseeds && !r->srcs[r->nsrcs - 1])
 		r->nsrcs--;
@@ -999,7 +1012,9 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 	atomic_store(&s->quiet, 0);
 	s->silent_since = 0;
 	uint64_t old = s->instance;
-	if (s->reseeder && a.instance == sfs_reseed_instance(r->reseed)) {
+	struct sfs_reseed *own = atomic_load(&r->reseed);
+	if (s->reseeder && own && a.instance &&
+	    a.instance == sfs_reseed_instance(own)) {
 		/* This replica itself, as a seed listed it: not a source. */
 		s->self = 1;
 		pthread_mutex_unlock(&s->lock);
@@ -1155,6 +1170,29 @@ void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms)
  * re-seeder every RSRC_RESEEDER_POLL_MS: what it holds grows fast; a source
  * that does not answer, a timeout apart), so holders stay true and a
  * source that comes back is used again. */
+/* Has the seed that last listed found re-seeder @s answered its
+ * /v1/sources without it for RSRC_GONE_MS, or left?  (An answer that
+ * did not come, or another seed's, says nothing of @s.)  Called with
+ * s->lock held, let go meanwhile (r->lock comes first). */
+static int unlisted(struct rsrc *s)
+{
+	struct sfs_replica *r = s->r;
+	char by[sizeof(s->listed_by)];
+	uint64_t listed = s->listed_ms;
+	memcpy(by, s->listed_by, sizeof(by));
+	pthread_mutex_unlock(&s->lock);
+	uint64_t answered = sfs_now_ms(); /* its lister left */
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < r->nsrcs; i++)
+		if (r->srcs[i] && !strcmp(r->srcs[i]->addr, by)) {
+			answered = atomic_load(&r->srcs[i]->sources_ms);
+			break;
+		}
+	pthread_mutex_unlock(&r->lock);
+	pthread_mutex_lock(&s->lock);
+	return s->listed_ms == listed && answered >= listed + RSRC_GONE_MS;
+}
+
 static void *poller(void *arg)
 {
 	struct rsrc *s = arg;
@@ -1201,9 +1239,9 @@ static void *poller(void *arg)
 		    now >= s->silent_since + RSRC_GONE_MS)
 			leave = "it has not answered for RSRC_GONE_MS";
 		else if (s->found && s->listed_ms &&
-			 atomic_load(&s->r->sources_ms) >=
-				 s->listed_ms + RSRC_GONE_MS)
-			leave = "no seed has listed it for RSRC_GONE_MS";
+			 now >= s->listed_ms + RSRC_GONE_MS && unlisted(s))
+			leave = "the seed that listed it has left it out for "
+				"RSRC_GONE_MS";
 		if (leave) {
 			pthread_mutex_unlock(&s->lock);
 			rsrc_retire(s, leave);
@@ -1235,8 +1273,9 @@ int rsrc_start(struct rsrc *s)
 {
 	int rc = 0;
 	pthread_mutex_lock(&s->lock);
-	/* Retired before its poller started: none starts. */
-	if (!s->stop && !(rc = -pthread_create(&s->thread, NULL, poller, s)))
+	/* Retired before its poller started, or started: none starts. */
+	if (!s->stop && !s->thread_started &&
+	    !(rc = -pthread_create(&s->thread, NULL, poller, s)))
 		s->thread_started = 1;
 	pthread_mutex_unlock(&s->lock);
 	return rc;

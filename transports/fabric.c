@@ -792,7 +792,12 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 					pthread_rwlock_unlock(&x->ep_lock);
 					nanosleep(&ts, NULL);
 					pthread_rwlock_rdlock(&x->ep_lock);
-					if (x->quiesced) {
+					/* Quiesced, or the peer removed
+					 * (its keys are not to be used
+					 * again): no more posts. */
+					if (x->quiesced ||
+					    (x->per_peer &&
+					     x->peers[peer]->removed)) {
 						rc = -FI_ESHUTDOWN;
 						break;
 					}

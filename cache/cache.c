@@ -381,6 +381,7 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 	for (size_t i = 0; i < c->npeers; i++)
 		free(c->peers[i]);
 	free(c->peers);
+	free(c->free_peers);
 	free(c->slots);
 	free(c->buckets);
 	pthread_cond_destroy(&c->work_cond);
@@ -527,7 +528,10 @@ int sfs_cache_persist_set(struct sfs_cache *c, uint32_t set, const char *key,
 int sfs_cache_add_peer(struct sfs_cache *c, uint64_t id, const char *label,
 		       uint32_t *peer)
 {
-	struct cache_peer *p = calloc(1, sizeof(*p));
+	struct cache_peer *p = calloc(1, sizeof(*p)), *old = NULL;
+	uint32_t pi = 0;
+	int rc = 0;
+
 	if (!p)
 		return -ENOMEM;
 	p->id = id;
@@ -536,16 +540,63 @@ int sfs_cache_add_peer(struct sfs_cache *c, uint64_t id, const char *label,
 	p->since_ms = sfs_now_ms();
 	p->window = 4;
 	pthread_mutex_lock(&c->lock);
-	int rc = sfs_grow((void **)&c->peers, &c->cap_peers, c->npeers + 1,
-			  sizeof(c->peers[0]));
-	if (!rc) {
-		*peer = (uint32_t)c->npeers;
+	if (c->nfree_peers) {
+		/* A vacant index: nothing names its old peer any more. */
+		pi = c->free_peers[--c->nfree_peers];
+		old = c->peers[pi];
+		p->gen = old->gen;
+		c->peers[pi] = p;
+	} else if (c->npeers >= SFS_PEERS_MAX) {
+		rc = -ENOSPC;
+	} else if (!(rc = sfs_grow((void **)&c->peers, &c->cap_peers,
+				   c->npeers + 1, sizeof(c->peers[0]))) &&
+		   /* room for it on the free list: reclaiming never
+		    * fails */
+		   !(rc = sfs_grow((void **)&c->free_peers, &c->cap_free_peers,
+				   c->npeers + 1, sizeof(c->free_peers[0])))) {
+		pi = (uint32_t)c->npeers;
 		c->peers[c->npeers++] = p;
 	}
+	if (!rc)
+		*peer = SFS_PEER_ID(pi, p->gen);
 	pthread_mutex_unlock(&c->lock);
+	free(old);
 	if (rc)
 		free(p);
 	return rc;
+}
+
+struct cache_peer *sfs_peer_at(struct sfs_cache *c, uint32_t id)
+{
+	uint32_t pi = SFS_PEER_IDX(id);
+	if (pi >= c->npeers)
+		return NULL;
+	struct cache_peer *p = c->peers[pi];
+	return p->removed || p->gen != SFS_PEER_GEN(id) ? NULL : p;
+}
+
+struct cache_peer *sfs_peer_of(struct sfs_cache *c, const struct sfs_chunk *ch)
+{
+	if (ch->peer >= c->npeers)
+		return NULL;
+	struct cache_peer *p = c->peers[ch->peer];
+	return p->vacant || p->gen != ch->peer_gen ? NULL : p;
+}
+
+void sfs_peer_reclaim(struct sfs_cache *c, uint32_t pi)
+{
+	struct cache_peer *p = c->peers[pi];
+	if (!p->removed || p->vacant || p->pins || p->repairing || p->nholders)
+		return;
+	p->vacant = 1;
+	p->gen++;
+	c->free_peers[c->nfree_peers++] = pi; /* room made when added */
+}
+
+void sfs_peer_unpin(struct sfs_cache *c, uint32_t pi)
+{
+	c->peers[pi]->pins--;
+	sfs_peer_reclaim(c, pi);
 }
 
 /* Free what @h says of its objects: its pieces' list and bitmaps. */
@@ -623,16 +674,19 @@ void sfs_cache_remove_peer(struct sfs_cache *c, uint32_t peer)
 	int remove = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if (peer < c->npeers && !c->peers[peer]->removed) {
-		struct cache_peer *p = c->peers[peer];
+	struct cache_peer *p = sfs_peer_at(c, peer);
+	if (p) {
+		uint32_t pi = SFS_PEER_IDX(peer);
 		for (size_t i = 0; i < c->nholders; i++)
-			if (c->holders[i] && c->holders[i]->peer == peer)
+			if (c->holders[i] && c->holders[i]->peer == pi)
 				holder_drop(c, (uint32_t)i);
 		c->st.failovers += sfs_peer_orphan(c, p, SFS_NONE);
 		p->removed = 1;
 		p->repair = 0;
 		id = p->id;
 		remove = 1;
+		/* Now, or once its last pull's callback came. */
+		sfs_peer_reclaim(c, pi);
 	}
 	pthread_mutex_unlock(&c->lock);
 	/* Nobody reads through that connection any more. */
@@ -723,8 +777,8 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 	if (!h)
 		return -ENOMEM;
 	h->set = set;
-	h->peer = peer;
-	h->lane = SIZE_MAX; /* until sfs_cache_set_lanes names it */
+	h->peer = SFS_PEER_IDX(peer); /* checked below */
+	h->lane = SIZE_MAX;	      /* until sfs_cache_set_lanes names it */
 	h->nobjs = n;
 	h->partial = partial;
 	if (!(h->objs = calloc(n ? n : 1, sizeof(*objs))) ||
@@ -737,8 +791,7 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 	memcpy(h->objs, objs, n * sizeof(*objs));
 	pthread_mutex_lock(&c->lock);
 	struct cache_set *s = set_of(c, set);
-	rc = s && peer < c->npeers && n == s->nobjs && !s->retired &&
-			     !c->peers[peer]->removed
+	rc = s && sfs_peer_at(c, peer) && n == s->nobjs && !s->retired
 		     ? 0
 		     : -EINVAL;
 	for (size_t i = 0; !rc && i < n; i++)
@@ -761,7 +814,7 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 		c->live_holders++;
 		s->refs++; /* the set stays while the holder does */
 		s->holders[s->nholders++] = *holder;
-		c->peers[peer]->nholders++;
+		c->peers[h->peer]->nholders++;
 		if (partial)
 			has_from_pieces(c, h);
 		pthread_cond_broadcast(&c->cond);
@@ -951,8 +1004,9 @@ uint64_t sfs_cache_set_version(struct sfs_cache *c, uint32_t set)
 void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on)
 {
 	pthread_mutex_lock(&c->lock);
-	if (peer < c->npeers)
-		c->peers[peer]->last_resort = on;
+	struct cache_peer *p = sfs_peer_at(c, peer);
+	if (p)
+		p->last_resort = on;
 	pthread_mutex_unlock(&c->lock);
 }
 

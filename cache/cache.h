@@ -172,6 +172,7 @@ struct sfs_cache_peer_info {
 	uint64_t stalls;		  /* times it was taken out */
 	uint64_t avoided_ms; /* stalled: serves only what no other source
 				holds for this much longer (0: not) */
+	int removed;	     /* sfs_cache_remove_peer: its last state */
 };
 
 /*
@@ -222,10 +223,14 @@ void sfs_cache_slab(struct sfs_cache *c, uint8_t **base, size_t *len);
 /*
  * Peers.  sfs_cache_add_peer - a connection to a source: @id is its
  * transport peer, @label (copied) names it in logs and status ("seed
- * 10.0.0.1:7070").  *peer is used in later calls.  0 or -ENOMEM.
+ * 10.0.0.1:7070").  *peer is used in later calls.  0, -ENOMEM, or
+ * -ENOSPC (65,535 peers live, or removed with pulls still out).
  * sfs_cache_remove_peer - the source is gone for good: its holders are
  * removed, its queued and posted pulls go to other holders, and it is
- * removed from the transport.  sfs_cache_peer_id - its transport peer.
+ * removed from the transport.  Its memory is reused by a later peer
+ * once its last pull's callback came, under a new number: a number
+ * kept past its removal names nothing (calls with it are no-ops or
+ * -EINVAL), never the peer that came next.  Thread-safe.
  */
 int sfs_cache_add_peer(struct sfs_cache *c, uint64_t id, const char *label,
 		       uint32_t *peer);
@@ -433,7 +438,8 @@ uint64_t sfs_cache_ahead(struct sfs_cache *c, uint32_t set, uint64_t min,
 void sfs_cache_note_silence(struct sfs_cache *c, uint32_t peer,
 			    uint64_t since_ms);
 
-/* sfs_cache_peer - the state of @peer, now.  0 or -EINVAL. */
+/* sfs_cache_peer - the state of @peer, now (a removed one's last, until
+ * its memory is reused).  0 or -EINVAL. */
 int sfs_cache_peer(struct sfs_cache *c, uint32_t peer,
 		   struct sfs_cache_peer_info *pi);
 

@@ -63,10 +63,13 @@ struct sfs_chunk {
 	enum chunk_state state;
 	int refs; /* readers pinning it */
 	int err;
-	int demand;	 /* QUEUED or DISK: a reader waits for it */
-	uint32_t peer;	 /* LOADING: index into c->peers */
-	uint32_t holder; /* LOADING: whose pieces were read */
-	uint64_t seq;	 /* LOADING: post order on its peer */
+	int demand;	   /* QUEUED or DISK: a reader waits for it */
+	uint32_t peer;	   /* LOADING: index into c->peers */
+	uint16_t peer_gen; /* its gen when posted: a READY direct chunk
+			      checked later names its peer only if the
+			      slot was not reused meanwhile */
+	uint32_t holder;   /* LOADING: whose pieces were read */
+	uint64_t seq;	   /* LOADING: post order on its peer */
 	uint64_t posted_ms;
 	uint64_t posted_ns;    /* LOADING: for the latency histogram */
 	uint64_t queued_ms;    /* QUEUED: since */
@@ -168,9 +171,28 @@ struct cache_holder {
 	int expired;
 };
 
+/*
+ * Peer numbers.  What callers hold is gen << 16 | index: an index is
+ * reused once its peer is removed and nothing names it (no pull posted
+ * on it, no holder, no reconnect under way), with gen one higher, so a
+ * number kept past sfs_cache_remove_peer names nothing (-EINVAL)
+ * rather than the source that got the index next.  Index 0xffff is
+ * never given: no number is SFS_CACHE_NONE.  A gen wraps after 65,536
+ * reuses of one index.
+ */
+#define SFS_PEER_ID(i, g) ((uint32_t)(g) << 16 | (uint32_t)(i))
+#define SFS_PEER_IDX(id) ((uint32_t)(id)&0xffffu)
+#define SFS_PEER_GEN(id) ((uint16_t)((uint32_t)(id) >> 16))
+#define SFS_PEERS_MAX 0xffffu
+
 /* The connection to one source.  Protected by c->lock. */
 struct cache_peer {
-	uint64_t id; /* the transport's */
+	uint64_t id;	   /* the transport's */
+	uint16_t gen;	   /* of its index (SFS_PEER_ID) */
+	int vacant;	   /* removed, and its index free for the next */
+	unsigned int pins; /* LOADING chunks posted on it, and a post()
+			       between its unlock and relock: its struct
+			       is not reused while any is */
 	char label[160];
 	enum sfs_peer_state state;
 	int err;		/* not UP: why */
@@ -257,10 +279,14 @@ struct sfs_cache {
 	struct cache_holder **holders;
 	size_t nfree_holders, cap_free_holders, live_holders;
 	uint32_t *free_holders;
-	size_t npeers, cap_peers;  /* protected by lock */
-	struct cache_peer **peers; /* protected by lock; each stays */
-	struct sfs_cache_stats st; /* protected by lock */
-	int stopping;		   /* protected by lock */
+	size_t npeers, cap_peers;	    /* protected by lock */
+	struct cache_peer **peers;	    /* protected by lock; a removed one
+				      stays until nothing names it, then
+				      its index goes on the free list */
+	size_t nfree_peers, cap_free_peers; /* protected by lock */
+	uint32_t *free_peers;		    /* protected by lock */
+	struct sfs_cache_stats st;	    /* protected by lock */
+	int stopping;			    /* protected by lock */
 
 	/* The slab's segments; ready_bytes (those in use) protected by
 	 * lock. */
@@ -372,6 +398,18 @@ void sfs_peer_on_pulled(void *arg, int status);
 /* Direct chunk @ch (READY, unverified) did not match: counted as a
  * failed pull and pulled again (another holder preferred), or failed. */
 void sfs_peer_mismatch(struct sfs_cache *c, struct sfs_chunk *ch);
+
+/* cache.c: the live peer numbered @id (SFS_PEER_ID), or NULL: out of
+ * range, removed, or its index reused since. */
+struct cache_peer *sfs_peer_at(struct sfs_cache *c, uint32_t id);
+/* The peer @ch was posted on, if its index was not reused since (it
+ * may be removed), else NULL. */
+struct cache_peer *sfs_peer_of(struct sfs_cache *c, const struct sfs_chunk *ch);
+/* Index @pi's peer, if removed and named by nothing (no pin, holder or
+ * reconnect), becomes vacant: its index is free for the next peer. */
+void sfs_peer_reclaim(struct sfs_cache *c, uint32_t pi);
+/* One pin of @pi's less (then reclaimed if that was the last). */
+void sfs_peer_unpin(struct sfs_cache *c, uint32_t pi);
 
 /* cache.c: does holder @h hold chunk @idx of @obj?  Have it coming
  * (partial, being pulled there)?  (c->lock held) */

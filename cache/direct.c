@@ -25,6 +25,7 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,7 +190,12 @@ static int direct_wait(struct sfs_cache *c, struct piece *pc)
 	while (!(rc = sfs_peer_wait(c, ch, pc->start_ms)) && ch->unverified) {
 		const struct cache_set *s = c->sets[ch->set];
 		const struct sfs_cache_obj o = s->objs[ch->obj];
-		const char *label = c->peers[ch->peer]->label; /* stays */
+		/* Its pull is over: its peer's index may be another's by
+		 * now, so its label is copied. */
+		const struct cache_peer *p = sfs_peer_of(c, ch);
+		char label[sizeof(p->label)];
+		snprintf(label, sizeof(label), "%s",
+			 p ? p->label : "a source since removed");
 		pthread_mutex_unlock(&c->lock);
 		int v = sfs_cache_verify(c, ch, &o, s->label, label);
 		pthread_mutex_lock(&c->lock);

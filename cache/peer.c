@@ -673,6 +673,7 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		ch->state = CH_LOADING;
 		ch->err = 0;
 		ch->peer = pi;
+		ch->peer_gen = p->gen;
 		ch->holder = hi;
 		ch->seq = ++p->post_seq;
 		ch->posted_ns = sfs_now_ns();
@@ -681,6 +682,10 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		sfs_list_add_tail(&p->loading, ch);
 		p->inflight++;
 		c->loading++;
+		/* One pin for @ch (until its callback), one for this call
+		 * (the callback may come before the lock is back). */
+		p->pins += 2; /* (a callback that never comes keeps its
+				 peer's memory, as it keeps @ch's slot) */
 		sfs_cache_touch(c, ch); /* coming: an export is old */
 		/* Once posted, @ch may complete (and a direct one be freed by
 		 * its reader) before the lock is back: what is logged of it
@@ -695,6 +700,7 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		if (!prc) {
 			if (last)
 				lane_account(c, p, obj, idx, any, lane);
+			sfs_peer_unpin(c, pi);
 			return 1;
 		}
 		/* Nothing was posted: it is ours again (an orphan too: the
@@ -706,6 +712,10 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 			sfs_cache_touch(c, ch);
 		}
 		c->loading--;
+		/* Both pins: a removed @p is not used below (@ch, its
+		 * pull, was orphaned then). */
+		p->pins--;
+		sfs_peer_unpin(c, pi);
 		if (ch->orphan) {
 			ch->orphan = 0;
 			ch->state = CH_FAILED;
@@ -969,7 +979,8 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 		 * fault.  Pulled again, from another holder if there is
 		 * one, a few times at most. */
 		c->st.checksum_errors++;
-		p->checksum_errors++;
+		if (p) /* NULL: its index was reused meanwhile */
+			p->checksum_errors++;
 		/* One holder: pulled once more; several: a few times,
 		 * preferring another holder each time. */
 		unsigned int lim =
@@ -1010,12 +1021,15 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 
 void sfs_peer_mismatch(struct sfs_cache *c, struct sfs_chunk *ch)
 {
-	struct cache_peer *p = c->peers[ch->peer];
+	/* Its pull is over: its peer may be gone, its index another's. */
+	struct cache_peer *p = sfs_peer_of(c, ch);
 	/* Counted as a good pull when it landed: it was not. */
 	c->st.pulls--;
 	c->st.bytes_pulled -= ch->len;
-	p->pulls--;
-	p->bytes -= ch->len;
+	if (p) {
+		p->pulls--;
+		p->bytes -= ch->len;
+	}
 	ch->unverified = 0;
 	pull_failed(c, ch, p, ch->peer, -EBADMSG);
 	pthread_cond_broadcast(&c->cond);
@@ -1027,11 +1041,14 @@ void sfs_peer_on_pulled(void *arg, int status)
 	struct sfs_cache *c = ch->c;
 
 	pthread_mutex_lock(&c->lock);
+	/* @ch pins its peer until the end of this call. */
+	uint32_t pin = ch->peer;
 	/* A direct chunk is checked by its reader, beside this thread. */
 	if (!status && c->verify && !ch->orphan && !ch->dst) {
 		const struct cache_set *s = c->sets[ch->set];
 		const struct sfs_cache_obj o = s->objs[ch->obj];
-		const char *label = c->peers[ch->peer]->label; /* stays */
+		/* Stays: the peer is pinned. */
+		const char *label = c->peers[ch->peer]->label;
 		pthread_mutex_unlock(&c->lock);
 		sfs_cache_test_delay(c);
 		status = sfs_cache_verify(c, ch, &o, s->label, label);
@@ -1048,6 +1065,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 		}
 		c->loading--;
 		sfs_direct_release(c, ch);
+		sfs_peer_unpin(c, pin);
 		sfs_peer_wake_worker(c);
 		pthread_mutex_unlock(&c->lock);
 		return;
@@ -1063,6 +1081,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 		ch->state = CH_FAILED;
 		ch->err = -EAGAIN;
 		sfs_cache_settle(c, ch);
+		sfs_peer_unpin(c, pin);
 		pthread_cond_broadcast(&c->cond);
 		pthread_mutex_unlock(&c->lock);
 		return;
@@ -1127,6 +1146,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 		}
 	}
 	sfs_cache_settle(c, ch);
+	sfs_peer_unpin(c, pin);
 	pthread_cond_broadcast(&c->cond);
 	sfs_peer_wake_worker(c); /* a slot in the window is free */
 	pthread_mutex_unlock(&c->lock);
@@ -1269,15 +1289,25 @@ static void repair(struct sfs_cache *c, uint32_t pi)
 	int (*fn)(void *, uint32_t, uint64_t, uint64_t *) = c->reconnect;
 	void *arg = c->reconnect_arg;
 
+	uint32_t id = SFS_PEER_ID(pi, p->gen);
+
 	p->repair = 0;
-	p->repairing = 1;
+	p->repairing = 1; /* its struct stays meanwhile */
 	pthread_mutex_unlock(&c->lock);
 	int rc =
-		fn ? fn(arg, pi, old, &fresh) : sfs_xport_peer_reset(c->x, old);
+		fn ? fn(arg, id, old, &fresh) : sfs_xport_peer_reset(c->x, old);
 	pthread_mutex_lock(&c->lock);
 	p->repairing = 0;
 	p->repair_after_ms = sfs_now_ms() + REPAIR_SPACING_MS;
 	if (p->removed) {
+		/* Removed meanwhile (its old transport peer with it): a new
+		 * one made for it goes too. */
+		if (!rc && fresh != old) {
+			pthread_mutex_unlock(&c->lock);
+			sfs_xport_peer_remove(c->x, fresh);
+			pthread_mutex_lock(&c->lock);
+		}
+		sfs_peer_reclaim(c, pi);
 		pthread_cond_broadcast(&c->cond);
 		return;
 	}
@@ -1535,8 +1565,8 @@ void sfs_cache_note_silence(struct sfs_cache *c, uint32_t peer,
 			    uint64_t since_ms)
 {
 	pthread_mutex_lock(&c->lock);
-	if (peer < c->npeers) {
-		struct cache_peer *p = c->peers[peer];
+	struct cache_peer *p = sfs_peer_at(c, peer);
+	if (p) {
 		if (!since_ms)
 			p->silent_since = 0;
 		else if (!p->silent_since ||
@@ -1553,11 +1583,14 @@ int sfs_cache_peer(struct sfs_cache *c, uint32_t peer,
 {
 	memset(pi, 0, sizeof(*pi));
 	pthread_mutex_lock(&c->lock);
-	if (peer >= c->npeers) {
+	/* A removed peer's last state too, while its index is not
+	 * reused. */
+	uint32_t pix = SFS_PEER_IDX(peer);
+	struct cache_peer *p = pix < c->npeers ? c->peers[pix] : NULL;
+	if (!p || p->vacant || p->gen != SFS_PEER_GEN(peer)) {
 		pthread_mutex_unlock(&c->lock);
 		return -EINVAL;
 	}
-	struct cache_peer *p = c->peers[peer];
 	uint64_t now = sfs_now_ms();
 	if (p->state == SFS_PEER_DOWN && now >= p->down_until_ms)
 		pi->state = SFS_PEER_UP; /* the next pull probes */
@@ -1576,6 +1609,7 @@ int sfs_cache_peer(struct sfs_cache *c, uint32_t peer,
 	pi->checksum_errors = p->checksum_errors;
 	pi->stalls = p->stalls;
 	pi->avoided_ms = now < p->avoid_until_ms ? p->avoid_until_ms - now : 0;
+	pi->removed = p->removed;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

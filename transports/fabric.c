@@ -63,6 +63,7 @@ static void fab_close(struct sfs_xport *base)
 		free(x->peers[i]);
 	}
 	free(x->peers);
+	free(x->free_peers);
 	if (x->domain)
 		fi_close(&x->domain->fid);
 	if (x->fabric)
@@ -679,8 +680,13 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 	/* A connection of its own is opened with the progress thread
 	 * stopped: it walks the peers. */
 	fab_change_begin(x, x->per_peer);
+	/* Room for it, and for its index on the free list (removing a
+	 * peer never fails). */
 	rc = sfs_grow((void **)&x->peers, &x->cap_peers, x->npeers + 1,
 		      sizeof(x->peers[0]));
+	if (!rc && x->per_peer)
+		rc = sfs_grow((void **)&x->free_peers, &x->cap_free_peers,
+			      x->npeers + 1, sizeof(x->free_peers[0]));
 	if (rc) {
 		rc = -FI_ENOMEM;
 	} else if (!x->cur || x->quiesced) {
@@ -693,7 +699,18 @@ static int fab_peer_add(struct sfs_xport *base, const void *addr, size_t len,
 		     : k < 0		       ? k
 					       : -FI_EINVAL;
 	}
-	if (!rc) {
+	if (!rc && x->per_peer && x->nfree_peers) {
+		/* A removed peer's index (nothing in flight names a peer:
+		 * reads pin connections). */
+		size_t i = x->free_peers[--x->nfree_peers];
+		struct fab_peer *old = x->peers[i];
+		p->gen = old->gen + 1;
+		if (old->info) /* its connections have their own copies */
+			fi_freeinfo(old->info);
+		free(old);
+		x->peers[i] = p;
+		*peer = FAB_PEER_ID(i, p->gen);
+	} else if (!rc) {
 		*peer = x->npeers;
 		x->peers[x->npeers++] = p;
 	}
@@ -731,10 +748,12 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 	struct fab_conn *c = x->cur;
 	fi_addr_t fa = peer;
 	if (x->per_peer) {
-		struct fab_peer *p = peer < x->npeers ? x->peers[peer] : NULL;
-		if (!p || p->removed) {
+		struct fab_peer *p = fab_peer_live(x, peer);
+		if (!p) {
+			size_t i = FAB_PEER_IDX(peer);
 			pthread_rwlock_unlock(&x->ep_lock);
-			return p ? -ENOTCONN : -EINVAL;
+			/* Removed (its index maybe reused), or never added. */
+			return i < x->npeers ? -ENOTCONN : -EINVAL;
 		}
 		c = p->conn;
 		fa = 0;
@@ -797,7 +816,7 @@ static int fab_read(struct sfs_xport *base, uint64_t peer,
 					 * again): no more posts. */
 					if (x->quiesced ||
 					    (x->per_peer &&
-					     x->peers[peer]->removed)) {
+					     !fab_peer_live(x, peer))) {
 						rc = -FI_ESHUTDOWN;
 						break;
 					}

@@ -133,6 +133,8 @@ static void conn_close(struct fab_xport *x, struct fab_conn *c)
 		fi_close(&c->cq->fid);
 	if (c->av)
 		fi_close(&c->av->fid);
+	if (c->info)
+		fi_freeinfo(c->info);
 	free(c);
 }
 
@@ -167,9 +169,18 @@ int fab_conn_open(struct fab_xport *x, struct fab_peer *const *ins, size_t n,
 	if (rc)
 		goto err;
 	*step = "fi_endpoint";
-	/* A peer's own connection listens where that peer is reached. */
-	struct fi_info *fi =
-		!main && n == 1 && ins[0]->info ? ins[0]->info : x->info;
+	/* A peer's own connection listens where that peer is reached:
+	 * its own copy of that info, which lives as long as the endpoint
+	 * (the peer may go first). */
+	struct fi_info *fi = x->info;
+	if (!main && n == 1 && ins[0]->info) {
+		*step = "fi_dupinfo";
+		if (!(fi = c->info = fi_dupinfo(ins[0]->info))) {
+			rc = -FI_ENOMEM;
+			goto err;
+		}
+		*step = "fi_endpoint";
+	}
 	if ((rc = fi_endpoint(x->domain, fi, &c->ep, NULL)))
 		goto err;
 	*step = "fi_ep_bind(av)";
@@ -476,10 +487,9 @@ int fab_peer_reset(struct sfs_xport *base, uint64_t peer)
 	if (!x->per_peer)
 		return fab_reset(base);
 	fab_change_begin(x, 1);
-	int rc = x->quiesced ? -ESHUTDOWN
-		 : peer < x->npeers && !x->peers[peer]->removed
-			 ? renew(x, (size_t)peer, &step)
-			 : -EINVAL;
+	int rc = x->quiesced		  ? -ESHUTDOWN
+		 : fab_peer_live(x, peer) ? renew(x, FAB_PEER_IDX(peer), &step)
+					  : -EINVAL;
 	size_t nold = count_old(x);
 	int prc = fab_change_end(x, 1);
 	if (rc < 0) {
@@ -508,10 +518,13 @@ void fab_peer_remove(struct sfs_xport *base, uint64_t peer)
 	if (!x->per_peer)
 		return; /* shared: nothing of its own */
 	fab_change_begin(x, 1);
-	if (peer < x->npeers && !x->peers[peer]->removed) {
-		x->peers[peer]->removed = 1;
-		fab_retire(x, x->peers[peer]->conn);
-		x->peers[peer]->conn = NULL;
+	struct fab_peer *p = fab_peer_live(x, peer);
+	if (p) {
+		p->removed = 1;
+		fab_retire(x, p->conn);
+		p->conn = NULL;
+		/* Its index is the next peer's (room made when added). */
+		x->free_peers[x->nfree_peers++] = FAB_PEER_IDX(peer);
 	}
 	fab_change_end(x, 1);
 }

@@ -48,6 +48,9 @@ struct fab_conn {
 	struct fab_conn *next;
 	char name[SFS_XPORT_ADDR_MAX + 1]; /* its address, as a string
 					      when the provider's is one */
+	struct fi_info *info; /* what its endpoint was opened with, when
+				 not x->info (a peer's routed info, copied):
+				 owned, freed after the endpoint */
 };
 
 struct fab_op {
@@ -62,10 +65,23 @@ struct fab_peer {
 	struct fab_conn *conn; /* its own (per_peer), else NULL */
 	/* Its own connections' info (per_peer, bound to the local address
 	 * that routes to it when that is not x->info's), or NULL: x->info.
-	 * Owned. */
+	 * Owned; each connection opened with it has its own copy. */
 	struct fi_info *info;
-	int removed; /* sfs_xport_peer_remove: no more reads */
+	int removed;  /* sfs_xport_peer_remove: no more reads */
+	uint32_t gen; /* of its index: see FAB_PEER_ID */
 };
+
+/*
+ * Peer ids (per_peer): gen << 32 | index.  A removed peer's index is
+ * reused by the next fab_peer_add with gen one higher, so the peers
+ * array holds no more than the live ones, and an id kept past its
+ * removal names nothing (-EINVAL, -ENOTCONN), not the peer that has
+ * its index now.  Reads in flight pin the connection, never the peer.
+ * Shared mode: the index is the AV's fi_addr, never reused.
+ */
+#define FAB_PEER_ID(i, g) ((uint64_t)(g) << 32 | (uint64_t)(i))
+#define FAB_PEER_IDX(id) ((size_t)((id)&0xffffffffu))
+#define FAB_PEER_GEN(id) ((uint32_t)((id) >> 32))
 
 struct fab_xport {
 	struct sfs_xport base;
@@ -113,6 +129,10 @@ struct fab_xport {
 	 * under ep_lock or by the progress thread. */
 	size_t npeers, cap_peers;
 	struct fab_peer **peers;
+	/* Removed peers' indexes, reused first (per_peer).  Changed like
+	 * the peers. */
+	size_t nfree_peers, cap_free_peers;
+	size_t *free_peers;
 	size_t abandoned; /* quiesce: reads left on unclosable connections */
 
 	size_t addr_len;
@@ -131,6 +151,16 @@ struct fab_mr {
 };
 
 #define to_fab(p) ((struct fab_xport *)(p))
+
+/* The peer with id @id, not removed, or NULL (x->ep_lock held, or the
+ * progress thread stopped under change_lock). */
+static inline struct fab_peer *fab_peer_live(const struct fab_xport *x,
+					     uint64_t id)
+{
+	size_t i = FAB_PEER_IDX(id);
+	struct fab_peer *p = i < x->npeers ? x->peers[i] : NULL;
+	return p && !p->removed && p->gen == FAB_PEER_GEN(id) ? p : NULL;
+}
 
 /* fab_errno - a libfabric error (negative) as a negative errno. */
 int fab_errno(ssize_t rc);

@@ -138,8 +138,11 @@ int sfs_xport_peer_reset(struct sfs_xport *x, uint64_t peer);
 
 /*
  * sfs_xport_peer_remove - @peer will not be read again: tear down what
- * belongs to it alone (a raw verbs queue pair; reads in flight on it
- * fail).  Nothing for libfabric.  Thread safe.
+ * belongs to it alone (a raw verbs queue pair, reads in flight on it
+ * failing; libfabric's own connection, closed once its reads in flight
+ * ended).  libfabric reuses the peer's memory for a later peer under
+ * another id: @peer, kept, names nothing (reads -ENOTCONN, resets
+ * -EINVAL).  Thread safe.
  */
 void sfs_xport_peer_remove(struct sfs_xport *x, uint64_t peer);
 

@@ -18,6 +18,7 @@
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1569,6 +1570,163 @@ START_TEST(released_sets_freed_numbers_reused)
 }
 END_TEST
 
+/* Peer after peer added and removed (a source that restarts on every
+ * run): a removed peer's index is reused with a new number, so the
+ * cache holds no more than the live ones, and a number kept past its
+ * removal names nothing: not the peer that has its index now. */
+START_TEST(removed_peers_reclaimed)
+{
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 16,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 5000};
+	struct sfs_cache_peer_info pi;
+	uint32_t first = 0, prev = SFS_CACHE_NONE, p;
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	/* No transport peer (UINT64_MAX): its removal there is a no-op. */
+	size_t heap0 = 0;
+	for (int i = 0; i < 2000; i++) {
+		if (i == 10)
+			heap0 = mallinfo2().uordblks;
+		ck_assert_int_eq(sfs_cache_add_peer(c, UINT64_MAX, "a run", &p),
+				 0);
+		ck_assert_uint_ne(p, SFS_CACHE_NONE);
+		if (!i)
+			first = p;
+		ck_assert_uint_eq(p & 0xffff, first & 0xffff);
+		if (i) {
+			ck_assert_uint_ne(p, prev);
+			ck_assert_int_eq(sfs_cache_peer(c, prev, &pi), -EINVAL);
+		}
+		ck_assert_int_eq(sfs_cache_peer(c, p, &pi), 0);
+		sfs_cache_remove_peer(c, p);
+		prev = p;
+	}
+	/* Under a sanitizer the heap is its own: its report says more. */
+	if (!TEST_ASAN && !TEST_TSAN)
+		ck_assert_uint_lt(mallinfo2().uordblks, heap0 + (64u << 10));
+
+	/* A live peer on that index: the old numbers reach nothing of it. */
+	uint32_t live, h;
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &live), 0);
+	ck_assert_uint_eq(live & 0xffff, first & 0xffff);
+	ck_assert_uint_ne(live, prev);
+	sfs_cache_remove_peer(c, prev);
+	sfs_cache_remove_peer(c, first);
+	sfs_cache_note_silence(c, prev, sfs_now_ms());
+	sfs_cache_peer_last_resort(c, prev, 1);
+	ck_assert_int_eq(sfs_cache_peer(c, live, &pi), 0);
+	ck_assert_int_eq(pi.state, SFS_PEER_UP);
+	struct sfs_cache_obj o = {.len = data_len};
+	struct sfs_cache_hobj ho = {.pieces = &piece, .npieces = 1};
+	uint32_t set;
+	ck_assert_int_eq(sfs_cache_add_set(c, "test", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, prev, &ho, 1, 0, &h),
+			 -EINVAL);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, live, &ho, 1, 0, &h), 0);
+	ck_assert_int_eq(read_check(c, set, 0, 5000), 0);
+	sfs_cache_free(c);
+}
+END_TEST
+
+struct remover {
+	struct sfs_cache *c;
+	uint32_t peer;
+};
+
+static void *remove_fn(void *arg)
+{
+	struct remover *rm = arg;
+	sfs_cache_remove_peer(rm->c, rm->peer);
+	return NULL;
+}
+
+/* A removed peer's index waits for its pulls: one posted on it whose
+ * check (held back 1 s, test_verify_delay_ms) still runs when the peer
+ * goes keeps the index from the next peer, and its label (logged by the
+ * check) from being rewritten; once its callback came, the index is
+ * reused under a new number.  (The check runs on the transport's
+ * progress thread, which the transport's removal of the peer stops:
+ * that removal waits for the check, so it runs on a thread of its
+ * own.) */
+START_TEST(peer_slot_waits_for_pulls)
+{
+	char err[256];
+	struct sfs_xport_info in;
+	uint64_t x1;
+	sfs_xport_info(seed, &in);
+	ck_assert_int_eq(sfs_xport_peer_add(replica, in.addr, in.addr_len, &x1),
+			 0);
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 16,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 5000,
+				    .test_verify_delay_ms = 1000};
+	struct sfs_cache_peer_info pi;
+	uint32_t p, h, q, set;
+	struct released rel = {.sums = NULL};
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(sfs_cache_add_peer(c, x1, "a source that goes", &p),
+			 0);
+	set = add_summed(c, p, &rel, &h);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, CHUNK, 0), 0);
+	usleep(300 * 1000); /* pulled; its check waits */
+	uint64_t t0 = sfs_now_ms();
+	struct remover rm = {.c = c, .peer = p};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, remove_fn, &rm), 0);
+	int removed = 0;
+	for (int i = 0; i < 200 && !removed; i++) {
+		ck_assert_int_eq(sfs_cache_peer(c, p, &pi), 0);
+		if (!(removed = pi.removed))
+			usleep(2 * 1000);
+	}
+	ck_assert_msg(removed, "the peer not removed in 0.4 s");
+	/* Its check still waits: its index is not the next peer's. */
+	ck_assert_uint_lt(sfs_now_ms() - t0, 600);
+	ck_assert_int_eq(sfs_cache_add_peer(c, UINT64_MAX, "next", &q), 0);
+	ck_assert_uint_ne(q & 0xffff, p & 0xffff);
+	pthread_join(th, NULL);
+	sfs_cache_remove_peer(c, q);
+	/* Its index back once the check is over (0.7 s after t0): peers
+	 * added (and kept, so that each takes a new index until then)
+	 * every 20 ms. */
+	int back = 0;
+	uint32_t kept[200];
+	size_t nkept = 0;
+	while (!back && nkept < 200 && sfs_now_ms() - t0 < 3000) {
+		ck_assert_int_eq(sfs_cache_add_peer(c, UINT64_MAX, "next", &q),
+				 0);
+		kept[nkept++] = q;
+		back = (q & 0xffff) == (p & 0xffff);
+		if (!back)
+			usleep(20 * 1000);
+	}
+	ck_assert_msg(back, "index not reused 3 s after its peer went");
+	for (size_t i = 0; i < nkept; i++)
+		sfs_cache_remove_peer(c, kept[i]);
+	ck_assert_uint_ge(sfs_now_ms() - t0, 500);
+	ck_assert_uint_ne(q, p);
+	ck_assert_int_eq(sfs_cache_peer(c, p, &pi), -EINVAL);
+	struct sfs_cache_stats st;
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.checksum_errors, 0);
+	sfs_cache_remove_holder(c, h);
+	sfs_cache_release_set(c, set, on_release, &rel);
+	for (int i = 0; i < 300 && !atomic_load(&rel.calls); i++)
+		usleep(10 * 1000);
+	ck_assert_int_eq(atomic_load(&rel.calls), 1);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.live_sets, 0);
+	sfs_cache_free(c);
+}
+END_TEST
+
 /* An export since a version says only what changed after it: a chunk
  * pulled since is listed with its slot, the rest are SAME; a version of
  * another set, or one before the first export, is refused (-ERANGE:
@@ -1672,6 +1830,8 @@ int main(void)
 	tcase_add_test(t, listed_kept_while_renewed);
 	tcase_add_test(t, expired_pieces_not_read);
 	tcase_add_test(t, export_since_tells_changes);
+	tcase_add_test(t, removed_peers_reclaimed);
+	tcase_add_test(t, peer_slot_waits_for_pulls);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

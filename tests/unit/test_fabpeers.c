@@ -318,6 +318,85 @@ START_TEST(read_waiting_for_room_lets_peer_ops_in)
 }
 END_TEST
 
+/* Open fds of this process now. */
+static int nfds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	for (struct dirent *e; d && (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/*
+ * A source that restarts on every run: its peer added, read, removed,
+ * 100 times.  A removed peer's index is reused under a new id, so the
+ * transport keeps no more peers than live ones; the ids of removed
+ * peers name nothing (reads -ENOTCONN with nothing posted, resets
+ * -EINVAL), not the peer that has the index now; the retired
+ * connections close (fds back to where they were).
+ */
+START_TEST(removed_peer_slots_reused)
+{
+	uint8_t *buf = malloc((size_t)NPIECES * PIECE);
+	uint64_t post_ms, prev = UINT64_MAX, first = 0;
+	ck_assert_ptr_nonnull(buf);
+	/* One run first: the provider's own fds (listening, its
+	 * progress) are then open. */
+	uint64_t p;
+	ck_assert_int_eq(
+		sfs_xport_peer_add(replica, in2.addr, in2.addr_len, &p), 0);
+	ck_assert_int_eq(read_many(p, raddr2, key2, 0, buf, &post_ms), 0);
+	sfs_xport_peer_remove(replica, p);
+	usleep(200 * 1000);
+	int fds0 = nfds();
+	for (int i = 0; i < 100; i++) {
+		ck_assert_int_eq(
+			sfs_xport_peer_add(replica, in2.addr, in2.addr_len, &p),
+			0);
+		if (!i)
+			first = p;
+		/* The index of the first removed peer, over and over. */
+		ck_assert_uint_eq((uint32_t)p, (uint32_t)first);
+		ck_assert_uint_ne(p, prev);
+		ck_assert_int_eq(read_many(p, raddr2, key2, (size_t)i * PIECE,
+					   buf, &post_ms),
+				 0);
+		ck_assert_mem_eq(buf, data2 + (size_t)i * PIECE,
+				 (size_t)NPIECES * PIECE);
+		if (prev != UINT64_MAX) {
+			struct sfs_xport_rd rd = {.local = buf,
+						  .lmr = lmr,
+						  .raddr = raddr2,
+						  .rkey = key2,
+						  .len = PIECE};
+			ck_assert_int_eq(sfs_xport_read(replica, prev, &rd, 1,
+							on_done, NULL),
+					 -ENOTCONN);
+			ck_assert_int_eq(sfs_xport_peer_reset(replica, prev),
+					 -EINVAL);
+			sfs_xport_peer_remove(replica, prev); /* a no-op */
+		}
+		sfs_xport_peer_remove(replica, p);
+		prev = p;
+	}
+	/* Retired connections close once their reads are over. */
+	int fds = nfds();
+	for (int i = 0; i < 100 && fds > fds0; i++) {
+		usleep(10 * 1000);
+		fds = nfds();
+	}
+	ck_assert_msg(fds <= fds0, "%d fds before the runs, %d after", fds0,
+		      fds);
+	/* The peers set up before are untouched. */
+	ck_assert_int_eq(read_many(peer1, raddr1, key1, 0, buf, &post_ms), 0);
+	ck_assert_mem_eq(buf, data1, (size_t)NPIECES * PIECE);
+	free(buf);
+}
+END_TEST
+
 int main(void)
 {
 	/* Before libfabric starts: a queue of 8 operations, so a read of
@@ -329,6 +408,7 @@ int main(void)
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, peer_ops_from_threads);
 	tcase_add_test(t, read_waiting_for_room_lets_peer_ops_in);
+	tcase_add_test(t, removed_peer_slots_reused);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

@@ -1413,6 +1413,10 @@ void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st)
 	st->disk_tier = c->disk != NULL;
 	st->live_sets = c->live_sets;
 	st->live_holders = c->live_holders;
+	st->peer_slots = c->npeers;
+	st->live_peers = 0;
+	for (size_t i = 0; i < c->npeers; i++)
+		st->live_peers += !c->peers[i]->removed;
 	pthread_mutex_unlock(&c->lock);
 }
 

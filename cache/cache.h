@@ -138,6 +138,10 @@ struct sfs_cache_stats {
 	/* Sets and holders whose memory the cache holds now (a retired set
 	 * stays until released and its last chunk is gone). */
 	uint64_t live_sets, live_holders;
+	/* Peers not removed, and the peers' memory (live ones, and removed
+	 * ones whose last pull is still out, or whose index waits for
+	 * the next peer): bounded by the most ever live at once. */
+	uint64_t live_peers, peer_slots;
 	/* Lanes: chunks pulled from a last-resort peer that were ours,
 	 * and that were another member's (it was not waited for). */
 	uint64_t lane_own, lane_others;

@@ -579,8 +579,13 @@ done:
 		snprintf(kk->why, sizeof(kk->why), "%.*s",
 			 (int)sizeof(kk->why) - 1, used ? "" : err);
 		pthread_mutex_unlock(&s->lock);
-		/* At the caps: said in model.c, once a minute. */
-		if (rc < 0 && rc != -ENOSPC)
+		/* At the caps: said in model.c, once a minute; a source
+		 * leaving (retired while it answered): said when retired. */
+		if (rc == -ESHUTDOWN)
+			SFS_LOG(SFS_DEBUG, "source",
+				"not adopting %s from %s: %s", am->name,
+				s->addr, err);
+		else if (rc < 0 && rc != -ENOSPC)
 			SFS_LOG(SFS_WARN, "source",
 				"cannot adopt %s's generation %" PRIu64
 				" of %s: %s (next try in %" PRIu64 " ms)",

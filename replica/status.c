@@ -16,6 +16,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,9 +62,15 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 		return; /* this replica, as a seed lists it */
 	}
 	if (s->dropped) {
+		/* Why (rsrc_retire's words), else a --seed the registry
+		 * dropped (never retired: it may come back). */
+		char why[sizeof(s->retire_why)];
+		snprintf(why, sizeof(why), "%s",
+			 s->retire_why[0] ? s->retire_why
+					  : "it is gone from the registry");
 		pthread_mutex_unlock(&s->lock);
-		put(f, "%s: %s (gone from the registry: not read from)",
-		    s->reseeder ? "reseeder" : "seed", s->addr);
+		put(f, "%s: %s (no longer a source: %s; not read from)",
+		    s->reseeder ? "reseeder" : "seed", s->addr, why);
 		return;
 	}
 	uint32_t cpeer = s->cpeer;
@@ -291,6 +300,15 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	put(f, "tree_nodes: %zu", nodes);
 	put(f, "cache_sets: %" PRIu64 "", st.live_sets);
 	put(f, "cache_holders: %" PRIu64 "", st.live_holders);
+	put(f, "cache_peers: %" PRIu64 " (%" PRIu64 " slots)", st.live_peers,
+	    st.peer_slots);
+#ifdef __GLIBC__
+	/* What the heap holds in use, beside the RSS: a mount that grows
+	 * while this stays flat keeps freed memory, not a leak. */
+	struct mallinfo2 mi = mallinfo2();
+	put(f, "heap_in_use: %zu (%s)", mi.uordblks,
+	    sfs_fmt_bytes(mi.uordblks, b1, sizeof(b1)));
+#endif
 	put(f, "cache_size: %" PRIu64 " (%s)", st.size,
 	    sfs_fmt_bytes(st.size, b1, sizeof(b1)));
 	if (st.ready < st.size)

@@ -99,6 +99,14 @@ done
 grep -q "^reseeder: $RADDR (reachable)" "$A/.seedfs/status" ||
 	fail "A does not use the live re-seeder $RADDR: $(grep -E '^(reseeder|sources_)' "$A/.seedfs/status")"
 ok "the dead were freed ($freed), and a live re-seeder started after them is used"
+# Their connections' memory went with them: the cache's peers are
+# bounded by the most at once (8 re-seeders, the seed, the live one,
+# and a couple whose last pull was still out), not by how many came
+# ($used; before F4's fix every one stayed).
+slots=$(sed -n 's/^cache_peers: [0-9]* (\([0-9]*\) slots)$/\1/p' "$A/.seedfs/status")
+[ -n "$slots" ] && [ "$slots" -le 12 ] ||
+	fail "cache peer slots ${slots:-none} after $used re-seeders: $(grep '^cache_peers' "$A/.seedfs/status")"
+ok "cache peers: $(sed -n 's/^cache_peers: //p' "$A/.seedfs/status") after $used re-seeders used"
 
 # What the churn cost A: back to where it was, give or take one
 # source's worth (the live one: a poller, a connection).

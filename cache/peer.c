@@ -603,12 +603,12 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 	pthread_cond_broadcast(&c->cond);
 }
 
-/* A pull posted on last-resort peer @p: whose lane was it? */
-static void lane_account(struct sfs_cache *c, const struct cache_peer *p,
-			 uint32_t obj, uint64_t idx, int any, uint32_t lane)
+/* A pull about to be posted on last-resort peer @p: whose lane is it?
+ * Said before the post: the pull may complete, and its callback run on
+ * the posting thread, before the transport's read returns. */
+static void lane_log(const struct cache_peer *p, uint32_t obj, uint64_t idx,
+		     int any, uint32_t lane)
 {
-	c->st.lane_own += any && lane == SFS_NONE;
-	c->st.lane_others += any && lane != SFS_NONE;
 	SFS_LOG(SFS_DEBUG, "cache",
 		"%s: pulls object %u chunk %" PRIu64 " (%s)", p->label, obj,
 		idx,
@@ -692,14 +692,16 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		 * is taken now. */
 		int any = 0, last = p->last_resort;
 		uint32_t lane = last ? lane_of(c, ch, &any) : SFS_NONE;
-		uint32_t obj = ch->obj;
-		uint64_t idx = ch->idx;
+		if (last)
+			lane_log(p, ch->obj, ch->idx, any, lane);
 		pthread_mutex_unlock(&c->lock);
 		prc = sfs_xport_read(c->x, id, rds, n, sfs_peer_on_pulled, ch);
 		pthread_mutex_lock(&c->lock);
 		if (!prc) {
-			if (last)
-				lane_account(c, p, obj, idx, any, lane);
+			/* Counted once posted (a busy provider's -EAGAIN
+			 * posts it again later). */
+			c->st.lane_own += last && any && lane == SFS_NONE;
+			c->st.lane_others += last && any && lane != SFS_NONE;
 			sfs_peer_unpin(c, pi);
 			return 1;
 		}
@@ -729,6 +731,9 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		/* The provider is busy (connecting): back at the head of the
 		 * queue; the worker posts again shortly.  The readers'
 		 * deadlines decide when busy means stalled. */
+		SFS_LOG(SFS_DEBUG, "cache",
+			"%s: busy: object %u chunk %" PRIu64 " queued again",
+			p->label, ch->obj, ch->idx);
 		requeue_head(c, ch);
 		p->busy_until_ms = sfs_now_ms() + POST_RETRY_MS;
 		sfs_peer_wake_worker(c);

@@ -177,6 +177,8 @@ struct sfs_cache_peer_info {
 	uint64_t avoided_ms; /* stalled: serves only what no other source
 				holds for this much longer (0: not) */
 	int removed;	     /* sfs_cache_remove_peer: its last state */
+	int retry; /* DOWN, its hold over (or connected again): the next pull
+		      tries it; UP only once a pull completed */
 };
 
 /*

@@ -198,6 +198,10 @@ struct cache_peer {
 	int err;		/* not UP: why */
 	uint64_t since_ms;	/* in this state since */
 	uint64_t down_until_ms; /* DOWN: then it is tried again */
+	uint64_t down_ms;	/* when it last went DOWN; 0 once a pull
+				   completed since (reported as down until
+				   then: reconnecting to a dead process can
+				   succeed) */
 	unsigned int failures;	/* stalls and failed reconnects since the
 				   last pull that completed */
 	int repair;		/* a reconnect is wanted */

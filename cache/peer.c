@@ -477,6 +477,7 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
 	p->err = err;
 	p->since_ms = now;
 	p->down_until_ms = now + hold;
+	p->down_ms = now;
 	p->stalls++;
 	SFS_LOG(SFS_WARN, "cache",
 		"%s is unreachable: %s (%s); not used for %" PRIu64
@@ -1133,6 +1134,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 				p->state = SFS_PEER_UP;
 				p->since_ms = now;
 			}
+			p->down_ms = 0; /* it answers again */
 			c->st.pulls++;
 			c->st.bytes_pulled += ch->len;
 			SFS_LOG(SFS_DEBUG, "cache",
@@ -1597,12 +1599,21 @@ int sfs_cache_peer(struct sfs_cache *c, uint32_t peer,
 		return -EINVAL;
 	}
 	uint64_t now = sfs_now_ms();
-	if (p->state == SFS_PEER_DOWN && now >= p->down_until_ms)
-		pi->state = SFS_PEER_UP; /* the next pull probes */
-	else
+	/* Down is down until a pull got through: a peer whose hold is
+	 * over, or that connected again (to a dead process, that can
+	 * succeed), is not said to be up (a dead run's peer was, until
+	 * its next pull failed). */
+	if (p->down_ms && p->state != SFS_PEER_RECONNECTING) {
+		pi->state = SFS_PEER_DOWN;
+		pi->since_ms = now - p->down_ms;
+		pi->retry = p->state == SFS_PEER_UP ||
+			    (now >= p->down_until_ms && !p->repairing);
+	} else {
 		pi->state = p->state;
+		pi->since_ms = now - p->since_ms;
+		pi->retry = 0;
+	}
 	pi->err = p->err;
-	pi->since_ms = now - p->since_ms;
 	pi->any_ok = p->last_ok_ms != 0;
 	pi->last_ok_ms = p->last_ok_ms ? now - p->last_ok_ms : 0;
 	pi->rate = p->rate;

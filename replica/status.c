@@ -97,10 +97,11 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 		else if (pi.state == SFS_PEER_UP)
 			put(f, "%s: %s (reachable)", kind, s->addr);
 		else
-			put(f, "%s: %s (%s for %.1f s: %s)", kind, s->addr,
+			put(f, "%s: %s (%s for %.1f s: %s%s)", kind, s->addr,
 			    pi.state == SFS_PEER_DOWN ? "unreachable"
 						      : "reconnecting",
-			    (double)pi.since_ms / 1e3, strerror(-pi.err));
+			    (double)pi.since_ms / 1e3, strerror(-pi.err),
+			    pi.retry ? "; tried again at its next pull" : "");
 		if (pi.any_ok)
 			put(f, "seed_last_pull: %.1f s ago",
 			    (double)pi.last_ok_ms / 1e3);

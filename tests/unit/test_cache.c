@@ -836,6 +836,34 @@ START_TEST(stalled_holders_bounded)
 	kill(s2.pid, SIGKILL);
 	waitpid(s1.pid, NULL, 0);
 	waitpid(s2.pid, NULL, 0);
+	/* Both are gone: each that was taken out is said to be down
+	 * until a pull of its completes, past its hold too (when it is
+	 * tried again at the next pull), and after it connected again (to
+	 * a dead process over tcp, that succeeds).  Status once said
+	 * "reachable" of such a peer. */
+	uint32_t gone[2] = {c1, c2};
+	int downs = 0;
+	for (int k = 0; k < 2; k++) {
+		struct sfs_cache_peer_info pi;
+		ck_assert_int_eq(sfs_cache_peer(c, gone[k], &pi), 0);
+		if (!pi.stalls)
+			continue; /* never posted to since both stopped */
+		downs++;
+		for (uint64_t t1 = sfs_now_ms();
+		     !pi.retry && sfs_now_ms() < t1 + 7000;) {
+			ck_assert_int_ne(pi.state, SFS_PEER_UP);
+			usleep(50000);
+			ck_assert_int_eq(sfs_cache_peer(c, gone[k], &pi), 0);
+		}
+		ck_assert_msg(pi.retry, "its hold not over after 7 s");
+		ck_assert_int_eq(pi.state, SFS_PEER_DOWN);
+		ck_assert_int_ne(pi.err, 0);
+		/* Still down a while later: nothing got through since. */
+		usleep(300000);
+		ck_assert_int_eq(sfs_cache_peer(c, gone[k], &pi), 0);
+		ck_assert_int_eq(pi.state, SFS_PEER_DOWN);
+	}
+	ck_assert_int_ge(downs, 1);
 	sfs_cache_stop(c);
 	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
 	sfs_xport_close(r);

@@ -870,55 +870,103 @@ START_TEST(stalled_holders_bounded)
 }
 END_TEST
 
-START_TEST(stalled_holder_fails_over)
+/*
+ * Two shm seeds and a cache reading them: the first serves a mapping of
+ * a file that the test can truncate (its pulls are then lost: the
+ * transport never completes them), the second serves data itself.
+ * Both hold @len bytes of data; x1, x2 are the replica's transport
+ * peers, a and b the pieces each holds.
+ */
+struct lossy_pair {
+	struct sfs_xport *s1, *s2, *r;
+	struct sfs_xport_mr *m1, *m2;
+	struct sfs_cache_piece a, b;
+	uint64_t x1, x2;
+	uint8_t *map;
+	size_t len;
+	int fd;
+	struct sfs_cache *c;
+};
+
+static void lossy_pair_start(struct lossy_pair *lp, size_t len,
+			     unsigned int timeout)
 {
-	char err[SFS_XPORT_ERR_MAX], path[] = "/tmp/seedfs-stall.XXXXXX";
-	struct sfs_xport_cfg sc = {
-		.protocol = "shm", .role = SFS_XPORT_SEED, .timeout_ms = 20000};
+	char err[SFS_XPORT_ERR_MAX], path[] = "/tmp/seedfs-lossy.XXXXXX";
+	struct sfs_xport_cfg sc = {.protocol = "shm",
+				   .role = SFS_XPORT_SEED,
+				   .timeout_ms = timeout};
 	struct sfs_xport_cfg rc = {.protocol = "shm",
 				   .role = SFS_XPORT_REPLICA,
-				   .timeout_ms = 20000};
-	struct sfs_xport *s1, *s2, *r;
-	ck_assert_msg(sfs_xport_open(&sc, &s1, err, sizeof(err)) == 0, "%s",
+				   .timeout_ms = timeout};
+	memset(lp, 0, sizeof(*lp));
+	lp->len = len;
+	ck_assert_msg(sfs_xport_open(&sc, &lp->s1, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_msg(sfs_xport_open(&sc, &s2, err, sizeof(err)) == 0, "%s",
+	ck_assert_msg(sfs_xport_open(&sc, &lp->s2, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_msg(sfs_xport_open(&rc, &r, err, sizeof(err)) == 0, "%s",
+	ck_assert_msg(sfs_xport_open(&rc, &lp->r, err, sizeof(err)) == 0, "%s",
 		      err);
-	int fd = mkstemp(path);
-	ck_assert_int_ge(fd, 0);
+	lp->fd = mkstemp(path);
+	ck_assert_int_ge(lp->fd, 0);
 	unlink(path);
-	size_t len = 4 * CHUNK;
-	ck_assert_int_eq(pwrite(fd, data, len, 0), (ssize_t)len);
-	uint8_t *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-	ck_assert_ptr_ne(map, MAP_FAILED);
-	struct sfs_xport_mr *m1, *m2;
-	ck_assert_int_eq(
-		sfs_xport_mr_reg(s1, map, len, SFS_XPORT_REMOTE_READ, &m1), 0);
-	ck_assert_int_eq(
-		sfs_xport_mr_reg(s2, data, len, SFS_XPORT_REMOTE_READ, &m2), 0);
-	struct sfs_cache_piece a = {.len = len}, b = {.len = len};
+	ck_assert_int_eq(pwrite(lp->fd, data, len, 0), (ssize_t)len);
+	lp->map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, lp->fd, 0);
+	ck_assert_ptr_ne(lp->map, MAP_FAILED);
+	ck_assert_int_eq(sfs_xport_mr_reg(lp->s1, lp->map, len,
+					  SFS_XPORT_REMOTE_READ, &lp->m1),
+			 0);
+	ck_assert_int_eq(sfs_xport_mr_reg(lp->s2, data, len,
+					  SFS_XPORT_REMOTE_READ, &lp->m2),
+			 0);
+	lp->a.len = lp->b.len = len;
 	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
 	size_t rl;
-	sfs_xport_mr_export(m1, &a.raddr, &a.key, raw, &rl);
-	sfs_xport_mr_export(m2, &b.raddr, &b.key, raw, &rl);
+	sfs_xport_mr_export(lp->m1, &lp->a.raddr, &lp->a.key, raw, &rl);
+	sfs_xport_mr_export(lp->m2, &lp->b.raddr, &lp->b.key, raw, &rl);
 	struct sfs_xport_info in;
-	uint64_t x1, x2;
-	sfs_xport_info(s1, &in);
-	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &x1), 0);
-	sfs_xport_info(s2, &in);
-	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &x2), 0);
-	struct sfs_cache *c;
-	struct sfs_cache_cfg cfg = {.xport = r,
+	sfs_xport_info(lp->s1, &in);
+	ck_assert_int_eq(
+		sfs_xport_peer_add(lp->r, in.addr, in.addr_len, &lp->x1), 0);
+	sfs_xport_info(lp->s2, &in);
+	ck_assert_int_eq(
+		sfs_xport_peer_add(lp->r, in.addr, in.addr_len, &lp->x2), 0);
+	struct sfs_cache_cfg cfg = {.xport = lp->r,
 				    .size = (uint64_t)CHUNK * 32,
 				    .chunk_size = CHUNK,
-				    .timeout_ms = 20000};
+				    .timeout_ms = timeout};
+	ck_assert_int_eq(sfs_cache_new(&cfg, &lp->c, err, sizeof(err)), 0);
+}
+
+/* Lose the first seed's pulls from now on. */
+static void lossy_pair_lose(struct lossy_pair *lp)
+{
+	ck_assert_int_eq(ftruncate(lp->fd, 0), 0);
+}
+
+static void lossy_pair_stop(struct lossy_pair *lp)
+{
+	sfs_cache_stop(lp->c);
+	sfs_cache_free_quiesced(lp->c, sfs_xport_quiesce(lp->r));
+	sfs_xport_close(lp->r);
+	sfs_xport_mr_dereg(lp->m1);
+	sfs_xport_mr_dereg(lp->m2);
+	sfs_xport_close(lp->s1);
+	sfs_xport_close(lp->s2);
+	munmap(lp->map, lp->len);
+	close(lp->fd);
+}
+
+START_TEST(stalled_holder_fails_over)
+{
+	struct lossy_pair lp;
+	size_t len = 4 * CHUNK;
+	lossy_pair_start(&lp, len, 20000);
+	struct sfs_cache *c = lp.c;
 	uint32_t set, c1, c2, h1, h2;
-	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, x1, "lossy", &c1), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, x2, "good", &c2), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, lp.x1, "lossy", &c1), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, lp.x2, "good", &c2), 0);
 	struct sfs_cache_obj o = {.len = len};
-	struct sfs_cache_hobj ha = {&a, 1}, hb = {&b, 1};
+	struct sfs_cache_hobj ha = {&lp.a, 1}, hb = {&lp.b, 1};
 	ck_assert_int_eq(sfs_cache_add_set(c, "stall", &o, 1, &set), 0);
 	ck_assert_int_eq(sfs_cache_add_holder(c, set, c1, &ha, 1, 0, &h1), 0);
 
@@ -926,7 +974,7 @@ START_TEST(stalled_holder_fails_over)
 	uint32_t slots[4];
 	uint64_t v0, v1;
 	ck_assert_int_eq(sfs_cache_export(c, set, 0, slots, 4, 0, &v0), 0);
-	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	lossy_pair_lose(&lp);
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, CHUNK, 1), 0);
 	usleep(100000);
 	/* Meanwhile what this cache exports says it is coming. */
@@ -949,15 +997,7 @@ START_TEST(stalled_holder_fails_over)
 	struct sfs_cache_peer_info pi;
 	ck_assert_int_eq(sfs_cache_peer(c, c1, &pi), 0);
 	ck_assert_uint_ge(pi.stalls, 1);
-	sfs_cache_stop(c);
-	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
-	sfs_xport_close(r);
-	sfs_xport_mr_dereg(m1);
-	sfs_xport_mr_dereg(m2);
-	sfs_xport_close(s1);
-	sfs_xport_close(s2);
-	munmap(map, len);
-	close(fd);
+	lossy_pair_stop(&lp);
 }
 END_TEST
 
@@ -973,56 +1013,17 @@ END_TEST
  */
 START_TEST(stuck_member_keeps_no_seed_off)
 {
-	char err[SFS_XPORT_ERR_MAX], path[] = "/tmp/seedfs-stuck.XXXXXX";
 	const unsigned int timeout = 20000;
-	struct sfs_xport_cfg sc = {.protocol = "shm",
-				   .role = SFS_XPORT_SEED,
-				   .timeout_ms = timeout};
-	struct sfs_xport_cfg rc = {.protocol = "shm",
-				   .role = SFS_XPORT_REPLICA,
-				   .timeout_ms = timeout};
-	struct sfs_xport *s1, *s2, *r;
-	ck_assert_msg(sfs_xport_open(&sc, &s1, err, sizeof(err)) == 0, "%s",
-		      err);
-	ck_assert_msg(sfs_xport_open(&sc, &s2, err, sizeof(err)) == 0, "%s",
-		      err);
-	ck_assert_msg(sfs_xport_open(&rc, &r, err, sizeof(err)) == 0, "%s",
-		      err);
-	int fd = mkstemp(path);
-	ck_assert_int_ge(fd, 0);
-	unlink(path);
 	const size_t nch = 8, len = nch * CHUNK;
-	ck_assert_int_eq(pwrite(fd, data, len, 0), (ssize_t)len);
-	uint8_t *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-	ck_assert_ptr_ne(map, MAP_FAILED);
-	struct sfs_xport_mr *m1, *m2;
-	ck_assert_int_eq(
-		sfs_xport_mr_reg(s1, map, len, SFS_XPORT_REMOTE_READ, &m1), 0);
-	ck_assert_int_eq(
-		sfs_xport_mr_reg(s2, data, len, SFS_XPORT_REMOTE_READ, &m2), 0);
-	struct sfs_cache_piece a = {.len = len}, b = {.len = len};
-	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
-	size_t rl;
-	sfs_xport_mr_export(m1, &a.raddr, &a.key, raw, &rl);
-	sfs_xport_mr_export(m2, &b.raddr, &b.key, raw, &rl);
-	struct sfs_xport_info in;
-	uint64_t x1, x2;
-	sfs_xport_info(s1, &in);
-	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &x1), 0);
-	sfs_xport_info(s2, &in);
-	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &x2), 0);
-	struct sfs_cache *c;
-	struct sfs_cache_cfg cfg = {.xport = r,
-				    .size = (uint64_t)CHUNK * 32,
-				    .chunk_size = CHUNK,
-				    .timeout_ms = timeout};
+	struct lossy_pair lp;
+	lossy_pair_start(&lp, len, timeout);
+	struct sfs_cache *c = lp.c;
 	uint32_t set, cm, cs, hm, hs;
-	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, x1, "member", &cm), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, x2, "seed", &cs), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, lp.x1, "member", &cm), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, lp.x2, "seed", &cs), 0);
 	sfs_cache_peer_last_resort(c, cs, 1);
 	struct sfs_cache_obj o = {.len = len};
-	struct sfs_cache_hobj ha = {&a, 1}, hb = {&b, 1};
+	struct sfs_cache_hobj ha = {&lp.a, 1}, hb = {&lp.b, 1};
 	ck_assert_int_eq(sfs_cache_add_set(c, "stuck", &o, 1, &set), 0);
 	ck_assert_int_eq(sfs_cache_add_holder(c, set, cm, &ha, 1, 1, &hm), 0);
 	ck_assert_int_eq(sfs_cache_add_holder(c, set, cs, &hb, 1, 0, &hs), 0);
@@ -1042,7 +1043,7 @@ START_TEST(stuck_member_keeps_no_seed_off)
 
 	/* Now its pulls are lost: the rest queued at once (its window
 	 * fills with lost pulls), then read one after another. */
-	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	lossy_pair_lose(&lp);
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, CHUNK, len - CHUNK, 0),
 			 0);
 	uint64_t t0 = sfs_now_ms(), worst = 0;
@@ -1076,15 +1077,7 @@ START_TEST(stuck_member_keeps_no_seed_off)
 	ck_assert_uint_eq(is.pulls, nch - 1);
 	ck_assert_int_eq(sfs_cache_peer(c, cm, &im), 0);
 	ck_assert_uint_ge(im.stalls, 1);
-	sfs_cache_stop(c);
-	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
-	sfs_xport_close(r);
-	sfs_xport_mr_dereg(m1);
-	sfs_xport_mr_dereg(m2);
-	sfs_xport_close(s1);
-	sfs_xport_close(s2);
-	munmap(map, len);
-	close(fd);
+	lossy_pair_stop(&lp);
 }
 END_TEST
 

@@ -97,16 +97,23 @@ static void teardown(void)
 	munmap(data2, LEN);
 }
 
+/* Entries of directory @path now (not . and ..): -1 if unreadable. */
+static int dir_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	int n = 0;
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
 /* Threads of this process now. */
 static int nthreads(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	int n = 0;
-	for (struct dirent *e; d && (e = readdir(d));)
-		n += e->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return n;
+	return dir_entries("/proc/self/task");
 }
 
 struct rdone {
@@ -318,16 +325,10 @@ START_TEST(read_waiting_for_room_lets_peer_ops_in)
 }
 END_TEST
 
-/* Open fds of this process now. */
+/* Open fds of this process now (the directory's own among them). */
 static int nfds(void)
 {
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-	for (struct dirent *e; d && (e = readdir(d));)
-		n += e->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return n;
+	return dir_entries("/proc/self/fd");
 }
 
 /*

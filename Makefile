@@ -17,6 +17,10 @@
 #                 SIGSTOP, link cuts, republishes, remounts) for CHAOS_S
 #                 seconds (600): wrong bytes, crashes, hangs, late EIO
 #                 fail it; make test runs it for 60 s with 4 hosts
+#   make sim      the swarm simulated at fleet scale (sim/): the cache's
+#                 own policy over modelled links, N = 8 to 1000 replicas
+#                 of a 140 GB model (SIM_CHUNKS, SIM_NS); make test runs
+#                 its small case against bench-fanout's real run
 #   make fuzz     the parsers' mutation fuzzing, long (FUZZ_ITERS per
 #                 target, default 1000000), in the ASan+UBSan build;
 #                 make test runs it short
@@ -30,7 +34,7 @@ TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all deps test test-full test-fast test-rdma demo bench bench-fanout chaos fuzz format check-format clean deb
+.PHONY: all deps test test-full test-fast test-rdma demo bench bench-fanout chaos sim fuzz format check-format clean deb
 FUZZ_ITERS ?= 1000000
 RDMA_PROTOCOLS ?= rdma rdma-fabric
 
@@ -99,6 +103,9 @@ bench-fanout: all
 chaos: all
 	@packaging/deps.sh
 	@bash bench/chaos.sh $(BUILD)
+
+sim: all
+	@bash sim/run.sh $(BUILD)/sim/seedfs-sim
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 

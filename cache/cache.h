@@ -449,6 +449,15 @@ void sfs_cache_note_silence(struct sfs_cache *c, uint32_t peer,
 int sfs_cache_peer(struct sfs_cache *c, uint32_t peer,
 		   struct sfs_cache_peer_info *pi);
 
+/*
+ * sfs_cache_peer_answers - @peer's source answered (its control port, as
+ * the run @peer reads): a peer taken out and connected again since is
+ * reported up (sfs_cache_peer) before a pull from it completes; one
+ * still down or reconnecting is not.  Thread safe; a stale @peer is
+ * ignored.
+ */
+void sfs_cache_peer_answers(struct sfs_cache *c, uint32_t peer);
+
 void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st);
 
 /*

@@ -13,12 +13,9 @@
  * nothing waits for a source that another could replace.  (Hashing
  * chunks to sources would pile a fixed share onto the slowest one.)
  *
- * Lanes.  Replicas that load one content together (re-seeders that
- * prefetch it) each pull a share from the seeds (chunk g is member g mod
- * n's, members in key order), and the rest from each other: a seed then sends each chunk
- * about once, not once per replica.  A chunk of another member waits
- * for it while it makes progress (its holdings grow), then is pulled
- * from a seed all the same.
+ * Lanes and relay trees: which source a chunk waits for, and when a
+ * seed takes it, are the swarm's policy (swarm.c), which this file asks
+ * with what the cache knows.
  *
  * Failover.  A pull that fails goes back to the queue when another
  * holder can serve it; a peer that stalls (no completion for a short
@@ -35,6 +32,7 @@
  * then, so a pull the transport lost is found while others flow.
  */
 #include "cache/cache_impl.h"
+#include "cache/swarm.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -68,13 +66,6 @@
  * a re-seeder that lies costs a few pulls, never a read. */
 #define DISTRUST_MISMATCHES 4
 #define PIECES_MAX 64 /* transport reads for one chunk */
-#define LANE_IDLE_MS                                                           \
-	2000 /* a lane's member whose holdings did not grow this long
-		is not waited for ... */
-#define LANE_LATENCIES 3   /* ... or this many times a seed pull's time */
-#define LANE_BEHIND 2	   /* a member this many chunks behind ... */
-#define LANE_BEHIND_SCAN 8 /* ... among its last this many is helped */
-#define TREE_SPREAD 3	   /* members holding a chunk: no more tree */
 
 /* Time with pulls in flight, and what completed in it: the rate. */
 static void busy_account(struct sfs_cache *c, struct cache_peer *p)
@@ -216,25 +207,6 @@ static int servable(struct sfs_cache *c, const struct sfs_chunk *ch,
 	return err;
 }
 
-/* The holder whose lane @ch is in: SFS_NONE for ours, or no lanes
- * (*any 0).  Chunk g is member g mod n's, members in key order: each
- * member pulls an equal share, and consecutive chunks go to different
- * members, so a sequential load keeps them all busy.  (Rendezvous
- * hashing moved less when a member came or went, but with tens of
- * chunks a member its shares differed by half: the member with the
- * largest one had to upload that much more, and the swarm waited for
- * its link.) */
-static uint32_t lane_of(const struct sfs_cache *c, const struct sfs_chunk *ch,
-			int *any)
-{
-	const struct cache_set *s = c->sets[ch->set];
-	*any = s->nlanes != 0;
-	if (!s->nlanes)
-		return SFS_NONE;
-	uint64_t g = s->base[ch->obj] + ch->idx;
-	return s->lanes[g % s->nlanes].holder;
-}
-
 /* Is peer @p there to serve: up, and its source's control port not
  * silent? */
 static int answers(const struct cache_peer *p)
@@ -247,121 +219,94 @@ static int distrusted(const struct cache_peer *p)
 	return !p->last_resort && p->checksum_errors >= DISTRUST_MISMATCHES;
 }
 
-/* How long a member is waited for: its pulls from the seeds take as
- * long as ours. */
-static uint64_t lane_idle(const struct sfs_cache *c)
+/* The swarm's policy (swarm.h) sees holders and peers through these. */
+static int swarm_has(void *arg, uint32_t h, uint32_t obj, uint64_t idx,
+		     int coming)
 {
-	return SFS_MAX((uint64_t)LANE_IDLE_MS,
-		       (uint64_t)(LANE_LATENCIES * c->seed_lat_ms));
+	const struct cache_holder *ho = ((struct sfs_cache *)arg)->holders[h];
+	return coming ? sfs_holder_coming(ho, obj, idx)
+		      : sfs_holder_has(ho, obj, idx);
+}
+
+static void swarm_peer(const struct sfs_cache *c, uint32_t pi,
+		       struct sfs_swarm_member *m)
+{
+	const struct cache_peer *p = c->peers[pi];
+	m->peer = pi;
+	m->avoid_until_ms = p->avoid_until_ms;
+	m->lat_ms = p->lat_ms;
+	m->last_resort = !!p->last_resort;
+	m->answers = !!answers(p);
+	m->distrusted = !!distrusted(p);
+}
+
+static int swarm_member(void *arg, uint32_t h, struct sfs_swarm_member *m)
+{
+	const struct sfs_cache *c = arg;
+	const struct cache_holder *ho = h < c->nholders ? c->holders[h] : NULL;
+	if (!ho)
+		return -ENOENT;
+	swarm_peer(c, ho->peer, m);
+	m->lane = ho->lane;
+	m->grew_ms = ho->grew_ms;
+	m->removed = !!ho->removed;
+	return 0;
+}
+
+static const struct sfs_swarm_ops swarm_ops = {
+	.has = swarm_has,
+	.member = swarm_member,
+};
+
+/* Set @set as the swarm's policy sees it at @now (c->lock held). */
+static void swarm_of(struct sfs_cache *c, uint32_t set, uint64_t now,
+		     struct sfs_swarm *sw)
+{
+	const struct cache_set *s = c->sets[set];
+	*sw = (struct sfs_swarm){.ops = &swarm_ops,
+				 .arg = c,
+				 .holders = s->holders,
+				 .nholders = s->nholders,
+				 .base = s->base,
+				 .nobjs = s->nobjs,
+				 .lanes = s->lanes,
+				 .nlanes = s->nlanes,
+				 .lane_me = s->lane_me,
+				 .seed_lat_ms = c->seed_lat_ms,
+				 .now = now};
+}
+
+/* Queued chunk @ch as the policy sees it. */
+static struct sfs_swarm_chunk swarm_chunk(const struct sfs_chunk *ch)
+{
+	return (struct sfs_swarm_chunk){.obj = ch->obj,
+					.idx = ch->idx,
+					.avoid = ch->avoid,
+					.mismatches = ch->mismatches,
+					.queued_ms = ch->queued_ms,
+					.held_ms = ch->held_ms,
+					.coming_ms = ch->coming_ms};
 }
 
 /* Is @ch another lane member's to pull from the seeds, and is that
- * member worth waiting for (up, not stalled, its holdings growing or
- * the chunk queued only a moment ago)? */
+ * member worth waiting for (sfs_swarm_lane_wait)? */
 static int lane_wait(struct sfs_cache *c, const struct sfs_chunk *ch)
 {
-	int any;
-	uint32_t hi = lane_of(c, ch, &any);
-	if (hi == SFS_NONE)
-		return 0; /* ours, or no lanes */
-	uint64_t now = sfs_now_ms(), idle = lane_idle(c);
-	if (hi == SFS_CACHE_LANE_UNKNOWN) /* a member not connected yet */
-		return now < ch->queued_ms + idle;
-	const struct cache_holder *h = c->holders[hi];
-	const struct cache_peer *p = c->peers[h->peer];
-	/* One that stalled for us still pulls its share from the seeds:
-	 * waited for all the same. */
-	if (h->removed || !answers(p))
-		return 0;
-	return now < h->grew_ms + idle || now < ch->queued_ms + idle;
+	struct sfs_swarm sw;
+	struct sfs_swarm_chunk q = swarm_chunk(ch);
+	swarm_of(c, ch->set, sfs_now_ms(), &sw);
+	return sfs_swarm_lane_wait(&sw, &q);
 }
 
-/*
- * The end of a lane: this cache has nothing of its own left to pull
- * from the seeds (asked only then), and @ch's owner is behind: of the
- * LANE_BEHIND_SCAN chunks of its lane before @ch, it lacks at least
- * LANE_BEHIND (neither held nor coming; the first of them are what it
- * posts next, so @ch is not).  Then @ch is pulled here instead; the
- * owner sees it coming in these holdings and does not pull it too
- * (unless it posts it in the moment before it sees that); each of its
- * chunks has one such helper, the other members in turn.  The shares
- * are equal but the rates are not: one member's connection to the seed
- * can get a fraction of the others' (fan-out bench: one member's first
- * two seed pulls took 4-5 s, the others' about 1 s), and every member
- * then waited for that lane at the end.
- */
-static int lane_behind(struct sfs_cache *c, const struct sfs_chunk *ch)
-{
-	const struct cache_set *s = c->sets[ch->set];
-	int any;
-	uint32_t hi = lane_of(c, ch, &any);
-	if (hi == SFS_NONE || hi >= c->nholders)
-		return 0; /* ours, no lanes, or a member not connected yet */
-	const struct cache_holder *h = c->holders[hi];
-	uint64_t g = s->base[ch->obj] + ch->idx;
-	size_t n = s->nlanes, obj = ch->obj, lacks = 0;
-	/* Its chunks are dealt to the other members in turn: helpers do
-	 * not pull the same ones. */
-	if (n < 2 || s->lane_me == SIZE_MAX ||
-	    (g / n) % (n - 1) != (s->lane_me + n - g % n - 1) % n)
-		return 0;
-	for (unsigned int k = 1; k <= LANE_BEHIND_SCAN && g >= n; k++) {
-		g -= n;
-		while (obj > 0 && s->base[obj] > g)
-			obj--;
-		uint64_t idx = g - s->base[obj];
-		if (!sfs_holder_has(h, (uint32_t)obj, idx) &&
-		    !sfs_holder_coming(h, (uint32_t)obj, idx) &&
-		    ++lacks >= LANE_BEHIND)
-			return 1;
-	}
-	return 0;
-}
-
-/*
- * Does a holder on a peer other than @not_peer that is not a last
- * resort, and can serve at @now, hold @ch (@coming 0), or have it coming
- * (being pulled there: @coming 1)?  What keeps the seeds off a chunk is
- * a member that will serve it, so one that cannot now does not count:
- * the holder whose bytes of @ch did not match, a member distrusted
- * (DISTRUST_MISMATCHES), one down, reconnecting or whose control port
- * is silent, and one avoided (avoid: it stalled, find_stalls; a member
- * whose pulls get no answer is avoided even when only a seed has them).
- * A member whose window is full but that completes its pulls still
- * counts: it serves the chunk once it has room, and the seed is spared.
- * Without this a single stuck or wrong member kept the seeds off every
- * chunk it listed, and their readers waited for --timeout.
- */
+/* Does a member on a peer other than @not_peer that can serve now hold
+ * @ch (sfs_swarm_member_has)? */
 static int member_has(struct sfs_cache *c, const struct sfs_chunk *ch,
-		      uint32_t not_peer, int coming, uint64_t now)
+		      uint32_t not_peer, uint64_t now)
 {
-	const struct cache_set *s = c->sets[ch->set];
-	for (size_t i = 0; i < s->nholders; i++) {
-		if (s->holders[i] == ch->avoid)
-			continue;
-		const struct cache_holder *h = c->holders[s->holders[i]];
-		const struct cache_peer *p = c->peers[h->peer];
-		if (h->peer != not_peer && !p->last_resort && answers(p) &&
-		    !distrusted(p) && now >= p->avoid_until_ms &&
-		    (coming ? sfs_holder_coming(h, ch->obj, ch->idx)
-			    : sfs_holder_has(h, ch->obj, ch->idx)))
-			return 1;
-	}
-	return 0;
-}
-
-/* Does a holder on a last-resort peer (a seed) that answers hold @ch? */
-static int seed_has(struct sfs_cache *c, const struct sfs_chunk *ch)
-{
-	const struct cache_set *s = c->sets[ch->set];
-	for (size_t i = 0; i < s->nholders; i++) {
-		const struct cache_holder *h = c->holders[s->holders[i]];
-		const struct cache_peer *p = c->peers[h->peer];
-		if (p->last_resort && answers(p) &&
-		    sfs_holder_has(h, ch->obj, ch->idx))
-			return 1;
-	}
-	return 0;
+	struct sfs_swarm sw;
+	struct sfs_swarm_chunk q = swarm_chunk(ch);
+	swarm_of(c, ch->set, now, &sw);
+	return sfs_swarm_member_has(&sw, &q, not_peer, 0);
 }
 
 int sfs_peer_set_usable(struct sfs_cache *c, uint32_t set)
@@ -477,7 +422,8 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
 	p->err = err;
 	p->since_ms = now;
 	p->down_until_ms = now + hold;
-	p->down_ms = now;
+	if (!p->down_ms)
+		p->down_ms = now; /* (a probe that fails keeps the first) */
 	p->stalls++;
 	SFS_LOG(SFS_WARN, "cache",
 		"%s is unreachable: %s (%s); not used for %" PRIu64
@@ -692,7 +638,13 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		 * its reader) before the lock is back: what is logged of it
 		 * is taken now. */
 		int any = 0, last = p->last_resort;
-		uint32_t lane = last ? lane_of(c, ch, &any) : SFS_NONE;
+		uint32_t lane = SFS_NONE;
+		if (last) {
+			struct sfs_swarm sw;
+			struct sfs_swarm_chunk q = swarm_chunk(ch);
+			swarm_of(c, ch->set, 0, &sw);
+			lane = sfs_swarm_lane(&sw, &q, &any);
+		}
 		if (last)
 			lane_log(p, ch->obj, ch->idx, any, lane);
 		pthread_mutex_unlock(&c->lock);
@@ -763,107 +715,10 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 	return 1;
 }
 
-/* floor(log2(@r + 1)): how deep rank @r sits in a chunk's relay tree. */
-static unsigned int tree_depth(size_t r)
-{
-	unsigned int d = 0;
-	while (r >>= 1)
-		d++;
-	return d;
-}
-
-/*
- * Relay trees.  A chunk that one lane member pulled from the seeds is
- * wanted by all the others at once; pulled by all of them from that
- * member, its one uplink would carry every copy, each arriving at
- * 1/(n-1) of its rate, all at the end, and none of them able to pass
- * it on meanwhile (this was the fan-out tail: a few members' uplinks
- * full while the rest idled).  So the members form a binary tree per
- * chunk, rooted at its owner: in key order, rank r = (member - owner)
- * mod n, and rank r takes it from rank (r - 1) / 2.  Each copy then
- * comes at half a link's rate, and a chunk reaches all n members in
- * log2(n) steps; the owners rotate, so each member relays about as
- * much as the others.
- *
- * May peer @pi's holder @hi serve @ch to this cache now?  Yes when
- * there are no lanes or this cache is no member, when @hi is no
- * member (a seed, a re-seeder that holds it all), when @hi is the
- * parent; otherwise once TREE_SPREAD members hold it (the tree's first
- * two levels: the rest take it from any of them, spread over their
- * uplinks, and none waits for a parent that is slow), once the chunk
- * has been held somewhere for longer than its parent needs to pass it
- * on (its depth times twice a pull's usual time, at least 250 ms a
- * level) or when the parent is not up.
- */
-static int tree_allows(struct sfs_cache *c, struct sfs_chunk *ch, uint32_t hi,
-		       uint64_t now)
-{
-	const struct cache_set *s = c->sets[ch->set];
-	size_t n = s->nlanes, me = s->lane_me, q = c->holders[hi]->lane;
-	if (n < 3 || me == SIZE_MAX || q == SIZE_MAX)
-		return 1;
-	uint64_t g = s->base[ch->obj] + ch->idx;
-	size_t o = (size_t)(g % n);
-	size_t rme = (me + n - o) % n, rq = (q + n - o) % n;
-	if (rme == 0 || rq == (rme - 1) / 2)
-		return 1; /* ours from the seeds (or back), or the parent */
-	size_t held = 0;
-	for (size_t i = 0; i < n && held < TREE_SPREAD; i++) {
-		uint32_t lh = s->lanes[i].holder;
-		held += lh < c->nholders &&
-			sfs_holder_has(c->holders[lh], ch->obj, ch->idx);
-	}
-	if (held >= TREE_SPREAD)
-		return 1;
-	size_t parent = ((rme - 1) / 2 + o) % n;
-	uint32_t ph = s->lanes[parent].holder;
-	if (ph == SFS_NONE || ph == SFS_CACHE_LANE_UNKNOWN ||
-	    ph >= c->nholders || c->holders[ph]->removed)
-		return 1;
-	const struct cache_peer *pp = c->peers[c->holders[ph]->peer];
-	if (!answers(pp))
-		return 1;
-	if (!ch->held_ms)
-		ch->held_ms = now;
-	uint64_t level = SFS_MAX(250, (uint64_t)(2 * pp->lat_ms));
-	uint64_t at = ch->held_ms + tree_depth(rme) * level;
-	if (now >= at)
-		return 1;
-	if (!c->wake_ms || at < c->wake_ms)
-		c->wake_ms = at; /* the worker looks again then */
-	return 0;
-}
-
-/*
- * Does a holder that is up, not on a last-resort peer, have @ch coming
- * (being pulled there: its holdings say so)?  Then @ch is not pulled
- * from a last-resort peer here too, for as long as a lane's member is
- * waited for, from when this cache first saw it coming; it comes from
- * that holder once held.  (Lanes change as members join: a chunk one
- * member posted under the old lanes is another's under the new, and
- * both pulled it from the seed.)
- */
-static int coming_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t now)
-{
-	if (!member_has(c, ch, SFS_NONE, 1, now)) {
-		ch->coming_ms = 0;
-		return 0;
-	}
-	if (!ch->coming_ms)
-		ch->coming_ms = now;
-	uint64_t at = ch->coming_ms + lane_idle(c);
-	if (now >= at)
-		return 0;
-	if (!c->wake_ms || at < c->wake_ms)
-		c->wake_ms = at; /* the worker looks again then */
-	return 1;
-}
-
-/* Does peer @pi (@p) take @ch now, through holder *hi?  @help: a
- * last-resort peer also takes a lagging member's (lane_behind). */
-static int takes(struct sfs_cache *c, const struct cache_peer *p, uint32_t pi,
-		 struct sfs_chunk *ch, int shy, int help, uint64_t now,
-		 uint32_t *hi)
+/* Does peer @pi take @ch now, through holder *hi?  @help: a
+ * last-resort peer also takes a lagging member's (swarm.c). */
+static int takes(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
+		 int shy, int help, uint64_t now, uint32_t *hi)
 {
 	if ((*hi = holder_for(c, ch, pi)) == SFS_NONE ||
 	    (shy && !servable(c, ch, pi)))
@@ -872,17 +727,17 @@ static int takes(struct sfs_cache *c, const struct cache_peer *p, uint32_t pi,
 	 * worker marks that too, but may look a moment late). */
 	if (keep_over(c, *hi, now))
 		return 0;
-	/* Served wrong once: the next pull is a seed's when a seed has it
-	 * (two lying members would otherwise take turns to the end). */
-	if (ch->mismatches && !p->last_resort && seed_has(c, ch))
-		return 0;
-	if (!p->last_resort)
-		return tree_allows(c, ch, *hi, now);
-	if (ch->mismatches)
-		return 1; /* a member served it wrong: the seed's, at once */
-	return !member_has(c, ch, pi, 0, now) &&
-	       (!lane_wait(c, ch) || (help && lane_behind(c, ch))) &&
-	       !coming_wait(c, ch, now);
+	struct sfs_swarm sw;
+	struct sfs_swarm_member pm;
+	struct sfs_swarm_chunk q = swarm_chunk(ch);
+	swarm_of(c, ch->set, now, &sw);
+	swarm_peer(c, pi, &pm);
+	int yes = sfs_swarm_takes(&sw, &q, &pm, *hi, help);
+	ch->held_ms = q.held_ms;
+	ch->coming_ms = q.coming_ms;
+	if (sw.wake_ms && (!c->wake_ms || sw.wake_ms < c->wake_ms))
+		c->wake_ms = sw.wake_ms; /* the worker looks again then */
+	return yes;
 }
 
 /* The first queued chunk peer @pi can serve, and through which holder;
@@ -900,7 +755,7 @@ static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi)
 		for (int k = 0; k < 2; k++)
 			for (struct sfs_chunk *ch = lists[k]->head; ch;
 			     ch = ch->next)
-				if (takes(c, p, pi, ch, shy, help, now, hi))
+				if (takes(c, pi, ch, shy, help, now, hi))
 					return ch;
 	return NULL;
 }
@@ -1365,7 +1220,7 @@ static int movable(struct sfs_cache *c, const struct sfs_chunk *ch, uint32_t pi,
 	const struct cache_peer *p = c->peers[pi];
 	if (p->last_resort || p->silent_since || ch->refs > 0)
 		return !servable(c, ch, pi);
-	return member_has(c, ch, pi, 0, now);
+	return member_has(c, ch, pi, now);
 }
 
 /* Orphan the pulls posted on @pi that may go elsewhere (movable): their
@@ -1566,6 +1421,15 @@ uint64_t sfs_cache_ahead(struct sfs_cache *c, uint32_t set, uint64_t min,
 	uint64_t w = v >= (double)max ? max : (uint64_t)v;
 	w &= ~((uint64_t)c->chunk_size - 1);
 	return SFS_MAX(w, min);
+}
+
+void sfs_cache_peer_answers(struct sfs_cache *c, uint32_t peer)
+{
+	pthread_mutex_lock(&c->lock);
+	struct cache_peer *p = sfs_peer_at(c, peer);
+	if (p && p->state == SFS_PEER_UP)
+		p->down_ms = 0;
+	pthread_mutex_unlock(&c->lock);
 }
 
 void sfs_cache_note_silence(struct sfs_cache *c, uint32_t peer,

@@ -1039,6 +1039,11 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 			"bytes are no longer read from it",
 			s->addr, a.instance);
 		forget_run(s, a.instance);
+	} else if (old && cpeer != SFS_CACHE_NONE) {
+		/* The same run answered: its peer, if it was taken out and
+		 * connected again since, is up (status, metrics) though no
+		 * pull from it completed (nothing may need one). */
+		sfs_cache_peer_answers(r->cache, cpeer);
 	}
 	for (size_t i = 0; i < a.n; i++) {
 		const struct rsrc_ans_model *am = &a.models[i];

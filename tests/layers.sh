@@ -14,6 +14,7 @@ declare -A above=(
 	[fs]="cli seed lib"
 	[seed]="cache replica fs cli lib"
 	[lib]="fs cli"
+	[sim]="transports metadata replica fs cli seed lib"
 )
 bad=0
 for dir in "${!above[@]}"; do

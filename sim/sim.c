@@ -82,7 +82,7 @@ struct node {
 	uint32_t nholders;
 	uint32_t inflight[HOLDERS], window[HOLDERS];
 	double rate[HOLDERS], last_done[HOLDERS]; /* bytes per ms */
-	struct sfs_cache_lane lanes[HOLDERS];
+	struct sfs_cache_lane *lanes; /* HOLDERS, or n with --lanes fleet */
 	size_t nlanes, lane_me;
 	size_t member_lane[HOLDERS];
 	uint8_t *seen[HOLDERS];	    /* holder h's holdings as last asked */
@@ -117,6 +117,7 @@ static uint32_t *fheap, nfheap;
 static double now;
 static uint64_t policy_calls;
 static uint32_t queue_len = 4096; /* queued chunks looked at per pick */
+static int fleet_lanes;		  /* --lanes fleet */
 
 static void *xalloc(size_t n)
 {
@@ -591,19 +592,36 @@ static void setup_views(uint32_t n)
 			mn->watchers[mn->nwatchers++] = ri;
 		}
 		/* Lanes: the members and this replica, in key order (the
-		 * key: the node number). */
-		r->nlanes = r->nholders;
-		r->lanes[0] = (struct sfs_cache_lane){.key = ri,
-						      .holder = SFS_CACHE_NONE};
-		for (uint32_t h = 1; h < r->nholders; h++)
-			r->lanes[h] = (struct sfs_cache_lane){
-				.key = r->holder_node[h], .holder = h};
-		qsort(r->lanes, r->nlanes, sizeof(r->lanes[0]), by_key);
+		 * key: the node number).  --lanes fleet: every replica, the
+		 * ones it does not work with as members not connected
+		 * (SFS_CACHE_LANE_UNKNOWN): what the replicas would set if
+		 * the seed told each the fleet's lanes (F5, not built). */
+		if (fleet_lanes) {
+			r->nlanes = n;
+			r->lanes = xalloc(n * sizeof(*r->lanes));
+			for (uint32_t m = 1; m <= n; m++)
+				r->lanes[m - 1] = (struct sfs_cache_lane){
+					.key = m,
+					.holder =
+						m == ri ? SFS_CACHE_NONE
+							: SFS_CACHE_LANE_UNKNOWN};
+			for (uint32_t h = 1; h < r->nholders; h++)
+				r->lanes[r->holder_node[h] - 1].holder = h;
+		} else {
+			r->nlanes = r->nholders;
+			r->lanes = xalloc(HOLDERS * sizeof(*r->lanes));
+			r->lanes[0] = (struct sfs_cache_lane){
+				.key = ri, .holder = SFS_CACHE_NONE};
+			for (uint32_t h = 1; h < r->nholders; h++)
+				r->lanes[h] = (struct sfs_cache_lane){
+					.key = r->holder_node[h], .holder = h};
+			qsort(r->lanes, r->nlanes, sizeof(r->lanes[0]), by_key);
+		}
 		r->lane_me = SIZE_MAX;
 		for (size_t i = 0; i < r->nlanes; i++) {
 			if (r->lanes[i].holder == SFS_CACHE_NONE)
 				r->lane_me = i;
-			else
+			else if (r->lanes[i].holder < HOLDERS)
 				r->member_lane[r->lanes[i].holder] = i;
 		}
 		if (n == 1)
@@ -617,7 +635,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: sim [-n N] [--size BYTES] [--chunk BYTES] [--gbit G] "
 		"[--seed-x X] [--lat-us US] [--stagger-ms MS] [--chunks C] "
-		"[--label TEXT]\n");
+		"[--label TEXT] [--queue CHUNKS] [--lanes members|fleet]\n");
 	exit(2);
 }
 
@@ -654,7 +672,8 @@ int main(int argc, char **argv)
 		{"gbit", 1, 0, 'g'},   {"seed-x", 1, 0, 'x'},
 		{"lat-us", 1, 0, 'l'}, {"stagger-ms", 1, 0, 't'},
 		{"chunks", 1, 0, 'k'}, {"label", 1, 0, 'L'},
-		{"queue", 1, 0, 'q'},  {0, 0, 0, 0}};
+		{"queue", 1, 0, 'q'},  {"lanes", 1, 0, 'a'},
+		{0, 0, 0, 0}};
 	for (int o; (o = getopt_long(argc, argv, "n:", lo, NULL)) != -1;) {
 		switch (o) {
 		case 'n':
@@ -686,6 +705,12 @@ int main(int argc, char **argv)
 			break;
 		case 'q':
 			queue_len = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'a':
+			if (strcmp(optarg, "fleet") &&
+			    strcmp(optarg, "members"))
+				usage();
+			fleet_lanes = !strcmp(optarg, "fleet");
 			break;
 		default:
 			usage();

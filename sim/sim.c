@@ -297,26 +297,29 @@ static void reschedule(uint32_t fi)
  * end): rates are within that of the exact share. */
 #define RESHARE 0.02
 
+/* The pulls in @list (@n of them) share @cap: recomputed if their
+ * share moved past RESHARE from *@shared. */
+static void reshare(double cap, const uint32_t *list, uint32_t n,
+		    double *shared)
+{
+	double sh = cap / (n ? n : 1);
+	if (fabs(sh - *shared) <= RESHARE * *shared)
+		return;
+	*shared = sh;
+	for (uint32_t i = 0; i < n; i++)
+		reschedule(list[i]);
+}
+
 static void reshare_up(uint32_t n)
 {
 	struct node *x = &nodes[n];
-	double sh = x->up / (x->nups ? x->nups : 1);
-	if (fabs(sh - x->shared_up) <= RESHARE * x->shared_up)
-		return;
-	x->shared_up = sh;
-	for (uint32_t i = 0; i < x->nups; i++)
-		reschedule(x->ups[i]);
+	reshare(x->up, x->ups, x->nups, &x->shared_up);
 }
 
 static void reshare_down(uint32_t n)
 {
 	struct node *x = &nodes[n];
-	double sh = x->down / (x->ndowns ? x->ndowns : 1);
-	if (fabs(sh - x->shared_down) <= RESHARE * x->shared_down)
-		return;
-	x->shared_down = sh;
-	for (uint32_t i = 0; i < x->ndowns; i++)
-		reschedule(x->downs[i]);
+	reshare(x->down, x->downs, x->ndowns, &x->shared_down);
 }
 
 static void flow_start(uint32_t from, uint32_t to, uint32_t chunk)

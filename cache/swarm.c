@@ -274,6 +274,80 @@ static int coming_wait(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch)
 	return 1;
 }
 
+static uint64_t high_bit(uint64_t d)
+{
+	while (d & (d - 1))
+		d &= d - 1;
+	return d;
+}
+
+/*
+ * Fleet lanes (sw->fleet): chunk g is replica g mod n's to pull from a
+ * seed, and reaches replica at offset d from that owner through its
+ * parent at d minus d's highest bit (a member: offsets -1, -2, -4, ...
+ * are what it works with), in popcount(d) steps.  A member takes it
+ * from the parent at once, from another member once it has been held
+ * for popcount(d) levels.  A seed takes it when it is this replica's
+ * own, and otherwise only when the parent cannot bring it: the parent
+ * does not answer, or it stopped growing (idle) without it, or it
+ * holds a later chunk of the same owner while it lacks this one (lost
+ * upstream), for the lane's idle time since that was first seen.
+ */
+static int fleet_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
+		       const struct sfs_swarm_member *p, uint32_t hi)
+{
+	size_t n = sw->nlanes, me = sw->lane_me;
+	uint64_t g = chunk_no(sw, ch);
+	size_t o = (size_t)(g % n), d = sfs_swarm_rank(me, o, n);
+	if (d == 0) /* ours from the seeds */
+		return p->last_resort
+			       ? !sfs_swarm_member_has(sw, ch, p->peer, 0)
+			       : 1;
+	uint32_t ph = sw->lanes[(me + n - high_bit(d)) % n].holder;
+	struct sfs_swarm_member pm;
+	int parent = member(sw, ph, &pm) && !pm.removed && pm.answers;
+	uint64_t level = SFS_MAX((uint64_t)TREE_LEVEL_MS,
+				 (uint64_t)(2 * (parent ? pm.lat_ms : 0)));
+	if (!p->last_resort) {
+		if (hi == ph || !parent)
+			return 1;
+		if (!ch->held_ms)
+			ch->held_ms = sw->now;
+		uint64_t at =
+			ch->held_ms + (uint64_t)__builtin_popcountll(d) * level;
+		if (sw->now >= at)
+			return 1;
+		wake_at(sw, at);
+		return 0;
+	}
+	if (sfs_swarm_member_has(sw, ch, p->peer, 0))
+		return 0; /* a member serves it */
+	if (!parent)
+		return !coming_wait(sw, ch);
+	if (sw->ops->has(sw->arg, ph, ch->obj, ch->idx, 1))
+		return !coming_wait(sw, ch);
+	/* The parent lacks it: lost upstream if the parent has the same
+	 * owner's next chunk, or stopped growing. */
+	uint64_t idle = lane_idle(sw), next = g + n;
+	int later = 0;
+	if (next < sw->nchunks) {
+		size_t obj = ch->obj;
+		while (obj + 1 < sw->nobjs && sw->base[obj + 1] <= next)
+			obj++;
+		uint64_t idx = next - sw->base[obj];
+		later = sw->ops->has(sw->arg, ph, (uint32_t)obj, idx, 0);
+	}
+	if (!later && sw->now < pm.grew_ms + idle)
+		return 0; /* the parent brings it in its time */
+	if (!ch->coming_ms)
+		ch->coming_ms = sw->now;
+	uint64_t at = ch->coming_ms + idle;
+	if (sw->now >= at)
+		return 1;
+	wake_at(sw, at);
+	return 0;
+}
+
 int sfs_swarm_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 		    const struct sfs_swarm_member *p, uint32_t hi, int help)
 {
@@ -281,6 +355,8 @@ int sfs_swarm_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 	 * (two lying members would otherwise take turns to the end). */
 	if (ch->mismatches && !p->last_resort && seed_has(sw, ch))
 		return 0;
+	if (sw->fleet && sw->nlanes > 1 && sw->lane_me != SIZE_MAX)
+		return fleet_takes(sw, ch, p, hi);
 	if (!p->last_resort) {
 		struct sfs_swarm_member hm;
 		return !member(sw, hi, &hm) || tree_allows(sw, ch, &hm);

@@ -51,6 +51,7 @@ struct sfs_swarm {
 	size_t nholders;
 	const uint64_t *base; /* per object: the number of its first chunk */
 	size_t nobjs;
+	uint64_t nchunks; /* in all (0: not said; only fleet lanes ask) */
 	/* Lanes, in key order: chunk g is lanes[g mod nlanes]'s to pull
 	 * from a seed; .holder SFS_CACHE_NONE for this replica (lane_me;
 	 * SIZE_MAX: no member), SFS_CACHE_LANE_UNKNOWN for one not
@@ -58,6 +59,14 @@ struct sfs_swarm {
 	const struct sfs_cache_lane *lanes;
 	size_t nlanes, lane_me;
 	double seed_lat_ms; /* a pull from a seed takes this long (0: ?) */
+	/* The lanes are the fleet's (every replica, in key order; the
+	 * members this replica works with are those at offsets -1, -2,
+	 * -4, ... from it): chunk g goes down a binomial tree rooted at
+	 * its owner, offset d taking it from offset d minus its highest
+	 * bit.  0: the lanes are this replica and its members, a binary
+	 * relay tree among them.  (The simulator tries 1; no cache sets
+	 * it yet.) */
+	int fleet;
 	uint64_t now;
 	/* [out] the earliest time a wait said "not yet" ends: look again
 	 * then (0: none).  Only lowered. */

@@ -49,7 +49,8 @@
 #define POLL_MS 250.0	    /* holdings asked this often */
 #define ANSWER_FIXED 400    /* bytes of a question and its answer */
 #define ANSWER_PER_CHANGE 4 /* bytes per chunk that changed */
-#define HOLDERS (MEMBERS_MAX + 1)
+#define FLEET_MEMBERS 16    /* --lanes fleet: offsets -1, -2, -4, ... */
+#define HOLDERS (FLEET_MEMBERS + 1)
 
 struct flow {
 	uint32_t from, to; /* nodes */
@@ -462,6 +463,8 @@ static void pump(uint32_t ri, int rescan)
 			       .nholders = r->nholders,
 			       .base = base0,
 			       .nobjs = 1,
+			       .nchunks = nchunks,
+			       .fleet = fleet_lanes,
 			       .lanes = r->lanes,
 			       .nlanes = r->nlanes,
 			       .lane_me = r->lane_me,
@@ -576,13 +579,25 @@ static void setup_views(uint32_t n)
 	struct ranked *rk = xalloc(n * sizeof(*rk));
 	for (uint32_t ri = 1; ri <= n; ri++) {
 		struct node *r = &nodes[ri];
-		size_t k = 0;
-		for (uint32_t m = 1; m <= n; m++)
-			if (m != ri)
-				rk[k++] = (struct ranked){rank_of(ri, m), m};
-		qsort(rk, k, sizeof(*rk), by_score);
-		size_t use = k < LISTED ? k : LISTED;
-		use = use < MEMBERS_MAX ? use : MEMBERS_MAX;
+		size_t k = 0, use;
+		if (fleet_lanes) {
+			/* The replicas at ring offsets -1, -2, -4, ... in key
+			 * order: each chunk's binomial tree parent. */
+			for (uint64_t off = 1; off < n && k < FLEET_MEMBERS;
+			     off <<= 1)
+				rk[k++] = (struct ranked){
+					0,
+					(uint32_t)((ri - 1 + n - off) % n) + 1};
+			use = k;
+		} else {
+			for (uint32_t m = 1; m <= n; m++)
+				if (m != ri)
+					rk[k++] = (struct ranked){
+						rank_of(ri, m), m};
+			qsort(rk, k, sizeof(*rk), by_score);
+			use = k < LISTED ? k : LISTED;
+			use = use < MEMBERS_MAX ? use : MEMBERS_MAX;
+		}
 		r->holder_node[0] = 0;
 		r->nholders = 1;
 		for (size_t i = 0; i < use; i++) {
@@ -804,7 +819,7 @@ int main(int argc, char **argv)
 	/* What bound it: the seed's uplink busy all along, or the
 	 * replicas' downlinks. */
 	double seed_busy = end > 0 ? nodes[0].sent / (nodes[0].up * end) : 0;
-	printf("%-6s %5u %8u %9.2f %9.2f %6.2f %8.2f %9.4f%% %s%s\n", label, n,
+	printf("%-7s %5u %8u %9.2f %9.2f %6.2f %8.2f %9.4f%% %s%s\n", label, n,
 	       nchunks, last / 1e3, alone / 1e3, last / alone, seed_sent,
 	       100.0 * ctl / data,
 	       seed_busy > 0.9	     ? "seed uplink"

@@ -7,7 +7,8 @@
 #     1.17 x the model) within 25 %: all done in 7.6-12.6 s, the seed
 #     sent at most 1.46 x;
 #   - the same run twice prints the same row (no state from outside);
-#   - 64 replicas of the 140 GB model's first 1024 chunks all finish.
+#   - 64 replicas of the 140 GB model's first 1024 chunks all finish;
+#   - the policy's fleet mode sends each chunk from the seed once.
 #   sim.sh SIM
 set -euo pipefail
 SIM=$1
@@ -27,6 +28,13 @@ check "$3" 7.6 12.6 || fail "bench-fanout's case: all done in $3 s, the real run
 check "$6" 0 1.46 || fail "bench-fanout's case: the seed sent $6 x, the real run 1.17 x (at most 1.46)"
 echo "ok: bench-fanout's case all done in $3 s (real 10.1 s), the seed sent $6 x (real 1.17 x)"
 
-out=$("$SIM" -n 64 --size 140G --chunks 1024 2>&1) || fail "64 replicas: $out"
+out=$("$SIM" -n 64 --size 140G --chunks 1024 2>/dev/null) || fail "64 replicas: $out"
 case $out in *UNFINISHED*) fail "64 replicas: $out" ;; esac
-echo "ok: 64 replicas of 1024 chunks: $(echo "$out" | head -1)"
+echo "ok: 64 replicas of 1024 chunks: $out"
+
+# The policy's fleet mode (lanes of every replica, members at ring
+# offsets -1, -2, -4, ...): the seed sends each chunk once.
+out=$("$SIM" -n 64 --size 140G --chunks 2048 --queue 2048 --lanes fleet 2>/dev/null) || fail "fleet lanes: $out"
+set -- $out
+check "$6" 0.99 1.05 || fail "fleet lanes, 64 replicas: the seed sent $6 x the model (at most 1.05)"
+echo "ok: fleet lanes, 64 replicas of 2048 chunks: the seed sent $6 x, all done in $5 x alone"

@@ -299,10 +299,12 @@ static int fleet_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 	size_t n = sw->nlanes, me = sw->lane_me;
 	uint64_t g = chunk_no(sw, ch);
 	size_t o = (size_t)(g % n), d = sfs_swarm_rank(me, o, n);
-	if (d == 0) /* ours from the seeds */
-		return p->last_resort
-			       ? !sfs_swarm_member_has(sw, ch, p->peer, 0)
-			       : 1;
+	if (ch->mismatches && p->last_resort)
+		return 1; /* a member served it wrong: the seed's, at once */
+	if (d == 0)	  /* ours from the seeds (a member's if it has it) */
+		return !p->last_resort ||
+		       (!sfs_swarm_member_has(sw, ch, p->peer, 0) &&
+			!coming_wait(sw, ch));
 	uint32_t ph = sw->lanes[(me + n - high_bit(d)) % n].holder;
 	struct sfs_swarm_member pm;
 	int parent = member(sw, ph, &pm) && !pm.removed && pm.answers;
@@ -322,13 +324,21 @@ static int fleet_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 	}
 	if (sfs_swarm_member_has(sw, ch, p->peer, 0))
 		return 0; /* a member serves it */
-	if (!parent)
+	uint64_t idle = lane_idle(sw);
+	if (ph == SFS_CACHE_LANE_UNKNOWN) {
+		/* The parent not connected yet: waited for a moment. */
+		if (sw->now >= ch->queued_ms + idle)
+			return !coming_wait(sw, ch);
+		wake_at(sw, ch->queued_ms + idle);
+		return 0;
+	}
+	if (!parent || sw->ops->has(sw->arg, ph, ch->obj, ch->idx, 1)) {
+		ch->lost_ms = 0;
 		return !coming_wait(sw, ch);
-	if (sw->ops->has(sw->arg, ph, ch->obj, ch->idx, 1))
-		return !coming_wait(sw, ch);
+	}
 	/* The parent lacks it: lost upstream if the parent has the same
 	 * owner's next chunk, or stopped growing. */
-	uint64_t idle = lane_idle(sw), next = g + n;
+	uint64_t next = g + n;
 	int later = 0;
 	if (next < sw->nchunks) {
 		size_t obj = ch->obj;
@@ -337,11 +347,14 @@ static int fleet_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 		uint64_t idx = next - sw->base[obj];
 		later = sw->ops->has(sw->arg, ph, (uint32_t)obj, idx, 0);
 	}
-	if (!later && sw->now < pm.grew_ms + idle)
+	if (!later && sw->now < pm.grew_ms + idle) {
+		ch->lost_ms = 0;
+		wake_at(sw, pm.grew_ms + idle);
 		return 0; /* the parent brings it in its time */
-	if (!ch->coming_ms)
-		ch->coming_ms = sw->now;
-	uint64_t at = ch->coming_ms + idle;
+	}
+	if (!ch->lost_ms)
+		ch->lost_ms = sw->now;
+	uint64_t at = ch->lost_ms + idle;
 	if (sw->now >= at)
 		return 1;
 	wake_at(sw, at);

@@ -51,7 +51,9 @@ struct sfs_swarm {
 	size_t nholders;
 	const uint64_t *base; /* per object: the number of its first chunk */
 	size_t nobjs;
-	uint64_t nchunks; /* in all (0: not said; only fleet lanes ask) */
+	uint64_t nchunks; /* in all (0: not said; only fleet lanes ask, and
+			     each object's chunks must reach the next's
+			     base: has() is asked of g + n below it) */
 	/* Lanes, in key order: chunk g is lanes[g mod nlanes]'s to pull
 	 * from a seed; .holder SFS_CACHE_NONE for this replica (lane_me;
 	 * SIZE_MAX: no member), SFS_CACHE_LANE_UNKNOWN for one not
@@ -63,9 +65,10 @@ struct sfs_swarm {
 	 * members this replica works with are those at offsets -1, -2,
 	 * -4, ... from it): chunk g goes down a binomial tree rooted at
 	 * its owner, offset d taking it from offset d minus its highest
-	 * bit.  0: the lanes are this replica and its members, a binary
-	 * relay tree among them.  (The simulator tries 1; no cache sets
-	 * it yet.) */
+	 * bit (members at offsets up to 2^15: at most 65,536 replicas).
+	 * 0: the lanes are this replica and its members, a binary relay
+	 * tree among them.  (The simulator tries 1; no cache sets it
+	 * yet.) */
 	int fleet;
 	uint64_t now;
 	/* [out] the earliest time a wait said "not yet" ends: look again
@@ -83,6 +86,8 @@ struct sfs_swarm_chunk {
 	uint64_t queued_ms;	 /* when it was queued */
 	uint64_t held_ms;   /* [in/out] a lane member held it since, or 0 */
 	uint64_t coming_ms; /* [in/out] a member had it coming since, or 0 */
+	uint64_t lost_ms;   /* [in/out] fleet lanes: its parent seemed to
+			       have lost it since, or 0 */
 };
 
 /*

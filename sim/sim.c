@@ -91,9 +91,9 @@ struct node {
 	double lat[HOLDERS];	    /* a pull's time from it (average) */
 	double seen_grew[HOLDERS];
 	double asked_ms;
-	uint32_t *held_ms, *coming_ms;	 /* per chunk (swarm_chunk in/out) */
-	uint32_t cursor;		 /* first chunk not held */
-	uint32_t pos[HOLDERS], pos_help; /* scans go on from here */
+	uint32_t *held_ms, *coming_ms, *lost_ms; /* per chunk (in/out) */
+	uint32_t cursor;			 /* first chunk not held */
+	uint32_t pos[HOLDERS], pos_help;	 /* scans go on from here */
 	double wake_ms;
 	double control; /* bytes */
 	uint32_t rr;
@@ -428,11 +428,13 @@ static uint32_t pick(struct node *r, struct sfs_swarm *sw, uint32_t h, int help)
 					    .avoid = SFS_CACHE_NONE,
 					    .queued_ms = (uint64_t)r->start_ms,
 					    .held_ms = r->held_ms[c],
-					    .coming_ms = r->coming_ms[c]};
+					    .coming_ms = r->coming_ms[c],
+					    .lost_ms = r->lost_ms[c]};
 		policy_calls++;
 		int t = sfs_swarm_takes(sw, &q, &pm, h, help);
 		r->held_ms[c] = (uint32_t)q.held_ms;
 		r->coming_ms[c] = (uint32_t)q.coming_ms;
+		r->lost_ms[c] = (uint32_t)q.lost_ms;
 		if (t) {
 			*pos = c + 1;
 			return c;
@@ -734,7 +736,8 @@ int main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (n < 1 || n > 100000 || chunk_bytes < 1 || size < chunk_bytes)
+	if (n < 1 || n > 100000 || chunk_bytes < 1 || size < chunk_bytes ||
+	    (fleet_lanes && n > 65536)) /* (members up to offset 2^15) */
 		usage();
 	uint64_t all_chunks = (uint64_t)ceil(size / chunk_bytes);
 	if (all_chunks > (1u << 30) &&
@@ -761,6 +764,7 @@ int main(int argc, char **argv)
 		r->log = xalloc(2 * (size_t)nchunks * sizeof(uint32_t));
 		r->held_ms = xalloc(nchunks * sizeof(uint32_t));
 		r->coming_ms = xalloc(nchunks * sizeof(uint32_t));
+		r->lost_ms = xalloc(nchunks * sizeof(uint32_t));
 		r->start_ms = stagger * (i - 1);
 	}
 	setup_views(n);

@@ -238,53 +238,60 @@ START_TEST(relay_tree_waits_for_parent)
 END_TEST
 
 /*
- * Fleet lanes (sw->fleet): 16 replicas, this one at lane 5, its members
- * at offsets -1, -2, -4, -8 (lanes 4, 3, 1, 13: holders 1 to 4), the
- * seed holder 0.  Chunk 5 is ours: the seed's at once.  Chunk 2's
- * owner is lane 2, our offset d = 3, parent offset 1 = lane 3 (holder
- * 2): from it at once, from another member after popcount(3) = 2
- * levels; the seed waits while the parent grows, and takes it once the
- * parent holds the owner's next chunk (18) without it, after the lane's
- * idle time (2 s).
+ * Fleet lanes (sw->fleet): 13 replicas, this one at lane 7, its members
+ * at offsets -1, -2, -4, -8 (lanes 6, 5, 3, 12: holders 1 to 4), the
+ * seed holder 0.  Chunk 7 is ours: the seed's at once.  Chunk 2's owner
+ * is lane 2, our offset d = 5, the binomial parent at offset 5 - 4 = 1,
+ * lane 3 (holder 3; a binary tree's would be offset 2, no member): from
+ * it at once, from another member after popcount(5) = 2 levels; the
+ * seed waits while the parent grows (and says till when), and takes it
+ * once the parent holds the owner's next chunk (15) without it, after
+ * the lane's idle time (2 s).
  */
 START_TEST(fleet_binomial_tree)
 {
 	struct model md;
 	model_init(&md, 5);
 	uint32_t holders[5] = {0, 1, 2, 3, 4};
-	struct sfs_cache_lane lanes[16];
-	for (size_t i = 0; i < 16; i++)
+	struct sfs_cache_lane lanes[13];
+	for (size_t i = 0; i < 13; i++)
 		lanes[i] = (struct sfs_cache_lane){
 			.key = i, .holder = SFS_CACHE_LANE_UNKNOWN};
-	lanes[5].holder = SFS_CACHE_NONE;
-	const size_t at[5] = {0, 4, 3, 1, 13};
+	lanes[7].holder = SFS_CACHE_NONE;
+	const size_t at[5] = {0, 6, 5, 3, 12};
 	for (uint32_t h = 1; h < 5; h++) {
 		lanes[at[h]].holder = h;
 		md.m[h].lane = at[h];
 		md.m[h].grew_ms = 1000;
 	}
-	struct sfs_swarm sw = swarm(&md, holders, lanes, 16, 5, 1000);
+	struct sfs_swarm sw = swarm(&md, holders, lanes, 13, 7, 1000);
 	sw.fleet = 1;
 	sw.nchunks = NCH;
-	/* Ours. */
-	struct sfs_swarm_chunk q = chunk(5, 1000);
+	/* Ours: the seed's, unless a member holds it. */
+	struct sfs_swarm_chunk q = chunk(7, 1000);
 	ck_assert_int_eq(sfs_swarm_takes(&sw, &q, &md.m[0], 0, 0), 1);
-	/* Chunk 2: the seed waits for the parent, which grows. */
+	md.has[1][7] = 1;
+	ck_assert_int_eq(sfs_swarm_takes(&sw, &q, &md.m[0], 0, 0), 0);
+	ck_assert_int_eq(sfs_swarm_takes(&sw, &q, &md.m[1], 1, 0), 1);
+	/* Chunk 2: the seed waits for the parent, which grows, till its
+	 * growth is 2 s old. */
 	q = chunk(2, 1000);
 	ck_assert_int_eq(sfs_swarm_takes(&sw, &q, &md.m[0], 0, 0), 0);
+	ck_assert_uint_eq(sw.wake_ms, 3000);
 	/* Held by the parent and another member: the parent's at once,
 	 * the other's after 2 levels of 250 ms, the seed's not at all. */
-	md.has[2][2] = md.has[4][2] = 1;
-	ck_assert_int_eq(sfs_swarm_takes(&sw, &q, &md.m[2], 2, 0), 1);
+	md.has[3][2] = md.has[4][2] = 1;
+	sw.wake_ms = 0;
+	ck_assert_int_eq(sfs_swarm_takes(&sw, &q, &md.m[3], 3, 0), 1);
 	ck_assert_int_eq(sfs_swarm_takes(&sw, &q, &md.m[4], 4, 0), 0);
 	ck_assert_uint_eq(sw.wake_ms, 1500);
 	sw.now = 1500;
 	ck_assert_int_eq(sfs_swarm_takes(&sw, &q, &md.m[4], 4, 0), 1);
 	ck_assert_int_eq(sfs_swarm_takes(&sw, &q, &md.m[0], 0, 0), 0);
-	/* Lost upstream: the parent holds chunk 18 (the owner's next) but
+	/* Lost upstream: the parent holds chunk 15 (the owner's next) but
 	 * not 2, nobody else has it: the seed's after 2 s. */
-	md.has[2][2] = md.has[4][2] = 0;
-	md.has[2][18] = 1;
+	md.has[3][2] = md.has[4][2] = 0;
+	md.has[3][15] = 1;
 	struct sfs_swarm_chunk r = chunk(2, 1000);
 	sw.now = 1600;
 	sw.wake_ms = 0;
@@ -292,16 +299,32 @@ START_TEST(fleet_binomial_tree)
 	ck_assert_uint_eq(sw.wake_ms, 3600);
 	sw.now = 3600;
 	ck_assert_int_eq(sfs_swarm_takes(&sw, &r, &md.m[0], 0, 0), 1);
-	/* A parent that stopped growing without it: the same. */
-	md.has[2][18] = 0;
-	md.m[2].grew_ms = 0;
+	/* ... unless the parent now has it coming: waited for, from now,
+	 * and "lost" forgotten. */
+	md.coming[3][2] = 1;
+	ck_assert_int_eq(sfs_swarm_takes(&sw, &r, &md.m[0], 0, 0), 0);
+	ck_assert_uint_eq(r.lost_ms, 0);
+	ck_assert_uint_eq(r.coming_ms, 3600);
+	/* Served wrong by a member: the seed's at once. */
+	r.mismatches = 1;
+	ck_assert_int_eq(sfs_swarm_takes(&sw, &r, &md.m[0], 0, 0), 1);
+	/* A parent that stopped growing without it: the seed's after 2 s. */
+	md.coming[3][2] = 0;
+	md.has[3][15] = 0;
+	md.m[3].grew_ms = 0;
 	struct sfs_swarm_chunk t = chunk(2, 1000);
 	ck_assert_int_eq(sfs_swarm_takes(&sw, &t, &md.m[0], 0, 0), 0);
 	sw.now = 5600;
 	ck_assert_int_eq(sfs_swarm_takes(&sw, &t, &md.m[0], 0, 0), 1);
-	/* A parent that does not answer: its chunk is anyone's. */
-	md.m[2].answers = 0;
-	struct sfs_swarm_chunk u = chunk(2, 1000);
+	/* A parent not connected yet: 2 s from the chunk's queueing. */
+	lanes[3].holder = SFS_CACHE_LANE_UNKNOWN;
+	struct sfs_swarm_chunk u = chunk(2, 5000);
+	sw.wake_ms = 0;
+	ck_assert_int_eq(sfs_swarm_takes(&sw, &u, &md.m[0], 0, 0), 0);
+	ck_assert_uint_eq(sw.wake_ms, 7000);
+	sw.now = 7000;
+	ck_assert_int_eq(sfs_swarm_takes(&sw, &u, &md.m[0], 0, 0), 1);
+	/* ... and a member's copy taken at once. */
 	md.has[4][2] = 1;
 	ck_assert_int_eq(sfs_swarm_takes(&sw, &u, &md.m[4], 4, 0), 1);
 }

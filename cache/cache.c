@@ -412,10 +412,14 @@ int sfs_cache_add_set(struct sfs_cache *c, const char *label,
 	if (!s->label || !s->objs || !s->base)
 		goto err;
 	memcpy(s->objs, objs, n * sizeof(*objs));
-	for (size_t i = 1; i < n; i++)
-		s->base[i] = s->base[i - 1] +
-			     ((objs[i - 1].len + c->chunk_size - 1) >>
-			      c->chunk_shift);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t k =
+			(objs[i].len + c->chunk_size - 1) >> c->chunk_shift;
+		if (i + 1 < n)
+			s->base[i + 1] = s->base[i] + k;
+		else
+			s->nchunks = s->base[i] + k;
+	}
 	pthread_mutex_lock(&c->lock);
 	s->version = s->born = ++c->clock;
 	if (c->nfree_sets) {
@@ -452,17 +456,11 @@ static int lane_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
-			const struct sfs_cache_lane *lanes, size_t n)
+/* Set @set's lanes to @copy (its @n, [new]: taken, or freed), in the
+ * order every member agrees on; @fleet: the fleet's (sfs_swarm). */
+static int install_lanes(struct sfs_cache *c, uint32_t set,
+			 struct sfs_cache_lane *copy, size_t n, int fleet)
 {
-	struct sfs_cache_lane *copy = NULL;
-	if (n && !(copy = malloc(n * sizeof(*copy))))
-		return -ENOMEM;
-	if (n) {
-		memcpy(copy, lanes, n * sizeof(*copy));
-		/* In key order: the same order in every member. */
-		qsort(copy, n, sizeof(*copy), lane_cmp);
-	}
 	pthread_mutex_lock(&c->lock);
 	int rc = set_of(c, set) ? 0 : -EINVAL;
 	for (size_t i = 0; !rc && i < n; i++)
@@ -477,6 +475,7 @@ int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
 		struct sfs_cache_lane *old = s->lanes;
 		s->lanes = copy;
 		s->nlanes = n;
+		s->fleet = fleet;
 		s->lane_me = SIZE_MAX;
 		for (size_t i = 0; i < s->nholders; i++)
 			c->holders[s->holders[i]]->lane = SIZE_MAX;
@@ -495,6 +494,43 @@ int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
 	pthread_mutex_unlock(&c->lock);
 	free(copy);
 	return rc;
+}
+
+int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
+			const struct sfs_cache_lane *lanes, size_t n)
+{
+	struct sfs_cache_lane *copy = NULL;
+	if (n && !(copy = malloc(n * sizeof(*copy))))
+		return -ENOMEM;
+	if (n) {
+		memcpy(copy, lanes, n * sizeof(*copy));
+		/* In key order: the same order in every member. */
+		qsort(copy, n, sizeof(*copy), lane_cmp);
+	}
+	return install_lanes(c, set, copy, n, 0);
+}
+
+int sfs_cache_set_fleet(struct sfs_cache *c, uint32_t set, size_t n, size_t me,
+			const uint32_t *members, size_t nmembers)
+{
+	if (n < 2 || n > SFS_CACHE_FLEET_MAX || me >= n ||
+	    nmembers > SFS_CACHE_FLEET_MEMBERS)
+		return -EINVAL;
+	struct sfs_cache_lane *l = malloc(n * sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		l[i] = (struct sfs_cache_lane){i, SFS_CACHE_LANE_UNKNOWN};
+	l[me].holder = SFS_NONE;
+	for (size_t k = 0; k < nmembers && ((size_t)1 << k) < n; k++) {
+		size_t at = (me + n - ((size_t)1 << k)) % n;
+		if (members[k] == SFS_NONE) {
+			free(l);
+			return -EINVAL;
+		}
+		l[at].holder = members[k];
+	}
+	return install_lanes(c, set, l, n, 1);
 }
 
 int sfs_cache_persist_set(struct sfs_cache *c, uint32_t set, const char *key,

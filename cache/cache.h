@@ -332,6 +332,27 @@ struct sfs_cache_lane {
 int sfs_cache_set_lanes(struct sfs_cache *c, uint32_t set,
 			const struct sfs_cache_lane *lanes, size_t n);
 
+/* The largest fleet sfs_cache_set_fleet takes, and its members. */
+#define SFS_CACHE_FLEET_MAX 65536
+#define SFS_CACHE_FLEET_MEMBERS 16
+
+/*
+ * sfs_cache_set_fleet - the lanes of @set are the fleet's: @n replicas
+ * in an order every one of them was given (the seed's), this cache the
+ * @me-th.  Chunk g is replica g mod n's to pull from last-resort peers
+ * (seeds); the others pass it on down a binomial tree rooted at it, the
+ * replica at offset d taking it from offset d minus d's highest bit.
+ * @members[k] is the holder of the replica at offset -2^k (k below
+ * @nmembers and 2^k below @n; SFS_CACHE_LANE_UNKNOWN: not connected
+ * yet): the only ones this cache pulls from, besides seeds.  Replaces
+ * sfs_cache_set_lanes' lanes.  Returns 0, -EINVAL (@n below 2 or above
+ * SFS_CACHE_FLEET_MAX, @me not below @n, more than
+ * SFS_CACHE_FLEET_MEMBERS members, a holder not of @set), -ENOMEM.
+ * Thread-safe.
+ */
+int sfs_cache_set_fleet(struct sfs_cache *c, uint32_t set, size_t n, size_t me,
+			const uint32_t *members, size_t nmembers);
+
 /*
  * sfs_cache_holder_update - a partial holder's pieces now are @objs
  * (borrowed from now on; the old ones are no longer used once this

@@ -146,6 +146,8 @@ struct cache_set {
 	 * a member). */
 	struct sfs_cache_lane *lanes;
 	size_t nlanes, lane_me;
+	int fleet;	  /* the lanes are the fleet's (sfs_cache_set_fleet) */
+	uint64_t nchunks; /* chunks of all its objects */
 };
 
 /* One peer serving one set.  Protected by c->lock. */

@@ -272,6 +272,8 @@ static void swarm_of(struct sfs_cache *c, uint32_t set, uint64_t now,
 				 .lanes = s->lanes,
 				 .nlanes = s->nlanes,
 				 .lane_me = s->lane_me,
+				 .fleet = s->fleet,
+				 .nchunks = s->nchunks,
 				 .seed_lat_ms = c->seed_lat_ms,
 				 .now = now};
 }

@@ -69,6 +69,34 @@ uint32_t sfs_swarm_lane(const struct sfs_swarm *sw,
 	return sw->lanes[chunk_no(sw, ch) % sw->nlanes].holder;
 }
 
+static int fleet(const struct sfs_swarm *sw)
+{
+	return sw->fleet && sw->nlanes > 1 && sw->lane_me != SIZE_MAX;
+}
+
+static uint64_t high_bit(uint64_t d)
+{
+	while (d & (d - 1))
+		d &= d - 1;
+	return d;
+}
+
+/* Fleet lanes: @ch's owner's offset from this replica, and the lane of
+ * the parent that passes it on (d minus d's highest bit: a member). */
+static size_t fleet_offset(const struct sfs_swarm *sw,
+			   const struct sfs_swarm_chunk *ch)
+{
+	size_t n = sw->nlanes;
+	return sfs_swarm_rank(sw->lane_me, (size_t)(chunk_no(sw, ch) % n), n);
+}
+
+static size_t fleet_parent(const struct sfs_swarm *sw,
+			   const struct sfs_swarm_chunk *ch)
+{
+	size_t n = sw->nlanes, d = fleet_offset(sw, ch);
+	return (sw->lane_me + n - (size_t)high_bit(d)) % n;
+}
+
 /* How long a member is waited for: its pulls from the seeds take as
  * long as ours. */
 static uint64_t lane_idle(const struct sfs_swarm *sw)
@@ -86,6 +114,8 @@ int sfs_swarm_lane_wait(const struct sfs_swarm *sw,
 	uint32_t hi = sfs_swarm_lane(sw, ch, &any);
 	if (hi == SFS_CACHE_NONE)
 		return 0; /* ours, or no lanes */
+	if (fleet(sw))	  /* what we wait for is the parent */
+		hi = sw->lanes[fleet_parent(sw, ch)].holder;
 	uint64_t now = sw->now, idle = lane_idle(sw);
 	if (hi == SFS_CACHE_LANE_UNKNOWN) /* a member not connected yet */
 		return now < ch->queued_ms + idle;
@@ -274,13 +304,6 @@ static int coming_wait(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch)
 	return 1;
 }
 
-static uint64_t high_bit(uint64_t d)
-{
-	while (d & (d - 1))
-		d &= d - 1;
-	return d;
-}
-
 /*
  * Fleet lanes (sw->fleet): chunk g is replica g mod n's to pull from a
  * seed, and reaches replica at offset d from that owner through its
@@ -296,16 +319,15 @@ static uint64_t high_bit(uint64_t d)
 static int fleet_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 		       const struct sfs_swarm_member *p, uint32_t hi)
 {
-	size_t n = sw->nlanes, me = sw->lane_me;
+	size_t n = sw->nlanes, d = fleet_offset(sw, ch);
 	uint64_t g = chunk_no(sw, ch);
-	size_t o = (size_t)(g % n), d = sfs_swarm_rank(me, o, n);
 	if (ch->mismatches && p->last_resort)
 		return 1; /* a member served it wrong: the seed's, at once */
 	if (d == 0)	  /* ours from the seeds (a member's if it has it) */
 		return !p->last_resort ||
 		       (!sfs_swarm_member_has(sw, ch, p->peer, 0) &&
 			!coming_wait(sw, ch));
-	uint32_t ph = sw->lanes[(me + n - high_bit(d)) % n].holder;
+	uint32_t ph = sw->lanes[fleet_parent(sw, ch)].holder;
 	struct sfs_swarm_member pm;
 	int parent = member(sw, ph, &pm) && !pm.removed && pm.answers;
 	uint64_t level = SFS_MAX((uint64_t)TREE_LEVEL_MS,
@@ -368,7 +390,7 @@ int sfs_swarm_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 	 * (two lying members would otherwise take turns to the end). */
 	if (ch->mismatches && !p->last_resort && seed_has(sw, ch))
 		return 0;
-	if (sw->fleet && sw->nlanes > 1 && sw->lane_me != SIZE_MAX)
+	if (fleet(sw))
 		return fleet_takes(sw, ch, p, hi);
 	if (!p->last_resort) {
 		struct sfs_swarm_member hm;

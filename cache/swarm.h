@@ -61,14 +61,13 @@ struct sfs_swarm {
 	const struct sfs_cache_lane *lanes;
 	size_t nlanes, lane_me;
 	double seed_lat_ms; /* a pull from a seed takes this long (0: ?) */
-	/* The lanes are the fleet's (every replica, in key order; the
+	/* The lanes are the fleet's (every replica, in the seed's order; the
 	 * members this replica works with are those at offsets -1, -2,
 	 * -4, ... from it): chunk g goes down a binomial tree rooted at
 	 * its owner, offset d taking it from offset d minus its highest
 	 * bit (members at offsets up to 2^15: at most 65,536 replicas).
 	 * 0: the lanes are this replica and its members, a binary relay
-	 * tree among them.  (The simulator tries 1; no cache sets it
-	 * yet.) */
+	 * tree among them.  (A cache sets 1 with sfs_cache_set_fleet.) */
 	int fleet;
 	uint64_t now;
 	/* [out] the earliest time a wait said "not yet" ends: look again

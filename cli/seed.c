@@ -105,6 +105,11 @@ static void usage(FILE *out)
 		"  --grace SECONDS      a superseded generation stays served\n"
 		"                       this long, and so do the old keys\n"
 		"                       after a token rotation (default 60)\n"
+		"  --fleet-from N       with N or more re-seeders live, each\n"
+		"                       is told its place in the fleet's\n"
+		"                       lanes and given its log2(N) peers\n"
+		"                       (default 9: more than a replica's 8\n"
+		"                       peers; 2 to 256)\n"
 		"  --revoke-now         a token rotation (SIGHUP with a new\n"
 		"                       token) revokes the old keys at once,\n"
 		"                       not after --grace: for an incident\n"
@@ -161,6 +166,7 @@ enum {
 	OPT_CHECKSUM_CHUNK,
 	OPT_TEST_CORRUPT,
 	OPT_GRACE,
+	OPT_FLEET_FROM,
 	OPT_WATCH,
 	OPT_IDENTITY,
 	OPT_REGISTRY,
@@ -199,6 +205,7 @@ static const struct option long_opts[] = {
 	{"test-corrupt", required_argument, NULL, OPT_TEST_CORRUPT},
 	{"test-after-walk", required_argument, NULL, OPT_TEST_AFTER_WALK},
 	{"grace", required_argument, NULL, OPT_GRACE},
+	{"fleet-from", required_argument, NULL, OPT_FLEET_FROM},
 	{"revoke-now", no_argument, NULL, OPT_REVOKE_NOW},
 	{"digest", required_argument, NULL, OPT_DIGEST},
 	{"sign-key", required_argument, NULL, OPT_SIGN_KEY},
@@ -628,6 +635,11 @@ int sfs_cli_seed(int argc, char **argv)
 			if (sfs_parse_u64(optarg, &v) || v > 86400)
 				return bad("--grace", optarg);
 			cfg.grace_s = (uint32_t)v;
+			break;
+		case OPT_FLEET_FROM:
+			if (sfs_parse_u64(optarg, &v) || v < 2 || v > 256)
+				return bad("--fleet-from (2 to 256)", optarg);
+			cfg.fleet_from = (uint32_t)v;
 			break;
 		case OPT_REVOKE_NOW:
 			revoke_now = 1;

@@ -1400,6 +1400,93 @@ static void view_disown(struct sfs_replica *r, struct sfs_view *v)
 		v->model->name, n);
 }
 
+/* This re-seeder's place in the fleet's lanes, from the first seed
+ * (not a re-seeder) among @all that gave one, into *@f: 1, or 0 when
+ * none did.  (A seed's fleet is its re-seeders, whatever models they
+ * load: one ring for all of them.) */
+static int fleet_of(struct rsrc **all, size_t ns, struct rsrc_fleet *f)
+{
+	for (size_t i = 0; i < ns; i++) {
+		struct rsrc *s = all[i];
+		if (s->reseeder)
+			continue;
+		pthread_mutex_lock(&s->lock);
+		int have = s->fleet.size >= 2;
+		if (have)
+			*f = s->fleet;
+		pthread_mutex_unlock(&s->lock);
+		if (have)
+			return 1;
+	}
+	return 0;
+}
+
+/* The holder of @v's content on the re-seeder at @addr among @cand, or
+ * SFS_CACHE_LANE_UNKNOWN (mo->lock held). */
+static uint32_t fleet_holder(struct sfs_view *v, struct rsrc **cand, size_t nc,
+			     const char *addr)
+{
+	for (size_t i = 0; i < nc; i++) {
+		if (strcmp(cand[i]->addr, addr))
+			continue;
+		for (struct sfs_vholder *h = v->holders; h; h = h->next)
+			if (h->src == cand[i] && h->partial && !h->expires_ms)
+				return h->holder;
+	}
+	return SFS_CACHE_LANE_UNKNOWN;
+}
+
+/*
+ * The fleet's lanes of @mo's view @content, when a seed gave this
+ * re-seeder its place in them (1; 0: it did not, the lanes are
+ * lanes()'s): the members it was given, by the holders it has of them
+ * (or not connected yet).  Given to the cache when they changed.
+ */
+static int fleet_lanes(struct sfs_replica *r, struct sfs_model *mo,
+		       uint64_t content, struct rsrc **all, size_t ns,
+		       struct rsrc **cand, size_t nc)
+{
+	struct rsrc_fleet *f = malloc(sizeof(*f));
+	uint32_t hold[RSRC_FLEET_MEMBERS];
+	if (!f || !fleet_of(all, ns, f)) {
+		free(f);
+		return 0;
+	}
+	pthread_mutex_lock(&mo->lock);
+	struct sfs_view *v = mo->current;
+	if (!v || v->expired || v->content != content) {
+		pthread_mutex_unlock(&mo->lock);
+		free(f);
+		return 1;
+	}
+	uint64_t sig = XXH3_64bits(f, offsetof(struct rsrc_fleet, members));
+	for (size_t k = 0; k < f->nmembers; k++) {
+		hold[k] = fleet_holder(v, cand, nc, f->members[k]);
+		sig += XXH3_64bits_withSeed(&hold[k], sizeof(hold[k]), k + 1);
+	}
+	int changed = sig != v->lanes_sig;
+	int moved = v->fleet_n != f->size || v->fleet_me != f->index;
+	v->lanes_sig = sig;
+	v->fleet_n = f->size;
+	v->fleet_me = f->index;
+	uint32_t set = v->set;
+	pthread_mutex_unlock(&mo->lock);
+	int rc = changed ? sfs_cache_set_fleet(r->cache, set, f->size, f->index,
+					       hold, f->nmembers)
+			 : 0;
+	if (rc)
+		SFS_LOG(SFS_WARN, "model", "%s: fleet lanes: %s", mo->name,
+			strerror(-rc));
+	else if (changed)
+		SFS_LOG(moved ? SFS_INFO : SFS_DEBUG, "model",
+			"%s: fleet lanes: %zu replicas, this one the %zu-th: "
+			"it pulls about 1/%zu of it from the seeds, the rest "
+			"from %zu peers",
+			mo->name, f->size, f->index, f->size, f->nmembers);
+	free(f);
+	return 1;
+}
+
 struct lane {
 	const char *addr;
 	uint32_t holder;
@@ -1430,6 +1517,10 @@ static void lanes(struct sfs_replica *r, struct sfs_model *mo)
 	for (size_t i = 0; i < ns; i++)
 		if (rsrc_publishes(all[i], mo->name, content))
 			cand[nc++] = all[i];
+	if (r->reseed && fleet_lanes(r, mo, content, all, ns, cand, nc)) {
+		rsrc_put_all(all, ns);
+		return;
+	}
 
 	pthread_mutex_lock(&mo->lock);
 	struct sfs_view *v = mo->current;
@@ -1464,6 +1555,7 @@ static void lanes(struct sfs_replica *r, struct sfs_model *mo)
 	}
 	int changed = sig != v->lanes_sig;
 	v->lanes_sig = sig;
+	v->fleet_n = v->fleet_me = 0;
 	uint32_t set = v->set;
 	pthread_mutex_unlock(&mo->lock);
 	rsrc_put_all(all, ns); /* l[].addr is not used past here */

@@ -46,6 +46,7 @@ struct sfs_view {
 	struct sfs_vholder *holders; /* who serves it */
 	int warming;		     /* prefetches of all of it running */
 	uint64_t lanes_sig;	     /* of the lanes last given the cache */
+	size_t fleet_n, fleet_me;    /* the fleet's lanes last given, or 0 */
 	int expired;		     /* no longer served: ESTALE */
 	int refs;		     /* open handles and other users */
 	struct sfs_view *next;

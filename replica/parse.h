@@ -46,15 +46,29 @@ struct rsrc_answer {
 int rsrc_parse_models(const char *body, size_t len, struct rsrc_answer *a,
 		      char *err, size_t errlen);
 
+#define RSRC_FLEET_MAX 65536  /* replicas in the fleet's lanes */
+#define RSRC_FLEET_MEMBERS 16 /* ... of which one works with: log2 */
+
+/* A seed's answer of where this re-seeder is in the fleet's lanes. */
+struct rsrc_fleet {
+	size_t size;  /* replicas in them; 0: none given */
+	size_t index; /* this one's place */
+	size_t nmembers;
+	char members[RSRC_FLEET_MEMBERS][300]; /* at places -1, -2, -4... */
+};
+
 /*
  * rsrc_parse_sources - a seed's /v1/sources answer: @fn(@arg, ADDRESS)
  * for every re-seeder listed with a valid HOST:PORT [borrowed for the
- * call]; entries that are not are passed over.  Returns 0, or -E2BIG
- * (over the limits) or -EINVAL (not JSON) with @err.
+ * call]; entries that are not are passed over.  Its "fleet" into
+ * *@fleet (may be NULL; size 0: none).  Returns 0, or -E2BIG (over the
+ * limits) or -EINVAL (not JSON, or a "fleet" that is not one: a size
+ * of 2 to RSRC_FLEET_MAX, an index below it, and one valid HOST:PORT
+ * for each power of two below the size) with @err naming the field.
  */
 int rsrc_parse_sources(const char *body, size_t len,
 		       void (*fn)(void *arg, const char *addr), void *arg,
-		       char *err, size_t errlen);
+		       struct rsrc_fleet *fleet, char *err, size_t errlen);
 
 /*
  * model_holdings_load - a re-seeder's /v1/holdings answer: *o [new,

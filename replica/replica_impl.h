@@ -207,6 +207,9 @@ struct rsrc {
 	char listed_by[280];
 	/* A seed: when its /v1/sources answered last (sfs_now_ms). */
 	_Atomic uint64_t sources_ms;
+	/* A seed: this re-seeder's place in the fleet's lanes, as it last
+	 * said (size 0: none); protected by lock. */
+	struct rsrc_fleet fleet;
 	/* The connection, to the run of @instance; protected by lock. */
 	uint64_t instance; /* 0: none yet */
 	uint64_t xpeer;	   /* the transport's */

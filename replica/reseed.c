@@ -600,8 +600,12 @@ static void *announcer(void *arg)
 {
 	struct sfs_reseed *rs = arg;
 	struct sfs_replica *r = rs->r;
-	char body[400];
-	snprintf(body, sizeof(body), "{\"address\": \"%s\"}", rs->announce);
+	char body[440];
+	/* Its run too: the seed finds its place in the fleet's lanes by
+	 * it (discover, in source.c). */
+	snprintf(body, sizeof(body),
+		 "{\"address\": \"%s\", \"instance\": \"0x%016" PRIx64 "\"}",
+		 rs->announce, sfs_reseed_instance(rs));
 
 	pthread_mutex_lock(&rs->lock);
 	while (!rs->stop) {

@@ -660,21 +660,73 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 			am->name, s->addr, err);
 }
 
+/* A valid HOST:PORT, both parts there. */
+static int hostport_ok(const char *a)
+{
+	char h[256], p[16];
+	return a && !sfs_parse_hostport(a, h, sizeof(h), p, sizeof(p)) && *h &&
+	       *p;
+}
+
+/* Answer @o's "fleet" into *@f (size 0 when there is none). */
+static int parse_fleet(json_t *o, struct rsrc_fleet *f, char *err,
+		       size_t errlen)
+{
+	json_t *fl = json_object_get(o, "fleet"), *e;
+	memset(f, 0, sizeof(*f));
+	if (!fl)
+		return 0;
+	json_t *sz = json_object_get(fl, "size");
+	json_t *ix = json_object_get(fl, "index");
+	json_t *mem = json_object_get(fl, "members");
+	const char *bad = NULL;
+	size_t want = 0, i;
+	if (!json_is_integer(sz) || json_integer_value(sz) < 2 ||
+	    json_integer_value(sz) > RSRC_FLEET_MAX)
+		bad = "fleet.size: 2 to 65536 expected";
+	else if (!json_is_integer(ix) || json_integer_value(ix) < 0 ||
+		 json_integer_value(ix) >= json_integer_value(sz))
+		bad = "fleet.index: below fleet.size expected";
+	else
+		for (json_int_t d = 1; d < json_integer_value(sz); d <<= 1)
+			want++;
+	if (!bad && (!json_is_array(mem) || json_array_size(mem) != want))
+		bad = "fleet.members: one address per power of two below "
+		      "fleet.size expected";
+	json_array_foreach (bad ? NULL : mem, i, e)
+		if (!hostport_ok(json_string_value(e)) ||
+		    strlen(json_string_value(e)) >= sizeof(f->members[0]))
+			bad = "fleet.members: HOST:PORT expected";
+	if (bad) {
+		snprintf(err, errlen, "/v1/sources: %s", bad);
+		return -EINVAL;
+	}
+	json_array_foreach (mem, i, e)
+		snprintf(f->members[i], sizeof(f->members[i]), "%s",
+			 json_string_value(e));
+	f->nmembers = want;
+	f->index = (size_t)json_integer_value(ix);
+	f->size = (size_t)json_integer_value(sz);
+	return 0;
+}
+
 int rsrc_parse_sources(const char *body, size_t len,
 		       void (*fn)(void *arg, const char *addr), void *arg,
-		       char *err, size_t errlen)
+		       struct rsrc_fleet *fleet, char *err, size_t errlen)
 {
 	json_t *o, *e;
 	size_t i;
+	struct rsrc_fleet none;
 	int rc = sfs_json_load(SFS_JSON_SOURCES, body, len, 0, &o, err, errlen);
-	json_array_foreach (json_object_get(o, "reseeders"), i, e) {
+	if (!rc)
+		rc = parse_fleet(o, fleet ? fleet : &none, err, errlen);
+	else if (fleet)
+		memset(fleet, 0, sizeof(*fleet));
+	json_array_foreach (rc ? NULL : json_object_get(o, "reseeders"), i, e) {
 		const char *a =
 			json_string_value(json_object_get(e, "address"));
-		char h[256], p[16];
-		if (!a || sfs_parse_hostport(a, h, sizeof(h), p, sizeof(p)) ||
-		    !*h || !*p)
-			continue;
-		fn(arg, a);
+		if (hostport_ok(a))
+			fn(arg, a);
 	}
 	json_decref(o);
 	return rc;
@@ -709,26 +761,44 @@ static void discover(struct rsrc *s)
 	struct sfs_replica *r = s->r;
 	char err[SFS_XPORT_ERR_MAX], *body;
 	size_t len;
-	char path[64];
+	char path[80];
+	struct rsrc_fleet *f = malloc(sizeof(*f));
+	if (!f)
+		return;
 	/* Its own subset of the fleet's re-seeders (the seed ranks them
-	 * for this run): replicas spread over them. */
-	snprintf(path, sizeof(path), "/v1/sources?for=%016" PRIx64,
-		 r->instance);
+	 * for this run): replicas spread over them.  A re-seeder says
+	 * which run it is: the seed may give it its place in the fleet's
+	 * lanes instead, and exactly the peers that go with it. */
+	uint64_t me = sfs_reseed_instance(atomic_load(&r->reseed));
+	int n = snprintf(path, sizeof(path), "/v1/sources?for=%016" PRIx64,
+			 r->instance);
+	if (me)
+		snprintf(path + n, sizeof(path) - (size_t)n,
+			 "&me=0x%016" PRIx64, me);
 	if (sfs_control_get(s->r->cfg.cred, s->addr, path, r->cfg.timeout_ms,
-			    1u << 20, &body, &len, err, sizeof(err)))
+			    1u << 20, &body, &len, err, sizeof(err))) {
+		free(f);
 		return; /* an older seed, or none listed */
-	int rc = rsrc_parse_sources(body, len, add_reseeder, s, err,
+	}
+	int rc = rsrc_parse_sources(body, len, add_reseeder, s, f, err,
 				    sizeof(err));
+	if (!rc && f->size)
+		SFS_LOG(SFS_DEBUG, "source",
+			"%s: this re-seeder is the %zu-th of %zu in the "
+			"fleet's lanes",
+			s->addr, f->index, f->size);
 	free(body);
 	if (!rc) /* after the listed ones' listed_ms */
 		atomic_store(&s->sources_ms, sfs_now_ms());
 	/* Asked every second: said once, until it changes. */
 	pthread_mutex_lock(&s->lock);
-	int news = rc == -E2BIG &&
-		   strncmp(s->src_why, err, sizeof(s->src_why) - 1);
+	int news = rc && strncmp(s->src_why, err, sizeof(s->src_why) - 1);
 	snprintf(s->src_why, sizeof(s->src_why), "%.*s",
-		 (int)sizeof(s->src_why) - 1, rc == -E2BIG ? err : "");
+		 (int)sizeof(s->src_why) - 1, rc ? err : "");
+	if (!rc || rc == -EINVAL)
+		s->fleet = *f; /* none, when its fleet was not one */
 	pthread_mutex_unlock(&s->lock);
+	free(f);
 	if (news)
 		SFS_LOG(SFS_WARN, "source", "%s: %s", s->addr, err);
 }

@@ -260,19 +260,29 @@ static int manifest_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 }
 
 int ctl_parse_announce(const char *body, size_t len, const char *client,
-		       char *addr, size_t addrlen, char *err, size_t errlen)
+		       char *addr, size_t addrlen, uint64_t *instance,
+		       char *err, size_t errlen)
 {
 	char host[256], port[16];
 	json_t *o;
+	*instance = 0;
 	if (sfs_json_load(SFS_JSON_ANNOUNCE, body, len, 0, &o, err, errlen))
 		return -EINVAL;
 	const char *a = json_string_value(json_object_get(o, "address"));
+	const char *in = json_string_value(json_object_get(o, "instance"));
 	if (!a ||
 	    sfs_parse_hostport(a, host, sizeof(host), port, sizeof(port)) ||
 	    !*port) {
 		json_decref(o);
 		snprintf(err, errlen,
 			 "announce: {\"address\": \"HOST:PORT\"} expected");
+		return -EINVAL;
+	}
+	if (json_object_get(o, "instance") &&
+	    (!in || sfs_parse_u64(in, instance) || !*instance)) {
+		json_decref(o);
+		snprintf(err, errlen,
+			 "announce: instance: a number (0x...) expected");
 		return -EINVAL;
 	}
 	json_decref(o);
@@ -288,22 +298,24 @@ int ctl_parse_announce(const char *body, size_t len, const char *client,
 	return 0;
 }
 
-/* POST /v1/announce {"address": "HOST:PORT"}: a re-seeding mount says
- * where its control port is; "0.0.0.0" or no host: the address it
- * called from. */
+/* POST /v1/announce {"address": "HOST:PORT", "instance": "HEX"}: a
+ * re-seeding mount says where its control port is ("0.0.0.0" or no
+ * host: the address it called from) and which run it is (optional: its
+ * place in the fleet's lanes is found by it). */
 static int announce_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 			  struct sfs_ctl_resp *resp)
 {
 	char addr[300], why[300], text[320];
+	uint64_t inst;
 	if (req->body_too_big ||
 	    ctl_parse_announce((const char *)req->body, req->body_len,
-			       req->client, addr, sizeof(addr), why,
+			       req->client, addr, sizeof(addr), &inst, why,
 			       sizeof(why))) {
 		snprintf(text, sizeof(text), "%s\n",
 			 req->body_too_big ? "announce: body too large" : why);
 		return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST, text);
 	}
-	int rc = sfs_seed_announce(c->seed, addr);
+	int rc = sfs_seed_announce(c->seed, addr, inst);
 	if (rc == -ENOSPC)
 		return sfs_ctl_text(resp, MHD_HTTP_SERVICE_UNAVAILABLE,
 				    "too many re-seeders announced\n");
@@ -353,10 +365,17 @@ static int handle(void *arg, const struct sfs_ctl_req *req,
 	}
 	if (!strcmp(req->url, "/v1/sources")) {
 		/* ?for=: the asker's own subset (a replica's instance);
-		 * else its address. */
+		 * else its address.  ?me=: the run of a re-seeder that
+		 * asks, for its place in the fleet. */
 		const char *asker = sfs_ctl_arg(req, "for");
+		const char *mearg = sfs_ctl_arg(req, "me");
+		uint64_t me = 0;
+		if (mearg && sfs_parse_u64(mearg, &me))
+			return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST,
+					    "sources: me: a number (0x...) "
+					    "expected\n");
 		if ((rc = sfs_seed_sources(c->seed, asker ? asker : req->client,
-					   &json, &len)))
+					   me, &json, &len)))
 			return rc;
 		sfs_ctl_json(resp, json, len);
 		return 0;

@@ -46,12 +46,14 @@ int ctl_note_report(struct ctl_reports *rp, const char *id,
 
 /*
  * ctl_parse_announce - a re-seeder's POST /v1/announce body
- * {"address": "HOST:PORT"} from @client (its numeric address): the
- * address to list into @addr (@client's when the host is missing,
- * 0.0.0.0 or ::; IPv6 hosts in brackets).  Returns 0, or -EINVAL with
- * one line in @err.
+ * {"address": "HOST:PORT", "instance": "HEX"} from @client (its
+ * numeric address): the address to list into @addr (@client's when the
+ * host is missing, 0.0.0.0 or ::; IPv6 hosts in brackets), and the run
+ * into *@instance (0 when not said).  Returns 0, or -EINVAL with one
+ * line in @err.
  */
 int ctl_parse_announce(const char *body, size_t len, const char *client,
-		       char *addr, size_t addrlen, char *err, size_t errlen);
+		       char *addr, size_t addrlen, uint64_t *instance,
+		       char *err, size_t errlen);
 
 #endif /* SFS_SEED_CTL_IMPL_H */

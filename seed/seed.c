@@ -63,6 +63,7 @@ struct sfs_seed {
 	struct {
 		char addr[300];
 		uint64_t until_ms;
+		uint64_t instance; /* its run, as it said (0: not said) */
 	} reseeders[SEED_MAX_RESEEDERS];
 	size_t nmodels; /* fixed once open */
 	struct seed_model *models;
@@ -884,7 +885,7 @@ int sfs_seed_models(struct sfs_seed *s, char **buf, size_t *len)
 	return 0;
 }
 
-int sfs_seed_announce(struct sfs_seed *s, const char *addr)
+int sfs_seed_announce(struct sfs_seed *s, const char *addr, uint64_t instance)
 {
 	uint64_t now = sfs_now_ms();
 	int rc = 0, known = 0;
@@ -895,6 +896,7 @@ int sfs_seed_announce(struct sfs_seed *s, const char *addr)
 			continue; /* lapsed: it unmounted or died */
 		if (!strcmp(s->reseeders[i].addr, addr)) {
 			s->reseeders[i].until_ms = now + SEED_RESEEDER_TTL_MS;
+			s->reseeders[i].instance = instance;
 			known = 1;
 		}
 		s->reseeders[keep++] = s->reseeders[i];
@@ -905,6 +907,7 @@ int sfs_seed_announce(struct sfs_seed *s, const char *addr)
 	} else if (!known) {
 		snprintf(s->reseeders[s->nreseeders].addr,
 			 sizeof(s->reseeders[0].addr), "%s", addr);
+		s->reseeders[s->nreseeders].instance = instance;
 		s->reseeders[s->nreseeders++].until_ms =
 			now + SEED_RESEEDER_TTL_MS;
 	}
@@ -927,40 +930,97 @@ static int by_score(const void *a, const void *b)
 	return x->score < y->score ? 1 : x->score > y->score ? -1 : 0;
 }
 
-int sfs_seed_sources(struct sfs_seed *s, const char *asker, char **buf,
-		     size_t *len)
+/* The ring's order: by the hash of the address (then by place in the
+ * table, the same for every asker). */
+static int by_ring(const void *a, const void *b)
+{
+	const struct ranked *x = a, *y = b;
+	if (x->score != y->score)
+		return x->score < y->score ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static json_t *listed(const struct sfs_seed *s, size_t i, uint64_t now)
+{
+	return json_pack("{s:s,s:I}", "address", s->reseeders[i].addr,
+			 "expires_in_ms",
+			 (json_int_t)(s->reseeders[i].until_ms - now));
+}
+
+/*
+ * The fleet's lanes for the re-seeder of run @me (s->lock held): the
+ * live ones that said their run, in ring order; NULL when @me is none
+ * of them or fewer than fleet_from are.  Its members (places -1, -2,
+ * -4, ...) go into @a.
+ */
+static json_t *fleet(struct sfs_seed *s, uint64_t me, uint64_t now, json_t *a)
+{
+	struct ranked rk[SEED_MAX_RESEEDERS];
+	size_t n = 0, at = SIZE_MAX;
+	uint32_t from =
+		s->cfg.fleet_from ? s->cfg.fleet_from : SFS_SEED_FLEET_FROM;
+	if (!me)
+		return NULL;
+	for (size_t i = 0; i < s->nreseeders; i++) {
+		const char *ad = s->reseeders[i].addr;
+		if (s->reseeders[i].until_ms > now && s->reseeders[i].instance)
+			rk[n++] =
+				(struct ranked){XXH3_64bits(ad, strlen(ad)), i};
+	}
+	if (n < from || n < 2)
+		return NULL;
+	qsort(rk, n, sizeof(rk[0]), by_ring);
+	for (size_t k = 0; k < n; k++)
+		if (s->reseeders[rk[k].i].instance == me)
+			at = k;
+	if (at == SIZE_MAX)
+		return NULL;
+	json_t *mem = json_array();
+	for (size_t d = 1; mem && d < n; d <<= 1) {
+		size_t i = rk[(at + n - d) % n].i;
+		if (json_array_append_new(mem,
+					  json_string(s->reseeders[i].addr)) ||
+		    json_array_append_new(a, listed(s, i, now))) {
+			json_decref(mem);
+			mem = NULL;
+		}
+	}
+	return json_pack("{s:I,s:I,s:o*}", "size", (json_int_t)n, "index",
+			 (json_int_t)at, "members", mem);
+}
+
+int sfs_seed_sources(struct sfs_seed *s, const char *asker, uint64_t me,
+		     char **buf, size_t *len)
 {
 	uint64_t now = sfs_now_ms();
 	uint64_t seed =
 		XXH3_64bits(asker ? asker : "", asker ? strlen(asker) : 0);
 	struct ranked rk[SEED_MAX_RESEEDERS];
 	size_t n = 0, live = 0;
-	json_t *a = json_array();
+	json_t *a = json_array(), *fl = NULL;
 	pthread_mutex_lock(&s->lock);
-	/* Each asker gets its own SEED_SOURCES_LISTED of the live ones
-	 * (rendezvous hashing on the asker): a fleet's replicas spread
-	 * over all re-seeders instead of all asking the same first ones,
-	 * and one asker's list changes little as others come and go. */
-	for (size_t i = 0; i < s->nreseeders; i++) {
+	for (size_t i = 0; i < s->nreseeders; i++)
+		live += s->reseeders[i].until_ms > now;
+	if (a)
+		fl = fleet(s, me, now, a);
+	/* Else each asker gets its own SEED_SOURCES_LISTED of the live
+	 * ones (rendezvous hashing on the asker): a fleet's replicas
+	 * spread over all re-seeders instead of all asking the same first
+	 * ones, and one asker's list changes little as others come and
+	 * go. */
+	for (size_t i = 0; !fl && i < s->nreseeders; i++) {
 		const char *ad = s->reseeders[i].addr;
 		if (s->reseeders[i].until_ms <= now)
 			continue;
-		live++;
 		rk[n++] = (struct ranked){
 			XXH3_64bits_withSeed(ad, strlen(ad), seed), i};
 	}
 	qsort(rk, n, sizeof(rk[0]), by_score);
-	for (size_t k = 0; a && k < n && k < SEED_SOURCES_LISTED; k++) {
-		size_t i = rk[k].i;
-		json_array_append_new(
-			a, json_pack("{s:s,s:I}", "address",
-				     s->reseeders[i].addr, "expires_in_ms",
-				     (json_int_t)(s->reseeders[i].until_ms -
-						  now)));
-	}
+	for (size_t k = 0; a && k < n && k < SEED_SOURCES_LISTED; k++)
+		json_array_append_new(a, listed(s, rk[k].i, now));
 	pthread_mutex_unlock(&s->lock);
-	json_t *o = json_pack("{s:o*,s:I}", "reseeders", a, "live",
-			      (json_int_t)live);
+	json_t *o = json_pack("{s:o*,s:I,s:o*}", "reseeders", a, "live",
+			      (json_int_t)live, "fleet", fl);
 	*buf = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (!*buf)

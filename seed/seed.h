@@ -38,6 +38,10 @@ struct sfs_seed_cfg {
 	 * [borrowed, outlives the seed] */
 	const struct sfs_sign_key *sign_key;
 	uint32_t grace_s; /* a superseded generation stays served */
+	/* With this many re-seeders live or more, each that asks is given
+	 * its place in the fleet's lanes (sfs_seed_sources); 0: the
+	 * default, SFS_SEED_FLEET_FROM. */
+	uint32_t fleet_from;
 	/* "key=value[,key=value...]" over what config.json says of the
 	 * identity (docs/identity.md); NULL: config.json alone. */
 	const char *identity;
@@ -151,19 +155,30 @@ int64_t sfs_seed_reap(struct sfs_seed *s);
 int sfs_seed_watch_fd(const struct sfs_seed *s);
 int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed);
 
+/* A re-seeder is told its place in the fleet once this many are live
+ * (more than one replica's peers: fewer all work with all). */
+#define SFS_SEED_FLEET_FROM 9
+
 /*
  * sfs_seed_announce - a re-seeder (a mount that serves what it holds)
- * at control address @addr is alive: listed by sfs_seed_sources for the
- * next 15 s (it announces itself again every 5).  0, or -ENOSPC when
- * 256 are listed.  sfs_seed_sources - {"reseeders": [{"address",
- * "expires_in_ms"}], "live": N} into *buf [new]: of the N live
- * re-seeders, the 16 that rank first for @asker (rendezvous hashing:
- * each asker its own subset, stable as others come and go; NULL: as
- * for "").  0 or -ENOMEM.  Thread safe.
+ * at control address @addr, its run @instance (0: not said), is alive:
+ * listed by sfs_seed_sources for the next 15 s (it announces itself
+ * again every 5).  0, or -ENOSPC when 256 are listed.
+ *
+ * sfs_seed_sources - {"reseeders": [{"address", "expires_in_ms"}],
+ * "live": N} into *buf [new].  Of the N live re-seeders: the 16 that
+ * rank first for @asker (rendezvous hashing: each asker its own subset,
+ * stable as others come and go; NULL: as for ""); or, when @me is the
+ * instance of one of them and cfg.fleet_from or more that said theirs
+ * are live, the fleet's lanes: those in the order of their addresses'
+ * hashes (the same for every asker), "fleet": {"size": n, "index": its
+ * place, "members": [the addresses at places -1, -2, -4, ... from it,
+ * while below n]}, and "reseeders" lists exactly those members.  0 or
+ * -ENOMEM.  Thread safe.
  */
-int sfs_seed_announce(struct sfs_seed *s, const char *addr);
-int sfs_seed_sources(struct sfs_seed *s, const char *asker, char **buf,
-		     size_t *len);
+int sfs_seed_announce(struct sfs_seed *s, const char *addr, uint64_t instance);
+int sfs_seed_sources(struct sfs_seed *s, const char *asker, uint64_t me,
+		     char **buf, size_t *len);
 
 struct sfs_metrics;
 

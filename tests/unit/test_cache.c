@@ -1130,6 +1130,63 @@ START_TEST(lanes_equal_shares)
 }
 END_TEST
 
+/* The fleet's lanes: of 4 replicas this cache is the second (place 1):
+ * it pulls from the seed chunks 1, 5, 9, ... at once, and the others
+ * only after waiting for the parents that bring them (members not
+ * connected: 2 s); sfs_cache_set_fleet refuses what is no fleet. */
+START_TEST(fleet_lanes_own_share)
+{
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * (NCHUNKS + 8),
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 10000};
+	struct sfs_cache_stats st;
+	uint32_t p, h;
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "seed", &p), 0);
+	uint32_t set = add_one(c, p, NULL, 0, 0, NULL, &h);
+	sfs_cache_peer_last_resort(c, p, 1);
+	const uint32_t unk[3] = {SFS_CACHE_LANE_UNKNOWN, SFS_CACHE_LANE_UNKNOWN,
+				 SFS_CACHE_LANE_UNKNOWN};
+	const uint32_t self[2] = {SFS_CACHE_LANE_UNKNOWN, SFS_CACHE_NONE};
+	ck_assert_int_eq(sfs_cache_set_fleet(c, set, 1, 0, unk, 0), -EINVAL);
+	ck_assert_int_eq(sfs_cache_set_fleet(c, set, 4, 4, unk, 2), -EINVAL);
+	ck_assert_int_eq(
+		sfs_cache_set_fleet(c, set, SFS_CACHE_FLEET_MAX + 1, 0, unk, 3),
+		-EINVAL);
+	ck_assert_int_eq(sfs_cache_set_fleet(c, set, 4, 1, self, 2), -EINVAL);
+	ck_assert_int_eq(
+		sfs_cache_set_fleet(c, set, 4, 1, (uint32_t[]){h + 99}, 1),
+		-EINVAL); /* no holder */
+	ck_assert_int_eq(sfs_cache_set_fleet(c, set, 4, 1, unk, 2), 0);
+	uint64_t own = 0;
+	for (size_t g = 0; g < NCHUNKS; g++)
+		own += g % 4 == 1;
+	uint64_t t0 = sfs_now_ms();
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
+	for (int i = 0; i < 100; i++) {
+		sfs_cache_stats(c, &st);
+		if (st.lane_own == own)
+			break;
+		usleep(10000);
+	}
+	usleep(200000); /* and nothing of the others' comes yet */
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.lane_own, own);
+	if (sfs_now_ms() < t0 + 1900)
+		ck_assert_uint_eq(st.lane_others, 0);
+	/* The rest once the parents were waited for, byte-exact. */
+	ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.lane_others, NCHUNKS - own);
+	ck_assert_uint_ge(sfs_now_ms() - t0, 1900);
+	sfs_cache_free(c);
+}
+END_TEST
+
 /* Relay trees: of three members (this cache first in key order, then A
  * on seed one, then B on seed two), a chunk A owns (g mod 3 == 1) has A
  * as this cache's parent: it comes from A while A is up, not from B,
@@ -1843,6 +1900,7 @@ int main(void)
 	tcase_add_test(t, stalled_holders_bounded);
 	tcase_add_test(t, stuck_member_keeps_no_seed_off);
 	tcase_add_test(t, lanes_equal_shares);
+	tcase_add_test(t, fleet_lanes_own_share);
 	tcase_add_test(t, relay_tree_parent_serves);
 	tcase_add_test(t, coming_not_pulled_twice);
 	tcase_add_test(t, lanes_help_behind);

@@ -476,6 +476,9 @@ static const char *const json_bases[] = {
 	" {}}, \"\\/\\n\"]",
 	"{\"reseeders\":[{\"address\":\"10.0.0.7:41393\"},{\"address\":"
 	"\"[fe80::1]:80\"}]}",
+	"{\"reseeders\":[{\"address\":\"10.0.0.7:4\"}],\"live\":5,\"fleet\":"
+	"{\"size\":5,\"index\":3,\"members\":[\"10.0.0.7:4\",\"a:1\","
+	"\"[::1]:2\"]}}",
 };
 
 /* The scan before every parse counts what jansson builds: for every
@@ -807,6 +810,63 @@ static void on_source(void *arg, const char *addr)
 	sources_seen++;
 }
 
+/* A seed's "fleet": taken whole when it is one, refused naming the
+ * field when not (and then none of the answer is used). */
+START_TEST(sources_fleet)
+{
+	static const struct {
+		const char *fleet;
+		const char *err; /* NULL: taken */
+	} cases[] = {
+		{"{\"size\":5,\"index\":3,\"members\":[\"a:1\",\"b:2\",\"c:3\"]}",
+		 NULL},
+		{"{\"size\":2,\"index\":1,\"members\":[\"a:1\"]}", NULL},
+		{"{\"size\":1,\"index\":0,\"members\":[]}", "fleet.size"},
+		{"{\"size\":65537,\"index\":0,\"members\":[]}", "fleet.size"},
+		{"{\"size\":5,\"index\":5,\"members\":[\"a:1\",\"b:2\",\"c:3\"]}",
+		 "fleet.index"},
+		{"{\"size\":5,\"index\":-1,\"members\":[\"a:1\",\"b:2\",\"c:3\"]}",
+		 "fleet.index"},
+		{"{\"size\":5,\"index\":0,\"members\":[\"a:1\",\"b:2\"]}",
+		 "fleet.members"},
+		{"{\"size\":5,\"index\":0,\"members\":[\"a:1\",\"b:2\",\"c\"]}",
+		 "fleet.members"},
+		{"{\"size\":5,\"index\":0,\"members\":[\"a:1\",\"b:2\",3]}",
+		 "fleet.members"},
+	};
+	for (size_t i = 0; i < SFS_ARRAY_SIZE(cases); i++) {
+		char body[400];
+		struct rsrc_fleet fl;
+		sources_seen = 0;
+		snprintf(body, sizeof(body),
+			 "{\"reseeders\":[{\"address\":\"a:1\"}],\"fleet\":%s}",
+			 cases[i].fleet);
+		int rc = rsrc_parse_sources(body, strlen(body), on_source, NULL,
+					    &fl, err, sizeof(err));
+		if (!cases[i].err) {
+			ck_assert_int_eq(rc, 0);
+			ck_assert_int_eq(sources_seen, 1);
+			ck_assert_uint_gt(fl.size, 1);
+			ck_assert_uint_lt(fl.index, fl.size);
+			ck_assert_str_eq(fl.members[0], "a:1");
+			continue;
+		}
+		ck_assert_msg(rc == -EINVAL && strstr(err, cases[i].err),
+			      "case %zu: %d %s", i, rc, err);
+		ck_assert_uint_eq(fl.size, 0);
+		ck_assert_int_eq(sources_seen, 0);
+	}
+	/* No fleet: none, and the list is used. */
+	const char *plain = "{\"reseeders\":[{\"address\":\"a:1\"}]}";
+	struct rsrc_fleet fl;
+	fl.size = 9;
+	ck_assert_int_eq(rsrc_parse_sources(plain, strlen(plain), on_source,
+					    NULL, &fl, err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(fl.size, 0);
+}
+END_TEST
+
 START_TEST(answers)
 {
 	long ok = 0, sources = 0;
@@ -815,10 +875,22 @@ START_TEST(answers)
 		char *j;
 		int rc;
 		if (i % 2) { /* a round each */
-			j = mutate_text(json_bases[3], &n);
-			rc = rsrc_parse_sources(j, n, on_source, NULL, err,
+			struct rsrc_fleet fl;
+			j = mutate_text(json_bases[i % 4 == 1 ? 3 : 4], &n);
+			rc = rsrc_parse_sources(j, n, on_source, NULL, &fl, err,
 						sizeof(err));
 			ck_assert(rc == 0 || rc == -E2BIG || rc == -EINVAL);
+			/* A fleet taken is one: its place inside it, one
+			 * member per power of two below its size. */
+			if (!rc && fl.size) {
+				size_t want = 0;
+				for (size_t d = 1; d < fl.size; d <<= 1)
+					want++;
+				ck_assert(fl.size >= 2 &&
+					  fl.size <= RSRC_FLEET_MAX);
+				ck_assert(fl.index < fl.size);
+				ck_assert_uint_eq(fl.nmembers, want);
+			}
 			sources += !rc;
 			free(j);
 			continue;
@@ -895,6 +967,7 @@ START_TEST(seed_requests)
 		"{\"address\": \"10.0.0.7:41393\"}",
 		"{\"address\": \"0.0.0.0:8080\"}",
 		"{\"address\":\":9\"}",
+		"{\"address\": \"10.0.0.8:7\", \"instance\": \"0x1f\"}",
 	};
 	static const char *const clients[] = {"10.1.2.3", "fe80::5"};
 	struct ctl_reports *rp = calloc(1, sizeof(*rp));
@@ -903,11 +976,12 @@ START_TEST(seed_requests)
 	for (long i = 0; i < iters(); i++, now += 7) {
 		size_t n;
 		if (i % 2) { /* a round each */
-			char *b = mutate_text(bodies[i % 3], &n), addr[300];
+			char *b = mutate_text(bodies[i % 4], &n), addr[300];
 			char h[256], p[16];
+			uint64_t inst;
 			int rc = ctl_parse_announce(b, n, clients[i % 4 / 2],
-						    addr, sizeof(addr), err,
-						    sizeof(err));
+						    addr, sizeof(addr), &inst,
+						    err, sizeof(err));
 			ck_assert(rc == 0 || rc == -EINVAL);
 			if (!rc) {
 				ck_assert_int_eq(
@@ -961,6 +1035,7 @@ int main(void)
 	tcase_add_test(t, holdings);
 	tcase_add_test(t, registry);
 	tcase_add_test(t, answers);
+	tcase_add_test(t, sources_fleet);
 	tcase_add_test(t, seed_requests);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);

@@ -377,6 +377,7 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 	for (size_t i = 0; i < c->nholders; i++)
 		holder_free(c->holders[i]);
 	free(c->holders);
+	free(c->pick_facts);
 	free(c->free_holders);
 	for (size_t i = 0; i < c->npeers; i++)
 		free(c->peers[i]);

@@ -225,6 +225,10 @@ struct cache_peer {
 	size_t nholders; /* live holders on it */
 	int removed;	 /* gone for good */
 	int last_resort; /* takes only what no other holder up has */
+	/* Its pick found nothing at c->pick_epoch none_epoch; that holds
+	 * until the epoch moves or none_until (a wait's end; UINT64_MAX:
+	 * none).  Protected by c->lock. */
+	uint64_t none_epoch, none_until;
 	uint64_t avoid_until_ms; /* stalled while others could serve:
 				    until then, only what they cannot */
 	uint64_t avoided_ms;	 /* when that hold began (0: never) */
@@ -291,8 +295,17 @@ struct sfs_cache {
 				      its index goes on the free list */
 	size_t nfree_peers, cap_free_peers; /* protected by lock */
 	uint32_t *free_peers;		    /* protected by lock */
-	struct sfs_cache_stats st;	    /* protected by lock */
-	int stopping;			    /* protected by lock */
+	/* What a pick decided on: bumped by anything that may let a peer
+	 * take a chunk it could not (sfs_peer_wake_worker: holdings,
+	 * lanes, peers' states; a chunk queued), and every
+	 * PICK_EPOCH_MS by the worker; and when it was last bumped so.
+	 * Then the facts of the holders one pick looks at (cache/peer.c).
+	 * Protected by lock. */
+	uint64_t pick_epoch, pick_epoch_ms, picks;
+	struct sfs_pick_fact *pick_facts; /* by holder number */
+	size_t cap_pick_facts;
+	struct sfs_cache_stats st; /* protected by lock */
+	int stopping;		   /* protected by lock */
 
 	/* The slab's segments; ready_bytes (those in use) protected by
 	 * lock. */

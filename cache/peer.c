@@ -87,6 +87,17 @@ static void busy_account(struct sfs_cache *c, struct cache_peer *p)
 
 void sfs_peer_wake_worker(struct sfs_cache *c)
 {
+	c->pick_epoch++; /* what a peer may take changed */
+	c->work = 1;
+	pthread_cond_signal(&c->work_cond);
+}
+
+/* A pull completed: the worker posts into the window it freed.  What
+ * the other peers may take did not change (a pick's decisions stand on
+ * members' holdings, peers' states and the time, not on this cache's
+ * own chunks): their picks that found nothing still hold. */
+static void wake_for_slot(struct sfs_cache *c)
+{
 	c->work = 1;
 	pthread_cond_signal(&c->work_cond);
 }
@@ -109,6 +120,7 @@ void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand)
 	ch->coming_ms = 0;
 	sfs_list_add_tail(demand ? &c->demand : &c->ahead, ch);
 	c->queued++;
+	c->pick_epoch++;
 }
 
 /* Back at the head of its queue: it was posted first. */
@@ -119,6 +131,7 @@ static void requeue_head(struct sfs_cache *c, struct sfs_chunk *ch)
 	ch->state = CH_QUEUED;
 	sfs_list_add_head(ch->demand ? &c->demand : &c->ahead, ch);
 	c->queued++;
+	c->pick_epoch++;
 }
 
 static void dequeue(struct sfs_cache *c, struct sfs_chunk *ch)
@@ -138,6 +151,7 @@ void sfs_peer_promote(struct sfs_cache *c, struct sfs_chunk *ch)
 	sfs_list_del(&c->ahead, ch);
 	sfs_list_add_tail(&c->demand, ch);
 	ch->demand = 1;
+	c->pick_epoch++;
 }
 
 void sfs_peer_fail_queued(struct sfs_cache *c, int err, uint32_t set)
@@ -717,11 +731,60 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 	return 1;
 }
 
+/* A holder's facts as one pick took them: valid while .stamp is the
+ * pick's (c->picks). */
+struct sfs_pick_fact {
+	uint64_t stamp;
+	struct sfs_swarm_member m;
+};
+
+/* One pick's view: the policy's view of the set of the chunks it looks
+ * at (built once a set, not once a chunk), the picking peer's facts,
+ * and its holders' facts, each taken once when first asked (c->lock
+ * held throughout: nothing they say changes meanwhile). */
+struct pick_view {
+	struct sfs_cache *c;
+	uint64_t stamp;
+	uint64_t wake_ms; /* the earliest a wait said "not yet" ends */
+	uint32_t set;	  /* of sw; SFS_NONE: none yet */
+	struct sfs_swarm sw;
+	struct sfs_swarm_member pm;
+};
+
+static int view_has(void *arg, uint32_t h, uint32_t obj, uint64_t idx,
+		    int coming)
+{
+	return swarm_has(((struct pick_view *)arg)->c, h, obj, idx, coming);
+}
+
+static int view_member(void *arg, uint32_t h, struct sfs_swarm_member *m)
+{
+	struct pick_view *v = arg;
+	struct sfs_cache *c = v->c;
+	if (h >= c->cap_pick_facts) /* grown at each pick's start */
+		return swarm_member(c, h, m);
+	struct sfs_pick_fact *f = &c->pick_facts[h];
+	if (f->stamp != v->stamp) {
+		int rc = swarm_member(c, h, &f->m);
+		if (rc)
+			return rc;
+		f->stamp = v->stamp;
+	}
+	*m = f->m;
+	return 0;
+}
+
+static const struct sfs_swarm_ops view_ops = {
+	.has = view_has,
+	.member = view_member,
+};
+
 /* Does peer @pi take @ch now, through holder *hi?  @help: a
  * last-resort peer also takes a lagging member's (swarm.c). */
-static int takes(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
+static int takes(struct pick_view *v, uint32_t pi, struct sfs_chunk *ch,
 		 int shy, int help, uint64_t now, uint32_t *hi)
 {
+	struct sfs_cache *c = v->c;
 	if ((*hi = holder_for(c, ch, pi)) == SFS_NONE ||
 	    (shy && !servable(c, ch, pi)))
 		return 0;
@@ -729,16 +792,20 @@ static int takes(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 	 * worker marks that too, but may look a moment late). */
 	if (keep_over(c, *hi, now))
 		return 0;
-	struct sfs_swarm sw;
-	struct sfs_swarm_member pm;
+	if (v->set != ch->set) {
+		swarm_of(c, ch->set, now, &v->sw);
+		v->sw.ops = &view_ops;
+		v->sw.arg = v;
+		v->set = ch->set;
+	}
 	struct sfs_swarm_chunk q = swarm_chunk(ch);
-	swarm_of(c, ch->set, now, &sw);
-	swarm_peer(c, pi, &pm);
-	int yes = sfs_swarm_takes(&sw, &q, &pm, *hi, help);
+	v->sw.wake_ms = 0;
+	int yes = sfs_swarm_takes(&v->sw, &q, &v->pm, *hi, help);
 	ch->held_ms = q.held_ms;
 	ch->coming_ms = q.coming_ms;
-	if (sw.wake_ms && (!c->wake_ms || sw.wake_ms < c->wake_ms))
-		c->wake_ms = sw.wake_ms; /* the worker looks again then */
+	uint64_t w = v->sw.wake_ms;
+	if (w && (!v->wake_ms || w < v->wake_ms))
+		v->wake_ms = w;
 	return yes;
 }
 
@@ -746,20 +813,54 @@ static int takes(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
  * for a last-resort peer with none, the first of a lagging member's.
  * A peer whose source's control port is silent, or that stalled a
  * moment ago, takes only what no other holder can serve. */
-static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi)
+static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi,
+			      uint64_t *wake)
 {
 	struct list *lists[2] = {&c->demand, &c->ahead};
 	const struct cache_peer *p = c->peers[pi];
 	uint64_t now = sfs_now_ms();
 	int shy = p->silent_since != 0 || now < p->avoid_until_ms ||
 		  distrusted(p);
-	for (int help = 0; help <= p->last_resort; help++)
-		for (int k = 0; k < 2; k++)
+	/* Facts for every holder number (a failure to grow: asked
+	 * afresh, as before). */
+	if (c->cap_pick_facts < c->nholders) {
+		size_t cap = c->cap_pick_facts;
+		if (!sfs_grow((void **)&c->pick_facts, &cap, c->nholders,
+			      sizeof(c->pick_facts[0]))) {
+			memset(c->pick_facts + c->cap_pick_facts, 0,
+			       (cap - c->cap_pick_facts) *
+				       sizeof(c->pick_facts[0]));
+			c->cap_pick_facts = cap;
+		}
+	}
+	struct pick_view v = {.c = c, .stamp = ++c->picks, .set = SFS_NONE};
+	struct sfs_chunk *found = NULL;
+	swarm_peer(c, pi, &v.pm);
+	for (int help = 0; help <= p->last_resort && !found; help++)
+		for (int k = 0; k < 2 && !found; k++)
 			for (struct sfs_chunk *ch = lists[k]->head; ch;
 			     ch = ch->next)
-				if (takes(c, pi, ch, shy, help, now, hi))
-					return ch;
-	return NULL;
+				if (takes(&v, pi, ch, shy, help, now, hi)) {
+					found = ch;
+					break;
+				}
+	/* A peer shy until a moment: it takes more then. */
+	if (shy && p->avoid_until_ms > now &&
+	    (!v.wake_ms || p->avoid_until_ms < v.wake_ms))
+		v.wake_ms = p->avoid_until_ms;
+	*wake = v.wake_ms;
+	return found;
+}
+
+/* The worker's look at the time: a wait's end a pick missed is seen
+ * within this long. */
+#define PICK_EPOCH_MS 250
+
+/* Look again at @when (c->lock held; 0: no need). */
+static void wake_at(struct sfs_cache *c, uint64_t when)
+{
+	if (when && (!c->wake_ms || when < c->wake_ms))
+		c->wake_ms = when;
 }
 
 void sfs_peer_pump(struct sfs_cache *c)
@@ -781,9 +882,24 @@ void sfs_peer_pump(struct sfs_cache *c)
 			    p->inflight >= p->window ||
 			    now < p->busy_until_ms || !p->nholders)
 				continue;
-			struct sfs_chunk *ch = pick(c, pi, &hi);
-			if (!ch)
+			/* A peer whose pick found nothing is not asked
+			 * again while what that stood on stays (a scan of
+			 * the whole queue per peer per completed pull was
+			 * most of a mount daemon's time at 4 KiB chunks). */
+			if (p->none_epoch == c->pick_epoch &&
+			    now < p->none_until) {
+				if (p->none_until != UINT64_MAX)
+					wake_at(c, p->none_until);
 				continue;
+			}
+			uint64_t wake;
+			struct sfs_chunk *ch = pick(c, pi, &hi, &wake);
+			wake_at(c, wake);
+			if (!ch) {
+				p->none_epoch = c->pick_epoch;
+				p->none_until = wake ? wake : UINT64_MAX;
+				continue;
+			}
 			dequeue(c, ch);
 			/* Again only while something goes out: a provider
 			 * busy for longer than POST_RETRY_MS on every peer
@@ -929,7 +1045,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 		c->loading--;
 		sfs_direct_release(c, ch);
 		sfs_peer_unpin(c, pin);
-		sfs_peer_wake_worker(c);
+		wake_for_slot(c);
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
@@ -1012,7 +1128,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 	sfs_cache_settle(c, ch);
 	sfs_peer_unpin(c, pin);
 	pthread_cond_broadcast(&c->cond);
-	sfs_peer_wake_worker(c); /* a slot in the window is free */
+	wake_for_slot(c); /* a slot in the window is free */
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -1389,12 +1505,21 @@ void *sfs_peer_worker(void *arg)
 			    now >= p->down_until_ms)
 				peer_usable(c, p);
 		}
+		/* Picks that found nothing look again now and then: what
+		 * they stood on may have moved without a wake (a peer's
+		 * facts, the time). */
+		if (now >= c->pick_epoch_ms + PICK_EPOCH_MS) {
+			c->pick_epoch++;
+			c->pick_epoch_ms = now;
+		}
 		c->wake_ms = 0;
 		sfs_peer_pump(c);
 		if (c->work || c->stopping)
 			continue;
 		if (c->wake_ms)
 			next = SFS_MIN(next, SFS_MAX(c->wake_ms, now + 1));
+		if (c->queued)
+			next = SFS_MIN(next, c->pick_epoch_ms + PICK_EPOCH_MS);
 		struct timespec ts = sfs_abstime(next > now ? next - now : 1);
 		pthread_cond_timedwait(&c->work_cond, &c->lock, &ts);
 	}

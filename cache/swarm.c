@@ -106,9 +106,9 @@ static uint64_t lane_idle(const struct sfs_swarm *sw)
 }
 
 /* Waited for: up, not stalled, its holdings growing or the chunk queued
- * only a moment ago. */
-int sfs_swarm_lane_wait(const struct sfs_swarm *sw,
-			const struct sfs_swarm_chunk *ch)
+ * only a moment ago.  Until when (0: not waited for). */
+static uint64_t lane_wait_until(const struct sfs_swarm *sw,
+				const struct sfs_swarm_chunk *ch)
 {
 	int any;
 	uint32_t hi = sfs_swarm_lane(sw, ch, &any);
@@ -117,14 +117,23 @@ int sfs_swarm_lane_wait(const struct sfs_swarm *sw,
 	if (fleet(sw))	  /* what we wait for is the parent */
 		hi = sw->lanes[fleet_parent(sw, ch)].holder;
 	uint64_t now = sw->now, idle = lane_idle(sw);
-	if (hi == SFS_CACHE_LANE_UNKNOWN) /* a member not connected yet */
-		return now < ch->queued_ms + idle;
+	uint64_t until = ch->queued_ms + idle;
 	struct sfs_swarm_member m;
 	/* One that stalled for us still pulls its share from the seeds:
-	 * waited for all the same. */
-	if (!member(sw, hi, &m) || m.removed || !m.answers)
-		return 0;
-	return now < m.grew_ms + idle || now < ch->queued_ms + idle;
+	 * waited for all the same.  One not connected yet: from the
+	 * queueing. */
+	if (hi != SFS_CACHE_LANE_UNKNOWN) {
+		if (!member(sw, hi, &m) || m.removed || !m.answers)
+			return 0;
+		until = SFS_MAX(until, m.grew_ms + idle);
+	}
+	return now < until ? until : 0;
+}
+
+int sfs_swarm_lane_wait(const struct sfs_swarm *sw,
+			const struct sfs_swarm_chunk *ch)
+{
+	return lane_wait_until(sw, ch) != 0;
 }
 
 /*
@@ -398,8 +407,12 @@ int sfs_swarm_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 	}
 	if (ch->mismatches)
 		return 1; /* a member served it wrong: the seed's, at once */
-	return !sfs_swarm_member_has(sw, ch, p->peer, 0) &&
-	       (!sfs_swarm_lane_wait(sw, ch) ||
-		(help && lane_behind(sw, ch))) &&
-	       !coming_wait(sw, ch);
+	if (sfs_swarm_member_has(sw, ch, p->peer, 0))
+		return 0;
+	uint64_t lane = lane_wait_until(sw, ch);
+	if (lane && !(help && lane_behind(sw, ch))) {
+		wake_at(sw, lane); /* looked at again then */
+		return 0;
+	}
+	return !coming_wait(sw, ch);
 }

@@ -432,7 +432,7 @@ static json_t *encode_checksum(uint32_t shift, const uint64_t *sums,
 	return o;
 }
 
-static json_t *encode_file(const struct sfs_mfile *f)
+static json_t *encode_file(const struct sfs_mfile *f, unsigned flags)
 {
 	json_t *ext = json_array();
 	for (size_t i = 0; ext && i < f->next; i++)
@@ -444,7 +444,7 @@ static json_t *encode_file(const struct sfs_mfile *f)
 			      (json_int_t)f->size, "extents", ext);
 	if ((o && f->has_xxh3 &&
 	     json_object_set_new(o, "xxh3", hex_u64(f->xxh3))) ||
-	    (o && f->csum_shift &&
+	    (o && f->csum_shift && !(flags & SFS_MF_ENC_THIN) &&
 	     json_object_set_new(
 		     o, "checksum",
 		     encode_checksum(
@@ -621,6 +621,8 @@ int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 	     json_object_set_new(root, "holdings", json_true())) ||
 	    ((flags & SFS_MF_ENC_PUBLIC) &&
 	     json_object_set_new(root, "public", json_true())) ||
+	    ((flags & SFS_MF_ENC_THIN) &&
+	     json_object_set_new(root, "thin", json_true())) ||
 	    (m->key_epoch &&
 	     json_object_set_new(root, "key_epoch",
 				 json_integer((json_int_t)m->key_epoch))) ||
@@ -640,9 +642,10 @@ int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 			    dirs, encode_dir(m->dirs[i], &m->dir_meta[i])))
 			goto out;
 	for (size_t i = 0; i < m->nfiles; i++)
-		if (json_array_append_new(files, encode_file(&m->files[i])))
+		if (json_array_append_new(files,
+					  encode_file(&m->files[i], flags)))
 			goto out;
-	for (size_t i = 0; i < m->ntensors; i++)
+	for (size_t i = 0; !(flags & SFS_MF_ENC_THIN) && i < m->ntensors; i++)
 		if (json_array_append_new(tensors,
 					  encode_tensor(m, &m->tensors[i])))
 			goto out;
@@ -656,7 +659,7 @@ int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 			json_object_del(root, unsigned_keys[i]);
 		*out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
 	} else {
-		if (m->has_sig) {
+		if (m->has_sig && !(flags & SFS_MF_ENC_THIN)) {
 			char b64[SFS_SIGN_LEN * 2];
 			sfs_b64_encode(m->sig, SFS_SIGN_LEN, b64);
 			if (json_object_set_new(
@@ -1667,6 +1670,12 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 		goto out;
 	}
 	m->holdings = json_is_true(v);
+	v = json_object_get(root, "thin");
+	if (v && !json_is_boolean(v)) {
+		rc = sfs_fail(err, errlen, "thin: not true or false");
+		goto out;
+	}
+	m->thin = json_is_true(v);
 	if ((rc = decode_endpoints(m, json_object_get(root, "endpoints"), err,
 				   errlen)))
 		goto out;

@@ -134,6 +134,9 @@ struct sfs_manifest {
 	/* A re-seeder's: its bytes are where GET /v1/holdings says, not in
 	 * the regions (which it leaves empty of meaning). */
 	int holdings;
+	/* Thin (SFS_MF_ENC_THIN): no checksums, tensors or signature; only
+	 * for a replica that holds its content already. */
+	int thin;
 	uint64_t grace_seconds; /* a superseded generation stays served */
 	/* The seed's keys: a token rotation registers every region again
 	 * under new keys, the next epoch (0: not told). */
@@ -248,11 +251,16 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len);
  *   no manifest a reader can use;
  * SFS_MF_ENC_NO_REMOTE: every region's remote is written as address 0,
  *   key 0 (a re-seeder's manifest);
- * SFS_MF_ENC_SIGNED: the signed form (sfs_manifest_signed_digest).
+ * SFS_MF_ENC_SIGNED: the signed form (sfs_manifest_signed_digest);
+ * SFS_MF_ENC_THIN: the files' checksums, the tensors and the signature,
+ *   most of a manifest at small chunks; adds "thin": true.  For a
+ *   replica that has a manifest of the same content (equal "content")
+ *   and wants to know only how this source serves it.
  */
 #define SFS_MF_ENC_PUBLIC 0x1
 #define SFS_MF_ENC_NO_REMOTE 0x2
 #define SFS_MF_ENC_SIGNED 0x4
+#define SFS_MF_ENC_THIN 0x8
 
 /*
  * sfs_manifest_encode_with - sfs_manifest_encode with @flags

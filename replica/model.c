@@ -595,6 +595,20 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 			struct sfs_vholder *h, int leader, size_t ep,
 			uint32_t cpeer, char *why, size_t whylen);
 
+int model_has_content(struct sfs_replica *r, const char *name, uint64_t content)
+{
+	struct sfs_model *mo = model_get(r, name);
+	int yes = 0;
+	if (!mo)
+		return 0;
+	pthread_mutex_lock(&mo->lock);
+	for (struct sfs_view *v = mo->views; v && !yes; v = v->next)
+		yes = !v->expired && v->content == content;
+	pthread_mutex_unlock(&mo->lock);
+	model_put(mo);
+	return yes;
+}
+
 int model_offer(struct sfs_model *mo, struct rsrc *src, struct sfs_manifest *m,
 		int leader, char *why, size_t whylen)
 {
@@ -696,6 +710,16 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 			 "holdings");
 		pthread_mutex_unlock(&mo->lock);
 		return 0;
+	}
+	if (h->m->thin && !v) {
+		/* Thin: it says how this source serves a content, not what
+		 * the content is (no checksums): only for one held here. */
+		snprintf(why, whylen,
+			 "a thin manifest of content %016" PRIx64
+			 ", which this mount no longer has: asked whole next",
+			 h->m->content);
+		pthread_mutex_unlock(&mo->lock);
+		return -EAGAIN;
 	}
 	if ((h->m->holdings || src->reseeder) && r->cfg.no_verify) {
 		/* Anyone with the token can be a re-seeder: its bytes are

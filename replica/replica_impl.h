@@ -403,6 +403,11 @@ void model_free(struct sfs_model *mo);
  */
 int model_offer(struct sfs_model *mo, struct rsrc *src, struct sfs_manifest *m,
 		int leader, char *why, size_t whylen);
+/* model_has_content - 1 when model @name has a view of @content that
+ * has not expired: a source's manifest of it may come thin
+ * (SFS_MF_ENC_THIN).  Thread safe. */
+int model_has_content(struct sfs_replica *r, const char *name,
+		      uint64_t content);
 /*
  * model_prune - @src now serves its generations @served (@n of them,
  * with @expires_in ms left each; -1: current) of @mo, from its run

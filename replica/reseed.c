@@ -8,7 +8,7 @@
  * regions.
  *
  *   GET /v1/models                 what it holds views of
- *   GET /v1/manifest?model=NAME    the view's manifest ("holdings": true,
+ *   GET /v1/manifest?model=NAME[&thin=1]  the view's manifest ("holdings": true,
  *                                  this re-seeder's endpoint and run)
  *   GET /v1/holdings?model=NAME&content=0x..[&since=V]
  *                                  the slab's address and key, and for
@@ -195,9 +195,13 @@ static int manifest_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 	m.holdings = 1;
 	char *json = NULL;
 	size_t len;
+	/* ?thin=1: the asker has this content's manifest already. */
+	const char *thin = sfs_ctl_arg(req, "thin");
+	unsigned flags = SFS_MF_ENC_NO_REMOTE;
+	if (thin && !strcmp(thin, "1"))
+		flags |= SFS_MF_ENC_THIN;
 	if (!rc)
-		rc = sfs_manifest_encode_with(&m, SFS_MF_ENC_NO_REMOTE, &json,
-					      &len);
+		rc = sfs_manifest_encode_with(&m, flags, &json, &len);
 	view_put(r, v);
 	if (rc)
 		return rc;

@@ -503,7 +503,13 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 		snprintf(err, sizeof(err), "out of memory");
 		goto done;
 	}
-	snprintf(path, sizeof(path), "/v1/manifest?model=%s", esc);
+	/* Of a content this mount has, all it needs is how this source
+	 * serves it: thin (no checksums or tensors, most of a manifest at
+	 * small chunks; one that checks signatures asks whole). */
+	int thin = !sfs_control_cred_trust(r->cfg.cred) &&
+		   model_has_content(r, am->name, am->content);
+	snprintf(path, sizeof(path), "/v1/manifest?model=%s%s", esc,
+		 thin ? "&thin=1" : "");
 	free(esc);
 	if ((rc = sfs_control_get(s->r->cfg.cred, s->addr, path,
 				  r->cfg.timeout_ms, SFS_MANIFEST_MAX, &json,

@@ -564,6 +564,58 @@ REJECT(tensor_shape_negative, "tensors[0].shape[0]",
        json_array_set_new(json_object_get(AT(r, "tensors", 0), "shape"), 0,
 			  json_integer(-3)))
 
+/* Thin: what a source serves of a content the asker has; no checksums,
+ * tensors or signature, the same content, identity and layout; a full
+ * manifest is not thin. */
+START_TEST(thin_form)
+{
+	struct sfs_manifest *m = sample(), *d, *f;
+	char *a, *b;
+	size_t al, bl;
+
+	ck_assert_int_eq(sfs_manifest_encode_with(m, SFS_MF_ENC_THIN, &a, &al),
+			 0);
+	ck_assert_int_eq(sfs_manifest_encode(m, &b, &bl), 0);
+	ck_assert_ptr_null(strstr(a, "feedfacecafebeef"));
+	ck_assert_ptr_nonnull(strstr(b, "feedfacecafebeef"));
+	ck_assert_uint_lt(al, bl);
+	ck_assert_int_eq(sfs_manifest_decode(a, al, &d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_manifest_decode(b, bl, &f, err, sizeof(err)), 0);
+	ck_assert_int_eq(d->thin, 1);
+	ck_assert_int_eq(f->thin, 0);
+	ck_assert_uint_eq(d->content, f->content);
+	ck_assert_uint_eq(d->nfiles, f->nfiles);
+	ck_assert_uint_eq(d->ntensors, 0);
+	ck_assert_uint_gt(f->ntensors, 0);
+	for (size_t i = 0; i < d->nfiles; i++) {
+		ck_assert_uint_eq(d->files[i].csum_shift, 0);
+		ck_assert_uint_eq(d->files[i].size, f->files[i].size);
+		ck_assert_uint_eq(d->files[i].xxh3, f->files[i].xxh3);
+	}
+	ck_assert_uint_eq(f->files[1].csum_shift, 12);
+	ck_assert_int_eq(sfs_identity_differs(&d->id, &f->id, err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(d->nregions, f->nregions);
+	free(a);
+	free(b);
+	sfs_manifest_free(f);
+	/* "thin" must be a boolean. */
+	ck_assert_int_eq(sfs_manifest_encode(m, &b, &bl), 0);
+	char *t = malloc(bl + 32);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_ptr_nonnull(strchr(b, '{'));
+	int n = snprintf(t, bl + 32, "{\"thin\": 1,%s", strchr(b, '{') + 1);
+	ck_assert_int_eq(
+		sfs_manifest_decode(t, (size_t)n, &f, err, sizeof(err)),
+		-EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "thin"));
+	free(t);
+	free(b);
+	sfs_manifest_free(d);
+	sfs_manifest_free(m);
+}
+END_TEST
+
 START_TEST(reject_not_json)
 {
 	struct sfs_manifest *d;
@@ -651,6 +703,7 @@ static Suite *suite(void)
 	Suite *s = suite_create("manifest");
 	TCase *t = tcase_create("codec"), *b = tcase_create("reject");
 	tcase_add_test(t, round_trip);
+	tcase_add_test(t, thin_form);
 	tcase_add_test(t, signed_form);
 	tcase_add_test(t, content_digest);
 	tcase_add_test(t, extent_lookup_boundaries);

@@ -1042,8 +1042,10 @@ void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on)
 {
 	pthread_mutex_lock(&c->lock);
 	struct cache_peer *p = sfs_peer_at(c, peer);
-	if (p)
+	if (p) {
 		p->last_resort = on;
+		sfs_peer_wake_worker(c); /* who may serve what moved */
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -75,6 +75,8 @@ struct sfs_chunk {
 	uint64_t queued_ms;    /* QUEUED: since */
 	uint64_t held_ms;      /* QUEUED: a holder had it since, or 0 */
 	uint64_t coming_ms;    /* QUEUED: a holder had it coming since, or 0 */
+	uint64_t lost_ms;      /* QUEUED, fleet lanes: its parent seemed to
+				  have lost it since, or 0 */
 	uint64_t overtaken_ms; /* LOADING: a later post completed first */
 	int orphan; /* LOADING, but out of the hash: its slot waits for the
 		       transport's callback */
@@ -302,6 +304,8 @@ struct sfs_cache {
 	 * Then the facts of the holders one pick looks at (cache/peer.c).
 	 * Protected by lock. */
 	uint64_t pick_epoch, pick_epoch_ms, picks;
+	uint64_t worker_until_ms;	  /* the worker sleeps until then (0: it
+				     does not sleep) */
 	struct sfs_pick_fact *pick_facts; /* by holder number */
 	size_t cap_pick_facts;
 	struct sfs_cache_stats st; /* protected by lock */

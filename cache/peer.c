@@ -118,6 +118,7 @@ void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand)
 	ch->queued_ms = sfs_now_ms();
 	ch->held_ms = 0;
 	ch->coming_ms = 0;
+	ch->lost_ms = 0;
 	sfs_list_add_tail(demand ? &c->demand : &c->ahead, ch);
 	c->queued++;
 	c->pick_epoch++;
@@ -301,7 +302,8 @@ static struct sfs_swarm_chunk swarm_chunk(const struct sfs_chunk *ch)
 					.mismatches = ch->mismatches,
 					.queued_ms = ch->queued_ms,
 					.held_ms = ch->held_ms,
-					.coming_ms = ch->coming_ms};
+					.coming_ms = ch->coming_ms,
+					.lost_ms = ch->lost_ms};
 }
 
 /* Is @ch another lane member's to pull from the seeds, and is that
@@ -490,6 +492,7 @@ static void trouble(struct sfs_cache *c, struct cache_peer *p, const char *why,
 static void keep_ended(struct sfs_cache *c, struct cache_holder *h)
 {
 	h->expired = 1;
+	c->pick_epoch++; /* a member's holdings went: seeds may take */
 	SFS_LOG(SFS_WARN, "cache",
 		"%s: holdings of %s not renewed within their keep: not read "
 		"from until they are (their slots may hold other chunks)",
@@ -561,6 +564,7 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 	} else {
 		c->st.checksum_errors++;
 		p->checksum_errors++;
+		c->pick_epoch++; /* it may be distrusted from now on */
 	}
 	sfs_cache_settle(c, ch);
 	pthread_cond_broadcast(&c->cond);
@@ -803,6 +807,7 @@ static int takes(struct pick_view *v, uint32_t pi, struct sfs_chunk *ch,
 	int yes = sfs_swarm_takes(&v->sw, &q, &v->pm, *hi, help);
 	ch->held_ms = q.held_ms;
 	ch->coming_ms = q.coming_ms;
+	ch->lost_ms = q.lost_ms;
 	uint64_t w = v->sw.wake_ms;
 	if (w && (!v->wake_ms || w < v->wake_ms))
 		v->wake_ms = w;
@@ -856,11 +861,14 @@ static struct sfs_chunk *pick(struct sfs_cache *c, uint32_t pi, uint32_t *hi,
  * within this long. */
 #define PICK_EPOCH_MS 250
 
-/* Look again at @when (c->lock held; 0: no need). */
+/* Look again at @when (c->lock held; 0: no need): the worker is woken
+ * to sleep less when it sleeps past that (a reader's pump found it). */
 static void wake_at(struct sfs_cache *c, uint64_t when)
 {
 	if (when && (!c->wake_ms || when < c->wake_ms))
 		c->wake_ms = when;
+	if (when && when < c->worker_until_ms)
+		pthread_cond_signal(&c->work_cond);
 }
 
 void sfs_peer_pump(struct sfs_cache *c)
@@ -892,11 +900,13 @@ void sfs_peer_pump(struct sfs_cache *c)
 					wake_at(c, p->none_until);
 				continue;
 			}
-			uint64_t wake;
+			uint64_t wake, epoch = c->pick_epoch;
 			struct sfs_chunk *ch = pick(c, pi, &hi, &wake);
 			wake_at(c, wake);
 			if (!ch) {
-				p->none_epoch = c->pick_epoch;
+				/* As of before the pick: a change it made
+				 * itself (a repair asked) counts. */
+				p->none_epoch = epoch;
 				p->none_until = wake ? wake : UINT64_MAX;
 				continue;
 			}
@@ -960,6 +970,7 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 		c->st.checksum_errors++;
 		if (p) /* NULL: its index was reused meanwhile */
 			p->checksum_errors++;
+		c->pick_epoch++; /* it may be distrusted from now on */
 		/* One holder: pulled once more; several: a few times,
 		 * preferring another holder each time. */
 		unsigned int lim =
@@ -1521,7 +1532,9 @@ void *sfs_peer_worker(void *arg)
 		if (c->queued)
 			next = SFS_MIN(next, c->pick_epoch_ms + PICK_EPOCH_MS);
 		struct timespec ts = sfs_abstime(next > now ? next - now : 1);
+		c->worker_until_ms = next > now ? next : now + 1;
 		pthread_cond_timedwait(&c->work_cond, &c->lock, &ts);
+		c->worker_until_ms = 0;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
@@ -1572,6 +1585,7 @@ void sfs_cache_note_silence(struct sfs_cache *c, uint32_t peer,
 			 since_ms < p->silent_since)
 			p->silent_since = since_ms;
 		pthread_cond_broadcast(&c->cond);
+		sfs_peer_wake_worker(c); /* who may serve what moved */
 	}
 	pthread_mutex_unlock(&c->lock);
 }

@@ -1424,15 +1424,27 @@ static void view_disown(struct sfs_replica *r, struct sfs_view *v)
 		v->model->name, n);
 }
 
+/* The lanes of @mo's view of @content could not be given to the cache:
+ * given again at the next look (the signature forgotten). */
+static void lanes_retry(struct sfs_model *mo, uint64_t content)
+{
+	pthread_mutex_lock(&mo->lock);
+	if (mo->current && mo->current->content == content)
+		mo->current->lanes_sig = 0;
+	pthread_mutex_unlock(&mo->lock);
+}
+
 /* This re-seeder's place in the fleet's lanes, from the first seed
- * (not a re-seeder) among @all that gave one, into *@f: 1, or 0 when
- * none did.  (A seed's fleet is its re-seeders, whatever models they
- * load: one ring for all of them.) */
-static int fleet_of(struct rsrc **all, size_t ns, struct rsrc_fleet *f)
+ * (not a re-seeder) among @all that serves model @name and gave one,
+ * into *@f: 1, or 0 when none did.  (A seed's fleet is its re-seeders,
+ * whatever models they load: one ring for all of them; see
+ * fleet_lanes for when it is used.) */
+static int fleet_of(struct rsrc **all, size_t ns, const char *name,
+		    struct rsrc_fleet *f)
 {
 	for (size_t i = 0; i < ns; i++) {
 		struct rsrc *s = all[i];
-		if (s->reseeder)
+		if (s->reseeder || !rsrc_serves(s, name))
 			continue;
 		pthread_mutex_lock(&s->lock);
 		int have = s->fleet.size >= 2;
@@ -1445,26 +1457,52 @@ static int fleet_of(struct rsrc **all, size_t ns, struct rsrc_fleet *f)
 	return 0;
 }
 
-/* The holder of @v's content on the re-seeder at @addr among @cand, or
- * SFS_CACHE_LANE_UNKNOWN (mo->lock held). */
-static uint32_t fleet_holder(struct sfs_view *v, struct rsrc **cand, size_t nc,
-			     const char *addr)
+/* The fleet's member at @addr among the sources: the one of @cand (the
+ * sources that publish the content) at @addr, into *@src; or NULL and
+ * 1 when a source there answers without it (it does not load it), 0
+ * when none is there yet.  Before mo->lock (s->lock is taken). */
+static int fleet_source(struct rsrc **all, size_t ns, struct rsrc **cand,
+			size_t nc, const char *addr, struct rsrc **src)
 {
-	for (size_t i = 0; i < nc; i++) {
-		if (strcmp(cand[i]->addr, addr))
+	*src = NULL;
+	for (size_t i = 0; i < nc; i++)
+		if (!strcmp(cand[i]->addr, addr)) {
+			*src = cand[i];
+			return 0;
+		}
+	int without = 0;
+	for (size_t i = 0; i < ns && !without; i++) {
+		struct rsrc *s = all[i];
+		if (strcmp(s->addr, addr) || atomic_load(&s->self))
 			continue;
-		for (struct sfs_vholder *h = v->holders; h; h = h->next)
-			if (h->src == cand[i] && h->partial && !h->expires_ms)
-				return h->holder;
+		pthread_mutex_lock(&s->lock);
+		without = s->instance != 0 && !s->unreachable;
+		pthread_mutex_unlock(&s->lock);
 	}
+	return without;
+}
+
+/* The lane of member @src (fleet_source's) of @v (mo->lock held): its
+ * holder of @v's content, SFS_CACHE_LANE_UNKNOWN when not connected
+ * yet, SFS_CACHE_NONE when it said it does not prefetch it. */
+static uint32_t fleet_holder(struct sfs_view *v, struct rsrc *src)
+{
+	for (struct sfs_vholder *h = v->holders; src && h; h = h->next)
+		if (h->src == src && h->partial && !h->expires_ms)
+			return h->prefetching || !h->have_version
+				       ? h->holder
+				       : SFS_CACHE_NONE;
 	return SFS_CACHE_LANE_UNKNOWN;
 }
 
 /*
- * The fleet's lanes of @mo's view @content, when a seed gave this
- * re-seeder its place in them (1; 0: it did not, the lanes are
- * lanes()'s): the members it was given, by the holders it has of them
- * (or not connected yet).  Given to the cache when they changed.
+ * The fleet's lanes of @mo's view @content, when a seed that serves the
+ * model gave this re-seeder its place in them and every member it was
+ * given loads this content (or is not connected yet): 1.  0: the lanes
+ * are lanes()'s (among the members it works with), for a model the
+ * fleet does not load as one (a member waited for as a parent would
+ * hold back what it does not pull).  The members by the holders it has
+ * of them; given to the cache when they changed.
  */
 static int fleet_lanes(struct sfs_replica *r, struct sfs_model *mo,
 		       uint64_t content, struct rsrc **all, size_t ns,
@@ -1472,10 +1510,16 @@ static int fleet_lanes(struct sfs_replica *r, struct sfs_model *mo,
 {
 	struct rsrc_fleet *f = malloc(sizeof(*f));
 	uint32_t hold[RSRC_FLEET_MEMBERS];
-	if (!f || !fleet_of(all, ns, f)) {
+	struct rsrc *msrc[RSRC_FLEET_MEMBERS];
+	if (!f || !fleet_of(all, ns, mo->name, f)) {
 		free(f);
 		return 0;
 	}
+	for (size_t k = 0; k < f->nmembers; k++)
+		if (fleet_source(all, ns, cand, nc, f->members[k], &msrc[k])) {
+			free(f); /* a member that does not load it */
+			return 0;
+		}
 	pthread_mutex_lock(&mo->lock);
 	struct sfs_view *v = mo->current;
 	if (!v || v->expired || v->content != content) {
@@ -1485,7 +1529,12 @@ static int fleet_lanes(struct sfs_replica *r, struct sfs_model *mo,
 	}
 	uint64_t sig = XXH3_64bits(f, offsetof(struct rsrc_fleet, members));
 	for (size_t k = 0; k < f->nmembers; k++) {
-		hold[k] = fleet_holder(v, cand, nc, f->members[k]);
+		hold[k] = fleet_holder(v, msrc[k]);
+		if (hold[k] == SFS_CACHE_NONE) {
+			pthread_mutex_unlock(&mo->lock);
+			free(f);
+			return 0;
+		}
 		sig += XXH3_64bits_withSeed(&hold[k], sizeof(hold[k]), k + 1);
 	}
 	int changed = sig != v->lanes_sig;
@@ -1498,15 +1547,17 @@ static int fleet_lanes(struct sfs_replica *r, struct sfs_model *mo,
 	int rc = changed ? sfs_cache_set_fleet(r->cache, set, f->size, f->index,
 					       hold, f->nmembers)
 			 : 0;
-	if (rc)
+	if (rc) {
 		SFS_LOG(SFS_WARN, "model", "%s: fleet lanes: %s", mo->name,
 			strerror(-rc));
-	else if (changed)
+		lanes_retry(mo, content);
+	} else if (changed) {
 		SFS_LOG(moved ? SFS_INFO : SFS_DEBUG, "model",
 			"%s: fleet lanes: %zu replicas, this one the %zu-th: "
 			"it pulls about 1/%zu of it from the seeds, the rest "
 			"from %zu peers",
 			mo->name, f->size, f->index, f->size, f->nmembers);
+	}
 	free(f);
 	return 1;
 }
@@ -1586,10 +1637,11 @@ static void lanes(struct sfs_replica *r, struct sfs_model *mo)
 	if (!changed)
 		return;
 	int rc = sfs_cache_set_lanes(r->cache, set, cl, n);
-	if (rc)
+	if (rc) {
 		SFS_LOG(SFS_WARN, "model", "%s: lanes: %s", mo->name,
 			strerror(-rc));
-	else if (n && me != SIZE_MAX)
+		lanes_retry(mo, content);
+	} else if (n && me != SIZE_MAX)
 		SFS_LOG(SFS_INFO, "model",
 			"%s: %zu replicas load it together: this one pulls "
 			"about 1/%zu of it from the seeds, the rest from the "

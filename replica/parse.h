@@ -61,10 +61,11 @@ struct rsrc_fleet {
  * rsrc_parse_sources - a seed's /v1/sources answer: @fn(@arg, ADDRESS)
  * for every re-seeder listed with a valid HOST:PORT [borrowed for the
  * call]; entries that are not are passed over.  Its "fleet" into
- * *@fleet (may be NULL; size 0: none).  Returns 0, or -E2BIG (over the
- * limits) or -EINVAL (not JSON, or a "fleet" that is not one: a size
- * of 2 to RSRC_FLEET_MAX, an index below it, and one valid HOST:PORT
- * for each power of two below the size) with @err naming the field.
+ * *@fleet (may be NULL; size 0: none, or not one).  Returns 0, -E2BIG
+ * (over the limits) or -EINVAL (not JSON) with @err, or -EBADMSG with
+ * @err naming the field when its "fleet" is not one (a size of 2 to
+ * RSRC_FLEET_MAX, an index below it, one valid HOST:PORT for each power
+ * of two below the size): the re-seeders were passed all the same.
  */
 int rsrc_parse_sources(const char *body, size_t len,
 		       void (*fn)(void *arg, const char *addr), void *arg,

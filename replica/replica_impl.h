@@ -155,6 +155,9 @@ int rsrc_self_addr(struct sfs_replica *r, char *buf, size_t len);
  * answers and whose last answer listed model @name with @content.
  */
 int rsrc_publishes(struct rsrc *s, const char *name, uint64_t content);
+/* rsrc_serves - 1 when @s answers and its last answer listed model
+ * @name. */
+int rsrc_serves(struct rsrc *s, const char *name);
 
 /*
  * One control address: a seed given with --seed, a source the registry

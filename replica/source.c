@@ -689,7 +689,7 @@ static int parse_fleet(json_t *o, struct rsrc_fleet *f, char *err,
 	size_t want = 0, i;
 	if (!json_is_integer(sz) || json_integer_value(sz) < 2 ||
 	    json_integer_value(sz) > RSRC_FLEET_MAX)
-		bad = "fleet.size: 2 to 65536 expected";
+		bad = "fleet.size: 2 to 4096 expected";
 	else if (!json_is_integer(ix) || json_integer_value(ix) < 0 ||
 		 json_integer_value(ix) >= json_integer_value(sz))
 		bad = "fleet.index: below fleet.size expected";
@@ -705,7 +705,7 @@ static int parse_fleet(json_t *o, struct rsrc_fleet *f, char *err,
 			bad = "fleet.members: HOST:PORT expected";
 	if (bad) {
 		snprintf(err, errlen, "/v1/sources: %s", bad);
-		return -EINVAL;
+		return -EBADMSG;
 	}
 	json_array_foreach (mem, i, e)
 		snprintf(f->members[i], sizeof(f->members[i]), "%s",
@@ -726,9 +726,10 @@ int rsrc_parse_sources(const char *body, size_t len,
 	int rc = sfs_json_load(SFS_JSON_SOURCES, body, len, 0, &o, err, errlen);
 	if (!rc)
 		rc = parse_fleet(o, fleet ? fleet : &none, err, errlen);
-	else if (fleet)
+	if (rc && fleet)
 		memset(fleet, 0, sizeof(*fleet));
-	json_array_foreach (rc ? NULL : json_object_get(o, "reseeders"), i, e) {
+	/* The list is used whatever its fleet (one from a newer seed). */
+	json_array_foreach (json_object_get(o, "reseeders"), i, e) {
 		const char *a =
 			json_string_value(json_object_get(e, "address"));
 		if (hostport_ok(a))
@@ -784,7 +785,12 @@ static void discover(struct rsrc *s)
 	if (sfs_control_get(s->r->cfg.cred, s->addr, path, r->cfg.timeout_ms,
 			    1u << 20, &body, &len, err, sizeof(err))) {
 		free(f);
-		return; /* an older seed, or none listed */
+		/* An older seed, or none listed; a place in the fleet it
+		 * gave is not kept past an answer it did not give. */
+		pthread_mutex_lock(&s->lock);
+		s->fleet.size = 0;
+		pthread_mutex_unlock(&s->lock);
+		return;
 	}
 	int rc = rsrc_parse_sources(body, len, add_reseeder, s, f, err,
 				    sizeof(err));
@@ -794,15 +800,14 @@ static void discover(struct rsrc *s)
 			"fleet's lanes",
 			s->addr, f->index, f->size);
 	free(body);
-	if (!rc) /* after the listed ones' listed_ms */
+	if (!rc || rc == -EBADMSG) /* after the listed ones' listed_ms */
 		atomic_store(&s->sources_ms, sfs_now_ms());
 	/* Asked every second: said once, until it changes. */
 	pthread_mutex_lock(&s->lock);
 	int news = rc && strncmp(s->src_why, err, sizeof(s->src_why) - 1);
 	snprintf(s->src_why, sizeof(s->src_why), "%.*s",
 		 (int)sizeof(s->src_why) - 1, rc ? err : "");
-	if (!rc || rc == -EINVAL)
-		s->fleet = *f; /* none, when its fleet was not one */
+	s->fleet = *f; /* none, when the answer or its fleet was not one */
 	pthread_mutex_unlock(&s->lock);
 	free(f);
 	if (news)
@@ -1380,6 +1385,15 @@ void rsrc_stop(struct rsrc *s)
 	pthread_mutex_lock(&s->lock);
 	s->thread_started = 0;
 	pthread_mutex_unlock(&s->lock);
+}
+
+int rsrc_serves(struct rsrc *s, const char *name)
+{
+	pthread_mutex_lock(&s->lock);
+	struct rsrc_known *k = !s->unreachable ? find_known(s, name) : NULL;
+	int yes = k && k->listed;
+	pthread_mutex_unlock(&s->lock);
+	return yes;
 }
 
 int rsrc_publishes(struct rsrc *s, const char *name, uint64_t content)

@@ -319,6 +319,10 @@ static int announce_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 	if (rc == -ENOSPC)
 		return sfs_ctl_text(resp, MHD_HTTP_SERVICE_UNAVAILABLE,
 				    "too many re-seeders announced\n");
+	if (rc == -EEXIST)
+		return sfs_ctl_text(resp, MHD_HTTP_CONFLICT,
+				    "announce: instance: announced by another "
+				    "address\n");
 	if (rc)
 		return rc;
 	return sfs_ctl_text(resp, MHD_HTTP_OK, "ok\n");

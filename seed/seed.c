@@ -894,6 +894,12 @@ int sfs_seed_announce(struct sfs_seed *s, const char *addr, uint64_t instance)
 	for (size_t i = 0; i < s->nreseeders; i++) {
 		if (s->reseeders[i].until_ms <= now)
 			continue; /* lapsed: it unmounted or died */
+		/* A run is at one address: another that says it is the
+		 * same run is not listed (it would take its place in the
+		 * fleet). */
+		if (instance && s->reseeders[i].instance == instance &&
+		    strcmp(s->reseeders[i].addr, addr))
+			rc = -EEXIST;
 		if (!strcmp(s->reseeders[i].addr, addr)) {
 			s->reseeders[i].until_ms = now + SEED_RESEEDER_TTL_MS;
 			s->reseeders[i].instance = instance;
@@ -902,7 +908,12 @@ int sfs_seed_announce(struct sfs_seed *s, const char *addr, uint64_t instance)
 		s->reseeders[keep++] = s->reseeders[i];
 	}
 	s->nreseeders = keep;
-	if (!known && s->nreseeders == SEED_MAX_RESEEDERS) {
+	if (rc) {
+		/* Refused: out of the fleet's ring (no run). */
+		for (size_t i = 0; known && i < s->nreseeders; i++)
+			if (!strcmp(s->reseeders[i].addr, addr))
+				s->reseeders[i].instance = 0;
+	} else if (!known && s->nreseeders == SEED_MAX_RESEEDERS) {
 		rc = -ENOSPC;
 	} else if (!known) {
 		snprintf(s->reseeders[s->nreseeders].addr,

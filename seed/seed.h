@@ -163,7 +163,9 @@ int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed);
  * sfs_seed_announce - a re-seeder (a mount that serves what it holds)
  * at control address @addr, its run @instance (0: not said), is alive:
  * listed by sfs_seed_sources for the next 15 s (it announces itself
- * again every 5).  0, or -ENOSPC when 256 are listed.
+ * again every 5).  0, -ENOSPC when 256 are listed, or -EEXIST when a
+ * live one at another address said @instance (then the one at @addr
+ * is not in the fleet's ring until it says another).
  *
  * sfs_seed_sources - {"reseeders": [{"address", "expires_in_ms"}],
  * "live": N} into *buf [new].  Of the N live re-seeders: the 16 that

@@ -1302,6 +1302,31 @@ START_TEST(coming_not_pulled_twice)
 }
 END_TEST
 
+/* Fleet lanes, two replicas: this cache the second, the member A (its
+ * parent for every chunk it does not own) up but holding nothing and
+ * not growing.  Chunk 0, A's, is pulled from the seed once A was waited
+ * for (its holdings stopped growing 2 s ago, then 2 s lost): not never
+ * (the time it was first seen lost must stay with the chunk). */
+START_TEST(fleet_parent_lost)
+{
+	uint32_t p1, p2, h2, set;
+	struct sfs_cache_hobj none = {NULL, 0};
+	struct sfs_cache *c =
+		seed_and_member("lost", &none, &set, &p1, &p2, &h2);
+	ck_assert_int_eq(sfs_cache_set_fleet(c, set, 2, 1, &h2, 1), 0);
+	uint64_t t0 = sfs_now_ms();
+	ck_assert_int_eq(read_check(c, set, 0, 100), 0);
+	uint64_t took = sfs_now_ms() - t0;
+	struct sfs_cache_peer_info ia;
+	ck_assert_int_eq(sfs_cache_peer(c, p1, &ia), 0);
+	ck_assert_uint_ge(ia.pulls, 1);
+	ck_assert_msg(took >= 1900 && took <= 7000,
+		      "chunk 0 took %" PRIu64 " ms (parent lost it: 2-6 s)",
+		      took);
+	sfs_cache_free(c);
+}
+END_TEST
+
 /* The end of a lane: of three members (this cache, A up but holding
  * nothing, B not connected), once this cache has pulled its own third
  * it helps A, which is behind: A's chunks are dealt to this cache and B
@@ -1901,6 +1926,7 @@ int main(void)
 	tcase_add_test(t, stuck_member_keeps_no_seed_off);
 	tcase_add_test(t, lanes_equal_shares);
 	tcase_add_test(t, fleet_lanes_own_share);
+	tcase_add_test(t, fleet_parent_lost);
 	tcase_add_test(t, relay_tree_parent_serves);
 	tcase_add_test(t, coming_not_pulled_twice);
 	tcase_add_test(t, lanes_help_behind);

@@ -1447,7 +1447,8 @@ static int fleet_of(struct rsrc **all, size_t ns, const char *name,
 		if (s->reseeder || !rsrc_serves(s, name))
 			continue;
 		pthread_mutex_lock(&s->lock);
-		int have = s->fleet.size >= 2;
+		int have = s->fleet.size >= 2 &&
+			   sfs_now_ms() < s->fleet.at_ms + RSRC_FLEET_KEEP_MS;
 		if (have)
 			*f = s->fleet;
 		pthread_mutex_unlock(&s->lock);
@@ -1457,52 +1458,40 @@ static int fleet_of(struct rsrc **all, size_t ns, const char *name,
 	return 0;
 }
 
-/* The fleet's member at @addr among the sources: the one of @cand (the
- * sources that publish the content) at @addr, into *@src; or NULL and
- * 1 when a source there answers without it (it does not load it), 0
- * when none is there yet.  Before mo->lock (s->lock is taken). */
-static int fleet_source(struct rsrc **all, size_t ns, struct rsrc **cand,
-			size_t nc, const char *addr, struct rsrc **src)
+/* The fleet's member at @addr among @cand, the sources that publish the
+ * content, or NULL (not connected yet, or it does not load it). */
+static struct rsrc *fleet_source(struct rsrc **cand, size_t nc,
+				 const char *addr)
 {
-	*src = NULL;
 	for (size_t i = 0; i < nc; i++)
-		if (!strcmp(cand[i]->addr, addr)) {
-			*src = cand[i];
-			return 0;
-		}
-	int without = 0;
-	for (size_t i = 0; i < ns && !without; i++) {
-		struct rsrc *s = all[i];
-		if (strcmp(s->addr, addr) || atomic_load(&s->self))
-			continue;
-		pthread_mutex_lock(&s->lock);
-		without = s->instance != 0 && !s->unreachable;
-		pthread_mutex_unlock(&s->lock);
-	}
-	return without;
+		if (!strcmp(cand[i]->addr, addr))
+			return cand[i];
+	return NULL;
 }
 
 /* The lane of member @src (fleet_source's) of @v (mo->lock held): its
- * holder of @v's content, SFS_CACHE_LANE_UNKNOWN when not connected
- * yet, SFS_CACHE_NONE when it said it does not prefetch it. */
+ * holder of @v's content; SFS_CACHE_LANE_UNKNOWN when it is not
+ * connected yet, or does not load the content (no source of it, or one
+ * that said it does not prefetch it).  Its place stays its own: the
+ * ring is the same in every member (a replica that left it alone would
+ * hold back its share), and the chunks it would pass on come from the
+ * seeds after the wait for a parent not connected. */
 static uint32_t fleet_holder(struct sfs_view *v, struct rsrc *src)
 {
 	for (struct sfs_vholder *h = v->holders; src && h; h = h->next)
 		if (h->src == src && h->partial && !h->expires_ms)
 			return h->prefetching || !h->have_version
 				       ? h->holder
-				       : SFS_CACHE_NONE;
+				       : SFS_CACHE_LANE_UNKNOWN;
 	return SFS_CACHE_LANE_UNKNOWN;
 }
 
 /*
  * The fleet's lanes of @mo's view @content, when a seed that serves the
- * model gave this re-seeder its place in them and every member it was
- * given loads this content (or is not connected yet): 1.  0: the lanes
- * are lanes()'s (among the members it works with), for a model the
- * fleet does not load as one (a member waited for as a parent would
- * hold back what it does not pull).  The members by the holders it has
- * of them; given to the cache when they changed.
+ * model gave this re-seeder its place in them (in the last
+ * RSRC_FLEET_KEEP_MS): 1.  0: it did not, the lanes are lanes()'s.  The
+ * members by the holders it has of them; given to the cache when they
+ * changed.
  */
 static int fleet_lanes(struct sfs_replica *r, struct sfs_model *mo,
 		       uint64_t content, struct rsrc **all, size_t ns,
@@ -1516,10 +1505,7 @@ static int fleet_lanes(struct sfs_replica *r, struct sfs_model *mo,
 		return 0;
 	}
 	for (size_t k = 0; k < f->nmembers; k++)
-		if (fleet_source(all, ns, cand, nc, f->members[k], &msrc[k])) {
-			free(f); /* a member that does not load it */
-			return 0;
-		}
+		msrc[k] = fleet_source(cand, nc, f->members[k]);
 	pthread_mutex_lock(&mo->lock);
 	struct sfs_view *v = mo->current;
 	if (!v || v->expired || v->content != content) {
@@ -1530,11 +1516,6 @@ static int fleet_lanes(struct sfs_replica *r, struct sfs_model *mo,
 	uint64_t sig = XXH3_64bits(f, offsetof(struct rsrc_fleet, members));
 	for (size_t k = 0; k < f->nmembers; k++) {
 		hold[k] = fleet_holder(v, msrc[k]);
-		if (hold[k] == SFS_CACHE_NONE) {
-			pthread_mutex_unlock(&mo->lock);
-			free(f);
-			return 0;
-		}
 		sig += XXH3_64bits_withSeed(&hold[k], sizeof(hold[k]), k + 1);
 	}
 	int changed = sig != v->lanes_sig;

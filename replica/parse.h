@@ -46,8 +46,12 @@ struct rsrc_answer {
 int rsrc_parse_models(const char *body, size_t len, struct rsrc_answer *a,
 		      char *err, size_t errlen);
 
-#define RSRC_FLEET_MAX 65536  /* replicas in the fleet's lanes */
+#define RSRC_FLEET_MAX                                                         \
+	4096 /* replicas in the fleet's lanes (a seed lists 256) */
 #define RSRC_FLEET_MEMBERS 16 /* ... of which one works with: log2 */
+#define RSRC_FLEET_KEEP_MS                                                     \
+	15000 /* a place is good this long after the
+				    seed said it (its announcements') */
 
 /* A seed's answer of where this re-seeder is in the fleet's lanes. */
 struct rsrc_fleet {
@@ -55,6 +59,7 @@ struct rsrc_fleet {
 	size_t index; /* this one's place */
 	size_t nmembers;
 	char members[RSRC_FLEET_MEMBERS][300]; /* at places -1, -2, -4... */
+	uint64_t at_ms; /* when the seed said it (sfs_now_ms) */
 };
 
 /*

@@ -785,15 +785,14 @@ static void discover(struct rsrc *s)
 	if (sfs_control_get(s->r->cfg.cred, s->addr, path, r->cfg.timeout_ms,
 			    1u << 20, &body, &len, err, sizeof(err))) {
 		free(f);
-		/* An older seed, or none listed; a place in the fleet it
-		 * gave is not kept past an answer it did not give. */
-		pthread_mutex_lock(&s->lock);
-		s->fleet.size = 0;
-		pthread_mutex_unlock(&s->lock);
+		/* An older seed, or none listed, or a moment's failure: a
+		 * place it gave stays until RSRC_FLEET_KEEP_MS after it
+		 * said it (fleet_of), not past. */
 		return;
 	}
 	int rc = rsrc_parse_sources(body, len, add_reseeder, s, f, err,
 				    sizeof(err));
+	f->at_ms = sfs_now_ms();
 	if (!rc && f->size)
 		SFS_LOG(SFS_DEBUG, "source",
 			"%s: this re-seeder is the %zu-th of %zu in the "

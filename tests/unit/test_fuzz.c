@@ -822,7 +822,10 @@ START_TEST(sources_fleet)
 		 NULL},
 		{"{\"size\":2,\"index\":1,\"members\":[\"a:1\"]}", NULL},
 		{"{\"size\":1,\"index\":0,\"members\":[]}", "fleet.size"},
-		{"{\"size\":4097,\"index\":0,\"members\":[]}", "fleet.size"},
+		{"{\"size\":4097,\"index\":0,\"members\":[\"a:1\",\"a:1\","
+		 "\"a:1\",\"a:1\",\"a:1\",\"a:1\",\"a:1\",\"a:1\",\"a:1\","
+		 "\"a:1\",\"a:1\",\"a:1\",\"a:1\"]}",
+		 "fleet.size: 2 to 4096"},
 		{"{\"size\":5,\"index\":5,\"members\":[\"a:1\",\"b:2\",\"c:3\"]}",
 		 "fleet.index"},
 		{"{\"size\":5,\"index\":-1,\"members\":[\"a:1\",\"b:2\",\"c:3\"]}",

@@ -1081,11 +1081,9 @@ START_TEST(stuck_member_keeps_no_seed_off)
 }
 END_TEST
 
-/* Lanes: with three members, this cache pulls from the last-resort seed
- * exactly its third of the chunks (chunk g is member g mod 3's, members
- * in key order, whatever order they are given in), and the others' only
- * after waiting for them (members not connected: 2 s). */
-START_TEST(lanes_equal_shares)
+/* A cache of one last-resort seed holding all of a set: the cache, *set
+ * and its holder *h. */
+static struct sfs_cache *one_seed(uint32_t *set, uint32_t *h)
 {
 	char err[256];
 	struct sfs_cache *c;
@@ -1093,27 +1091,47 @@ START_TEST(lanes_equal_shares)
 				    .size = (uint64_t)CHUNK * (NCHUNKS + 8),
 				    .chunk_size = CHUNK,
 				    .timeout_ms = 10000};
-	struct sfs_cache_stats st;
-	uint32_t p, h;
+	uint32_t p;
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
 	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "seed", &p), 0);
-	uint32_t set = add_one(c, p, NULL, 0, 0, NULL, &h);
+	*set = add_one(c, p, NULL, 0, 0, NULL, h);
 	sfs_cache_peer_last_resort(c, p, 1);
+	return c;
+}
+
+/* Wait (1 s at most) until @c pulled @own chunks of its own lane from
+ * the seed, then 200 ms more (nothing of the others' comes yet): its
+ * stats then into *@st. */
+static void own_pulled(struct sfs_cache *c, uint64_t own,
+		       struct sfs_cache_stats *st)
+{
+	for (int i = 0; i < 100; i++) {
+		sfs_cache_stats(c, st);
+		if (st->lane_own == own)
+			break;
+		usleep(10000);
+	}
+	usleep(200000);
+	sfs_cache_stats(c, st);
+}
+
+/* Lanes: with three members, this cache pulls from the last-resort seed
+ * exactly its third of the chunks (chunk g is member g mod 3's, members
+ * in key order, whatever order they are given in), and the others' only
+ * after waiting for them (members not connected: 2 s). */
+START_TEST(lanes_equal_shares)
+{
+	struct sfs_cache_stats st;
+	uint32_t h, set;
+	struct sfs_cache *c = one_seed(&set, &h);
 	const struct sfs_cache_lane l[3] = {
 		{.key = 30, .holder = SFS_CACHE_LANE_UNKNOWN},
 		{.key = 10, .holder = SFS_CACHE_NONE},
 		{.key = 20, .holder = SFS_CACHE_LANE_UNKNOWN}};
 	ck_assert_int_eq(sfs_cache_set_lanes(c, set, l, 3), 0);
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
-	for (int i = 0; i < 100; i++) {
-		sfs_cache_stats(c, &st);
-		if (st.lane_own == NCHUNKS / 3)
-			break;
-		usleep(10000);
-	}
-	usleep(200000); /* and nothing of the others' comes yet */
-	sfs_cache_stats(c, &st);
+	own_pulled(c, NCHUNKS / 3, &st);
 	ck_assert_uint_eq(st.lane_own, NCHUNKS / 3);
 	ck_assert_uint_eq(st.lane_others, 0);
 	/* Ours are chunks 0, 3, 6, ...: served without a pull. */
@@ -1136,19 +1154,9 @@ END_TEST
  * connected: 2 s); sfs_cache_set_fleet refuses what is no fleet. */
 START_TEST(fleet_lanes_own_share)
 {
-	char err[256];
-	struct sfs_cache *c;
-	struct sfs_cache_cfg cfg = {.xport = replica,
-				    .size = (uint64_t)CHUNK * (NCHUNKS + 8),
-				    .chunk_size = CHUNK,
-				    .timeout_ms = 10000};
 	struct sfs_cache_stats st;
-	uint32_t p, h;
-	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
-		      err);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "seed", &p), 0);
-	uint32_t set = add_one(c, p, NULL, 0, 0, NULL, &h);
-	sfs_cache_peer_last_resort(c, p, 1);
+	uint32_t h, set;
+	struct sfs_cache *c = one_seed(&set, &h);
 	const uint32_t unk[3] = {SFS_CACHE_LANE_UNKNOWN, SFS_CACHE_LANE_UNKNOWN,
 				 SFS_CACHE_LANE_UNKNOWN};
 	const uint32_t self[2] = {SFS_CACHE_LANE_UNKNOWN, SFS_CACHE_NONE};
@@ -1167,14 +1175,7 @@ START_TEST(fleet_lanes_own_share)
 		own += g % 4 == 1;
 	uint64_t t0 = sfs_now_ms();
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
-	for (int i = 0; i < 100; i++) {
-		sfs_cache_stats(c, &st);
-		if (st.lane_own == own)
-			break;
-		usleep(10000);
-	}
-	usleep(200000); /* and nothing of the others' comes yet */
-	sfs_cache_stats(c, &st);
+	own_pulled(c, own, &st);
 	ck_assert_uint_eq(st.lane_own, own);
 	if (sfs_now_ms() < t0 + 1900)
 		ck_assert_uint_eq(st.lane_others, 0);

@@ -502,6 +502,17 @@ want f && echo "| (f) (b), the seed's link $SEED_X x | $(s "$T_f") s | ${DONE_f%
 want f && echo "| (f), seed killed -9 at $(s "$G_AT") s | $(s "$T_g") s | ${DONE_g% } | $(x "$G_SENT" "$BYTES") x model before | $(control g) % | all $N byte-exact |"
 want h && [ "$T_b" -gt 0 ] && echo "| (h) (b), seed killed -9 at $(s "$H_AT") s | $( [ "$FAILED_h" = "$N" ] && echo - || echo "$(s "$T_h") s") | ${DONE_h% } | $(x "$H_SENT" "$BYTES") x model before | $(control h) % | $((N - FAILED_h)) byte-exact, $FAILED_h failed (EIO) |"
 want b && echo "control: HTTP bytes each replica's control client received while it loaded (goal for (b) <= 1 % of the model: $(okf "$(control b)" 1))"
+# control_routes NAME: the largest one's bytes by route, in % of the model
+control_routes() {
+	for f in "$WORK/$1"-r*.status; do
+		[ -s "$f" ] || continue
+		awk '$1 == "control_bytes:" { print $2, FILENAME }' "$f"
+	done | sort -n | tail -n 1 | while read -r _ f; do
+		sed -n 's/^control_received_by_route: //p' "$f" | tr ',' '\n' |
+			awk -v b="$BYTES" 'NF == 2 { printf "%s%s %.3f %%", sep, $1, 100 * $2 / b; sep = ", " }'
+	done
+}
+want b && echo "control of (b)'s largest, by route: $(control_routes b)"
 echo
 echo "link bounds: (a) $ideal_a s (the seed's uplink), (c) $ideal_c s (each replica's downlink)"
 [ "$RUNS" -gt 1 ] && want b && want c &&

@@ -210,31 +210,72 @@ void sfs_control_keep_end(void)
 	keeping = 0;
 }
 
-/* One HTTP exchange; @body NULL for GET.  *code: the HTTP status. */
 /* HTTP bytes this process sent and received as a client: what the
- * control plane costs (sfs_control_traffic). */
-static _Atomic uint64_t traffic_rx, traffic_tx;
+ * control plane costs (sfs_control_traffic), by route. */
+static _Atomic uint64_t traffic_rx[SFS_CTL_ROUTES], traffic_tx[SFS_CTL_ROUTES];
 
-static void count_traffic(CURL *h)
+static const char *const route_names[SFS_CTL_ROUTES] = {
+	[SFS_CTL_ROUTE_HOLDINGS] = "holdings",
+	[SFS_CTL_ROUTE_MANIFEST] = "manifest",
+	[SFS_CTL_ROUTE_MODELS] = "models",
+	[SFS_CTL_ROUTE_SOURCES] = "sources",
+	[SFS_CTL_ROUTE_OTHER] = "other",
+};
+
+/* @url's route: the word after its first "/v1/". */
+static enum sfs_ctl_route route_of(const char *url)
+{
+	const char *p = strstr(url, "/v1/");
+	if (p) {
+		p += 4;
+		for (int i = 0; i < SFS_CTL_ROUTE_OTHER; i++) {
+			size_t n = strlen(route_names[i]);
+			if (!strncmp(p, route_names[i], n) &&
+			    (p[n] == '?' || p[n] == '/' || !p[n]))
+				return (enum sfs_ctl_route)i;
+		}
+	}
+	return SFS_CTL_ROUTE_OTHER;
+}
+
+static void count_traffic(CURL *h, const char *url)
 {
 	curl_off_t dl = 0, ul = 0;
 	long hs = 0, rs = 0;
+	enum sfs_ctl_route r = route_of(url);
 	curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &dl);
 	curl_easy_getinfo(h, CURLINFO_HEADER_SIZE, &hs);
 	curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &ul);
 	curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &rs);
-	atomic_fetch_add(&traffic_rx, (uint64_t)(dl > 0 ? dl : 0) +
-					      (uint64_t)(hs > 0 ? hs : 0));
-	atomic_fetch_add(&traffic_tx, (uint64_t)(ul > 0 ? ul : 0) +
-					      (uint64_t)(rs > 0 ? rs : 0));
+	atomic_fetch_add(&traffic_rx[r], (uint64_t)(dl > 0 ? dl : 0) +
+						 (uint64_t)(hs > 0 ? hs : 0));
+	atomic_fetch_add(&traffic_tx[r], (uint64_t)(ul > 0 ? ul : 0) +
+						 (uint64_t)(rs > 0 ? rs : 0));
 }
 
 void sfs_control_traffic(uint64_t *rx, uint64_t *tx)
 {
-	*rx = atomic_load(&traffic_rx);
-	*tx = atomic_load(&traffic_tx);
+	*rx = *tx = 0;
+	for (int i = 0; i < SFS_CTL_ROUTES; i++) {
+		*rx += atomic_load(&traffic_rx[i]);
+		*tx += atomic_load(&traffic_tx[i]);
+	}
 }
 
+void sfs_control_traffic_route(enum sfs_ctl_route route, uint64_t *rx,
+			       uint64_t *tx)
+{
+	int ok = (unsigned int)route < SFS_CTL_ROUTES;
+	*rx = ok ? atomic_load(&traffic_rx[route]) : 0;
+	*tx = ok ? atomic_load(&traffic_tx[route]) : 0;
+}
+
+const char *sfs_control_route_name(enum sfs_ctl_route route)
+{
+	return (unsigned int)route < SFS_CTL_ROUTES ? route_names[route] : "?";
+}
+
+/* One HTTP exchange; @body NULL for GET.  *code: the HTTP status. */
 static int exchange(struct sfs_control_cred *cred, const char *url,
 		    const void *body, size_t blen, unsigned int timeout_ms,
 		    struct sfs_http_body *b, long *code, char *err,
@@ -300,7 +341,7 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
-	count_traffic(h);
+	count_traffic(h, url);
 	if (b->too_big || cc == CURLE_FILESIZE_EXCEEDED) {
 		snprintf(err, errlen, "%s: response larger than %zu bytes", url,
 			 b->limit);

@@ -162,6 +162,26 @@ int sfs_control_remote_key_raw(const struct sfs_remote *r);
  * the control plane costs it.  Thread safe. */
 void sfs_control_traffic(uint64_t *rx, uint64_t *tx);
 
+/* The routes sfs_control_traffic_route counts apart. */
+enum sfs_ctl_route {
+	SFS_CTL_ROUTE_HOLDINGS, /* /v1/holdings */
+	SFS_CTL_ROUTE_MANIFEST, /* /v1/manifest */
+	SFS_CTL_ROUTE_MODELS,	/* /v1/models */
+	SFS_CTL_ROUTE_SOURCES,	/* /v1/sources */
+	SFS_CTL_ROUTE_OTHER,	/* the rest (health, connect, announce) */
+	SFS_CTL_ROUTES
+};
+
+/* sfs_control_traffic_route - sfs_control_traffic's bytes received and
+ * sent for one route (@route below SFS_CTL_ROUTES, else 0s); the
+ * routes' sums are sfs_control_traffic's.  Thread safe. */
+void sfs_control_traffic_route(enum sfs_ctl_route route, uint64_t *rx,
+			       uint64_t *tx);
+
+/* sfs_control_route_name - @route's short name ("holdings", ...)
+ * [static]. */
+const char *sfs_control_route_name(enum sfs_ctl_route route);
+
 /* sfs_control_init - process-wide setup; call once before threads. */
 int sfs_control_init(void);
 

@@ -165,8 +165,13 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 				"kind", n[i].kind, "error", "checksum", NULL);
 	}
 
-	uint64_t crx, ctx;
-	sfs_control_traffic(&crx, &ctx);
+	/* One reading of the routes: the total is their sum. */
+	uint64_t rrx[SFS_CTL_ROUTES], rtx[SFS_CTL_ROUTES], crx = 0, ctx = 0;
+	for (int i = 0; i < SFS_CTL_ROUTES; i++) {
+		sfs_control_traffic_route(i, &rrx[i], &rtx[i]);
+		crx += rrx[i];
+		ctx += rtx[i];
+	}
 	sfs_metrics_family(m, "seedfs_control_bytes_total", "counter",
 			   "HTTP bytes this replica's control-port client "
 			   "received and sent (headers and bodies).");
@@ -174,6 +179,16 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 			"received", NULL);
 	sfs_metrics_u64(m, "seedfs_control_bytes_total", ctx, "direction",
 			"sent", NULL);
+	sfs_metrics_family(m, "seedfs_control_route_bytes_total", "counter",
+			   "seedfs_control_bytes_total by the route asked "
+			   "(holdings, manifest, models, sources, other).");
+	for (int i = 0; i < SFS_CTL_ROUTES; i++) {
+		const char *rn = sfs_control_route_name(i);
+		sfs_metrics_u64(m, "seedfs_control_route_bytes_total", rrx[i],
+				"route", rn, "direction", "received", NULL);
+		sfs_metrics_u64(m, "seedfs_control_route_bytes_total", rtx[i],
+				"route", rn, "direction", "sent", NULL);
+	}
 	struct rsrc_caps caps;
 	rsrc_caps(r, &caps);
 	const struct one tab[] = {

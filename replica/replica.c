@@ -153,6 +153,13 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 		rc = rsrc_adopt_peer(s, m, ep, xpeer, err, errlen);
 	else
 		sfs_xport_peer_remove(r->x, xpeer);
+	if (!rc) { /* its poller's first offer takes it (source.c) */
+		pthread_mutex_lock(&s->lock);
+		sfs_manifest_free(s->primed);
+		s->primed = m;
+		m = NULL;
+		pthread_mutex_unlock(&s->lock);
+	}
 	sfs_manifest_free(m);
 	return rc;
 }

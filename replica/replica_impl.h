@@ -219,6 +219,10 @@ struct rsrc {
 	uint32_t cpeer;	   /* the cache's; SFS_CACHE_NONE: none */
 	struct sfs_endpoint ep;
 	int has_ep;
+	/* The manifest the mount opened the transport with [owned]: the
+	 * first offer of the same model, generation, content and run takes
+	 * it instead of fetching it again; protected by lock. */
+	struct sfs_manifest *primed;
 	size_t nknown, cap_known; /* protected by lock */
 	struct rsrc_known *known;
 	/* Models it brought in, alive; refused at the cap, and when that

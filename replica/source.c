@@ -64,6 +64,7 @@ void rsrc_free(struct rsrc *s)
 		SFS_LOG(SFS_DEBUG, "source", "%s: freed", s->addr);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
+	sfs_manifest_free(s->primed);
 	free(s->known);
 	free(s->addr);
 	free(s);
@@ -503,6 +504,20 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 		snprintf(err, sizeof(err), "out of memory");
 		goto done;
 	}
+	/* The manifest the mount opened with, when this is its model and
+	 * run still: not fetched twice (at small chunks it is mostly
+	 * checksums, a large part of what control costs). */
+	pthread_mutex_lock(&s->lock);
+	struct sfs_manifest *primed = s->primed;
+	s->primed = NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (primed && !strcmp(primed->model, am->name) &&
+	    primed->generation == am->generation &&
+	    primed->content == am->content && primed->instance == instance &&
+	    primed->key_epoch >= am->key_epoch)
+		m = primed;
+	else
+		sfs_manifest_free(primed);
 	/* Of a content this mount has, all it needs is how this source
 	 * serves it: thin (no checksums or tensors, most of a manifest at
 	 * small chunks; one that checks signatures asks whole). */
@@ -511,12 +526,12 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	snprintf(path, sizeof(path), "/v1/manifest?model=%s%s", esc,
 		 thin ? "&thin=1" : "");
 	free(esc);
-	if ((rc = sfs_control_get(s->r->cfg.cred, s->addr, path,
-				  r->cfg.timeout_ms, SFS_MANIFEST_MAX, &json,
-				  &len, err, sizeof(err))))
+	if (!m && (rc = sfs_control_get(s->r->cfg.cred, s->addr, path,
+					r->cfg.timeout_ms, SFS_MANIFEST_MAX,
+					&json, &len, err, sizeof(err))))
 		goto done;
 	char why[400];
-	if ((rc = sfs_manifest_decode(json, len, &m, why, sizeof(why)))) {
+	if (!m && (rc = sfs_manifest_decode(json, len, &m, why, sizeof(why)))) {
 		snprintf(err, sizeof(err), "bad manifest: %s", why);
 		goto done;
 	}

@@ -341,6 +341,16 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	    st.bytes_pulled
 		    ? 100.0 * (double)(crx + ctx) / (double)st.bytes_pulled
 		    : 0.0);
+	char by[256];
+	size_t at = 0;
+	for (int i = 0; i < SFS_CTL_ROUTES && at < sizeof(by); i++) {
+		uint64_t rrx, rtx;
+		sfs_control_traffic_route(i, &rrx, &rtx);
+		int w = snprintf(by + at, sizeof(by) - at, "%s%s %" PRIu64,
+				 i ? ", " : "", sfs_control_route_name(i), rrx);
+		at += w > 0 ? (size_t)w : 0;
+	}
+	put(f, "control_received_by_route: %s", by);
 	put(f, "failovers: %" PRIu64 "", st.failovers);
 	if (st.lane_own || st.lane_others)
 		put(f,

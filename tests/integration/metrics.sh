@@ -130,6 +130,21 @@ misses=$(value "$WORK/mnt1.prom" "seedfs_cache_misses_total")
 [ "$(value "$WORK/mnt1.prom" "seedfs_source_up{$src}")" = 1 ] || fail "source not up"
 [ "$(value "$WORK/mnt1.prom" 'seedfs_errors_total{kind="checksum"}')" = 0 ] || fail "checksum errors"
 dw=$(value "$WORK/mnt1.prom" seedfs_disk_written_bytes_total)
+# The control client's bytes by route add up to its total, and the
+# manifest came once (the one the mount opened with is the one its
+# source took: twice before).
+msize=$(curl -sf "${AUTH[@]}" "$URL/v1/manifest?model=m" | wc -c)
+mrx=$(value "$WORK/mnt1.prom" 'seedfs_control_route_bytes_total{route="manifest",direction="received"}')
+[ "$mrx" -ge "$msize" ] && [ "$mrx" -lt $((msize + 2048)) ] ||
+	fail "manifest bytes received $mrx for a manifest of $msize (once, with its headers, expected)"
+sum=0
+for rt in holdings manifest models sources other; do
+	sum=$((sum + $(value "$WORK/mnt1.prom" "seedfs_control_route_bytes_total{route=\"$rt\",direction=\"received\"}")))
+done
+[ "$sum" = "$(value "$WORK/mnt1.prom" 'seedfs_control_bytes_total{direction="received"}')" ] ||
+	fail "routes' bytes $sum are not the control total"
+grep -q "^control_received_by_route: holdings [0-9]*, manifest $mrx, models [0-9]*, sources [0-9]*, other [0-9]*$" "$MNT/.seedfs/status" ||
+	fail "status: $(grep control_received "$MNT/.seedfs/status")"
 ok "mount: promtool clean before, after, on --metrics-listen; read $total: source bytes $b0 -> $b1, $p1 pulls, histogram $hc, disk written $dw"
 
 # The seed's bytes are what the replica reports on its next ask (1 s).

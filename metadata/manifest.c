@@ -440,6 +440,10 @@ static json_t *encode_file(const struct sfs_mfile *f, unsigned flags)
 			json_decref(ext);
 			return NULL;
 		}
+	if (flags & SFS_MF_ENC_THIN) { /* a re-seeder serves by holdings */
+		json_decref(ext);
+		ext = NULL;
+	}
 	json_t *o = json_pack("{s:s,s:I,s:o*}", "path", f->path, "size",
 			      (json_int_t)f->size, "extents", ext);
 	if ((o && f->has_xxh3 &&
@@ -810,7 +814,8 @@ static int validate_file(const struct sfs_manifest *m, size_t i,
 		}
 		at += e->len;
 	}
-	if (at != f->size)
+	/* A re-seeder's thin manifest may give files no extents. */
+	if (at != f->size && !(m->thin && m->holdings && !f->next))
 		return sfs_fail(err, errlen,
 				"files[%zu] '%s': extents cover %" PRIu64
 				" bytes, size says %" PRIu64,
@@ -1333,7 +1338,11 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 				err, errlen,
 				"files[%zu].size: missing or out of range", i);
 		ext = json_object_get(f, "extents");
-		if (!json_is_array(ext))
+		/* A re-seeder's thin manifest leaves them out: it serves
+		 * what its holdings say, and the asker has the content's
+		 * bytes and layout from the whole manifest. */
+		int bare = !ext && m->thin && m->holdings;
+		if (!json_is_array(ext) && !bare)
 			return sfs_fail(err, errlen,
 					"files[%zu].extents: missing or not an "
 					"array",
@@ -1360,6 +1369,8 @@ static int decode_files(struct sfs_manifest *m, json_t *a, char *err,
 			if ((rc = decode_extent(m, idx, j, e, err, errlen)))
 				return rc;
 		}
+		if (bare)
+			m->files[idx].size = size;
 		if (m->files[idx].size != size)
 			return sfs_fail(err, errlen,
 					"files[%zu].size: says %" PRIu64

@@ -573,9 +573,22 @@ START_TEST(thin_form)
 	char *a, *b;
 	size_t al, bl;
 
+	/* Only a re-seeder's manifest is thin: its files without extents
+	 * (a seed's without them is refused, naming the field). */
 	ck_assert_int_eq(sfs_manifest_encode_with(m, SFS_MF_ENC_THIN, &a, &al),
 			 0);
+	ck_assert_ptr_null(strstr(a, "\"extents\""));
+	ck_assert_int_eq(sfs_manifest_decode(a, al, &d, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "files[0].extents: missing"));
+	free(a);
+	m->holdings = 1;
+	ck_assert_int_eq(sfs_manifest_encode_with(m, SFS_MF_ENC_THIN, &a, &al),
+			 0);
+	ck_assert_ptr_null(strstr(a, "\"extents\""));
+	ck_assert_ptr_null(strstr(a, "\"inline\""));
 	ck_assert_int_eq(sfs_manifest_encode(m, &b, &bl), 0);
+	ck_assert_ptr_nonnull(strstr(b, "\"inline\""));
 	ck_assert_ptr_null(strstr(a, "feedfacecafebeef"));
 	ck_assert_ptr_nonnull(strstr(b, "feedfacecafebeef"));
 	ck_assert_uint_lt(al, bl);
@@ -589,6 +602,8 @@ START_TEST(thin_form)
 	ck_assert_uint_gt(f->ntensors, 0);
 	for (size_t i = 0; i < d->nfiles; i++) {
 		ck_assert_uint_eq(d->files[i].csum_shift, 0);
+		ck_assert_uint_eq(d->files[i].next, 0);
+		ck_assert(f->files[i].next > 0 || !f->files[i].size);
 		ck_assert_uint_eq(d->files[i].size, f->files[i].size);
 		ck_assert_uint_eq(d->files[i].xxh3, f->files[i].xxh3);
 	}

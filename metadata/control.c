@@ -387,12 +387,20 @@ static int request(struct sfs_control_cred *cred, const char *hostport,
 		   char *err, size_t errlen)
 {
 	struct sfs_http_body b = {.limit = cap};
-	char url[600];
+	/* A model name escapes to 3 x 255 bytes: room for that, a host
+	 * name and the query; a longer one is refused, never cut. */
+	char url[2048];
 	long code = 0;
 	int rc, again = 1;
 
-	snprintf(url, sizeof(url), "%s://%s%s",
-		 sfs_control_cred_tls(cred) ? "https" : "http", hostport, path);
+	int ulen = snprintf(url, sizeof(url), "%s://%s%s",
+			    sfs_control_cred_tls(cred) ? "https" : "http",
+			    hostport, path);
+	if (ulen < 0 || (size_t)ulen >= sizeof(url)) {
+		snprintf(err, errlen, "%s: a URL of %d bytes (at most %zu)",
+			 hostport, ulen, sizeof(url) - 1);
+		return -ENAMETOOLONG;
+	}
 retry:
 	rc = exchange(cred, url, body, blen, timeout_ms, &b, &code, err,
 		      errlen);

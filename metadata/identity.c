@@ -119,6 +119,28 @@ static int str_ok(const char *s)
 	return 1;
 }
 
+static const char *value_rule(const struct id_key *k)
+{
+	return k->off == offsetof(struct sfs_identity, model)
+		       ? "0-255 bytes of UTF-8 without '/' or control "
+			 "characters"
+		       : "0-127 printable characters without blanks, quotes, "
+			 "',' or '='";
+}
+
+/* @v (@n bytes) fits @k: the model a model name (UTF-8 without control
+ * bytes or '/', below SFS_ID_MODEL_MAX: what a manifest's name may be),
+ * any other string str_ok below SFS_ID_STR_MAX. */
+static int value_ok(const struct id_key *k, const char *v, size_t n)
+{
+	if (strlen(v) != n)
+		return 0;
+	if (k->off == offsetof(struct sfs_identity, model))
+		return n < SFS_ID_MODEL_MAX && sfs_unprintable(v, n) == n &&
+		       !strchr(v, '/');
+	return n < SFS_ID_STR_MAX && str_ok(v);
+}
+
 int sfs_identity_set(struct sfs_identity *id, const char *key,
 		     const char *value, char *err, size_t errlen)
 {
@@ -137,11 +159,9 @@ int sfs_identity_set(struct sfs_identity *id, const char *key,
 					key, value);
 		return 0;
 	}
-	if (strlen(value) >= SFS_ID_STR_MAX || !str_ok(value))
-		return sfs_fail(err, errlen,
-				"identity %s: '%.64s' is not 0-%d printable "
-				"characters without blanks, quotes, ',' or '='",
-				key, value, SFS_ID_STR_MAX - 1);
+	if (!value_ok(k, value, strlen(value)))
+		return sfs_fail(err, errlen, "identity %s: '%.64s' is not %s",
+				key, value, value_rule(k));
 	strcpy(str_at(id, k), value);
 	return 0;
 }
@@ -327,14 +347,11 @@ int sfs_identity_from_json(struct sfs_identity *id, const char *json,
 				*u64_at(id, key) =
 					(uint64_t)json_integer_value(v);
 		} else if (!json_is_string(v) ||
-			   json_string_length(v) >= SFS_ID_STR_MAX ||
-			   strlen(json_string_value(v)) !=
-				   json_string_length(v) ||
-			   !str_ok(json_string_value(v))) {
+			   !value_ok(key, json_string_value(v),
+				     json_string_length(v))) {
 			rc = sfs_fail(err, errlen,
-				      "identity.%s: not a string of 0-%d "
-				      "printable characters",
-				      k, SFS_ID_STR_MAX - 1);
+				      "identity.%s: not a string of %s", k,
+				      value_rule(key));
 		} else {
 			strcpy(str_at(id, key), json_string_value(v));
 		}

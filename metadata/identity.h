@@ -16,13 +16,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SFS_ID_STR_MAX 128	/* bytes of a string value */
+#define SFS_ID_STR_MAX 128 /* bytes of a string value ... */
+#define SFS_ID_MODEL_MAX                                                       \
+	256			/* ... but the model's: a model name, one
+				   path component of up to 255 bytes */
 #define SFS_ID_PARAMS_MAX 16384 /* bytes of quant_params, canonical */
 #define SFS_ID_SHORT 12		/* hex digits of the short id */
 #define SFS_ID_MAX_PARALLEL 65536
 
 struct sfs_identity {
-	char model[SFS_ID_STR_MAX];
+	char model[SFS_ID_MODEL_MAX];  /* UTF-8, no '/' or control bytes */
 	char revision[SFS_ID_STR_MAX]; /* "" when not known */
 	uint64_t generation;
 	char dtype[SFS_ID_STR_MAX];  /* e.g. bfloat16; "" when not known */

@@ -432,7 +432,7 @@ static json_t *encode_checksum(uint32_t shift, const uint64_t *sums,
 	return o;
 }
 
-static json_t *encode_file(const struct sfs_mfile *f, unsigned flags)
+static json_t *encode_file(const struct sfs_mfile *f, unsigned flags, int bare)
 {
 	json_t *ext = json_array();
 	for (size_t i = 0; ext && i < f->next; i++)
@@ -440,7 +440,7 @@ static json_t *encode_file(const struct sfs_mfile *f, unsigned flags)
 			json_decref(ext);
 			return NULL;
 		}
-	if (flags & SFS_MF_ENC_THIN) { /* a re-seeder serves by holdings */
+	if (bare) { /* a re-seeder serves by its holdings */
 		json_decref(ext);
 		ext = NULL;
 	}
@@ -645,9 +645,12 @@ int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 		if (json_array_append_new(
 			    dirs, encode_dir(m->dirs[i], &m->dir_meta[i])))
 			goto out;
+	/* Extents left out only of a re-seeder's thin manifest, asked so. */
+	int bare = (flags & SFS_MF_ENC_THIN) && (flags & SFS_MF_ENC_BARE) &&
+		   m->holdings;
 	for (size_t i = 0; i < m->nfiles; i++)
-		if (json_array_append_new(files,
-					  encode_file(&m->files[i], flags)))
+		if (json_array_append_new(
+			    files, encode_file(&m->files[i], flags, bare)))
 			goto out;
 	for (size_t i = 0; !(flags & SFS_MF_ENC_THIN) && i < m->ntensors; i++)
 		if (json_array_append_new(tensors,

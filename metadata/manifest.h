@@ -261,6 +261,10 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len);
 #define SFS_MF_ENC_NO_REMOTE 0x2
 #define SFS_MF_ENC_SIGNED 0x4
 #define SFS_MF_ENC_THIN 0x8
+/* SFS_MF_ENC_BARE: with SFS_MF_ENC_THIN, a re-seeder's (holdings) files
+ *   also without extents (their inline bytes with them); asked with
+ *   thin=2, which builds before it did not send (they required them). */
+#define SFS_MF_ENC_BARE 0x10
 
 /*
  * sfs_manifest_encode_with - sfs_manifest_encode with @flags

@@ -59,7 +59,8 @@ static int first_model(struct sfs_replica *r, struct rsrc *s, char *name,
 static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 {
 	const struct sfs_replica_cfg *c = &r->cfg;
-	char name[SFS_MF_NAME_MAX + 1], why[SFS_XPORT_ERR_MAX], path[600];
+	char name[SFS_MF_NAME_MAX + 1], why[SFS_XPORT_ERR_MAX],
+		path[SFS_MF_NAME_MAX * 3 + 64];
 	char first_err[SFS_XPORT_ERR_MAX] = "";
 	struct rsrc *s = NULL;
 	int rc = -EHOSTUNREACH, first_rc = 0;

@@ -8,7 +8,8 @@
  * regions.
  *
  *   GET /v1/models                 what it holds views of
- *   GET /v1/manifest?model=NAME[&thin=1]  the view's manifest ("holdings": true,
+ *   GET /v1/manifest?model=NAME[&thin=1|2]
+ *                                  the view's manifest ("holdings": true,
  *                                  this re-seeder's endpoint and run)
  *   GET /v1/holdings?model=NAME&content=0x..[&since=V]
  *                                  the slab's address and key, and for
@@ -195,11 +196,15 @@ static int manifest_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 	m.holdings = 1;
 	char *json = NULL;
 	size_t len;
-	/* ?thin=1: the asker has this content's manifest already. */
+	/* ?thin=1: the asker has this content's manifest already; thin=2:
+	 * and takes files without extents (what replicas of this build
+	 * ask; thin=1 keeps them for older ones, which require them). */
 	const char *thin = sfs_ctl_arg(req, "thin");
 	unsigned flags = SFS_MF_ENC_NO_REMOTE;
 	if (thin && !strcmp(thin, "1"))
 		flags |= SFS_MF_ENC_THIN;
+	if (thin && !strcmp(thin, "2"))
+		flags |= SFS_MF_ENC_THIN | SFS_MF_ENC_BARE;
 	if (!rc)
 		rc = sfs_manifest_encode_with(&m, flags, &json, &len);
 	view_put(r, v);

@@ -524,7 +524,7 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	int thin = !sfs_control_cred_trust(r->cfg.cred) &&
 		   model_has_content(r, am->name, am->content);
 	snprintf(path, sizeof(path), "/v1/manifest?model=%s%s", esc,
-		 thin ? "&thin=1" : "");
+		 thin ? "&thin=2" : "");
 	free(esc);
 	if (!m && (rc = sfs_control_get(s->r->cfg.cred, s->addr, path,
 					r->cfg.timeout_ms, SFS_MANIFEST_MAX,
@@ -1221,11 +1221,18 @@ static void run_check(struct rsrc *s, unsigned int ask_ms)
 	pthread_mutex_unlock(&s->lock);
 	check(s, ask_ms);
 	pthread_mutex_lock(&s->lock);
+	/* The open's manifest serves the first check (offer) or none: not
+	 * kept, keys and all, while the source is silent or past a cap. */
+	struct sfs_manifest *primed = s->primed;
+	s->primed = NULL;
 	s->checking = 0;
 	s->checks++;
 	s->check_ended = mine;
 	s->checked_ms = sfs_now_ms();
 	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	sfs_manifest_free(primed);
+	pthread_mutex_lock(&s->lock);
 }
 
 void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms)

@@ -332,8 +332,13 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	put(f, "pull_rate_now: %.1f MB/s", rate_now / 1e6);
 	put(f, "pull_rate_avg: %.1f MB/s",
 	    up > 0 ? (double)st.bytes_pulled / up / 1e6 : 0.0);
-	uint64_t crx, ctx;
-	sfs_control_traffic(&crx, &ctx);
+	/* One reading of the routes: the total is their sum. */
+	uint64_t rrx[SFS_CTL_ROUTES], rtx, crx = 0, ctx = 0;
+	for (int i = 0; i < SFS_CTL_ROUTES; i++) {
+		sfs_control_traffic_route(i, &rrx[i], &rtx);
+		crx += rrx[i];
+		ctx += rtx;
+	}
 	put(f,
 	    "control_bytes: %" PRIu64 " received, %" PRIu64
 	    " sent (%.3f %% of bytes_pulled)",
@@ -344,10 +349,9 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	char by[256];
 	size_t at = 0;
 	for (int i = 0; i < SFS_CTL_ROUTES && at < sizeof(by); i++) {
-		uint64_t rrx, rtx;
-		sfs_control_traffic_route(i, &rrx, &rtx);
 		int w = snprintf(by + at, sizeof(by) - at, "%s%s %" PRIu64,
-				 i ? ", " : "", sfs_control_route_name(i), rrx);
+				 i ? ", " : "", sfs_control_route_name(i),
+				 rrx[i]);
 		at += w > 0 ? (size_t)w : 0;
 	}
 	put(f, "control_received_by_route: %s", by);

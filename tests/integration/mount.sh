@@ -166,5 +166,19 @@ PY
 	kill -TERM "$SEED_PID"
 	wait "$SEED_PID" || fail "big seed exit status $?"
 	ok "--mr-max default: 1 GiB + 4 KiB registered as 1 GiB and 4 KiB"
+
+	# The longest model name (255 bytes) in three-byte characters: its
+	# requests carry it escaped (765 bytes), never cut short.
+	name=$(python3 -c 'print("\u6a21" * 85, end="")')
+	mkdir -p "$WORK/long"
+	head -c 100000 /dev/urandom >"$WORK/long/w.bin"
+	SEED_LOG=longseed start_seed "$WORK/long" --protocol tcp --name "$name"
+	MOUNT_LOG=longmount mount_seed "$WORK/longmnt"
+	cmp "$WORK/long/w.bin" "$WORK/longmnt/$name/w.bin" ||
+		fail "a 255-byte model name: $(ls "$WORK/longmnt"; tail -3 "$WORK/longmount.log")"
+	unmount_check "$WORK/longmnt" "$MOUNT_PID"
+	kill -TERM "$SEED_PID"
+	wait "$SEED_PID" || fail "long-name seed exit status $?"
+	ok "a model named in 255 bytes of UTF-8: mounted, byte-exact"
 fi
 sanitizers_clean

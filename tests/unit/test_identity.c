@@ -7,6 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 static char err[512];
@@ -141,6 +142,28 @@ START_TEST(from_json)
 	reject_json("{\"model\":\"m\",\"tp_size\":2,\"tp_rank\":2}",
 		    "identity.tp_rank");
 	reject_json("{\"model\":\"\"}", "identity.model");
+	/* A model is named like a manifest's model: up to 255 bytes of
+	 * UTF-8 (85 three-byte characters), no '/', no control bytes. */
+	char j[400], name[256] = "";
+	for (int i = 0; i < 85; i++)
+		strcat(name, "\xe6\xa8\xa1");
+	snprintf(j, sizeof(j), "{\"model\":\"%s\"}", name);
+	ck_assert_int_eq(
+		sfs_identity_from_json(&back, j, strlen(j), err, sizeof(err)),
+		0);
+	ck_assert_str_eq(back.model, name);
+	sfs_identity_clear(&back);
+	snprintf(j, sizeof(j), "{\"model\":\"%sa\"}", name);
+	reject_json(j, "identity.model: not a string of 0-255 bytes");
+	reject_json("{\"model\":\"a/b\"}", "identity.model");
+	reject_json("{\"model\":\"a\\nb\"}", "identity.model");
+	ck_assert_int_eq(sfs_identity_set(&id, "model", name, err, sizeof(err)),
+			 0);
+	ck_assert_str_eq(id.model, name);
+	ck_assert_int_eq(sfs_identity_set(&id, "quant", "\xe6\xa8\xa1", err,
+					  sizeof(err)),
+			 -EINVAL);
+	sfs_identity_clear(&id);
 }
 END_TEST
 

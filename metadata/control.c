@@ -11,6 +11,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,9 +168,29 @@ int sfs_http_body_add(struct sfs_http_body *b, const char *p, size_t n)
 	return 0;
 }
 
+/* A gzipped answer may unpack to up to the cap, but not to more than
+ * this many times what crossed once it is past the floor: a 300 KB
+ * "bomb" is refused at tens of MB, not kept up to a 256 MiB cap.  Real
+ * answers unpack to 1-3 x (a manifest's hex checksums about 2 x); one
+ * of a model of zeros at small checksum chunks could go past it only
+ * past the floor (2 million checksums). */
+#define UNPACK_FLOOR (32u << 20)
+#define UNPACK_RATIO 256
+
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
-	return sfs_http_body_add(arg, p, size * n) ? 0 : size * n;
+	struct sfs_http_body *b = arg;
+	size_t k = size * n;
+	curl_off_t dl = 0;
+	if (b->curl && b->len + k > UNPACK_FLOOR &&
+	    curl_easy_getinfo(b->curl, CURLINFO_SIZE_DOWNLOAD_T, &dl) ==
+		    CURLE_OK &&
+	    (uint64_t)(b->len + k) / UNPACK_RATIO >
+		    (uint64_t)(dl > 0 ? dl : 0)) {
+		b->bomb = 1;
+		return 0;
+	}
+	return sfs_http_body_add(b, p, k) ? 0 : k;
 }
 
 int sfs_control_init(void)
@@ -299,6 +320,11 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+	/* Answers may come gzipped (ctlsrv.c): what is counted
+	 * (count_traffic) is the bytes that crossed, the cap below and in
+	 * on_data holds for what they unpack to. */
+	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "gzip");
+	b->curl = h;
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
 	/* An answer that says it is larger than the cap is refused before
@@ -342,7 +368,15 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
 	count_traffic(h, url);
-	if (b->too_big || cc == CURLE_FILESIZE_EXCEEDED) {
+	if (b->bomb) {
+		curl_off_t dl = 0;
+		curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &dl);
+		snprintf(err, errlen,
+			 "%s: response unpacks to more than %d times the "
+			 "%" PRId64 " bytes that came",
+			 url, UNPACK_RATIO, (int64_t)dl);
+		rc = -E2BIG;
+	} else if (b->too_big || cc == CURLE_FILESIZE_EXCEEDED) {
 		snprintf(err, errlen, "%s: response larger than %zu bytes", url,
 			 b->limit);
 		rc = -E2BIG;
@@ -360,6 +394,7 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 						      : -EIO;
 	}
 out:
+	b->curl = NULL;
 	if (h != kept) {
 		curl_easy_cleanup(h);
 	} else if (cc != CURLE_OK || rc) {

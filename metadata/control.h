@@ -94,6 +94,10 @@ struct sfs_http_body {
 	char *buf;
 	size_t len, cap, limit;
 	int too_big;
+	/* A gzipped answer (control.c): its handle, to weigh what it
+	 * unpacks to against what crossed; bomb set when past the ratio. */
+	void *curl;
+	int bomb;
 };
 int sfs_http_body_add(struct sfs_http_body *b, const char *p, size_t n);
 

@@ -17,6 +17,7 @@ pkgs=(
 	rdma-core libibverbs-dev ibverbs-utils
 	libjansson-dev libxxhash-dev check libsubunit-dev
 	libmicrohttpd-dev libcurl4-openssl-dev libgnutls28-dev libsystemd-dev
+	zlib1g-dev
 	curl jq procps psmisc util-linux coreutils clang-format openssl
 	help2man
 )

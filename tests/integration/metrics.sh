@@ -133,10 +133,18 @@ dw=$(value "$WORK/mnt1.prom" seedfs_disk_written_bytes_total)
 # The control client's bytes by route add up to its total, and the
 # manifest came once (the one the mount opened with is the one its
 # source took: twice before).
-msize=$(curl -sf "${AUTH[@]}" "$URL/v1/manifest?model=m" | wc -c)
+# It comes gzipped to a client that asks so (the mount does), whole to
+# one that does not.
+plain=$(curl -sf "${AUTH[@]}" "$URL/v1/manifest?model=m" -D "$WORK/plain.hdr" | wc -c)
+msize=$(curl -sf --compressed "${AUTH[@]}" "$URL/v1/manifest?model=m" -D "$WORK/gz.hdr" \
+	-o "$WORK/gz.json" -w '%{size_download}')
+grep -qi '^content-encoding: gzip' "$WORK/gz.hdr" || fail "no gzip: $(cat "$WORK/gz.hdr")"
+grep -qi '^content-encoding' "$WORK/plain.hdr" && fail "gzip unasked: $(cat "$WORK/plain.hdr")"
+[ "$(wc -c <"$WORK/gz.json")" = "$plain" ] && [ "$msize" -lt $((plain * 3 / 4)) ] ||
+	fail "gzipped manifest: $msize bytes for $plain, $(wc -c <"$WORK/gz.json") unpacked"
 mrx=$(value "$WORK/mnt1.prom" 'seedfs_control_route_bytes_total{route="manifest",direction="received"}')
 [ "$mrx" -ge "$msize" ] && [ "$mrx" -lt $((msize + 2048)) ] ||
-	fail "manifest bytes received $mrx for a manifest of $msize (once, with its headers, expected)"
+	fail "manifest bytes received $mrx for a manifest of $msize gzipped (once, with its headers, expected)"
 sum=0
 for rt in holdings manifest models sources other; do
 	sum=$((sum + $(value "$WORK/mnt1.prom" "seedfs_control_route_bytes_total{route=\"$rt\",direction=\"received\"}")))

@@ -16,9 +16,10 @@ Asked as 127.0.0.1:N it is a seed; asked as localhost:N (the re-seeder
 its /v1/sources lists) it is a re-seeder of "m" whose holdings are bad.
 What it answers follows files in STATEDIR, read at every request:
 
-  names      model names listed (blank-separated); three are special:
+  names      model names listed (blank-separated); four are special:
              deep (manifest: 1e6 nested arrays), wide (manifest: 25e6
-             values, 50 MB), huge (manifest: 300 MiB, over the cap)
+             values, 50 MB), huge (manifest: 300 MiB, over the cap),
+             bomb (manifest: 300 KiB gzipped, 300 MiB unpacked)
   models     the /v1/models answer itself: deep, wide (2e6 values in
              4 MB) or absent: the list
   sources    /v1/sources: wide (500e3 values), reseeder (lists
@@ -37,6 +38,7 @@ import os
 import sys
 import threading
 import time
+import zlib
 
 SEED, STATE = sys.argv[1], sys.argv[2]
 
@@ -49,6 +51,7 @@ WIDE_HOLDINGS = (b'{"version":1,"chunk_size":1048576,"slab":{"address":'
                  b"0]]}")
 HUGE = 300 << 20
 CHUNK = b" " * (1 << 20)
+BOMB = None  # HUGE bytes, gzipped: made at the first ask
 
 lock = threading.Lock()
 questions = 0
@@ -149,6 +152,20 @@ class Hostile(http.server.BaseHTTPRequestHandler):
                 return self.answer(200, DEEP)
             if name == "wide":
                 return self.answer(200, WIDE_MANIFEST)
+            if name == "bomb":
+                global BOMB
+                with lock:
+                    if BOMB is None:
+                        c = zlib.compressobj(9, zlib.DEFLATED, 31)
+                        BOMB = b"".join([c.compress(CHUNK) for _ in
+                                         range(HUGE // len(CHUNK))] +
+                                        [c.flush()])
+                self.send_response(200)
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(BOMB)))
+                self.end_headers()
+                self.wfile.write(BOMB)
+                return
             if name == "huge":
                 self.send_response(200)
                 self.send_header("Content-Length", str(HUGE))

@@ -1230,9 +1230,11 @@ static void run_check(struct rsrc *s, unsigned int ask_ms)
 	s->check_ended = mine;
 	s->checked_ms = sfs_now_ms();
 	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	sfs_manifest_free(primed);
-	pthread_mutex_lock(&s->lock);
+	if (primed) { /* once in a run at most */
+		pthread_mutex_unlock(&s->lock);
+		sfs_manifest_free(primed);
+		pthread_mutex_lock(&s->lock);
+	}
 }
 
 void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms)

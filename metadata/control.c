@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct sfs_control_cred {
 	struct sfs_auth *auth; /* NULL: no token */
@@ -171,9 +172,11 @@ int sfs_http_body_add(struct sfs_http_body *b, const char *p, size_t n)
 /* A gzipped answer may unpack to up to the cap, but not to more than
  * this many times what crossed once it is past the floor: a 300 KB
  * "bomb" is refused at tens of MB, not kept up to a 256 MiB cap.  Real
- * answers unpack to 1-3 x (a manifest's hex checksums about 2 x); one
- * of a model of zeros at small checksum chunks could go past it only
- * past the floor (2 million checksums). */
+ * answers unpack to 1-3 x (a manifest's hex checksums about 2 x); a
+ * manifest of a model of zeros at small checksum chunks could go past
+ * it, past the floor only (2 million checksums): refused, it is asked
+ * again without gzip (request()).  CURLOPT_MAXFILESIZE weighs only
+ * what crosses (Content-Length is the gzipped one). */
 #define UNPACK_FLOOR (32u << 20)
 #define UNPACK_RATIO 256
 
@@ -191,6 +194,31 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 		return 0;
 	}
 	return sfs_http_body_add(b, p, k) ? 0 : k;
+}
+
+/* Answers come as they are or gzipped, once: libcurl would decode any
+ * Content-Encoding it knows (br, zstd, stacked ones) whatever was
+ * asked, with buffers of its own outside the caps. */
+static size_t on_header(char *p, size_t size, size_t n, void *arg)
+{
+	struct sfs_http_body *b = arg;
+	size_t k = size * n;
+	static const char name[] = "content-encoding:";
+	if (k > sizeof(name) - 1 && !strncasecmp(p, name, sizeof(name) - 1)) {
+		const char *v = p + sizeof(name) - 1, *end = p + k;
+		while (v < end && (*v == ' ' || *v == '\t'))
+			v++;
+		while (end > v && (end[-1] == '\r' || end[-1] == '\n' ||
+				   end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		size_t vn = (size_t)(end - v);
+		if (!(vn == 4 && !strncasecmp(v, "gzip", 4)) &&
+		    !(vn == 8 && !strncasecmp(v, "identity", 8)) && vn) {
+			b->bad_encoding = 1;
+			return 0;
+		}
+	}
+	return k;
 }
 
 int sfs_control_init(void)
@@ -323,7 +351,10 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	/* Answers may come gzipped (ctlsrv.c): what is counted
 	 * (count_traffic) is the bytes that crossed, the cap below and in
 	 * on_data holds for what they unpack to. */
-	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "gzip");
+	if (!b->plain)
+		curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "gzip");
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, b);
 	b->curl = h;
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
@@ -368,7 +399,12 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
 	count_traffic(h, url);
-	if (b->bomb) {
+	if (b->bad_encoding) {
+		snprintf(err, errlen,
+			 "%s: an answer in a Content-Encoding other than gzip",
+			 url);
+		rc = -EPROTO;
+	} else if (b->bomb) {
 		curl_off_t dl = 0;
 		curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &dl);
 		snprintf(err, errlen,
@@ -439,6 +475,15 @@ static int request(struct sfs_control_cred *cred, const char *hostport,
 retry:
 	rc = exchange(cred, url, body, blen, timeout_ms, &b, &code, err,
 		      errlen);
+	if (rc == -E2BIG && b.bomb && !b.plain) {
+		/* Past the unpack ratio: once more as it is (a manifest of
+		 * zeros compresses that well; a bomb meets the caps). */
+		SFS_LOG(SFS_INFO, "control", "%s; asking it again ungzipped",
+			err);
+		free(b.buf);
+		b = (struct sfs_http_body){.limit = cap, .plain = 1};
+		goto retry;
+	}
 	if (!rc && code == 401 && cred && cred->auth && again) {
 		/* A rotated token: the file may hold the new one. */
 		int changed = 0;
@@ -451,7 +496,8 @@ retry:
 				"trying it",
 				hostport, sfs_auth_path(cred->auth));
 			free(b.buf);
-			b = (struct sfs_http_body){.limit = cap};
+			b = (struct sfs_http_body){.limit = cap,
+						   .plain = b.plain};
 			goto retry;
 		}
 	}

@@ -98,6 +98,8 @@ struct sfs_http_body {
 	 * unpacks to against what crossed; bomb set when past the ratio. */
 	void *curl;
 	int bomb;
+	int bad_encoding; /* a Content-Encoding not asked for: refused */
+	int plain;	  /* ask without gzip */
 };
 int sfs_http_body_add(struct sfs_http_body *b, const char *p, size_t n);
 

@@ -173,45 +173,90 @@ void sfs_ctl_json(struct sfs_ctl_resp *resp, char *json, size_t len)
  * and a small JSON object gains little. */
 #define GZIP_MIN 512
 
-/* Does @conn's request take gzip (Accept-Encoding names it)? */
-static int takes_gzip(struct MHD_Connection *conn)
+/* Is @tok (@n bytes, "gzip" or "gzip;q=...") gzip at a weight above 0? */
+static int gzip_token(const char *tok, size_t n)
 {
-	const char *ae = MHD_lookup_connection_value(
-		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
-	return ae && strstr(ae, "gzip");
+	while (n && (*tok == ' ' || *tok == '\t'))
+		tok++, n--;
+	if (n < 4 || strncasecmp(tok, "gzip", 4))
+		return 0;
+	const char *p = tok + 4, *end = tok + n;
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	if (p == end)
+		return 1;
+	if (*p != ';')
+		return 0; /* "gzipx" and the like */
+	for (p++; p < end && (*p == ' ' || *p == '\t'); p++)
+		;
+	if (end - p >= 2 && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=') {
+		double q = strtod(p + 2, NULL);
+		return q > 0;
+	}
+	return 1;
 }
 
-/* @resp's body gzipped (level 1: a seed answers a thousand replicas'
- * manifests) when that is smaller: 1, and the body replaced; else 0 and
- * the body as it was.  A manifest at small chunks is mostly hex
- * checksums: about half its bytes.  Nothing an asker sends is echoed in
- * an answer beside a key, so the lengths tell an observer of TLS
- * traffic nothing of the keys (no BREACH-style oracle). */
-static int gzip_body(struct sfs_ctl_resp *resp)
+int sfs_ctl_takes_gzip(const struct sfs_ctl_req *req)
+{
+	if (!req->conn || strcmp(req->method, "GET"))
+		return 0; /* a HEAD is answered with what a GET would say */
+	const char *ae = MHD_lookup_connection_value(
+		req->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+	while (ae && *ae) {
+		const char *comma = strchr(ae, ',');
+		size_t n = comma ? (size_t)(comma - ae) : strlen(ae);
+		if (gzip_token(ae, n))
+			return 1;
+		ae = comma ? comma + 1 : NULL;
+	}
+	return 0;
+}
+
+int sfs_gzip(const void *in, size_t len, char **out, size_t *outlen)
 {
 	z_stream z = {0};
-	if (resp->body_len < GZIP_MIN || resp->body_len > UINT_MAX / 2 ||
-	    deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-		    Z_OK)
-		return 0;
-	uLong bound = deflateBound(&z, (uLong)resp->body_len);
-	unsigned char *out = malloc(bound);
+	*out = NULL;
+	if (len < GZIP_MIN || len > UINT_MAX / 2)
+		return -EAGAIN;
+	if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+	    Z_OK)
+		return -ENOMEM;
+	uLong bound = deflateBound(&z, (uLong)len);
+	unsigned char *buf = malloc(bound);
 	int rc = Z_STREAM_ERROR;
-	if (out) {
-		z.next_in = (unsigned char *)resp->body;
-		z.avail_in = (uInt)resp->body_len;
-		z.next_out = out;
+	if (buf) {
+		z.next_in = (unsigned char *)in;
+		z.avail_in = (uInt)len;
+		z.next_out = buf;
 		z.avail_out = (uInt)bound;
 		rc = deflate(&z, Z_FINISH);
 	}
 	size_t n = z.total_out;
 	deflateEnd(&z);
-	if (rc != Z_STREAM_END || n >= resp->body_len) {
-		free(out);
-		return 0;
+	if (!buf)
+		return -ENOMEM;
+	if (rc != Z_STREAM_END || n >= len) {
+		free(buf);
+		return -EAGAIN;
 	}
+	*out = (char *)buf;
+	*outlen = n;
+	return 0;
+}
+
+/* @resp's body gzipped when that is smaller: 1, the body replaced; else
+ * 0, as it was.  A manifest at small chunks is mostly hex checksums:
+ * about half its bytes.  (Nothing secret is worth a length oracle
+ * here: what an asker sends that an answer carries beside a key is a
+ * version number it chose, and an asker has the token, so the key.) */
+static int gzip_body(struct sfs_ctl_resp *resp)
+{
+	char *out;
+	size_t n;
+	if (sfs_gzip(resp->body, resp->body_len, &out, &n))
+		return 0;
 	free(resp->body);
-	resp->body = (char *)out;
+	resp->body = out;
 	resp->body_len = n;
 	return 1;
 }
@@ -235,7 +280,8 @@ static enum MHD_Result answer(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
 		return MHD_NO;
 	}
 	answering(conn);
-	int gz = resp.status == 200 && takes_gzip(conn) && gzip_body(&resp);
+	int gz = resp.gzipped || (resp.status == 200 &&
+				  sfs_ctl_takes_gzip(&req) && gzip_body(&resp));
 	struct MHD_Response *r = MHD_create_response_from_buffer(
 		resp.body_len, resp.body, MHD_RESPMEM_MUST_FREE);
 	if (!r) {

@@ -40,7 +40,19 @@ struct sfs_ctl_resp {
 	const char *type; /* "application/json", "text/plain", ... */
 	char *body;
 	size_t body_len;
+	int gzipped; /* body is gzip already (sfs_gzip): said so, as is */
 };
+
+/* sfs_ctl_takes_gzip - does @req take a gzipped answer (a GET whose
+ * Accept-Encoding names gzip, not at q=0)?  1 or 0.  The server gzips
+ * answers of 512 bytes or more for such requests itself; a handler that
+ * keeps a gzipped copy of a large answer gives it with resp->gzipped. */
+int sfs_ctl_takes_gzip(const struct sfs_ctl_req *req);
+
+/* sfs_gzip - @len bytes at @in, gzipped (level 1) into *out [new] of
+ * *outlen bytes: 0; -EAGAIN when that is not smaller (or @len is below
+ * 512 or past 2 GiB); -ENOMEM.  Thread safe. */
+int sfs_gzip(const void *in, size_t len, char **out, size_t *outlen);
 
 /* sfs_ctl_arg - the value of query argument @name of @req, or NULL
  * [borrowed]. */

@@ -246,8 +246,10 @@ static int manifest_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 	if (g && (sfs_parse_u64(g, &gen) || gen == 0))
 		return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST,
 				    "generation must be a positive integer\n");
+	int gz = 0;
 	int rc = sfs_seed_manifest_copy(c->seed, sfs_ctl_arg(req, "model"), gen,
-					&json, &len);
+					sfs_ctl_takes_gzip(req), &json, &len,
+					&gz);
 	if (rc == -ENOENT)
 		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
 				    "that generation is no longer served\n");
@@ -256,6 +258,7 @@ static int manifest_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 	if (rc)
 		return rc;
 	sfs_ctl_json(resp, json, len);
+	resp->gzipped = gz;
 	return 0;
 }
 

@@ -838,5 +838,6 @@ void seed_gen_free(struct seed_gen *s)
 	sfs_walk_free(s->w);
 	sfs_manifest_free(s->m);
 	free(s->json);
+	free(s->gz);
 	free(s);
 }

@@ -73,6 +73,12 @@ struct seed_gen {
 	struct sfs_manifest *m;
 	char *json; /* encoded manifest */
 	size_t json_len;
+	/* json gzipped, made at the first ask that takes it (a thousand
+	 * replicas' asks cost one compression); gz_tried: made or found
+	 * not smaller.  Protected by the seed's lock; gone with json. */
+	char *gz;
+	size_t gz_len;
+	int gz_tried;
 	size_t nfiles;
 	struct seed_file *files;
 	uint64_t total_bytes;

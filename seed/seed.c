@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "metadata/ctlsrv.h"
 #include "metadata/manifest.h"
 #include "metadata/identity.h"
 #include "seed/publish.h"
@@ -597,6 +598,10 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 			free(g->json);
 			g->json = json;
 			g->json_len = len;
+			free(g->gz); /* the old keys' */
+			g->gz = NULL;
+			g->gz_len = 0;
+			g->gz_tried = 0;
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -754,10 +759,12 @@ static struct seed_model *model_of(struct sfs_seed *s, const char *name)
 }
 
 int sfs_seed_manifest_copy(struct sfs_seed *s, const char *model,
-			   uint64_t generation, char **json, size_t *len)
+			   uint64_t generation, int gzip, char **json,
+			   size_t *len, int *gzipped)
 {
 	struct seed_model *mo = model_of(s, model);
 	int rc = -ENOENT;
+	*gzipped = 0;
 	if (!mo)
 		return model ? -ESRCH : -EISDIR;
 	pthread_mutex_lock(&s->lock);
@@ -765,11 +772,20 @@ int sfs_seed_manifest_copy(struct sfs_seed *s, const char *model,
 		struct seed_gen *g = mo->gens[i];
 		if (generation ? g->number != generation : i + 1 != mo->ngens)
 			continue;
-		*json = malloc(g->json_len + 1);
+		if (gzip && !g->gz_tried) { /* once per generation and keys */
+			int zr = sfs_gzip(g->json, g->json_len, &g->gz,
+					  &g->gz_len);
+			g->gz_tried = zr != -ENOMEM;
+		}
+		const char *src = gzip && g->gz ? g->gz : g->json;
+		size_t n = gzip && g->gz ? g->gz_len : g->json_len;
+		*json = malloc(n + 1);
 		rc = *json ? 0 : -ENOMEM;
 		if (*json) {
-			memcpy(*json, g->json, g->json_len + 1);
-			*len = g->json_len;
+			memcpy(*json, src, n);
+			(*json)[n] = '\0';
+			*len = n;
+			*gzipped = src == g->gz;
 		}
 		break;
 	}

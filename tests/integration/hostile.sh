@@ -63,15 +63,19 @@ control_says() {
 }
 
 # Manifests: deep, wide (25 million values in 50 MB), huge (300 MiB,
-# over the cap), a gzip bomb (300 KiB that unpack to 300 MiB); and a re-seeder (localhost:PORT, listed in /v1/sources)
+# over the cap), a gzip bomb (300 KiB that unpack to 300 MiB: refused
+# past 256 x, asked again ungzipped: bytes that are no JSON), one
+# gzipped twice (a Content-Encoding not asked for); and a re-seeder (localhost:PORT, listed in /v1/sources)
 # whose holdings hold 10 million values.
-echo "deep wide huge bomb" >"$ST/names"
+echo "deep wide huge bomb stacked" >"$ST/names"
 echo reseeder >"$ST/sources"
 echo wide >"$ST/holdings"
 logged "of deep: bad manifest: manifest: nested 1000000 deep, more than the 32 allowed"
 logged "of wide: bad manifest: manifest: 25000001 JSON values, more than the 20000000 allowed"
 logged "of huge: http://$H/v1/manifest?model=huge: response larger than 268435456 bytes"
-logged "of bomb: http://$H/v1/manifest?model=bomb: response unpacks to more than 256 times the"
+logged "http://$H/v1/manifest?model=bomb: response unpacks to more than 256 times the"
+logged "of bomb: bad manifest: manifest: not valid JSON"
+logged "of stacked: http://$H/v1/manifest?model=stacked: an answer in a Content-Encoding other than gzip"
 logged "holdings of m from localhost:$HP: holdings: 10000014 JSON values, more than the 8000000 allowed"
 n=$(grep -c "holdings of m from localhost:$HP" "$WORK/mount.log")
 [ "$n" = 1 ] || fail "the holdings refusal was logged $n times, not once"

@@ -140,6 +140,16 @@ msize=$(curl -sf --compressed "${AUTH[@]}" "$URL/v1/manifest?model=m" -D "$WORK/
 	-o "$WORK/gz.json" -w '%{size_download}')
 grep -qi '^content-encoding: gzip' "$WORK/gz.hdr" || fail "no gzip: $(cat "$WORK/gz.hdr")"
 grep -qi '^content-encoding' "$WORK/plain.hdr" && fail "gzip unasked: $(cat "$WORK/plain.hdr")"
+curl -sf "${AUTH[@]}" -H 'Accept-Encoding: gzip;q=0' "$URL/v1/manifest?model=m" -D "$WORK/q0.hdr" -o /dev/null
+grep -qi '^content-encoding' "$WORK/q0.hdr" && fail "gzip at q=0: $(cat "$WORK/q0.hdr")"
+curl -sfI "${AUTH[@]}" -H 'Accept-Encoding: gzip' "$URL/v1/manifest?model=m" >"$WORK/head.hdr"
+grep -qi '^content-encoding' "$WORK/head.hdr" && fail "a HEAD said gzip: $(cat "$WORK/head.hdr")"
+grep -qi "^content-length: $plain" "$WORK/head.hdr" || fail "HEAD: $(cat "$WORK/head.hdr")"
+# The seed gzips a generation's manifest once: the same bytes again.
+curl -sf --compressed "${AUTH[@]}" "$URL/v1/manifest?model=m" --raw -o "$WORK/gz2.raw"
+curl -sf "${AUTH[@]}" -H 'Accept-Encoding: gzip' "$URL/v1/manifest?model=m" -o "$WORK/gz3.raw"
+cmp -s "$WORK/gz2.raw" "$WORK/gz3.raw" && [ "$(wc -c <"$WORK/gz3.raw")" = "$msize" ] ||
+	fail "the seed's gzipped manifest differs between asks"
 [ "$(wc -c <"$WORK/gz.json")" = "$plain" ] && [ "$msize" -lt $((plain * 3 / 4)) ] ||
 	fail "gzipped manifest: $msize bytes for $plain, $(wc -c <"$WORK/gz.json") unpacked"
 mrx=$(value "$WORK/mnt1.prom" 'seedfs_control_route_bytes_total{route="manifest",direction="received"}')

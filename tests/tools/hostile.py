@@ -16,10 +16,12 @@ Asked as 127.0.0.1:N it is a seed; asked as localhost:N (the re-seeder
 its /v1/sources lists) it is a re-seeder of "m" whose holdings are bad.
 What it answers follows files in STATEDIR, read at every request:
 
-  names      model names listed (blank-separated); four are special:
+  names      model names listed (blank-separated); five are special:
              deep (manifest: 1e6 nested arrays), wide (manifest: 25e6
              values, 50 MB), huge (manifest: 300 MiB, over the cap),
-             bomb (manifest: 300 KiB gzipped, 300 MiB unpacked)
+             bomb (manifest: 300 KiB gzipped, 300 MiB unpacked,
+             whatever was asked), stacked (manifest: gzipped twice,
+             said "gzip, gzip")
   models     the /v1/models answer itself: deep, wide (2e6 values in
              4 MB) or absent: the list
   sources    /v1/sources: wide (500e3 values), reseeder (lists
@@ -165,6 +167,17 @@ class Hostile(http.server.BaseHTTPRequestHandler):
                 self.send_header("Content-Length", str(len(BOMB)))
                 self.end_headers()
                 self.wfile.write(BOMB)
+                return
+            if name == "stacked":
+                body = json.dumps(seed_get("/v1/manifest?model=m")).encode()
+                for _ in range(2):
+                    c = zlib.compressobj(1, zlib.DEFLATED, 31)
+                    body = c.compress(body) + c.flush()
+                self.send_response(200)
+                self.send_header("Content-Encoding", "gzip, gzip")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
                 return
             if name == "huge":
                 self.send_response(200)

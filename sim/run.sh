@@ -21,7 +21,7 @@
 #
 #   sim/run.sh SIM
 # Environment: SIM_CHUNKS (the 140 GB model's first this many chunks
-# are simulated; 0: all 133,515; default 16384), SIM_NS ("8 64 256
+# are simulated; 0: all 143,360 (140 GiB); default 16384), SIM_NS ("8 64 256
 # 1000"), SIM_STAGGER_MS (0: replicas start this far apart).
 set -euo pipefail
 SIM=${1:?usage: sim/run.sh SIM}
@@ -34,7 +34,7 @@ printf '%-7s %5s %8s %9s %9s %6s %8s %10s %s\n' run N chunks "done s" \
 "$SIM" --label fanout -n 8 --size 69.1M --gbit 0.1 --lat-us 300 2>/dev/null
 echo "       (bench-fanout (b), real, 2026-12-02 06:44: 10.1 s, seed 1.17 x)"
 q=$CHUNKS
-[ "$q" = 0 ] && q=133515
+[ "$q" = 0 ] && q=143360
 declare -A last
 for n in $NS; do
 	for lanes in members fleet; do
@@ -52,7 +52,7 @@ for n in $NS; do
 		echo "$row"
 	done
 done
-[ "$CHUNKS" = 0 ] || echo "(the model's first $CHUNKS chunks: the rest of 133,515 is the same again, longer)"
+[ "$CHUNKS" = 0 ] || echo "(the model's first $CHUNKS chunks: the rest of 143,360 is the same again, longer)"
 # The goals, on each mode's last row.
 verdict() { awk -v v="$2" -v b="$3" -v what="$1" 'BEGIN { printf "  %s: %s (%s, goal %s)\n", what, (v + 0 <= b + 0) ? "met" : "missed", v, b }'; }
 for lanes in members fleet; do

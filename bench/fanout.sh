@@ -436,7 +436,7 @@ if want f; then
 	# At half of (f)'s time, or later once every chunk is held among
 	# the replicas: at half, one chunk had not always left the seed
 	# (the last of a lane, behind the members' pulls on its owner's
-	# link: 2026-12-04, about half the runs), and a chunk nobody holds
+	# link: 2026-12-04, 15 of 37 runs), and a chunk nobody holds
 	# is lost with the seed whatever the swarm does.
 	run g only_s0 "covered:$((T_f / 2))" "${RESEED[@]}"
 	G_AT=$KILLED_AT G_SENT=$KILL_SENT G_COVERED=$KILL_COVERED

@@ -69,6 +69,7 @@ struct flow {
 struct node {
 	double up, down;     /* bytes per ms */
 	uint8_t *has;	     /* per chunk: 1 held, 2 coming */
+	uint64_t *hasbits;   /* per chunk: has[] is not 0 (the scans') */
 	uint32_t *log, nlog; /* its changes (chunk << 1 | held), in order */
 	uint32_t nheld;
 	double grew_ms;
@@ -86,10 +87,12 @@ struct node {
 	struct sfs_cache_lane *lanes; /* HOLDERS, or n with --lanes fleet */
 	size_t nlanes, lane_me;
 	size_t member_lane[HOLDERS];
-	uint8_t *seen[HOLDERS];	    /* holder h's holdings as last asked */
-	uint32_t seen_log[HOLDERS]; /* of its log: how much that was */
-	double lat[HOLDERS];	    /* a pull's time from it (average) */
+	uint8_t *seen[HOLDERS];	     /* holder h's holdings as last asked */
+	uint64_t *seenbits[HOLDERS]; /* seen[h][] is 1 (the scans') */
+	uint32_t seen_log[HOLDERS];  /* of its log: how much that was */
+	double lat[HOLDERS];	     /* a pull's time from it (average) */
 	double seen_grew[HOLDERS];
+	struct sfs_swarm_member member[HOLDERS]; /* v_member's answers */
 	double asked_ms;
 	uint32_t *held_ms, *coming_ms, *lost_ms; /* per chunk (in/out) */
 	uint32_t cursor;			 /* first chunk not held */
@@ -128,6 +131,11 @@ static void *xalloc(size_t n)
 		exit(2);
 	}
 	return p;
+}
+
+static uint64_t *bits_alloc(uint32_t n)
+{
+	return xalloc(((size_t)n + 63) / 64 * sizeof(uint64_t));
 }
 
 static void push(double t, uint32_t kind, uint32_t id)
@@ -233,10 +241,19 @@ static void list_add(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v,
 
 /* Node @n's holding of chunk @c becomes @v (1 held, 2 coming): what
  * its members learn at their next question. */
+static void bit_set(uint64_t *bits, uint32_t c, int on)
+{
+	if (on)
+		bits[c >> 6] |= 1ull << (c & 63);
+	else
+		bits[c >> 6] &= ~(1ull << (c & 63));
+}
+
 static void set_has(uint32_t n, uint32_t c, uint8_t v)
 {
 	struct node *x = &nodes[n];
 	x->has[c] = v;
+	bit_set(x->hasbits, c, v != 0);
 	if (n)
 		x->log[x->nlog++] = c << 1 | (v == 1);
 }
@@ -257,14 +274,22 @@ static int v_member(void *arg, uint32_t h, struct sfs_swarm_member *m)
 	struct node *r = arg;
 	if (h >= r->nholders)
 		return -ENOENT;
-	*m = (struct sfs_swarm_member){.peer = h,
-				       .lane = h ? r->member_lane[h] : SIZE_MAX,
-				       .grew_ms = (uint64_t)r->seen_grew[h],
-				       .lat_ms = lat_ms +
-						 chunk_bytes / nodes[0].up,
-				       .last_resort = h == 0,
-				       .answers = 1};
+	*m = r->member[h];
 	return 0;
+}
+
+/* What the policy is told of replica @r's holders (their grew_ms as of
+ * the last answer: ask()). */
+static void set_members(struct node *r)
+{
+	for (uint32_t h = 0; h < r->nholders; h++)
+		r->member[h] = (struct sfs_swarm_member){
+			.peer = h,
+			.lane = h ? r->member_lane[h] : SIZE_MAX,
+			.grew_ms = (uint64_t)r->seen_grew[h],
+			.lat_ms = lat_ms + chunk_bytes / nodes[0].up,
+			.last_resort = h == 0,
+			.answers = 1};
 }
 
 static const struct sfs_swarm_ops ops = {.has = v_has, .member = v_member};
@@ -397,15 +422,42 @@ static void ask(uint32_t ri)
 		/* The answer: what changed there since the last one (form 2
 		 * of the holdings). */
 		uint32_t changed = m->nlog - r->seen_log[h];
-		for (uint32_t i = r->seen_log[h]; i < m->nlog; i++)
-			r->seen[h][m->log[i] >> 1] = m->log[i] & 1 ? 1 : 2;
+		for (uint32_t i = r->seen_log[h]; i < m->nlog; i++) {
+			uint32_t c = m->log[i] >> 1;
+			r->seen[h][c] = m->log[i] & 1 ? 1 : 2;
+			bit_set(r->seenbits[h], c, m->log[i] & 1);
+		}
 		r->seen_log[h] = m->nlog;
 		r->seen_grew[h] = m->grew_ms;
+		r->member[h].grew_ms = (uint64_t)m->grew_ms;
 		r->control += ANSWER_FIXED + ANSWER_PER_CHANGE * changed;
 	}
 	r->asked_ms = now;
 	push(now + POLL_MS, 2, ri);
 	pump(ri, 1);
+}
+
+/* The first chunk of [@c, @end) not held (nor coming) at replica @r
+ * that holder @h holds as last asked (the seed: any), or @end: has[]
+ * and seen[] read 64 chunks at a time through their bitmaps. */
+static uint32_t next_candidate(const struct node *r, uint32_t h, uint32_t c,
+			       uint32_t end)
+{
+	if (c >= end)
+		return end;
+	uint64_t w = ~r->hasbits[c >> 6] & (~0ull << (c & 63));
+	for (;;) {
+		if (h)
+			w &= r->seenbits[h][c >> 6];
+		if (w)
+			break;
+		c = (c | 63) + 1;
+		if (c >= end)
+			return end;
+		w = ~r->hasbits[c >> 6];
+	}
+	c = (c & ~63u) + (uint32_t)__builtin_ctzll(w);
+	return c < end ? c : end;
 }
 
 /* The first chunk from holder @h of replica @r, from its scan position
@@ -421,9 +473,7 @@ static uint32_t pick(struct node *r, struct sfs_swarm *sw, uint32_t h, int help)
 		 c = *pos;
 	if (c < r->cursor)
 		c = r->cursor;
-	for (; c < nchunks && c < end; c++) {
-		if (r->has[c] || !v_has(r, h, 0, c, 0))
-			continue;
+	for (; (c = next_candidate(r, h, c, end)) < end; c++) {
 		struct sfs_swarm_chunk q = {.idx = c,
 					    .avoid = SFS_CACHE_NONE,
 					    .queued_ms = (uint64_t)r->start_ms,
@@ -757,10 +807,12 @@ int main(int argc, char **argv)
 	nodes[0].down = link * seed_x;
 	nodes[0].has = xalloc(nchunks);
 	memset(nodes[0].has, 1, nchunks);
+	nodes[0].hasbits = bits_alloc(nchunks); /* (no scans) */
 	for (uint32_t i = 1; i <= n; i++) {
 		struct node *r = &nodes[i];
 		r->up = r->down = link;
 		r->has = xalloc(nchunks);
+		r->hasbits = bits_alloc(nchunks);
 		r->log = xalloc(2 * (size_t)nchunks * sizeof(uint32_t));
 		r->held_ms = xalloc(nchunks * sizeof(uint32_t));
 		r->coming_ms = xalloc(nchunks * sizeof(uint32_t));
@@ -770,10 +822,13 @@ int main(int argc, char **argv)
 	setup_views(n);
 	for (uint32_t i = 1; i <= n; i++) {
 		struct node *r = &nodes[i];
-		for (uint32_t h = 1; h < r->nholders; h++)
+		for (uint32_t h = 1; h < r->nholders; h++) {
 			r->seen[h] = xalloc(nchunks);
+			r->seenbits[h] = bits_alloc(nchunks);
+		}
 		for (uint32_t h = 0; h < r->nholders; h++)
 			r->window[h] = 4;
+		set_members(r);
 		push(r->start_ms, 2, i);
 	}
 	double link_ms = chunk_bytes * nchunks / link;

@@ -25,7 +25,8 @@
  *     held, QUEUE chunks at most looked at (its read-ahead).
  *
  *   sim [-n N] [--size BYTES] [--chunk BYTES] [--gbit G] [--seed-x X]
- *       [--lat-us US] [--stagger-ms MS] [--chunks C]
+ *       [--lat-us US] [--stagger-ms MS] [--chunks C] [--queue CHUNKS]
+ *       [--lanes members|fleet] [--poll-ms MS] [--label TEXT]
  *
  * Prints one row: all done (s), one replica alone (s), their ratio,
  * seed sent x model, control bytes / data bytes, what bound the run.
@@ -46,7 +47,6 @@
 #define WINDOW_MIN 2	    /* pulls in flight per peer: at least, */
 #define WINDOW_MAX 32	    /* at most, */
 #define WINDOW_MS 250.0	    /* and a quarter second of its rate */
-#define POLL_MS 250.0	    /* holdings asked this often */
 #define ANSWER_FIXED 400    /* bytes of a question and its answer */
 #define ANSWER_PER_CHANGE 4 /* bytes per chunk that changed */
 #define FLEET_MEMBERS 16    /* --lanes fleet: offsets -1, -2, -4, ... */
@@ -122,6 +122,8 @@ static double now;
 static uint64_t policy_calls;
 static uint32_t queue_len = 4096; /* queued chunks looked at per pick */
 static int fleet_lanes;		  /* --lanes fleet */
+/* Holdings asked this often (--poll-ms; RSRC_RESEEDER_POLL_MS). */
+static double poll_ms = 250;
 
 static void *xalloc(size_t n)
 {
@@ -411,7 +413,7 @@ static void flow_detach(uint32_t fi)
 
 static void pump(uint32_t ri, int rescan);
 
-/* Replica @ri asks its members what they hold (every POLL_MS). */
+/* Replica @ri asks its members what they hold (every poll_ms). */
 static void ask(uint32_t ri)
 {
 	struct node *r = &nodes[ri];
@@ -433,7 +435,7 @@ static void ask(uint32_t ri)
 		r->control += ANSWER_FIXED + ANSWER_PER_CHANGE * changed;
 	}
 	r->asked_ms = now;
-	push(now + POLL_MS, 2, ri);
+	push(now + poll_ms, 2, ri);
 	pump(ri, 1);
 }
 
@@ -705,7 +707,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: sim [-n N] [--size BYTES] [--chunk BYTES] [--gbit G] "
 		"[--seed-x X] [--lat-us US] [--stagger-ms MS] [--chunks C] "
-		"[--label TEXT] [--queue CHUNKS] [--lanes members|fleet]\n");
+		"[--label TEXT] [--queue CHUNKS] [--lanes members|fleet] "
+		"[--poll-ms MS]\n");
 	exit(2);
 }
 
@@ -738,12 +741,12 @@ int main(int argc, char **argv)
 	const char *label = "";
 	chunk_bytes = 1024.0 * 1024;
 	static const struct option lo[] = {
-		{"size", 1, 0, 's'},   {"chunk", 1, 0, 'c'},
-		{"gbit", 1, 0, 'g'},   {"seed-x", 1, 0, 'x'},
-		{"lat-us", 1, 0, 'l'}, {"stagger-ms", 1, 0, 't'},
-		{"chunks", 1, 0, 'k'}, {"label", 1, 0, 'L'},
-		{"queue", 1, 0, 'q'},  {"lanes", 1, 0, 'a'},
-		{0, 0, 0, 0}};
+		{"size", 1, 0, 's'},	{"chunk", 1, 0, 'c'},
+		{"gbit", 1, 0, 'g'},	{"seed-x", 1, 0, 'x'},
+		{"lat-us", 1, 0, 'l'},	{"stagger-ms", 1, 0, 't'},
+		{"chunks", 1, 0, 'k'},	{"label", 1, 0, 'L'},
+		{"queue", 1, 0, 'q'},	{"lanes", 1, 0, 'a'},
+		{"poll-ms", 1, 0, 'p'}, {0, 0, 0, 0}};
 	for (int o; (o = getopt_long(argc, argv, "n:", lo, NULL)) != -1;) {
 		switch (o) {
 		case 'n':
@@ -775,6 +778,11 @@ int main(int argc, char **argv)
 			break;
 		case 'q':
 			queue_len = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'p':
+			poll_ms = strtod(optarg, NULL);
+			if (!(poll_ms >= 1 && poll_ms <= 60000))
+				usage();
 			break;
 		case 'a':
 			if (strcmp(optarg, "fleet") &&

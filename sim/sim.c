@@ -16,7 +16,8 @@
  *     a replica uses the first K of them (8, replica/source.c's cap);
  *     its lanes are those members and itself, in key order;
  *   - what a replica knows of a member's holdings: as of its last
- *     question (every 250 ms, as replica/reseed.c asks), each answer
+ *     question (every 250 ms, as replica/source.c asks; --poll-ms),
+ *     each answer
  *     costing a fixed part plus 4 bytes a chunk that changed (form 2 of
  *     the holdings, unit_holdruns' measure);
  *   - each peer's window: 32 pulls in flight (cache/peer.c's WINDOW_MAX;
@@ -69,7 +70,8 @@ struct flow {
 struct node {
 	double up, down;     /* bytes per ms */
 	uint8_t *has;	     /* per chunk: 1 held, 2 coming */
-	uint64_t *hasbits;   /* per chunk: has[] is not 0 (the scans') */
+	uint64_t *hasbits;   /* per chunk: has[] is not 0 (the scans'; the
+				seed's: NULL, never scanned) */
 	uint32_t *log, nlog; /* its changes (chunk << 1 | held), in order */
 	uint32_t nheld;
 	double grew_ms;
@@ -779,11 +781,13 @@ int main(int argc, char **argv)
 		case 'q':
 			queue_len = (uint32_t)strtoul(optarg, NULL, 10);
 			break;
-		case 'p':
-			poll_ms = strtod(optarg, NULL);
-			if (!(poll_ms >= 1 && poll_ms <= 60000))
+		case 'p': {
+			char *end;
+			poll_ms = strtod(optarg, &end);
+			if (*end || !(poll_ms >= 1 && poll_ms <= 60000))
 				usage();
 			break;
+		}
 		case 'a':
 			if (strcmp(optarg, "fleet") &&
 			    strcmp(optarg, "members"))
@@ -815,7 +819,6 @@ int main(int argc, char **argv)
 	nodes[0].down = link * seed_x;
 	nodes[0].has = xalloc(nchunks);
 	memset(nodes[0].has, 1, nchunks);
-	nodes[0].hasbits = bits_alloc(nchunks); /* (no scans) */
 	for (uint32_t i = 1; i <= n; i++) {
 		struct node *r = &nodes[i];
 		r->up = r->down = link;

@@ -52,7 +52,7 @@ for n in $NS; do
 		echo "$row"
 	done
 done
-[ "$CHUNKS" = 0 ] || echo "(the model's first $CHUNKS chunks: the rest of 143,360 is the same again, longer)"
+[ "$CHUNKS" = 0 ] || echo "(the model's first $CHUNKS chunks of 143,360; SIM_CHUNKS=0 runs them all: N=1000 takes about 40 minutes, docs/sim.md)"
 # The goals, on each mode's last row.
 verdict() { awk -v v="$2" -v b="$3" -v what="$1" 'BEGIN { printf "  %s: %s (%s, goal %s)\n", what, (v + 0 <= b + 0) ? "met" : "missed", v, b }'; }
 for lanes in members fleet; do

@@ -282,8 +282,9 @@ static int v_member(void *arg, uint32_t h, struct sfs_swarm_member *m)
 	return 0;
 }
 
-/* What the policy is told of replica @r's holders (their grew_ms as of
- * the last answer: ask()). */
+/* What the policy is told of replica @r's holders: their grew_ms as of
+ * the last answer (ask()), their pulls' time as measured (arrived(); 0
+ * before the first, as the cache says). */
 static void set_members(struct node *r)
 {
 	for (uint32_t h = 0; h < r->nholders; h++)
@@ -291,7 +292,6 @@ static void set_members(struct node *r)
 			.peer = h,
 			.lane = h ? r->member_lane[h] : SIZE_MAX,
 			.grew_ms = (uint64_t)r->seen_grew[h],
-			.lat_ms = lat_ms + chunk_bytes / nodes[0].up,
 			.last_resort = h == 0,
 			.answers = 1};
 }
@@ -524,8 +524,7 @@ static void pump(uint32_t ri, int rescan)
 			       .lanes = r->lanes,
 			       .nlanes = r->nlanes,
 			       .lane_me = r->lane_me,
-			       .seed_lat_ms =
-				       lat_ms + chunk_bytes / nodes[0].up,
+			       .seed_lat_ms = r->lat[0],
 			       .now = (uint64_t)now};
 	while (r->cursor < nchunks && r->has[r->cursor] == 1)
 		r->cursor++;
@@ -594,6 +593,7 @@ static void arrived(uint32_t fi)
 			 * (the policy's waits follow it). */
 			r->lat[h] = r->lat[h] > 0 ? 0.8 * r->lat[h] + 0.2 * took
 						  : took;
+			r->member[h].lat_ms = r->lat[h];
 			break;
 		}
 	if (r->nheld == nchunks)

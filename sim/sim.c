@@ -17,8 +17,7 @@
  *     its lanes are those members and itself, in key order;
  *   - what a replica knows of a member's holdings: as of its last
  *     question (every 250 ms, as replica/source.c asks; --poll-ms),
- *     each answer
- *     costing a fixed part plus 4 bytes a chunk that changed (form 2 of
+ *     each answer costing a fixed part plus 4 bytes a chunk that changed (form 2 of
  *     the holdings, unit_holdruns' measure);
  *   - each peer's window: 32 pulls in flight (cache/peer.c's WINDOW_MAX;
  *     a quarter second of these links' rate is more);
@@ -92,9 +91,9 @@ struct node {
 	uint8_t *seen[HOLDERS];	     /* holder h's holdings as last asked */
 	uint64_t *seenbits[HOLDERS]; /* seen[h][] is 1 (the scans') */
 	uint32_t seen_log[HOLDERS];  /* of its log: how much that was */
-	double lat[HOLDERS];	     /* a pull's time from it (average) */
-	double seen_grew[HOLDERS];
-	struct sfs_swarm_member member[HOLDERS]; /* v_member's answers */
+	/* v_member's answers: grew_ms as of the last question, lat_ms a
+	 * pull's time from it (average) */
+	struct sfs_swarm_member member[HOLDERS];
 	double asked_ms;
 	uint32_t *held_ms, *coming_ms, *lost_ms; /* per chunk (in/out) */
 	uint32_t cursor;			 /* first chunk not held */
@@ -243,8 +242,6 @@ static void list_add(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v,
 	(*a)[(*n)++] = v;
 }
 
-/* Node @n's holding of chunk @c becomes @v (1 held, 2 coming): what
- * its members learn at their next question. */
 static void bit_set(uint64_t *bits, uint32_t c, int on)
 {
 	if (on)
@@ -253,6 +250,8 @@ static void bit_set(uint64_t *bits, uint32_t c, int on)
 		bits[c >> 6] &= ~(1ull << (c & 63));
 }
 
+/* Node @n's holding of chunk @c becomes @v (1 held, 2 coming): what
+ * its members learn at their next question. */
 static void set_has(uint32_t n, uint32_t c, uint8_t v)
 {
 	struct node *x = &nodes[n];
@@ -291,7 +290,6 @@ static void set_members(struct node *r)
 		r->member[h] = (struct sfs_swarm_member){
 			.peer = h,
 			.lane = h ? r->member_lane[h] : SIZE_MAX,
-			.grew_ms = (uint64_t)r->seen_grew[h],
 			.last_resort = h == 0,
 			.answers = 1};
 }
@@ -432,7 +430,6 @@ static void ask(uint32_t ri)
 			bit_set(r->seenbits[h], c, m->log[i] & 1);
 		}
 		r->seen_log[h] = m->nlog;
-		r->seen_grew[h] = m->grew_ms;
 		r->member[h].grew_ms = (uint64_t)m->grew_ms;
 		r->control += ANSWER_FIXED + ANSWER_PER_CHANGE * changed;
 	}
@@ -524,7 +521,7 @@ static void pump(uint32_t ri, int rescan)
 			       .lanes = r->lanes,
 			       .nlanes = r->nlanes,
 			       .lane_me = r->lane_me,
-			       .seed_lat_ms = r->lat[0],
+			       .seed_lat_ms = r->member[0].lat_ms,
 			       .now = (uint64_t)now};
 	while (r->cursor < nchunks && r->has[r->cursor] == 1)
 		r->cursor++;
@@ -591,9 +588,8 @@ static void arrived(uint32_t fi)
 			r->inflight[h]--;
 			/* Its pulls' usual time, as the cache measures it
 			 * (the policy's waits follow it). */
-			r->lat[h] = r->lat[h] > 0 ? 0.8 * r->lat[h] + 0.2 * took
-						  : took;
-			r->member[h].lat_ms = r->lat[h];
+			double *lat = &r->member[h].lat_ms;
+			*lat = *lat > 0 ? 0.8 * *lat + 0.2 * took : took;
 			break;
 		}
 	if (r->nheld == nchunks)

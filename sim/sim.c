@@ -17,8 +17,8 @@
  *     its lanes are those members and itself, in key order;
  *   - what a replica knows of a member's holdings: as of its last
  *     question (every 250 ms, as replica/source.c asks; --poll-ms),
- *     each answer costing a fixed part plus 4 bytes a chunk that changed (form 2 of
- *     the holdings, unit_holdruns' measure);
+ *     each answer costing a fixed part plus 4 bytes a chunk that
+ *     changed (form 2 of the holdings, unit_holdruns' measure);
  *   - each peer's window: 32 pulls in flight (cache/peer.c's WINDOW_MAX;
  *     a quarter second of these links' rate is more);
  *   - the replica's queue: the model in order, from its first chunk not

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* seed_main.c - the `seedfs seed` command line. */
 #include "cli/cli.h"
+#include "seed/announce.h"
 #include "seed/seed.h"
 #include "seed/register.h"
 
@@ -109,7 +110,8 @@ static void usage(FILE *out)
 		"                       is told its place in the fleet's\n"
 		"                       lanes and given its log2(N) peers\n"
 		"                       (default 9: more than a replica's 8\n"
-		"                       peers; 2 to 256)\n"
+		"                       peers; 2 to 1024, the most re-seeders\n"
+		"                       a seed lists)\n"
 		"  --revoke-now         a token rotation (SIGHUP with a new\n"
 		"                       token) revokes the old keys at once,\n"
 		"                       not after --grace: for an incident\n"
@@ -637,8 +639,9 @@ int sfs_cli_seed(int argc, char **argv)
 			cfg.grace_s = (uint32_t)v;
 			break;
 		case OPT_FLEET_FROM:
-			if (sfs_parse_u64(optarg, &v) || v < 2 || v > 256)
-				return bad("--fleet-from (2 to 256)", optarg);
+			if (sfs_parse_u64(optarg, &v) || v < 2 ||
+			    v > SFS_ANNOUNCED_MAX)
+				return bad("--fleet-from (2 to 1024)", optarg);
 			cfg.fleet_from = (uint32_t)v;
 			break;
 		case OPT_REVOKE_NOW:

@@ -47,7 +47,7 @@ int rsrc_parse_models(const char *body, size_t len, struct rsrc_answer *a,
 		      char *err, size_t errlen);
 
 #define RSRC_FLEET_MAX                                                         \
-	4096 /* replicas in the fleet's lanes (a seed lists 256) */
+	4096 /* replicas in the fleet's lanes (a seed lists 1024) */
 #define RSRC_FLEET_MEMBERS 16 /* ... of which one works with: log2 */
 #define RSRC_FLEET_KEEP_MS                                                     \
 	15000 /* a place is good this long after the

@@ -754,13 +754,25 @@ int rsrc_parse_sources(const char *body, size_t len,
 	return rc;
 }
 
+/* What a seed's /v1/sources answer is walked with. */
+struct listing {
+	struct rsrc *lister;		/* the seed that answered */
+	const struct rsrc_fleet *fleet; /* its "fleet", parsed first */
+};
+
 /* A re-seeder seed @arg lists: a source from now on.  It is found
  * (it may leave, see unlisted) unless --seed or the registry gave it,
- * or it is a seed. */
+ * or it is a seed.  A member of this one's place in the fleet is a
+ * peer up to RSRC_FLEET_MEMBERS (a ring of n has log2 n members). */
 static void add_reseeder(void *arg, const char *addr)
 {
-	struct rsrc *lister = arg, *s = NULL;
-	int rc = rsrc_add(lister->r, addr, 1, 1, &s);
+	struct listing *l = arg;
+	struct rsrc *lister = l->lister, *s = NULL;
+	int kind = 1;
+	for (size_t k = 0; k < l->fleet->nmembers; k++)
+		if (!strcmp(l->fleet->members[k], addr))
+			kind = RSRC_MEMBER;
+	int rc = rsrc_add(lister->r, addr, kind, 1, &s);
 	if (rc) {
 		rsrc_put(s); /* NULL, or one whose poller did not start */
 		return;
@@ -805,7 +817,8 @@ static void discover(struct rsrc *s)
 		 * said it (fleet_of), not past. */
 		return;
 	}
-	int rc = rsrc_parse_sources(body, len, add_reseeder, s, f, err,
+	struct listing l = {s, f};
+	int rc = rsrc_parse_sources(body, len, add_reseeder, &l, f, err,
 				    sizeof(err));
 	f->at_ms = sfs_now_ms();
 	if (!rc && f->size)
@@ -857,7 +870,8 @@ static int cap_refused(struct sfs_replica *r, int peer, const char *addr)
 		r->srcs_refused++;
 	snprintf(r->src_cap_why, sizeof(r->src_cap_why), "%.100s not used: %s",
 		 addr,
-		 peer ? "RSRC_PEERS_MAX re-seeders are its peers already"
+		 peer ? "RSRC_PEERS_MAX re-seeders (RSRC_FLEET_MEMBERS in "
+			"the fleet's ring) are its peers already"
 		      : "RSRC_MAX sources are live");
 	if (r->src_cap_said_ms && now < r->src_cap_said_ms + 60000)
 		return 0;
@@ -870,10 +884,13 @@ int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
 {
 	struct rsrc *s = NULL, *evict = NULL;
 	size_t live = 0, peers = 0, slot = SIZE_MAX;
+	size_t peers_max =
+		reseeder == RSRC_MEMBER ? RSRC_FLEET_MEMBERS : RSRC_PEERS_MAX;
 	int say = 0, rc = 0;
 
 	if (out)
 		*out = NULL;
+	reseeder = !!reseeder;
 	pthread_mutex_lock(&r->lock);
 	for (size_t i = 0; i < r->nsrcs; i++) {
 		struct rsrc *o = r->srcs[i];
@@ -903,7 +920,7 @@ int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
 		rc = -ESHUTDOWN;
 	} else if (buried) {
 		rc = -EHOSTDOWN; /* silent a moment ago: not again yet */
-	} else if (reseeder && peers >= RSRC_PEERS_MAX) {
+	} else if (reseeder && peers >= peers_max) {
 		rc = -ENOSPC;
 		say = cap_refused(r, 1, addr);
 	} else if (slot == SIZE_MAX && !reseeder && (evict = evictable(r))) {
@@ -921,9 +938,10 @@ int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
 			"%s %s not used: %s (%zu live, %zu of them re-seeders; "
 			"said once a minute, counted in status)",
 			reseeder ? "re-seeder" : "seed", addr,
-			rc == -ENOSPC && reseeder && peers >= RSRC_PEERS_MAX
+			rc == -ENOSPC && reseeder && peers >= peers_max
 				? "this replica works with at most "
-				  "RSRC_PEERS_MAX re-seeders at a time"
+				  "RSRC_PEERS_MAX re-seeders at a time "
+				  "(RSRC_FLEET_MEMBERS in the fleet's ring)"
 				: "the table of sources is full",
 			live, peers);
 	if (rc)
@@ -1060,10 +1078,12 @@ void rsrc_cap_status(struct sfs_replica *r, char *buf, size_t len)
 	struct rsrc_caps c;
 	rsrc_caps(r, &c);
 	int n = snprintf(buf, len,
-			 "sources_live: %zu of %d (%zu re-seeders of %d); "
+			 "sources_live: %zu of %d (%zu re-seeders of %d, %d in "
+			 "the fleet's ring); "
 			 "freed %" PRIu64 ", refused %" PRIu64
 			 " (re-seeders past the peers' cap %" PRIu64 ")\n",
-			 c.live, RSRC_MAX, c.peers, RSRC_PEERS_MAX, c.freed,
+			 c.live, RSRC_MAX, c.peers, RSRC_PEERS_MAX,
+			 RSRC_FLEET_MEMBERS, c.freed,
 			 c.refused + c.peers_refused, c.peers_refused);
 	pthread_mutex_lock(&r->lock);
 	if (*r->src_cap_why && n > 0 && (size_t)n < len)

@@ -14,6 +14,7 @@
 #include "metadata/ctlsrv.h"
 #include "metadata/manifest.h"
 #include "metadata/identity.h"
+#include "seed/announce.h"
 #include "seed/publish.h"
 #include "transports/transport.h"
 
@@ -30,12 +31,8 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
-#define SEED_MAX_GENS 8		   /* generations alive at once */
-#define SEED_MAX_RESEEDERS 256	   /* re-seeders listed at once */
-#define SEED_RESEEDER_TTL_MS 15000 /* an announcement lasts this long */
-#define SEED_SOURCES_LISTED 16	   /* re-seeders one answer lists */
+#define SEED_MAX_GENS 8 /* generations alive at once */
 
 /* One published model. */
 struct seed_model {
@@ -58,14 +55,8 @@ struct sfs_seed {
 	int writable; /* some transport needs writable memory */
 	char protocols[SFS_MF_MAX_ENDPOINTS * 32];
 	pthread_mutex_t lock;
-	/* Re-seeders that announced themselves (control addresses) and
-	 * when each announcement lapses; protected by lock. */
-	size_t nreseeders;
-	struct {
-		char addr[300];
-		uint64_t until_ms;
-		uint64_t instance; /* its run, as it said (0: not said) */
-	} reseeders[SEED_MAX_RESEEDERS];
+	/* Re-seeders that announced themselves (its own lock). */
+	struct sfs_announced *ann;
 	size_t nmodels; /* fixed once open */
 	struct seed_model *models;
 	/* inotify on every published file (IN_MODIFY): a file that changes
@@ -296,6 +287,8 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 	s->cfg = *cfg;
 	s->wfd = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	if (sfs_announced_new(&s->ann))
+		goto err;
 	s->nmodels = 1 + cfg->nmore;
 	if (!(s->models = calloc(s->nmodels, sizeof(*s->models))) ||
 	    !(g = calloc(s->nmodels, sizeof(*g))))
@@ -903,157 +896,22 @@ int sfs_seed_models(struct sfs_seed *s, char **buf, size_t *len)
 
 int sfs_seed_announce(struct sfs_seed *s, const char *addr, uint64_t instance)
 {
-	uint64_t now = sfs_now_ms();
-	int rc = 0, known = 0;
-	pthread_mutex_lock(&s->lock);
-	size_t keep = 0;
-	for (size_t i = 0; i < s->nreseeders; i++) {
-		if (s->reseeders[i].until_ms <= now)
-			continue; /* lapsed: it unmounted or died */
-		/* A run is at one address: another that says it is the
-		 * same run is not listed (it would take its place in the
-		 * fleet). */
-		if (instance && s->reseeders[i].instance == instance &&
-		    strcmp(s->reseeders[i].addr, addr))
-			rc = -EEXIST;
-		if (!strcmp(s->reseeders[i].addr, addr)) {
-			s->reseeders[i].until_ms = now + SEED_RESEEDER_TTL_MS;
-			s->reseeders[i].instance = instance;
-			known = 1;
-		}
-		s->reseeders[keep++] = s->reseeders[i];
-	}
-	s->nreseeders = keep;
-	if (rc) {
-		/* Refused: out of the fleet's ring (no run). */
-		for (size_t i = 0; known && i < s->nreseeders; i++)
-			if (!strcmp(s->reseeders[i].addr, addr))
-				s->reseeders[i].instance = 0;
-	} else if (!known && s->nreseeders == SEED_MAX_RESEEDERS) {
-		rc = -ENOSPC;
-	} else if (!known) {
-		snprintf(s->reseeders[s->nreseeders].addr,
-			 sizeof(s->reseeders[0].addr), "%s", addr);
-		s->reseeders[s->nreseeders].instance = instance;
-		s->reseeders[s->nreseeders++].until_ms =
-			now + SEED_RESEEDER_TTL_MS;
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (!known && !rc)
+	int fresh;
+	int rc =
+		sfs_announced_add(s->ann, addr, instance, sfs_now_ms(), &fresh);
+	if (fresh)
 		SFS_LOG(SFS_INFO, "seed", "re-seeder %s announced itself",
 			addr);
 	return rc;
 }
 
-/* One live re-seeder's place in an asker's list. */
-struct ranked {
-	uint64_t score;
-	size_t i;
-};
-
-static int by_score(const void *a, const void *b)
-{
-	const struct ranked *x = a, *y = b;
-	return x->score < y->score ? 1 : x->score > y->score ? -1 : 0;
-}
-
-/* The ring's order: by the hash of the address (then by place in the
- * table, the same for every asker). */
-static int by_ring(const void *a, const void *b)
-{
-	const struct ranked *x = a, *y = b;
-	if (x->score != y->score)
-		return x->score < y->score ? -1 : 1;
-	return x->i < y->i ? -1 : x->i > y->i;
-}
-
-static json_t *listed(const struct sfs_seed *s, size_t i, uint64_t now)
-{
-	return json_pack("{s:s,s:I}", "address", s->reseeders[i].addr,
-			 "expires_in_ms",
-			 (json_int_t)(s->reseeders[i].until_ms - now));
-}
-
-/*
- * The fleet's lanes for the re-seeder of run @me (s->lock held): the
- * live ones that said their run, in ring order; NULL when @me is none
- * of them or fewer than fleet_from are.  Its members (places -1, -2,
- * -4, ...) go into @a.
- */
-static json_t *fleet(struct sfs_seed *s, uint64_t me, uint64_t now, json_t *a)
-{
-	struct ranked rk[SEED_MAX_RESEEDERS];
-	size_t n = 0, at = SIZE_MAX;
-	uint32_t from =
-		s->cfg.fleet_from ? s->cfg.fleet_from : SFS_SEED_FLEET_FROM;
-	if (!me)
-		return NULL;
-	for (size_t i = 0; i < s->nreseeders; i++) {
-		const char *ad = s->reseeders[i].addr;
-		if (s->reseeders[i].until_ms > now && s->reseeders[i].instance)
-			rk[n++] =
-				(struct ranked){XXH3_64bits(ad, strlen(ad)), i};
-	}
-	if (n < from || n < 2)
-		return NULL;
-	qsort(rk, n, sizeof(rk[0]), by_ring);
-	for (size_t k = 0; k < n; k++)
-		if (s->reseeders[rk[k].i].instance == me)
-			at = k;
-	if (at == SIZE_MAX)
-		return NULL;
-	json_t *mem = json_array();
-	for (size_t d = 1; mem && d < n; d <<= 1) {
-		size_t i = rk[(at + n - d) % n].i;
-		if (json_array_append_new(mem,
-					  json_string(s->reseeders[i].addr)) ||
-		    json_array_append_new(a, listed(s, i, now))) {
-			json_decref(mem);
-			mem = NULL;
-		}
-	}
-	return json_pack("{s:I,s:I,s:o*}", "size", (json_int_t)n, "index",
-			 (json_int_t)at, "members", mem);
-}
-
 int sfs_seed_sources(struct sfs_seed *s, const char *asker, uint64_t me,
 		     char **buf, size_t *len)
 {
-	uint64_t now = sfs_now_ms();
-	uint64_t seed =
-		XXH3_64bits(asker ? asker : "", asker ? strlen(asker) : 0);
-	struct ranked rk[SEED_MAX_RESEEDERS];
-	size_t n = 0, live = 0;
-	json_t *a = json_array(), *fl = NULL;
-	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < s->nreseeders; i++)
-		live += s->reseeders[i].until_ms > now;
-	if (a)
-		fl = fleet(s, me, now, a);
-	/* Else each asker gets its own SEED_SOURCES_LISTED of the live
-	 * ones (rendezvous hashing on the asker): a fleet's replicas
-	 * spread over all re-seeders instead of all asking the same first
-	 * ones, and one asker's list changes little as others come and
-	 * go. */
-	for (size_t i = 0; !fl && i < s->nreseeders; i++) {
-		const char *ad = s->reseeders[i].addr;
-		if (s->reseeders[i].until_ms <= now)
-			continue;
-		rk[n++] = (struct ranked){
-			XXH3_64bits_withSeed(ad, strlen(ad), seed), i};
-	}
-	qsort(rk, n, sizeof(rk[0]), by_score);
-	for (size_t k = 0; a && k < n && k < SEED_SOURCES_LISTED; k++)
-		json_array_append_new(a, listed(s, rk[k].i, now));
-	pthread_mutex_unlock(&s->lock);
-	json_t *o = json_pack("{s:o*,s:I,s:o*}", "reseeders", a, "live",
-			      (json_int_t)live, "fleet", fl);
-	*buf = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	if (!*buf)
-		return -ENOMEM;
-	*len = strlen(*buf);
-	return 0;
+	uint32_t from =
+		s->cfg.fleet_from ? s->cfg.fleet_from : SFS_SEED_FLEET_FROM;
+	return sfs_announced_sources(s->ann, asker, me, from, sfs_now_ms(), buf,
+				     len);
 }
 
 /* One model's numbers, for the metrics. */
@@ -1112,9 +970,8 @@ void sfs_seed_metrics(struct sfs_seed *s, struct sfs_metrics *m)
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->nmodels; i++)
 		model_nums(&s->models[i], &n[i]);
-	for (size_t i = 0; i < s->nreseeders; i++)
-		live += s->reseeders[i].until_ms > now;
 	pthread_mutex_unlock(&s->lock);
+	live = sfs_announced_live(s->ann, now);
 	for (size_t f = 0; f < SFS_ARRAY_SIZE(fam); f++) {
 		if (fam[f].type)
 			sfs_metrics_family(m, fam[f].name, fam[f].type,
@@ -1208,6 +1065,7 @@ void sfs_seed_close(struct sfs_seed *s)
 		sfs_xport_close(s->x[i]);
 	if (s->wfd >= 0)
 		close(s->wfd);
+	sfs_announced_free(s->ann);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }

@@ -164,22 +164,14 @@ int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed);
 
 /*
  * sfs_seed_announce - a re-seeder (a mount that serves what it holds)
- * at control address @addr, its run @instance (0: not said), is alive:
- * listed by sfs_seed_sources for the next 15 s (it announces itself
- * again every 5).  0, -ENOSPC when 256 are listed, or -EEXIST when a
- * live one at another address said @instance (then the one at @addr
- * is not in the fleet's ring until it says another).
+ * at control address @addr, its run @instance (0: not said), is alive
+ * for the next 15 s (it announces itself again every 5): as
+ * sfs_announced_add (seed/announce.h), -ENOSPC when
+ * SFS_ANNOUNCED_MAX (1024) are live.
  *
- * sfs_seed_sources - {"reseeders": [{"address", "expires_in_ms"}],
- * "live": N} into *buf [new].  Of the N live re-seeders: the 16 that
- * rank first for @asker (rendezvous hashing: each asker its own subset,
- * stable as others come and go; NULL: as for ""); or, when @me is the
- * instance of one of them and cfg.fleet_from or more that said theirs
- * are live, the fleet's lanes: those in the order of their addresses'
- * hashes (the same for every asker), "fleet": {"size": n, "index": its
- * place, "members": [the addresses at places -1, -2, -4, ... from it,
- * while below n]}, and "reseeders" lists exactly those members.  0 or
- * -ENOMEM.  Thread safe.
+ * sfs_seed_sources - what sfs_announced_sources answers @asker (@me:
+ * its run, if it is a re-seeder that said it), the fleet's ring from
+ * cfg.fleet_from live ones on.  0 or -ENOMEM.  Thread safe.
  */
 int sfs_seed_announce(struct sfs_seed *s, const char *addr, uint64_t instance);
 int sfs_seed_sources(struct sfs_seed *s, const char *asker, uint64_t me,

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# A ring of 1,024: a seed lists as many re-seeders as a fleet of a
+# thousand has, gives each its place in the ring of them, and a replica
+# works with its log2(n) = 10 members (more than the 8 peers it keeps
+# outside a ring).  1,023 re-seeders are announced by a script (their
+# addresses lead nowhere: 127.1.x.y port 9) and one is a real
+# re-seeding mount.  The seed must list all 1,024 and refuse the next
+# (503); every fake's place must be its own, its members at places -1,
+# -2, ..., -512; the mount must log its place among 1,024 with 10
+# peers, take all 10 as sources (never refused at its peers' cap), and
+# still read every byte exact (its dead members' chunks come from the
+# seed once the waits for them end).
+source "$(dirname "$0")/lib.sh" "$1"
+
+MODEL=$WORK/m
+"$GENMODEL" "$MODEL" --size 4M --shards 1
+F=model-00001-of-00001.safetensors
+start_seed "$MODEL"
+SP=$SEED_PORT
+
+# The script: announces NFAKE re-seeders every 4 s (an announcement
+# lasts 15), after the first round checks every fake's place, then
+# writes "ready"; with "extra" it announces one more and prints the
+# status it got.
+cat >"$WORK/ring.py" <<'EOF'
+import http.client, json, sys, time
+
+host, port, nfake, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+conn = http.client.HTTPConnection(host, port, timeout=10)
+
+def call(method, path, body=None):
+    global conn
+    for attempt in range(3):
+        try:
+            conn.request(method, path, body=body,
+                         headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, r.read()
+        except (http.client.HTTPException, OSError):
+            conn.close()
+            conn = http.client.HTTPConnection(host, port, timeout=10)
+    raise SystemExit("no answer from the seed")
+
+def addr(i):
+    return "127.1.%d.%d:9" % (i >> 8, i & 255)
+
+def announce(i):
+    return call("POST", "/v1/announce",
+                json.dumps({"address": addr(i), "instance": "0x%x" % (0x5eed0000 + i)}))[0]
+
+if len(sys.argv) > 5 and sys.argv[5] == "extra":
+    print(announce(nfake))
+    sys.exit(0)
+rounds = 0
+while True:
+    for i in range(nfake):
+        st = announce(i)
+        if st != 200:
+            raise SystemExit("announce %d: %d" % (i, st))
+    rounds += 1
+    if rounds == 1:
+        # Every fake's place, and its members'.
+        at = {}
+        ans = {}
+        for i in range(nfake):
+            st, body = call("GET", "/v1/sources?me=0x%x" % (0x5eed0000 + i))
+            o = json.loads(body)
+            f = o.get("fleet")
+            if st != 200 or not f:
+                raise SystemExit("fake %d: no place: %s" % (i, body[:200]))
+            at[f["index"]] = addr(i)
+            ans[i] = (f, [e["address"] for e in o["reseeders"]])
+        sizes = {f["size"] for f, _ in ans.values()}
+        n = max(sizes)
+        # The one place no fake has: the real re-seeder's, the one
+        # address in members lists that is no fake's.
+        fakes = set(at.values())
+        other = {m for f, _ in ans.values() for m in f["members"]} - fakes
+        free = [k for k in range(n) if k not in at]
+        if len(free) == 1 and len(other) == 1:
+            at[free[0]] = other.pop()
+        with open(out, "w") as fo:
+            fo.write("sizes %s places %d\n" % (sorted(sizes), len(at)))
+            bad = 0
+            for i, (f, listed) in ans.items():
+                want = [at.get((f["index"] - (1 << k)) % n) for k in range(n.bit_length() - 1 + (n & (n - 1) != 0))]
+                if f["members"] != want or listed != want:
+                    bad += 1
+            fo.write("members %d wrong\n" % bad)
+            fo.write("ready\n")
+    time.sleep(4)
+EOF
+
+# The real re-seeder first, so that the ring is 1,024 with it.
+A=$WORK/a
+MOUNT_LOG=a mount_seed "$A" --reseed --listen "$HOST:0" --cache-size 64M --timeout 5
+APID=$MOUNT_PID
+python3 "$WORK/ring.py" "$HOST" "$SP" 1023 "$WORK/ring.out" >"$WORK/ring.log" 2>&1 &
+RPID=$!
+PIDS+=("$RPID")
+for _ in $(seq 600); do
+	grep -q '^ready' "$WORK/ring.out" 2>/dev/null && break
+	kill -0 "$RPID" 2>/dev/null || fail "ring.py: $(cat "$WORK/ring.log")"
+	sleep 0.1
+done
+grep -q '^ready' "$WORK/ring.out" || fail "ring.py not ready in 60 s: $(cat "$WORK/ring.log")"
+grep -q '^sizes \[1024\] places 1024$' "$WORK/ring.out" ||
+	fail "not one ring of 1024, every place taken: $(cat "$WORK/ring.out")"
+grep -q '^members 0 wrong$' "$WORK/ring.out" || fail "$(cat "$WORK/ring.out")"
+st=$(python3 "$WORK/ring.py" "$HOST" "$SP" 1023 /dev/null extra)
+[ "$st" = 503 ] || fail "the 1,025th announcement got $st, not 503"
+curl -sf "http://$HOST:$SP/metrics" >"$WORK/seed.metrics" || fail "seed metrics"
+grep -q '^seedfs_seed_reseeders 1024$' "$WORK/seed.metrics" ||
+	fail "seed metrics: $(grep reseeders "$WORK/seed.metrics")"
+ok "the seed lists 1024 re-seeders, one ring, each fake's members at -1 .. -512, the 1025th refused (503)"
+
+# The mount's place: asked every second, the lanes set once it has it.
+for _ in $(seq 200); do
+	grep -q "fleet lanes: 1024 replicas, this one the [0-9]*-th: .* from 10 peers" "$WORK/a.log" && break
+	sleep 0.1
+done
+grep -q "fleet lanes: 1024 replicas, this one the [0-9]*-th: .* from 10 peers" "$WORK/a.log" ||
+	fail "no place among 1024 with 10 peers: $(grep -h 'lanes\|not used' "$WORK/a.log" | tail -n 5)"
+# All ten members became sources (a ring's peers past RSRC_PEERS_MAX).
+max=0
+for _ in $(seq 50); do
+	n=$(grep -c '^reseeder: 127\.1\.' "$A/.seedfs/status" || true)
+	[ "$n" -gt "$max" ] && max=$n
+	[ "$max" -ge 10 ] && break
+	sleep 0.1
+done
+[ "$max" -eq 10 ] || fail "$max of its 10 members became sources: $(grep -E '^(reseeder|sources_)' "$A/.seedfs/status")"
+refute "not used: this replica works with at most" "$WORK/a.log"
+ok "the mount: $(grep -o 'fleet lanes: 1024 replicas, this one the [0-9]*-th' "$WORK/a.log" | tail -n 1), its 10 members sources"
+# Its dead members' chunks come from the seed after the waits.
+timeout 120 cmp "$MODEL/$F" "$A/m/$F" || fail "$F not byte-exact"
+ok "read byte-exact from a ring of dead members"
+kill "$RPID" 2>/dev/null || true
+unmount_check "$A" "$APID"
+sanitizers_clean

@@ -27,9 +27,13 @@
  *   sim [-n N] [--size BYTES] [--chunk BYTES] [--gbit G] [--seed-x X]
  *       [--lat-us US] [--stagger-ms MS] [--chunks C] [--queue CHUNKS]
  *       [--lanes members|fleet] [--poll-ms MS] [--label TEXT]
+ *       [--progress MS]
  *
  * Prints one row: all done (s), one replica alone (s), their ratio,
  * seed sent x model, control bytes / data bytes, what bound the run.
+ * With --progress, a line to stderr every MS simulated: where the run
+ * is (the seed's uplink, its chunks sent more than once, the replicas'
+ * holdings and downlinks), to see what takes the time.
  */
 #include "cache/swarm.h"
 
@@ -125,6 +129,12 @@ static uint32_t queue_len = 4096; /* queued chunks looked at per pick */
 static int fleet_lanes;		  /* --lanes fleet */
 /* Holdings asked this often (--poll-ms; RSRC_RESEEDER_POLL_MS). */
 static double poll_ms = 250;
+/* --progress: a line every this many simulated ms (0: none); the
+ * seed's chunks sent once, and how many it sent again. */
+static double progress_ms;
+static uint8_t *seed_once;
+static uint64_t seed_again;
+static uint32_t ndone; /* replicas that hold the whole model */
 
 static void *xalloc(size_t n)
 {
@@ -565,6 +575,10 @@ static void arrived(uint32_t fi)
 	double took = now - f->posted;
 	struct node *r = &nodes[ri];
 	nodes[from].sent += chunk_bytes;
+	if (from == 0 && seed_once) {
+		seed_again += seed_once[c];
+		seed_once[c] = 1;
+	}
 	flow_detach(fi);
 	set_has(ri, c, 1);
 	r->nheld++;
@@ -592,8 +606,10 @@ static void arrived(uint32_t fi)
 			*lat = *lat > 0 ? 0.8 * *lat + 0.2 * took : took;
 			break;
 		}
-	if (r->nheld == nchunks)
+	if (r->nheld == nchunks) {
 		r->done_ms = now;
+		ndone++;
+	}
 	pump(ri, 0);
 }
 
@@ -706,8 +722,41 @@ static void usage(void)
 		"usage: sim [-n N] [--size BYTES] [--chunk BYTES] [--gbit G] "
 		"[--seed-x X] [--lat-us US] [--stagger-ms MS] [--chunks C] "
 		"[--label TEXT] [--queue CHUNKS] [--lanes members|fleet] "
-		"[--poll-ms MS]\n");
+		"[--poll-ms MS] [--progress MS]\n");
 	exit(2);
+}
+
+/* --progress: one line on where the run is at @now, and since the last
+ * (@last_*). */
+static void progress(uint32_t n, double link, double *last_t, double *last_sent,
+		     uint64_t *last_held)
+{
+	uint64_t held = 0;
+	uint32_t least = UINT32_MAX, done = 0;
+	for (uint32_t i = 1; i <= n; i++) {
+		held += nodes[i].nheld;
+		least = nodes[i].nheld < least ? nodes[i].nheld : least;
+		done += nodes[i].done_ms > 0;
+	}
+	double dt = now - *last_t;
+	double model = chunk_bytes * nchunks;
+	fprintf(stderr,
+		"sim: %7.2f s: seed sent %.3f x (%3.0f %% of its uplink since), "
+		"%u pulls in flight, %" PRIu64 " chunks sent again; replicas "
+		"%u done, held %.1f %% (the least %.1f %%), their downlinks "
+		"%3.0f %% busy since\n",
+		now / 1e3, nodes[0].sent / model,
+		dt > 0 ? 100 * (nodes[0].sent - *last_sent) / (nodes[0].up * dt)
+		       : 0,
+		nodes[0].nups, seed_again, done,
+		100.0 * (double)held / ((double)n * nchunks),
+		100.0 * least / nchunks,
+		dt > 0 ? 100 * (double)(held - *last_held) * chunk_bytes /
+				 ((double)n * link * dt)
+		       : 0);
+	*last_t = now;
+	*last_sent = nodes[0].sent;
+	*last_held = held;
 }
 
 static double parse_bytes(const char *s)
@@ -738,13 +787,19 @@ int main(int argc, char **argv)
 	double size = 140e9, gbit = 100, seed_x = 1, lat_us = 20, stagger = 0;
 	const char *label = "";
 	chunk_bytes = 1024.0 * 1024;
-	static const struct option lo[] = {
-		{"size", 1, 0, 's'},	{"chunk", 1, 0, 'c'},
-		{"gbit", 1, 0, 'g'},	{"seed-x", 1, 0, 'x'},
-		{"lat-us", 1, 0, 'l'},	{"stagger-ms", 1, 0, 't'},
-		{"chunks", 1, 0, 'k'},	{"label", 1, 0, 'L'},
-		{"queue", 1, 0, 'q'},	{"lanes", 1, 0, 'a'},
-		{"poll-ms", 1, 0, 'p'}, {0, 0, 0, 0}};
+	static const struct option lo[] = {{"size", 1, 0, 's'},
+					   {"chunk", 1, 0, 'c'},
+					   {"gbit", 1, 0, 'g'},
+					   {"seed-x", 1, 0, 'x'},
+					   {"lat-us", 1, 0, 'l'},
+					   {"stagger-ms", 1, 0, 't'},
+					   {"chunks", 1, 0, 'k'},
+					   {"label", 1, 0, 'L'},
+					   {"queue", 1, 0, 'q'},
+					   {"lanes", 1, 0, 'a'},
+					   {"poll-ms", 1, 0, 'p'},
+					   {"progress", 1, 0, 'P'},
+					   {0, 0, 0, 0}};
 	for (int o; (o = getopt_long(argc, argv, "n:", lo, NULL)) != -1;) {
 		switch (o) {
 		case 'n':
@@ -781,6 +836,13 @@ int main(int argc, char **argv)
 			char *end;
 			poll_ms = strtod(optarg, &end);
 			if (*end || !(poll_ms >= 1 && poll_ms <= 60000))
+				usage();
+			break;
+		}
+		case 'P': {
+			char *end;
+			progress_ms = strtod(optarg, &end);
+			if (*end || !(progress_ms >= 1))
 				usage();
 			break;
 		}
@@ -840,7 +902,15 @@ int main(int argc, char **argv)
 	}
 	double link_ms = chunk_bytes * nchunks / link;
 	double limit = 50 * link_ms + stagger * n + 60e3;
+	double next_progress = progress_ms, last_t = 0, last_sent = 0;
+	uint64_t last_held = 0;
+	if (progress_ms)
+		seed_once = xalloc(nchunks);
 	while (nheap || nfheap) {
+		if (progress_ms && now >= next_progress && ndone < n) {
+			progress(n, link, &last_t, &last_sent, &last_held);
+			next_progress += progress_ms;
+		}
 		if (nfheap && (!nheap || flows[fheap[0]].due <= heap[0].t)) {
 			uint32_t fi = fheap[0];
 			now = flows[fi].due;

@@ -12,8 +12,9 @@
 #           fleet    the policy's fleet mode (cache/swarm.c, sw->fleet):
 #                    every replica in the lanes, each working with the
 #                    replicas at ring offsets -1, -2, -4, ... (what the
-#                    seed would have to list; the cache does not yet),
-#                    a chunk going down a binomial tree from its owner;
+#                    seed lists each re-seeder from --fleet-from on, up
+#                    to 1,024 of them), a chunk going down a binomial
+#                    tree from its owner;
 #           both with the queue holding the whole model (prefetch's).
 # The goals at N=1000 (issue 26): all done within 1.3 x of one replica
 # alone on its link, the seed sends at most 1.5 x the model, control

@@ -36,14 +36,17 @@ printf '%-7s %5s %8s %9s %9s %6s %8s %10s %s\n' run N chunks "done s" \
 echo "       (bench-fanout (b), real, 2026-12-02 06:44: 10.1 s, seed 1.17 x)"
 q=$CHUNKS
 [ "$q" = 0 ] && q=143360
-declare -A last
+declare -A last why
+ERR=$(mktemp)
+trap 'rm -f "$ERR"' EXIT
 for n in $NS; do
 	for lanes in members fleet; do
 		opts=(--queue "$q")
 		row=$("$SIM" --label $lanes -n "$n" --size 140G --chunk 1M \
 			--gbit 100 --lat-us 20 --chunks "$CHUNKS" \
 			--stagger-ms "$STAGGER" --lanes $lanes "${opts[@]}" \
-			2>/dev/null) || true
+			2>"$ERR") || true
+		why[$lanes]=$(sed -n 's/^sim: why: //p' "$ERR")
 		if [ -n "$row" ]; then
 			last[$lanes]=$row
 		else
@@ -64,4 +67,5 @@ for lanes in members fleet; do
 	verdict "all done / alone" "$ratio" 1.3
 	verdict "seed sent x model" "$seedx" 1.5
 	verdict "control / data %" "$ctl" 1
+	[ -z "${why[$lanes]:-}" ] || echo "  why (from this run): ${why[$lanes]}"
 done

@@ -134,7 +134,8 @@ static double poll_ms = 250;
 static double progress_ms;
 static uint8_t *seed_once;
 static uint64_t seed_again;
-static uint32_t ndone; /* replicas that hold the whole model */
+static uint32_t ndone;	    /* replicas that hold the whole model */
+static double seed_last_ms; /* when the seed's last pull ended */
 
 static void *xalloc(size_t n)
 {
@@ -575,6 +576,8 @@ static void arrived(uint32_t fi)
 	double took = now - f->posted;
 	struct node *r = &nodes[ri];
 	nodes[from].sent += chunk_bytes;
+	if (from == 0)
+		seed_last_ms = now;
 	if (from == 0 && seed_once) {
 		seed_again += seed_once[c];
 		seed_once[c] = 1;
@@ -962,6 +965,27 @@ int main(int argc, char **argv)
 	       : last < 1.15 * alone ? "replica downlinks"
 				     : "waits (policy)",
 	       unfinished ? " UNFINISHED" : "");
+	/* Where the time went: the seed's part (its uplink is a replica's
+	 * downlink: sending 1.00 x takes at least one replica alone), and
+	 * what came after its last chunk (in fleet lanes, a chunk's way
+	 * down its binomial tree: up to ceil(log2 n) levels, each known to
+	 * the next at its holdings question). */
+	uint32_t levels = 0;
+	while (fleet_lanes && ((uint64_t)1 << levels) < n)
+		levels++;
+	fprintf(stderr,
+		"sim: why: the seed's last pull ended at %.2f s, %.2f x one "
+		"replica alone (it sent %.2f x the model over an uplink as "
+		"fast as a replica's downlink); the last replica was done "
+		"%.2f s after it",
+		seed_last_ms / 1e3, seed_last_ms / alone, seed_sent,
+		(end - seed_last_ms) / 1e3);
+	if (fleet_lanes)
+		fprintf(stderr,
+			" (a chunk's way down its tree: up to %u levels, "
+			"each known at a holdings question every %.0f ms)",
+			levels, poll_ms);
+	fprintf(stderr, "\n");
 	fprintf(stderr, "sim: %" PRIu64 " policy calls, %u flows\n",
 		policy_calls, nflows);
 	return unfinished ? 1 : 0;

@@ -742,15 +742,17 @@ static void progress(uint32_t n, double link, double *last_t, double *last_sent,
 		done += nodes[i].done_ms > 0;
 	}
 	double dt = now - *last_t;
-	double model = chunk_bytes * nchunks;
+	double model = chunk_bytes * nchunks, up = 0;
+	for (uint32_t k = 0; k < nodes[0].nups; k++)
+		up += flows[nodes[0].ups[k]].started
+			      ? flows[nodes[0].ups[k]].rate
+			      : 0;
 	fprintf(stderr,
-		"sim: %7.2f s: seed sent %.3f x (%3.0f %% of its uplink since), "
+		"sim: %7.2f s: seed sent %.3f x (its uplink %3.0f %% busy now), "
 		"%u pulls in flight, %" PRIu64 " chunks sent again; replicas "
 		"%u done, held %.1f %% (the least %.1f %%), their downlinks "
 		"%3.0f %% busy since\n",
-		now / 1e3, nodes[0].sent / model,
-		dt > 0 ? 100 * (nodes[0].sent - *last_sent) / (nodes[0].up * dt)
-		       : 0,
+		now / 1e3, nodes[0].sent / model, 100 * up / nodes[0].up,
 		nodes[0].nups, seed_again, done,
 		100.0 * (double)held / ((double)n * nchunks),
 		100.0 * least / nchunks,

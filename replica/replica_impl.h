@@ -47,7 +47,6 @@ struct rsrc;
 
 #define RSRC_MAX 64	 /* live sources of one replica */
 #define RSRC_PEERS_MAX 8 /* ... re-seeders among them: its peers */
-#define RSRC_MEMBER 2	 /* rsrc_add: a re-seeder of its place in the ring */
 #define RSRC_GONE_MS                                                           \
 	10000			  /* a found re-seeder silent (or listed by
 				     no seed) this long is freed */
@@ -304,11 +303,10 @@ int rsrc_new(struct sfs_replica *r, const char *addr, int reseeder,
 void rsrc_free(struct rsrc *s);
 /*
  * rsrc_add - @addr is a source from now on (unless known): asked behind
- * once its poller starts (@start: now).  @reseeder: 0 a seed, 1 a
- * re-seeder, RSRC_MEMBER a re-seeder a seed named a member of this
- * one's place in the fleet's ring.  A re-seeder is refused (-ENOSPC)
- * when RSRC_PEERS_MAX re-seeders are live (RSRC_FLEET_MEMBERS for a
- * member: a ring of n has log2 n), any source when
+ * once its poller starts (@start: now).  A re-seeder is refused
+ * (-ENOSPC) when RSRC_PEERS_MAX re-seeders are live (RSRC_FLEET_MEMBERS
+ * for a member of this one's place in the fleet's ring that a seed
+ * named: source.c's add_reseeder), any source when
  * RSRC_MAX are, unless @reseeder is 0 and a re-seeder can be retired to
  * make room (a seed is preferred over an extra peer): the refusal is
  * counted, said once a minute and shown in status.  *out, when not

@@ -754,6 +754,10 @@ int rsrc_parse_sources(const char *body, size_t len,
 	return rc;
 }
 
+static int add_source(struct sfs_replica *r, const char *addr, int reseeder,
+		      int start, const struct rsrc_fleet *ring,
+		      struct rsrc **out);
+
 /* What a seed's /v1/sources answer is walked with. */
 struct listing {
 	struct rsrc *lister;		/* the seed that answered */
@@ -763,16 +767,17 @@ struct listing {
 /* A re-seeder seed @arg lists: a source from now on.  It is found
  * (it may leave, see unlisted) unless --seed or the registry gave it,
  * or it is a seed.  A member of this one's place in the fleet is a
- * peer up to RSRC_FLEET_MEMBERS (a ring of n has log2 n members). */
+ * peer up to RSRC_FLEET_MEMBERS (a ring of n has log2 n members), and
+ * takes the place of a peer that is none when they are full. */
 static void add_reseeder(void *arg, const char *addr)
 {
 	struct listing *l = arg;
 	struct rsrc *lister = l->lister, *s = NULL;
-	int kind = 1;
-	for (size_t k = 0; k < l->fleet->nmembers; k++)
-		if (!strcmp(l->fleet->members[k], addr))
-			kind = RSRC_MEMBER;
-	int rc = rsrc_add(lister->r, addr, kind, 1, &s);
+	int member = 0;
+	for (size_t k = 0; k < l->fleet->nmembers && !member; k++)
+		member = !strcmp(l->fleet->members[k], addr);
+	int rc =
+		add_source(lister->r, addr, 1, 1, member ? l->fleet : NULL, &s);
 	if (rc) {
 		rsrc_put(s); /* NULL, or one whose poller did not start */
 		return;
@@ -879,18 +884,48 @@ static int cap_refused(struct sfs_replica *r, int peer, const char *addr)
 	return 1;
 }
 
-int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
-	     struct rsrc **out)
+/* A re-seeder to retire for a member of this one's place in @ring when
+ * its peers are full (r->lock held): no member of it, no --seed, one
+ * that does not answer first; referenced.  NULL: none. */
+static struct rsrc *nonmember(struct sfs_replica *r,
+			      const struct rsrc_fleet *ring)
+{
+	struct rsrc *pick = NULL;
+	for (size_t i = r->cfg.nseeds; i < r->nsrcs; i++) {
+		struct rsrc *s = r->srcs[i];
+		int member = 0;
+		if (!s || !s->reseeder || s->self || s->retired)
+			continue;
+		for (size_t k = 0; k < ring->nmembers && !member; k++)
+			member = !strcmp(ring->members[k], s->addr);
+		if (member)
+			continue;
+		int quiet = atomic_load(&s->quiet);
+		if (!pick || quiet)
+			pick = s;
+		if (quiet)
+			break;
+	}
+	if (pick)
+		pick->refs++;
+	return pick;
+}
+
+/* rsrc_add; @ring: when not NULL, @addr is a member of this re-seeder's
+ * place in it (a seed named it): then up to RSRC_FLEET_MEMBERS
+ * re-seeders are its peers, and a peer that is no member leaves for it
+ * when they are full. */
+static int add_source(struct sfs_replica *r, const char *addr, int reseeder,
+		      int start, const struct rsrc_fleet *ring,
+		      struct rsrc **out)
 {
 	struct rsrc *s = NULL, *evict = NULL;
 	size_t live = 0, peers = 0, slot = SIZE_MAX;
-	size_t peers_max =
-		reseeder == RSRC_MEMBER ? RSRC_FLEET_MEMBERS : RSRC_PEERS_MAX;
+	size_t peers_max = ring ? RSRC_FLEET_MEMBERS : RSRC_PEERS_MAX;
 	int say = 0, rc = 0;
 
 	if (out)
 		*out = NULL;
-	reseeder = !!reseeder;
 	pthread_mutex_lock(&r->lock);
 	for (size_t i = 0; i < r->nsrcs; i++) {
 		struct rsrc *o = r->srcs[i];
@@ -920,6 +955,10 @@ int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
 		rc = -ESHUTDOWN;
 	} else if (buried) {
 		rc = -EHOSTDOWN; /* silent a moment ago: not again yet */
+	} else if (reseeder && ring && peers >= peers_max &&
+		   (evict = nonmember(r, ring))) {
+		/* A member before a peer that is none: that one leaves. */
+		slot = slot == SIZE_MAX ? evict->idx : slot;
 	} else if (reseeder && peers >= peers_max) {
 		rc = -ENOSPC;
 		say = cap_refused(r, 1, addr);
@@ -947,7 +986,10 @@ int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
 	if (rc)
 		return rc;
 	if (evict) {
-		rsrc_retire(evict, "the table is full and a seed comes");
+		rsrc_retire(evict,
+			    reseeder ? "a member of this re-seeder's place in "
+				       "the fleet's ring comes"
+				     : "the table is full and a seed comes");
 		rsrc_put(evict);
 	}
 	if ((rc = rsrc_new(r, addr, reseeder, &s)))
@@ -977,6 +1019,12 @@ int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
 	else
 		rsrc_put(s);
 	return rc;
+}
+
+int rsrc_add(struct sfs_replica *r, const char *addr, int reseeder, int start,
+	     struct rsrc **out)
+{
+	return add_source(r, addr, reseeder, start, NULL, out);
 }
 
 void rsrc_retire(struct rsrc *s, const char *why)
@@ -1077,14 +1125,14 @@ void rsrc_cap_status(struct sfs_replica *r, char *buf, size_t len)
 {
 	struct rsrc_caps c;
 	rsrc_caps(r, &c);
-	int n = snprintf(buf, len,
-			 "sources_live: %zu of %d (%zu re-seeders of %d, %d in "
-			 "the fleet's ring); "
-			 "freed %" PRIu64 ", refused %" PRIu64
-			 " (re-seeders past the peers' cap %" PRIu64 ")\n",
-			 c.live, RSRC_MAX, c.peers, RSRC_PEERS_MAX,
-			 RSRC_FLEET_MEMBERS, c.freed,
-			 c.refused + c.peers_refused, c.peers_refused);
+	int n = snprintf(
+		buf, len,
+		"sources_live: %zu of %d (%zu re-seeders: at most %d, %d in "
+		"the fleet's ring); "
+		"freed %" PRIu64 ", refused %" PRIu64
+		" (re-seeders past the peers' cap %" PRIu64 ")\n",
+		c.live, RSRC_MAX, c.peers, RSRC_PEERS_MAX, RSRC_FLEET_MEMBERS,
+		c.freed, c.refused + c.peers_refused, c.peers_refused);
 	pthread_mutex_lock(&r->lock);
 	if (*r->src_cap_why && n > 0 && (size_t)n < len)
 		snprintf(buf + n, len - (size_t)n, "sources_refused_last: %s\n",

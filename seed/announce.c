@@ -42,7 +42,20 @@ struct sfs_announced {
 	size_t nring, ring_cap;
 	int ring_stale;
 	uint64_t ring_lapse_ms;
+	/* The latest time a caller passed: time never goes back in here
+	 * (callers read their clocks before they take the lock, so two
+	 * may come in out of order). */
+	uint64_t now_ms;
 };
+
+/* @now, or the latest time already seen (a->lock held). */
+static uint64_t forward(struct sfs_announced *a, uint64_t now)
+{
+	if (now < a->now_ms)
+		return a->now_ms;
+	a->now_ms = now;
+	return now;
+}
 
 int sfs_announced_new(struct sfs_announced **out)
 {
@@ -76,6 +89,7 @@ int sfs_announced_add(struct sfs_announced *a, const char *addr,
 	if (alen >= sizeof(a->e[0].addr))
 		return -ENAMETOOLONG;
 	pthread_mutex_lock(&a->lock);
+	now_ms = forward(a, now_ms);
 	for (size_t i = 0; i < a->n; i++) {
 		struct ann_entry *e = &a->e[i];
 		if (e->until_ms <= now_ms) {
@@ -222,6 +236,7 @@ int sfs_announced_sources(struct sfs_announced *a, const char *asker,
 	*buf = NULL;
 	*len = 0;
 	pthread_mutex_lock(&a->lock);
+	now_ms = forward(a, now_ms);
 	for (size_t i = 0; i < a->n; i++)
 		live += a->e[i].until_ms > now_ms;
 	if (list)
@@ -257,6 +272,7 @@ size_t sfs_announced_live(struct sfs_announced *a, uint64_t now_ms)
 {
 	size_t live = 0;
 	pthread_mutex_lock(&a->lock);
+	now_ms = forward(a, now_ms);
 	for (size_t i = 0; i < a->n; i++)
 		live += a->e[i].until_ms > now_ms;
 	pthread_mutex_unlock(&a->lock);

@@ -30,9 +30,11 @@ void sfs_announced_free(struct sfs_announced *a);
  * next SFS_ANNOUNCED_TTL_MS.  Those that lapsed are dropped first.  0,
  * -ENOSPC when SFS_ANNOUNCED_MAX live ones are listed, -ENAMETOOLONG
  * for an address of 300 bytes or more, or -EEXIST when a live one at
- * another address said @instance (then the one at @addr is out of the
- * ring until it says another), -ENOMEM.  *@fresh (may be NULL): 1 when
- * @addr was not listed before.  Thread safe.
+ * another address said @instance (then @addr is not listed, or, when
+ * it was, it is out of the ring until it says another run), -ENOMEM.
+ * *@fresh (may be NULL): 1 when @addr was not listed before.  Time
+ * never goes back: a @now_ms below one already passed counts as that
+ * one.  Thread safe.
  */
 int sfs_announced_add(struct sfs_announced *a, const char *addr,
 		      uint64_t instance, uint64_t now_ms, int *fresh);

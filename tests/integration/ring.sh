@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# A ring of 1,024: a seed lists as many re-seeders as a fleet of a
-# thousand has, gives each its place in the ring of them, and a replica
-# works with its log2(n) = 10 members (more than the 8 peers it keeps
-# outside a ring).  1,023 re-seeders are announced by a script (their
-# addresses lead nowhere: 127.1.x.y port 9) and one is a real
-# re-seeding mount.  The seed must list all 1,024 and refuse the next
-# (503); every fake's place must be its own, its members at places -1,
-# -2, ..., -512; the mount must log its place among 1,024 with 10
-# peers, take all 10 as sources (never refused at its peers' cap), and
-# still read every byte exact (its dead members' chunks come from the
-# seed once the waits for them end).
+# A ring of a thousand: a seed lists as many re-seeders as a fleet of a
+# thousand has (up to 1,024), gives each its place in the ring of them,
+# and a replica works with its log2(n) = 10 members (more than the 8
+# peers it keeps outside a ring).  A real re-seeding mount first takes
+# 8 peers from 20 announced without a run (no ring); then 1,003 are
+# announced with their runs (the ring: those and the mount, 1,004).  All
+# announced addresses lead nowhere (127.1.x.y and 127.2.x.y, port 9).
+# The seed must list all 1,024 and refuse the next (503); every fake's
+# place must be its own, its members at places -1, -2, ..., -512; the
+# mount must log its place among 1,004 with 10 peers and take all 10
+# as sources within 5 s, its 8 earlier peers leaving for them (not 10 s
+# later, once the seed stopped listing them), and still read every byte exact (its dead
+# members' chunks come from the seed once the waits for them end).
 source "$(dirname "$0")/lib.sh" "$1"
 
 MODEL=$WORK/m
@@ -48,9 +50,20 @@ def announce(i):
     return call("POST", "/v1/announce",
                 json.dumps({"address": addr(i), "instance": "0x%x" % (0x5eed0000 + i)}))[0]
 
-if len(sys.argv) > 5 and sys.argv[5] == "extra":
+mode = sys.argv[5] if len(sys.argv) > 5 else "ring"
+if mode == "extra":
     print(announce(nfake))
     sys.exit(0)
+if mode == "plain":  # no run: no place in the ring
+    while True:
+        for i in range(nfake):
+            st = call("POST", "/v1/announce", json.dumps(
+                {"address": "127.2.%d.%d:9" % (i >> 8, i & 255)}))[0]
+            if st != 200:
+                raise SystemExit("announce plain %d: %d" % (i, st))
+        with open(out, "w") as fo:
+            fo.write("ready\n")
+        time.sleep(4)
 rounds = 0
 while True:
     for i in range(nfake):
@@ -91,11 +104,22 @@ while True:
     time.sleep(4)
 EOF
 
-# The real re-seeder first, so that the ring is 1,024 with it.
+# The real re-seeder, and its 8 peers of 20 without a ring.
 A=$WORK/a
 MOUNT_LOG=a mount_seed "$A" --reseed --listen "$HOST:0" --cache-size 64M --timeout 5
 APID=$MOUNT_PID
-python3 "$WORK/ring.py" "$HOST" "$SP" 1023 "$WORK/ring.out" >"$WORK/ring.log" 2>&1 &
+python3 "$WORK/ring.py" "$HOST" "$SP" 20 "$WORK/plain.out" plain >"$WORK/plain.log" 2>&1 &
+PPID_=$!
+PIDS+=("$PPID_")
+plain() { grep -c '^reseeder: 127\.2\.' "$A/.seedfs/status" || true; }
+for _ in $(seq 100); do
+	[ "$(plain)" -ge 8 ] && break
+	sleep 0.1
+done
+[ "$(plain)" = 8 ] || fail "the mount took $(plain) of 20 re-seeders, not 8: $(cat "$WORK/plain.log")"
+
+# The ring: 1,003 fakes with their runs, and the mount.
+python3 "$WORK/ring.py" "$HOST" "$SP" 1003 "$WORK/ring.out" >"$WORK/ring.log" 2>&1 &
 RPID=$!
 PIDS+=("$RPID")
 for _ in $(seq 600); do
@@ -104,24 +128,27 @@ for _ in $(seq 600); do
 	sleep 0.1
 done
 grep -q '^ready' "$WORK/ring.out" || fail "ring.py not ready in 60 s: $(cat "$WORK/ring.log")"
-grep -q '^sizes \[1024\] places 1024$' "$WORK/ring.out" ||
-	fail "not one ring of 1024, every place taken: $(cat "$WORK/ring.out")"
+grep -q '^sizes \[1004\] places 1004$' "$WORK/ring.out" ||
+	fail "not one ring of 1004, every place taken: $(cat "$WORK/ring.out")"
 grep -q '^members 0 wrong$' "$WORK/ring.out" || fail "$(cat "$WORK/ring.out")"
-st=$(python3 "$WORK/ring.py" "$HOST" "$SP" 1023 /dev/null extra)
+st=$(python3 "$WORK/ring.py" "$HOST" "$SP" 1003 /dev/null extra)
 [ "$st" = 503 ] || fail "the 1,025th announcement got $st, not 503"
 curl -sf "http://$HOST:$SP/metrics" >"$WORK/seed.metrics" || fail "seed metrics"
 grep -q '^seedfs_seed_reseeders 1024$' "$WORK/seed.metrics" ||
 	fail "seed metrics: $(grep reseeders "$WORK/seed.metrics")"
-ok "the seed lists 1024 re-seeders, one ring, each fake's members at -1 .. -512, the 1025th refused (503)"
+ok "the seed lists 1024 re-seeders, one ring of 1004, each fake's members at -1 .. -512, the 1025th refused (503)"
 
 # The mount's place: asked every second, the lanes set once it has it.
+placed="fleet lanes: 1004 replicas, this one the [0-9]*-th: .* from 10 peers"
 for _ in $(seq 200); do
-	grep -q "fleet lanes: 1024 replicas, this one the [0-9]*-th: .* from 10 peers" "$WORK/a.log" && break
+	grep -q "$placed" "$WORK/a.log" && break
 	sleep 0.1
 done
-grep -q "fleet lanes: 1024 replicas, this one the [0-9]*-th: .* from 10 peers" "$WORK/a.log" ||
-	fail "no place among 1024 with 10 peers: $(grep -h 'lanes\|not used' "$WORK/a.log" | tail -n 5)"
-# All ten members became sources (a ring's peers past RSRC_PEERS_MAX).
+grep -q "$placed" "$WORK/a.log" ||
+	fail "no place among 1004 with 10 peers: $(grep -h 'lanes\|not used' "$WORK/a.log" | tail -n 5)"
+# All ten members became sources (a ring's peers past RSRC_PEERS_MAX),
+# the earlier 8 leaving for them, well before those would have been
+# freed as unlisted (RSRC_GONE_MS, 10 s).
 max=0
 for _ in $(seq 50); do
 	n=$(grep -c '^reseeder: 127\.1\.' "$A/.seedfs/status" || true)
@@ -129,9 +156,11 @@ for _ in $(seq 50); do
 	[ "$max" -ge 10 ] && break
 	sleep 0.1
 done
-[ "$max" -eq 10 ] || fail "$max of its 10 members became sources: $(grep -E '^(reseeder|sources_)' "$A/.seedfs/status")"
-refute "not used: this replica works with at most" "$WORK/a.log"
-ok "the mount: $(grep -o 'fleet lanes: 1024 replicas, this one the [0-9]*-th' "$WORK/a.log" | tail -n 1), its 10 members sources"
+[ "$max" -eq 10 ] || fail "$max of its 10 members became sources in 5 s: $(grep -E '^(reseeder|sources_)' "$A/.seedfs/status")"
+grep -q "is no longer a source: a member of this re-seeder's place in the fleet's ring comes" "$WORK/a.log" ||
+	fail "no earlier peer left for a member: $(grep -c 'is a source from now on' "$WORK/a.log") added"
+kill "$PPID_" 2>/dev/null || true
+ok "the mount: $(grep -o 'fleet lanes: 1004 replicas, this one the [0-9]*-th' "$WORK/a.log" | tail -n 1), its 10 members sources, its earlier peers gone for them"
 # Its dead members' chunks come from the seed after the waits.
 timeout 120 cmp "$MODEL/$F" "$A/m/$F" || fail "$F not byte-exact"
 ok "read byte-exact from a ring of dead members"

@@ -184,6 +184,33 @@ START_TEST(ring_shrinks_as_they_lapse)
 }
 END_TEST
 
+/* Callers read their clocks before the lock: an announcement may come
+ * in with a time before an ask's that lapsed it.  It is in the ring at
+ * the next ask all the same (it was left out until the next change). */
+START_TEST(clock_out_of_order)
+{
+	struct sfs_announced *a;
+	char ad[32];
+	uint64_t u = T0 + SFS_ANNOUNCED_TTL_MS;
+	ck_assert_int_eq(sfs_announced_new(&a), 0);
+	ck_assert_int_eq(sfs_announced_add(a, "10.9.0.1:1", 77, T0, NULL), 0);
+	for (size_t i = 0; i < 10; i++) {
+		addr_of(i, ad, sizeof(ad));
+		ck_assert_int_eq(
+			sfs_announced_add(a, ad, i + 1, T0 + 5000, NULL), 0);
+	}
+	json_t *o = ask(a, NULL, 1, 2, u); /* 10.9.0.1 lapsed just now */
+	ck_assert_uint_eq(fleet_size(o), 10);
+	json_decref(o);
+	ck_assert_int_eq(sfs_announced_add(a, "10.9.0.1:1", 77, u - 1, NULL),
+			 0);
+	o = ask(a, NULL, 77, 2, u + 1);
+	ck_assert_uint_eq(fleet_size(o), 11);
+	json_decref(o);
+	sfs_announced_free(a);
+}
+END_TEST
+
 START_TEST(one_run_one_place)
 {
 	struct sfs_announced *a;
@@ -284,6 +311,7 @@ int main(void)
 	tcase_add_test(t, cap_1024);
 	tcase_add_test(t, ring_shrinks_as_they_lapse);
 	tcase_add_test(t, one_run_one_place);
+	tcase_add_test(t, clock_out_of_order);
 	tcase_add_test(t, rendezvous_subsets);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);

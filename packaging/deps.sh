@@ -2,9 +2,12 @@
 # Installs the Debian packages seedfs needs to build, test and demo.
 # Idempotent: does nothing when every package is already installed.
 # Usage: packaging/deps.sh [--build-only | --bench]
-#   default       everything, including etcd for the registry tests and
-#                 the soft-RoCE VM test tier (qemu,
-#                 Debian's kernel, busybox) that make test runs
+#   default       everything, including etcd for the registry tests,
+#                 the soft-RoCE VM test tier (qemu, Debian's kernel,
+#                 busybox) that make test runs, and the Python loaders
+#                 it tests the mount with (packaging/python-loaders.txt,
+#                 pinned, from PyPI, in a venv at $SEEDFS_PYENV, by
+#                 default /opt/seedfs/pyenv)
 #   --build-only  what building and running seedfs need
 #   --bench       what make bench needs besides: sshfs and a private sshd
 #                 on loopback to compare with, gnuplot for the plot
@@ -24,7 +27,8 @@ pkgs=(
 case "${1:-}" in
 --build-only) ;;
 --bench) pkgs+=(sshfs openssh-server openssh-client gnuplot-nox) ;;
-*) pkgs+=(attr rsync python3 python3-numpy python3-torch etcd-server etcd-client
+*) pkgs+=(attr rsync python3 python3-numpy python3-torch python3-venv
+	python3-requests python3-typing-extensions etcd-server etcd-client
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
 	cpio gzip prometheus bash-completion man-db python3-yaml
 	debhelper dh-python dpkg-dev lintian fakeroot gdb) ;;
@@ -37,13 +41,39 @@ for p in "${pkgs[@]}"; do
 		missing+=("$p")
 	fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "deps.sh: missing packages: ${missing[*]}; run as root" >&2
+		exit 1
+	fi
+	echo "deps.sh: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "deps.sh: missing packages: ${missing[*]}; run as root" >&2
+# The Python loaders (default mode only): a venv over Debian's python3
+# and its packages, with exactly the pinned ones from PyPI; made again
+# when the pins change.
+case "${1:-}" in
+--build-only | --bench) exit 0 ;;
+esac
+REQ=$(cd "$(dirname "$0")" && pwd)/python-loaders.txt
+PYENV=${SEEDFS_PYENV:-/opt/seedfs/pyenv}
+cmp -s "$REQ" "$PYENV/python-loaders.txt" && exit 0
+if ! mkdir -p "$PYENV" 2>/dev/null || [ ! -w "$PYENV" ]; then
+	echo "deps.sh: cannot write $PYENV for the Python loaders; run as root or set SEEDFS_PYENV" >&2
 	exit 1
 fi
-echo "deps.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "deps.sh: installing the Python loaders ($REQ) into $PYENV"
+if [ -e "$PYENV/pyvenv.cfg" ]; then
+	rm -rf "$PYENV" # an older venv of ours
+elif [ -n "$(ls -A "$PYENV")" ]; then
+	echo "deps.sh: $PYENV is not empty and is no venv; not touching it" >&2
+	exit 1
+fi
+/usr/bin/python3 -m venv --system-site-packages "$PYENV"
+"$PYENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$REQ"
+"$PYENV/bin/python" -c 'import safetensors, transformers, torch, numpy' ||
+	{ echo "deps.sh: the Python loaders do not import" >&2; exit 1; }
+cp "$REQ" "$PYENV/python-loaders.txt"

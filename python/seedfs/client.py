@@ -366,17 +366,102 @@ class _Slice:
         return v[(slice(None),) + rest] if rest else v
 
 
-class safe_open:
-    """Like safetensors.safe_open, over a published model: keys(),
-    get_tensor(name), get_slice(name)[rows], metadata()."""
+def _mount_of(path):
+    """What the seedfs mount that @path is on says of itself: a dict of
+    its seeds, protocol, token file, TLS CA, the model and the file's
+    path in it; None when @path is on no seedfs mount."""
+    p = os.path.realpath(path)
+    root = os.path.dirname(p)
+    while True:
+        try:
+            with open(os.path.join(root, ".seedfs", "status")) as f:
+                status = f.read()
+            if any(l.startswith("control: ") for l in status.splitlines()):
+                break
+        except OSError:
+            pass
+        up = os.path.dirname(root)
+        if up == root:
+            return None
+        root = up
+    rel = os.path.relpath(p, root).split(os.sep)
+    if len(rel) < 2:
+        return None
+    m = {"seeds": [], "model": rel[0], "path": "/".join(rel[1:])}
+    for line in status.splitlines():
+        key, _, val = line.partition(": ")
+        words = val.split()
+        if key == "seed" and words:
+            m["seeds"].append(words[0])
+        elif key == "protocol" and words:
+            m["protocol"] = words[0]
+        elif key == "control_security":
+            for part in val.split(";"):
+                w = part.replace(",", " ").split()
+                if len(w) >= 2 and w[0] == "token":
+                    m["token_file"] = w[1]
+                if "ca" in w[:-1]:
+                    m["tls_ca"] = w[w.index("ca") + 1]
+    return m if m["seeds"] else None
 
-    def __init__(self, seed, name, framework="numpy", device="cpu", **kw):
+
+_FRAMEWORKS = {"numpy": "numpy", "np": "numpy", "torch": "torch",
+               "pt": "torch"}
+
+
+class safe_open:
+    """Like safetensors.safe_open: keys(), get_tensor(name),
+    get_slice(name)[rows], metadata().
+
+    safe_open(seed, name, framework): every tensor of model @name, as
+    its seeds publish it.
+
+    safe_open(path, framework="pt"): a drop-in for safetensors'
+    safe_open on a file of a seedfs mount: that file's tensors (keys()
+    sorted, metadata() the file's own), read with one-sided reads from
+    the mount's seeds into this process's memory instead of through
+    FUSE.  Where safetensors refuses a dtype this numpy or torch lacks,
+    this gives the same bits in a type of the same width (FALLBACK)."""
+
+    def __init__(self, seed, name=None, framework="numpy", device="cpu",
+                 **kw):
+        self._file = None
+        if os.path.exists(seed):
+            if name is not None and framework == "numpy":
+                framework, name = name, None  # safe_open(path, "pt")
+            if framework not in _FRAMEWORKS:
+                raise ValueError("framework %r is invalid" % (framework,))
+            framework = _FRAMEWORKS[framework]
+            m = _mount_of(seed)
+            if m is None:
+                raise ValueError("%s: not a file of a seedfs mount (its "
+                                 ".seedfs/status names no seed)" % seed)
+            for k in ("protocol", "token_file", "tls_ca"):
+                if k in m:
+                    kw.setdefault(k, m[k])
+            self._path = seed
+            seed, name, self._file = ",".join(m["seeds"]), m["model"], m
+        elif name is None:
+            raise FileNotFoundError("No such file or directory: %s" % seed)
+        framework = _FRAMEWORKS.get(framework, framework)
         _check_framework(framework)
         if device != "cpu":
             raise ValueError("device %r: this build reads into host memory"
                              % (device,))
         self._fw = framework
         self._c = Client(seed, name, **kw)
+        self._names = list(self._c.tensors)
+        if self._file is not None:
+            idx = [i for i, (p, _) in enumerate(self._c.files)
+                   if p == self._file["path"]]
+            if not idx:
+                self._c.close()
+                raise FileNotFoundError("%s: model %s publishes no file %s"
+                                        % (self._path, name,
+                                           self._file["path"]))
+            self._fidx = idx[0]
+            self._names = sorted(n for n, t in self._c.tensors.items()
+                                 if t.file == idx[0])
 
     def _read(self, tis):
         import numpy as np
@@ -392,17 +477,33 @@ class safe_open:
         return [_view(self._fw, buf, a, t) for a, t in zip(where, tis)]
 
     def keys(self):
-        return list(self._c.tensors)
+        return list(self._names)
 
     def metadata(self):
-        return {"model": self._c.model,
-                "generation": str(self._c.generation)}
+        """The file's __metadata__ (a drop-in; None when it has none),
+        else the model's name and generation."""
+        if self._file is None:
+            return {"model": self._c.model,
+                    "generation": str(self._c.generation)}
+        import json
+        import struct
+        with open(self._path, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            if n > 100 << 20:
+                raise ValueError("%s: header of %d bytes" % (self._path, n))
+            return json.loads(f.read(n)).get("__metadata__")
+
+    def _info(self, name):
+        t = self._c.tensors.get(name)
+        if t is None or (self._file is not None and t.file != self._fidx):
+            raise KeyError(name)
+        return t
 
     def get_tensor(self, name):
-        return self._read([self._c.tensors[name]])[0]
+        return self._read([self._info(name)])[0]
 
     def get_slice(self, name):
-        return _Slice(self, self._c.tensors[name])
+        return _Slice(self, self._info(name))
 
     @property
     def client(self):

@@ -136,20 +136,25 @@ fail() {
 
 ok() { echo "ok: $*"; }
 
-# python_for_build: the command (words, to be used unquoted) that runs
-# Debian's python3 against this build's libseedfs.  In an ASan build,
+# python_for_build [PYTHON]: the command (words, to be used unquoted)
+# that runs PYTHON (default Debian's python3) against this build's
+# libseedfs.  In an ASan build,
 # the sanitizer's runtime is preloaded (python3 is not built with it)
 # and Python's own allocations left at exit are not leak-checked (the
 # interpreter frees little on purpose); memory errors are still
 # reported.  The daemons the test starts keep their leak checks.
 python_for_build() {
-	local rt
+	local rt py=${1:-/usr/bin/python3}
 	if rt=$(ldd "$SEEDFS" | awk '$1 ~ /^libasan\.so/ { print $3 }') && [ -n "$rt" ]; then
-		echo "env LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} /usr/bin/python3"
+		echo "env LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} $py"
 	else
-		echo /usr/bin/python3
+		echo "$py"
 	fi
 }
+
+# The venv packaging/deps.sh makes for the Python loaders (safetensors,
+# transformers; packaging/python-loaders.txt).
+PYENV=${SEEDFS_PYENV:-/opt/seedfs/pyenv}
 
 # refute [--empty-ok] [--why TEXT] [GREP_OPTS...] PATTERN FILE...: fail
 # if PATTERN matches a line of a FILE, and fail too if a FILE is missing

@@ -94,6 +94,7 @@ fuzz: deps
 bench: all
 	@packaging/deps.sh --bench
 	@bench/run.sh $(BUILD)
+	@bench/loaders.sh $(BUILD)
 
 bench-fanout: all
 	@packaging/deps.sh

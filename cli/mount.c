@@ -67,6 +67,7 @@ struct mount_opts {
 	int test_corrupt_slab;
 	int no_verify;
 	int prefetch;
+	int no_tensor_ahead;
 	int nonempty;
 	int direct_io;
 	char *mnt; /* the first non-option argument: the mount point */
@@ -116,6 +117,7 @@ static const struct fuse_opt mount_spec[] = {
 	{"direct_io", offsetof(struct mount_opts, direct_io), 1},
 	{"--no-verify", offsetof(struct mount_opts, no_verify), 1},
 	{"--prefetch", offsetof(struct mount_opts, prefetch), 1},
+	{"--no-tensor-ahead", offsetof(struct mount_opts, no_tensor_ahead), 1},
 	OPT("--log-level=%s", log_level),
 	OPT("--log-file=%s", log_file),
 	OPT("--log-format=%s", log_format),
@@ -180,8 +182,9 @@ struct mount_cfg {
 	size_t max_models; /* 0: the replica's default */
 	uint64_t ahead;	   /* largest read-ahead window; 0: off */
 	int no_verify;
-	int prefetch;		     /* warm every file once mounted */
-	int direct_io;		     /* -o direct_io */
+	int prefetch;	     /* warm every file once mounted */
+	int no_tensor_ahead; /* read-ahead for sequential readers only */
+	int direct_io;	     /* -o direct_io */
 	struct sfs_require *require; /* owned; NULL: show every source */
 	const char *require_text;
 	const char *reseed;	 /* serve what it holds here, or NULL */
@@ -272,8 +275,11 @@ static void usage(void)
 	       "                           (then only from seeds, never from\n"
 	       "                           re-seeders; not with --reseed)\n"
 	       "    --ahead SIZE           pull up to SIZE ahead of a sequential\n"
-	       "                           reader (default 64M, at most a\n"
-	       "                           quarter of the cache; 0: off)\n"
+	       "                           reader, and of a read in a\n"
+	       "                           safetensors tensor up to the tensor's\n"
+	       "                           end (default 64M, at most a quarter\n"
+	       "                           of the cache; 0: off)\n"
+	       "    --no-tensor-ahead      only sequential readers get read-ahead\n"
 	       "    --require K=V[,K=V...] show a model only while its identity\n"
 	       "                           matches (keys: model, revision,\n"
 	       "                           generation, dtype, quant, layout,\n"
@@ -602,6 +608,7 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		}
 	}
 	c->prefetch = o->prefetch;
+	c->no_tensor_ahead = o->no_tensor_ahead;
 	c->direct_io = o->direct_io;
 	c->ahead = 64u << 20;
 	if (num_opt(o->ahead, "--ahead", sfs_parse_size, 0, 1ull << 40, &v))
@@ -699,7 +706,8 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		return 1;
 	}
 	uint64_t ra_max = SFS_MIN(c->ahead, c->cache_size / 4);
-	sfs_replica_set_ahead(r, SFS_MIN(4ull * c->chunk_size, ra_max), ra_max);
+	sfs_replica_set_ahead(r, SFS_MIN(4ull * c->chunk_size, ra_max), ra_max,
+			      !c->no_tensor_ahead);
 	int status = sfs_fs_serve(r, args, cmd, &sc);
 	sfs_replica_close(r);
 	sfs_reg_free(reg);

@@ -14,6 +14,7 @@
 #include "metadata/control.h"
 #include "metadata/holdruns.h"
 #include "metadata/jsonlim.h"
+#include "replica/readahead.h"
 #include "replica/tree.h"
 #include "transports/transport.h"
 
@@ -269,6 +270,7 @@ static void view_free(struct sfs_view *v)
 		holder_free(h);
 	}
 	sfs_manifest_free(v->m);
+	sfs_ra_tensors_free(v->tensors);
 	free(v->json);
 	free(v->objs);
 	free(v);
@@ -496,6 +498,11 @@ static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
 	v->generation = m->generation;
 	v->content = m->content;
 	v->m = m;
+	if (m->ntensors && sfs_ra_tensors_new(m, &v->tensors))
+		SFS_LOG(SFS_WARN, "model",
+			"%s: out of memory for its tensors' places: reads "
+			"in a tensor pull ahead only when sequential",
+			m->model);
 	for (size_t i = 0; i < n; i++) {
 		const struct sfs_mfile *f = &m->files[i];
 		v->objs[i] = (struct sfs_cache_obj){

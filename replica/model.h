@@ -42,6 +42,9 @@ struct sfs_view {
 	struct sfs_manifest *m;	    /* owned */
 	uint32_t set;		    /* cache set: object i is file i */
 	struct sfs_cache_obj *objs; /* what the cache borrows: owned */
+	/* Where each file has its tensors (owned; NULL: none known): a
+	 * read in a tensor pulls the rest of it ahead. */
+	struct sfs_ra_tensors *tensors;
 	/* Protected by the model's lock: */
 	struct sfs_vholder *holders; /* who serves it */
 	int warming;		     /* prefetches of all of it running */

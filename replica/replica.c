@@ -621,10 +621,12 @@ int sfs_replica_alive(struct sfs_replica *r, struct sfs_view *v)
 	return alive;
 }
 
-void sfs_replica_set_ahead(struct sfs_replica *r, uint64_t min, uint64_t max)
+void sfs_replica_set_ahead(struct sfs_replica *r, uint64_t min, uint64_t max,
+			   int tensors)
 {
 	r->ra_min = min;
 	r->ra_max = max;
+	r->ra_tensors = tensors;
 }
 
 void sfs_replica_serve_control(struct sfs_replica *r, int prefetch_all)
@@ -777,11 +779,25 @@ int sfs_replica_read(struct sfs_replica *r, struct sfs_rfile *f, uint64_t off,
 		uint64_t a, b;
 		uint64_t max =
 			sfs_cache_ahead(r->cache, f->set, r->ra_min, r->ra_max);
+		/* And the rest of the tensor the read ends in, up to the
+		 * --ahead cap (not the window's depth: a loader that takes
+		 * tensors out of file order, or faults in a page of each,
+		 * reads each tensor through, but may read it in one go). */
+		uint64_t tend =
+			r->ra_tensors
+				? sfs_ra_tensor_end(f->view->tensors, f->obj,
+						    f->base + end - 1)
+				: 0;
+		uint64_t ta, tb;
+		tend = tend > f->base ? SFS_MIN(tend - f->base, f->size) : 0;
 		pthread_mutex_lock(f->ra_lock);
 		sfs_ra_step(f->ra, off, end, f->size, r->ra_min, max, &a, &b);
+		sfs_ra_tensor_step(f->ra, end, tend, r->ra_max, &ta, &tb);
 		pthread_mutex_unlock(f->ra_lock);
 		if (a < b)
 			pull_range(r, f, f->base + a, f->base + b, 0);
+		if (ta < tb)
+			pull_range(r, f, f->base + ta, f->base + tb, 0);
 	}
 	int rc = gather(r, f, f->base + off, f->base + end, out);
 	if (rc && rc != -ESTALE && !sfs_replica_alive(r, f->view))

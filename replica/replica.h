@@ -264,8 +264,11 @@ void sfs_replica_rfile(struct sfs_view *v, size_t idx, struct sfs_rfile *f);
 uint64_t sfs_replica_resident(struct sfs_replica *r, const struct sfs_rfile *f,
 			      uint64_t off, uint64_t len);
 
-/* Read-ahead bounds for callers of sfs_replica_read. */
-void sfs_replica_set_ahead(struct sfs_replica *r, uint64_t min, uint64_t max);
+/* Read-ahead bounds for callers of sfs_replica_read; @tensors: a read
+ * in a safetensors tensor also pulls the rest of it (up to @max past
+ * the read).  Call before the mount serves reads. */
+void sfs_replica_set_ahead(struct sfs_replica *r, uint64_t min, uint64_t max,
+			   int tensors);
 
 /*
  * sfs_replica_status - .seedfs/status: *text [new, free()].  @arg is the

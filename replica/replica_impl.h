@@ -282,6 +282,7 @@ struct sfs_replica {
 	char metrics_addr[300];
 	struct sfs_fleet *fleet; /* --registry, or NULL */
 	uint64_t ra_min, ra_max; /* read-ahead window; ra_max 0: off */
+	int ra_tensors;		 /* ... and to a tensor's end */
 	/* status */
 	uint64_t mounted_ns; /* monotonic */
 	time_t mounted;	     /* wall clock */

@@ -320,8 +320,10 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	put(f, "cache_used: %" PRIu64 " (%s)", st.used,
 	    sfs_fmt_bytes(st.used, b2, sizeof(b2)));
 	put(f, "chunk_size: %" PRIu64 "", st.chunk_size);
-	put(f, "read_ahead_max: %" PRIu64 " (%s)", r->ra_max,
-	    sfs_fmt_bytes(r->ra_max, b2, sizeof(b2)));
+	put(f, "read_ahead_max: %" PRIu64 " (%s; %s)", r->ra_max,
+	    sfs_fmt_bytes(r->ra_max, b2, sizeof(b2)),
+	    r->ra_tensors ? "sequential readers, and to a tensor's end"
+			  : "sequential readers only");
 	put(f, "cache_hits: %" PRIu64 "", st.hits);
 	put(f, "cache_misses: %" PRIu64 "", st.misses);
 	put(f, "cache_hit_rate: %.3f",

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# make bench, the loaders' part: a loader that reads every tensor of a
+# model (bench/tensorread.py: read() or mmap, into one buffer), in file
+# order and shuffled (modules load in module order, not file order), on
+# a fresh mount of a local seed over tcp each time, with the mount's
+# read-ahead to a tensor's end and without it (--no-tensor-ahead), and
+# the same from tmpfs (the local limit).  Issue 27's goal: shuffled at
+# least 0.8 x in file order, with the tensor read-ahead.  Each number is
+# the median of RUNS (default 3).
+#   bench/loaders.sh BUILD
+# Environment: BENCH_LOADERS_MIB (the model, default 1024; tensors of
+# 2-32 MiB in 4 shards), BENCH_RUNS.
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+MIB=${BENCH_LOADERS_MIB:-1024}
+RUNS=${BENCH_RUNS:-3}
+SEEDFS=$BUILD/seedfs
+TR=$SRC/bench/tensorread.py
+WORK=$(mktemp -d /dev/shm/seedfs-bench-loaders.XXXXXX)
+MNT=$(mktemp -d /tmp/seedfs-bench-loaders-mnt.XXXXXX)
+SEED_PID=
+
+cleanup() {
+	if grep -q " $MNT fuse" /proc/mounts; then fusermount3 -u "$MNT" || true; fi
+	[ -n "$SEED_PID" ] && { kill "$SEED_PID" && wait "$SEED_PID"; } 2>/dev/null
+	rm -rf "$WORK" "$MNT"
+}
+trap cleanup EXIT
+
+echo "bench-loaders: a model of $MIB MiB on tmpfs (tensors of 2-32 MiB)..."
+python3 "$TR" mkmodel "$WORK/m" "$MIB"
+"$SEEDFS" seed --model-dir "$WORK/m" --listen 127.0.0.1:0 --protocol tcp \
+	--log-level warn >"$WORK/seed.out" 2>"$WORK/seed.err" &
+SEED_PID=$!
+for _ in $(seq 2000); do grep -qE '^seedfs seed: ready on ' "$WORK/seed.out" && break; sleep 0.01; done
+PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
+[ -n "$PORT" ] || { cat "$WORK/seed.err"; exit 1; }
+
+gbs() { awk '{ printf "%.2f\n", $2 / $4 / 1e9 }'; } # bytes N seconds S
+median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+# on_mount MODE ORDER [mount options]: GB/s, the median of RUNS fresh mounts
+on_mount() {
+	local mode=$1 order=$2 i
+	shift 2
+	for i in $(seq "$RUNS"); do
+		"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --protocol tcp \
+			--log-level warn "$@"
+		python3 "$TR" "$mode" "$order" "$MNT"/m/*.safetensors | gbs
+		fusermount3 -u "$MNT"
+	done | median
+}
+on_tmpfs() {
+	local i
+	for i in $(seq "$RUNS"); do
+		python3 "$TR" "$1" "$2" "$WORK"/m/*.safetensors | gbs
+	done | median
+}
+# A run to warm memory and the page cache of the seed's files, untimed.
+on_tmpfs read file >/dev/null
+
+printf '\n%-6s %-9s %8s %12s %12s\n' loader order tmpfs "mount" "mount, seq."
+printf '%-6s %-9s %8s %12s %12s\n' "" "" GB/s "GB/s" "ahead only"
+declare -A r
+for mode in read mmap; do
+	for order in file shuffled; do
+		t=$(on_tmpfs $mode $order)
+		m=$(on_mount $mode $order)
+		s=$(on_mount $mode $order --no-tensor-ahead)
+		r[$mode.$order]=$m
+		r[$mode.$order.seq]=$s
+		printf '%-6s %-9s %8s %12s %12s\n' $mode $order "$t" "$m" "$s"
+	done
+done
+echo
+for mode in read mmap; do
+	awk -v m="$mode" -v a="${r[$mode.shuffled]}" -v b="${r[$mode.file]}" \
+		-v c="${r[$mode.shuffled.seq]}" -v d="${r[$mode.file.seq]}" 'BEGIN {
+		x = a / b
+		printf "%s: shuffled / in file order %.2f with the tensor read-ahead (goal >= 0.8: %s), %.2f without\n",
+			m, x, (x >= 0.8 ? "met" : "missed"), c / d }'
+done

@@ -92,6 +92,7 @@ fuzz: deps
 	SEEDFS_FUZZ_ITERS=$(FUZZ_ITERS) $(ASAN)/tests/test_fuzz
 
 bench: all
+	@packaging/deps.sh
 	@packaging/deps.sh --bench
 	@bench/run.sh $(BUILD)
 	@bench/loaders.sh $(BUILD)

@@ -5,7 +5,10 @@
 # a fresh mount of a local seed over tcp each time, with the mount's
 # read-ahead to a tensor's end and without it (--no-tensor-ahead), and
 # the same from tmpfs (the local limit).  Issue 27's goal: shuffled at
-# least 0.8 x in file order, with the tensor read-ahead.  Each number is
+# least 0.8 x in file order, with the tensor read-ahead.  Then the
+# peers side by side (bench/peers.py): the model into process memory
+# by seedfs's engine API, by safetensors through the mount and from
+# tmpfs, and by runai-model-streamer from tmpfs.  Each number is
 # the median of RUNS (default 3).
 #   bench/loaders.sh BUILD
 # Environment: BENCH_LOADERS_MIB (the model, default 1024; tensors of
@@ -20,6 +23,8 @@ TR=$SRC/bench/tensorread.py
 WORK=$(mktemp -d /dev/shm/seedfs-bench-loaders.XXXXXX)
 MNT=$(mktemp -d /tmp/seedfs-bench-loaders-mnt.XXXXXX)
 SEED_PID=
+PYENV=${SEEDFS_PYENV:-/opt/seedfs/pyenv}
+[ -x "$PYENV/bin/python" ] || { echo "bench-loaders: no venv at $PYENV (packaging/deps.sh)" >&2; exit 1; }
 
 cleanup() {
 	if grep -q " $MNT fuse" /proc/mounts; then fusermount3 -u "$MNT" || true; fi
@@ -80,3 +85,37 @@ for mode in read mmap; do
 		printf "%s: shuffled / in file order %.2f with the tensor read-ahead (goal >= 0.8: %s), %.2f without\n",
 			m, x, (x >= 0.8 ? "met" : "missed"), c / d }'
 done
+
+# The peers, side by side: the same model into process memory.
+PEERS=$SRC/bench/peers.py
+PY=$PYENV/bin/python
+peer() { # WHAT [ARGS...]: GB/s, the median of RUNS
+	local i
+	for i in $(seq "$RUNS"); do
+		PYTHONPATH=$SRC/python SEEDFS_LIB=$BUILD/libseedfs.so \
+			"$PY" "$PEERS" "$@" | gbs
+	done | median
+}
+peer_mount() { # WHAT: on a fresh mount each run
+	local i
+	for i in $(seq "$RUNS"); do
+		"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --protocol tcp \
+			--log-level warn
+		"$PY" "$PEERS" "$1" "$MNT"/m/*.safetensors | gbs
+		fusermount3 -u "$MNT"
+	done | median
+}
+api=$(SEEDFS_PROTOCOL=tcp peer api "127.0.0.1:$PORT" m)
+stm=$(peer_mount safetensors)
+stt=$(peer safetensors "$WORK"/m/*.safetensors)
+run=$(peer runai "$WORK"/m/*.safetensors)
+echo
+echo "the model into process memory (GB/s, median of $RUNS; ratio to safetensors from tmpfs):"
+for row in "seedfs engine API (tcp, loopback)|$api" \
+	"safetensors through the mount (tcp)|$stm" \
+	"safetensors from tmpfs (the local limit)|$stt" \
+	"runai-model-streamer $("$PY" -c 'import importlib.metadata as m; print(m.version("runai-model-streamer"))') from tmpfs|$run"; do
+	awk -v n="${row%%|*}" -v v="${row##*|}" -v l="$stt" \
+		'BEGIN { printf "  %-48s %6.2f  %5.2f x\n", n, v, v / l }'
+done
+

@@ -25,6 +25,7 @@ MNT=$(mktemp -d /tmp/seedfs-bench-loaders-mnt.XXXXXX)
 SEED_PID=
 PYENV=${SEEDFS_PYENV:-/opt/seedfs/pyenv}
 [ -x "$PYENV/bin/python" ] || { echo "bench-loaders: no venv at $PYENV (packaging/deps.sh)" >&2; exit 1; }
+export PYTHONNOUSERSITE=1
 
 cleanup() {
 	if grep -q " $MNT fuse" /proc/mounts; then fusermount3 -u "$MNT" || true; fi

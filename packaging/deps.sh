@@ -60,20 +60,28 @@ case "${1:-}" in
 esac
 REQ=$(cd "$(dirname "$0")" && pwd)/python-loaders.txt
 PYENV=${SEEDFS_PYENV:-/opt/seedfs/pyenv}
-cmp -s "$REQ" "$PYENV/python-loaders.txt" && exit 0
+# Ours: made by this script, marked with the pins it holds (written
+# last, so a venv whose install failed is made again).
+MARK=$PYENV/seedfs-python-loaders.txt
+cmp -s "$REQ" "$MARK" && exit 0
 if ! mkdir -p "$PYENV" 2>/dev/null || [ ! -w "$PYENV" ]; then
 	echo "deps.sh: cannot write $PYENV for the Python loaders; run as root or set SEEDFS_PYENV" >&2
 	exit 1
 fi
 echo "deps.sh: installing the Python loaders ($REQ) into $PYENV"
-if [ -e "$PYENV/pyvenv.cfg" ]; then
-	rm -rf "$PYENV" # an older venv of ours
+if [ -e "$MARK" ] || [ -e "$PYENV/.seedfs-making" ] ||
+	[ -e "$PYENV/python-loaders.txt" ]; then # (its first marker)
+	rm -rf "$PYENV" # an older venv of ours, or one half made
+	mkdir -p "$PYENV"
 elif [ -n "$(ls -A "$PYENV")" ]; then
-	echo "deps.sh: $PYENV is not empty and is no venv; not touching it" >&2
+	echo "deps.sh: $PYENV is not empty and is not a venv of seedfs's; not touching it" >&2
 	exit 1
 fi
+: >"$PYENV/.seedfs-making"
 /usr/bin/python3 -m venv --system-site-packages "$PYENV"
-"$PYENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$REQ"
-"$PYENV/bin/python" -c 'import safetensors, transformers, torch, numpy' ||
+PYTHONNOUSERSITE=1 "$PYENV/bin/pip" install -q --disable-pip-version-check \
+	--no-deps -r "$REQ"
+PYTHONNOUSERSITE=1 "$PYENV/bin/python" -c 'import safetensors, transformers, torch, numpy' ||
 	{ echo "deps.sh: the Python loaders do not import" >&2; exit 1; }
-cp "$REQ" "$PYENV/python-loaders.txt"
+cp "$REQ" "$MARK"
+rm -f "$PYENV/.seedfs-making"

@@ -517,6 +517,7 @@ static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
 	int rc = sfs_cache_add_set(r->cache, label, v->objs, n, &v->set);
 	if (rc) {
 		snprintf(why, whylen, "cache: %s", strerror(-rc));
+		sfs_ra_tensors_free(v->tensors);
 		free(v->json);
 		free(v->objs);
 		free(v);

@@ -779,17 +779,21 @@ int sfs_replica_read(struct sfs_replica *r, struct sfs_rfile *f, uint64_t off,
 		uint64_t a, b;
 		uint64_t max =
 			sfs_cache_ahead(r->cache, f->set, r->ra_min, r->ra_max);
-		/* And the rest of the tensor the read ends in, up to the
+		/* And the rest of the tensor the read lies in (a read that
+		 * starts in a header, or runs past its tensor's end, pulls
+		 * none: a scan of headers, or a reader that stops at a
+		 * tensor's end, pulls no tensor it did not start), up to the
 		 * --ahead cap (not the window's depth: a loader that takes
 		 * tensors out of file order, or faults in a page of each,
 		 * reads each tensor through, but may read it in one go). */
 		uint64_t tend =
-			r->ra_tensors
-				? sfs_ra_tensor_end(f->view->tensors, f->obj,
-						    f->base + end - 1)
-				: 0;
+			r->ra_tensors ? sfs_ra_tensor_end(f->view->tensors,
+							  f->obj, f->base + off)
+				      : 0;
 		uint64_t ta, tb;
 		tend = tend > f->base ? SFS_MIN(tend - f->base, f->size) : 0;
+		if (tend < end)
+			tend = 0; /* the read runs past it */
 		pthread_mutex_lock(f->ra_lock);
 		sfs_ra_step(f->ra, off, end, f->size, r->ra_min, max, &a, &b);
 		sfs_ra_tensor_step(f->ra, end, tend, r->ra_max, &ta, &tb);

@@ -166,11 +166,13 @@ class Client(_libload.Closing):
             self._lib.sfs_client_file(self._c, i, ctypes.byref(f))
             self.files.append((f.path.decode(), f.size))
         self.tensors = {}
+        self.tensor_list = []  # every one, in the manifest's order
         for i in range(info.ntensors):
             t = _Tensor()
             self._lib.sfs_client_tensor(self._c, i, ctypes.byref(t))
             ti = TensorInfo(t)
-            self.tensors[ti.name] = ti
+            self.tensor_list.append(ti)
+            self.tensors.setdefault(ti.name, ti)
 
     def _call(self, name, *args):
         err = ctypes.create_string_buffer(512)
@@ -366,43 +368,130 @@ class _Slice:
         return v[(slice(None),) + rest] if rest else v
 
 
-def _mount_of(path):
-    """What the seedfs mount that @path is on says of itself: a dict of
-    its seeds, protocol, token file, TLS CA, the model and the file's
-    path in it; None when @path is on no seedfs mount."""
-    p = os.path.realpath(path)
-    root = os.path.dirname(p)
-    while True:
-        try:
-            with open(os.path.join(root, ".seedfs", "status")) as f:
-                status = f.read()
-            if any(l.startswith("control: ") for l in status.splitlines()):
-                break
-        except OSError:
-            pass
-        up = os.path.dirname(root)
-        if up == root:
+def _unescape(field):
+    """A /proc/self/mountinfo path field: octal escapes decoded."""
+    out, k = [], 0
+    while k < len(field):
+        if field[k] == "\\" and k + 3 < len(field) and \
+                field[k + 1:k + 4].isdigit():
+            out.append(chr(int(field[k + 1:k + 4], 8)))
+            k += 4
+        else:
+            out.append(field[k])
+            k += 1
+    return "".join(out)
+
+
+def _seedfs_root(p):
+    """The mount point of the seedfs mount (fstype fuse.seedfs) that the
+    real path @p is on, or None: the longest mount point over @p must be
+    one, and @p must be on its device."""
+    best, fstype = None, None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            if len(fields) < 5 or not right:
+                continue
+            mp = _unescape(fields[4])
+            if (p == mp or p.startswith(mp.rstrip("/") + "/")) and \
+                    (best is None or len(mp) >= len(best)):
+                best, fstype = mp, right.split()[0]
+    if best is None or fstype != "fuse.seedfs":
+        return None
+    if os.stat(p).st_dev != os.stat(best).st_dev:
+        return None
+    return best
+
+
+def _security(line):
+    """The mount's control_security text (metadata/control.c's
+    sfs_control_cred_describe) as Client's token_file, tls_ca and
+    tls_pin, and whether it uses TLS; None when it does not read back
+    to exactly that text (a path with "; " or ", " in it)."""
+    auth, sep, tls = line.partition("; ")
+    if not sep:
+        return None
+    kw, https = {}, False
+    if auth.startswith("token "):
+        kw["token_file"] = auth[len("token "):]
+    elif auth != "no token":
+        return None
+    if tls == "no tls":
+        pass
+    elif tls == "tls, the system's CAs":
+        https = True
+    elif tls.startswith("tls"):
+        https = True
+        rest = tls[len("tls"):]
+        if rest.startswith(", ca "):
+            ca, _, pin = rest[len(", ca "):].partition(", pin ")
+            kw["tls_ca"] = ca
+            if pin:
+                kw["tls_pin"] = pin
+        elif rest.startswith(", pin "):
+            kw["tls_pin"] = rest[len(", pin "):]
+        else:
             return None
-        root = up
+    else:
+        return None
+    again = "%s; %s" % (
+        "token " + kw["token_file"] if "token_file" in kw else "no token",
+        "no tls" if not https else
+        "tls, ca %s%s" % (kw["tls_ca"], ", pin " + kw["tls_pin"]
+                          if "tls_pin" in kw else "")
+        if "tls_ca" in kw else
+        "tls, pin " + kw["tls_pin"] if "tls_pin" in kw else
+        "tls, the system's CAs")
+    return (kw, https) if again == line else None
+
+
+def _mount_of(path):
+    """What the seedfs mount that @path is on says of itself (its root's
+    .seedfs/status): its seeds (with https:// when it uses TLS), the
+    protocol, what Client needs of its token and TLS settings, its
+    model's generation, and the model and file path of @path.  None
+    when @path is on no seedfs mount; ValueError when the mount's
+    security settings cannot all be carried over (then the drop-in
+    refuses rather than check less than the mount)."""
+    p = os.path.realpath(path)
+    root = _seedfs_root(p)
+    if root is None:
+        return None
     rel = os.path.relpath(p, root).split(os.sep)
     if len(rel) < 2:
         return None
-    m = {"seeds": [], "model": rel[0], "path": "/".join(rel[1:])}
+    with open(os.path.join(root, ".seedfs", "status")) as f:
+        status = f.read()
+    m = {"seeds": [], "model": rel[0], "path": "/".join(rel[1:]),
+         "kw": {}}
+    sec = None
     for line in status.splitlines():
         key, _, val = line.partition(": ")
         words = val.split()
         if key == "seed" and words:
             m["seeds"].append(words[0])
         elif key == "protocol" and words:
-            m["protocol"] = words[0]
+            m["kw"]["protocol"] = words[0]
         elif key == "control_security":
-            for part in val.split(";"):
-                w = part.replace(",", " ").split()
-                if len(w) >= 2 and w[0] == "token":
-                    m["token_file"] = w[1]
-                if "ca" in w[:-1]:
-                    m["tls_ca"] = w[w.index("ca") + 1]
-    return m if m["seeds"] else None
+            sec = _security(val)
+            if sec is None:
+                raise ValueError("%s: the mount's control security (%s) "
+                                 "cannot be carried over" % (path, val))
+        elif key == "manifest_trust" and not val.startswith("none"):
+            raise ValueError("%s: the mount checks signed manifests "
+                             "(--trust-key), which seedfs.safe_open does "
+                             "not yet: use safetensors.safe_open on it"
+                             % path)
+        elif key == "model" and len(words) >= 3 and words[0] == rel[0] \
+                and words[1] == "generation":
+            m["generation"] = words[2]
+    if sec is None or not m["seeds"]:
+        return None
+    m["kw"].update(sec[0])
+    if sec[1]:
+        m["seeds"] = ["https://" + a for a in m["seeds"]]
+    return m
 
 
 _FRAMEWORKS = {"numpy": "numpy", "np": "numpy", "torch": "torch",
@@ -427,18 +516,21 @@ class safe_open:
                  **kw):
         self._file = None
         if os.path.exists(seed):
-            if name is not None and framework == "numpy":
-                framework, name = name, None  # safe_open(path, "pt")
+            # safetensors' safe_open(filename, framework, device="cpu")
+            if name is not None and framework == "numpy" and \
+                    device == "cpu":
+                framework, name = name, None
+            elif name is not None and device == "cpu":
+                framework, device, name = name, framework, None
             if framework not in _FRAMEWORKS:
                 raise ValueError("framework %r is invalid" % (framework,))
-            framework = _FRAMEWORKS[framework]
             m = _mount_of(seed)
             if m is None:
-                raise ValueError("%s: not a file of a seedfs mount (its "
-                                 ".seedfs/status names no seed)" % seed)
-            for k in ("protocol", "token_file", "tls_ca"):
-                if k in m:
-                    kw.setdefault(k, m[k])
+                raise ValueError("%s: not a file of a seedfs mount (no "
+                                 "fuse.seedfs mount, or its status names "
+                                 "no seed)" % seed)
+            for k, v in m["kw"].items():
+                kw.setdefault(k, v)
             self._path = seed
             seed, name, self._file = ",".join(m["seeds"]), m["model"], m
         elif name is None:
@@ -450,18 +542,31 @@ class safe_open:
                              % (device,))
         self._fw = framework
         self._c = Client(seed, name, **kw)
-        self._names = list(self._c.tensors)
+        self._tis = self._c.tensors
         if self._file is not None:
-            idx = [i for i, (p, _) in enumerate(self._c.files)
-                   if p == self._file["path"]]
-            if not idx:
+            try:
+                self._tis = self._file_tensors()
+            except BaseException:
                 self._c.close()
-                raise FileNotFoundError("%s: model %s publishes no file %s"
-                                        % (self._path, name,
-                                           self._file["path"]))
-            self._fidx = idx[0]
-            self._names = sorted(n for n, t in self._c.tensors.items()
-                                 if t.file == idx[0])
+                raise
+
+    def _file_tensors(self):
+        """The drop-in's file: its tensors, by name (a tensor of the
+        same name in another file is that file's)."""
+        m = self._file
+        if "generation" in m and m["generation"] != str(self._c.generation):
+            raise ValueError("%s: the mount shows generation %s, its seeds "
+                             "serve %s: open it again" % (
+                                 self._path, m["generation"],
+                                 self._c.generation))
+        idx = [i for i, (p, _) in enumerate(self._c.files)
+               if p == m["path"]]
+        if not idx:
+            raise FileNotFoundError("%s: model %s publishes no file %s"
+                                    % (self._path, m["model"], m["path"]))
+        return {t.name: t for t in sorted(
+            (t for t in self._c.tensor_list if t.file == idx[0]),
+            key=lambda t: t.name)}
 
     def _read(self, tis):
         import numpy as np
@@ -477,7 +582,7 @@ class safe_open:
         return [_view(self._fw, buf, a, t) for a, t in zip(where, tis)]
 
     def keys(self):
-        return list(self._names)
+        return list(self._tis)
 
     def metadata(self):
         """The file's __metadata__ (a drop-in; None when it has none),
@@ -489,21 +594,19 @@ class safe_open:
         import struct
         with open(self._path, "rb") as f:
             n = struct.unpack("<Q", f.read(8))[0]
-            if n > 100 << 20:
-                raise ValueError("%s: header of %d bytes" % (self._path, n))
-            return json.loads(f.read(n)).get("__metadata__")
-
-    def _info(self, name):
-        t = self._c.tensors.get(name)
-        if t is None or (self._file is not None and t.file != self._fidx):
-            raise KeyError(name)
-        return t
+            if n > 100000000:  # safetensors' own limit
+                raise ValueError("%s: a header of %d bytes" % (self._path,
+                                                                n))
+            h = json.loads(f.read(n))
+        if not isinstance(h, dict):
+            raise ValueError("%s: the header is not an object" % self._path)
+        return h.get("__metadata__")
 
     def get_tensor(self, name):
-        return self._read([self._info(name)])[0]
+        return self._read([self._tis[name]])[0]
 
     def get_slice(self, name):
-        return _Slice(self, self._info(name))
+        return _Slice(self, self._tis[name])
 
     @property
     def client(self):

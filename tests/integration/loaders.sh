@@ -16,7 +16,9 @@
 #     mounted files, prints the same lines.
 source "$(dirname "$0")/lib.sh" "$1"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-[ -x "$PYENV/bin/python" ] || fail "no venv of the Python loaders at $PYENV (packaging/deps.sh)"
+cmp -s "$SRC/packaging/python-loaders.txt" "$PYENV/seedfs-python-loaders.txt" ||
+	fail "the venv at $PYENV does not hold packaging/python-loaders.txt's pins (packaging/deps.sh)"
+export PYTHONNOUSERSITE=1
 PY=$(python_for_build "$PYENV/bin/python")
 export PYTHONPATH=$SRC/python SEEDFS_LIB=$BUILD/libseedfs.so
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HOME=$WORK/hf
@@ -50,5 +52,36 @@ pulled=$(sed -n 's/^seedfs pulled \([0-9]*\) bytes$/\1/p' "$WORK/dump.err")
 $PY "$LT" compare-dumps "$WORK/st.dump" "$WORK/sfs.dump" >"$WORK/cmp.out" 2>&1 ||
 	fail "$(tail -n 3 "$WORK/cmp.out")"
 ok "$(cat "$WORK/cmp.out") (${#files[@]} files; $pulled bytes pulled from the seed, not read through the mount)"
+
+# A .seedfs/status planted in a directory that is no seedfs mount (or
+# published by a model in a subdirectory) is not trusted: the drop-in
+# refuses the file, and the listener it names hears nothing.
+mkdir -p "$WORK/fake/.seedfs" "$WORK/fake/m"
+cp "$WORK/d/m/model-00001-of-00002.safetensors" "$WORK/fake/m/"
+echo secret-planted >"$WORK/fake/tok"
+$PY - "$WORK/fake" >"$WORK/fake.out" 2>&1 <<'PY' || fail "planted status: $(tail -n 3 "$WORK/fake.out")"
+import os, socket, sys
+import seedfs
+d = sys.argv[1]
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen(4)
+ls.settimeout(1.0)
+with open(os.path.join(d, ".seedfs", "status"), "w") as f:
+    f.write("seed: 127.0.0.1:%d (reachable)\ncontrol: /tmp/x.sock\n"
+            "control_security: token %s/tok; no tls\n" % (ls.getsockname()[1], d))
+try:
+    seedfs.safe_open(os.path.join(d, "m", "model-00001-of-00002.safetensors"), "pt")
+    sys.exit("a planted status was trusted")
+except ValueError as e:
+    print(e)
+try:
+    ls.accept()
+    sys.exit("the planted seed heard from the drop-in")
+except socket.timeout:
+    pass
+PY
+grep -q "not a file of a seedfs mount" "$WORK/fake.out" || fail "planted status: $(cat "$WORK/fake.out")"
+ok "a planted .seedfs/status outside a seedfs mount: refused ($(head -n 1 "$WORK/fake.out" | cut -c1-80)...), nothing sent"
 unmount_check "$MNT" "$MOUNT_PID"
 sanitizers_clean

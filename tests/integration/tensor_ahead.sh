@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Read-ahead to a tensor's end: one read of 4 KiB at the start of a 48
-# MiB safetensors tensor (the kernel's own read-ahead kept small,
-# --read-ahead-kb 128) makes the mount pull the rest of that tensor
-# (up to --ahead, 64 MiB) within 10 s: at least 44 MiB from the seed.
-# With --no-tensor-ahead the same read pulls at most 8 MiB (the
-# sequential window's first step).  A read in the header pulls no
-# tensor.  The bytes read are the file's.
+# Read-ahead to a tensor's end.  A model whose first tensor is 48 MiB:
+#   - a read of its header (4 KiB at 0; the kernel's read-ahead kept at
+#     128 KiB, --read-ahead-kb 128, so the read runs into the tensor)
+#     pulls no tensor: at most 8 MiB (the sequential window's start);
+#   - a read of 4 KiB 16 MiB into the tensor pulls the rest of it (32
+#     MiB) within 10 s, and not past it by more than 8 MiB;
+#   - with --no-tensor-ahead the same read pulls at most 8 MiB.
+# The bytes read are the file's.
 source "$(dirname "$0")/lib.sh" "$1"
 mkdir -p "$WORK/m"
 python3 - "$WORK/m/model.safetensors" <<'PY'
 import json, os, struct, sys
-sizes = [("a", 1 << 20), ("big", 48 << 20), ("c", 2 << 20)]
+sizes = [("big", 48 << 20), ("a", 1 << 20), ("c", 2 << 20)]
 h, off = {}, 0
 for name, n in sizes:
     h[name] = {"dtype": "U8", "shape": [n], "data_offsets": [off, off + n]}
@@ -23,7 +24,7 @@ with open(sys.argv[1], "wb") as f:
 PY
 F=$WORK/m/model.safetensors
 hlen=$(python3 -c 'import struct,sys; print(8 + struct.unpack("<Q", open(sys.argv[1], "rb").read(8))[0])' "$F")
-big=$((hlen + (1 << 20))) # the big tensor's first byte
+big=$hlen # the big tensor's first byte
 start_seed "$WORK/m"
 pulled() { seed_stat "$1/.seedfs/status" "$SEED_PORT" seed_bytes; }
 # read_at MNT OFF: 4 KiB at OFF, checked against the file
@@ -39,19 +40,21 @@ MOUNT_LOG=a mount_seed "$WORK/a" --read-ahead-kb 128
 read_at "$WORK/a" 0
 sleep 1
 h=$(pulled "$WORK/a")
-[ "${h:-0}" -le $((8 * mib)) ] || fail "a read in the header pulled $h bytes"
-read_at "$WORK/a" "$big"
+[ "${h:-0}" -le $((8 * mib)) ] || fail "a read of the header pulled $h bytes"
+read_at "$WORK/a" $((big + 16 * mib))
 for _ in $(seq 100); do
-	[ "$(pulled "$WORK/a")" -ge $((44 * mib)) ] && break
+	[ "$(pulled "$WORK/a")" -ge $((h + 30 * mib)) ] && break
 	sleep 0.1
 done
+sleep 1
 got=$(pulled "$WORK/a")
-[ "$got" -ge $((44 * mib)) ] || fail "4 KiB read at the big tensor's start pulled $got bytes, not the tensor"
+[ "$got" -ge $((h + 30 * mib)) ] || fail "a 4 KiB read 16 MiB into a 48 MiB tensor pulled $((got - h)) bytes, not its rest"
+[ "$got" -le $((h + 40 * mib)) ] || fail "the read pulled $((got - h)) bytes, past its tensor"
 unmount_check "$WORK/a" "$MOUNT_PID"
-ok "a 4 KiB read at a 48 MiB tensor's start pulled $((got / mib)) MiB (the header's read: $((h / mib)) MiB)"
+ok "the header's read pulled $((h / mib)) MiB; a 4 KiB read 16 MiB into a 48 MiB tensor $(((got - h) / mib)) MiB more"
 
 MOUNT_LOG=b mount_seed "$WORK/b" --read-ahead-kb 128 --no-tensor-ahead
-read_at "$WORK/b" "$big"
+read_at "$WORK/b" $((big + 16 * mib))
 sleep 2
 got=$(pulled "$WORK/b")
 [ "$got" -le $((8 * mib)) ] || fail "--no-tensor-ahead: the read pulled $got bytes"

@@ -137,6 +137,35 @@ grep -qaF "Bearer $TOKEN" "$WORK/plain.cap" || fail "the tap did not see the pla
 grep -qaF 'GET /v1/manifest?model=m' "$WORK/plain.cap" || fail "the tap did not see the plain manifest's request"
 ok "over TLS neither the token nor the manifest's keys cross in clear ($(stat -c %s "$WORK/tls.cap") bytes tapped); without TLS both do"
 
+# seedfs.safe_open on a mounted file (the drop-in) carries the mount's
+# TLS over: a mount with the pin alone, through a tap; the drop-in's
+# reads are byte-exact and nothing of the token crosses in clear.
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+tap "$WORK/dropin.cap" "$HOST:$SP"
+MOUNT_SEEDS="localhost:$TAP_PORT" mount_seed "$MNT" --tls-pin "$PIN" "${T[@]}"
+PYTHONPATH=$SRC/python SEEDFS_LIB=$BUILD/libseedfs.so $(python_for_build) - \
+	"$MNT/m/$F1" "$MODEL/$F1" >"$WORK/dropin.out" 2>&1 <<'PY' || fail "drop-in over TLS: $(tail -n 3 "$WORK/dropin.out")"
+import json, struct, sys
+import seedfs
+with open(sys.argv[2], "rb") as f:
+    data = f.read()
+n = struct.unpack("<Q", data[:8])[0]
+h = json.loads(data[8:8 + n])
+with seedfs.safe_open(sys.argv[1], framework="numpy") as f:
+    for k in f.keys():
+        a, b = h[k]["data_offsets"]
+        if f.get_tensor(k).tobytes() != data[8 + n + a:8 + n + b]:
+            sys.exit("%s differs" % k)
+    print(len(f.keys()), f.client.bytes_pulled)
+PY
+unmount_check "$MNT" "$MOUNT_PID"
+read -r nt np <"$WORK/dropin.out"
+[ "${np:-0}" -gt 0 ] || fail "the drop-in pulled nothing: $(cat "$WORK/dropin.out")"
+for s in "$TOKEN" Bearer; do
+	refute --why "'$s' crossed in clear from the drop-in" -aF "$s" "$WORK/dropin.cap"
+done
+ok "seedfs.safe_open on a file of a --tls-pin mount: $nt tensors byte-exact, $np bytes pulled over TLS, no token in clear"
+
 # Re-seeders over TLS: R1 serves on its own TLS port (the token asked
 # for there too) and announces itself; R2, told only the seed, finds R1
 # and reads everything from it once the seed is gone.

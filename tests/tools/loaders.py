@@ -108,6 +108,11 @@ def mkmodels(d):
     torch.save(sd, os.path.join(m, "pytorch_model.bin"))
     torch.save(sd, os.path.join(m, "legacy.bin"),
                _use_new_zipfile_serialization=False)
+    # Tensors of the same names in another file (as diffusers lays out
+    # x.safetensors next to x.fp16.safetensors): each file its own.
+    import shutil
+    shutil.copy(os.path.join(m, "model-00001-of-00002.safetensors"),
+                os.path.join(m, "model.fp16.safetensors"))
     llama(os.path.join(d, "llama"))
 
 
@@ -221,21 +226,48 @@ def check_transformers(mounted, local):
                     prompt.shape[1], tuple(lm.shape)))
 
 
+def raw_sums(fn):
+    """name -> SHA-256 of the tensor's bytes as the file holds them."""
+    import json
+    import struct
+    with open(fn, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    h = json.loads(data[8:8 + n])
+    return {k: hashlib.sha256(data[8 + n + v["data_offsets"][0]:
+                                   8 + n + v["data_offsets"][1]]).hexdigest()
+            for k, v in h.items() if k != "__metadata__"}
+
+
 def dump(module, files):
+    """What `from MODULE import safe_open` gives of each file: its keys
+    in the order given, its metadata, and per tensor its dtype, shape
+    and SHA-256 (or "refused" and the SHA-256 of its raw bytes), and of
+    its first row through get_slice."""
+    import json
     safe_open = importlib.import_module(module).safe_open
     pulled = 0
     for fn in files:
+        base = os.path.basename(fn)
+        raw = raw_sums(fn)
         with safe_open(fn, framework="pt") as f:
             if module == "seedfs":
                 pulled -= f.client.bytes_pulled
-            for k in sorted(f.keys()):
+            print("%s keys %s" % (base, ",".join(f.keys())))
+            print("%s metadata %s" % (base, json.dumps(f.metadata(),
+                                                       sort_keys=True)))
+            for k in f.keys():
                 try:
                     t = f.get_tensor(k)
                     line = "%s %s %s" % (t.dtype, tuple(t.shape),
                                          hashlib.sha256(bits(t)).hexdigest())
+                    if t.dim():
+                        r = f.get_slice(k)[0:1]
+                        line += " row0 %s" % hashlib.sha256(
+                            bits(r)).hexdigest()
                 except Exception as e:
-                    line = "refused (%s)" % type(e).__name__
-                print("%s %s %s" % (os.path.basename(fn), k, line))
+                    line = "refused %s (%s)" % (raw[k], type(e).__name__)
+                print("%s %s %s" % (base, k, line))
             if module == "seedfs":
                 pulled += f.client.bytes_pulled
     if module == "seedfs":
@@ -243,9 +275,10 @@ def dump(module, files):
 
 
 def compare_dumps(theirs, ours):
-    """safetensors' dump against seedfs': the same tensors, and the same
-    line for each safetensors loads; where it refuses a dtype, ours has
-    a stand-in of the same width (seedfs.FALLBACK) or refuses too."""
+    """safetensors' dump against seedfs': the same keys in the same
+    order, the same metadata, and the same line for every tensor
+    safetensors loads; where it refuses a dtype, ours holds the file's
+    bytes in a stand-in type of the same width (seedfs.FALLBACK)."""
     def rows(fn):
         out = {}
         for line in open(fn):
@@ -255,17 +288,23 @@ def compare_dumps(theirs, ours):
     a, b = rows(theirs), rows(ours)
     if list(a) != list(b) or not a:
         fail("the tensors differ: %s" % (set(a) ^ set(b)))
-    stand_in = 0
+    stand_in = loaded = 0
     for key, line in a.items():
         if line.startswith("refused"):
-            stand_in += not b[key].startswith("refused")
+            raw = line.split()[1]
+            if b[key].startswith("refused") or \
+                    (") %s" % raw) not in b[key]:
+                fail("%s %s: %s, the file's bytes %s" % (key + (b[key], raw)))
+            stand_in += 1
         elif b[key] != line:
             fail("%s %s: %s, safetensors %s" % (key + (b[key], line)))
-    print("seedfs.safe_open is a drop-in for safetensors.safe_open: %d "
-          "tensors, %d the same dtype, shape and bytes; %d that "
-          "safetensors refuses (dtypes this torch lacks) given as "
-          "stand-ins" % (len(a), len(a) - sum(
-              l.startswith("refused") for l in a.values()), stand_in))
+        else:
+            loaded += key[1] not in ("keys", "metadata")
+    print("seedfs.safe_open is a drop-in for safetensors.safe_open: the "
+          "same keys in the same order and metadata; %d tensors the same "
+          "dtype, shape and bytes (and first row through get_slice); %d "
+          "that safetensors refuses (dtypes this torch lacks) given with "
+          "the file's bytes in a stand-in type" % (loaded, stand_in))
 
 
 if __name__ == "__main__":

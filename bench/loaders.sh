@@ -45,16 +45,25 @@ PORT=$(sed -n 's/.*ready on [^ ]*:\([0-9]*\):.*/\1/p' "$WORK/seed.out")
 
 gbs() { awk '{ printf "%.2f\n", $2 / $4 / 1e9 }'; } # bytes N seconds S
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-# on_mount MODE ORDER [mount options]: GB/s, the median of RUNS fresh mounts
-on_mount() {
-	local mode=$1 order=$2 i
+# once MODE ORDER [mount options]: GB/s on a fresh mount
+once() {
+	local mode=$1 order=$2
 	shift 2
+	"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --protocol tcp \
+		--log-level warn "$@"
+	python3 "$TR" "$mode" "$order" "$MNT"/m/*.safetensors | gbs
+	fusermount3 -u "$MNT"
+}
+# on_mounts MODE ORDER: "WITH WITHOUT", the medians of RUNS fresh mounts
+# with the tensor read-ahead and without, taken in turn (so that what
+# drifts over a run, the page cache, the VM, weighs on both alike)
+on_mounts() {
+	local i w=() s=()
 	for i in $(seq "$RUNS"); do
-		"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --protocol tcp \
-			--log-level warn "$@"
-		python3 "$TR" "$mode" "$order" "$MNT"/m/*.safetensors | gbs
-		fusermount3 -u "$MNT"
-	done | median
+		w+=("$(once "$1" "$2")")
+		s+=("$(once "$1" "$2" --no-tensor-ahead)")
+	done
+	echo "$(printf '%s\n' "${w[@]}" | median) $(printf '%s\n' "${s[@]}" | median)"
 }
 on_tmpfs() {
 	local i
@@ -71,8 +80,7 @@ declare -A r
 for mode in read mmap; do
 	for order in file shuffled; do
 		t=$(on_tmpfs $mode $order)
-		m=$(on_mount $mode $order)
-		s=$(on_mount $mode $order --no-tensor-ahead)
+		read -r m s < <(on_mounts $mode $order)
 		r[$mode.$order]=$m
 		r[$mode.$order.seq]=$s
 		printf '%-6s %-9s %8s %12s %12s\n' $mode $order "$t" "$m" "$s"

@@ -108,6 +108,13 @@ uint64_t sfs_ra_tensor_end(const struct sfs_ra_tensors *t, size_t file,
 	return off < s->end ? s->end : 0;
 }
 
+uint64_t sfs_ra_tensors_start(const struct sfs_ra_tensors *t, size_t file)
+{
+	if (!t || file >= t->nfiles || t->first[file] == t->first[file + 1])
+		return UINT64_MAX;
+	return t->span[t->first[file]].off;
+}
+
 void sfs_ra_tensor_step(struct sfs_ra *ra, uint64_t end, uint64_t tend,
 			uint64_t max, uint64_t *a, uint64_t *b)
 {

@@ -42,7 +42,9 @@ void sfs_ra_step(struct sfs_ra *ra, uint64_t off, uint64_t end, uint64_t size,
  * one page of each, is sequential within each tensor).  0 or -ENOMEM.
  *
  * sfs_ra_tensor_end - the end of the tensor of file @file that holds
- * byte @off, or 0 when none does.  Read only: thread safe.
+ * byte @off, or 0 when none does.  sfs_ra_tensors_start - where the
+ * first tensor of file @file starts (UINT64_MAX: it has none): what is
+ * before it is the header.  Read only: thread safe.
  *
  * sfs_ra_tensor_step - a read ended at @end, in the tensor that ends at
  * @tend (0: none); [*a, *b) is what to pull ahead now, at most @max
@@ -53,6 +55,7 @@ int sfs_ra_tensors_new(const struct sfs_manifest *m,
 void sfs_ra_tensors_free(struct sfs_ra_tensors *t);
 uint64_t sfs_ra_tensor_end(const struct sfs_ra_tensors *t, size_t file,
 			   uint64_t off);
+uint64_t sfs_ra_tensors_start(const struct sfs_ra_tensors *t, size_t file);
 void sfs_ra_tensor_step(struct sfs_ra *ra, uint64_t end, uint64_t tend,
 			uint64_t max, uint64_t *a, uint64_t *b);
 

@@ -102,6 +102,11 @@ START_TEST(tensor_ends)
 	ck_assert_uint_eq(sfs_ra_tensor_end(rt, 1, 158), 0);
 	ck_assert_uint_eq(sfs_ra_tensor_end(rt, 2, 5), 0);
 	ck_assert_uint_eq(sfs_ra_tensor_end(NULL, 0, 200), 0);
+	/* Where each file's header ends: its first tensor. */
+	ck_assert_uint_eq(sfs_ra_tensors_start(rt, 0), 200);
+	ck_assert_uint_eq(sfs_ra_tensors_start(rt, 1), 108);
+	ck_assert_uint_eq(sfs_ra_tensors_start(rt, 2), UINT64_MAX);
+	ck_assert_uint_eq(sfs_ra_tensors_start(NULL, 0), UINT64_MAX);
 	sfs_ra_tensors_free(rt);
 	sfs_ra_tensors_free(NULL);
 }

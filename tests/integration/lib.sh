@@ -18,6 +18,7 @@ PIDS=()
 MOUNT_PIDS=() # mount daemons (in PIDS too)
 MOUNTS=()
 NETNS=()
+EXIT_HOOKS=()
 
 # Sanitizer reports of every process go to files we check at the end,
 # in a directory that daemons a test runs as another user can write too
@@ -108,6 +109,11 @@ cleanup() {
 	done
 	for p in "${NETNS[@]}"; do
 		ip netns del "$p" 2>/dev/null
+	done
+	# A test's own last steps, once its daemons have gone (EXIT_HOOKS:
+	# function names).
+	for p in "${EXIT_HOOKS[@]}"; do
+		"$p"
 	done
 	if [ "$rc" -eq 0 ] && ! sanitizers_quiet; then
 		echo "FAIL: sanitizer reports (above), from the daemons' exit" >&2

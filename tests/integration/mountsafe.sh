@@ -107,6 +107,18 @@ done
 # controller, the check cannot run: exit 77 (after the rest), saying why.
 CG= CG_SKIP=
 V1=$(awk '$3 == "cgroup" && $4 ~ /(^|,)memory(,|$)/ { print $2; exit }' /proc/mounts)
+# Its own name (a pid alone is reused: a cgroup left by a run whose
+# daemons outlived it had this run's name once), removed at exit once
+# its last process has gone (rm_cg).
+CGNAME=seedfs-test-$$-$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
+rm_cg() {
+	local i
+	for i in $(seq 100); do
+		rmdir "$CG" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "mountsafe: $CG still holds: $(cat "$CG/cgroup.procs" 2>/dev/null | tr '\n' ' ')" >&2
+}
 if [ "$(id -u)" != 0 ]; then
 	CG_SKIP="not root: cannot make a memory cgroup"
 elif awk '$2 == "/sys/fs/cgroup" && $3 == "cgroup2" { f = 1 } END { exit !f }' /proc/mounts; then
@@ -116,12 +128,12 @@ elif awk '$2 == "/sys/fs/cgroup" && $3 == "cgroup2" { f = 1 } END { exit !f }' /
 		grep -qw memory /sys/fs/cgroup/cgroup.subtree_control ||
 			echo +memory >/sys/fs/cgroup/cgroup.subtree_control ||
 			fail "cgroup v2: cannot enable the memory controller for children"
-		CG=/sys/fs/cgroup/seedfs-test-$$
+		CG=/sys/fs/cgroup/$CGNAME
 		mkdir "$CG" || fail "cannot make the cgroup $CG"
 		echo 1G >"$CG/memory.max" || fail "cannot set $CG/memory.max"
 	fi
 elif [ -n "$V1" ]; then
-	CG=$V1/seedfs-test-$$
+	CG=$V1/$CGNAME
 	mkdir "$CG" || fail "cannot make the cgroup $CG"
 	echo 1G >"$CG/memory.limit_in_bytes" || fail "cannot set $CG/memory.limit_in_bytes"
 else
@@ -129,12 +141,12 @@ else
 fi
 in_cg() { sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG" "$@"; }
 if [ -n "$CG" ]; then
-	trap 'cleanup; rmdir "$CG" 2>/dev/null || true' EXIT
+	EXIT_HOOKS+=(rm_cg)
 	st=0
 	in_cg "$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$MNT" --cache-size 3G 2>"$WORK/err" || st=$?
 	[ $st -ne 0 ] || { MOUNTS+=("$MNT"); fail "3G cache mounted in a 1 GiB cgroup"; }
 	[ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "not one line: $(cat "$WORK/err")"
-	grep -q "is more than this mount can have: its cgroup /seedfs-test-$$ allows 1.0 GiB" \
+	grep -q "is more than this mount can have: its cgroup /$CGNAME allows 1.0 GiB" \
 		"$WORK/err" || fail "said: $(cat "$WORK/err")"
 	ok "cgroup: $(cat "$WORK/err")"
 	# The default cache fits in the cgroup.

@@ -8,6 +8,7 @@
 #include "lib/seedfs.h"
 
 #include "cache/cache.h"
+#include "lib/gpu.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "metadata/auth.h"
@@ -15,6 +16,7 @@
 #include "metadata/manifest.h"
 #include "metadata/registry.h"
 #include "replica/replica.h"
+#include "transports/hmem.h"
 #include "transports/transport.h"
 
 #include <errno.h>
@@ -40,12 +42,16 @@ struct sfs_client {
 	struct sfs_view *view;	      /* referenced */
 	const struct sfs_manifest *m; /* the view's */
 	uint32_t set;
+	struct sfs_gpu *gpu; /* reads into device memory */
 };
 
 struct sfs_client_mr {
 	struct sfs_client *c;
-	struct sfs_xport_mr *mr;
-	struct sfs_cache_dst *dst;
+	struct sfs_xport_mr *mr;   /* host memory */
+	struct sfs_cache_dst *dst; /* host memory */
+	int dev; /* CUDA device memory: its ordinal; else -1 */
+	uint8_t *base;
+	size_t len;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -163,9 +169,21 @@ int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 	struct sfs_rfile rf;
 	sfs_replica_rfile(c->view, 0, &rf);
 	c->set = rf.set;
+	/* Device reads' pieces end on checksum blocks where they can. */
+	uint64_t align = CLIENT_CHUNK;
+	for (size_t i = 0; i < c->m->nfiles; i++) {
+		uint32_t sh = c->m->files[i].csum_shift;
+		if (sh > 20 && sh <= 23 && (1ull << sh) > align)
+			align = 1ull << sh;
+	}
+	if ((rc = sfs_gpu_new(sfs_replica_cache(c->r), sfs_replica_xport(c->r),
+			      align, &c->gpu)))
+		goto err_view;
 	*out = c;
 	return 0;
 
+err_view:
+	sfs_replica_unref(c->r, c->view);
 err_replica:
 	sfs_replica_close(c->r);
 err_reg:
@@ -193,7 +211,9 @@ void sfs_client_close(struct sfs_client *c)
 		return;
 	if (c->view)
 		sfs_replica_unref(c->r, c->view);
+	sfs_gpu_stop(c->gpu);
 	sfs_replica_close(c->r);
+	sfs_gpu_free(c->gpu);
 	sfs_reg_free(c->reg);
 	sfs_control_cred_free(c->cred);
 	for (size_t i = 0; i < c->nseeds; i++)
@@ -275,11 +295,17 @@ int sfs_client_find(struct sfs_client *c, const char *name, size_t *i)
 	return -ENOENT;
 }
 
+int sfs_client_cuda_devices(char *err, size_t errlen)
+{
+	return sfs_hmem_cuda_devices(err, errlen);
+}
+
 int sfs_client_reg(struct sfs_client *c, void *buf, size_t len,
 		   struct sfs_client_mr **out, char *err, size_t errlen)
 {
 	struct sfs_client_mr *m = calloc(1, sizeof(*m));
-	int rc;
+	char why[256];
+	int rc, dev;
 
 	*out = NULL;
 	if (!m) {
@@ -292,6 +318,20 @@ int sfs_client_reg(struct sfs_client *c, void *buf, size_t len,
 		return -EINVAL;
 	}
 	m->c = c;
+	m->dev = -1;
+	m->base = buf;
+	m->len = len;
+	/* CUDA device memory (a build with CUDA, a driver): reads land in
+	 * a stage on the host first.  Anything else is host memory. */
+	if (!sfs_hmem_cuda_device(buf, &dev, why, sizeof(why))) {
+		if ((rc = sfs_gpu_prepare(c->gpu, dev, err, errlen))) {
+			free(m);
+			return rc;
+		}
+		m->dev = dev;
+		*out = m;
+		return 0;
+	}
 	rc = sfs_xport_mr_reg(sfs_replica_xport(c->r), buf, len,
 			      SFS_XPORT_LOCAL_DST, &m->mr);
 	if (rc) {
@@ -316,6 +356,10 @@ int sfs_client_dereg(struct sfs_client_mr *m)
 {
 	if (!m)
 		return 0;
+	if (m->dev >= 0) {
+		free(m); /* its reads have ended: they end before returning */
+		return 0;
+	}
 	if (sfs_cache_dst_free(m->dst)) {
 		/* A read the transport still has: the registration stays
 		 * (the transport releases it at close). */
@@ -330,20 +374,46 @@ int sfs_client_dereg(struct sfs_client_mr *m)
 	return 0;
 }
 
+/* Is @r a read the device path can take: inside its file and its
+ * registration? */
+static int dev_read_ok(const struct sfs_client *c,
+		       const struct sfs_client_rd *r)
+{
+	const struct sfs_client_mr *m = r->mr;
+	const uint8_t *to = r->dst;
+	uint64_t size = c->m->files[r->file].size;
+	return r->off <= size && r->len <= size - r->off && to >= m->base &&
+	       (size_t)(to - m->base) <= m->len &&
+	       r->len <= m->len - (size_t)(to - m->base);
+}
+
 int sfs_client_read(struct sfs_client *c, struct sfs_client_rd *rds, size_t n,
 		    char *err, size_t errlen)
 {
 	struct sfs_cache_rd stack[CLIENT_RD_STACK], *crd = stack;
-	int rc;
+	size_t pstack[CLIENT_RD_STACK], *perm = pstack;
+	int dstack[CLIENT_RD_STACK], *devs = dstack;
+	size_t nh = 0, nd = 0;
+	int rc = 0;
 
-	if (n > CLIENT_RD_STACK && !(crd = calloc(n, sizeof(*crd)))) {
+	if (errlen)
+		err[0] = '\0';
+	if (n > CLIENT_RD_STACK && (!(crd = calloc(n, sizeof(*crd))) ||
+				    !(perm = calloc(n, sizeof(*perm))) ||
+				    !(devs = calloc(n, sizeof(*devs))))) {
 		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
+		nd += rds[i].mr && rds[i].mr->dev >= 0;
+	/* Host reads first, then reads into device memory. */
+	for (size_t i = 0, h = 0, d = n - nd; i < n; i++) {
 		const struct sfs_client_rd *r = &rds[i];
+		int dev = r->mr ? r->mr->dev : -1;
 		int bad = r->file >= c->m->nfiles || !r->mr;
-		crd[i] = (struct sfs_cache_rd){
+		size_t k = dev >= 0 ? d++ : h++;
+		crd[k] = (struct sfs_cache_rd){
 			.set = c->set,
 			.obj = bad ? UINT32_MAX : (uint32_t)r->file,
 			.off = r->off,
@@ -351,36 +421,50 @@ int sfs_client_read(struct sfs_client *c, struct sfs_client_rd *rds, size_t n,
 			.to = r->dst,
 			.dst = r->mr ? r->mr->dst : NULL,
 		};
+		if (dev >= 0 && (bad || !dev_read_ok(c, r)))
+			crd[k].status = -EINVAL;
+		perm[k] = i;
+		devs[k] = dev;
 	}
-	rc = sfs_cache_read_into(sfs_replica_cache(c->r), crd, n, 0);
-	for (size_t i = 0; i < n; i++)
-		rds[i].status = crd[i].status;
-	if (rc) {
-		for (size_t i = 0; i < n; i++) {
-			const struct sfs_client_rd *r = &rds[i];
-			if (!r->status)
-				continue;
-			const char *path = r->file < c->m->nfiles
-						   ? c->m->files[r->file].path
-						   : "(no such file)";
-			snprintf(
-				err, errlen,
-				"read %zu: %s bytes [%" PRIu64 ", +%" PRIu64
-				"): %s",
-				i, path, r->off, r->len,
-				r->status == -EINVAL
-					? "outside the file or the registration"
-				: r->status == -ESTALE
-					? "generation no longer served: open "
-					  "again"
-				: r->status == -EBADMSG
-					? "bytes do not match the seed's "
-					  "checksum"
-					: strerror(-r->status));
-			break;
-		}
+	nh = n - nd;
+	if (nh)
+		rc = sfs_cache_read_into(sfs_replica_cache(c->r), crd, nh, 0);
+	char gerr[256] = "";
+	if (nd) {
+		int grc = sfs_gpu_read(c->gpu, crd + nh, devs + nh, nd, gerr,
+				       sizeof(gerr));
+		if (!rc)
+			rc = grc;
 	}
+	for (size_t k = 0; k < n; k++)
+		rds[perm[k]].status = crd[k].status;
+	rc = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		const struct sfs_client_rd *r = &rds[i];
+		if (!(rc = r->status))
+			continue;
+		const char *path = r->file < c->m->nfiles
+					   ? c->m->files[r->file].path
+					   : "(no such file)";
+		int on_dev = r->mr && r->mr->dev >= 0;
+		snprintf(err, errlen,
+			 "read %zu: %s bytes [%" PRIu64 ", +%" PRIu64 "): %s",
+			 i, path, r->off, r->len,
+			 rc == -EINVAL ? "outside the file or the registration"
+			 : rc == -ESTALE
+				 ? "generation no longer served: open again"
+			 : rc == -EBADMSG
+				 ? "bytes do not match the seed's checksum"
+			 : on_dev && gerr[0] && rc != -ETIMEDOUT
+				 ? gerr
+				 : strerror(-rc));
+	}
+out:
 	if (crd != stack)
 		free(crd);
+	if (perm != pstack)
+		free(perm);
+	if (devs != dstack)
+		free(devs);
 	return rc;
 }

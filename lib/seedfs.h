@@ -218,10 +218,15 @@ int sfs_client_tensor(struct sfs_client *c, size_t i,
 int sfs_client_find(struct sfs_client *c, const char *name, size_t *i);
 
 /*
- * sfs_client_reg - register host memory [@buf, @buf+@len) as a
- * destination of reads.  *out [new].  Returns 0 or -errno with one line
- * in @err.  (CUDA device memory is not supported by this build's
- * reads: see docs/libseedfs.md.)
+ * sfs_client_reg - register [@buf, @buf+@len) as a destination of
+ * reads: host memory, or CUDA device memory (cudaMalloc's, in a build
+ * with -DSEEDFS_CUDA=ON and a CUDA driver).  Reads into device memory
+ * are pulled into a page-locked stage on the host (two parts of 16 MiB
+ * per device, made at the first registration on that device), verified
+ * there against the checksums, and only then copied to the device,
+ * while the next part is pulled; they have ended, copies included, when
+ * sfs_client_read returns.  *out [new].  Returns 0 or -errno with one
+ * line in @err.
  * sfs_client_dereg - done with it.  Returns 0, or -EBUSY when a read
  * that gave up (-ETIMEDOUT) may still be written into it by the
  * transport: keep the memory valid until sfs_client_close then.  NULL
@@ -248,11 +253,21 @@ struct sfs_client_rd {
  * in @err naming the first that failed: -EINVAL (outside its file or
  * its registration), -ESTALE (the generation is no longer served: open
  * again), -ETIMEDOUT (no source made progress for the timeout),
- * -EBADMSG (no source gave bytes that match the checksums), or the
- * sources' error (-EIO, -ECONNREFUSED...).
+ * -EBADMSG (no source gave bytes that match the checksums), the
+ * sources' error (-EIO, -ECONNREFUSED...), or for device memory -EIO
+ * when the CUDA driver refused a copy (its error in @err).  Host reads
+ * of a batch are made first, then reads into device memory.
  */
 int sfs_client_read(struct sfs_client *c, struct sfs_client_rd *rds, size_t n,
 		    char *err, size_t errlen);
+
+/*
+ * sfs_client_cuda_devices - how many CUDA devices reads can land in
+ * (> 0), or -EOPNOTSUPP (this libseedfs was built without CUDA) or
+ * -ENODEV (no CUDA driver, or no device), with one line in @err saying
+ * which.  No client needed.  Thread safe.  (ABI node SEEDFS_0.2.)
+ */
+int sfs_client_cuda_devices(char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

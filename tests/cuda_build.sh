@@ -1,19 +1,35 @@
 #!/usr/bin/env bash
-# The GPU-memory path, built for real: configure a -DSEEDFS_CUDA=ON build
-# of the transports and run its unit test (no GPU here: it checks the
-# error paths).  The CUDA toolkit is at /usr/local/cuda here and on CI
-# (not from packaging/deps.sh): a missing cuda.h is a failure, not a skip.
+# The GPU path, built for real: a -DSEEDFS_CUDA=ON build of the whole
+# tree with this machine's CUDA toolkit (cuda.h; the driver is opened at
+# run time), and in it unit_hmem (the transports' errors without a GPU)
+# and gpu (tests/integration/gpu.sh: no driver, no device, then reads
+# into device memory through a MOCK driver, and tests/gpu/run.sh from a
+# copy of the build tree).  The toolkit is at /usr/local/cuda here and
+# on CI (not from packaging/deps.sh): a missing cuda.h is a failure, not
+# a skip.  The tree stays in BUILD_DIR/cuda: copy it to a GPU host and
+# run its gpu/run.sh there.
 #   cuda_build.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 SRC=$1
-OUT=$2/cuda
+OUT=$(cd "$2" && pwd)/cuda
 if [ ! -e /usr/local/cuda/include/cuda.h ] && [ ! -e /usr/include/cuda.h ]; then
 	echo "FAIL: no cuda.h (/usr/local/cuda/include or /usr/include): the CUDA toolkit is expected at /usr/local/cuda" >&2
 	exit 1
 fi
 cmake -S "$SRC" -B "$OUT" -DSEEDFS_CUDA=ON >"$OUT.configure.log" 2>&1 ||
 	{ echo "FAIL: configure -DSEEDFS_CUDA=ON:" >&2; tail -n 30 "$OUT.configure.log" >&2; exit 1; }
-cmake --build "$OUT" --target test_hmem -j "$(nproc)" >"$OUT.build.log" 2>&1 ||
-	{ echo "FAIL: build test_hmem with CUDA:" >&2; tail -n 30 "$OUT.build.log" >&2; exit 1; }
+cmake --build "$OUT" -j "$(nproc)" >"$OUT.build.log" 2>&1 ||
+	{ echo "FAIL: build with CUDA:" >&2; tail -n 30 "$OUT.build.log" >&2; exit 1; }
 grep -q '^SEEDFS_CUDA:BOOL=ON' "$OUT/CMakeCache.txt" || { echo "FAIL: SEEDFS_CUDA is not ON in $OUT" >&2; exit 1; }
-"$OUT/tests/test_hmem"
+# Built with CUDA for real: the driver calls are there.
+for lib in "$OUT/libseedfs.so"; do
+	strings "$lib" | grep -c '^cuMemcpyHtoDAsync_v2$' >/dev/null ||
+		{ echo "FAIL: $lib does not call cuMemcpyHtoDAsync_v2" >&2; exit 1; }
+done
+cd "$OUT"
+st=0
+ctest -R '^(unit_hmem|gpu)$' -V >"$OUT.test.log" 2>&1 || st=$?
+grep -E '^[0-9]+: (ok|FAIL)' "$OUT.test.log" | sed 's/^[0-9]*: //' || true
+grep -q '100% tests passed, 0 tests failed out of 2$' "$OUT.test.log" && [ $st = 0 ] ||
+	{ echo "FAIL: the CUDA build's tests (status $st):" >&2; tail -n 40 "$OUT.test.log" >&2; exit 1; }
+echo "ok: -DSEEDFS_CUDA=ON built in $OUT, unit_hmem and gpu passed in it"

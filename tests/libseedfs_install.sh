@@ -31,8 +31,11 @@ nm -D --defined-only "$lib/libseedfs.so" | awk '$2 == "T" { print $3 }' >"$WORK/
 grep -q '^sfs_client_read@' "$WORK/exports" || fail "exports: $(cat "$WORK/exports")"
 grep -Ev '^sfs_(pub|client)_' "$WORK/exports" && fail "libseedfs exports more than sfs_pub_* and sfs_client_*"
 objdump -T "$lib/libseedfs.so" | awk '$NF ~ /^sfs_/ { print $(NF - 1), $NF }' >"$WORK/syms"
-grep -v -E '^SEEDFS_0 sfs_pub_|^SEEDFS_0\.1 sfs_client_' "$WORK/syms" &&
+# One node per ABI addition: 0.2 added sfs_client_cuda_devices.
+grep -v -E '^SEEDFS_0 sfs_pub_|^SEEDFS_0\.1 sfs_client_|^SEEDFS_0\.2 sfs_client_cuda_devices$' "$WORK/syms" &&
 	fail "a symbol in the wrong version node"
+grep -q '^SEEDFS_0\.2 sfs_client_cuda_devices$' "$WORK/syms" ||
+	fail "sfs_client_cuda_devices is not in SEEDFS_0.2: $(cat "$WORK/syms")"
 grep -q '^SEEDFS_0\.1 sfs_client_read$' "$WORK/syms" || fail "no sfs_client_read@SEEDFS_0.1: $(cat "$WORK/syms")"
 echo "ok: exports only sfs_pub_* (SEEDFS_0) and sfs_client_* (SEEDFS_0.1): $(wc -l <"$WORK/syms") symbols"
 cc -std=c11 -Wall -Werror -o "$WORK/apiread" "$SRC/tests/tools/apiread.c" \

@@ -6,51 +6,182 @@
 
 #ifndef SEEDFS_WITH_CUDA
 
+#define NO_CUDA                                                                \
+	"this seedfs was built without CUDA support; build it with "           \
+	"cmake -DSEEDFS_CUDA=ON (needs cuda.h)"
+
+int sfs_hmem_cuda_devices(char *err, size_t errlen)
+{
+	snprintf(err, errlen, NO_CUDA);
+	return -EOPNOTSUPP;
+}
+
 int sfs_hmem_cuda_device(const void *ptr, int *dev, char *err, size_t errlen)
 {
 	(void)ptr;
 	(void)dev;
-	snprintf(err, errlen,
-		 "this seedfs was built without CUDA support; build it with "
-		 "cmake -DSEEDFS_CUDA=ON (needs cuda.h)");
+	snprintf(err, errlen, NO_CUDA);
 	return -EOPNOTSUPP;
+}
+
+int sfs_hmem_stage_new(int dev, size_t part_len, unsigned int nparts,
+		       struct sfs_hmem_stage **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	snprintf(err, errlen, NO_CUDA);
+	return -EOPNOTSUPP;
+}
+
+void *sfs_hmem_stage_base(struct sfs_hmem_stage *s)
+{
+	return NULL;
+}
+
+int sfs_hmem_stage_copy(struct sfs_hmem_stage *s, void *dst, const void *src,
+			size_t len, char *err, size_t errlen)
+{
+	snprintf(err, errlen, NO_CUDA);
+	return -EOPNOTSUPP;
+}
+
+int sfs_hmem_stage_mark(struct sfs_hmem_stage *s, unsigned int part, char *err,
+			size_t errlen)
+{
+	snprintf(err, errlen, NO_CUDA);
+	return -EOPNOTSUPP;
+}
+
+int sfs_hmem_stage_wait(struct sfs_hmem_stage *s, unsigned int part, char *err,
+			size_t errlen)
+{
+	snprintf(err, errlen, NO_CUDA);
+	return -EOPNOTSUPP;
+}
+
+void sfs_hmem_stage_free(struct sfs_hmem_stage *s)
+{
 }
 
 #else
 
+#include "common/log.h"
+
 #include <cuda.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
 
-/* The driver API, looked up at run time: the binary runs without it. */
-static struct {
+/* The driver API, looked up at run time: the binary runs without it.
+ * The names are the driver's exported ones (cuda.h maps the plain names
+ * to these _v2 symbols). */
+static struct cu_api {
+	int ok; /* loaded and cuInit done */
 	CUresult (*init)(unsigned int);
+	CUresult (*count)(int *);
+	CUresult (*errstr)(CUresult, const char **);
 	CUresult (*attr)(void *, CUpointer_attribute, CUdeviceptr);
-	char why[200];
+	CUresult (*dev_get)(CUdevice *, int);
+	CUresult (*ctx_retain)(CUcontext *, CUdevice);
+	CUresult (*ctx_release)(CUdevice);
+	CUresult (*ctx_push)(CUcontext);
+	CUresult (*ctx_pop)(CUcontext *);
+	CUresult (*stream_new)(CUstream *, unsigned int);
+	CUresult (*stream_free)(CUstream);
+	CUresult (*stream_sync)(CUstream);
+	CUresult (*event_new)(CUevent *, unsigned int);
+	CUresult (*event_free)(CUevent);
+	CUresult (*event_record)(CUevent, CUstream);
+	CUresult (*event_sync)(CUevent);
+	CUresult (*host_reg)(void *, size_t, unsigned int);
+	CUresult (*host_unreg)(void *);
+	CUresult (*htod)(CUdeviceptr, const void *, size_t, CUstream);
+	char why[256];
 } cu;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
+static const char *cu_str(CUresult r)
+{
+	const char *s = NULL;
+	if (!cu.errstr || cu.errstr(r, &s) != CUDA_SUCCESS || !s)
+		return "unknown CUDA error";
+	return s;
+}
+
 static void cu_load(void)
 {
+	static const struct {
+		const char *name;
+		size_t off;
+	} syms[] = {
+#define SYM(f, n)                                                              \
+	{                                                                      \
+		n, offsetof(struct cu_api, f)                                  \
+	}
+		SYM(init, "cuInit"),
+		SYM(count, "cuDeviceGetCount"),
+		SYM(errstr, "cuGetErrorString"),
+		SYM(attr, "cuPointerGetAttribute"),
+		SYM(dev_get, "cuDeviceGet"),
+		SYM(ctx_retain, "cuDevicePrimaryCtxRetain"),
+		SYM(ctx_release, "cuDevicePrimaryCtxRelease_v2"),
+		SYM(ctx_push, "cuCtxPushCurrent_v2"),
+		SYM(ctx_pop, "cuCtxPopCurrent_v2"),
+		SYM(stream_new, "cuStreamCreate"),
+		SYM(stream_free, "cuStreamDestroy_v2"),
+		SYM(stream_sync, "cuStreamSynchronize"),
+		SYM(event_new, "cuEventCreate"),
+		SYM(event_free, "cuEventDestroy_v2"),
+		SYM(event_record, "cuEventRecord"),
+		SYM(event_sync, "cuEventSynchronize"),
+		SYM(host_reg, "cuMemHostRegister_v2"),
+		SYM(host_unreg, "cuMemHostUnregister"),
+		SYM(htod, "cuMemcpyHtoDAsync_v2"),
+#undef SYM
+	};
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		snprintf(cu.why, sizeof(cu.why), "dlopen libcuda.so.1: %s",
-			 dlerror());
+		snprintf(cu.why, sizeof(cu.why),
+			 "no CUDA driver (dlopen libcuda.so.1: %s)", dlerror());
 		return;
 	}
-	*(void **)&cu.init = dlsym(h, "cuInit");
-	*(void **)&cu.attr = dlsym(h, "cuPointerGetAttribute");
-	if (!cu.init || !cu.attr) {
-		snprintf(cu.why, sizeof(cu.why),
-			 "libcuda.so.1 lacks cuInit "
-			 "or cuPointerGetAttribute");
-		cu.attr = NULL;
-	} else if (cu.init(0) != CUDA_SUCCESS) {
-		snprintf(cu.why, sizeof(cu.why),
-			 "cuInit failed: no usable "
-			 "GPU");
-		cu.attr = NULL;
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *f = dlsym(h, syms[i].name);
+		if (!f) {
+			snprintf(cu.why, sizeof(cu.why),
+				 "no CUDA driver (libcuda.so.1 lacks %s)",
+				 syms[i].name);
+			return;
+		}
+		*(void **)((char *)&cu + syms[i].off) = f;
 	}
+	CUresult r = cu.init(0);
+	if (r != CUDA_SUCCESS) {
+		snprintf(cu.why, sizeof(cu.why),
+			 "no usable GPU (cuInit: %s, CUDA error %d)", cu_str(r),
+			 (int)r);
+		return;
+	}
+	cu.ok = 1;
+}
+
+int sfs_hmem_cuda_devices(char *err, size_t errlen)
+{
+	int n = 0;
+	CUresult r;
+
+	pthread_once(&cu_once, cu_load);
+	if (!cu.ok) {
+		snprintf(err, errlen, "%s", cu.why);
+		return -ENODEV;
+	}
+	if ((r = cu.count(&n)) != CUDA_SUCCESS || n <= 0) {
+		snprintf(err, errlen, "no usable GPU (cuDeviceGetCount: %s)",
+			 r != CUDA_SUCCESS ? cu_str(r) : "0 devices");
+		return -ENODEV;
+	}
+	return n;
 }
 
 int sfs_hmem_cuda_device(const void *ptr, int *dev, char *err, size_t errlen)
@@ -59,8 +190,8 @@ int sfs_hmem_cuda_device(const void *ptr, int *dev, char *err, size_t errlen)
 	int ordinal = -1;
 
 	pthread_once(&cu_once, cu_load);
-	if (!cu.attr) {
-		snprintf(err, errlen, "no CUDA driver (%s)", cu.why);
+	if (!cu.ok) {
+		snprintf(err, errlen, "%s", cu.why);
 		return -ENODEV;
 	}
 	if (cu.attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
@@ -73,6 +204,210 @@ int sfs_hmem_cuda_device(const void *ptr, int *dev, char *err, size_t errlen)
 	}
 	*dev = ordinal;
 	return 0;
+}
+
+#define STAGE_PARTS_MAX 8
+
+struct sfs_hmem_stage {
+	CUdevice dev;
+	CUcontext ctx; /* the device's primary context, retained */
+	CUstream stream;
+	CUevent ev[STAGE_PARTS_MAX];
+	int marked[STAGE_PARTS_MAX];
+	unsigned int nparts;
+	void *base;
+	size_t len;
+	int registered; /* base is page-locked (cuMemHostRegister) */
+};
+
+/* rc = 0 after @call ran in the stage's context; -EIO and a line
+ * naming @what when the driver refuses. */
+#define CU_IN(rc, s, what, call, err, errlen)                                  \
+	do {                                                                   \
+		CUcontext old_;                                                \
+		CUresult r_ = cu.ctx_push((s)->ctx);                           \
+		if (r_ == CUDA_SUCCESS) {                                      \
+			r_ = (call);                                           \
+			cu.ctx_pop(&old_);                                     \
+		}                                                              \
+		if (r_ != CUDA_SUCCESS)                                        \
+			snprintf(err, errlen, "CUDA device %d: %s: %s",        \
+				 (int)(s)->dev, what, cu_str(r_));             \
+		rc = r_ == CUDA_SUCCESS ? 0 : -EIO;                            \
+	} while (0)
+
+static void stage_release(struct sfs_hmem_stage *s);
+
+int sfs_hmem_stage_new(int dev, size_t part_len, unsigned int nparts,
+		       struct sfs_hmem_stage **out, char *err, size_t errlen)
+{
+	struct sfs_hmem_stage *s;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	int rc = -EIO;
+
+	*out = NULL;
+	pthread_once(&cu_once, cu_load);
+	if (!cu.ok) {
+		snprintf(err, errlen, "%s", cu.why);
+		return -ENODEV;
+	}
+	if (!nparts || nparts > STAGE_PARTS_MAX || !part_len ||
+	    part_len % page) {
+		snprintf(err, errlen, "stage: 1 to %d parts of whole pages",
+			 STAGE_PARTS_MAX);
+		return -EINVAL;
+	}
+	if (!(s = calloc(1, sizeof(*s)))) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->nparts = nparts;
+	s->len = part_len * nparts;
+	CUresult r = cu.dev_get(&s->dev, dev);
+	if (r == CUDA_SUCCESS)
+		r = cu.ctx_retain(&s->ctx, s->dev);
+	if (r != CUDA_SUCCESS) {
+		snprintf(err, errlen, "CUDA device %d: its primary context: %s",
+			 dev, cu_str(r));
+		free(s);
+		return -EIO;
+	}
+	if (posix_memalign(&s->base, page, s->len)) {
+		snprintf(err, errlen, "out of memory (a stage of %zu bytes)",
+			 s->len);
+		rc = -ENOMEM;
+		goto err_ctx;
+	}
+	CU_IN(rc, s, "cuStreamCreate",
+	      cu.stream_new(&s->stream, CU_STREAM_NON_BLOCKING), err, errlen);
+	if (rc)
+		goto err_mem;
+	for (unsigned int k = 0; k < nparts && !rc; k++)
+		CU_IN(rc, s, "cuEventCreate",
+		      cu.event_new(&s->ev[k], CU_EVENT_DISABLE_TIMING), err,
+		      errlen);
+	if (rc)
+		goto err_events;
+	/* Page-locked: the copies are asynchronous and at the bus's rate.
+	 * Portable: usable from any context.  Without it (a locked-memory
+	 * limit) copies still work, the driver staging them itself. */
+	CU_IN(rc, s, "cuMemHostRegister",
+	      cu.host_reg(s->base, s->len, CU_MEMHOSTREGISTER_PORTABLE), err,
+	      errlen);
+	if (rc)
+		SFS_LOG(SFS_WARN, "hmem",
+			"%s: copies from pageable memory, slower", err);
+	s->registered = !rc;
+	*out = s;
+	return 0;
+
+err_events:
+	stage_release(s);
+err_mem:
+	free(s->base);
+err_ctx:
+	cu.ctx_release(s->dev);
+	free(s);
+	return rc;
+}
+
+/* The stream and events (after their copies), and the page lock; logs
+ * what the driver refuses and goes on. */
+static void stage_release(struct sfs_hmem_stage *s)
+{
+	char e[256];
+	int rc;
+
+	if (s->stream) {
+		CU_IN(rc, s, "cuStreamSynchronize", cu.stream_sync(s->stream),
+		      e, sizeof(e));
+		if (rc)
+			SFS_LOG(SFS_WARN, "hmem", "%s", e);
+	}
+	for (unsigned int k = 0; k < s->nparts; k++) {
+		if (!s->ev[k])
+			continue;
+		CU_IN(rc, s, "cuEventDestroy", cu.event_free(s->ev[k]), e,
+		      sizeof(e));
+		if (rc)
+			SFS_LOG(SFS_WARN, "hmem", "%s", e);
+		s->ev[k] = NULL;
+	}
+	if (s->stream) {
+		CU_IN(rc, s, "cuStreamDestroy", cu.stream_free(s->stream), e,
+		      sizeof(e));
+		if (rc)
+			SFS_LOG(SFS_WARN, "hmem", "%s", e);
+		s->stream = NULL;
+	}
+	if (s->registered) {
+		CU_IN(rc, s, "cuMemHostUnregister", cu.host_unreg(s->base), e,
+		      sizeof(e));
+		if (rc)
+			SFS_LOG(SFS_WARN, "hmem", "%s", e);
+		s->registered = 0;
+	}
+}
+
+void *sfs_hmem_stage_base(struct sfs_hmem_stage *s)
+{
+	return s->base;
+}
+
+int sfs_hmem_stage_copy(struct sfs_hmem_stage *s, void *dst, const void *src,
+			size_t len, char *err, size_t errlen)
+{
+	const char *b = s->base;
+	if ((const char *)src < b || len > s->len ||
+	    (size_t)((const char *)src - b) > s->len - len) {
+		snprintf(err, errlen, "stage copy: source outside the stage");
+		return -EINVAL;
+	}
+	int rc;
+	CU_IN(rc, s, "cuMemcpyHtoDAsync",
+	      cu.htod((CUdeviceptr)dst, src, len, s->stream), err, errlen);
+	return rc;
+}
+
+int sfs_hmem_stage_mark(struct sfs_hmem_stage *s, unsigned int part, char *err,
+			size_t errlen)
+{
+	if (part >= s->nparts) {
+		snprintf(err, errlen, "stage: no part %u", part);
+		return -EINVAL;
+	}
+	int rc;
+	CU_IN(rc, s, "cuEventRecord", cu.event_record(s->ev[part], s->stream),
+	      err, errlen);
+	s->marked[part] = !rc;
+	return rc;
+}
+
+int sfs_hmem_stage_wait(struct sfs_hmem_stage *s, unsigned int part, char *err,
+			size_t errlen)
+{
+	if (part >= s->nparts) {
+		snprintf(err, errlen, "stage: no part %u", part);
+		return -EINVAL;
+	}
+	if (!s->marked[part])
+		return 0;
+	int rc;
+	CU_IN(rc, s, "cuEventSynchronize", cu.event_sync(s->ev[part]), err,
+	      errlen);
+	if (!rc)
+		s->marked[part] = 0;
+	return rc;
+}
+
+void sfs_hmem_stage_free(struct sfs_hmem_stage *s)
+{
+	if (!s)
+		return;
+	stage_release(s);
+	free(s->base);
+	cu.ctx_release(s->dev);
+	free(s);
 }
 
 #endif

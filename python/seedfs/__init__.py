@@ -25,7 +25,7 @@ import ctypes
 from . import _libload
 
 __all__ = ["Publisher", "SeedfsError", "Client", "load_model", "safe_open",
-           "tensor_view", "FALLBACK"]
+           "tensor_view", "FALLBACK", "cuda_devices"]
 
 # numpy dtype -> safetensors dtype
 _DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16",
@@ -146,4 +146,4 @@ class Publisher(_libload.Closing):
 
 
 from .client import (Client, load_model, safe_open, tensor_view,  # noqa: E402
-                     FALLBACK)
+                     FALLBACK, cuda_devices)

@@ -25,7 +25,8 @@ import os
 
 from . import _libload
 
-__all__ = ["Client", "load_model", "safe_open", "tensor_view", "FALLBACK"]
+__all__ = ["Client", "load_model", "safe_open", "tensor_view", "FALLBACK",
+           "cuda_devices"]
 
 # safetensors dtype -> (numpy name, element size)
 _NP = {"BOOL": ("bool", 1), "U8": ("uint8", 1), "I8": ("int8", 1),
@@ -116,6 +117,77 @@ def _signatures(lib):
         f = getattr(lib, name)
         f.argtypes = args
         f.restype = res
+    if hasattr(lib, "sfs_client_cuda_devices"):  # ABI node SEEDFS_0.2
+        lib.sfs_client_cuda_devices.argtypes = [cp, sz]
+        lib.sfs_client_cuda_devices.restype = ctypes.c_int
+
+
+def cuda_devices():
+    """How many CUDA devices libseedfs can read into; RuntimeError with
+    its one-line reason when none (a build without CUDA, no driver, no
+    device)."""
+    lib = _libload.lib()
+    _signatures(lib)
+    if not hasattr(lib, "sfs_client_cuda_devices"):
+        raise RuntimeError("this libseedfs predates reads into GPU memory")
+    err = ctypes.create_string_buffer(512)
+    n = lib.sfs_client_cuda_devices(err, len(err))
+    if n <= 0:
+        raise RuntimeError(err.value.decode(errors="replace"))
+    return n
+
+
+def _device(device, framework):
+    """None for host memory, else the torch.device reads land in: CUDA
+    memory needs torch with CUDA and a libseedfs built with it; each
+    missing piece is refused in one line."""
+    if device in (None, "cpu"):
+        return None
+    dev = str(device)
+    if dev != "cuda" and not (dev.startswith("cuda:") and
+                              dev[5:].isdigit()):
+        raise ValueError("device %r: 'cpu', 'cuda' or 'cuda:N'" % (device,))
+    if framework != "torch":
+        raise ValueError("device %r: tensors on a GPU are torch's: use "
+                         "framework='pt'" % (device,))
+    import torch
+    if not torch.cuda.is_available():
+        raise RuntimeError("device %r: torch %s sees no CUDA device "
+                           "(torch.cuda.is_available() is False)"
+                           % (device, torch.__version__))
+    try:
+        cuda_devices()
+    except RuntimeError as e:
+        raise RuntimeError("device %r: libseedfs cannot read into GPU "
+                           "memory: %s" % (device, e)) from None
+    return torch.device(dev)
+
+
+# Where each tensor starts in a device buffer: a multiple of this, so
+# that a byte view of it can be viewed as any dtype.
+_DEV_ALIGN = 256
+
+
+def _device_load(client, tis, dev):
+    """Tensors @tis read into one buffer on CUDA device @dev, each a
+    view of its part: one registration, one batch of reads (through
+    libseedfs's page-locked stage, verified on the host, then copied)."""
+    import torch
+    at, where = 0, []
+    for t in tis:
+        where.append(at)
+        at += (t.len + _DEV_ALIGN - 1) // _DEV_ALIGN * _DEV_ALIGN
+    buf = torch.empty(max(at, 1), dtype=torch.uint8, device=dev)
+    reads = [(t.file, t.off, t.len, a) for t, a in zip(tis, where) if t.len]
+    client.read_into_ptr(buf.data_ptr(), buf.numel(), reads)
+    out = []
+    for t, a in zip(tis, where):
+        dt = _torch_dtype(torch, t.dtype)
+        if t.len == 0:
+            out.append(torch.empty(t.shape, dtype=dt, device=dev))
+        else:
+            out.append(buf[a:a + t.len].view(dt).reshape(t.shape))
+    return out
 
 
 class TensorInfo:
@@ -207,14 +279,21 @@ class Client(_libload.Closing):
             buf, np.ndarray) else buf.reshape(-1).view(np.uint8)
         if not reads:
             return
-        base = arr.ctypes.data
+        self.read_into_ptr(arr.ctypes.data, arr.nbytes, reads)
+
+    def read_into_ptr(self, base, nbytes, reads):
+        """read_into for memory at address @base of @nbytes bytes: host
+        memory, or CUDA device memory (a libseedfs built with CUDA).
+        The memory must stay valid for the call."""
+        if not reads:
+            return
         mr = ctypes.c_void_p()
         self._call("sfs_client_reg", self._c, ctypes.c_void_p(base),
-                   max(arr.nbytes, 1), ctypes.byref(mr))
+                   max(nbytes, 1), ctypes.byref(mr))
         try:
             rds = (_Rd * len(reads))()
             for k, (f, off, n, at) in enumerate(reads):
-                if at + n > arr.nbytes:
+                if at < 0 or at + n > nbytes:
                     raise ValueError("read %d runs past the buffer" % k)
                 rds[k].file, rds[k].off, rds[k].len = f, off, n
                 rds[k].dst, rds[k].mr = base + at, mr.value
@@ -282,18 +361,25 @@ def _check_framework(framework):
                          % (framework,))
 
 
-def load_model(seed, name, framework="numpy", tensors=None, **kw):
+def load_model(seed, name, framework="numpy", tensors=None, device="cpu",
+               **kw):
     """Every tensor of model @name (or only those named in @tensors) as a
     dict name -> array/tensor.  The bytes land in one buffer per run of
     neighbouring tensors, in one batch of reads, and every tensor is a
-    view over its buffer (no copy)."""
+    view over its buffer (no copy).  device="cuda" or "cuda:N"
+    (framework "torch"): into one buffer in that GPU's memory."""
     import numpy as np
+    framework = _FRAMEWORKS.get(framework, framework)
     _check_framework(framework)
+    dev = _device(device, framework)
     with Client(seed, name, **kw) as c:
         names = list(c.tensors) if tensors is None else list(tensors)
         for n in names:
             if n not in c.tensors:
                 raise KeyError("%s has no tensor %s" % (name, n))
+        if dev is not None:
+            tis = [c.tensors[n] for n in names]
+            return dict(zip(names, _device_load(c, tis, dev)))
         runs = _runs(c, names)
         total = sum(r[2] - r[1] for r in runs)
         buf = np.empty(max(total, 1), dtype=np.uint8)
@@ -517,11 +603,12 @@ class safe_open:
         self._file = None
         if os.path.exists(seed):
             # safetensors' safe_open(filename, framework, device="cpu")
-            if name is not None and framework == "numpy" and \
-                    device == "cpu":
+            if name is not None:
+                if framework != "numpy":  # (path, framework, device)
+                    if device != "cpu":
+                        raise TypeError("safe_open: device given twice")
+                    device = framework
                 framework, name = name, None
-            elif name is not None and device == "cpu":
-                framework, device, name = name, framework, None
             if framework not in _FRAMEWORKS:
                 raise ValueError("framework %r is invalid" % (framework,))
             m = _mount_of(seed)
@@ -537,9 +624,7 @@ class safe_open:
             raise FileNotFoundError("No such file or directory: %s" % seed)
         framework = _FRAMEWORKS.get(framework, framework)
         _check_framework(framework)
-        if device != "cpu":
-            raise ValueError("device %r: this build reads into host memory"
-                             % (device,))
+        self._dev = _device(device, framework)
         self._fw = framework
         self._c = Client(seed, name, **kw)
         self._tis = self._c.tensors
@@ -570,6 +655,8 @@ class safe_open:
 
     def _read(self, tis):
         import numpy as np
+        if self._dev is not None:
+            return _device_load(self._c, tis, self._dev)
         total = sum(t.len for t in tis)
         buf = np.empty(max(total, 1), dtype=np.uint8)
         reads, at, where = [], 0, []

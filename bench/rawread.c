@@ -11,7 +11,7 @@
  */
 #include "common/log.h"
 #include "common/util.h"
-#include "metadata/control.h"
+#include "control/control.h"
 #include "metadata/manifest.h"
 #include "transports/transport.h"
 

@@ -7,8 +7,8 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "metadata/control.h"
-#include "metadata/registry.h"
+#include "control/control.h"
+#include "control/registry.h"
 #include "replica/pull.h"
 #include "replica/replica.h"
 #include "transports/transport.h"

@@ -5,12 +5,12 @@
 #include "seed/seed.h"
 #include "seed/register.h"
 
-#include "metadata/auth.h"
-#include "metadata/control.h"
-#include "metadata/ctlsrv.h"
-#include "metadata/registry.h"
-#include "metadata/sign.h"
-#include "metadata/tls.h"
+#include "control/auth.h"
+#include "control/control.h"
+#include "control/ctlsrv.h"
+#include "control/registry.h"
+#include "control/sign.h"
+#include "control/tls.h"
 
 #include "common/log.h"
 #include "common/notify.h"

@@ -6,8 +6,8 @@
 #include "cli/cli.h"
 
 #include "common/util.h"
-#include "metadata/auth.h"
-#include "metadata/control.h"
+#include "control/auth.h"
+#include "control/control.h"
 
 #include <stdio.h>
 #include <stdlib.h>

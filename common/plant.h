@@ -5,7 +5,7 @@
  * under libmicrohttpd.  The `seedfs_plant` binary, built only in the
  * ThreadSanitizer build with SEEDFS_TSAN_PLANT defined, calls
  * SFS_TSAN_PLANT() in one FUSE handler (fs/fsops.c, read) and in the
- * control port's request handler (metadata/ctlsrv.c); the test passes
+ * control port's request handler (control/ctlsrv.c); the test passes
  * only when ThreadSanitizer reports the race with that handler in the
  * stack.  Every other build compiles the macro to nothing. */
 #ifndef SFS_COMMON_PLANT_H

@@ -187,8 +187,8 @@ struct gpu_batch {
  * whole reads where they fit, else cut on an @align boundary of the
  * file where one falls inside. */
 static void fill(struct sfs_gpu *g, struct gpu_stage *s, unsigned int part,
-		 struct sfs_cache_rd *rds, const int *devs, size_t n,
-		 size_t *i, uint64_t *o, struct gpu_batch *b)
+		 struct sfs_cache_rd *rds, const int *devs, size_t n, size_t *i,
+		 uint64_t *o, struct gpu_batch *b)
 {
 	uint8_t *p = s->base + (size_t)part * GPU_PART;
 	uint64_t used = 0;
@@ -224,9 +224,9 @@ static void fill(struct sfs_gpu *g, struct gpu_stage *s, unsigned int part,
 
 /* Pull one part's pieces; copy the verified ones.  -ETIMEDOUT when a
  * piece timed out (the stage must not be used again). */
-static int pull_part(struct sfs_gpu *g, struct gpu_stage *s,
-		     unsigned int part, struct gpu_batch *b,
-		     struct sfs_cache_rd *rds, char *err, size_t errlen)
+static int pull_part(struct sfs_gpu *g, struct gpu_stage *s, unsigned int part,
+		     struct gpu_batch *b, struct sfs_cache_rd *rds, char *err,
+		     size_t errlen)
 {
 	int timed_out = 0;
 

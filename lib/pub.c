@@ -9,9 +9,9 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "metadata/auth.h"
-#include "metadata/ctlsrv.h"
-#include "metadata/tls.h"
+#include "control/auth.h"
+#include "control/ctlsrv.h"
+#include "control/tls.h"
 #include "metadata/manifest.h"
 #include "metadata/safetensors.h"
 #include "seed/publish.h"

@@ -20,7 +20,10 @@
 
 #include "metadata/identity.h"
 #include "metadata/safetensors.h"
-#include "metadata/sign.h"
+
+/* A manifest's signature (made and checked by control/sign.h). */
+#define SFS_SIGN_LEN 64	   /* an Ed25519 signature */
+#define SFS_SIGN_ID_LEN 16 /* hex digits of a key id */
 
 #define SFS_MANIFEST_VERSION 4	      /* what this build writes */
 #define SFS_MANIFEST_VERSION_MIN 4    /* and the oldest it reads */
@@ -153,7 +156,7 @@ struct sfs_manifest {
 	struct sfs_mfile *files;
 	size_t ntensors, cap_tensors;
 	struct sfs_mtensor *tensors;
-	/* Signed by the seed's Ed25519 key @sig_key (metadata/sign.h) over
+	/* Signed by the seed's Ed25519 key @sig_key (control/sign.h) over
 	 * sfs_manifest_signed_digest; has_sig 0: unsigned. */
 	int has_sig;
 	int64_t signed_at; /* when, ns since the epoch (signed); 0: not told */

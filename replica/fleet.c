@@ -13,7 +13,7 @@
  * again from the last revision seen when etcd answers, and the whole
  * range is read again when etcd compacted past it.
  *
- * Records are untrusted: bounded (metadata/registry.c), every field
+ * Records are untrusted: bounded (control/registry.c), every field
  * checked, and one that fails is ignored with a line naming the key and
  * the field.
  */
@@ -22,7 +22,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "metadata/jsonlim.h"
-#include "metadata/registry.h"
+#include "control/registry.h"
 
 #include <errno.h>
 #include <inttypes.h>

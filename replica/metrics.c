@@ -12,8 +12,8 @@
 #include "common/metrics.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "metadata/control.h"
-#include "metadata/ctlsrv.h"
+#include "control/control.h"
+#include "control/ctlsrv.h"
 #include "replica/reseed.h"
 
 #include <errno.h>

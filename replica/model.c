@@ -11,7 +11,7 @@
 #include "cache/cache.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "metadata/control.h"
+#include "control/control.h"
 #include "metadata/holdruns.h"
 #include "metadata/jsonlim.h"
 #include "replica/readahead.h"

@@ -11,7 +11,7 @@
 #define SFS_REPLICA_PARSE_H
 
 #include "metadata/manifest.h"
-#include "metadata/registry.h"
+#include "control/registry.h"
 
 #include <jansson.h>
 #include <stddef.h>

@@ -11,7 +11,7 @@
 #include "cache/disk.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "metadata/control.h"
+#include "control/control.h"
 #include "replica/mctl.h"
 #include "replica/readahead.h"
 #include "replica/reseed.h"

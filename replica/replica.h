@@ -74,11 +74,11 @@ struct sfs_replica_cfg {
 	/* Tests only: each pulled chunk's verification waits this long
 	 * first (sfs_cache_cfg.test_verify_delay_ms). */
 	unsigned int test_verify_delay_ms;
-	/* The fleet registry (metadata/registry.h), or NULL: its records
+	/* The fleet registry (control/registry.h), or NULL: its records
 	 * are sources too, followed by watch.  [borrowed] */
 	struct sfs_reg *registry;
 	/* The token and TLS every control port is spoken to with, or NULL
-	 * (metadata/control.h); a re-seeder's own port asks for the same
+	 * (control/control.h); a re-seeder's own port asks for the same
 	 * token.  [borrowed] */
 	struct sfs_control_cred *cred;
 	/* With reseed and TLS: the re-seeder's certificate and key.

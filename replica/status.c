@@ -10,7 +10,8 @@
 #include "cache/cache.h"
 #include "cache/disk.h"
 #include "common/util.h"
-#include "metadata/control.h"
+#include "control/control.h"
+#include "control/sign.h"
 #include "replica/reseed.h"
 #include "replica/tree.h"
 

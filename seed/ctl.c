@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ctl.c - the seed's control port routes, on the control port server
- * (metadata/ctlsrv.h).  curl can debug it:
+ * (control/ctlsrv.h).  curl can debug it:
  *   curl http://seedhost:7070/v1/models         every model: generations
  *   curl http://seedhost:7070/v1/manifest       the current generation's
  *                                               (?model=NAME with several)
@@ -23,7 +23,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
-#include "metadata/ctlsrv.h"
+#include "control/ctlsrv.h"
 #include "metadata/jsonlim.h"
 #include "transports/transport.h"
 

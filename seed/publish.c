@@ -3,6 +3,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "control/sign.h"
 #include "metadata/gguf.h"
 #include "metadata/jsonlim.h"
 #include "metadata/manifest.h"

@@ -6,7 +6,7 @@
 #include "seed/register.h"
 
 #include "common/log.h"
-#include "metadata/registry.h"
+#include "control/registry.h"
 #include "seed/seed.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * register.h - a seed's models in the fleet registry: one record per
- * model under the seed's lease (metadata/registry.h), put again after
+ * model under the seed's lease (control/registry.h), put again after
  * each republish.  Keys and values: docs/registry.md.
  */
 #ifndef SFS_SEED_REGISTER_H

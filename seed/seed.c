@@ -11,7 +11,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
-#include "metadata/ctlsrv.h"
+#include "control/ctlsrv.h"
 #include "metadata/manifest.h"
 #include "metadata/identity.h"
 #include "seed/announce.h"

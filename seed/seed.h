@@ -218,7 +218,7 @@ void sfs_seed_close(struct sfs_seed *s);
 /*
  * The control port: HTTP/1.1, GET /v1/models, /v1/manifest,
  * /v1/generation, /v1/sources, /v1/health, /metrics, POST /v1/connect,
- * /v1/announce (ctl.c, on metadata/ctlsrv.h).
+ * /v1/announce (ctl.c, on control/ctlsrv.h).
  * sfs_ctl_start binds @cfg->host:@cfg->port ("" host: all addresses;
  * port "0": any), with @cfg's token and TLS (its body_max is ours), and
  * fills *bound_port.  Returns 0 or -errno with a line in @err.

@@ -6,15 +6,16 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 # folder: the folders it must not include
 declare -A above=(
-	[common]="transports metadata cache replica fs cli seed lib"
-	[transports]="metadata cache replica fs cli seed lib"
-	[metadata]="cache replica fs cli seed lib"
-	[cache]="replica fs cli seed lib"
+	[common]="transports metadata control cache replica fs cli seed lib"
+	[transports]="metadata control cache replica fs cli seed lib"
+	[metadata]="control cache replica fs cli seed lib"
+	[control]="cache replica fs cli seed lib sim"
+	[cache]="control replica fs cli seed lib"
 	[replica]="fs cli seed lib"
 	[fs]="cli seed lib"
 	[seed]="cache replica fs cli lib"
 	[lib]="fs cli"
-	[sim]="transports metadata replica fs cli seed lib"
+	[sim]="transports metadata control replica fs cli seed lib"
 )
 bad=0
 for dir in "${!above[@]}"; do

@@ -491,7 +491,7 @@ def _seedfs_root(p):
 
 
 def _security(line):
-    """The mount's control_security text (metadata/control.c's
+    """The mount's control_security text (control/control.c's
     sfs_control_cred_describe) as Client's token_file, tls_ca and
     tls_pin, and whether it uses TLS; None when it does not read back
     to exactly that text (a path with "; " or ", " in it)."""

@@ -141,7 +141,8 @@ static uint8_t *local_bytes(size_t file, uint64_t off, uint64_t len)
 /* Device bytes at @p equal the file's [off, off+len)? */
 static int same(size_t file, uint64_t off, cu_ptr p, uint64_t len)
 {
-	uint8_t *got = dev_copy_back(p, len), *want = local_bytes(file, off, len);
+	uint8_t *got = dev_copy_back(p, len),
+		*want = local_bytes(file, off, len);
 	uint64_t i = 0;
 	while (i < len && want[i] == got[i])
 		i++;
@@ -196,22 +197,25 @@ static uint64_t read_files(void)
 			fprintf(stderr, "gpuread: register: %s\n", err);
 			exit(1);
 		}
-		rds[n] = (struct sfs_client_rd){.file = i,
-						.len = f.size,
-						.dst = (void *)(uintptr_t)ptrs[n],
-						.mr = mrs[n]};
+		rds[n] = (struct sfs_client_rd){
+			.file = i,
+			.len = f.size,
+			.dst = (void *)(uintptr_t)ptrs[n],
+			.mr = mrs[n]};
 		total += f.size;
 		n++;
 	}
 	/* The first file again, into host memory, in the same batch. */
 	host = malloc(rds[0].len);
-	if (!host || sfs_client_reg(cl, host, rds[0].len, &mrs[n], err,
-				    sizeof(err))) {
+	if (!host ||
+	    sfs_client_reg(cl, host, rds[0].len, &mrs[n], err, sizeof(err))) {
 		fprintf(stderr, "gpuread: register host memory: %s\n", err);
 		exit(1);
 	}
-	rds[n] = (struct sfs_client_rd){
-		.file = rds[0].file, .len = rds[0].len, .dst = host, .mr = mrs[n]};
+	rds[n] = (struct sfs_client_rd){.file = rds[0].file,
+					.len = rds[0].len,
+					.dst = host,
+					.mr = mrs[n]};
 	if (sfs_client_read(cl, rds, n + 1, err, sizeof(err))) {
 		fprintf(stderr, "gpuread: %s\n", err);
 		exit(1);
@@ -258,11 +262,12 @@ static uint64_t read_tensors(void)
 	struct sfs_client_rd *rds = calloc(info.ntensors + 1, sizeof(*rds));
 	for (size_t i = 0; i < info.ntensors; i++) {
 		sfs_client_tensor(cl, i, &t);
-		rds[i] = (struct sfs_client_rd){.file = t.file,
-						.off = t.off,
-						.len = t.len,
-						.dst = (void *)(uintptr_t)(p + at),
-						.mr = mr};
+		rds[i] = (struct sfs_client_rd){
+			.file = t.file,
+			.off = t.off,
+			.len = t.len,
+			.dst = (void *)(uintptr_t)(p + at),
+			.mr = mr};
 		at += t.len;
 	}
 	if (sfs_client_read(cl, rds, info.ntensors, err, sizeof(err))) {
@@ -270,8 +275,8 @@ static uint64_t read_tensors(void)
 		exit(1);
 	}
 	for (size_t i = 0; i < info.ntensors; i++)
-		if (!same(rds[i].file, rds[i].off, (cu_ptr)(uintptr_t)rds[i].dst,
-			  rds[i].len))
+		if (!same(rds[i].file, rds[i].off,
+			  (cu_ptr)(uintptr_t)rds[i].dst, rds[i].len))
 			exit(1);
 	sfs_client_dereg(mr);
 	cu.free(p);
@@ -308,11 +313,23 @@ static uint64_t read_errors(void)
 		die(err, 0);
 	struct sfs_client_rd rds[3] = {
 		/* one byte past the registration */
-		{.file = file, .off = 0, .len = len, .dst = (void *)(uintptr_t)(p + 1), .mr = mr},
+		{.file = file,
+		 .off = 0,
+		 .len = len,
+		 .dst = (void *)(uintptr_t)(p + 1),
+		 .mr = mr},
 		/* past the file's end */
-		{.file = file, .off = f.size - 100, .len = 200, .dst = (void *)(uintptr_t)p, .mr = mr},
+		{.file = file,
+		 .off = f.size - 100,
+		 .len = 200,
+		 .dst = (void *)(uintptr_t)p,
+		 .mr = mr},
 		/* good */
-		{.file = file, .off = 0, .len = 1000, .dst = (void *)(uintptr_t)(p + 2000), .mr = mr},
+		{.file = file,
+		 .off = 0,
+		 .len = 1000,
+		 .dst = (void *)(uintptr_t)(p + 2000),
+		 .mr = mr},
 	};
 	int rc = sfs_client_read(cl, rds, 3, err, sizeof(err));
 	if (rc != -EINVAL || rds[0].status != -EINVAL ||
@@ -353,12 +370,14 @@ static uint64_t read_corrupt(const char *path, uint64_t off)
 	if (sfs_client_reg(cl, (void *)(uintptr_t)p, f.size + good, &mr, err,
 			   sizeof(err)))
 		die(err, 0);
-	struct sfs_client_rd rds[2] = {
-		{.file = file, .len = f.size, .dst = (void *)(uintptr_t)p, .mr = mr},
-		{.file = file,
-		 .len = good,
-		 .dst = (void *)(uintptr_t)(p + f.size),
-		 .mr = mr}};
+	struct sfs_client_rd rds[2] = {{.file = file,
+					.len = f.size,
+					.dst = (void *)(uintptr_t)p,
+					.mr = mr},
+				       {.file = file,
+					.len = good,
+					.dst = (void *)(uintptr_t)(p + f.size),
+					.mr = mr}};
 	int rc = sfs_client_read(cl, rds, good ? 2 : 1, err, sizeof(err));
 	if (rc != -EBADMSG || rds[1].status ||
 	    !strstr(err, "do not match the seed's checksum")) {
@@ -404,8 +423,8 @@ int main(int argc, char **argv)
 			printf("gpuread: %d CUDA devices\n", n);
 			return 0;
 		}
-		fprintf(stderr, "gpuread: no device (%s): %s\n",
-			strerror(-n), err);
+		fprintf(stderr, "gpuread: no device (%s): %s\n", strerror(-n),
+			err);
 		return 3;
 	}
 	if (argc < 5) {

@@ -12,7 +12,7 @@
  * queue pairs go with the process, unannounced: to the seed these are
  * replicas that went away.
  */
-#include "metadata/control.h"
+#include "control/control.h"
 #include "metadata/manifest.h"
 #include "transports/transport.h"
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The control port's token and TLS options (metadata/auth.h, tls.h):
+ * The control port's token and TLS options (control/auth.h, tls.h):
  * token files, Authorization headers, the check, rotation, pins, and
  * the mode and owner a secret's file must have.
  */
-#include "metadata/auth.h"
-#include "metadata/tls.h"
+#include "control/auth.h"
+#include "control/tls.h"
 
 #include "check_run.h"
 

@@ -8,7 +8,7 @@
 #include "metadata/identity.h"
 #include "metadata/jsonlim.h"
 #include "metadata/manifest.h"
-#include "metadata/registry.h"
+#include "control/registry.h"
 #include "metadata/safetensors.h"
 
 #include "check_run.h"

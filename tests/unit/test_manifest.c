@@ -3,6 +3,7 @@
  * Unit tests: manifest round trip, one test per rejection rule, extent
  * lookup at every boundary.
  */
+#include "control/sign.h"
 #include "metadata/manifest.h"
 
 #include "check_run.h"

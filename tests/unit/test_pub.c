@@ -8,7 +8,7 @@
  */
 #include "lib/seedfs.h"
 
-#include "metadata/control.h"
+#include "control/control.h"
 #include "metadata/manifest.h"
 #include "metadata/safetensors.h"
 

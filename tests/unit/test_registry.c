@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests: the etcd registry client's codec (metadata/registry),
+ * Unit tests: the etcd registry client's codec (control/registry),
  * against answers recorded from Debian's etcd-server 3.4.23 through its
  * JSON gateway, and hostile variants of them; the --registry URL and
  * the auth file.
  */
-#include "metadata/registry.h"
+#include "control/registry.h"
 
 #include "common/log.h"
 

@@ -4,10 +4,10 @@
  * mode on one thread, limits per client address, a deadline per
  * request, the routes left to the caller.
  */
-#include "metadata/ctlsrv.h"
+#include "control/ctlsrv.h"
 
-#include "metadata/auth.h"
-#include "metadata/tls.h"
+#include "control/auth.h"
+#include "control/tls.h"
 
 #include "common/log.h"
 #include "common/metrics.h"

@@ -3,7 +3,7 @@
 #include "sign.h"
 
 #include "common/util.h"
-#include "metadata/tls.h"
+#include "control/tls.h"
 
 #include <errno.h>
 #include <gnutls/abstract.h>

@@ -4,7 +4,7 @@
  * renewed every third of the TTL, granted and put again when lost,
  * revoked at the end.
  */
-#include "metadata/registry.h"
+#include "control/registry.h"
 
 #include "common/log.h"
 #include "common/util.h"

@@ -4,13 +4,13 @@
  * endpoints tried in turn, the auth token taken again when etcd says it
  * expired, and the watch stream split into its messages.
  */
-#include "metadata/registry.h"
+#include "control/registry.h"
 
 #include "common/log.h"
 #include "common/util.h"
-#include "metadata/auth.h"
-#include "metadata/control.h"
-#include "metadata/ctlsrv.h"
+#include "control/auth.h"
+#include "control/control.h"
+#include "control/ctlsrv.h"
 #include "metadata/jsonlim.h"
 
 #include <curl/curl.h>

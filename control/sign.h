@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SFS_SIGN_LEN 64	   /* an Ed25519 signature */
-#define SFS_SIGN_ID_LEN 16 /* hex digits of a key id */
+#include "metadata/manifest.h" /* SFS_SIGN_LEN, SFS_SIGN_ID_LEN */
+
 #define SFS_SIGN_KEYS_MAX 16
 
 struct sfs_sign_key;

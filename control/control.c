@@ -3,10 +3,10 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "metadata/auth.h"
+#include "control/auth.h"
 #include "metadata/manifest.h"
-#include "metadata/sign.h"
-#include "metadata/tls.h"
+#include "control/sign.h"
+#include "control/tls.h"
 #include "transports/transport.h"
 
 #include <curl/curl.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* auth.c - the control port's token (auth.h). */
-#include "metadata/auth.h"
+#include "control/auth.h"
 
 #include <errno.h>
 #include <fcntl.h>

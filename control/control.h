@@ -19,7 +19,7 @@ struct sfs_control_cred_cfg {
 	const char *tls_pin;	/* and/or hold them to this public key */
 	int https;		/* TLS with the system's CAs (https://) */
 	/* Manifests must be signed by a key in this file (--trust-key,
-	 * metadata/sign.h), or NULL. */
+	 * control/sign.h), or NULL. */
 	const char *trust_key;
 };
 struct sfs_control_cred;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tls.c - certificates, keys and pins for the control port (tls.h). */
-#include "metadata/tls.h"
+#include "control/tls.h"
 
-#include "metadata/auth.h"
+#include "control/auth.h"
 
 #include "common/log.h"
 #include "common/util.h"

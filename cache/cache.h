@@ -495,11 +495,14 @@ void sfs_cache_stats(struct sfs_cache *c, struct sfs_cache_stats *st);
  * its registration must then stay valid until the cache is freed (the
  * transport quiesced); the dst itself is freed once that read ends.
  * NULL is fine (0).
+ * sfs_cache_dst_busy - does the transport still hold a read into it
+ * that gave up?  A snapshot (the answer can only go from 1 to 0).
  */
 struct sfs_cache_dst;
 int sfs_cache_dst_new(struct sfs_cache *c, void *base, size_t len,
 		      struct sfs_xport_mr *mr, struct sfs_cache_dst **out);
 int sfs_cache_dst_free(struct sfs_cache_dst *d);
+int sfs_cache_dst_busy(struct sfs_cache_dst *d);
 
 /* One read of sfs_cache_read_into. */
 struct sfs_cache_rd {

@@ -82,6 +82,15 @@ int sfs_cache_dst_free(struct sfs_cache_dst *d)
 	return busy ? -EBUSY : 0;
 }
 
+int sfs_cache_dst_busy(struct sfs_cache_dst *d)
+{
+	struct sfs_cache *c = d->c;
+	pthread_mutex_lock(&c->lock);
+	int busy = d->held != 0;
+	pthread_mutex_unlock(&c->lock);
+	return busy;
+}
+
 void sfs_direct_release(struct sfs_cache *c, struct sfs_chunk *ch)
 {
 	struct sfs_cache_dst *d = ch->dst;

@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #define CLIENT_CACHE (64ull << 20)
 #define CLIENT_CACHE_MIN (16ull << 20)
@@ -177,7 +179,7 @@ int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 			align = 1ull << sh;
 	}
 	if ((rc = sfs_gpu_new(sfs_replica_cache(c->r), sfs_replica_xport(c->r),
-			      align, &c->gpu)))
+			      align, rcfg.timeout_ms, &c->gpu)))
 		goto err_view;
 	*out = c;
 	return 0;
@@ -295,6 +297,23 @@ int sfs_client_find(struct sfs_client *c, const char *name, size_t *i)
 	return -ENOENT;
 }
 
+/* Are the first and last byte of [@buf, @buf+@len) memory this process
+ * can read?  A device's address range (CUDA reserves it PROT_NONE in
+ * the process) is not.  0 or -EFAULT (0 too where the kernel will not
+ * say: process_vm_readv refused by a seccomp profile). */
+static int host_memory(const void *buf, size_t len)
+{
+	char b[2];
+	struct iovec local[2] = {{b, 1}, {b + 1, 1}};
+	struct iovec remote[2] = {{(void *)buf, 1}, {(char *)buf + len - 1, 1}};
+	ssize_t n = process_vm_readv(getpid(), local, 2, remote, 2, 0);
+	if (n == 2)
+		return 0;
+	/* Not permitted here (a seccomp profile): no telling; the
+	 * transport's registration is the check left. */
+	return n < 0 && errno != EFAULT ? 0 : -EFAULT;
+}
+
 int sfs_client_cuda_devices(char *err, size_t errlen)
 {
 	return sfs_hmem_cuda_devices(err, errlen);
@@ -322,8 +341,10 @@ int sfs_client_reg(struct sfs_client *c, void *buf, size_t len,
 	m->base = buf;
 	m->len = len;
 	/* CUDA device memory (a build with CUDA, a driver): reads land in
-	 * a stage on the host first.  Anything else is host memory. */
-	if (!sfs_hmem_cuda_device(buf, &dev, why, sizeof(why))) {
+	 * a stage on the host first.  Anything else must be host memory
+	 * this process can read: not a device's address range. */
+	rc = sfs_hmem_cuda_device(buf, len, &dev, why, sizeof(why));
+	if (!rc) {
 		if ((rc = sfs_gpu_prepare(c->gpu, dev, err, errlen))) {
 			free(m);
 			return rc;
@@ -331,6 +352,25 @@ int sfs_client_reg(struct sfs_client *c, void *buf, size_t len,
 		m->dev = dev;
 		*out = m;
 		return 0;
+	}
+	if (rc == -ERANGE) {
+		snprintf(err, errlen, "register: %s", why);
+		free(m);
+		return -EINVAL;
+	}
+	if (host_memory(buf, len)) {
+		snprintf(err, errlen,
+			 "register: %zu bytes at %p are not host memory this "
+			 "process can read%s",
+			 len, buf,
+			 rc == -EOPNOTSUPP
+				 ? " (device memory needs a libseedfs "
+				   "built with -DSEEDFS_CUDA=ON)"
+			 : rc == -ENODEV ? " (device memory needs the CUDA "
+					   "driver loaded in this process)"
+					 : "");
+		free(m);
+		return -EFAULT;
 	}
 	rc = sfs_xport_mr_reg(sfs_replica_xport(c->r), buf, len,
 			      SFS_XPORT_LOCAL_DST, &m->mr);
@@ -455,9 +495,8 @@ int sfs_client_read(struct sfs_client *c, struct sfs_client_rd *rds, size_t n,
 				 ? "generation no longer served: open again"
 			 : rc == -EBADMSG
 				 ? "bytes do not match the seed's checksum"
-			 : on_dev && gerr[0] && rc != -ETIMEDOUT
-				 ? gerr
-				 : strerror(-rc));
+			 : on_dev && gerr[0] ? gerr
+					     : strerror(-rc));
 	}
 out:
 	if (crd != stack)

@@ -6,6 +6,13 @@
  * verified ones copied to the device, and the next part pulled while
  * those copies run.  A part is written again only after its copies
  * have ended.
+ *
+ * A stage is set aside (retired), never used again, when a read into it
+ * timed out (the transport may still write into it) or when the driver
+ * failed a copy, a mark or a wait (its copies are in an unknown state);
+ * every read of that call not known to be on the device then fails.  It
+ * is freed once the transport has let go of it, at the latest when the
+ * client closes; at most GPU_RETIRED_MAX wait so.
  */
 #include "lib/gpu.h"
 
@@ -19,19 +26,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GPU_DEVICES_MAX 64
 #define GPU_PART (16u << 20)
 #define GPU_PARTS 2
-#define GPU_PIECES 256 /* pieces in one part at most */
+#define GPU_PIECES 256	  /* pieces in one part at most */
+#define GPU_RETIRED_MAX 4 /* stages set aside and not yet freed */
 
 struct gpu_stage {
 	int dev;
 	pthread_mutex_t lock; /* one read at a time */
+	int retired;	      /* protected by s->lock */
 	struct sfs_hmem_stage *hs;
 	uint8_t *base;
 	struct sfs_xport_mr *mr;
 	struct sfs_cache_dst *dst;
+	int users;		/* reads holding it; protected by g->lock */
+	int listed;		/* on g->retired; protected by g->lock */
 	struct gpu_stage *next; /* on g->retired; protected by g->lock */
 };
 
@@ -39,16 +51,18 @@ struct sfs_gpu {
 	struct sfs_cache *cache;
 	struct sfs_xport *x;
 	uint64_t align;
+	unsigned int timeout_ms;
 	pthread_mutex_t lock;
 	struct gpu_stage *st[GPU_DEVICES_MAX]; /* protected by g->lock */
-	/* Stages a timed-out read may still write into: their memory
-	 * stays until sfs_gpu_free.  protected by g->lock */
+	/* Stages set aside: freed when no read holds them and the
+	 * transport has let go.  protected by g->lock */
 	struct gpu_stage *retired;
-	int stopped; /* protected by g->lock */
+	int nretired; /* protected by g->lock */
+	int stopped;  /* protected by g->lock */
 };
 
 int sfs_gpu_new(struct sfs_cache *cache, struct sfs_xport *x, uint64_t align,
-		struct sfs_gpu **out)
+		unsigned int timeout_ms, struct sfs_gpu **out)
 {
 	struct sfs_gpu *g = calloc(1, sizeof(*g));
 
@@ -58,6 +72,7 @@ int sfs_gpu_new(struct sfs_cache *cache, struct sfs_xport *x, uint64_t align,
 	g->cache = cache;
 	g->x = x;
 	g->align = align ? align : 1;
+	g->timeout_ms = timeout_ms ? timeout_ms : 10000;
 	pthread_mutex_init(&g->lock, NULL);
 	*out = g;
 	return 0;
@@ -72,18 +87,14 @@ static void stage_free(struct gpu_stage *s)
 	free(s);
 }
 
-/* Deregister @s: 0 and @s freed, or -EBUSY: a timed-out read may
- * still write into it, so its memory stays (and its registration, which
- * goes when the transport closes) until sfs_gpu_free. */
+/* Deregister and free @s: 0, or -EBUSY when a timed-out read may still
+ * write into it: then nothing is done. */
 static int stage_stop(struct gpu_stage *s)
 {
-	if (s->dst && sfs_cache_dst_free(s->dst)) {
-		s->dst = NULL; /* the cache frees it when that read ends */
-		s->mr = NULL;
+	if (s->dst && sfs_cache_dst_busy(s->dst))
 		return -EBUSY;
-	}
-	if (!s->dst && !s->mr && s->base)
-		return -EBUSY; /* set aside before */
+	if (s->dst && sfs_cache_dst_free(s->dst))
+		return -EBUSY; /* cannot happen: busy only goes to 0 */
 	sfs_xport_mr_dereg(s->mr);
 	stage_free(s);
 	return 0;
@@ -102,8 +113,8 @@ static int stage_new(struct sfs_gpu *g, int dev, struct gpu_stage **out,
 	}
 	s->dev = dev;
 	pthread_mutex_init(&s->lock, NULL);
-	if ((rc = sfs_hmem_stage_new(dev, GPU_PART, GPU_PARTS, &s->hs, err,
-				     errlen)))
+	if ((rc = sfs_hmem_stage_new(dev, GPU_PART, GPU_PARTS, g->timeout_ms,
+				     &s->hs, err, errlen)))
 		goto err_free;
 	s->base = sfs_hmem_stage_base(s->hs);
 	if ((rc = sfs_xport_mr_reg(g->x, s->base, (size_t)GPU_PART * GPU_PARTS,
@@ -131,11 +142,41 @@ err_free:
 	return rc;
 }
 
-/* Device @dev's stage, made if needed; NULL and a line in @err. */
+/* Unlink the set-aside stages that can go now into *@out (g->lock
+ * held): freed by the caller, outside the lock. */
+static void reclaim(struct sfs_gpu *g, struct gpu_stage **out)
+{
+	struct gpu_stage **pp = &g->retired;
+	while (*pp) {
+		struct gpu_stage *s = *pp;
+		if (s->dst && !s->users && !sfs_cache_dst_busy(s->dst)) {
+			*pp = s->next;
+			s->listed = 0;
+			g->nretired--;
+			s->next = *out;
+			*out = s;
+		} else {
+			pp = &s->next;
+		}
+	}
+}
+
+static void free_list(struct gpu_stage *s)
+{
+	while (s) {
+		struct gpu_stage *next = s->next;
+		if (stage_stop(s))
+			SFS_LOG(SFS_WARN, "gpu", "a stage still busy: kept");
+		s = next;
+	}
+}
+
+/* Device @dev's stage, made if needed, held (users) until stage_put;
+ * NULL and a line in @err. */
 static struct gpu_stage *stage_of(struct sfs_gpu *g, int dev, int *rc,
 				  char *err, size_t errlen)
 {
-	struct gpu_stage *s = NULL;
+	struct gpu_stage *s = NULL, *gone = NULL;
 
 	if (dev < 0 || dev >= GPU_DEVICES_MAX) {
 		snprintf(err, errlen, "CUDA device %d: at most %d devices", dev,
@@ -144,36 +185,63 @@ static struct gpu_stage *stage_of(struct sfs_gpu *g, int dev, int *rc,
 		return NULL;
 	}
 	pthread_mutex_lock(&g->lock);
+	reclaim(g, &gone);
 	if (g->stopped) {
 		snprintf(err, errlen, "the client is closing");
 		*rc = -ESHUTDOWN;
-	} else if (!(s = g->st[dev]) &&
-		   !(*rc = stage_new(g, dev, &s, err, errlen))) {
+	} else if (!(s = g->st[dev]) && g->nretired >= GPU_RETIRED_MAX) {
+		snprintf(err, errlen,
+			 "CUDA device %d: %d stages set aside after timed-out "
+			 "reads are still held by the transport",
+			 dev, g->nretired);
+		*rc = -EBUSY;
+	} else if (!s && !(*rc = stage_new(g, dev, &s, err, errlen))) {
 		g->st[dev] = s;
 	}
+	if (s)
+		s->users++;
 	pthread_mutex_unlock(&g->lock);
+	free_list(gone);
 	return s;
+}
+
+static void stage_put(struct sfs_gpu *g, struct gpu_stage *s)
+{
+	pthread_mutex_lock(&g->lock);
+	s->users--;
+	pthread_mutex_unlock(&g->lock);
 }
 
 int sfs_gpu_prepare(struct sfs_gpu *g, int dev, char *err, size_t errlen)
 {
 	int rc = 0;
-	return stage_of(g, dev, &rc, err, errlen) ? 0 : rc;
+	struct gpu_stage *s = stage_of(g, dev, &rc, err, errlen);
+	if (s)
+		stage_put(g, s);
+	return s ? 0 : rc;
 }
 
-/* A timed-out read may still write into @s: no read uses it again. */
-static void stage_retire(struct sfs_gpu *g, struct gpu_stage *s)
+/* @s (retired under its lock) is used no more: listed once. */
+static void stage_retire(struct sfs_gpu *g, struct gpu_stage *s, int rc)
 {
+	int first = 0;
 	pthread_mutex_lock(&g->lock);
 	if (g->st[s->dev] == s)
 		g->st[s->dev] = NULL;
-	s->next = g->retired;
-	g->retired = s;
+	if (!s->listed) {
+		s->listed = first = 1;
+		s->next = g->retired;
+		g->retired = s;
+		g->nretired++;
+	}
 	pthread_mutex_unlock(&g->lock);
-	SFS_LOG(SFS_WARN, "gpu",
-		"CUDA device %d: a read timed out; its stage is set aside "
-		"until the client closes",
-		s->dev);
+	if (first)
+		SFS_LOG(SFS_WARN, "gpu",
+			"CUDA device %d: its stage is set aside (%s): a new one "
+			"takes its place",
+			s->dev,
+			rc == -ETIMEDOUT ? "a read timed out"
+					 : "a driver error");
 }
 
 struct gpu_batch {
@@ -222,11 +290,12 @@ static void fill(struct sfs_gpu *g, struct gpu_stage *s, unsigned int part,
 	}
 }
 
-/* Pull one part's pieces; copy the verified ones.  -ETIMEDOUT when a
- * piece timed out (the stage must not be used again). */
+/* Pull one part's pieces; copy the verified ones; mark the part.
+ * -ETIMEDOUT when a piece timed out, -EIO (a line in @e) when the
+ * part's copies cannot be known to end. */
 static int pull_part(struct sfs_gpu *g, struct gpu_stage *s, unsigned int part,
 		     struct gpu_batch *b, struct sfs_cache_rd *rds, char *err,
-		     size_t errlen)
+		     size_t errlen, char *e, size_t elen)
 {
 	int timed_out = 0;
 
@@ -241,23 +310,52 @@ static int pull_part(struct sfs_gpu *g, struct gpu_stage *s, unsigned int part,
 			r->status = pc->status;
 			continue;
 		}
-		char e[256];
+		char ce[256];
 		int rc = sfs_hmem_stage_copy(s->hs, r->to + b->at[j], pc->to,
-					     pc->len, e, sizeof(e));
+					     pc->len, ce, sizeof(ce));
 		if (rc) {
 			r->status = rc;
 			if (err[0] == '\0')
-				snprintf(err, errlen, "%s", e);
+				snprintf(err, errlen, "%s", ce);
 		}
 	}
-	char e[256];
-	if (sfs_hmem_stage_mark(s->hs, part, e, sizeof(e))) {
+	if (sfs_hmem_stage_mark(s->hs, part, e, elen)) {
+		/* Nothing would tell when this part's copies end: wait for
+		 * every copy now. */
 		SFS_LOG(SFS_WARN, "gpu", "%s", e);
-		/* Nothing tells when that part's copies end: wait them all. */
-		for (unsigned int k = 0; k < GPU_PARTS; k++)
-			sfs_hmem_stage_wait(s->hs, k, e, sizeof(e));
+		int rc = sfs_hmem_stage_sync(s->hs, e, elen);
+		if (rc)
+			return rc;
 	}
 	return timed_out ? -ETIMEDOUT : 0;
+}
+
+/* Wait for part @part's copies; when the driver cannot tell (not a
+ * timeout), for every copy of the stream instead.  0, or the error:
+ * then the copies are in an unknown state. */
+static int wait_part(struct gpu_stage *s, unsigned int part, char *e,
+		     size_t elen)
+{
+	int rc = sfs_hmem_stage_wait(s->hs, part, e, elen);
+	if (rc && rc != -ETIMEDOUT) {
+		SFS_LOG(SFS_WARN, "gpu", "%s", e);
+		rc = sfs_hmem_stage_sync(s->hs, e, elen);
+	}
+	return rc;
+}
+
+/* Lock @s's mutex within the timeout: 0 or -ETIMEDOUT. */
+static int lock_within(struct sfs_gpu *g, struct gpu_stage *s)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += g->timeout_ms / 1000;
+	ts.tv_nsec += (long)(g->timeout_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return -pthread_mutex_timedlock(&s->lock, &ts);
 }
 
 /* Every read of device @dev, through its stage. */
@@ -265,54 +363,87 @@ static void read_dev(struct sfs_gpu *g, int dev, struct sfs_cache_rd *rds,
 		     const int *devs, size_t n, char *err, size_t errlen)
 {
 	struct gpu_batch *b = malloc(sizeof(*b));
-	struct gpu_stage *s;
+	struct gpu_stage *s = NULL;
 	size_t i = 0;
 	uint64_t o = 0;
 	unsigned int part = 0;
-	int rc = 0;
-	char e[256];
+	int rc = 0, lost = 0; /* lost: copies in an unknown state */
+	char e[256] = "";
 
-	if (!b || !(s = stage_of(g, dev, &rc, e, sizeof(e)))) {
-		if (!b)
+	for (int tries = 0; b && tries < 4; tries++) {
+		if (!(s = stage_of(g, dev, &rc, e, sizeof(e))))
+			break;
+		if ((rc = lock_within(g, s))) {
+			snprintf(e, sizeof(e),
+				 "CUDA device %d: another read held its stage "
+				 "for the timeout (%u ms)",
+				 dev, g->timeout_ms);
+			stage_put(g, s);
+			s = NULL;
+			break;
+		}
+		if (!s->retired)
+			break;
+		/* Set aside while this read waited: take the new one. */
+		pthread_mutex_unlock(&s->lock);
+		stage_put(g, s);
+		s = NULL;
+		rc = -EAGAIN;
+		snprintf(e, sizeof(e), "CUDA device %d: no stage", dev);
+	}
+	if (!s) {
+		if (!b) {
+			rc = -ENOMEM;
 			snprintf(e, sizeof(e), "out of memory");
+		}
 		for (size_t k = 0; k < n; k++)
 			if (devs[k] == dev && !rds[k].status)
-				rds[k].status = b ? rc : -ENOMEM;
+				rds[k].status = rc;
 		if (err[0] == '\0')
 			snprintf(err, errlen, "%s", e);
 		free(b);
 		return;
 	}
-	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		/* The part's earlier copies must have ended. */
-		if ((rc = sfs_hmem_stage_wait(s->hs, part, e, sizeof(e))))
+		if ((rc = wait_part(s, part, e, sizeof(e)))) {
+			lost = 1;
 			break;
+		}
 		fill(g, s, part, rds, devs, n, &i, &o, b);
 		if (!b->n)
 			break;
-		if ((rc = pull_part(g, s, part, b, rds, err, errlen)))
+		rc = pull_part(g, s, part, b, rds, err, errlen, e, sizeof(e));
+		if (rc) {
+			lost = rc != -ETIMEDOUT;
 			break;
+		}
 		part = (part + 1) % GPU_PARTS;
 	}
 	/* The bytes are on the device when this returns. */
-	for (unsigned int k = 0; k < GPU_PARTS; k++) {
-		int wrc = sfs_hmem_stage_wait(s->hs, k, e, sizeof(e));
-		if (wrc && !rc)
+	for (unsigned int k = 0; k < GPU_PARTS && !lost; k++) {
+		int wrc = wait_part(s, k, e, sizeof(e));
+		if (wrc) {
+			lost = 1;
 			rc = wrc;
+		}
 	}
+	if (rc == -ETIMEDOUT || lost)
+		s->retired = 1;
 	pthread_mutex_unlock(&s->lock);
 	if (rc) {
-		/* What was not read is failed with the cause. */
-		if (rc != -ETIMEDOUT && err[0] == '\0')
+		if (err[0] == '\0' && e[0])
 			snprintf(err, errlen, "%s", e);
+		/* Lost: no read of this call is known to be on the device.
+		 * Else those not wholly read fail with the cause. */
 		for (size_t k = 0; k < n; k++)
 			if (devs[k] == dev && !rds[k].status &&
-			    (k > i || (k == i && o < rds[k].len)))
+			    (lost || k > i || (k == i && o < rds[k].len)))
 				rds[k].status = rc;
-		if (rc == -ETIMEDOUT)
-			stage_retire(g, s);
+		if (s->retired)
+			stage_retire(g, s, rc);
 	}
+	stage_put(g, s);
 	free(b);
 }
 
@@ -334,9 +465,22 @@ int sfs_gpu_read(struct sfs_gpu *g, struct sfs_cache_rd *rds, const int *devs,
 	return 0;
 }
 
+/* Hand @s's dst to the cache (g->lock held): the cache frees it once
+ * the transport's late read ends; the registration goes with the
+ * transport, the host memory at sfs_gpu_free. */
+static void hand_over(struct gpu_stage *s)
+{
+	if (!s->dst)
+		return;
+	if (!sfs_cache_dst_free(s->dst))
+		sfs_xport_mr_dereg(s->mr); /* idle after all */
+	s->dst = NULL;
+	s->mr = NULL;
+}
+
 void sfs_gpu_stop(struct sfs_gpu *g)
 {
-	struct gpu_stage *busy = NULL;
+	struct gpu_stage *gone = NULL;
 
 	if (!g)
 		return;
@@ -345,21 +489,20 @@ void sfs_gpu_stop(struct sfs_gpu *g)
 	for (int d = 0; d < GPU_DEVICES_MAX; d++) {
 		struct gpu_stage *s = g->st[d];
 		g->st[d] = NULL;
-		if (s && stage_stop(s)) {
-			s->next = busy;
-			busy = s;
+		if (s && !s->listed) {
+			s->listed = 1;
+			s->next = g->retired;
+			g->retired = s;
+			g->nretired++;
 		}
 	}
-	while (g->retired) {
-		struct gpu_stage *s = g->retired;
-		g->retired = s->next;
-		if (stage_stop(s)) {
-			s->next = busy;
-			busy = s;
-		}
-	}
-	g->retired = busy;
+	reclaim(g, &gone);
+	/* What cannot go yet (a timed-out read still held by the
+	 * transport) waits for sfs_gpu_free, after the transport. */
+	for (struct gpu_stage *s = g->retired; s; s = s->next)
+		hand_over(s);
 	pthread_mutex_unlock(&g->lock);
+	free_list(gone);
 }
 
 void sfs_gpu_free(struct sfs_gpu *g)
@@ -367,6 +510,9 @@ void sfs_gpu_free(struct sfs_gpu *g)
 	if (!g)
 		return;
 	sfs_gpu_stop(g);
+	/* The transport has closed: its late reads are gone, and with
+	 * them its registrations; sfs_gpu_stop handed every dst left to
+	 * the cache. */
 	while (g->retired) {
 		struct gpu_stage *s = g->retired;
 		g->retired = s->next;

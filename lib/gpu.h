@@ -21,9 +21,11 @@ struct sfs_gpu;
 /* sfs_gpu_new - reads through @cache, stages registered with @x (both
  * [borrowed], outliving the sfs_gpu); pieces end on multiples of
  * @align bytes of a file where they can (the checksum block, so that
- * blocks are verified in place).  *out [new].  0 or -ENOMEM. */
+ * blocks are verified in place); every wait for the driver or for
+ * another read's stage bounded by @timeout_ms.  *out [new].  0 or
+ * -ENOMEM. */
 int sfs_gpu_new(struct sfs_cache *cache, struct sfs_xport *x, uint64_t align,
-		struct sfs_gpu **out);
+		unsigned int timeout_ms, struct sfs_gpu **out);
 
 /* sfs_gpu_prepare - device @dev's stage, made now if it is not yet:
  * 0, or -errno with one line in @err (no driver, no memory, the driver
@@ -35,10 +37,12 @@ int sfs_gpu_prepare(struct sfs_gpu *g, int dev, char *err, size_t errlen);
  * the device address of its first byte, on device devs[i] (rds[i].dst
  * is not used).  Returns when every byte is on its device, verified, or
  * its read has failed: 0, or the first error (each read's in ->status,
- * as sfs_cache_read_into's, and -EIO when the driver refused a copy:
- * one line in @err).  A read that fails may have put some of its bytes
- * in place, never bytes that failed their checksum.  Thread safe; reads
- * into one device are taken one call at a time.
+ * as sfs_cache_read_into's; -EIO when the driver refused a copy or a
+ * wait, -ETIMEDOUT when copies or another read's stage took longer than
+ * the timeout: one line in @err).  A read that fails may have put some
+ * of its bytes in place, never bytes that failed their checksum; a read
+ * that succeeds has all of them there.  Thread safe; reads into one
+ * device are taken one call at a time.
  */
 int sfs_gpu_read(struct sfs_gpu *g, struct sfs_cache_rd *rds, const int *devs,
 		 size_t n, char *err, size_t errlen);

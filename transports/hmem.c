@@ -16,16 +16,16 @@ int sfs_hmem_cuda_devices(char *err, size_t errlen)
 	return -EOPNOTSUPP;
 }
 
-int sfs_hmem_cuda_device(const void *ptr, int *dev, char *err, size_t errlen)
+int sfs_hmem_cuda_device(const void *ptr, size_t len, int *dev, char *err,
+			 size_t errlen)
 {
-	(void)ptr;
-	(void)dev;
 	snprintf(err, errlen, NO_CUDA);
 	return -EOPNOTSUPP;
 }
 
 int sfs_hmem_stage_new(int dev, size_t part_len, unsigned int nparts,
-		       struct sfs_hmem_stage **out, char *err, size_t errlen)
+		       unsigned int timeout_ms, struct sfs_hmem_stage **out,
+		       char *err, size_t errlen)
 {
 	*out = NULL;
 	snprintf(err, errlen, NO_CUDA);
@@ -58,6 +58,12 @@ int sfs_hmem_stage_wait(struct sfs_hmem_stage *s, unsigned int part, char *err,
 	return -EOPNOTSUPP;
 }
 
+int sfs_hmem_stage_sync(struct sfs_hmem_stage *s, char *err, size_t errlen)
+{
+	snprintf(err, errlen, NO_CUDA);
+	return -EOPNOTSUPP;
+}
+
 void sfs_hmem_stage_free(struct sfs_hmem_stage *s)
 {
 }
@@ -65,6 +71,7 @@ void sfs_hmem_stage_free(struct sfs_hmem_stage *s)
 #else
 
 #include "common/log.h"
+#include "common/util.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -89,11 +96,12 @@ static struct cu_api {
 	CUresult (*ctx_pop)(CUcontext *);
 	CUresult (*stream_new)(CUstream *, unsigned int);
 	CUresult (*stream_free)(CUstream);
-	CUresult (*stream_sync)(CUstream);
 	CUresult (*event_new)(CUevent *, unsigned int);
 	CUresult (*event_free)(CUevent);
 	CUresult (*event_record)(CUevent, CUstream);
-	CUresult (*event_sync)(CUevent);
+	CUresult (*event_query)(CUevent);
+	CUresult (*stream_query)(CUstream);
+	CUresult (*addr_range)(CUdeviceptr *, size_t *, CUdeviceptr);
 	CUresult (*host_reg)(void *, size_t, unsigned int);
 	CUresult (*host_unreg)(void *);
 	CUresult (*htod)(CUdeviceptr, const void *, size_t, CUstream);
@@ -130,11 +138,12 @@ static void cu_load(void)
 		SYM(ctx_pop, "cuCtxPopCurrent_v2"),
 		SYM(stream_new, "cuStreamCreate"),
 		SYM(stream_free, "cuStreamDestroy_v2"),
-		SYM(stream_sync, "cuStreamSynchronize"),
 		SYM(event_new, "cuEventCreate"),
 		SYM(event_free, "cuEventDestroy_v2"),
 		SYM(event_record, "cuEventRecord"),
-		SYM(event_sync, "cuEventSynchronize"),
+		SYM(event_query, "cuEventQuery"),
+		SYM(stream_query, "cuStreamQuery"),
+		SYM(addr_range, "cuMemGetAddressRange_v2"),
 		SYM(host_reg, "cuMemHostRegister_v2"),
 		SYM(host_unreg, "cuMemHostUnregister"),
 		SYM(htod, "cuMemcpyHtoDAsync_v2"),
@@ -184,11 +193,23 @@ int sfs_hmem_cuda_devices(char *err, size_t errlen)
 	return n;
 }
 
-int sfs_hmem_cuda_device(const void *ptr, int *dev, char *err, size_t errlen)
+int sfs_hmem_cuda_device(const void *ptr, size_t len, int *dev, char *err,
+			 size_t errlen)
 {
 	unsigned int type = 0;
 	int ordinal = -1;
+	CUdeviceptr base = 0;
+	size_t size = 0;
 
+	/* Device memory exists only where the driver is loaded already:
+	 * a program of host memory alone never loads (nor initializes) it,
+	 * and its children can still use CUDA. */
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (!h) {
+		snprintf(err, errlen, "no CUDA driver loaded in this process");
+		return -ENODEV;
+	}
+	dlclose(h);
 	pthread_once(&cu_once, cu_load);
 	if (!cu.ok) {
 		snprintf(err, errlen, "%s", cu.why);
@@ -201,6 +222,17 @@ int sfs_hmem_cuda_device(const void *ptr, int *dev, char *err, size_t errlen)
 		    (CUdeviceptr)ptr) != CUDA_SUCCESS) {
 		snprintf(err, errlen, "%p is not CUDA device memory", ptr);
 		return -EINVAL;
+	}
+	CUresult r = cu.addr_range(&base, &size, (CUdeviceptr)ptr);
+	if (r != CUDA_SUCCESS || (CUdeviceptr)ptr - base > size ||
+	    len > size - ((CUdeviceptr)ptr - base)) {
+		snprintf(err, errlen,
+			 "%zu bytes at %p run past their CUDA allocation (%zu "
+			 "bytes at 0x%llx)%s%s",
+			 len, ptr, size, (unsigned long long)base,
+			 r != CUDA_SUCCESS ? ": " : "",
+			 r != CUDA_SUCCESS ? cu_str(r) : "");
+		return -ERANGE;
 	}
 	*dev = ordinal;
 	return 0;
@@ -217,7 +249,8 @@ struct sfs_hmem_stage {
 	unsigned int nparts;
 	void *base;
 	size_t len;
-	int registered; /* base is page-locked (cuMemHostRegister) */
+	unsigned int timeout_ms; /* every wait's bound */
+	int registered;		 /* base is page-locked (cuMemHostRegister) */
 };
 
 /* rc = 0 after @call ran in the stage's context; -EIO and a line
@@ -236,10 +269,11 @@ struct sfs_hmem_stage {
 		rc = r_ == CUDA_SUCCESS ? 0 : -EIO;                            \
 	} while (0)
 
-static void stage_release(struct sfs_hmem_stage *s);
+static int stage_release(struct sfs_hmem_stage *s);
 
 int sfs_hmem_stage_new(int dev, size_t part_len, unsigned int nparts,
-		       struct sfs_hmem_stage **out, char *err, size_t errlen)
+		       unsigned int timeout_ms, struct sfs_hmem_stage **out,
+		       char *err, size_t errlen)
 {
 	struct sfs_hmem_stage *s;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -263,6 +297,7 @@ int sfs_hmem_stage_new(int dev, size_t part_len, unsigned int nparts,
 	}
 	s->nparts = nparts;
 	s->len = part_len * nparts;
+	s->timeout_ms = timeout_ms ? timeout_ms : 10000;
 	CUresult r = cu.dev_get(&s->dev, dev);
 	if (r == CUDA_SUCCESS)
 		r = cu.ctx_retain(&s->ctx, s->dev);
@@ -311,18 +346,57 @@ err_ctx:
 	return rc;
 }
 
-/* The stream and events (after their copies), and the page lock; logs
- * what the driver refuses and goes on. */
-static void stage_release(struct sfs_hmem_stage *s)
+/* Poll @ev (or, when NULL, the whole stream) until its work has ended:
+ * 0, -ETIMEDOUT after the stage's timeout, or -EIO with the driver's
+ * error.  Polled with sleeps growing to 1 ms, so no core spins. */
+static int poll_done(struct sfs_hmem_stage *s, CUevent ev, char *err,
+		     size_t errlen)
+{
+	const char *what = ev ? "cuEventQuery" : "cuStreamQuery";
+	uint64_t deadline = sfs_now_ms() + s->timeout_ms;
+	unsigned int nap_us = 20;
+	CUresult r;
+	CUcontext old;
+
+	for (;;) {
+		r = cu.ctx_push(s->ctx);
+		if (r == CUDA_SUCCESS) {
+			r = ev ? cu.event_query(ev)
+			       : cu.stream_query(s->stream);
+			cu.ctx_pop(&old);
+		}
+		if (r == CUDA_SUCCESS)
+			return 0;
+		if (r != CUDA_ERROR_NOT_READY) {
+			snprintf(err, errlen, "CUDA device %d: %s: %s",
+				 (int)s->dev, what, cu_str(r));
+			return -EIO;
+		}
+		if (sfs_now_ms() >= deadline) {
+			snprintf(err, errlen,
+				 "CUDA device %d: copies to it not done after "
+				 "%u ms",
+				 (int)s->dev, s->timeout_ms);
+			return -ETIMEDOUT;
+		}
+		usleep(nap_us);
+		if (nap_us < 1000)
+			nap_us *= 2;
+	}
+}
+
+/* The stream and events (after their copies, waited for within the
+ * timeout), and the page lock; logs what the driver refuses and goes
+ * on.  0, or -EBUSY when copies did not end: the host memory must then
+ * stay. */
+static int stage_release(struct sfs_hmem_stage *s)
 {
 	char e[256];
-	int rc;
+	int rc, busy = 0;
 
-	if (s->stream) {
-		CU_IN(rc, s, "cuStreamSynchronize", cu.stream_sync(s->stream),
-		      e, sizeof(e));
-		if (rc)
-			SFS_LOG(SFS_WARN, "hmem", "%s", e);
+	if (s->stream && (rc = poll_done(s, NULL, e, sizeof(e)))) {
+		SFS_LOG(SFS_WARN, "hmem", "%s", e);
+		busy = rc == -ETIMEDOUT;
 	}
 	for (unsigned int k = 0; k < s->nparts; k++) {
 		if (!s->ev[k])
@@ -333,6 +407,7 @@ static void stage_release(struct sfs_hmem_stage *s)
 			SFS_LOG(SFS_WARN, "hmem", "%s", e);
 		s->ev[k] = NULL;
 	}
+	/* The driver releases a stream once its work has ended. */
 	if (s->stream) {
 		CU_IN(rc, s, "cuStreamDestroy", cu.stream_free(s->stream), e,
 		      sizeof(e));
@@ -340,13 +415,14 @@ static void stage_release(struct sfs_hmem_stage *s)
 			SFS_LOG(SFS_WARN, "hmem", "%s", e);
 		s->stream = NULL;
 	}
-	if (s->registered) {
+	if (s->registered && !busy) {
 		CU_IN(rc, s, "cuMemHostUnregister", cu.host_unreg(s->base), e,
 		      sizeof(e));
 		if (rc)
 			SFS_LOG(SFS_WARN, "hmem", "%s", e);
 		s->registered = 0;
 	}
+	return busy ? -EBUSY : 0;
 }
 
 void *sfs_hmem_stage_base(struct sfs_hmem_stage *s)
@@ -392,11 +468,18 @@ int sfs_hmem_stage_wait(struct sfs_hmem_stage *s, unsigned int part, char *err,
 	}
 	if (!s->marked[part])
 		return 0;
-	int rc;
-	CU_IN(rc, s, "cuEventSynchronize", cu.event_sync(s->ev[part]), err,
-	      errlen);
+	int rc = poll_done(s, s->ev[part], err, errlen);
 	if (!rc)
 		s->marked[part] = 0;
+	return rc;
+}
+
+int sfs_hmem_stage_sync(struct sfs_hmem_stage *s, char *err, size_t errlen)
+{
+	int rc = poll_done(s, NULL, err, errlen);
+	if (!rc)
+		for (unsigned int k = 0; k < s->nparts; k++)
+			s->marked[k] = 0;
 	return rc;
 }
 
@@ -404,8 +487,15 @@ void sfs_hmem_stage_free(struct sfs_hmem_stage *s)
 {
 	if (!s)
 		return;
-	stage_release(s);
-	free(s->base);
+	if (stage_release(s)) {
+		/* The device may still read it: left, not reused. */
+		SFS_LOG(SFS_WARN, "hmem",
+			"CUDA device %d: a stage of %zu bytes is left allocated: "
+			"its copies did not end",
+			(int)s->dev, s->len);
+	} else {
+		free(s->base);
+	}
 	cu.ctx_release(s->dev);
 	free(s);
 }

@@ -23,12 +23,15 @@ int sfs_hmem_cuda_devices(char *err, size_t errlen);
 
 /*
  * sfs_hmem_cuda_device - *dev = the CUDA device ordinal of device memory
- * @ptr.  Returns 0; -EOPNOTSUPP in a build without CUDA; -ENODEV when
- * no CUDA driver can be loaded; -EINVAL when @ptr is not CUDA device
- * memory (host memory, page-locked or not).  One line in @err on
- * failure.  Thread safe.
+ * [@ptr, @ptr+@len).  Returns 0; -EOPNOTSUPP in a build without CUDA;
+ * -ENODEV when no CUDA driver is loaded in this process (then no
+ * memory of it is device memory: this never loads the driver itself);
+ * -EINVAL when @ptr is not CUDA device memory (host memory, page-locked
+ * or not); -ERANGE when it is, but the range runs past its allocation.
+ * One line in @err on failure.  Thread safe.
  */
-int sfs_hmem_cuda_device(const void *ptr, int *dev, char *err, size_t errlen);
+int sfs_hmem_cuda_device(const void *ptr, size_t len, int *dev, char *err,
+			 size_t errlen);
 
 /*
  * A stage: @nparts page-locked host buffers of @part_len bytes, one
@@ -39,13 +42,18 @@ int sfs_hmem_cuda_device(const void *ptr, int *dev, char *err, size_t errlen);
  * (sfs_hmem_stage_mark), and waited for (sfs_hmem_stage_wait) before
  * the host writes into it again.  One thread at a time uses a stage.
  *
+ * Every wait is bounded by @timeout_ms (polling the driver, which then
+ * spins no core): past it, -ETIMEDOUT, and the stage's copies are in an
+ * unknown state (free it; it is freed only once they have ended).
+ *
  * sfs_hmem_stage_new - *out [new].  Returns 0, -EOPNOTSUPP / -ENODEV
  * as above, -ENOMEM, or -EIO when the driver refuses (its error named
  * in @err).
  */
 struct sfs_hmem_stage;
 int sfs_hmem_stage_new(int dev, size_t part_len, unsigned int nparts,
-		       struct sfs_hmem_stage **out, char *err, size_t errlen);
+		       unsigned int timeout_ms, struct sfs_hmem_stage **out,
+		       char *err, size_t errlen);
 
 /* sfs_hmem_stage_base - the first part's first byte [borrowed]. */
 void *sfs_hmem_stage_base(struct sfs_hmem_stage *s);
@@ -58,15 +66,20 @@ void *sfs_hmem_stage_base(struct sfs_hmem_stage *s);
 int sfs_hmem_stage_copy(struct sfs_hmem_stage *s, void *dst, const void *src,
 			size_t len, char *err, size_t errlen);
 
-/* sfs_hmem_stage_mark - part @part's copies are all queued.
+/* sfs_hmem_stage_mark - part @part's copies are all queued: 0, or -EIO
+ * (then sfs_hmem_stage_sync, or the part cannot be written again).
  * sfs_hmem_stage_wait - wait until they have ended (at once if part
- * @part was never marked).  Both 0 or -EIO with a line in @err. */
+ * @part was never marked).
+ * sfs_hmem_stage_sync - wait until every copy queued has ended.
+ * Both 0, -ETIMEDOUT or -EIO with a line in @err. */
 int sfs_hmem_stage_mark(struct sfs_hmem_stage *s, unsigned int part, char *err,
 			size_t errlen);
 int sfs_hmem_stage_wait(struct sfs_hmem_stage *s, unsigned int part, char *err,
 			size_t errlen);
+int sfs_hmem_stage_sync(struct sfs_hmem_stage *s, char *err, size_t errlen);
 
-/* sfs_hmem_stage_free - wait for every copy, free.  NULL is fine. */
+/* sfs_hmem_stage_free - wait for every copy (bounded), free; when they
+ * do not end, its host memory is left, logged.  NULL is fine. */
 void sfs_hmem_stage_free(struct sfs_hmem_stage *s);
 
 #endif /* SFS_HMEM_H */

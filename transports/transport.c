@@ -246,7 +246,7 @@ int sfs_xport_mr_reg_cuda(struct sfs_xport *x, void *dptr, size_t len,
 			 info.protocol);
 		return -EOPNOTSUPP;
 	}
-	rc = sfs_hmem_cuda_device(dptr, &dev, err, errlen);
+	rc = sfs_hmem_cuda_device(dptr, len, &dev, err, errlen);
 	if (rc)
 		return rc;
 	return x->ops->mr_reg_cuda(x, dptr, len, dev, access, out, err, errlen);

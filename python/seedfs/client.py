@@ -178,6 +178,9 @@ def _device_load(client, tis, dev):
         where.append(at)
         at += (t.len + _DEV_ALIGN - 1) // _DEV_ALIGN * _DEV_ALIGN
     buf = torch.empty(max(at, 1), dtype=torch.uint8, device=dev)
+    # The caching allocator may hand back memory that work queued on
+    # torch's stream still uses; libseedfs copies on a stream of its own.
+    torch.cuda.current_stream(dev).synchronize()
     reads = [(t.file, t.off, t.len, a) for t, a in zip(tis, where) if t.len]
     client.read_into_ptr(buf.data_ptr(), buf.numel(), reads)
     out = []

@@ -59,6 +59,11 @@ for kw, want in ((dict(framework="numpy", device="cuda"), "framework='pt'"),
         print("load_model(%s):" % ", ".join("%s=%s" % kv for kv in kw.items()), msg)
 EOF
 	while read -r l; do ok "python: $l"; done <"$WORK/py.out"
+	# A device's address range (PROT_NONE to the host) is not taken for
+	# host memory: refused at registration, not a crash at the read.
+	"$GPUREAD" "$HOST:$SEED_PORT" m "$MODEL" protnone >"$WORK/out" 2>&1 ||
+		fail "protnone: $(cat "$WORK/out")"
+	ok "$(cat "$WORK/out")"
 	sanitizers_clean
 	exit 0
 fi
@@ -103,6 +108,75 @@ for mode in files tensors errors; do
 	{ grep -v '^gpuread: .* ok ' "$WORK/out" || true; } | while read -r l; do ok "$l"; done
 	ok "$line"
 done
+
+"$GPUREAD" "$HOST:$SEED_PORT" m "$MODEL" protnone >"$WORK/out" 2>&1 ||
+	fail "protnone: $(cat "$WORK/out")"
+ok "$(cat "$WORK/out")"
+
+# The driver failing, one call at a time (the MOCK driver's
+# FAKECUDA_FAIL): never a read that answers 0 with a wrong byte
+# (gpuread check fails on one), and the answer each case must give.
+# check_case NAME WANT_RC WANT_TEXT [env...]: gpuread check 1 under env.
+check_case() {
+	local name=$1 want=$2 text=$3
+	shift 3
+	env "$@" "$GPUREAD" "$HOST:$SEED_PORT" m "$MODEL" check 1 >"$WORK/out" 2>"$WORK/err" ||
+		fail "$name: $(cat "$WORK/out" "$WORK/err")"
+	grep -q "^gpuread: thread 0: rc $want, .*$text" "$WORK/out" ||
+		fail "$name: wanted rc $want and '$text': $(cat "$WORK/out")"
+	ok "$name: $(grep '^gpuread: thread 0' "$WORK/out")"
+}
+check_case "a copy refused" -5 "cuMemcpyHtoDAsync: unknown error" FAKECUDA_FAIL=cuMemcpyHtoDAsync_v2:3
+check_case "a wait that fails once (the stream waited for instead)" 0 "exact" FAKECUDA_FAIL=cuEventQuery:2
+check_case "waits that fail from the third on (the stream instead)" 0 "exact" FAKECUDA_FAIL=cuEventQuery:3:0
+check_case "a wait that fails, and the stream's" -5 "cuStreamQuery: unknown error" FAKECUDA_FAIL=cuEventQuery:2,cuStreamQuery:1:0
+check_case "a mark refused (the stream waited for instead)" 0 "exact" FAKECUDA_FAIL=cuEventRecord:1
+check_case "a mark refused, and the stream's wait" -5 "cuStreamQuery: unknown error" FAKECUDA_FAIL=cuEventRecord:1,cuStreamQuery:1:0
+check_case "no page lock (copies from pageable memory)" 0 "exact" FAKECUDA_FAIL=cuMemHostRegister_v2:1
+# A model that fits one part of the stage: the failing wait is the
+# last one, after every piece was pulled.
+mkdir -p "$WORK/small"
+"$GENMODEL" "$WORK/small/m" --size 4M --shards 1 >/dev/null
+SEED_LOG=small start_seed "$WORK/small/m" --protocol tcp
+BIG_PORT=$(seed_port "$WORK/seed.out")
+MODEL_BIG=$MODEL
+MODEL=$WORK/small/m
+check_case "the last wait fails, and the stream's" -5 "cuStreamQuery: unknown error" FAKECUDA_FAIL=cuEventQuery:1,cuStreamQuery:1:0
+MODEL=$MODEL_BIG
+SEED_PORT=$BIG_PORT
+t0=$(now_ms)
+check_case "a device that hangs" -110 "copies to it not done after 1500 ms" FAKECUDA_HANG=1 GPUREAD_TIMEOUT_MS=1500
+ms=$(($(now_ms) - t0))
+[ $ms -lt 15000 ] || fail "a device that hangs: gpuread took $ms ms"
+ok "a device that hangs: answered within $ms ms (timeout 1500 ms, then its stage's own wait at close)"
+
+# Four threads at once into the device: every read exact.
+"$GPUREAD" "$HOST:$SEED_PORT" m "$MODEL" check 4 >"$WORK/out" 2>"$WORK/err" ||
+	fail "4 threads: $(cat "$WORK/out" "$WORK/err")"
+[ "$(grep -c '^gpuread: thread [0-3]: rc 0, ' "$WORK/out")" = 4 ] || fail "4 threads: $(cat "$WORK/out")"
+ok "4 threads at once: $(grep -c 'rc 0' "$WORK/out") of 4 read every file exact"
+
+# Two threads whose reads time out together (the seed stopped after
+# the client opened): both answer -ETIMEDOUT, the stage is set aside
+# once, and the client closes cleanly.
+SEED_LOG=seed3 start_seed "$MODEL" --protocol tcp
+P3=$SEED_PORT PID3=$SEED_PID
+GPUREAD_GO=$WORK/go GPUREAD_TIMEOUT_MS=1500 "$GPUREAD" "$HOST:$P3" m "$MODEL" check 2 \
+	>"$WORK/stall.out" 2>"$WORK/stall.err" &
+GP=$!
+PIDS+=("$GP")
+for _ in $(seq 300); do grep -q '^gpuread: opened' "$WORK/stall.out" && break; sleep 0.05; done
+grep -q '^gpuread: opened' "$WORK/stall.out" || fail "stall: gpuread did not open: $(cat "$WORK/stall.err")"
+kill -STOP "$PID3"
+touch "$WORK/go"
+STOP_S=60 await_exit "$GP"
+kill -CONT "$PID3"
+running "$GP" && fail "stall: gpuread still running after 60 s: $(cat "$WORK/stall.out")"
+wait "$GP" || fail "stall: gpuread failed: $(cat "$WORK/stall.out" "$WORK/stall.err")"
+grep -q '^gpuread: check done$' "$WORK/stall.out" || fail "stall: $(cat "$WORK/stall.out")"
+[ "$(grep -c '^gpuread: thread [01]: rc -110, ' "$WORK/stall.out")" = 2 ] ||
+	fail "stall: both threads should time out: $(cat "$WORK/stall.out")"
+ok "a stalled seed, two threads: $(grep -c 'rc -110' "$WORK/stall.out") timed out, $(grep -c 'stage is set aside' "$WORK/stall.err") stage set aside, closed cleanly"
 
 # A corrupt seed: -EBADMSG, and the flipped block never reaches the
 # device (gpuread checks every byte is the file's or what was there).

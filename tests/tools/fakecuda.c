@@ -16,6 +16,12 @@
  *   one is current (cuCtxPushCurrent).
  * - $FAKECUDA_DEVICES devices (default 1; 0: cuInit answers
  *   CUDA_ERROR_NO_DEVICE, as a host with a driver and no GPU).
+ * - $FAKECUDA_FAIL=NAME:N[:M][,...]: the Nth call of driver function
+ *   NAME (cuEventQuery, cuEventRecord, cuMemcpyHtoDAsync_v2,
+ *   cuStreamQuery, cuMemHostRegister_v2) and the M-1 after it (M 0: every
+ *   one after it) fail with CUDA_ERROR_UNKNOWN, doing nothing.
+ * - $FAKECUDA_HANG set: copies never end (queries answer
+ *   CUDA_ERROR_NOT_READY), as a hung device.
  * fakecuda_stats gives the counts a test checks.
  */
 #include <cuda.h>
@@ -61,6 +67,7 @@ static uint64_t st_bytes, st_copies, st_pageable, st_pending_max;
 static int st_retained;
 static __thread int depth; /* contexts pushed on this thread */
 static int ctx_tag;
+static struct CUstream_st *streams[64]; /* live ones; protected by mu */
 
 /* fakecuda_stats - bytes and copies host to device, copies from
  * pageable memory, the most copies ever pending, primary contexts
@@ -80,6 +87,47 @@ void fakecuda_stats(uint64_t *bytes, uint64_t *copies, uint64_t *pageable,
 	for (int i = 0; i < MAX_PINS; i++)
 		*pinned += pins[i].len != 0;
 	pthread_mutex_unlock(&mu);
+}
+
+/* Should this call of @name fail ($FAKECUDA_FAIL)?  mu held. */
+static int inject(const char *name)
+{
+	static struct {
+		char name[40];
+		unsigned long calls;
+	} seen[16];
+	const char *spec = getenv("FAKECUDA_FAIL");
+	unsigned long n = 0;
+	int i;
+
+	if (!spec)
+		return 0;
+	for (i = 0; i < 16 && seen[i].name[0]; i++)
+		if (!strcmp(seen[i].name, name))
+			break;
+	if (i == 16)
+		return 0;
+	if (!seen[i].name[0])
+		snprintf(seen[i].name, sizeof(seen[i].name), "%s", name);
+	n = ++seen[i].calls;
+	size_t len = strlen(name);
+	for (const char *p = spec; p && *p;
+	     p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+		if (strncmp(p, name, len) || p[len] != ':')
+			continue;
+		char *end;
+		unsigned long first = strtoul(p + len + 1, &end, 10), many = 1;
+		if (*end == ':')
+			many = strtoul(end + 1, NULL, 10);
+		if (n >= first && (many == 0 || n < first + many))
+			return 1;
+	}
+	return 0;
+}
+
+static int hung(void)
+{
+	return getenv("FAKECUDA_HANG") != NULL;
 }
 
 static int alloc_of(uintptr_t p, size_t len)
@@ -183,6 +231,9 @@ CUresult cuGetErrorString(CUresult r, const char **s)
 	case CUDA_ERROR_INVALID_CONTEXT:
 		*s = "invalid device context";
 		break;
+	case CUDA_ERROR_UNKNOWN:
+		*s = "unknown error (mock driver: injected)";
+		break;
 	default:
 		*s = "mock CUDA error";
 	}
@@ -246,7 +297,20 @@ CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 	if (r)
 		return r;
 	*s = calloc(1, sizeof(**s));
-	return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	if (!*s)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&mu);
+	r = CUDA_ERROR_OUT_OF_MEMORY;
+	for (int i = 0; i < 64; i++)
+		if (!streams[i]) {
+			streams[i] = *s;
+			r = CUDA_SUCCESS;
+			break;
+		}
+	pthread_mutex_unlock(&mu);
+	if (r)
+		free(*s);
+	return r;
 }
 
 CUresult cuStreamSynchronize(CUstream s)
@@ -266,7 +330,11 @@ CUresult cuStreamDestroy(CUstream s)
 	if (r)
 		return r;
 	pthread_mutex_lock(&mu);
-	run_until(s, s->n);
+	if (!hung()) /* a hung device never does them */
+		run_until(s, s->n);
+	for (int i = 0; i < 64; i++)
+		if (streams[i] == s)
+			streams[i] = NULL;
 	pthread_mutex_unlock(&mu);
 	free(s->ops);
 	free(s);
@@ -298,6 +366,10 @@ CUresult cuEventRecord(CUevent e, CUstream s)
 	if (r)
 		return r;
 	pthread_mutex_lock(&mu);
+	if (inject("cuEventRecord")) {
+		pthread_mutex_unlock(&mu);
+		return CUDA_ERROR_UNKNOWN;
+	}
 	e->s = s;
 	e->pos = s->n;
 	pthread_mutex_unlock(&mu);
@@ -316,6 +388,54 @@ CUresult cuEventSynchronize(CUevent e)
 	return CUDA_SUCCESS;
 }
 
+CUresult cuEventQuery(CUevent e)
+{
+	CUresult r = need_ctx();
+	if (r)
+		return r;
+	pthread_mutex_lock(&mu);
+	if (inject("cuEventQuery"))
+		r = CUDA_ERROR_UNKNOWN;
+	else if (hung() && e->s && e->s->done < e->pos)
+		r = CUDA_ERROR_NOT_READY;
+	else if (e->s)
+		run_until(e->s, e->pos);
+	pthread_mutex_unlock(&mu);
+	return r;
+}
+
+CUresult cuStreamQuery(CUstream s)
+{
+	CUresult r = need_ctx();
+	if (r)
+		return r;
+	pthread_mutex_lock(&mu);
+	if (inject("cuStreamQuery"))
+		r = CUDA_ERROR_UNKNOWN;
+	else if (hung() && s->done < s->n)
+		r = CUDA_ERROR_NOT_READY;
+	else
+		run_until(s, s->n);
+	pthread_mutex_unlock(&mu);
+	return r;
+}
+
+CUresult cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+	CUresult r = CUDA_ERROR_NOT_FOUND;
+	if (ndev < 0)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	pthread_mutex_lock(&mu);
+	int a = alloc_of((uintptr_t)p, 0);
+	if (a >= 0) {
+		*base = (CUdeviceptr)allocs[a].base;
+		*size = allocs[a].len;
+		r = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&mu);
+	return r;
+}
+
 CUresult cuMemHostRegister(void *p, size_t len, unsigned int flags)
 {
 	CUresult r = need_ctx();
@@ -323,6 +443,10 @@ CUresult cuMemHostRegister(void *p, size_t len, unsigned int flags)
 	if (r)
 		return r;
 	pthread_mutex_lock(&mu);
+	if (inject("cuMemHostRegister_v2")) {
+		pthread_mutex_unlock(&mu);
+		return CUDA_ERROR_UNKNOWN;
+	}
 	r = CUDA_ERROR_OUT_OF_MEMORY;
 	for (int i = 0; i < MAX_PINS; i++)
 		if (!pins[i].len) {
@@ -360,7 +484,9 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t len,
 		return r;
 	pthread_mutex_lock(&mu);
 	struct op o = {.dst = (uintptr_t)dst, .src = src, .len = len};
-	if (alloc_of(o.dst, len) < 0) {
+	if (inject("cuMemcpyHtoDAsync_v2")) {
+		r = CUDA_ERROR_UNKNOWN;
+	} else if (alloc_of(o.dst, len) < 0) {
 		r = CUDA_ERROR_INVALID_VALUE;
 	} else if (pin_of(src, len) < 0) {
 		st_pageable++;
@@ -414,10 +540,14 @@ CUresult cuMemAlloc(CUdeviceptr *dptr, size_t len)
 	return r;
 }
 
+/* As cudaFree, it waits for the device's work first (unless hung). */
 CUresult cuMemFree(CUdeviceptr dptr)
 {
 	CUresult r = CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&mu);
+	for (int i = 0; i < 64 && !hung(); i++)
+		if (streams[i])
+			run_until(streams[i], streams[i]->n);
 	for (int i = 0; i < MAX_ALLOCS; i++)
 		if (allocs[i].len && allocs[i].base == (uintptr_t)dptr) {
 			munmap((void *)allocs[i].base, allocs[i].maplen);

@@ -20,6 +20,16 @@
  * corrupt: the seed flips byte OFFSET of file FILE: reading that file
  *          answers -EBADMSG, and no byte that is not the file's reaches
  *          the device (byte OFFSET keeps what was there before).
+ * check N: N threads at once, each every file into device memory of its
+ *          own, one batch each: prints each thread's result (0 or the
+ *          error and its line) and fails only if a read that answered 0
+ *          holds a byte that is not the file's (for fault injection with
+ *          the MOCK driver, and stalls).
+ * protnone: registering memory no host access may touch (a device's
+ *          address range as a build without CUDA sees it: PROT_NONE) is
+ *          refused (-EFAULT, one line), not taken for host memory.
+ * $GPUREAD_TIMEOUT_MS: the client's timeout; $GPUREAD_GO: a file whose
+ * existence starts the reads (after "gpuread: opened" is printed).
  * Prints "gpuread: MODE ok BYTES bytes in S s (R GB/s)[, mock: ...]"
  * and exits 0, or names the first difference and exits 1.
  */
@@ -35,6 +45,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,10 +84,11 @@ static void die(const char *what, int rc)
 	exit(1);
 }
 
+static void *ctx; /* device 0's primary context */
+
 static void cuda_setup(void)
 {
 	void *h = dlopen("libcuda.so.1", RTLD_NOW);
-	void *ctx;
 	int dev;
 	if (!h) {
 		fprintf(stderr, "gpuread: %s\n", dlerror());
@@ -284,6 +298,76 @@ static uint64_t read_tensors(void)
 	return total;
 }
 
+static int wrong; /* a read answered 0 with wrong bytes (atomic) */
+
+/* Every file into device memory of this thread's own, one batch: the
+ * bytes of every read that answered 0 must be the file's. */
+static void *check_thread(void *arg)
+{
+	struct sfs_client_info info;
+	char err[512];
+	long id = (long)arg;
+	int rc0 = cu.push(ctx); /* current on this thread too */
+	if (rc0)
+		die("cuCtxPushCurrent", rc0);
+	sfs_client_info(cl, &info);
+	struct sfs_client_rd *rds = calloc(info.nfiles + 1, sizeof(*rds));
+	struct sfs_client_mr **mrs = calloc(info.nfiles + 1, sizeof(*mrs));
+	cu_ptr *ptrs = calloc(info.nfiles + 1, sizeof(*ptrs));
+	size_t n = 0;
+	for (size_t i = 0; i < info.nfiles; i++) {
+		struct sfs_client_file f;
+		sfs_client_file(cl, i, &f);
+		if (!f.size)
+			continue;
+		ptrs[n] = dev_alloc(f.size, 0);
+		if (sfs_client_reg(cl, (void *)(uintptr_t)ptrs[n], f.size,
+				   &mrs[n], err, sizeof(err))) {
+			printf("gpuread: thread %ld: register: %s\n", id, err);
+			cu.free(ptrs[n]);
+			continue;
+		}
+		rds[n] = (struct sfs_client_rd){
+			.file = i,
+			.len = f.size,
+			.dst = (void *)(uintptr_t)ptrs[n],
+			.mr = mrs[n]};
+		n++;
+	}
+	err[0] = '\0';
+	int rc = sfs_client_read(cl, rds, n, err, sizeof(err));
+	size_t good = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!rds[i].status) {
+			if (same(rds[i].file, 0, ptrs[i], rds[i].len))
+				good++;
+			else
+				__atomic_store_n(&wrong, 1, __ATOMIC_SEQ_CST);
+		}
+		sfs_client_dereg(mrs[i]);
+		cu.free(ptrs[i]);
+	}
+	printf("gpuread: thread %ld: rc %d, %zu of %zu reads exact%s%s\n", id,
+	       rc, good, n, rc ? ", the rest failed: " : "", rc ? err : "");
+	free(rds);
+	free(mrs);
+	free(ptrs);
+	return NULL;
+}
+
+static void read_check(int threads)
+{
+	pthread_t t[16];
+	if (threads < 1 || threads > 16)
+		die("check: 1 to 16 threads", threads);
+	for (long i = 0; i < threads; i++)
+		pthread_create(&t[i], NULL, check_thread, (void *)i);
+	for (int i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	if (wrong)
+		die("check: a read that answered 0 holds wrong bytes", 0);
+}
+
 static int all_are(cu_ptr p, size_t len, unsigned char v)
 {
 	uint8_t *h = dev_copy_back(p, len);
@@ -308,6 +392,16 @@ static uint64_t read_errors(void)
 	}
 	size_t len = 4096;
 	cu_ptr p = dev_alloc(2 * len, 0x5a);
+	/* A registration past its allocation's end is refused. */
+	int rrc = sfs_client_reg(cl, (void *)(uintptr_t)p, 2 * len + 1, &mr,
+				 err, sizeof(err));
+	if (rrc != -EINVAL || !strstr(err, "run past their CUDA allocation")) {
+		fprintf(stderr,
+			"gpuread: errors: register past the end: %d: %s\n", rrc,
+			err);
+		exit(1);
+	}
+	printf("gpuread: refused: %s\n", err);
 	if (sfs_client_reg(cl, (void *)(uintptr_t)p, len, &mr, err,
 			   sizeof(err)))
 		die(err, 0);
@@ -433,14 +527,50 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	local = argv[3];
-	cuda_setup();
+	if (strcmp(argv[4], "protnone"))
+		cuda_setup();
 	struct sfs_client_cfg cfg = {.seeds = argv[1]};
+	const char *tmo = getenv("GPUREAD_TIMEOUT_MS"),
+		   *go = getenv("GPUREAD_GO");
+	if (tmo)
+		cfg.timeout_ms = (unsigned int)strtoul(tmo, NULL, 10);
 	int rc = sfs_client_open(&cfg, argv[2], &cl, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "gpuread: %s\n", err);
 		return 1;
 	}
 	const char *mode = argv[4];
+	if (go) {
+		struct stat st;
+		printf("gpuread: opened\n");
+		fflush(stdout);
+		for (int i = 0; i < 3000 && stat(go, &st); i++)
+			usleep(10000);
+	}
+	if (!strcmp(mode, "protnone")) {
+		struct sfs_client_mr *mr = NULL;
+		size_t len = 1 << 20;
+		void *p = mmap(NULL, len, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+			       0);
+		if (p == MAP_FAILED)
+			die("mmap", -errno);
+		rc = sfs_client_reg(cl, p, len, &mr, err, sizeof(err));
+		if (rc != -EFAULT || mr || !strstr(err, "not host memory")) {
+			fprintf(stderr, "gpuread: protnone: rc %d: %s\n", rc,
+				err);
+			return 1;
+		}
+		printf("gpuread: protnone refused: %s\n", err);
+		sfs_client_close(cl);
+		return 0;
+	}
+	if (!strcmp(mode, "check")) {
+		read_check(argc > 5 ? atoi(argv[5]) : 1);
+		sfs_client_close(cl);
+		printf("gpuread: check done\n");
+		return 0;
+	}
 	double t0 = now();
 	uint64_t bytes;
 	if (!strcmp(mode, "files"))

@@ -174,8 +174,10 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 	if (ch) {
 		sfs_list_del(&c->free, ch);
 		c->nfree--;
+		sfs_slab_want(c); /* the cache grows as it fills */
 		return ch;
 	}
+	sfs_slab_want(c);
 	/* The least recently used, but not one another replica may be
 	 * reading now (listed in an export whose keep lasts: see
 	 * sfs_cache_export, sfs_cache_keep), unless there is nothing else. */
@@ -233,7 +235,8 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	pthread_mutex_init(&c->lock, NULL);
 	if ((rc = sfs_cond_init(&c->cond)) ||
 	    (rc = sfs_cond_init(&c->disk_cond)) ||
-	    (rc = sfs_cond_init(&c->work_cond)))
+	    (rc = sfs_cond_init(&c->work_cond)) ||
+	    (rc = sfs_cond_init(&c->grow_cond)))
 		goto err_free;
 	c->nbuckets = 1;
 	while (c->nbuckets < 2 * c->nslots)
@@ -319,6 +322,7 @@ void sfs_cache_stop(struct sfs_cache *c)
 	pthread_cond_broadcast(&c->cond);
 	pthread_cond_broadcast(&c->disk_cond);
 	pthread_cond_broadcast(&c->work_cond);
+	pthread_cond_broadcast(&c->grow_cond);
 	pthread_mutex_unlock(&c->lock);
 	/* After these joins nothing of the cache posts a pull. */
 	for (size_t i = 0; i < c->nthreads; i++)
@@ -385,6 +389,7 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 	free(c->free_peers);
 	free(c->slots);
 	free(c->buckets);
+	pthread_cond_destroy(&c->grow_cond);
 	pthread_cond_destroy(&c->work_cond);
 	pthread_cond_destroy(&c->disk_cond);
 	pthread_cond_destroy(&c->cond);

@@ -311,13 +311,17 @@ struct sfs_cache {
 	struct sfs_cache_stats st; /* protected by lock */
 	int stopping;		   /* protected by lock */
 
-	/* The slab's segments; ready_bytes (those in use) protected by
-	 * lock. */
+	/* The slab's segments; ready_bytes (those in use) and next_seg
+	 * (the first not yet faulted in and registered) protected by
+	 * lock.  The grower prepares the next one when fewer than
+	 * SFS_SLAB_AHEAD bytes are free (grow_cond, protected by lock). */
 	size_t nsegs;
 	struct cache_seg *segs;
 	uint64_t ready_bytes;
+	size_t next_seg;
+	pthread_cond_t grow_cond;
 	pthread_t grower;
-	int grower_started;
+	int grower_started; /* protected by lock */
 
 	/* The worker: posts what completions made room for, finds stalled
 	 * peers, reconnects. */
@@ -453,6 +457,7 @@ static inline void sfs_cache_touch(struct sfs_cache *c,
 /* slab.c */
 int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen);
 int sfs_slab_start(struct sfs_cache *c); /* the background thread */
+void sfs_slab_want(struct sfs_cache *c); /* a slot taken (c->lock held) */
 void sfs_slab_join(struct sfs_cache *c);
 void sfs_slab_free(struct sfs_cache *c);
 

@@ -7,11 +7,16 @@
  * Pulling into memory touched for the first time was measured here at
  * 1/2 (tcp) to 1/10 (shm) of the throughput into faulted memory, so a
  * segment is faulted in before its chunks are used; providers that pin
- * memory (verbs) do it when registering anyway.  Faulting a 1.5 GiB
- * cache took 4-6 s, so only the first segment is made ready before the
- * cache is returned: the others are faulted and registered by a
- * background thread, and their chunks join the free list as each one is
- * ready.  Until then the cache is smaller, never larger.
+ * memory (verbs) do it when registering anyway.
+ *
+ * The cache grows as it fills: only its first 32 MiB are made ready
+ * before the cache is returned, and a background thread faults in and
+ * registers segments of 8 MiB while another one still fits under
+ * SFS_SLAB_AHEAD (64 MiB) of free ready slots, so that the memory
+ * committed is what is held plus at most 64 MiB.  A reader never waits for it: with no
+ * free slot it takes the least recently used chunk, as in a full
+ * cache.  (Faulting a whole 1.5 GiB cache at mount took 4-6 s of CPU
+ * here, for memory that a small model never used.)
  */
 #include "cache/cache_impl.h"
 
@@ -30,7 +35,9 @@
 #include <unistd.h>
 
 #define HUGE_PAGE (2u << 20)
-#define SEG_BYTES (32u << 20)
+#define SEG_BYTES (8u << 20)	     /* a segment: faulted in, registered */
+#define FIRST_BYTES (32ull << 20)    /* ready when the cache is returned */
+#define SFS_SLAB_AHEAD (64ull << 20) /* free ready bytes, at most */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -109,32 +116,64 @@ int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen)
 		c->slots[i].c = c;
 		c->slots[i].data = c->slab + i * (size_t)c->chunk_size;
 	}
-	int rc = seg_prepare(c, 0);
+	size_t first = 0;
+	int rc = 0;
+	while (!rc && first < c->nsegs &&
+	       (first == 0 || (uint64_t)first * seg < FIRST_BYTES))
+		if ((rc = seg_prepare(c, first)) == 0)
+			first++;
 	if (rc) {
 		snprintf(err, errlen, "cache: cannot register %zu bytes: %s",
-			 c->segs[0].len, strerror(-rc));
+			 c->segs[first].len, strerror(-rc));
+		for (size_t k = 0; k < first; k++) {
+			sfs_xport_mr_dereg(c->segs[k].mr);
+			c->segs[k].mr = NULL;
+		}
 		return rc;
 	}
 	pthread_mutex_lock(&c->lock);
-	seg_publish(c, 0);
+	for (size_t k = 0; k < first; k++)
+		seg_publish(c, k);
+	c->next_seg = first;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+}
+
+/* Should the grower prepare another segment: does one more still fit
+ * under SFS_SLAB_AHEAD free bytes (or is nothing free)?  c->lock held. */
+static int slab_short(struct sfs_cache *c)
+{
+	if (c->next_seg >= c->nsegs)
+		return 0;
+	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
+	return !c->nfree ||
+	       free_bytes + c->segs[c->next_seg].len <= SFS_SLAB_AHEAD;
+}
+
+void sfs_slab_want(struct sfs_cache *c)
+{
+	if (c->grower_started && slab_short(c))
+		pthread_cond_signal(&c->grow_cond);
 }
 
 static void *grower(void *arg)
 {
 	struct sfs_cache *c = arg;
-	uint64_t t0 = sfs_now_ms();
 
 	/* Behind the readers: zeroing pages is not urgent. */
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
 
-	for (size_t k = 1; k < c->nsegs; k++) {
+	for (;;) {
 		pthread_mutex_lock(&c->lock);
-		int stop = c->stopping;
-		pthread_mutex_unlock(&c->lock);
-		if (stop)
+		while (!c->stopping && !slab_short(c))
+			pthread_cond_wait(&c->grow_cond, &c->lock);
+		if (c->stopping) {
+			pthread_mutex_unlock(&c->lock);
 			return NULL;
+		}
+		size_t k = c->next_seg++;
+		pthread_mutex_unlock(&c->lock);
+		uint64_t t0 = sfs_now_ms();
 		int rc = seg_prepare(c, k);
 		if (rc) {
 			SFS_LOG(SFS_WARN, "cache",
@@ -148,13 +187,12 @@ static void *grower(void *arg)
 		pthread_mutex_lock(&c->lock);
 		seg_publish(c, k);
 		pthread_mutex_unlock(&c->lock);
-	}
-	if (c->nsegs > 1)
 		SFS_LOG(SFS_DEBUG, "cache",
-			"all %zu bytes faulted in and registered in %" PRIu64
-			" ms",
+			"grown to %zu of %zu bytes (a segment faulted in and "
+			"registered in %" PRIu64 " ms)",
+			(size_t)(c->segs[k].base - c->slab) + c->segs[k].len,
 			c->slab_len, sfs_now_ms() - t0);
-	return NULL;
+	}
 }
 
 int sfs_slab_start(struct sfs_cache *c)
@@ -162,16 +200,21 @@ int sfs_slab_start(struct sfs_cache *c)
 	if (c->nsegs < 2)
 		return 0;
 	int rc = -pthread_create(&c->grower, NULL, grower, c);
+	pthread_mutex_lock(&c->lock);
 	c->grower_started = !rc;
+	sfs_slab_want(c); /* SFS_SLAB_AHEAD from the start */
+	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
 
 void sfs_slab_join(struct sfs_cache *c)
 {
-	if (c->grower_started) {
+	pthread_mutex_lock(&c->lock);
+	int started = c->grower_started;
+	c->grower_started = 0;
+	pthread_mutex_unlock(&c->lock);
+	if (started)
 		pthread_join(c->grower, NULL);
-		c->grower_started = 0;
-	}
 }
 
 void sfs_slab_free(struct sfs_cache *c)

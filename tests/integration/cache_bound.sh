@@ -2,6 +2,10 @@
 # The cache never exceeds --cache-size: read a model four times its size
 # through the mount; the mount's peak RSS stays within the cache size +
 # 64 MiB, the bytes are right, and .seedfs/status says what happened.
+# And it grows as it fills: with the default size (1/16 of RAM), a
+# mount of a 40 MB model is ready at most 0.3 s after its transport
+# started, uses almost no CPU while idle, stays under 128 MiB of RSS
+# while it reads every byte, and commits at most what it holds + 64 MiB.
 source "$(dirname "$0")/lib.sh" "$1"
 
 CACHE_MB=64
@@ -35,3 +39,36 @@ grep -q "^protocol: tcp (tcp;ofi_rxm)$" "$S" || fail "status protocol line"
 grep -q "^model: m generation 1 files" "$S" || fail "status model line"
 ok "status: $(grep -E '^(cache_used|bytes_pulled|pull_rate_avg):' "$S" | tr '\n' ' ')"
 unmount_check "$MNT" "$MOUNT_PID"
+
+MODEL40=$WORK/m40
+mkdir -p "$MODEL40"
+"$GENMODEL" "$MODEL40/m" --size 40M --shards 2 >/dev/null
+SEED_LOG=seed40 start_seed "$MODEL40/m"
+MNT40=$WORK/mnt40
+MOUNT_LOG=mount40 mount_seed "$MNT40"
+S=$MNT40/.seedfs/status
+rest=$(sed -n 's/.* ready in [0-9.]* s (transport start-up [0-9.]* s, the rest \([0-9.]*\) s)$/\1/p' "$WORK/mount40.log" | tail -n 1)
+[ -n "$rest" ] || fail "no ready line: $(cat "$WORK/mount40.log")"
+awk -v r="$rest" 'BEGIN { exit !(r <= 0.30) }' ||
+	fail "ready $rest s after the transport started (bound 0.3 s): $(grep ' ready in ' "$WORK/mount40.log")"
+ok "default cache of $(val cache_size) bytes: $(grep -o 'ready in .*' "$WORK/mount40.log" | tail -n 1)"
+ticks() { awk '{ print $14 + $15 }' "/proc/$MOUNT_PID/stat"; }
+rss_kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$MOUNT_PID/status"; }
+t0=$(ticks)
+sleep 3
+t1=$(ticks)
+hz=$(getconf CLK_TCK)
+idle_ms=$(((t1 - t0) * 1000 / hz))
+[ $idle_ms -le 500 ] || fail "idle for 3 s, the mount used $idle_ms ms of CPU"
+[ "$(val cache_ready)" -le $((64 << 20)) ] || fail "idle: $(val cache_ready) bytes ready"
+ok "idle 3 s: $idle_ms ms of CPU, RSS $(($(rss_kb VmRSS) / 1024)) MiB, $(($(val cache_ready) >> 20)) MiB of the cache ready"
+for f in $(cd "$MODEL40/m" && find . -type f | sed 's|^\./||' | sort); do
+	cmp "$MODEL40/m/$f" "$MNT40/m/$f" || fail "bytes of $f"
+done
+hwm=$(rss_kb VmHWM)
+[ "$hwm" -le $((128 * 1024)) ] || fail "reading a 40 MB model: peak RSS $((hwm / 1024)) MiB (bound 128)"
+ready=$(val cache_ready) used=$(val cache_used)
+[ "$ready" -le $((used + (64 << 20))) ] ||
+	fail "$((ready >> 20)) MiB of the cache ready for $((used >> 20)) MiB held"
+ok "read every byte of a 40 MB model: peak RSS $((hwm / 1024)) MiB, $((ready >> 20)) MiB of the cache ready for $((used >> 20)) MiB held"
+unmount_check "$MNT40" "$MOUNT_PID"

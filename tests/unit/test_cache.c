@@ -1521,42 +1521,56 @@ START_TEST(lru_order)
 }
 END_TEST
 
-/* Registered in 32 MiB segments: the first when sfs_cache_new returns
- * (the mount is ready then), the others behind it once sfs_cache_grow
- * starts, each one whole (a 256 MiB cache grows in steps of 32 MiB,
- * never in between). */
-START_TEST(segments_of_32_mib)
+/* The cache grows as it fills: 32 MiB registered when sfs_cache_new
+ * returns (the mount is ready then), then segments of 8 MiB, each one
+ * whole, up to 64 MiB of free slots and no further while they are not
+ * used (a 256 MiB cache commits 64 MiB, not 256). */
+START_TEST(segments_grow_as_it_fills)
 {
-	const uint64_t SEG = 32ull << 20;
+	const uint64_t MIB = 1ull << 20;
 	char err[256];
 	struct sfs_cache *c;
 	struct sfs_cache_cfg cfg = {.xport = replica,
-				    .size = 8 * SEG,
+				    .size = 256 * MIB,
 				    .chunk_size = CHUNK,
 				    .timeout_ms = 5000};
 	struct sfs_cache_stats st;
+	uint32_t p, src;
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
 	sfs_cache_stats(c, &st);
-	ck_assert_uint_eq(st.ready, SEG); /* the first, before the rest */
+	ck_assert_uint_eq(st.ready, 32 * MIB); /* before the rest */
 	ck_assert_int_eq(sfs_cache_grow(c), 0);
-	uint64_t t0 = sfs_now_ms(), steps = 0, last = SEG;
+	uint64_t t0 = sfs_now_ms();
 	for (;;) {
 		sfs_cache_stats(c, &st);
-		ck_assert_uint_eq(st.size, 8 * SEG);
-		ck_assert_msg(st.ready >= SEG && st.ready % SEG == 0,
+		ck_assert_uint_eq(st.size, 256 * MIB);
+		ck_assert_msg(st.ready % (8 * MIB) == 0,
 			      "cache ready %" PRIu64 " bytes, not whole "
-			      "segments of 32 MiB",
+			      "segments of 8 MiB",
 			      st.ready);
-		steps += st.ready != last;
-		last = st.ready;
-		if (st.ready == st.size)
+		ck_assert_msg(st.ready <= 64 * MIB,
+			      "%" PRIu64 " bytes ready with nothing used",
+			      st.ready);
+		if (st.ready == 64 * MIB)
 			break;
 		ck_assert_msg(sfs_now_ms() - t0 < 20000,
-			      "cache not all ready in 20 s");
+			      "64 MiB not ready in 20 s");
 		usleep(100);
 	}
-	printf("segments_of_32_mib: %" PRIu64 " steps seen\n", steps);
+	uint64_t ms = sfs_now_ms() - t0;
+	/* Used a little: still within 64 MiB of free slots. */
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	src = add_one(c, p, NULL, 0, 0, NULL, NULL);
+	ck_assert_int_eq(read_check(c, src, 0, data_len), 0);
+	usleep(300 * 1000);
+	sfs_cache_stats(c, &st);
+	ck_assert_msg(st.ready == 64 * MIB,
+		      "%" PRIu64 " bytes ready 0.3 s after %zu were used",
+		      st.ready, data_len);
+	printf("segments_grow_as_it_fills: 64 MiB of 256 ready in %" PRIu64
+	       " ms, and no more with %zu bytes used\n",
+	       ms, data_len);
 	sfs_cache_free(c);
 }
 END_TEST
@@ -1911,7 +1925,7 @@ int main(void)
 	tcase_add_test(t, single_flight);
 	tcase_add_test(t, eviction_within_bound);
 	tcase_add_test(t, lru_order);
-	tcase_add_test(t, segments_of_32_mib);
+	tcase_add_test(t, segments_grow_as_it_fills);
 	tcase_add_test(t, checksums_verified_and_mismatch_refused);
 	tcase_add_test(t, read_after_quiesce_refused);
 	tcase_add_test(t, lost_pull_recovered);

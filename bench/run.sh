@@ -30,7 +30,10 @@
 #              --trust-key: pull and a cold mount (the first protocol),
 #              and both seeds' publish time (exec to ready: walk, hash,
 #              register)
-# and the ratios.  Each is measured RUNS times (default 3; on a fresh
+# and the ratios, and for each row the CPU seconds per GB of each
+# process on its path: the mount daemon (or the FUSE ceiling server),
+# the seed, and the reader (readall, apiread, seedfs pull, sfs-rawread;
+# children included).  Each is measured RUNS times (default 3; on a fresh
 # mount each time where it says so) and the median reported with the
 # range: on small VMs single runs are noisy.  The medians also go to
 # docs/bench.png (gnuplot).  Memory is warmed first (BENCH_WARM), and
@@ -123,18 +126,67 @@ start_seed seed
 SEED_PID=$LAST_PID
 publish_fast=$PUBLISH_S
 
-# median_of CMD...: run CMD RUNS times; print "median min max bytes"
+# CPU seconds (user + system) a process has used so far.
+ticks() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f\n", ($14 + $15) / hz }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# cpu_start [MOUNT_PID]: note the seed's and the mount's CPU now.
+# cpu_stop: the CPU each used since, into $WORK/cpu.run ("mount seed
+# reader", seconds), with the reader's from $WORK/cpu.reader.
+CPU_MOUNT_PID=
+cpu_start() {
+	CPU_MOUNT_PID=${1:-}
+	C_SEED0=$(ticks "${CPU_SEED:-$SEED_PID}")
+	C_MOUNT0=0
+	[ -z "$CPU_MOUNT_PID" ] || C_MOUNT0=$(ticks "$CPU_MOUNT_PID")
+	rm -f "$WORK/cpu.reader"
+}
+cpu_stop() {
+	local m=0 r=0
+	[ -z "$CPU_MOUNT_PID" ] || m=$(awk -v a="$(ticks "$CPU_MOUNT_PID")" -v b="$C_MOUNT0" 'BEGIN { printf "%.3f", a - b }')
+	[ -s "$WORK/cpu.reader" ] && r=$(cat "$WORK/cpu.reader")
+	awk -v m="$m" -v s="$(ticks "${CPU_SEED:-$SEED_PID}")" -v s0="$C_SEED0" -v r="$r" \
+		'BEGIN { printf "%.3f %.3f %.3f\n", m, s - s0, r }' >"$WORK/cpu.run"
+}
+# reader CMD...: run CMD (its stdout passes through) and add its CPU
+# seconds, children included, to $WORK/cpu.reader.
+reader() {
+	local t rc=0 TIMEFORMAT='%3U %3S'
+	{ time "$@" 2>"$WORK/reader.err"; } 2>"$WORK/reader.time" || rc=$?
+	[ $rc = 0 ] || { cat "$WORK/reader.err" >&2; return $rc; }
+	t=$(tail -n 1 "$WORK/reader.time")
+	awk -v t="$t" -v p="$(cat "$WORK/cpu.reader" 2>/dev/null || echo 0)" \
+		'BEGIN { split(t, f, " "); printf "%.3f\n", p + f[1] + f[2] }' >"$WORK/cpu.reader.new"
+	mv "$WORK/cpu.reader.new" "$WORK/cpu.reader"
+}
+# The mount daemon of $MNT (or of the mount point given).
+mount_pid() { pgrep -n -f -- "seedfs mount .* ${1:-$MNT}( |\$)"; }
+
+# median_of CMD...: run CMD RUNS times; print "median min max bytes
+# cpu_mount cpu_seed cpu_reader", the last three in CPU seconds per GB
+# over all the runs (- where CMD says nothing of its CPU: $WORK/cpu.run)
 median_of() {
-	local i out v bytes
+	local i out v bytes cm=0 cs=0 cr=0 cpu=0 tb=0
 	local vals=()
 	for i in $(seq "$RUNS"); do
+		rm -f "$WORK/cpu.run"
 		out=$("$@") || { echo "bench: $* failed" >&2; exit 1; }
 		v=$(echo "$out" | field GB/s)
 		bytes=$(echo "$out" | field bytes)
 		vals+=("$v")
+		if [ -s "$WORK/cpu.run" ]; then
+			read -r a b c <"$WORK/cpu.run"
+			cm=$(awk -v x="$cm" -v y="$a" 'BEGIN { print x + y }')
+			cs=$(awk -v x="$cs" -v y="$b" 'BEGIN { print x + y }')
+			cr=$(awk -v x="$cr" -v y="$c" 'BEGIN { print x + y }')
+			tb=$((tb + bytes))
+			cpu=1
+		fi
 	done
-	printf '%s\n' "${vals[@]}" | sort -g | awk -v b="$bytes" \
-		'{ a[NR] = $1 } END { print a[int((NR + 1) / 2)], a[1], a[NR], b }'
+	printf '%s\n' "${vals[@]}" | sort -g | awk -v b="$bytes" -v cpu=$cpu \
+		-v cm="$cm" -v cs="$cs" -v cr="$cr" -v tb="$tb" \
+		'{ a[NR] = $1 } END {
+			if (cpu) c = sprintf("%.2f %.2f %.2f", cm * 1e9 / tb, cs * 1e9 / tb, cr * 1e9 / tb)
+			else c = "- - -"
+			print a[int((NR + 1) / 2)], a[1], a[NR], b, c }'
 }
 mount_it() { # PROTOCOL [mount options]
 	local p=$1
@@ -151,9 +203,12 @@ pull_it() { # PROTOCOL [pull options]
 	local t0 t1 s p=$1
 	shift
 	t0=$(date +%s%N)
-	"$SEEDFS" pull --seed "127.0.0.1:$PORT" --protocol "$p" "$@" model \
-		"$WORK/pulled" 2>"$WORK/pull.err"
+	cpu_start
+	reader "$SEEDFS" pull --seed "127.0.0.1:$PORT" --protocol "$p" "$@" model \
+		"$WORK/pulled"
+	cpu_stop
 	t1=$(date +%s%N)
+	cp "$WORK/reader.err" "$WORK/pull.err"
 	s=$(sed -n 's/.*: done, .* in \([0-9.]*\) s .*/\1/p' "$WORK/pull.err")
 	[ -n "$s" ] || { cat "$WORK/pull.err" >&2; return 1; }
 	awk -v b="$MODEL_BYTES" -v s="$s" -v w="$(((t1 - t0) / 1000000))" \
@@ -167,36 +222,46 @@ pull_start() { # PROTOCOL: seconds from exec to the first byte copied
 }
 api_load() { # PROTOCOL: the engine API, every file in one batch
 	local out b s
-	out=$(SEEDFS_PROTOCOL=$1 "$BUILD/tests/apiread" "127.0.0.1:$PORT" model \
+	cpu_start
+	out=$(reader env SEEDFS_PROTOCOL="$1" "$BUILD/tests/apiread" "127.0.0.1:$PORT" model \
 		"$WORK/model" files) || return 1
+	cpu_stop
 	read -r b s < <(echo "$out" | sed -n 's/.* ok \([0-9]*\) bytes in \([0-9.]*\) s .*/\1 \2/p')
 	[ -n "$s" ] || { echo "$out" >&2; return 1; }
 	awk -v b="$b" -v s="$s" 'BEGIN { printf "bytes %d seconds %.3f GB/s %.2f\n", b, s, b / s / 1e9 }'
 }
 cold_read() { # PROTOCOL: a fresh mount, nothing cached
 	mount_it "$1"
-	"$READALL" "$MNT/model"
+	cpu_start "$(mount_pid)"
+	reader "$READALL" "$MNT/model"
+	cpu_stop
 	fusermount3 -u "$MNT"
 }
 time_prefetch() { # PROTOCOL: a fresh mount; seedfs prefetch, timed
 	mount_it "$1" --cache-size "$BIG_CACHE"
 	local t0 t1
+	cpu_start "$(mount_pid)"
 	t0=$(date +%s%N)
-	"$SEEDFS" prefetch "$MNT/model" 2>/dev/null
+	reader "$SEEDFS" prefetch "$MNT/model"
 	t1=$(date +%s%N)
+	cpu_stop
 	fusermount3 -u "$MNT"
 	rate "$MODEL_BYTES" $((t1 - t0))
 }
 read_after_prefetch() { # PROTOCOL: a fresh mount, prefetched, then read
 	mount_it "$1" --cache-size "$BIG_CACHE"
 	"$SEEDFS" prefetch "$MNT/model" 2>/dev/null
-	"$READALL" "$MNT/model"
+	cpu_start "$(mount_pid)"
+	reader "$READALL" "$MNT/model"
+	cpu_stop
 	fusermount3 -u "$MNT"
 }
 
 cold_dio() { # PROTOCOL: a fresh mount with -o direct_io
 	mount_it "$1" -o direct_io
-	"$READALL" "$MNT/model"
+	cpu_start "$(mount_pid)"
+	reader "$READALL" "$MNT/model"
+	cpu_stop
 	fusermount3 -u "$MNT"
 }
 # [-o direct_io]: the model's files through the FUSE ceiling server, a
@@ -207,7 +272,9 @@ ceil_read() {
 	for _ in $(seq 200); do grep -q " $CMNT fuse" /proc/mounts && break; sleep 0.02; done
 	grep -q " $CMNT fuse" /proc/mounts || { cat "$WORK/ceil.err" >&2; return 1; }
 	echo 16384 >"/sys/class/bdi/$(mountpoint -d "$CMNT")/read_ahead_kb"
-	"$READALL" "$CMNT"
+	cpu_start "$CEIL_PID"
+	reader "$READALL" "$CMNT"
+	cpu_stop
 	fusermount3 -u "$CMNT"
 	wait "$CEIL_PID"
 	CEIL_PID=
@@ -248,6 +315,18 @@ sshfs_read() { # a fresh sshfs mount each time: nothing cached
 	fusermount3 -u "$SMNT"
 }
 
+raw_read() { # PROTOCOL DEPTH: the transport alone
+	cpu_start
+	reader "$BUILD/bench/sfs-rawread" --seed "127.0.0.1:$PORT" \
+		--protocol "$1" --chunk 1M --depth "$2"
+	cpu_stop
+}
+plain_read() { # DIR: readall alone (page cache, tmpfs)
+	cpu_start
+	reader "$READALL" "$1"
+	cpu_stop
+}
+
 declare -A raw pull cold api
 for p in ${PROTOS//,/ }; do
 	echo "measuring $p..."
@@ -257,8 +336,7 @@ for p in ${PROTOS//,/ }; do
 	# best of 8 and 32).
 	raw[$p]=
 	for d in 8 32 64; do
-		r=$(median_of "$BUILD/bench/sfs-rawread" --seed "127.0.0.1:$PORT" \
-			--protocol "$p" --chunk 1M --depth "$d")
+		r=$(median_of raw_read "$p" "$d")
 		if [ -z "${raw[$p]}" ] || awk -v a="$(col "$r" 1)" \
 			-v b="$(col "${raw[$p]}" 1)" 'BEGIN { exit !(a > b) }'; then
 			raw[$p]=$r
@@ -280,9 +358,9 @@ ceil_dio=$(median_of ceil_read -o direct_io)
 after=$(median_of read_after_prefetch "$first")
 mount_it "$first"
 "$READALL" "$MNT/model" >/dev/null
-warm=$(median_of "$READALL" "$MNT/model")
+warm=$(median_of plain_read "$MNT/model")
 fusermount3 -u "$MNT"
-tmpfs=$(median_of "$READALL" "$WORK/model")
+tmpfs=$(median_of plain_read "$WORK/model")
 tmpfs_write() {
 	local t0 t1
 	rm -f "$WORK/dd"
@@ -304,23 +382,31 @@ openssl pkey -in "$WORK/sign.key" -pubout -out "$WORK/sign.pub"
 FAST_PORT=$PORT
 start_seed seed2 --digest sha256 --sign-key "$WORK/sign.key"
 SEED2_PID=$LAST_PID
+CPU_SEED=$SEED2_PID
 publish_sha=$PUBLISH_S
 v_pull=$(median_of pull_it "$first" --trust-key "$WORK/sign.pub")
 v_cold() {
 	mount_it "$first" --trust-key "$WORK/sign.pub"
-	"$READALL" "$MNT/model"
+	cpu_start "$(mount_pid)"
+	reader "$READALL" "$MNT/model"
+	cpu_stop
 	fusermount3 -u "$MNT"
 }
 v_cold=$(median_of v_cold)
 PORT=$FAST_PORT
+CPU_SEED=
 
 bytes=$(col "$warm" 4)
-row() { printf '| %-38s | %6s | %11s |\n' "$1" "$(col "$2" 1)" "$(col "$2" 2)-$(col "$2" 3)"; }
+row() {
+	printf '| %-38s | %6s | %11s | %5s | %5s | %6s |\n' "$1" "$(col "$2" 1)" \
+		"$(col "$2" 2)-$(col "$2" 3)" "$(col "$2" 5)" "$(col "$2" 6)" "$(col "$2" 7)"
+}
 ratio() { printf '| %-38s | %6s |\n' "$1" "$(div "$(col "$2" 1)" "$(col "$3" 1)")"; }
 printf '\nseedfs bench: %s bytes, %s cores, %s; %s\n\n' \
 	"$bytes" "$(nproc)" "$(date -u +%Y-%m-%d)" "$WARMED"
-printf '| %-38s | %6s | %11s |\n' "read (median of $RUNS)" "GB/s" "range"
-printf '|%s|%s|%s|\n' "----------------------------------------" "--------" "-------------"
+printf 'CPU-s per GB of each process on the path (all runs): mount daemon (or\nthe ceiling server), seed, reader (children included); - not measured.\n\n'
+printf '| %-38s | %6s | %11s | %5s | %5s | %6s |\n' "read (median of $RUNS)" "GB/s" "range" "mount" "seed" "reader"
+printf '|%s|%s|%s|%s|%s|%s|\n' "----------------------------------------" "--------" "-------------" "-------" "-------" "--------"
 for p in ${PROTOS//,/ }; do
 	row "$p: raw transport (no FUSE)" "${raw[$p]}"
 	row "$p: API load (sfs_client_read)" "${api[$p]}"
@@ -410,6 +496,10 @@ goal "read after prefetch / buffered ceiling" "$(col "$after" 1)" "$(col "$ceil"
 goal "$first: prefetch / raw transport" "$(col "$prefetch" 1)" "$(col "${raw[$first]}" 3)" 0.9
 goal "$first: pull / raw transport" "$(col "${pull[$first]}" 1)" "$(col "${raw[$first]}" 3)" 0.8
 goal "$first: pull --in-place / raw transport" "$(col "$pull_place" 1)" "$(col "${raw[$first]}" 3)" 0.8
+# CPU: the mount daemon's cold path, CPU-s per GB (lower is better).
+mcpu=$(col "${cold[$first]}" 5)
+printf '| %-46s | %5s | %5s | %5s | %-6s |\n' "$first: mount daemon CPU-s/GB, cold (<= 0.6)" "-" "0.6" "$mcpu" \
+	"$(awk -v c="$mcpu" 'BEGIN { print (c <= 0.6 ? "met" : "missed") " (<= 0.6)" }')"
 
 # The plot: every median, one bar each.
 {

@@ -190,12 +190,19 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 		  char *err, size_t errlen);
 
 /*
- * sfs_cache_grow - fault in and register the rest of the slab in the
- * background; until then the cache holds its first segment (32 MiB)
- * only.  Call once what must be quick is done (a mount being ready).
- * Returns 0 or -errno (logged; the cache stays small).
+ * sfs_cache_grow - start the background thread that grows the slab as
+ * it fills (segments faulted in and registered while fewer than 64 MiB
+ * of slots are free); until then the cache holds its first 32 MiB only.
+ * Call once what must be quick is done (a mount being ready).  Returns
+ * 0 or -errno (logged; the cache stays small).
+ *
+ * sfs_cache_want_ready - grow to at least @bytes ready (in the
+ * background, capped by the cache's size): for a prefetch about to
+ * fill them, which waits (bounded) for sfs_cache_stats' ready.  Thread
+ * safe.
  */
 int sfs_cache_grow(struct sfs_cache *c);
+void sfs_cache_want_ready(struct sfs_cache *c, uint64_t bytes);
 
 /*
  * sfs_cache_stop - stop posting: queued pulls fail with -ESHUTDOWN, the

@@ -319,6 +319,8 @@ struct sfs_cache {
 	struct cache_seg *segs;
 	uint64_t ready_bytes;
 	size_t next_seg;
+	uint64_t
+		grow_target; /* ready wanted by a prefetch; protected by lock */
 	pthread_cond_t grow_cond;
 	pthread_t grower;
 	int grower_started; /* protected by lock */

@@ -140,14 +140,24 @@ int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen)
 }
 
 /* Should the grower prepare another segment: does one more still fit
- * under SFS_SLAB_AHEAD free bytes (or is nothing free)?  c->lock held. */
+ * under SFS_SLAB_AHEAD free bytes (or is nothing free), or does a
+ * prefetch want more ready?  c->lock held. */
 static int slab_short(struct sfs_cache *c)
 {
 	if (c->next_seg >= c->nsegs)
 		return 0;
 	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
-	return !c->nfree ||
+	return !c->nfree || c->ready_bytes < c->grow_target ||
 	       free_bytes + c->segs[c->next_seg].len <= SFS_SLAB_AHEAD;
+}
+
+void sfs_cache_want_ready(struct sfs_cache *c, uint64_t bytes)
+{
+	pthread_mutex_lock(&c->lock);
+	if (bytes > c->grow_target)
+		c->grow_target = bytes;
+	sfs_slab_want(c);
+	pthread_mutex_unlock(&c->lock);
 }
 
 void sfs_slab_want(struct sfs_cache *c)

@@ -121,6 +121,8 @@ static void wait_for_room(struct warm *w, uint64_t bytes)
 {
 	struct sfs_cache_stats st;
 	uint64_t until = sfs_now_ms() + w->timeout_ms;
+	/* The cache grows as it fills: ask it for this much now. */
+	sfs_cache_want_ready(sfs_replica_cache(w->r), bytes);
 	while (!w->room_late) {
 		sfs_cache_stats(sfs_replica_cache(w->r), &st);
 		if (st.ready >= SFS_MIN(st.size, bytes))

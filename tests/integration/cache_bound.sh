@@ -4,8 +4,9 @@
 # 64 MiB, the bytes are right, and .seedfs/status says what happened.
 # And it grows as it fills: with the default size (1/16 of RAM), a
 # mount of a 40 MB model is ready at most 0.3 s after its transport
-# started, uses almost no CPU while idle, stays under 128 MiB of RSS
-# while it reads every byte, and commits at most what it holds + 64 MiB.
+# started, uses almost no CPU while idle, prefetches it within 4 s,
+# stays under 128 MiB of RSS while it reads every byte, and commits at
+# most what it holds + 64 MiB.
 source "$(dirname "$0")/lib.sh" "$1"
 
 CACHE_MB=64
@@ -62,6 +63,15 @@ idle_ms=$(((t1 - t0) * 1000 / hz))
 [ $idle_ms -le 500 ] || fail "idle for 3 s, the mount used $idle_ms ms of CPU"
 [ "$(val cache_ready)" -le $((64 << 20)) ] || fail "idle: $(val cache_ready) bytes ready"
 ok "idle 3 s: $idle_ms ms of CPU, RSS $(($(rss_kb VmRSS) / 1024)) MiB, $(($(val cache_ready) >> 20)) MiB of the cache ready"
+# A prefetch asks the cache to grow ahead of what it queues: it does not
+# wait for growth that only its own pulls would start (10 s, its
+# timeout, before the cache asked).
+t0=$(now_ms)
+"$SEEDFS" prefetch "$MNT40/m" 2>"$WORK/prefetch40.err" || fail "prefetch: $(cat "$WORK/prefetch40.err")"
+ms=$(($(now_ms) - t0))
+[ $ms -lt 4000 ] || fail "prefetch of a 40 MB model took $ms ms: $(tail -n 1 "$WORK/prefetch40.err")"
+[ "$(val cache_used)" -ge 40000000 ] || fail "prefetch: $(val cache_used) bytes held"
+ok "prefetch of a 40 MB model in $ms ms: $(($(val cache_used) >> 20)) MiB held, $(($(val cache_ready) >> 20)) MiB of the cache ready"
 for f in $(cd "$MODEL40/m" && find . -type f | sed 's|^\./||' | sort); do
 	cmp "$MODEL40/m/$f" "$MNT40/m/$f" || fail "bytes of $f"
 done

@@ -162,6 +162,7 @@ void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
 		sfs_list_add_tail(&c->free, ch);
 		c->nfree++;
 		sfs_cache_set_drop(c, ch->set);
+		sfs_slab_want(c); /* too much free: some goes back */
 	}
 	pthread_cond_broadcast(&c->cond);
 }
@@ -179,14 +180,19 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 	}
 	sfs_slab_want(c);
 	/* The least recently used, but not one another replica may be
-	 * reading now (listed in an export whose keep lasts: see
-	 * sfs_cache_export, sfs_cache_keep), unless there is nothing else. */
+	 * reading now: one listed in an export (sfs_cache_export,
+	 * sfs_cache_keep) while its keep lasts, or at all while the slab
+	 * can still grow (the caller waits for the grower's slots
+	 * instead).  A full slab takes one whose keep lasts if nothing
+	 * else is left (the peer's checksum refuses what it then reads). */
 	uint64_t now = sfs_now_ms();
+	int grows = sfs_slab_can_grow(c);
 	for (ch = c->lru.head;
-	     ch && ch->listed && c->sets[ch->set]->keep_until_ms > now;
+	     ch && ch->listed &&
+	     (grows || c->sets[ch->set]->keep_until_ms > now);
 	     ch = ch->next)
 		;
-	if (!ch && (ch = c->lru.head))
+	if (!ch && !grows && (ch = c->lru.head))
 		c->st.export_evictions++;
 	if (ch) {
 		sfs_list_del(&c->lru, ch);

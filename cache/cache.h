@@ -192,14 +192,16 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 /*
  * sfs_cache_grow - start the background thread that grows the slab as
  * it fills (segments faulted in and registered while fewer than 64 MiB
- * of slots are free); until then the cache holds its first 32 MiB only.
- * Call once what must be quick is done (a mount being ready).  Returns
- * 0 or -errno (logged; the cache stays small).
+ * of slots are free) and, with a transport that does not pin memory
+ * (sfs_xport_info's pins), gives free slots past 64 MiB back to the
+ * kernel; until then the cache holds its first 32 MiB only.  Call once
+ * what must be quick is done (a mount being ready).  Returns 0 or
+ * -errno (logged; the cache stays small).
  *
- * sfs_cache_want_ready - grow to at least @bytes ready (in the
- * background, capped by the cache's size): for a prefetch about to
- * fill them, which waits (bounded) for sfs_cache_stats' ready.  Thread
- * safe.
+ * sfs_cache_want_ready - keep at least @bytes ready (in the background,
+ * capped by the cache's size) until called again: for a prefetch about
+ * to fill them, which waits (bounded) for sfs_cache_stats' ready, and
+ * says 0 when it ends.  Thread safe.
  */
 int sfs_cache_grow(struct sfs_cache *c);
 void sfs_cache_want_ready(struct sfs_cache *c, uint64_t bytes);

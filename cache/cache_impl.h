@@ -311,19 +311,27 @@ struct sfs_cache {
 	struct sfs_cache_stats st; /* protected by lock */
 	int stopping;		   /* protected by lock */
 
-	/* The slab's segments; ready_bytes (those in use) and next_seg
-	 * (the first not yet faulted in and registered) protected by
-	 * lock.  The grower prepares the next one when fewer than
-	 * SFS_SLAB_AHEAD bytes are free (grow_cond, protected by lock). */
+	/* The slab's segments; ready_bytes (the slots' memory committed:
+	 * in use or on the free list) and next_seg (the first segment not
+	 * yet faulted in and registered) protected by lock.  The grower
+	 * commits more when fewer than SFS_SLAB_AHEAD bytes are free, and
+	 * gives free slots back (to the bare list) past that (grow_cond,
+	 * protected by lock; cache/slab.c). */
 	size_t nsegs;
 	struct cache_seg *segs;
 	uint64_t ready_bytes;
 	size_t next_seg;
+	struct list bare; /* registered slots given back (MADV_DONTNEED):
+			     committed again before use; protected by lock */
+	size_t nbare;	  /* protected by lock */
+	int give_back;	  /* the transport does not pin memory: free slots
+			     past SFS_SLAB_AHEAD are given back */
 	uint64_t
 		grow_target; /* ready wanted by a prefetch; protected by lock */
 	pthread_cond_t grow_cond;
 	pthread_t grower;
 	int grower_started; /* protected by lock */
+	int grow_failed;    /* protected by lock: it grows no more */
 
 	/* The worker: posts what completions made room for, finds stalled
 	 * peers, reconnects. */
@@ -460,6 +468,9 @@ static inline void sfs_cache_touch(struct sfs_cache *c,
 int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen);
 int sfs_slab_start(struct sfs_cache *c); /* the background thread */
 void sfs_slab_want(struct sfs_cache *c); /* a slot taken (c->lock held) */
+/* More slots may come (c->lock held): taking a chunk another replica
+ * may be reading can wait for them. */
+int sfs_slab_can_grow(const struct sfs_cache *c);
 void sfs_slab_join(struct sfs_cache *c);
 void sfs_slab_free(struct sfs_cache *c);
 

@@ -10,13 +10,26 @@
  * memory (verbs) do it when registering anyway.
  *
  * The cache grows as it fills: only its first 32 MiB are made ready
- * before the cache is returned, and a background thread faults in and
- * registers segments of 8 MiB while another one still fits under
- * SFS_SLAB_AHEAD (64 MiB) of free ready slots, so that the memory
- * committed is what is held plus at most 64 MiB.  A reader never waits for it: with no
+ * before the cache is returned, and a background thread (the grower)
+ * faults in and registers segments of 8 MiB while another one still
+ * fits under SFS_SLAB_AHEAD (64 MiB) of free ready slots, so that the
+ * memory committed is what is held plus at most 64 MiB.  (Faulting a
+ * whole 1.5 GiB cache at mount took 4-6 s of CPU here, for memory that
+ * a small model never used.)  A reader does not wait for it: with no
  * free slot it takes the least recently used chunk, as in a full
- * cache.  (Faulting a whole 1.5 GiB cache at mount took 4-6 s of CPU
- * here, for memory that a small model never used.)
+ * cache, but not one listed to other replicas (cache.c's take_slot):
+ * for those it waits for the grower, whose slots come within tens of
+ * milliseconds.
+ *
+ * It also shrinks: when chunks are freed (a generation replaced, a
+ * model gone) and more than SFS_SLAB_AHEAD plus a segment is free, the
+ * grower gives the slots past SFS_SLAB_AHEAD back to the kernel
+ * (MADV_DONTNEED) and keeps them, still registered, on the bare list;
+ * they are faulted in again before use, ahead of new segments.  Only
+ * with a transport that does not pin what it registers (tcp, shm):
+ * verbs and efa pin the pages, and a page given back under a
+ * registration would leave the NIC writing where the process no longer
+ * reads.  There the cache keeps what it has grown to (docs/limits.md).
  */
 #include "cache/cache_impl.h"
 
@@ -50,16 +63,21 @@
  * them wait about 100 ms each here, and an unmount right after the
  * mount (libfuse ending its threads) took 2-4 s instead of 0.1.
  */
+static void populate(uint8_t *base, size_t len)
+{
+	for (size_t o = 0; o < len; o += HUGE_PAGE) {
+		size_t n = SFS_MIN((size_t)HUGE_PAGE, len - o);
+		/* Linux 5.14+; else touch each page. */
+		if (madvise(base + o, n, MADV_POPULATE_WRITE))
+			for (size_t p = 0; p < n; p += 4096)
+				base[o + p] = 0;
+	}
+}
+
 static int seg_prepare(struct sfs_cache *c, size_t k)
 {
 	struct cache_seg *s = &c->segs[k];
-	for (size_t o = 0; o < s->len; o += HUGE_PAGE) {
-		size_t n = SFS_MIN((size_t)HUGE_PAGE, s->len - o);
-		/* Linux 5.14+; else touch each page. */
-		if (madvise(s->base + o, n, MADV_POPULATE_WRITE))
-			for (size_t p = 0; p < n; p += 4096)
-				s->base[o + p] = 0;
-	}
+	populate(s->base, s->len);
 	return sfs_xport_mr_reg(c->x, s->base, s->len, SFS_XPORT_LOCAL_DST,
 				&s->mr);
 }
@@ -116,6 +134,9 @@ int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen)
 		c->slots[i].c = c;
 		c->slots[i].data = c->slab + i * (size_t)c->chunk_size;
 	}
+	struct sfs_xport_info info;
+	sfs_xport_info(c->x, &info);
+	c->give_back = !info.pins;
 	size_t first = 0;
 	int rc = 0;
 	while (!rc && first < c->nsegs &&
@@ -139,52 +160,134 @@ int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen)
 	return 0;
 }
 
-/* Should the grower prepare another segment: does one more still fit
- * under SFS_SLAB_AHEAD free bytes (or is nothing free), or does a
- * prefetch want more ready?  c->lock held. */
-static int slab_short(struct sfs_cache *c)
+int sfs_slab_can_grow(const struct sfs_cache *c)
 {
-	if (c->next_seg >= c->nsegs)
+	return c->grower_started && !c->grow_failed &&
+	       (c->nbare || c->next_seg < c->nsegs);
+}
+
+/* Should the grower commit more: does another step still fit under
+ * SFS_SLAB_AHEAD free bytes (or is nothing free), or does a prefetch
+ * want more ready?  c->lock held. */
+static int slab_short(const struct sfs_cache *c)
+{
+	if (!sfs_slab_can_grow(c))
 		return 0;
 	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
+	uint64_t step = c->nbare ? SEG_BYTES : c->segs[c->next_seg].len;
 	return !c->nfree || c->ready_bytes < c->grow_target ||
-	       free_bytes + c->segs[c->next_seg].len <= SFS_SLAB_AHEAD;
+	       free_bytes + step <= SFS_SLAB_AHEAD;
+}
+
+/* How many free slots to give back now (a segment's worth at most):
+ * those past SFS_SLAB_AHEAD free, once more than a segment is past it,
+ * and not below what a prefetch wants ready.  c->lock held. */
+static size_t slab_long(const struct sfs_cache *c)
+{
+	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
+	if (!c->give_back || !c->grower_started ||
+	    free_bytes <= SFS_SLAB_AHEAD + SEG_BYTES ||
+	    c->ready_bytes <= c->grow_target)
+		return 0;
+	uint64_t n = SFS_MIN(free_bytes - SFS_SLAB_AHEAD,
+			     c->ready_bytes - c->grow_target);
+	return (size_t)(SFS_MIN(n, (uint64_t)SEG_BYTES) >> c->chunk_shift);
 }
 
 void sfs_cache_want_ready(struct sfs_cache *c, uint64_t bytes)
 {
 	pthread_mutex_lock(&c->lock);
-	if (bytes > c->grow_target)
-		c->grow_target = bytes;
+	c->grow_target = bytes;
 	sfs_slab_want(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
 void sfs_slab_want(struct sfs_cache *c)
 {
-	if (c->grower_started && slab_short(c))
+	if (c->grower_started && (slab_short(c) || slab_long(c)))
 		pthread_cond_signal(&c->grow_cond);
+}
+
+/* Commit a segment's worth of given-back slots again, and put them on
+ * the free list.  Called with c->lock held; drops it meanwhile (the
+ * slots are on no list: nobody else sees them). */
+static void recommit(struct sfs_cache *c)
+{
+	struct list got = {0};
+	size_t n = 0;
+	struct sfs_chunk *ch;
+	while (n < SEG_BYTES >> c->chunk_shift && (ch = c->bare.head)) {
+		sfs_list_del(&c->bare, ch);
+		c->nbare--;
+		sfs_list_add_tail(&got, ch);
+		n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (ch = got.head; ch; ch = ch->next)
+		populate(ch->data, c->chunk_size);
+	pthread_mutex_lock(&c->lock);
+	while ((ch = got.head)) {
+		sfs_list_del(&got, ch);
+		sfs_list_add_tail(&c->free, ch);
+		c->nfree++;
+	}
+	c->ready_bytes += (uint64_t)n << c->chunk_shift;
+	pthread_cond_broadcast(&c->cond);
+}
+
+/* Give @n free slots back to the kernel (MADV_DONTNEED: their pages go;
+ * the registration stays, the transport does not pin them) and keep
+ * them on the bare list.  c->lock held; dropped meanwhile. */
+static void give_back(struct sfs_cache *c, size_t n)
+{
+	struct list got = {0};
+	struct sfs_chunk *ch;
+	for (size_t i = 0; i < n && (ch = c->free.head); i++) {
+		sfs_list_del(&c->free, ch);
+		c->nfree--;
+		sfs_list_add_tail(&got, ch);
+		c->ready_bytes -= c->chunk_size;
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (ch = got.head; ch; ch = ch->next)
+		if (madvise(ch->data, c->chunk_size, MADV_DONTNEED))
+			SFS_LOG(SFS_DEBUG, "cache", "madvise(DONTNEED): %s",
+				strerror(errno));
+	pthread_mutex_lock(&c->lock);
+	while ((ch = got.head)) {
+		sfs_list_del(&got, ch);
+		sfs_list_add_tail(&c->bare, ch);
+		c->nbare++;
+	}
 }
 
 static void *grower(void *arg)
 {
 	struct sfs_cache *c = arg;
+	size_t n;
 
 	/* Behind the readers: zeroing pages is not urgent. */
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
 
+	pthread_mutex_lock(&c->lock);
 	for (;;) {
-		pthread_mutex_lock(&c->lock);
-		while (!c->stopping && !slab_short(c))
+		while (!c->stopping && !slab_short(c) && !slab_long(c))
 			pthread_cond_wait(&c->grow_cond, &c->lock);
-		if (c->stopping) {
-			pthread_mutex_unlock(&c->lock);
-			return NULL;
+		if (c->stopping)
+			break;
+		if ((n = slab_long(c))) {
+			give_back(c, n);
+			continue;
+		}
+		if (c->nbare) {
+			recommit(c);
+			continue;
 		}
 		size_t k = c->next_seg++;
 		pthread_mutex_unlock(&c->lock);
 		uint64_t t0 = sfs_now_ms();
 		int rc = seg_prepare(c, k);
+		pthread_mutex_lock(&c->lock);
 		if (rc) {
 			SFS_LOG(SFS_WARN, "cache",
 				"cannot register more of the cache (%s): it "
@@ -192,17 +295,19 @@ static void *grower(void *arg)
 				strerror(-rc),
 				(size_t)(c->segs[k].base - c->slab),
 				c->slab_len);
-			return NULL;
+			c->grow_failed = 1; /* a reader waiting for it goes on */
+			pthread_cond_broadcast(&c->cond);
+			continue;
 		}
-		pthread_mutex_lock(&c->lock);
 		seg_publish(c, k);
-		pthread_mutex_unlock(&c->lock);
 		SFS_LOG(SFS_DEBUG, "cache",
 			"grown to %zu of %zu bytes (a segment faulted in and "
 			"registered in %" PRIu64 " ms)",
 			(size_t)(c->segs[k].base - c->slab) + c->segs[k].len,
 			c->slab_len, sfs_now_ms() - t0);
 	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
 }
 
 int sfs_slab_start(struct sfs_cache *c)

@@ -308,6 +308,7 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 		}
 	}
 	whole(&w, -1);
+	sfs_cache_want_ready(sfs_replica_cache(r), 0); /* done with room */
 	rc = rc > 0 ? 0 : rc;
 out:
 	for (size_t i = 0; i < w.n; i++) {

@@ -309,6 +309,29 @@ err:
 	return rc;
 }
 
+/* Does provider @prov ("tcp;ofi_rxm") pin what it registers?  Only
+ * the providers known not to (their reads are copies by a thread or
+ * the kernel: tcp, udp, sockets, shm, and the rxm/rxd layers over
+ * them) say no; any other may pin (verbs, efa, psm3 register with the
+ * NIC). */
+static int prov_pins(const char *prov)
+{
+	static const char *const unpinned[] = {"tcp", "udp", "sockets", "shm",
+					       "ofi_rxm", "ofi_rxd", "net"};
+	char name[64];
+	snprintf(name, sizeof(name), "%s", prov);
+	char *save = NULL;
+	for (char *t = strtok_r(name, ";", &save); t;
+	     t = strtok_r(NULL, ";", &save)) {
+		size_t i = 0;
+		while (i < SFS_ARRAY_SIZE(unpinned) && strcmp(t, unpinned[i]))
+			i++;
+		if (i == SFS_ARRAY_SIZE(unpinned))
+			return 1;
+	}
+	return 0;
+}
+
 static void fab_info(struct sfs_xport *base, struct sfs_xport_info *info)
 {
 	struct fab_xport *x = to_fab(base);
@@ -326,6 +349,7 @@ static void fab_info(struct sfs_xport *base, struct sfs_xport_info *info)
 	mr_mode_desc(x->mr_mode, info->mr_desc, sizeof(info->mr_desc));
 	info->virt_addr = !!(x->mr_mode & FI_MR_VIRT_ADDR);
 	info->local_mr = !!(x->mr_mode & FI_MR_LOCAL);
+	info->pins = prov_pins(info->provider);
 	info->addr_len = x->addr_len;
 	memcpy(info->addr, x->addr, x->addr_len);
 	/* rxm refuses a connection whose peer's eager limit differs. */

@@ -58,6 +58,8 @@ struct sfs_xport_info {
 	char mr_desc[96];      /* the same, spelled out: "LOCAL|VIRT_ADDR" */
 	int virt_addr;	       /* remote addresses are pointers, not offsets */
 	int local_mr;	       /* local buffers must be registered */
+	int pins; /* registering pins the pages (verbs, efa): memory once
+		     registered cannot be given back while registered */
 	/* Provider parameters a peer must share to connect, as
 	 * environment settings ("FI_OFI_RXM_BUFFER_SIZE=1024"); "": none. */
 	char compat[64];

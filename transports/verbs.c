@@ -653,6 +653,7 @@ static void vb_info(struct sfs_xport *base, struct sfs_xport_info *info)
 		 "LOCAL|VIRT_ADDR|PROV_KEY (ibv_reg_mr)");
 	info->virt_addr = 1;
 	info->local_mr = 1;
+	info->pins = 1; /* ibv_reg_mr pins */
 	info->addr_len = x->addr_len;
 	memcpy(info->addr, x->addr, x->addr_len);
 }

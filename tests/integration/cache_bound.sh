@@ -6,7 +6,9 @@
 # mount of a 40 MB model is ready at most 0.3 s after its transport
 # started, uses almost no CPU while idle, prefetches it within 4 s,
 # stays under 128 MiB of RSS while it reads every byte, and commits at
-# most what it holds + 64 MiB.
+# most what it holds + 64 MiB.  And it shrinks: once a generation it
+# held (160 MB) is replaced, the memory past 64 MiB of free slots goes
+# back to the kernel (RSS drops), and comes back for the next read.
 source "$(dirname "$0")/lib.sh" "$1"
 
 CACHE_MB=64
@@ -82,3 +84,51 @@ ready=$(val cache_ready) used=$(val cache_used)
 	fail "$((ready >> 20)) MiB of the cache ready for $((used >> 20)) MiB held"
 ok "read every byte of a 40 MB model: peak RSS $((hwm / 1024)) MiB, $((ready >> 20)) MiB of the cache ready for $((used >> 20)) MiB held"
 unmount_check "$MNT40" "$MOUNT_PID"
+
+# It shrinks: a 160 MB model read whole, then replaced by a generation
+# of other bytes; once the old one is retired (--grace 1), its slots are
+# freed and all but 64 MiB of them given back.
+MODEL160=$WORK/m160
+mkdir -p "$MODEL160"
+"$GENMODEL" "$MODEL160/m" --size 160M --shards 4 >/dev/null
+SEED_LOG=seed160 start_seed "$MODEL160/m" --grace 1
+MNT160=$WORK/mnt160
+MOUNT_LOG=mount160 mount_seed "$MNT160"
+S=$MNT160/.seedfs/status
+for f in $(cd "$MODEL160/m" && find . -type f | sed 's|^\./||' | sort); do
+	cmp "$MODEL160/m/$f" "$MNT160/m/$f" || fail "bytes of $f"
+done
+held=$(val cache_used) ready=$(val cache_ready) rss=$(rss_kb VmRSS)
+[ "$held" -ge $((150 << 20)) ] || fail "160 MB read: $((held >> 20)) MiB held"
+"$GENMODEL" "$WORK/m160b" --size 160M --shards 4 --seed 7 >/dev/null
+for f in $(cd "$WORK/m160b" && find . -name '*.safetensors'); do
+	cp "$WORK/m160b/$f" "$MODEL160/m/$f.tmp" && mv "$MODEL160/m/$f.tmp" "$MODEL160/m/$f"
+done
+kill -HUP "$SEED_PID"
+for _ in $(seq 100); do grep -q "published model m generation 2 " "$WORK/seed160.out" && break; sleep 0.05; done
+grep -q "published model m generation 2 " "$WORK/seed160.out" || fail "no generation 2: $(tail -n 3 "$WORK/seed160.out")"
+cat "$MNT160/m/config.json" >/dev/null # an open: the mount adopts it
+gone="generation 1 of m is no longer served"
+for _ in $(seq 100); do grep -q "$gone" "$WORK/mount160.log" && break; sleep 0.05; done
+grep -q "$gone" "$WORK/mount160.log" || fail "generation 1 not retired: $(tail -n 3 "$WORK/mount160.log")"
+t0=$(now_ms)
+for _ in $(seq 100); do
+	[ "$(val cache_ready)" -le $(($(val cache_used) + (72 << 20))) ] && break
+	sleep 0.05
+done
+ms=$(($(now_ms) - t0))
+ready2=$(val cache_ready) used2=$(val cache_used) rss2=$(rss_kb VmRSS)
+[ "$ready2" -le $((used2 + (72 << 20))) ] ||
+	fail "generation 1 gone: $((ready2 >> 20)) MiB of the cache ready for $((used2 >> 20)) MiB held, $ms ms after"
+# The RSS goes down by what was given back (16 MiB of slack: the
+# allocator's own pages).
+gave_kb=$(((ready - ready2) >> 10))
+[ $((rss - rss2)) -ge $((gave_kb - 16 * 1024)) ] ||
+	fail "$((gave_kb >> 10)) MiB given back, RSS $((rss >> 10)) -> $((rss2 >> 10)) MiB"
+ok "generation 1 (160 MB held) retired: $((ready >> 20)) -> $((ready2 >> 20)) MiB ready within $ms ms, RSS $((rss >> 10)) -> $((rss2 >> 10)) MiB"
+for f in $(cd "$MODEL160/m" && find . -type f | sed 's|^\./||' | sort); do
+	cmp "$MODEL160/m/$f" "$MNT160/m/$f" || fail "generation 2: bytes of $f"
+done
+[ "$(val cache_used)" -ge $((150 << 20)) ] || fail "generation 2 read: $(($(val cache_used) >> 20)) MiB held"
+ok "generation 2 read whole into memory given back and taken again: $(($(val cache_used) >> 20)) MiB held, $(($(val cache_ready) >> 20)) MiB ready, RSS $(($(rss_kb VmRSS) >> 10)) MiB"
+unmount_check "$MNT160" "$MOUNT_PID"

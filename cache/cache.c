@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cache.c - the chunk cache's API: sources, get, put, prefetch, retire,
- * stats; and the disk tier's threads.  cache_impl.h tells how the files
+ * stats; and the disk tier's threads.  core.h tells how the files
  * of the cache share the work.
  */
-#include "cache/cache_impl.h"
+#include "cache/core.h"
 #include "cache/disk.h"
 
 #include "common/log.h"
@@ -18,153 +18,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static void *disk_thread(void *arg);
 static void holder_free(struct cache_holder *h);
-
-/* Free @s and what it owns (not what it borrows).  NULL is fine. */
-static void stamps_free(struct cache_set *s)
-{
-	for (size_t i = 0; s->stamps && i < s->nobjs; i++)
-		free(s->stamps[i]);
-	free(s->stamps);
-	s->stamps = NULL;
-}
-
-static void set_struct_free(struct cache_set *s)
-{
-	if (!s)
-		return;
-	stamps_free(s);
-	free(s->label);
-	free(s->objs);
-	free(s->holders);
-	free(s->base);
-	free(s->lanes);
-	free(s);
-}
-
-/* Set @si was released and nothing names it: freed, its disk source
- * too, its owner told, its number free for a later set (c->lock
- * held). */
-static void set_free(struct sfs_cache *c, uint32_t si)
-{
-	struct cache_set *s = c->sets[si];
-	c->sets[si] = NULL;
-	c->free_sets[c->nfree_sets++] = si; /* room made by add_set */
-	c->live_sets--;
-	/* Dropped at its retirement; nothing reads or writes it now. */
-	sfs_disk_release(s->disk);
-	if (s->release)
-		s->release(s->release_arg);
-	SFS_LOG(SFS_DEBUG, "cache", "%s: freed", s->label);
-	set_struct_free(s);
-}
-
-void sfs_cache_set_hold(struct sfs_cache *c, uint32_t set)
-{
-	c->sets[set]->refs++;
-}
-
-void sfs_cache_set_drop(struct sfs_cache *c, uint32_t set)
-{
-	struct cache_set *s = c->sets[set];
-	if (--s->refs == 0 && s->released)
-		set_free(c, set);
-}
 
 /* The live set numbered @set, or NULL (c->lock held). */
 static struct cache_set *set_of(struct sfs_cache *c, uint32_t set)
 {
 	return set < c->nsets ? c->sets[set] : NULL;
-}
-
-void sfs_list_del(struct list *l, struct sfs_chunk *ch)
-{
-	if (ch->prev)
-		ch->prev->next = ch->next;
-	else
-		l->head = ch->next;
-	if (ch->next)
-		ch->next->prev = ch->prev;
-	else
-		l->tail = ch->prev;
-	ch->prev = ch->next = NULL;
-}
-
-void sfs_list_add_tail(struct list *l, struct sfs_chunk *ch)
-{
-	ch->next = NULL;
-	ch->prev = l->tail;
-	if (l->tail)
-		l->tail->next = ch;
-	else
-		l->head = ch;
-	l->tail = ch;
-}
-
-void sfs_list_add_head(struct list *l, struct sfs_chunk *ch)
-{
-	ch->prev = NULL;
-	ch->next = l->head;
-	if (l->head)
-		l->head->prev = ch;
-	else
-		l->tail = ch;
-	l->head = ch;
-}
-
-static size_t bucket_of(const struct sfs_cache *c, uint32_t set, uint32_t obj,
-			uint64_t idx)
-{
-	uint64_t h = idx * 0x9e3779b97f4a7c15ull;
-	h ^= ((uint64_t)set << 32 | obj) * 0xc2b2ae3d27d4eb4full;
-	h ^= h >> 29;
-	return (size_t)(h & (c->nbuckets - 1));
-}
-
-static struct sfs_chunk *lookup(struct sfs_cache *c, uint32_t set, uint32_t obj,
-				uint64_t idx)
-{
-	struct sfs_chunk *ch = c->buckets[bucket_of(c, set, obj, idx)];
-	while (ch && !(ch->idx == idx && ch->obj == obj && ch->set == set))
-		ch = ch->hnext;
-	return ch;
-}
-
-void sfs_cache_unhash(struct sfs_cache *c, struct sfs_chunk *ch)
-{
-	struct sfs_chunk **pp =
-		&c->buckets[bucket_of(c, ch->set, ch->obj, ch->idx)];
-	while (*pp && *pp != ch)
-		pp = &(*pp)->hnext;
-	if (*pp) /* an orphan is no longer there */
-		*pp = ch->hnext;
-	ch->hnext = NULL;
-}
-
-void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
-{
-	if (ch->dst) { /* its reader's: it looks at the state itself */
-		pthread_cond_broadcast(&c->cond);
-		return;
-	}
-	if (ch->refs || (ch->state != CH_READY && ch->state != CH_FAILED))
-		return;
-	/* A retired set's bytes are of no use to anyone: the slot comes
-	 * back at once (and the set may go). */
-	if (ch->state == CH_READY && !c->sets[ch->set]->retired) {
-		sfs_list_add_tail(&c->lru, ch);
-	} else {
-		sfs_cache_unhash(c, ch);
-		ch->state = CH_FREE;
-		ch->orphan = 0;
-		ch->listed = 0;
-		sfs_list_add_tail(&c->free, ch);
-		c->nfree++;
-		sfs_cache_set_drop(c, ch->set);
-		sfs_slab_want(c); /* too much free: some goes back */
-	}
-	pthread_cond_broadcast(&c->cond);
 }
 
 /* A free slot, else the least recently used unpinned chunk, or NULL.
@@ -187,9 +46,8 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 	 * else is left (the peer's checksum refuses what it then reads). */
 	uint64_t now = sfs_now_ms();
 	int grows = sfs_slab_can_grow(c);
-	for (ch = c->lru.head;
-	     ch && ch->listed &&
-	     (grows || c->sets[ch->set]->keep_until_ms > now);
+	for (ch = c->lru.head; ch && ch->listed &&
+			       (grows || c->sets[ch->set]->keep_until_ms > now);
 	     ch = ch->next)
 		;
 	if (!ch && !grows && (ch = c->lru.head))
@@ -258,7 +116,7 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	c->st.chunk_size = c->chunk_size;
 	c->disk = cfg->disk;
 	for (size_t i = 0; c->disk && i < DISK_THREADS; i++) {
-		if ((rc = -pthread_create(&c->threads[i], NULL, disk_thread,
+		if ((rc = -pthread_create(&c->threads[i], NULL, sfs_dq_thread,
 					  c))) {
 			snprintf(err, errlen, "cache: disk thread: %s",
 				 strerror(-rc));
@@ -280,12 +138,6 @@ err_free:
 	return rc;
 }
 
-void sfs_cache_test_delay(struct sfs_cache *c)
-{
-	if (c->test_verify_delay_ms)
-		usleep((useconds_t)c->test_verify_delay_ms * 1000u);
-}
-
 int sfs_cache_grow(struct sfs_cache *c)
 {
 	int rc = sfs_slab_start(c);
@@ -297,26 +149,6 @@ int sfs_cache_grow(struct sfs_cache *c)
 	return rc;
 }
 
-/* Every chunk still waiting for a disk thread fails, every store is
- * given up (c->lock held, stopping). */
-static void drop_disk_queues(struct sfs_cache *c)
-{
-	struct sfs_chunk *ch;
-	while ((ch = c->dloads.head)) {
-		sfs_list_del(&c->dloads, ch);
-		ch->state = CH_FAILED;
-		ch->err = -ESHUTDOWN;
-		sfs_cache_settle(c, ch);
-	}
-	while ((ch = c->dstores.head)) {
-		sfs_list_del(&c->dstores, ch);
-		c->dq_stores--;
-		c->st.disk_skipped++;
-		ch->refs--;
-		sfs_cache_settle(c, ch);
-	}
-}
-
 void sfs_cache_stop(struct sfs_cache *c)
 {
 	if (!c)
@@ -324,7 +156,7 @@ void sfs_cache_stop(struct sfs_cache *c)
 	pthread_mutex_lock(&c->lock);
 	c->stopping = 1;
 	sfs_peer_fail_queued(c, -ESHUTDOWN, SFS_NONE);
-	drop_disk_queues(c);
+	sfs_dq_drop(c);
 	pthread_cond_broadcast(&c->cond);
 	pthread_cond_broadcast(&c->disk_cond);
 	pthread_cond_broadcast(&c->work_cond);
@@ -341,7 +173,7 @@ void sfs_cache_stop(struct sfs_cache *c)
 	sfs_slab_join(c);
 	/* What the disk threads queued while stopping. */
 	pthread_mutex_lock(&c->lock);
-	drop_disk_queues(c);
+	sfs_dq_drop(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -380,7 +212,7 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 		/* Released: what it borrowed is its owner's to free. */
 		if (s && s->released && s->release)
 			s->release(s->release_arg);
-		set_struct_free(s);
+		sfs_cache_set_struct_free(s);
 	}
 	free(c->sets);
 	free(c->free_sets);
@@ -457,7 +289,7 @@ int sfs_cache_add_set(struct sfs_cache *c, const char *label,
 	if (!rc)
 		return 0;
 err:
-	set_struct_free(s);
+	sfs_cache_set_struct_free(s);
 	return rc;
 }
 
@@ -612,39 +444,6 @@ int sfs_cache_add_peer(struct sfs_cache *c, uint64_t id, const char *label,
 	if (rc)
 		free(p);
 	return rc;
-}
-
-struct cache_peer *sfs_peer_at(struct sfs_cache *c, uint32_t id)
-{
-	uint32_t pi = SFS_PEER_IDX(id);
-	if (pi >= c->npeers)
-		return NULL;
-	struct cache_peer *p = c->peers[pi];
-	return p->removed || p->gen != SFS_PEER_GEN(id) ? NULL : p;
-}
-
-struct cache_peer *sfs_peer_of(struct sfs_cache *c, const struct sfs_chunk *ch)
-{
-	if (ch->peer >= c->npeers)
-		return NULL;
-	struct cache_peer *p = c->peers[ch->peer];
-	return p->vacant || p->gen != ch->peer_gen ? NULL : p;
-}
-
-void sfs_peer_reclaim(struct sfs_cache *c, uint32_t pi)
-{
-	struct cache_peer *p = c->peers[pi];
-	if (!p->removed || p->vacant || p->pins || p->repairing || p->nholders)
-		return;
-	p->vacant = 1;
-	p->gen++;
-	c->free_peers[c->nfree_peers++] = pi; /* room made when added */
-}
-
-void sfs_peer_unpin(struct sfs_cache *c, uint32_t pi)
-{
-	c->peers[pi]->pins--;
-	sfs_peer_reclaim(c, pi);
 }
 
 /* Free what @h says of its objects: its pieces' list and bitmaps. */
@@ -946,7 +745,7 @@ static void stamps_start(struct sfs_cache *c, struct cache_set *s)
 		uint64_t n =
 			(s->objs[i].len + c->chunk_size - 1) >> c->chunk_shift;
 		if (!(s->stamps[i] = malloc((n ? n : 1) * sizeof(uint64_t)))) {
-			stamps_free(s);
+			sfs_cache_stamps_free(s);
 			return;
 		}
 		for (uint64_t k = 0; k < n; k++)
@@ -980,7 +779,7 @@ static int export(struct sfs_cache *c, uint32_t set, uint32_t obj,
 	s->keep_until_ms = SFS_MAX(s->keep_until_ms, sfs_now_ms() + keep_ms);
 	for (uint64_t i = 0; i < n; i++) {
 		struct sfs_chunk *ch =
-			i < nchunks ? lookup(c, set, obj, i) : NULL;
+			i < nchunks ? sfs_cache_lookup(c, set, obj, i) : NULL;
 		int ready = ch && ch->state == CH_READY;
 		if (ready) { /* listed: in the asker's list from now */
 			ch->listed = 1;
@@ -1070,141 +869,6 @@ void sfs_cache_remove_holder(struct sfs_cache *c, uint32_t holder)
 	pthread_mutex_unlock(&c->lock);
 }
 
-int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx)
-{
-	if (h->removed || obj >= h->nobjs || !h->objs[obj].npieces)
-		return 0;
-	if (!h->partial)
-		return 1;
-	const uint64_t *bits = h->has[obj];
-	return !h->expired && bits && (bits[idx / 64] >> (idx % 64) & 1);
-}
-
-int sfs_holder_coming(const struct cache_holder *h, uint32_t obj, uint64_t idx)
-{
-	if (h->removed || !h->partial || obj >= h->nobjs || h->expired)
-		return 0;
-	const uint64_t *bits = h->coming[obj];
-	return bits && (bits[idx / 64] >> (idx % 64) & 1);
-}
-
-/* Hand @ch to a disk thread to look for it (c->lock held). */
-static void disk_queue_load(struct sfs_cache *c, struct sfs_chunk *ch)
-{
-	ch->state = CH_DISK;
-	sfs_list_add_tail(&c->dloads, ch);
-	pthread_cond_signal(&c->disk_cond);
-}
-
-/*
- * Write a freshly pulled @ch to the disk tier behind the readers: it
- * stays pinned until written.  When the disk falls behind by a quarter
- * of the cache, chunks are not stored rather than pin the cache full.
- * Called with c->lock held.
- */
-void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch)
-{
-	if (c->dq_stores >= c->nslots / 4 || c->stopping) {
-		c->st.disk_skipped++;
-		return;
-	}
-	ch->refs++;
-	c->dq_stores++;
-	sfs_list_add_tail(&c->dstores, ch);
-	pthread_cond_signal(&c->disk_cond);
-}
-
-/* A disk thread looks for @ch on disk; if it is not there (or not these
- * bytes), it is queued for the network.  Called with c->lock held;
- * drops it. */
-static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
-{
-	/* The set stays while @ch names it, and so do its checksums (the
-	 * owner's, freed only once the set is). */
-	const struct cache_set *s = c->sets[ch->set];
-	const struct sfs_cache_obj o = s->objs[ch->obj];
-	struct sfs_disk_src *d = s->disk;
-	uint64_t off = ch->idx << c->chunk_shift;
-
-	pthread_mutex_unlock(&c->lock);
-	int rc = sfs_disk_read(d, ch->obj, off, ch->data, ch->len);
-	if (!rc)
-		rc = sfs_cache_verify(c, ch, &o, NULL, NULL);
-	pthread_mutex_lock(&c->lock);
-	if (!rc) {
-		ch->state = CH_READY;
-		sfs_cache_touch(c, ch);
-		c->st.disk_hits++;
-		c->st.disk_bytes_read += ch->len;
-		sfs_cache_settle(c, ch);
-		pthread_cond_broadcast(&c->cond);
-		return;
-	}
-	if (rc != -ENOENT && rc != -ENODATA && rc != -EBADMSG) {
-		c->st.disk_errors++;
-		SFS_LOG(SFS_WARN, "cache",
-			"disk tier: reading %s object %u bytes [%" PRIu64
-			", +%u): %s; pulling them",
-			s->label, ch->obj, off, ch->len, strerror(-rc));
-	}
-	pthread_cond_broadcast(&c->cond);
-	if (s->retired) {
-		ch->state = CH_FAILED;
-		ch->err = -ESTALE;
-		sfs_cache_settle(c, ch);
-		return;
-	}
-	sfs_peer_enqueue(c, ch, ch->demand);
-	sfs_peer_pump(c);
-}
-
-static void disk_store(struct sfs_cache *c, struct sfs_chunk *ch)
-{
-	struct sfs_disk_src *d = c->sets[ch->set]->disk;
-
-	pthread_mutex_unlock(&c->lock);
-	int rc = sfs_disk_write(d, ch->obj, ch->idx << c->chunk_shift, ch->data,
-				ch->len);
-	pthread_mutex_lock(&c->lock);
-	c->dq_stores--;
-	if (!rc) {
-		c->st.disk_stores++;
-		c->st.disk_bytes_written += ch->len;
-	} else if (rc == -ENOSPC || rc == -ESTALE) {
-		c->st.disk_skipped++; /* full (logged once), or retired */
-	} else {
-		c->st.disk_errors++;
-		SFS_LOG(SFS_WARN, "cache",
-			"disk tier: writing object %u chunk %" PRIu64 ": %s",
-			ch->obj, ch->idx, strerror(-rc));
-	}
-	ch->refs--;
-	sfs_cache_settle(c, ch);
-}
-
-static void *disk_thread(void *arg)
-{
-	struct sfs_cache *c = arg;
-
-	pthread_mutex_lock(&c->lock);
-	while (!c->stopping) {
-		/* Loads first: a reader may be waiting for one. */
-		struct sfs_chunk *ch;
-		if ((ch = c->dloads.head)) {
-			sfs_list_del(&c->dloads, ch);
-			disk_load(c, ch);
-		} else if ((ch = c->dstores.head)) {
-			sfs_list_del(&c->dstores, ch);
-			disk_store(c, ch);
-		} else {
-			/* Idle until there is work. */
-			pthread_cond_wait(&c->disk_cond, &c->lock);
-		}
-	}
-	pthread_mutex_unlock(&c->lock);
-	return NULL;
-}
-
 /* A reader pins @ch (found in the hash). */
 static void pin(struct sfs_cache *c, struct sfs_chunk *ch)
 {
@@ -1226,7 +890,7 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	struct cache_set *s = c->sets[set];
 	const struct sfs_cache_obj *o = &s->objs[obj];
 	uint64_t deadline = sfs_now_ms() + c->timeout_ms;
-	struct sfs_chunk *ch = lookup(c, set, obj, idx);
+	struct sfs_chunk *ch = sfs_cache_lookup(c, set, obj, idx);
 
 	if (ch) {
 		if (pinned)
@@ -1240,7 +904,8 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	}
 	/* Waiting for a slot drops the lock: look the chunk up again
 	 * after every wait, someone may have started it meanwhile. */
-	while (!(ch = lookup(c, set, obj, idx)) && !(ch = take_slot(c))) {
+	while (!(ch = sfs_cache_lookup(c, set, obj, idx)) &&
+	       !(ch = take_slot(c))) {
 		uint64_t now = sfs_now_ms();
 		if (now >= deadline || !pinned || c->stopping || s->retired) {
 			if (pinned && !c->stopping && !s->retired) {
@@ -1275,11 +940,11 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	ch->err = 0;
 	ch->refs = pinned ? 1 : 0;
 	ch->demand = demand;
-	size_t b = bucket_of(c, set, obj, idx);
+	size_t b = sfs_cache_bucket(c, set, obj, idx);
 	ch->hnext = c->buckets[b];
 	c->buckets[b] = ch;
 	if (s->disk && o->xxh3) /* it may be on disk already */
-		disk_queue_load(c, ch);
+		sfs_cache_load_later(c, ch);
 	else
 		sfs_peer_enqueue(c, ch, demand);
 	return ch;
@@ -1337,7 +1002,7 @@ void sfs_cache_release_set(struct sfs_cache *c, uint32_t set,
 		s->release = release;
 		s->release_arg = arg;
 		if (!s->refs)
-			set_free(c, set);
+			sfs_cache_set_free(c, set);
 	} else if (release) {
 		release(arg);
 	}
@@ -1480,7 +1145,7 @@ uint64_t sfs_cache_resident(struct sfs_cache *c, uint32_t set, uint32_t obj,
 	pthread_mutex_lock(&c->lock);
 	for (uint64_t i = off >> c->chunk_shift;
 	     i <= (end - 1) >> c->chunk_shift; i++) {
-		const struct sfs_chunk *ch = lookup(c, set, obj, i);
+		const struct sfs_chunk *ch = sfs_cache_lookup(c, set, obj, i);
 		if (!ch || ch->state != CH_READY)
 			continue;
 		uint64_t a = SFS_MAX(off, i << c->chunk_shift);

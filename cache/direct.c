@@ -17,9 +17,9 @@
  * meanwhile and copied only once the old read has ended, so they are
  * the last written.  A reader that gives up on a pull the transport
  * still has marks it abandoned: its dst counts it, and the transport's
- * callback frees it (sfs_direct_release).
+ * callback frees it (sfs_cache_dst_release).
  */
-#include "cache/cache_impl.h"
+#include "cache/core.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -31,16 +31,6 @@
 #include <string.h>
 
 #define AHEAD_CHUNKS 128 /* default bytes in flight: this many chunks */
-
-struct sfs_cache_dst {
-	struct sfs_cache *c;
-	uint8_t *base;
-	size_t len;
-	struct sfs_xport_mr *mr;
-	size_t held; /* abandoned pulls the transport still has; protected
-			by c->lock */
-	int freed;   /* protected by c->lock */
-};
 
 /* A piece of one read: within one chunk of its object. */
 struct piece {
@@ -89,15 +79,6 @@ int sfs_cache_dst_busy(struct sfs_cache_dst *d)
 	int busy = d->held != 0;
 	pthread_mutex_unlock(&c->lock);
 	return busy;
-}
-
-void sfs_direct_release(struct sfs_cache *c, struct sfs_chunk *ch)
-{
-	struct sfs_cache_dst *d = ch->dst;
-	sfs_cache_set_drop(c, ch->set);
-	free(ch);
-	if (--d->held == 0 && d->freed)
-		free(d);
 }
 
 /* Done with direct chunk @ch (c->lock held): freed, or left to the

@@ -31,7 +31,7 @@
  * before); a posted chunk that later posts overtook counts only from
  * then, so a pull the transport lost is found while others flow.
  */
-#include "cache/cache_impl.h"
+#include "cache/core.h"
 #include "cache/swarm.h"
 
 #include "common/log.h"
@@ -1054,7 +1054,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 			p->inflight--;
 		}
 		c->loading--;
-		sfs_direct_release(c, ch);
+		sfs_cache_dst_release(c, ch);
 		sfs_peer_unpin(c, pin);
 		wake_for_slot(c);
 		pthread_mutex_unlock(&c->lock);

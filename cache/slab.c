@@ -31,7 +31,7 @@
  * registration would leave the NIC writing where the process no longer
  * reads.  There the cache keeps what it has grown to (docs/limits.md).
  */
-#include "cache/cache_impl.h"
+#include "cache/core.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -48,9 +48,7 @@
 #include <unistd.h>
 
 #define HUGE_PAGE (2u << 20)
-#define SEG_BYTES (8u << 20)	     /* a segment: faulted in, registered */
-#define FIRST_BYTES (32ull << 20)    /* ready when the cache is returned */
-#define SFS_SLAB_AHEAD (64ull << 20) /* free ready bytes, at most */
+#define FIRST_BYTES (32ull << 20) /* ready when the cache is returned */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -121,7 +119,7 @@ int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen)
 	/* Best effort: THP may be off ("never"), then 4 KiB pages. */
 	madvise(c->slab, c->slab_len, MADV_HUGEPAGE);
 
-	size_t seg = SFS_MAX((size_t)SEG_BYTES / c->chunk_size, (size_t)1) *
+	size_t seg = SFS_MAX((size_t)SFS_SLAB_SEG / c->chunk_size, (size_t)1) *
 		     c->chunk_size;
 	c->nsegs = (c->slab_len + seg - 1) / seg;
 	if (!(c->segs = calloc(c->nsegs, sizeof(*c->segs))))
@@ -160,52 +158,12 @@ int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen)
 	return 0;
 }
 
-int sfs_slab_can_grow(const struct sfs_cache *c)
-{
-	return c->grower_started && !c->grow_failed &&
-	       (c->nbare || c->next_seg < c->nsegs);
-}
-
-/* Should the grower commit more: does another step still fit under
- * SFS_SLAB_AHEAD free bytes (or is nothing free), or does a prefetch
- * want more ready?  c->lock held. */
-static int slab_short(const struct sfs_cache *c)
-{
-	if (!sfs_slab_can_grow(c))
-		return 0;
-	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
-	uint64_t step = c->nbare ? SEG_BYTES : c->segs[c->next_seg].len;
-	return !c->nfree || c->ready_bytes < c->grow_target ||
-	       free_bytes + step <= SFS_SLAB_AHEAD;
-}
-
-/* How many free slots to give back now (a segment's worth at most):
- * those past SFS_SLAB_AHEAD free, once more than a segment is past it,
- * and not below what a prefetch wants ready.  c->lock held. */
-static size_t slab_long(const struct sfs_cache *c)
-{
-	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
-	if (!c->give_back || !c->grower_started ||
-	    free_bytes <= SFS_SLAB_AHEAD + SEG_BYTES ||
-	    c->ready_bytes <= c->grow_target)
-		return 0;
-	uint64_t n = SFS_MIN(free_bytes - SFS_SLAB_AHEAD,
-			     c->ready_bytes - c->grow_target);
-	return (size_t)(SFS_MIN(n, (uint64_t)SEG_BYTES) >> c->chunk_shift);
-}
-
 void sfs_cache_want_ready(struct sfs_cache *c, uint64_t bytes)
 {
 	pthread_mutex_lock(&c->lock);
 	c->grow_target = bytes;
 	sfs_slab_want(c);
 	pthread_mutex_unlock(&c->lock);
-}
-
-void sfs_slab_want(struct sfs_cache *c)
-{
-	if (c->grower_started && (slab_short(c) || slab_long(c)))
-		pthread_cond_signal(&c->grow_cond);
 }
 
 /* Commit a segment's worth of given-back slots again, and put them on
@@ -216,7 +174,7 @@ static void recommit(struct sfs_cache *c)
 	struct list got = {0};
 	size_t n = 0;
 	struct sfs_chunk *ch;
-	while (n < SEG_BYTES >> c->chunk_shift && (ch = c->bare.head)) {
+	while (n < SFS_SLAB_SEG >> c->chunk_shift && (ch = c->bare.head)) {
 		sfs_list_del(&c->bare, ch);
 		c->nbare--;
 		sfs_list_add_tail(&got, ch);
@@ -271,11 +229,11 @@ static void *grower(void *arg)
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
-		while (!c->stopping && !slab_short(c) && !slab_long(c))
+		while (!c->stopping && !sfs_slab_short(c) && !sfs_slab_long(c))
 			pthread_cond_wait(&c->grow_cond, &c->lock);
 		if (c->stopping)
 			break;
-		if ((n = slab_long(c))) {
+		if ((n = sfs_slab_long(c))) {
 			give_back(c, n);
 			continue;
 		}
@@ -295,7 +253,8 @@ static void *grower(void *arg)
 				strerror(-rc),
 				(size_t)(c->segs[k].base - c->slab),
 				c->slab_len);
-			c->grow_failed = 1; /* a reader waiting for it goes on */
+			c->grow_failed =
+				1; /* a reader waiting for it goes on */
 			pthread_cond_broadcast(&c->cond);
 			continue;
 		}

@@ -316,8 +316,8 @@ err:
  * NIC). */
 static int prov_pins(const char *prov)
 {
-	static const char *const unpinned[] = {"tcp", "udp", "sockets", "shm",
-					       "ofi_rxm", "ofi_rxd", "net"};
+	static const char *const unpinned[] = {
+		"tcp", "udp", "sockets", "shm", "ofi_rxm", "ofi_rxd", "net"};
 	char name[64];
 	snprintf(name, sizeof(name), "%s", prov);
 	char *save = NULL;

@@ -1,15 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cache_impl.h - what the files of the cache share: its structures and
- * the calls between them.  Only cache/ includes this.
+ * core.h - what the files of the cache share: its structures and
+ * the calls between them.  Only cache/ includes this; the layers above
+ * include cache/cache.h (and cache/disk.h, cache/swarm.h).
  *
- *   cache.c  the API: sets, holders, get, put, prefetch, retire, stats,
- *            and the disk tier's threads
- *   peer.c   connections: the pull queues, choosing a holder, posting,
- *            completions, deadlines, throughput, failover, reconnects
- *            (the worker thread)
- *   slab.c   the memory: mapped once, registered in segments, the
- *            later ones in the background
+ * The files depend in one direction, each on those below it only:
+ *
+ *   direct.c  reads straight into a caller's registered memory
+ *   cache.c   the API: sets, holders, get, put, prefetch, export, retire,
+ *             stats
+ *   peer.c    connections: the pull queues, choosing a holder (swarm.c's
+ *             lanes), posting, completions, deadlines, failover,
+ *             reconnects (the worker thread)
+ *   dq.c      the disk tier's threads (disk.c's files)
+ *   slab.c    the memory: mapped once, registered in segments, grown and
+ *             given back by the grower thread
+ *   core.c    what they all share: lists, hash, a chunk's settling, the
+ *             lifetimes of sets and peers, holders' bitmaps, the disk
+ *             queues, when the slab grows or shrinks
+ *
+ * (swarm.c and disk.c stand apart, below core.c: they know no chunk.)
  *
  * Life of a chunk:
  *
@@ -26,8 +36,8 @@
  * nobody pins are on the LRU; FAILED ones are freed when the last pin
  * goes.  Every field marked so is protected by c->lock.
  */
-#ifndef SFS_CACHE_IMPL_H
-#define SFS_CACHE_IMPL_H
+#ifndef SFS_CACHE_CORE_H
+#define SFS_CACHE_CORE_H
 
 #include "cache/cache.h"
 
@@ -350,6 +360,17 @@ struct sfs_cache {
 	pthread_t threads[DISK_THREADS];
 };
 
+/* A caller's registered memory that direct reads pull into (direct.c). */
+struct sfs_cache_dst {
+	struct sfs_cache *c;
+	uint8_t *base;
+	size_t len;
+	struct sfs_xport_mr *mr;
+	size_t held; /* abandoned pulls the transport still has; protected
+			by c->lock */
+	int freed;   /* protected by c->lock */
+};
+
 /* The first byte of @ch in its object. */
 static inline uint64_t sfs_chunk_off(const struct sfs_cache *c,
 				     const struct sfs_chunk *ch)
@@ -357,36 +378,101 @@ static inline uint64_t sfs_chunk_off(const struct sfs_cache *c,
 	return ch->dst ? ch->start : ch->idx << c->chunk_shift;
 }
 
-/* list.c-style helpers (cache.c) */
+/*
+ * core.c (c->lock held unless said)
+ */
+/* Lists of chunks (a chunk is on one at a time). */
 void sfs_list_del(struct list *l, struct sfs_chunk *ch);
 void sfs_list_add_tail(struct list *l, struct sfs_chunk *ch);
 void sfs_list_add_head(struct list *l, struct sfs_chunk *ch);
-
-/* cache.c: out of the hash (c->lock held); harmless if it is not. */
+/* The hash: the bucket of (@set, @obj, @idx); the chunk there or NULL;
+ * out of the hash (harmless if it is not). */
+size_t sfs_cache_bucket(const struct sfs_cache *c, uint32_t set, uint32_t obj,
+			uint64_t idx);
+struct sfs_chunk *sfs_cache_lookup(struct sfs_cache *c, uint32_t set,
+				   uint32_t obj, uint64_t idx);
 void sfs_cache_unhash(struct sfs_cache *c, struct sfs_chunk *ch);
-/* cache.c: a chunk nobody pins any more goes to the LRU, or is freed if
- * failed (c->lock held). */
+/* A chunk nobody pins any more goes to the LRU, or is freed if failed
+ * or its set retired. */
 void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch);
-/* cache.c: find or start chunk @idx of (@set, @obj) (c->lock held; see
- * there). */
-struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
-					  uint32_t obj, uint64_t idx,
-					  int pinned, int demand, int *rc);
-/* cache.c: 0 when @off is inside (@set, @obj) and the set is live. */
-int sfs_cache_check_range(struct sfs_cache *c, uint32_t set, uint32_t obj,
-			  uint64_t off);
-/* direct.c: the callback of an abandoned direct chunk frees it (c->lock
- * held). */
-void sfs_direct_release(struct sfs_cache *c, struct sfs_chunk *ch);
-/* cache.c: the disk tier stores a freshly pulled chunk (c->lock held). */
-void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch);
-/* cache.c: chunk @ch now names its set (a slot taken for it, a direct
- * chunk made), or no longer does (a slot freed, a direct chunk freed):
- * the set is freed when it was released and that was the last thing
- * naming it (c->lock held). */
+/* Chunk @ch now names its set (a slot taken for it, a direct chunk
+ * made), or no longer does (a slot freed, a direct chunk freed): the
+ * set is freed when it was released and that was the last thing naming
+ * it. */
 void sfs_cache_set_hold(struct sfs_cache *c, uint32_t set);
 void sfs_cache_set_drop(struct sfs_cache *c, uint32_t set);
+/* Set @si was released and nothing names it: freed, its disk source
+ * too, its owner told, its number free for a later set. */
+void sfs_cache_set_free(struct sfs_cache *c, uint32_t si);
+/* A set's stamps; a set's structure and all it owns (NULL is fine). */
+void sfs_cache_stamps_free(struct cache_set *s);
+void sfs_cache_set_struct_free(struct cache_set *s);
+/* An abandoned direct chunk's callback frees it (direct.c made it). */
+void sfs_cache_dst_release(struct sfs_cache *c, struct sfs_chunk *ch);
+/* The disk tier's queues (dq.c's threads take from them): look for
+ * @ch on disk first; store a freshly pulled @ch behind the readers. */
+void sfs_cache_load_later(struct sfs_cache *c, struct sfs_chunk *ch);
+void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch);
+/* The test's wait before a pulled chunk is verified
+ * (cfg.test_verify_delay_ms; c->lock not held). */
+void sfs_cache_test_delay(struct sfs_cache *c);
+/* The live peer numbered @id (SFS_PEER_ID), or NULL: out of
+ * range, removed, or its index reused since. */
+struct cache_peer *sfs_peer_at(struct sfs_cache *c, uint32_t id);
+/* The peer @ch was posted on, if its index was not reused since (it
+ * may be removed), else NULL. */
+struct cache_peer *sfs_peer_of(struct sfs_cache *c, const struct sfs_chunk *ch);
+/* Index @pi's peer, if removed and named by nothing (no pin, holder or
+ * reconnect), becomes vacant: its index is free for the next peer. */
+void sfs_peer_reclaim(struct sfs_cache *c, uint32_t pi);
+/* One pin of @pi's less (then reclaimed if that was the last). */
+void sfs_peer_unpin(struct sfs_cache *c, uint32_t pi);
 
+/* Does holder @h hold chunk @idx of @obj?  Have it coming
+ * (partial, being pulled there)?  (c->lock held) */
+int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx);
+int sfs_holder_coming(const struct cache_holder *h, uint32_t obj, uint64_t idx);
+/* @ch's exported state (slot, coming, not held) changes, or may have:
+ * its set's version moves, and @ch's stamp with it (c->lock held). */
+static inline void sfs_cache_touch(struct sfs_cache *c,
+				   const struct sfs_chunk *ch)
+{
+	struct cache_set *s = c->sets[ch->set];
+	s->version = ++c->clock;
+	if (s->stamps && s->stamps[ch->obj])
+		s->stamps[ch->obj][ch->idx] = s->version;
+}
+/* When the slab should grow (a step still fits under SFS_SLAB_AHEAD
+ * free, or nothing is free, or a prefetch wants more ready), how many
+ * slots it should give back now, whether it can grow at all (more
+ * slots may come: taking a chunk another replica may be reading can
+ * wait for them), and the grower woken when one of those holds. */
+#define SFS_SLAB_SEG (8u << 20)	     /* a segment: faulted in, registered */
+#define SFS_SLAB_AHEAD (64ull << 20) /* free ready bytes, at most */
+int sfs_slab_short(const struct sfs_cache *c);
+size_t sfs_slab_long(const struct sfs_cache *c);
+int sfs_slab_can_grow(const struct sfs_cache *c);
+void sfs_slab_want(struct sfs_cache *c);
+
+/*
+ * slab.c: the memory (the grower thread; no lock unless said)
+ */
+int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen);
+int sfs_slab_start(struct sfs_cache *c);
+void sfs_slab_join(struct sfs_cache *c);
+void sfs_slab_free(struct sfs_cache *c);
+
+/*
+ * dq.c: the disk tier's threads
+ */
+void *sfs_dq_thread(void *arg);
+/* Every chunk still waiting for a disk thread fails, every store is
+ * given up (c->lock held, stopping). */
+void sfs_dq_drop(struct sfs_cache *c);
+
+/*
+ * peer.c
+ */
 /* peer.c: 0 when every checksum chunk of @ch matches @o's, else
  * -EBADMSG (logged naming @set and @label, unless NULL).  Runs outside
  * the lock: the slot is owned by its pull or disk load, @o is a copy,
@@ -394,12 +480,7 @@ void sfs_cache_set_drop(struct sfs_cache *c, uint32_t set);
 int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
 		     const struct sfs_cache_obj *o, const char *set,
 		     const char *label);
-
-/* cache.c: the test's wait before a pulled chunk is verified
- * (cfg.test_verify_delay_ms; c->lock not held). */
-void sfs_cache_test_delay(struct sfs_cache *c);
-
-/* peer.c (c->lock held unless said) */
+/* (c->lock held unless said) */
 /* Queue @ch (hashed, state FREE or DISK) for any holder. */
 void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand);
 /* A reader now waits for @ch: move it before the read-ahead. */
@@ -436,42 +517,16 @@ void sfs_peer_on_pulled(void *arg, int status);
  * failed pull and pulled again (another holder preferred), or failed. */
 void sfs_peer_mismatch(struct sfs_cache *c, struct sfs_chunk *ch);
 
-/* cache.c: the live peer numbered @id (SFS_PEER_ID), or NULL: out of
- * range, removed, or its index reused since. */
-struct cache_peer *sfs_peer_at(struct sfs_cache *c, uint32_t id);
-/* The peer @ch was posted on, if its index was not reused since (it
- * may be removed), else NULL. */
-struct cache_peer *sfs_peer_of(struct sfs_cache *c, const struct sfs_chunk *ch);
-/* Index @pi's peer, if removed and named by nothing (no pin, holder or
- * reconnect), becomes vacant: its index is free for the next peer. */
-void sfs_peer_reclaim(struct sfs_cache *c, uint32_t pi);
-/* One pin of @pi's less (then reclaimed if that was the last). */
-void sfs_peer_unpin(struct sfs_cache *c, uint32_t pi);
+/*
+ * cache.c
+ */
+/* Find or start chunk @idx of (@set, @obj) (c->lock held; see
+ * there). */
+struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
+					  uint32_t obj, uint64_t idx,
+					  int pinned, int demand, int *rc);
+/* 0 when @off is inside (@set, @obj) and the set is live. */
+int sfs_cache_check_range(struct sfs_cache *c, uint32_t set, uint32_t obj,
+			  uint64_t off);
 
-/* cache.c: does holder @h hold chunk @idx of @obj?  Have it coming
- * (partial, being pulled there)?  (c->lock held) */
-int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx);
-int sfs_holder_coming(const struct cache_holder *h, uint32_t obj, uint64_t idx);
-
-/* @ch's exported state (slot, coming, not held) changes, or may have:
- * its set's version moves, and @ch's stamp with it (c->lock held). */
-static inline void sfs_cache_touch(struct sfs_cache *c,
-				   const struct sfs_chunk *ch)
-{
-	struct cache_set *s = c->sets[ch->set];
-	s->version = ++c->clock;
-	if (s->stamps && s->stamps[ch->obj])
-		s->stamps[ch->obj][ch->idx] = s->version;
-}
-
-/* slab.c */
-int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen);
-int sfs_slab_start(struct sfs_cache *c); /* the background thread */
-void sfs_slab_want(struct sfs_cache *c); /* a slot taken (c->lock held) */
-/* More slots may come (c->lock held): taking a chunk another replica
- * may be reading can wait for them. */
-int sfs_slab_can_grow(const struct sfs_cache *c);
-void sfs_slab_join(struct sfs_cache *c);
-void sfs_slab_free(struct sfs_cache *c);
-
-#endif /* SFS_CACHE_IMPL_H */
+#endif /* SFS_CACHE_CORE_H */

@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core.c - what every part of the cache shares, at the bottom of the
+ * folder: the lists, the hash, a chunk's settling (LRU or free list),
+ * the sets' and peers' lifetimes, the holders' bitmaps, the disk
+ * tier's queues, and when the slab should grow or shrink.  It calls
+ * nothing else of the cache; slab.c, dq.c, peer.c, cache.c and
+ * direct.c build on it (core.h draws the floors).
+ */
+#include "cache/core.h"
+#include "cache/disk.h"
+
+#include "common/log.h"
+#include "common/util.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+/* Free @s and what it owns (not what it borrows).  NULL is fine. */
+void sfs_cache_stamps_free(struct cache_set *s)
+{
+	for (size_t i = 0; s->stamps && i < s->nobjs; i++)
+		free(s->stamps[i]);
+	free(s->stamps);
+	s->stamps = NULL;
+}
+
+void sfs_cache_set_struct_free(struct cache_set *s)
+{
+	if (!s)
+		return;
+	sfs_cache_stamps_free(s);
+	free(s->label);
+	free(s->objs);
+	free(s->holders);
+	free(s->base);
+	free(s->lanes);
+	free(s);
+}
+
+/* Set @si was released and nothing names it: freed, its disk source
+ * too, its owner told, its number free for a later set (c->lock
+ * held). */
+void sfs_cache_set_free(struct sfs_cache *c, uint32_t si)
+{
+	struct cache_set *s = c->sets[si];
+	c->sets[si] = NULL;
+	c->free_sets[c->nfree_sets++] = si; /* room made by add_set */
+	c->live_sets--;
+	/* Dropped at its retirement; nothing reads or writes it now. */
+	sfs_disk_release(s->disk);
+	if (s->release)
+		s->release(s->release_arg);
+	SFS_LOG(SFS_DEBUG, "cache", "%s: freed", s->label);
+	sfs_cache_set_struct_free(s);
+}
+
+void sfs_cache_set_hold(struct sfs_cache *c, uint32_t set)
+{
+	c->sets[set]->refs++;
+}
+
+void sfs_cache_set_drop(struct sfs_cache *c, uint32_t set)
+{
+	struct cache_set *s = c->sets[set];
+	if (--s->refs == 0 && s->released)
+		sfs_cache_set_free(c, set);
+}
+
+void sfs_list_del(struct list *l, struct sfs_chunk *ch)
+{
+	if (ch->prev)
+		ch->prev->next = ch->next;
+	else
+		l->head = ch->next;
+	if (ch->next)
+		ch->next->prev = ch->prev;
+	else
+		l->tail = ch->prev;
+	ch->prev = ch->next = NULL;
+}
+
+void sfs_list_add_tail(struct list *l, struct sfs_chunk *ch)
+{
+	ch->next = NULL;
+	ch->prev = l->tail;
+	if (l->tail)
+		l->tail->next = ch;
+	else
+		l->head = ch;
+	l->tail = ch;
+}
+
+void sfs_list_add_head(struct list *l, struct sfs_chunk *ch)
+{
+	ch->prev = NULL;
+	ch->next = l->head;
+	if (l->head)
+		l->head->prev = ch;
+	else
+		l->tail = ch;
+	l->head = ch;
+}
+
+size_t sfs_cache_bucket(const struct sfs_cache *c, uint32_t set, uint32_t obj,
+			uint64_t idx)
+{
+	uint64_t h = idx * 0x9e3779b97f4a7c15ull;
+	h ^= ((uint64_t)set << 32 | obj) * 0xc2b2ae3d27d4eb4full;
+	h ^= h >> 29;
+	return (size_t)(h & (c->nbuckets - 1));
+}
+
+struct sfs_chunk *sfs_cache_lookup(struct sfs_cache *c, uint32_t set, uint32_t obj,
+				uint64_t idx)
+{
+	struct sfs_chunk *ch = c->buckets[sfs_cache_bucket(c, set, obj, idx)];
+	while (ch && !(ch->idx == idx && ch->obj == obj && ch->set == set))
+		ch = ch->hnext;
+	return ch;
+}
+
+void sfs_cache_unhash(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	struct sfs_chunk **pp =
+		&c->buckets[sfs_cache_bucket(c, ch->set, ch->obj, ch->idx)];
+	while (*pp && *pp != ch)
+		pp = &(*pp)->hnext;
+	if (*pp) /* an orphan is no longer there */
+		*pp = ch->hnext;
+	ch->hnext = NULL;
+}
+
+void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	if (ch->dst) { /* its reader's: it looks at the state itself */
+		pthread_cond_broadcast(&c->cond);
+		return;
+	}
+	if (ch->refs || (ch->state != CH_READY && ch->state != CH_FAILED))
+		return;
+	/* A retired set's bytes are of no use to anyone: the slot comes
+	 * back at once (and the set may go). */
+	if (ch->state == CH_READY && !c->sets[ch->set]->retired) {
+		sfs_list_add_tail(&c->lru, ch);
+	} else {
+		sfs_cache_unhash(c, ch);
+		ch->state = CH_FREE;
+		ch->orphan = 0;
+		ch->listed = 0;
+		sfs_list_add_tail(&c->free, ch);
+		c->nfree++;
+		sfs_cache_set_drop(c, ch->set);
+		sfs_slab_want(c); /* too much free: some goes back */
+	}
+	pthread_cond_broadcast(&c->cond);
+}
+
+void sfs_cache_test_delay(struct sfs_cache *c)
+{
+	if (c->test_verify_delay_ms)
+		usleep((useconds_t)c->test_verify_delay_ms * 1000u);
+}
+
+struct cache_peer *sfs_peer_at(struct sfs_cache *c, uint32_t id)
+{
+	uint32_t pi = SFS_PEER_IDX(id);
+	if (pi >= c->npeers)
+		return NULL;
+	struct cache_peer *p = c->peers[pi];
+	return p->removed || p->gen != SFS_PEER_GEN(id) ? NULL : p;
+}
+
+struct cache_peer *sfs_peer_of(struct sfs_cache *c, const struct sfs_chunk *ch)
+{
+	if (ch->peer >= c->npeers)
+		return NULL;
+	struct cache_peer *p = c->peers[ch->peer];
+	return p->vacant || p->gen != ch->peer_gen ? NULL : p;
+}
+
+void sfs_peer_reclaim(struct sfs_cache *c, uint32_t pi)
+{
+	struct cache_peer *p = c->peers[pi];
+	if (!p->removed || p->vacant || p->pins || p->repairing || p->nholders)
+		return;
+	p->vacant = 1;
+	p->gen++;
+	c->free_peers[c->nfree_peers++] = pi; /* room made when added */
+}
+
+void sfs_peer_unpin(struct sfs_cache *c, uint32_t pi)
+{
+	c->peers[pi]->pins--;
+	sfs_peer_reclaim(c, pi);
+}
+
+int sfs_holder_has(const struct cache_holder *h, uint32_t obj, uint64_t idx)
+{
+	if (h->removed || obj >= h->nobjs || !h->objs[obj].npieces)
+		return 0;
+	if (!h->partial)
+		return 1;
+	const uint64_t *bits = h->has[obj];
+	return !h->expired && bits && (bits[idx / 64] >> (idx % 64) & 1);
+}
+
+int sfs_holder_coming(const struct cache_holder *h, uint32_t obj, uint64_t idx)
+{
+	if (h->removed || !h->partial || obj >= h->nobjs || h->expired)
+		return 0;
+	const uint64_t *bits = h->coming[obj];
+	return bits && (bits[idx / 64] >> (idx % 64) & 1);
+}
+
+/* Hand @ch to a disk thread to look for it (c->lock held). */
+void sfs_cache_load_later(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	ch->state = CH_DISK;
+	sfs_list_add_tail(&c->dloads, ch);
+	pthread_cond_signal(&c->disk_cond);
+}
+
+/*
+ * Write a freshly pulled @ch to the disk tier behind the readers: it
+ * stays pinned until written.  When the disk falls behind by a quarter
+ * of the cache, chunks are not stored rather than pin the cache full.
+ * Called with c->lock held.
+ */
+void sfs_cache_store_later(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	if (c->dq_stores >= c->nslots / 4 || c->stopping) {
+		c->st.disk_skipped++;
+		return;
+	}
+	ch->refs++;
+	c->dq_stores++;
+	sfs_list_add_tail(&c->dstores, ch);
+	pthread_cond_signal(&c->disk_cond);
+}
+
+void sfs_cache_dst_release(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	struct sfs_cache_dst *d = ch->dst;
+	sfs_cache_set_drop(c, ch->set);
+	free(ch);
+	if (--d->held == 0 && d->freed)
+		free(d);
+}
+
+int sfs_slab_can_grow(const struct sfs_cache *c)
+{
+	return c->grower_started && !c->grow_failed &&
+	       (c->nbare || c->next_seg < c->nsegs);
+}
+
+/* Should the grower commit more: does another step still fit under
+ * SFS_SLAB_AHEAD free bytes (or is nothing free), or does a prefetch
+ * want more ready?  c->lock held. */
+int sfs_slab_short(const struct sfs_cache *c)
+{
+	if (!sfs_slab_can_grow(c))
+		return 0;
+	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
+	uint64_t step = c->nbare ? SFS_SLAB_SEG : c->segs[c->next_seg].len;
+	return !c->nfree || c->ready_bytes < c->grow_target ||
+	       free_bytes + step <= SFS_SLAB_AHEAD;
+}
+
+/* How many free slots to give back now (a segment's worth at most):
+ * those past SFS_SLAB_AHEAD free, once more than a segment is past it,
+ * and not below what a prefetch wants ready.  c->lock held. */
+size_t sfs_slab_long(const struct sfs_cache *c)
+{
+	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
+	if (!c->give_back || !c->grower_started ||
+	    free_bytes <= SFS_SLAB_AHEAD + SFS_SLAB_SEG ||
+	    c->ready_bytes <= c->grow_target)
+		return 0;
+	uint64_t n = SFS_MIN(free_bytes - SFS_SLAB_AHEAD,
+			     c->ready_bytes - c->grow_target);
+	return (size_t)(SFS_MIN(n, (uint64_t)SFS_SLAB_SEG) >> c->chunk_shift);
+}
+
+void sfs_slab_want(struct sfs_cache *c)
+{
+	if (c->grower_started && (sfs_slab_short(c) || sfs_slab_long(c)))
+		pthread_cond_signal(&c->grow_cond);
+}

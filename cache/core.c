@@ -111,8 +111,8 @@ size_t sfs_cache_bucket(const struct sfs_cache *c, uint32_t set, uint32_t obj,
 	return (size_t)(h & (c->nbuckets - 1));
 }
 
-struct sfs_chunk *sfs_cache_lookup(struct sfs_cache *c, uint32_t set, uint32_t obj,
-				uint64_t idx)
+struct sfs_chunk *sfs_cache_lookup(struct sfs_cache *c, uint32_t set,
+				   uint32_t obj, uint64_t idx)
 {
 	struct sfs_chunk *ch = c->buckets[sfs_cache_bucket(c, set, obj, idx)];
 	while (ch && !(ch->idx == idx && ch->obj == obj && ch->set == set))

@@ -1825,3 +1825,53 @@ void *model_sweeper(void *arg)
 	pthread_mutex_unlock(&r->lock);
 	return NULL;
 }
+
+char *sfs_replica_models(struct sfs_replica *r, char *buf, size_t len)
+{
+	size_t o = 0;
+	buf[0] = '\0';
+	struct sfs_model **all;
+	size_t n = model_all(r, &all);
+	for (size_t i = 0; i < n && o < len; i++) {
+		struct sfs_model *mo = all[i];
+		int hidden = model_hidden(mo, NULL, 0);
+		int k = snprintf(buf + o, len - o, "%s%s%s", o ? ", " : "",
+				 mo->name, hidden ? " (hidden)" : "");
+		o += k > 0 ? (size_t)k : 0;
+	}
+	model_put_all(all, n);
+	return buf;
+}
+
+int sfs_replica_hidden(struct sfs_replica *r, char *why, size_t len)
+{
+	struct sfs_model **all;
+	size_t n = model_all(r, &all);
+	int hidden = 0;
+	for (size_t i = 0; i < n && !hidden; i++) {
+		char w[256];
+		if ((hidden = model_hidden(all[i], w, sizeof(w))) && why)
+			snprintf(why, len, "%s: %s", all[i]->name, w);
+	}
+	model_put_all(all, n);
+	return hidden;
+}
+
+int sfs_replica_current(struct sfs_replica *r, const char *name,
+			struct sfs_view **v, const struct sfs_manifest **m)
+{
+	struct sfs_model *mo = model_get(r, name);
+	int rc = -ENOENT;
+	if (!mo)
+		return rc;
+	pthread_mutex_lock(&mo->lock);
+	if (mo->current && !mo->hidden) {
+		*v = mo->current;
+		*m = mo->current->m;
+		mo->current->refs++;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&mo->lock);
+	model_put(mo);
+	return rc;
+}

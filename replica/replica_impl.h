@@ -1,15 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * replica_impl.h - what the files of replica/ share.  Only replica/
- * includes this.
+ * includes this; the layers above (fs/, cli/, lib/) include
+ * replica/replica.h, its entry (and pull.h, prefetch.h for those
+ * commands).
  *
- *   replica.c  open and close, reading files through the cache
- *   source.c   sources: a seed's (or re-seeder's) control port, asked
- *              what it publishes; its connection; offering what it
- *              publishes to the models
- *   model.c    models and their views: matching a source's content,
- *              adopting a new one, holders, expiry (the sweeper)
- *   status.c   .seedfs/status
+ * The files depend downward, from the top:
+ *
+ *   replica.c   open and close: starts and stops every part below
+ *   mctl.c      the mount's control socket (seedfs prefetch) -> prefetch.c
+ *   status.c, metrics.c   what the mount says of itself
+ *   prefetch.c, pull.c, reseed.c   warming, copying out, serving others
+ *   fleet.c     the registry's records: sources added and dropped
+ *   source.c    sources: a seed's (or re-seeder's) control port, asked
+ *               what it publishes; its connection; offering what it
+ *               publishes to the models
+ *   model.c     models and their views: matching a source's content,
+ *               adopting a new one, holders, expiry (the sweeper)
+ *   read.c      reading files through the cache; the replica's parts
+ *               (tree, lock, cache, views) as the files above see them
+ *   tree.c, tview.c, readahead.c, parse.h   no replica: the tree of
+ *               files, the tensor view, read-ahead, parsing
+ *
+ * One circle is left, on purpose: model.c, source.c and fleet.c are
+ * three sides of one relation, which source publishes which model.  A
+ * source's answer adopts, prunes and retires models (source -> model);
+ * a model asks which sources still publish it before it goes (model ->
+ * source); the registry adds and drops sources (fleet -> source) and a
+ * model the registry still lists is kept (source -> fleet).  Split by
+ * callbacks, the same calls would be there, hidden.
  *
  * Locks, outermost first: a model's adopt_lock (one offer at a time),
  * the tree lock (an adoption rewrites the tree; a reader holds it while
@@ -277,6 +296,8 @@ struct sfs_replica {
 	struct sfs_mctl *ctl;
 	/* --reseed, or NULL: set after the pollers start (they read it) */
 	struct sfs_reseed *_Atomic reseed;
+	_Atomic uint64_t reseed_instance; /* its run (0: none): sources see
+					     it without calling reseed.c */
 	atomic_int warming;		/* prefetches of a whole view running */
 	struct sfs_ctlsrv *metrics_srv; /* --metrics-listen, or NULL */
 	char metrics_addr[300];

@@ -22,7 +22,7 @@
 #include "control/control.h"
 #include "control/sign.h"
 #include "metadata/jsonlim.h"
-#include "replica/reseed.h"
+#include "replica/tree.h"
 #include "transports/transport.h"
 
 #include <errno.h>
@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MODELS_MAX_BYTES (4u << 20) /* a /v1/models answer */
 
@@ -809,7 +810,7 @@ static void discover(struct rsrc *s)
 	 * for this run): replicas spread over them.  A re-seeder says
 	 * which run it is: the seed may give it its place in the fleet's
 	 * lanes instead, and exactly the peers that go with it. */
-	uint64_t me = sfs_reseed_instance(atomic_load(&r->reseed));
+	uint64_t me = atomic_load(&r->reseed_instance);
 	int n = snprintf(path, sizeof(path), "/v1/sources?for=%016" PRIx64,
 			 r->instance);
 	if (me)
@@ -1181,9 +1182,8 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 	atomic_store(&s->quiet, 0);
 	s->silent_since = 0;
 	uint64_t old = s->instance;
-	struct sfs_reseed *own = atomic_load(&r->reseed);
-	if (s->reseeder && own && a.instance &&
-	    a.instance == sfs_reseed_instance(own)) {
+	uint64_t own = atomic_load(&r->reseed_instance);
+	if (s->reseeder && own && a.instance == own) {
 		/* This replica itself, as a seed listed it: not a source. */
 		s->self = 1;
 		pthread_mutex_unlock(&s->lock);
@@ -1655,4 +1655,75 @@ int rsrc_reg_fresh(struct rsrc *s, const char *name)
 		    k->content == k->reg_content && k->offered == k->generation;
 	pthread_mutex_unlock(&s->lock);
 	return fresh;
+}
+
+/* The name of the model @ino is in (a directory under the root), into
+ * @name; 0 when @ino is the root or not in a model. */
+static int model_of_ino(struct sfs_replica *r, uint64_t ino, char *name,
+			size_t len)
+{
+	int found = 0;
+	pthread_rwlock_rdlock(&r->tree_lock);
+	for (int depth = 0; ino != SFS_ROOT_INO && depth < 4096; depth++) {
+		const struct sfs_node *n = sfs_tree_get(r->tree, ino);
+		if (!n)
+			break;
+		if (n->parent == SFS_ROOT_INO) {
+			found = strcmp(n->name, SFS_MF_RESERVED) != 0;
+			if (found)
+				snprintf(name, len, "%s", n->name);
+			break;
+		}
+		ino = n->parent;
+	}
+	pthread_rwlock_unlock(&r->tree_lock);
+	return found;
+}
+
+static void revalidate(struct sfs_replica *r, uint64_t ino, unsigned int ask_ms,
+		       uint64_t fresh_ms)
+{
+	char name[SFS_MF_NAME_MAX + 1];
+	int watched = fleet_healthy(r);
+	if (model_of_ino(r, ino, name, sizeof(name))) {
+		struct rsrc *s = rsrc_leader(r, name);
+		/* The registry's watch tells what is new: no question while
+		 * the leader's record says what it last answered. */
+		if (s && !(watched && rsrc_reg_fresh(s, name)))
+			rsrc_revalidate(s, ask_ms, fresh_ms);
+		rsrc_put(s);
+		return;
+	}
+	/* The root: every seed (a model may come, or one hidden may match
+	 * again); with the watch running, only those it does not follow. */
+	struct rsrc **all;
+	size_t n = rsrc_all(r, &all);
+	for (size_t i = 0; i < n; i++)
+		if (!all[i]->reseeder && !(watched && all[i]->registered))
+			rsrc_revalidate(all[i], ask_ms, fresh_ms);
+	rsrc_put_all(all, n);
+}
+
+void sfs_replica_revalidate(struct sfs_replica *r, uint64_t ino)
+{
+	revalidate(r, ino, RSRC_ASK_MS, 0);
+}
+
+void sfs_replica_revalidate_missing(struct sfs_replica *r, uint64_t ino)
+{
+	revalidate(r, ino, RSRC_LOOKUP_MS, RSRC_FRESH_MS);
+}
+
+int sfs_replica_wait_listed(struct sfs_replica *r, unsigned int ms)
+{
+	char addr[300];
+	uint64_t until = sfs_now_ms() + ms;
+	if (!atomic_load(&r->reseed_instance))
+		return -ENOENT;
+	while (rsrc_self_addr(r, addr, sizeof(addr))) {
+		if (sfs_now_ms() >= until)
+			return -ETIMEDOUT;
+		usleep(20000);
+	}
+	return 0;
 }

@@ -198,13 +198,17 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
  * what must be quick is done (a mount being ready).  Returns 0 or
  * -errno (logged; the cache stays small).
  *
- * sfs_cache_want_ready - keep at least @bytes ready (in the background,
- * capped by the cache's size) until called again: for a prefetch about
- * to fill them, which waits (bounded) for sfs_cache_stats' ready, and
- * says 0 when it ends.  Thread safe.
+ * sfs_cache_want_begin, sfs_cache_want_ready, sfs_cache_want_end - a
+ * prefetch about to fill the cache begins, asks for at least @bytes
+ * ready (grown in the background, capped by the cache's size; it waits,
+ * bounded, for sfs_cache_stats' ready), and ends.  What is asked holds
+ * (the largest ask) until the last prefetch that began has ended; the
+ * cache does not give back below it meanwhile.  Thread safe.
  */
 int sfs_cache_grow(struct sfs_cache *c);
+void sfs_cache_want_begin(struct sfs_cache *c);
 void sfs_cache_want_ready(struct sfs_cache *c, uint64_t bytes);
+void sfs_cache_want_end(struct sfs_cache *c);
 
 /*
  * sfs_cache_stop - stop posting: queued pulls fail with -ESHUTDOWN, the

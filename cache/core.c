@@ -145,6 +145,11 @@ void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
 		sfs_list_add_tail(&c->lru, ch);
 	} else {
 		sfs_cache_unhash(c, ch);
+		/* Listed: a replica may still read it while the keep
+		 * lasts; its bytes stay until the slot is reused. */
+		ch->freed_keep_ms = ch->listed && ch->state == CH_READY
+					    ? c->sets[ch->set]->keep_until_ms
+					    : 0;
 		ch->state = CH_FREE;
 		ch->orphan = 0;
 		ch->listed = 0;
@@ -250,8 +255,9 @@ void sfs_cache_dst_release(struct sfs_cache *c, struct sfs_chunk *ch)
 
 int sfs_slab_can_grow(const struct sfs_cache *c)
 {
-	return c->grower_started && !c->grow_failed &&
-	       (c->nbare || c->next_seg < c->nsegs);
+	return c->grower_started &&
+	       (c->nbare || c->committing ||
+		(!c->grow_failed && c->next_seg < c->nsegs));
 }
 
 /* Should the grower commit more: does another step still fit under
@@ -259,7 +265,8 @@ int sfs_slab_can_grow(const struct sfs_cache *c)
  * want more ready?  c->lock held. */
 int sfs_slab_short(const struct sfs_cache *c)
 {
-	if (!sfs_slab_can_grow(c))
+	if (!c->grower_started ||
+	    !(c->nbare || (!c->grow_failed && c->next_seg < c->nsegs)))
 		return 0;
 	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
 	uint64_t step = c->nbare ? SFS_SLAB_SEG : c->segs[c->next_seg].len;
@@ -267,19 +274,26 @@ int sfs_slab_short(const struct sfs_cache *c)
 	       free_bytes + step <= SFS_SLAB_AHEAD;
 }
 
-/* How many free slots to give back now (a segment's worth at most):
- * those past SFS_SLAB_AHEAD free, once more than a segment is past it,
- * and not below what a prefetch wants ready.  c->lock held. */
-size_t sfs_slab_long(const struct sfs_cache *c)
+/* How many bytes of free slots to give back now (a step at most): once
+ * more than a step is free past SFS_SLAB_AHEAD, those past it, down to
+ * SFS_SLAB_AHEAD (c->shrinking meanwhile), and not below what a
+ * prefetch wants ready.  A step is a segment, or a chunk when chunks
+ * are larger.  c->lock held. */
+uint64_t sfs_slab_long(struct sfs_cache *c)
 {
+	uint64_t step =
+		SFS_MAX((uint64_t)SFS_SLAB_SEG, (uint64_t)c->chunk_size);
 	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
-	if (!c->give_back || !c->grower_started ||
-	    free_bytes <= SFS_SLAB_AHEAD + SFS_SLAB_SEG ||
+	if (free_bytes > SFS_SLAB_AHEAD + step)
+		c->shrinking = 1;
+	else if (free_bytes <= SFS_SLAB_AHEAD)
+		c->shrinking = 0;
+	if (!c->give_back || !c->grower_started || !c->shrinking ||
 	    c->ready_bytes <= c->grow_target)
 		return 0;
 	uint64_t n = SFS_MIN(free_bytes - SFS_SLAB_AHEAD,
 			     c->ready_bytes - c->grow_target);
-	return (size_t)(SFS_MIN(n, (uint64_t)SFS_SLAB_SEG) >> c->chunk_shift);
+	return SFS_MIN(n, step);
 }
 
 void sfs_slab_want(struct sfs_cache *c)

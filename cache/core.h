@@ -92,6 +92,11 @@ struct sfs_chunk {
 		       transport's callback */
 	int listed; /* READY: named in an export of its set: not evicted
 		       while the set's keep lasts (keep_until_ms) */
+	uint64_t freed_keep_ms; /* FREE: freed while listed, another replica
+				   may read it until then: not given back
+				   before (slab.c) */
+	int bare; /* FREE, given back (on c->bare, or being given back or
+		     committed again by the grower) */
 	/* A direct read (direct.c): the bytes go to a caller's memory, not
 	 * a slot; never hashed, on the LRU or stored.  @start is its first
 	 * byte in the object (a slot's is idx << chunk_shift), @abandoned
@@ -341,7 +346,12 @@ struct sfs_cache {
 	pthread_cond_t grow_cond;
 	pthread_t grower;
 	int grower_started; /* protected by lock */
-	int grow_failed;    /* protected by lock: it grows no more */
+	int grow_failed;    /* protected by lock: no new segment comes */
+	size_t committing;  /* protected by lock: slots the grower is
+			       bringing, the lock dropped */
+	size_t wanting;	    /* protected by lock: prefetches that asked */
+	int shrinking;	    /* protected by lock: giving back down to
+			       SFS_SLAB_AHEAD free */
 
 	/* The worker: posts what completions made room for, finds stalled
 	 * peers, reconnects. */
@@ -444,13 +454,14 @@ static inline void sfs_cache_touch(struct sfs_cache *c,
 }
 /* When the slab should grow (a step still fits under SFS_SLAB_AHEAD
  * free, or nothing is free, or a prefetch wants more ready), how many
- * slots it should give back now, whether it can grow at all (more
+ * bytes of free slots it should give back now, whether it can grow at all (more
  * slots may come: taking a chunk another replica may be reading can
  * wait for them), and the grower woken when one of those holds. */
 #define SFS_SLAB_SEG (8u << 20)	     /* a segment: faulted in, registered */
 #define SFS_SLAB_AHEAD (64ull << 20) /* free ready bytes, at most */
+#define SFS_SLAB_GROUP (2u << 20)    /* given back whole: one huge page */
 int sfs_slab_short(const struct sfs_cache *c);
-size_t sfs_slab_long(const struct sfs_cache *c);
+uint64_t sfs_slab_long(struct sfs_cache *c); /* bytes */
 int sfs_slab_can_grow(const struct sfs_cache *c);
 void sfs_slab_want(struct sfs_cache *c);
 

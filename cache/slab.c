@@ -158,17 +158,36 @@ int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen)
 	return 0;
 }
 
+void sfs_cache_want_begin(struct sfs_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->wanting++;
+	pthread_mutex_unlock(&c->lock);
+}
+
 void sfs_cache_want_ready(struct sfs_cache *c, uint64_t bytes)
 {
 	pthread_mutex_lock(&c->lock);
-	c->grow_target = bytes;
+	if (bytes > c->grow_target)
+		c->grow_target = bytes;
 	sfs_slab_want(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sfs_cache_want_end(struct sfs_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->wanting && --c->wanting == 0) {
+		c->grow_target = 0; /* the last one: nothing asks any more */
+		sfs_slab_want(c);
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 
 /* Commit a segment's worth of given-back slots again, and put them on
  * the free list.  Called with c->lock held; drops it meanwhile (the
- * slots are on no list: nobody else sees them). */
+ * slots are on no list: nobody else sees them; c->committing says
+ * they are coming). */
 static void recommit(struct sfs_cache *c)
 {
 	struct list got = {0};
@@ -180,35 +199,83 @@ static void recommit(struct sfs_cache *c)
 		sfs_list_add_tail(&got, ch);
 		n++;
 	}
+	c->committing += n;
 	pthread_mutex_unlock(&c->lock);
 	for (ch = got.head; ch; ch = ch->next)
 		populate(ch->data, c->chunk_size);
 	pthread_mutex_lock(&c->lock);
 	while ((ch = got.head)) {
 		sfs_list_del(&got, ch);
+		ch->bare = 0;
 		sfs_list_add_tail(&c->free, ch);
 		c->nfree++;
 	}
+	c->committing -= n;
 	c->ready_bytes += (uint64_t)n << c->chunk_shift;
 	pthread_cond_broadcast(&c->cond);
 }
 
-/* Give @n free slots back to the kernel (MADV_DONTNEED: their pages go;
- * the registration stays, the transport does not pin them) and keep
- * them on the bare list.  c->lock held; dropped meanwhile. */
-static void give_back(struct sfs_cache *c, size_t n)
+/* Are the @k slots from @g all free, committed, and past any keep (a
+ * replica that was told of one may no longer read it)?  c->lock held. */
+static int group_free(const struct sfs_cache *c, size_t g, size_t k,
+		      uint64_t now)
 {
+	if (g + k > c->nslots)
+		return 0;
+	for (size_t i = g; i < g + k; i++) {
+		const struct sfs_chunk *m = &c->slots[i];
+		/* FREE, registered and not bare: on the free list (a slot
+		 * taken leaves FREE before the lock is dropped). */
+		if (m->state != CH_FREE || m->bare || !m->mr ||
+		    m->freed_keep_ms > now)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Give about @bytes of free slots back to the kernel (MADV_DONTNEED:
+ * their pages go; the registration stays, the transport does not pin
+ * them) and keep them on the bare list.  Only whole huge pages
+ * (SFS_SLAB_GROUP; a chunk when chunks are larger) whose slots are all
+ * free go: half of one given back would split it and free nothing
+ * until the kernel's deferred split.  Returns the bytes given back (0:
+ * none could go now).  c->lock held; dropped meanwhile.
+ */
+static uint64_t give_back(struct sfs_cache *c, uint64_t bytes)
+{
+	size_t k =
+		SFS_MAX((size_t)1, (size_t)(SFS_SLAB_GROUP >> c->chunk_shift));
+	uint64_t now = sfs_now_ms(), took = 0;
 	struct list got = {0};
 	struct sfs_chunk *ch;
-	for (size_t i = 0; i < n && (ch = c->free.head); i++) {
-		sfs_list_del(&c->free, ch);
-		c->nfree--;
-		sfs_list_add_tail(&got, ch);
-		c->ready_bytes -= c->chunk_size;
+	int more = 1;
+	while (more && took < bytes) {
+		more = 0;
+		for (ch = c->free.head; ch; ch = ch->next) {
+			size_t g = (size_t)(ch - c->slots) & ~(k - 1);
+			if (!group_free(c, g, k, now))
+				continue;
+			for (size_t i = g; i < g + k; i++) {
+				struct sfs_chunk *m = &c->slots[i];
+				sfs_list_del(&c->free, m);
+				c->nfree--;
+				m->bare = 1;
+				sfs_list_add_tail(&got, m);
+			}
+			c->ready_bytes -= (uint64_t)k << c->chunk_shift;
+			took += (uint64_t)k << c->chunk_shift;
+			more = 1; /* the list changed: from its head again */
+			break;
+		}
 	}
+	if (!took)
+		return 0;
 	pthread_mutex_unlock(&c->lock);
+	/* The group's slots are in order on @got, k at a time. */
 	for (ch = got.head; ch; ch = ch->next)
-		if (madvise(ch->data, c->chunk_size, MADV_DONTNEED))
+		if ((size_t)(ch - c->slots) % k == 0 &&
+		    madvise(ch->data, k << c->chunk_shift, MADV_DONTNEED))
 			SFS_LOG(SFS_DEBUG, "cache", "madvise(DONTNEED): %s",
 				strerror(errno));
 	pthread_mutex_lock(&c->lock);
@@ -217,12 +284,13 @@ static void give_back(struct sfs_cache *c, size_t n)
 		sfs_list_add_tail(&c->bare, ch);
 		c->nbare++;
 	}
+	return took;
 }
 
 static void *grower(void *arg)
 {
 	struct sfs_cache *c = arg;
-	size_t n;
+	uint64_t want;
 
 	/* Behind the readers: zeroing pages is not urgent. */
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
@@ -233,8 +301,14 @@ static void *grower(void *arg)
 			pthread_cond_wait(&c->grow_cond, &c->lock);
 		if (c->stopping)
 			break;
-		if ((n = sfs_slab_long(c))) {
-			give_back(c, n);
+		if ((want = sfs_slab_long(c))) {
+			/* None could go (a keep lasts, or chunks in use share
+			 * the huge pages): again in a second at most. */
+			if (!give_back(c, want)) {
+				struct timespec ts = sfs_abstime(1000);
+				pthread_cond_timedwait(&c->grow_cond, &c->lock,
+						       &ts);
+			}
 			continue;
 		}
 		if (c->nbare) {
@@ -242,10 +316,14 @@ static void *grower(void *arg)
 			continue;
 		}
 		size_t k = c->next_seg++;
+		c->committing++;
 		pthread_mutex_unlock(&c->lock);
 		uint64_t t0 = sfs_now_ms();
 		int rc = seg_prepare(c, k);
+		if (rc) /* its pages are of no use: none of its slots is */
+			madvise(c->segs[k].base, c->segs[k].len, MADV_DONTNEED);
 		pthread_mutex_lock(&c->lock);
+		c->committing--;
 		if (rc) {
 			SFS_LOG(SFS_WARN, "cache",
 				"cannot register more of the cache (%s): it "

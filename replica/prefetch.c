@@ -232,7 +232,7 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 {
 	struct warm w = {.r = r, .cb = cb};
 	struct sfs_cache_stats st;
-	int rc = 0;
+	int rc = 0, wanting = 0;
 
 	/* Like an open: the seed's current generation. */
 	sfs_replica_revalidate(r, SFS_ROOT_INO);
@@ -250,6 +250,8 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 	if (rc)
 		goto out;
 
+	sfs_cache_want_begin(sfs_replica_cache(r));
+	wanting = 1;
 	sfs_cache_stats(sfs_replica_cache(r), &st);
 	w.chunk = st.chunk_size;
 	w.window = SFS_MIN(WINDOW_MAX, st.size / 4);
@@ -308,9 +310,10 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 		}
 	}
 	whole(&w, -1);
-	sfs_cache_want_ready(sfs_replica_cache(r), 0); /* done with room */
 	rc = rc > 0 ? 0 : rc;
 out:
+	if (wanting)
+		sfs_cache_want_end(sfs_replica_cache(r));
 	for (size_t i = 0; i < w.n; i++) {
 		sfs_replica_unref(r, w.items[i].view);
 		free(w.items[i].path);

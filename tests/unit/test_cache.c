@@ -1575,6 +1575,73 @@ START_TEST(segments_grow_as_it_fills)
 }
 END_TEST
 
+/* Two prefetches ask for room at once: the larger ask holds until the
+ * last of them ends (one's smaller ask, or its end, does not cut the
+ * other's); then the room nobody uses goes back to the kernel, in whole
+ * huge pages, down to 64 MiB free. */
+START_TEST(asks_hold_until_the_last_prefetch_ends)
+{
+	const uint64_t MIB = 1ull << 20;
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = 256 * MIB,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 5000};
+	struct sfs_cache_stats st;
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(sfs_cache_grow(c), 0);
+	sfs_cache_want_begin(c);
+	sfs_cache_want_begin(c);
+	sfs_cache_want_ready(c, 200 * MIB);
+	sfs_cache_want_ready(c, 40 * MIB); /* the other, smaller */
+	uint64_t t0 = sfs_now_ms();
+	do {
+		sfs_cache_stats(c, &st);
+		ck_assert_msg(sfs_now_ms() - t0 < 20000,
+			      "%" PRIu64 " MiB ready 20 s after 200 were asked",
+			      st.ready >> 20);
+		usleep(1000);
+	} while (st.ready < 200 * MIB);
+	sfs_cache_want_end(c); /* one ends: the other's ask holds */
+	usleep(300 * 1000);
+	sfs_cache_stats(c, &st);
+	ck_assert_msg(st.ready >= 200 * MIB,
+		      "%" PRIu64 " MiB ready after one of two prefetches ended",
+		      st.ready >> 20);
+	sfs_cache_want_end(c); /* the last: free room past 64 MiB goes */
+	t0 = sfs_now_ms();
+	do {
+		sfs_cache_stats(c, &st);
+		ck_assert_msg(sfs_now_ms() - t0 < 5000,
+			      "%" PRIu64 " MiB ready, unused, 5 s after the "
+			      "last prefetch ended",
+			      st.ready >> 20);
+		usleep(1000);
+	} while (st.ready > 64 * MIB);
+	ck_assert_msg(st.ready % (2 * MIB) == 0,
+		      "%" PRIu64 " bytes ready: not whole huge pages",
+		      st.ready);
+	uint64_t ms = sfs_now_ms() - t0, shrunk = st.ready;
+	/* And it comes back when asked again (given-back slots first). */
+	sfs_cache_want_begin(c);
+	sfs_cache_want_ready(c, 128 * MIB);
+	t0 = sfs_now_ms();
+	do {
+		sfs_cache_stats(c, &st);
+		ck_assert_msg(sfs_now_ms() - t0 < 20000, "not grown again");
+		usleep(1000);
+	} while (st.ready < 128 * MIB);
+	sfs_cache_want_end(c);
+	printf("asks_hold_until_the_last_prefetch_ends: 200 MiB held for the "
+	       "second prefetch, given back to %" PRIu64 " MiB in %" PRIu64
+	       " ms after the last, 128 MiB again when asked\n",
+	       shrunk >> 20, ms);
+	sfs_cache_free(c);
+}
+END_TEST
+
 /* What a set's release callback saw: when it ran (read by the test's
  * thread while the callback may run on the transport's: atomic), and
  * the checksums it freed. */
@@ -1926,6 +1993,7 @@ int main(void)
 	tcase_add_test(t, eviction_within_bound);
 	tcase_add_test(t, lru_order);
 	tcase_add_test(t, segments_grow_as_it_fills);
+	tcase_add_test(t, asks_hold_until_the_last_prefetch_ends);
 	tcase_add_test(t, checksums_verified_and_mismatch_refused);
 	tcase_add_test(t, read_after_quiesce_refused);
 	tcase_add_test(t, lost_pull_recovered);

@@ -331,8 +331,8 @@ static void *grower(void *arg)
 				strerror(-rc),
 				(size_t)(c->segs[k].base - c->slab),
 				c->slab_len);
-			c->grow_failed =
-				1; /* a reader waiting for it goes on */
+			/* A reader waiting for it goes on. */
+			c->grow_failed = 1;
 			pthread_cond_broadcast(&c->cond);
 			continue;
 		}

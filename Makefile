@@ -12,6 +12,8 @@
 #   make bench-fanout  one seed, 8 replicas in network namespaces on
 #                 shaped links: seed only, re-seeding, the limit, a killed
 #                 seed (FANOUT_N, FANOUT_SIZE, FANOUT_RATE)
+#   make profile  where the mount daemon's CPU goes on a cold read
+#                 (perf; PROFILE_SIZE, PROFILE_PROTOCOL)
 #   make chaos    a seed and 7 re-seeding replicas in network namespaces
 #                 reading in a loop while faults are injected (kills,
 #                 SIGSTOP, link cuts, republishes, remounts) for CHAOS_S
@@ -34,7 +36,7 @@ TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all deps test test-full test-fast test-rdma demo bench bench-fanout chaos sim fuzz format check-format clean deb
+.PHONY: all deps test test-full test-fast test-rdma demo bench bench-fanout profile chaos sim fuzz format check-format clean deb
 FUZZ_ITERS ?= 1000000
 RDMA_PROTOCOLS ?= rdma rdma-fabric
 
@@ -101,6 +103,10 @@ bench-fanout: all
 	@packaging/deps.sh
 	@packaging/deps.sh --bench
 	@bench/fanout.sh $(BUILD)
+
+profile: all
+	@packaging/deps.sh --bench
+	@bench/profile.sh $(BUILD)
 
 chaos: all
 	@packaging/deps.sh

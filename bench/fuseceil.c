@@ -68,7 +68,8 @@ static char *slab_like(size_t len)
 			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	uint8_t *a = (uint8_t *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+	uint8_t *a =
+		(uint8_t *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
 	madvise(a, len ? len : 1, MADV_HUGEPAGE);
 	return (char *)a;
 }

@@ -28,6 +28,8 @@ static struct cache_set *set_of(struct sfs_cache *c, uint32_t set)
 
 /* A free slot, else the least recently used unpinned chunk, or NULL.
  * Called with c->lock held. */
+#define TAKE_LOOK 64 /* LRU chunks looked at for one already read */
+
 static struct sfs_chunk *take_slot(struct sfs_cache *c)
 {
 	struct sfs_chunk *ch = c->free.head;
@@ -46,10 +48,22 @@ static struct sfs_chunk *take_slot(struct sfs_cache *c)
 	 * else is left (the peer's checksum refuses what it then reads). */
 	uint64_t now = sfs_now_ms();
 	int grows = sfs_slab_can_grow(c);
-	for (ch = c->lru.head; ch && ch->listed &&
-			       (grows || c->sets[ch->set]->keep_until_ms > now);
-	     ch = ch->next)
-		;
+	struct sfs_chunk *first = NULL, *read = NULL;
+	size_t looked = 0;
+	/* And, of those, one a reader took already rather than a read-ahead
+	 * nobody has read yet, among the oldest TAKE_LOOK. */
+	for (ch = c->lru.head; ch && !read && looked < TAKE_LOOK;
+	     ch = ch->next) {
+		if (ch->listed &&
+		    (grows || c->sets[ch->set]->keep_until_ms > now))
+			continue;
+		looked++;
+		if (!first)
+			first = ch;
+		if (ch->consumed)
+			read = ch;
+	}
+	ch = read ? read : first;
 	if (!ch && !grows && (ch = c->lru.head))
 		c->st.export_evictions++;
 	if (ch) {
@@ -89,6 +103,7 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	c->x = cfg->xport;
 	c->chunk_size = cfg->chunk_size;
 	c->chunk_shift = (unsigned int)__builtin_ctz(cfg->chunk_size);
+	c->hold_all = cfg->hold_all;
 	c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	c->verify = !cfg->no_verify;
 	c->test_verify_delay_ms = cfg->test_verify_delay_ms;
@@ -875,6 +890,7 @@ static void pin(struct sfs_cache *c, struct sfs_chunk *ch)
 	if (ch->refs == 0 && ch->state == CH_READY)
 		sfs_list_del(&c->lru, ch);
 	ch->refs++;
+	ch->consumed = 1;
 	sfs_peer_promote(c, ch);
 }
 
@@ -937,6 +953,7 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	ch->mismatches = 0;
 	ch->avoid = SFS_NONE;
 	ch->listed = 0;
+	ch->consumed = pinned;
 	ch->err = 0;
 	ch->refs = pinned ? 1 : 0;
 	ch->demand = demand;

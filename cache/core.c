@@ -78,6 +78,7 @@ void sfs_list_del(struct list *l, struct sfs_chunk *ch)
 	else
 		l->tail = ch->prev;
 	ch->prev = ch->next = NULL;
+	l->n--;
 }
 
 void sfs_list_add_tail(struct list *l, struct sfs_chunk *ch)
@@ -89,6 +90,7 @@ void sfs_list_add_tail(struct list *l, struct sfs_chunk *ch)
 	else
 		l->head = ch;
 	l->tail = ch;
+	l->n++;
 }
 
 void sfs_list_add_head(struct list *l, struct sfs_chunk *ch)
@@ -100,6 +102,7 @@ void sfs_list_add_head(struct list *l, struct sfs_chunk *ch)
 	else
 		l->tail = ch;
 	l->head = ch;
+	l->n++;
 }
 
 size_t sfs_cache_bucket(const struct sfs_cache *c, uint32_t set, uint32_t obj,
@@ -260,18 +263,25 @@ int sfs_slab_can_grow(const struct sfs_cache *c)
 		(!c->grow_failed && c->next_seg < c->nsegs));
 }
 
-/* Should the grower commit more: does another step still fit under
- * SFS_SLAB_AHEAD free bytes (or is nothing free), or does a prefetch
- * want more ready?  c->lock held. */
+/* Should the grower commit more?  When a prefetch wants more ready, or
+ * nothing is spare, or another step still fits under SFS_SLAB_AHEAD free
+ * slots, and, in a cache that does not hold all it pulls (hold_all: a
+ * re-seeder's), also under SFS_SLAB_SPARE of free slots and chunks on
+ * the LRU, which a pull may reuse (cache.c's take_slot): a model read
+ * once then commits about that much, not its size, and the page cache
+ * holds what the readers read.  c->lock held. */
 int sfs_slab_short(const struct sfs_cache *c)
 {
 	if (!c->grower_started ||
 	    !(c->nbare || (!c->grow_failed && c->next_seg < c->nsegs)))
 		return 0;
 	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
+	uint64_t lru = c->hold_all ? 0 : (uint64_t)c->lru.n * c->chunk_size;
 	uint64_t step = c->nbare ? SFS_SLAB_SEG : c->segs[c->next_seg].len;
-	return !c->nfree || c->ready_bytes < c->grow_target ||
-	       free_bytes + step <= SFS_SLAB_AHEAD;
+	if (c->ready_bytes < c->grow_target || !(free_bytes + lru))
+		return 1;
+	return free_bytes + step <= SFS_SLAB_AHEAD &&
+	       free_bytes + lru + step <= SFS_SLAB_SPARE;
 }
 
 /* How many bytes of free slots to give back now (a step at most): once

@@ -95,8 +95,10 @@ struct sfs_chunk {
 	uint64_t freed_keep_ms; /* FREE: freed while listed, another replica
 				   may read it until then: not given back
 				   before (slab.c) */
-	int bare; /* FREE, given back (on c->bare, or being given back or
+	int bare;     /* FREE, given back (on c->bare, or being given back or
 		     committed again by the grower) */
+	int consumed; /* READY: a reader took it since it was pulled (a
+			 slot whose reuse loses nobody a read-ahead) */
 	/* A direct read (direct.c): the bytes go to a caller's memory, not
 	 * a slot; never hashed, on the LRU or stored.  @start is its first
 	 * byte in the object (a slot's is idx << chunk_shift), @abandoned
@@ -116,6 +118,7 @@ struct sfs_chunk {
 
 struct list {
 	struct sfs_chunk *head, *tail;
+	size_t n; /* chunks on it */
 };
 
 /* One content.  Protected by c->lock but for what never changes.  It
@@ -341,6 +344,7 @@ struct sfs_cache {
 	size_t nbare;	  /* protected by lock */
 	int give_back;	  /* the transport does not pin memory: free slots
 			     past SFS_SLAB_AHEAD are given back */
+	int hold_all;	  /* cfg.hold_all: grow rather than reuse a chunk */
 	uint64_t
 		grow_target; /* ready wanted by a prefetch; protected by lock */
 	pthread_cond_t grow_cond;
@@ -457,9 +461,10 @@ static inline void sfs_cache_touch(struct sfs_cache *c,
  * bytes of free slots it should give back now, whether it can grow at all (more
  * slots may come: taking a chunk another replica may be reading can
  * wait for them), and the grower woken when one of those holds. */
-#define SFS_SLAB_SEG (8u << 20)	     /* a segment: faulted in, registered */
-#define SFS_SLAB_AHEAD (64ull << 20) /* free ready bytes, at most */
-#define SFS_SLAB_GROUP (2u << 20)    /* given back whole: one huge page */
+#define SFS_SLAB_SEG (8u << 20)	      /* a segment: faulted in, registered */
+#define SFS_SLAB_AHEAD (64ull << 20)  /* free ready bytes, at most */
+#define SFS_SLAB_GROUP (2u << 20)     /* given back whole: one huge page */
+#define SFS_SLAB_SPARE (128ull << 20) /* free + reusable, not holding all */
 int sfs_slab_short(const struct sfs_cache *c);
 uint64_t sfs_slab_long(struct sfs_cache *c); /* bytes */
 int sfs_slab_can_grow(const struct sfs_cache *c);

@@ -10,7 +10,8 @@
 #                 default /opt/seedfs/pyenv)
 #   --build-only  what building and running seedfs need
 #   --bench       what make bench needs besides: sshfs and a private sshd
-#                 on loopback to compare with, gnuplot for the plot
+#                 on loopback to compare with, gnuplot for the plot, perf
+#                 for make profile
 set -euo pipefail
 
 pkgs=(
@@ -26,7 +27,7 @@ pkgs=(
 )
 case "${1:-}" in
 --build-only) ;;
---bench) pkgs+=(sshfs openssh-server openssh-client gnuplot-nox) ;;
+--bench) pkgs+=(sshfs openssh-server openssh-client gnuplot-nox linux-perf) ;;
 *) pkgs+=(attr rsync python3 python3-numpy python3-torch python3-venv
 	python3-requests python3-typing-extensions etcd-server etcd-client
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2

@@ -9,11 +9,15 @@
  * segment is faulted in before its chunks are used; providers that pin
  * memory (verbs) do it when registering anyway.
  *
- * The cache grows as it fills: only its first 32 MiB are made ready
+ * The cache grows as it needs: only its first 32 MiB are made ready
  * before the cache is returned, and a background thread (the grower)
  * faults in and registers segments of 8 MiB while another one still
  * fits under SFS_SLAB_AHEAD (64 MiB) of free ready slots, so that the
- * memory committed is what is held plus at most 64 MiB.  (Faulting a
+ * memory committed is what is held plus at most 64 MiB; and, unless
+ * the cache holds all it pulls (a re-seeder's, or room a prefetch asked
+ * for), only while free slots and chunks a pull may reuse (the LRU)
+ * stay under SFS_SLAB_SPARE (128 MiB): a model read once commits about
+ * that, not its size (core.c's sfs_slab_short).  (Faulting a
  * whole 1.5 GiB cache at mount took 4-6 s of CPU here, for memory that
  * a small model never used.)  A reader does not wait for it: with no
  * free slot it takes the least recently used chunk, as in a full

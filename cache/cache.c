@@ -26,48 +26,50 @@ static struct cache_set *set_of(struct sfs_cache *c, uint32_t set)
 	return set < c->nsets ? c->sets[set] : NULL;
 }
 
-/* A free slot, else the least recently used unpinned chunk, or NULL.
- * Called with c->lock held. */
-#define TAKE_LOOK 64 /* LRU chunks looked at for one already read */
+/* The oldest chunk of @l that no other replica may be reading now: not
+ * one listed in an export (sfs_cache_export, sfs_cache_keep) while its
+ * keep lasts, or at all while the slab can still grow (@grows: the
+ * caller waits for the grower's slots instead).  c->lock held. */
+static struct sfs_chunk *oldest(struct sfs_cache *c, struct list *l, int grows,
+				uint64_t now)
+{
+	struct sfs_chunk *ch = l->head;
+	while (ch && ch->listed &&
+	       (grows || c->sets[ch->set]->keep_until_ms > now))
+		ch = ch->next;
+	return ch;
+}
 
-static struct sfs_chunk *take_slot(struct sfs_cache *c)
+/*
+ * A free slot, else the least recently used chunk that a reader has
+ * read (c->lru), else, for a reader (@pinned), one nobody has read yet
+ * (c->unread: a read-ahead); a read-ahead does not evict another.
+ * Listed chunks as oldest() says; a full slab takes one whose keep
+ * lasts if nothing else is left (the peer's checksum refuses what it
+ * then reads).  NULL: none now.  Called with c->lock held.
+ */
+static struct sfs_chunk *take_slot(struct sfs_cache *c, int pinned)
 {
 	struct sfs_chunk *ch = c->free.head;
 	if (ch) {
 		sfs_list_del(&c->free, ch);
 		c->nfree--;
-		sfs_slab_want(c); /* the cache grows as it fills */
+		sfs_slab_want(c); /* the cache grows as it needs */
 		return ch;
 	}
 	sfs_slab_want(c);
-	/* The least recently used, but not one another replica may be
-	 * reading now: one listed in an export (sfs_cache_export,
-	 * sfs_cache_keep) while its keep lasts, or at all while the slab
-	 * can still grow (the caller waits for the grower's slots
-	 * instead).  A full slab takes one whose keep lasts if nothing
-	 * else is left (the peer's checksum refuses what it then reads). */
 	uint64_t now = sfs_now_ms();
 	int grows = sfs_slab_can_grow(c);
-	struct sfs_chunk *first = NULL, *read = NULL;
-	size_t looked = 0;
-	/* And, of those, one a reader took already rather than a read-ahead
-	 * nobody has read yet, among the oldest TAKE_LOOK. */
-	for (ch = c->lru.head; ch && !read && looked < TAKE_LOOK;
-	     ch = ch->next) {
-		if (ch->listed &&
-		    (grows || c->sets[ch->set]->keep_until_ms > now))
-			continue;
-		looked++;
-		if (!first)
-			first = ch;
-		if (ch->consumed)
-			read = ch;
+	struct list *l = &c->lru;
+	if (!(ch = oldest(c, l, grows, now)) && pinned)
+		ch = oldest(c, l = &c->unread, grows, now);
+	if (!ch && !grows && pinned) {
+		l = c->lru.head ? &c->lru : &c->unread;
+		if ((ch = l->head))
+			c->st.export_evictions++;
 	}
-	ch = read ? read : first;
-	if (!ch && !grows && (ch = c->lru.head))
-		c->st.export_evictions++;
 	if (ch) {
-		sfs_list_del(&c->lru, ch);
+		sfs_list_del(l, ch);
 		sfs_cache_unhash(c, ch);
 		sfs_cache_touch(c, ch);
 		ch->state = CH_FREE;
@@ -888,7 +890,7 @@ void sfs_cache_remove_holder(struct sfs_cache *c, uint32_t holder)
 static void pin(struct sfs_cache *c, struct sfs_chunk *ch)
 {
 	if (ch->refs == 0 && ch->state == CH_READY)
-		sfs_list_del(&c->lru, ch);
+		sfs_list_del(sfs_cache_lru_of(c, ch), ch);
 	ch->refs++;
 	ch->consumed = 1;
 	sfs_peer_promote(c, ch);
@@ -921,7 +923,7 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	/* Waiting for a slot drops the lock: look the chunk up again
 	 * after every wait, someone may have started it meanwhile. */
 	while (!(ch = sfs_cache_lookup(c, set, obj, idx)) &&
-	       !(ch = take_slot(c))) {
+	       !(ch = take_slot(c, pinned))) {
 		uint64_t now = sfs_now_ms();
 		if (now >= deadline || !pinned || c->stopping || s->retired) {
 			if (pinned && !c->stopping && !s->retired) {
@@ -989,12 +991,16 @@ void sfs_cache_retire_set(struct sfs_cache *c, uint32_t set)
 		s->version = ++c->clock;
 		d = s->disk;
 		/* Its unpinned chunks are of no use to anyone now. */
-		for (struct sfs_chunk *ch = c->lru.head, *next; ch; ch = next) {
-			next = ch->next;
-			if (ch->set == set) {
-				sfs_list_del(&c->lru, ch);
-				ch->state = CH_FAILED;
-				sfs_cache_settle(c, ch);
+		struct list *lists[] = {&c->lru, &c->unread};
+		for (size_t k = 0; k < SFS_ARRAY_SIZE(lists); k++) {
+			struct sfs_chunk *ch, *next;
+			for (ch = lists[k]->head; ch; ch = next) {
+				next = ch->next;
+				if (ch->set == set) {
+					sfs_list_del(lists[k], ch);
+					ch->state = CH_FAILED;
+					sfs_cache_settle(c, ch);
+				}
 			}
 		}
 		sfs_peer_fail_queued(c, -ESTALE, set);

@@ -69,11 +69,11 @@ struct sfs_cache_cfg {
 	unsigned int timeout_ms;
 	int no_verify; /* serve pulled chunks without checking checksums */
 	/* Hold every chunk pulled until the cache is full (a re-seeder:
-	 * others read what it holds): the slab grows rather than a chunk
-	 * be reused.  0: it grows only while fewer than 128 MiB of slots
-	 * are free or hold chunks a pull may reuse (a model read once then
-	 * commits about that, not its size; a prefetch still gets room for
-	 * all it warms). */
+	 * others read what it holds; -o direct_io): the slab grows rather
+	 * than a chunk be reused.  0: it grows only while fewer than
+	 * 128 MiB of slots are free or hold chunks readers have read (a
+	 * model read once then commits about that, not its size; a
+	 * prefetch still gets room for all it warms). */
 	int hold_all;
 	/* The disk tier [borrowed, outlives the cache] or NULL. */
 	struct sfs_disk *disk;

@@ -145,7 +145,7 @@ void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
 	/* A retired set's bytes are of no use to anyone: the slot comes
 	 * back at once (and the set may go). */
 	if (ch->state == CH_READY && !c->sets[ch->set]->retired) {
-		sfs_list_add_tail(&c->lru, ch);
+		sfs_list_add_tail(sfs_cache_lru_of(c, ch), ch);
 	} else {
 		sfs_cache_unhash(c, ch);
 		/* Listed: a replica may still read it while the keep
@@ -266,17 +266,22 @@ int sfs_slab_can_grow(const struct sfs_cache *c)
 /* Should the grower commit more?  When a prefetch wants more ready, or
  * nothing is spare, or another step still fits under SFS_SLAB_AHEAD free
  * slots, and, in a cache that does not hold all it pulls (hold_all: a
- * re-seeder's), also under SFS_SLAB_SPARE of free slots and chunks on
- * the LRU, which a pull may reuse (cache.c's take_slot): a model read
- * once then commits about that much, not its size, and the page cache
- * holds what the readers read.  c->lock held. */
+ * re-seeder's; or while a prefetch warms), also under SFS_SLAB_SPARE of
+ * free slots and chunks read already (c->lru), which a pull may reuse
+ * (cache.c's take_slot): a model read once then commits about that
+ * much, not its size, and the page cache holds what the readers read.
+ * c->lock held. */
 int sfs_slab_short(const struct sfs_cache *c)
 {
 	if (!c->grower_started ||
 	    !(c->nbare || (!c->grow_failed && c->next_seg < c->nsegs)))
 		return 0;
 	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
-	uint64_t lru = c->hold_all ? 0 : (uint64_t)c->lru.n * c->chunk_size;
+	/* Read chunks a pull may reuse; none while a prefetch warms (it
+	 * holds what it pulls) or in a cache that holds all. */
+	uint64_t lru = c->hold_all || c->wanting
+			       ? 0
+			       : (uint64_t)c->lru.n * c->chunk_size;
 	uint64_t step = c->nbare ? SFS_SLAB_SEG : c->segs[c->next_seg].len;
 	if (c->ready_bytes < c->grow_target || !(free_bytes + lru))
 		return 1;

@@ -289,10 +289,12 @@ struct sfs_cache {
 	struct sfs_chunk *slots;
 	size_t nbuckets;	    /* power of two */
 	struct sfs_chunk **buckets; /* protected by lock */
-	struct list lru;	    /* protected by lock */
-	struct list free;	    /* protected by lock */
-	size_t nfree;		    /* protected by lock */
-	size_t loading;		    /* protected by lock */
+	struct list lru;    /* READY, unpinned, read: protected by lock */
+	struct list unread; /* READY, unpinned, nobody has read it since it
+			       was pulled (read-ahead): protected by lock */
+	struct list free;   /* protected by lock */
+	size_t nfree;	    /* protected by lock */
+	size_t loading;	    /* protected by lock */
 	/* Chunks waiting for a peer: demand before read-ahead.  Protected
 	 * by lock. */
 	struct list demand, ahead;
@@ -384,6 +386,13 @@ struct sfs_cache_dst {
 			by c->lock */
 	int freed;   /* protected by c->lock */
 };
+
+/* The list an unpinned READY chunk @ch is on (c->lock held). */
+static inline struct list *sfs_cache_lru_of(struct sfs_cache *c,
+					    const struct sfs_chunk *ch)
+{
+	return ch->consumed ? &c->lru : &c->unread;
+}
 
 /* The first byte of @ch in its object. */
 static inline uint64_t sfs_chunk_off(const struct sfs_cache *c,

@@ -295,7 +295,6 @@ static void *grower(void *arg)
 {
 	struct sfs_cache *c = arg;
 	uint64_t want;
-	int was_urgent = 0;
 
 	/* Behind the readers: zeroing pages is not urgent. */
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
@@ -322,13 +321,7 @@ static void *grower(void *arg)
 		}
 		size_t k = c->next_seg++;
 		c->committing++;
-		/* A prefetch waits for this room: not behind the pulls. */
-		int urgent = c->ready_bytes < c->grow_target;
 		pthread_mutex_unlock(&c->lock);
-		if (urgent != was_urgent &&
-		    !setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
-				 urgent ? 0 : 10))
-			was_urgent = urgent;
 		uint64_t t0 = sfs_now_ms();
 		int rc = seg_prepare(c, k);
 		if (rc) /* its pages are of no use: none of its slots is */

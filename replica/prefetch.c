@@ -41,6 +41,7 @@ struct warm {
 	size_t queue_max; /* disk tier: chunks waiting to be written */
 	unsigned int timeout_ms;
 	int room_late; /* the slab stopped growing: no more waits for it */
+	uint64_t base; /* bytes the cache held when it began */
 };
 
 /* Add the files at and under @ino (the tree lock held). */
@@ -122,6 +123,7 @@ static void wait_for_room(struct warm *w, uint64_t bytes)
 	struct sfs_cache_stats st;
 	uint64_t until = sfs_now_ms() + w->timeout_ms;
 	/* The cache grows as it fills: ask it for this much now. */
+	bytes += w->base; /* beside what the cache held when it began */
 	sfs_cache_want_ready(sfs_replica_cache(w->r), bytes);
 	while (!w->room_late) {
 		sfs_cache_stats(sfs_replica_cache(w->r), &st);
@@ -253,6 +255,7 @@ int sfs_prefetch(struct sfs_replica *r, const char *const *paths, size_t npaths,
 	sfs_cache_want_begin(sfs_replica_cache(r));
 	wanting = 1;
 	sfs_cache_stats(sfs_replica_cache(r), &st);
+	w.base = st.used;
 	w.chunk = st.chunk_size;
 	w.window = SFS_MIN(WINDOW_MAX, st.size / 4);
 	w.timeout_ms = 10000;

@@ -141,7 +141,7 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 				   .chunk_size = r->chunk_size,
 				   .timeout_ms = c->timeout_ms,
 				   .no_verify = c->no_verify,
-				   .hold_all = c->reseed != NULL,
+				   .hold_all = c->reseed != NULL || c->hold_all,
 				   .disk = r->disk,
 				   .reconnect = rsrc_reconnect,
 				   .reconnect_arg = r,

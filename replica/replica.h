@@ -65,6 +65,9 @@ struct sfs_replica_cfg {
 	/* Serve what it holds to other replicas on this control address
 	 * (HOST:PORT) (replica/reseed.h), or NULL. [borrowed] */
 	const char *reseed;
+	/* The cache holds all it pulls until full, as with reseed (-o
+	 * direct_io: no page cache keeps what readers read). */
+	int hold_all;
 	/* With reseed: when the token changes, the slab is registered again
 	 * under a new key and the old one reads this many seconds more. */
 	uint32_t reseed_grace_s;

@@ -314,7 +314,7 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	put(f, "cache_size: %" PRIu64 " (%s)", st.size,
 	    sfs_fmt_bytes(st.size, b1, sizeof(b1)));
 	if (st.ready < st.size)
-		put(f, "cache_ready: %" PRIu64 " (%s; it grows as it fills)",
+		put(f, "cache_ready: %" PRIu64 " (%s; it grows as it needs)",
 		    st.ready, sfs_fmt_bytes(st.ready, b2, sizeof(b2)));
 	put(f, "cache_used: %" PRIu64 " (%s)", st.used,
 	    sfs_fmt_bytes(st.used, b2, sizeof(b2)));

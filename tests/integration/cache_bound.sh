@@ -96,6 +96,22 @@ SEED_LOG=seed160 start_seed "$MODEL160/m" --grace 1
 MNT160=$WORK/mnt160
 MOUNT_LOG=mount160 mount_seed "$MNT160"
 S=$MNT160/.seedfs/status
+# Its files read at once (a loader's threads): a read-ahead keeps its
+# chunks until they are read (a pull takes the slots of chunks read
+# already), so each byte is pulled about once: 5 % more at most (a
+# reader that outruns the grower may take an unread chunk's slot; 0.6
+# and 2.5 % measured).
+pulled0=$(val bytes_pulled) total2=0 pids=()
+for f in $(cd "$MODEL160/m" && find . -type f | sed 's|^\./||' | sort); do
+	total2=$((total2 + $(stat -c %s "$MODEL160/m/$f")))
+	cmp "$MODEL160/m/$f" "$MNT160/m/$f" >"$WORK/cmp.$(basename "$f")" 2>&1 &
+	pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || fail "generation 1: $(cat "$WORK"/cmp.* | head -n 3)"; done
+pulled=$(($(val bytes_pulled) - pulled0))
+[ "$pulled" -le $((total2 + total2 / 20)) ] ||
+	fail "generation 1 read at once: $pulled bytes pulled for $total2 (chunks pulled twice)"
+ok "generation 1 (160 MB), its files read at once: $pulled bytes pulled for $total2"
 "$SEEDFS" prefetch "$MNT160/m" 2>"$WORK/prefetch160.err" || fail "prefetch: $(cat "$WORK/prefetch160.err")"
 for f in $(cd "$MODEL160/m" && find . -type f | sed 's|^\./||' | sort); do
 	cmp "$MODEL160/m/$f" "$MNT160/m/$f" || fail "bytes of $f"
@@ -130,12 +146,15 @@ gave_kb=$(((ready - ready2) >> 10))
 ok "generation 1 ($((held >> 20)) MiB of 160 MB held) retired: $((ready >> 20)) -> $((ready2 >> 20)) MiB ready within $ms ms, RSS $((rss >> 10)) -> $((rss2 >> 10)) MiB"
 # Generation 2 (320 MB) read once, not prefetched: the cache reuses the
 # slots of chunks read already rather than grow to the model's size (the
-# page cache holds what was read): 128 MiB spare, what is pulled ahead
-# (--ahead, 64 MiB) and a segment at most.
+# page cache holds what was read): 128 MiB free or read already, what
+# is pulled ahead and not read yet (--ahead, 64 MiB), the kernel's
+# reads in flight (32 MiB) and a segment at most: 232 MiB, not the
+# model's 305 (176-200 measured).
 for f in $(cd "$MODEL160/m" && find . -type f | sed 's|^\./||' | sort); do
 	cmp "$MODEL160/m/$f" "$MNT160/m/$f" || fail "generation 2: bytes of $f"
 done
-[ "$(val cache_ready)" -le $((200 << 20)) ] ||
-	fail "320 MB read once: $(($(val cache_ready) >> 20)) MiB of the cache ready (bound 200)"
+[ "$(val cache_ready)" -gt "$ready2" ] || fail "the cache did not grow again after giving back"
+[ "$(val cache_ready)" -le $((232 << 20)) ] ||
+	fail "320 MB read once: $(($(val cache_ready) >> 20)) MiB of the cache ready (bound 232)"
 ok "generation 2 (320 MB) read once, not prefetched: $(($(val cache_ready) >> 20)) MiB of the cache ready, $(($(val cache_used) >> 20)) MiB held, RSS $(($(rss_kb VmRSS) >> 10)) MiB"
 unmount_check "$MNT160" "$MOUNT_PID"

@@ -1521,23 +1521,89 @@ START_TEST(lru_order)
 }
 END_TEST
 
-/* The cache grows as it fills: 32 MiB registered when sfs_cache_new
+/* Wait (bounded) until @n chunks were pulled in all. */
+static void wait_pulls(struct sfs_cache *c, uint64_t n)
+{
+	struct sfs_cache_stats st;
+	uint64_t t0 = sfs_now_ms();
+	do {
+		sfs_cache_stats(c, &st);
+		ck_assert_msg(sfs_now_ms() - t0 < 5000,
+			      "%" PRIu64 " of %" PRIu64 " pulls in 5 s",
+			      st.pulls, n);
+		usleep(1000);
+	} while (st.pulls < n);
+}
+
+/* A full cache reuses the slot of a chunk a reader has read, not one of
+ * a read-ahead nobody has read yet (that reader would wait for it
+ * again); and a read-ahead does not evict another. */
+START_TEST(read_chunks_reused_before_unread)
+{
+	uint32_t src;
+	struct sfs_cache *c = new_cache(16, &src);
+	struct sfs_cache_stats st;
+	/* 8-15 pulled ahead, unread; then 0-7 read (more recently used). */
+	ck_assert_int_eq(
+		sfs_cache_prefetch(c, src, 0, 8ull * CHUNK, 8ull * CHUNK, 0),
+		0);
+	wait_pulls(c, 8);
+	ck_assert_int_eq(read_check(c, src, 0, 8ull * CHUNK), 0);
+	/* A reader takes 0's slot (the oldest read), not 8's (the least
+	 * recently used, but unread). */
+	ck_assert_int_eq(read_check(c, src, 16ull * CHUNK, 100), 0);
+	ck_assert_int_eq(read_check(c, src, 8ull * CHUNK, 8ull * CHUNK), 0);
+	sfs_cache_stats(c, &st);
+	ck_assert_msg(st.pulls == 17,
+		      "%" PRIu64 " pulls: a read-ahead chunk was evicted "
+		      "before it was read",
+		      st.pulls);
+	sfs_cache_free(c);
+
+	/* Every slot holds an unread read-ahead: another read-ahead is
+	 * not pulled (it would evict one); a reader's read is. */
+	c = new_cache(16, &src);
+	ck_assert_int_eq(sfs_cache_prefetch(c, src, 0, 0, 16ull * CHUNK, 0), 0);
+	wait_pulls(c, 16);
+	sfs_cache_prefetch(c, src, 0, 16ull * CHUNK, 2ull * CHUNK, 0);
+	usleep(100 * 1000);
+	sfs_cache_stats(c, &st);
+	ck_assert_msg(st.pulls == 16,
+		      "%" PRIu64 " pulls: a read-ahead evicted another",
+		      st.pulls);
+	ck_assert_uint_eq(sfs_cache_resident(c, src, 0, 0, 16ull * CHUNK),
+			  16ull * CHUNK);
+	ck_assert_int_eq(read_check(c, src, 16ull * CHUNK, 100), 0);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.pulls, 17);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/* The cache grows as it needs: 32 MiB registered when sfs_cache_new
  * returns (the mount is ready then), then segments of 8 MiB, each one
  * whole, up to 64 MiB of free slots and no further while they are not
  * used (a 256 MiB cache commits 64 MiB, not 256). */
-START_TEST(segments_grow_as_it_fills)
+/* A cache of 256 MiB over the replica's transport, not yet growing. */
+static struct sfs_cache *cache_256m(void)
 {
-	const uint64_t MIB = 1ull << 20;
 	char err[256];
 	struct sfs_cache *c;
 	struct sfs_cache_cfg cfg = {.xport = replica,
-				    .size = 256 * MIB,
+				    .size = 256ull << 20,
 				    .chunk_size = CHUNK,
 				    .timeout_ms = 5000};
-	struct sfs_cache_stats st;
-	uint32_t p, src;
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
+	return c;
+}
+
+START_TEST(segments_grow_as_it_fills)
+{
+	const uint64_t MIB = 1ull << 20;
+	struct sfs_cache *c = cache_256m();
+	struct sfs_cache_stats st;
+	uint32_t p, src;
 	sfs_cache_stats(c, &st);
 	ck_assert_uint_eq(st.ready, 32 * MIB); /* before the rest */
 	ck_assert_int_eq(sfs_cache_grow(c), 0);
@@ -1582,15 +1648,8 @@ END_TEST
 START_TEST(asks_hold_until_the_last_prefetch_ends)
 {
 	const uint64_t MIB = 1ull << 20;
-	char err[256];
-	struct sfs_cache *c;
-	struct sfs_cache_cfg cfg = {.xport = replica,
-				    .size = 256 * MIB,
-				    .chunk_size = CHUNK,
-				    .timeout_ms = 5000};
+	struct sfs_cache *c = cache_256m();
 	struct sfs_cache_stats st;
-	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
-		      err);
 	ck_assert_int_eq(sfs_cache_grow(c), 0);
 	sfs_cache_want_begin(c);
 	sfs_cache_want_begin(c);
@@ -1992,6 +2051,7 @@ int main(void)
 	tcase_add_test(t, single_flight);
 	tcase_add_test(t, eviction_within_bound);
 	tcase_add_test(t, lru_order);
+	tcase_add_test(t, read_chunks_reused_before_unread);
 	tcase_add_test(t, segments_grow_as_it_fills);
 	tcase_add_test(t, asks_hold_until_the_last_prefetch_ends);
 	tcase_add_test(t, checksums_verified_and_mismatch_refused);

@@ -121,6 +121,7 @@ PIDS=()
 
 cleanup() {
 	local p f
+	declare -F reporting_restore >/dev/null && reporting_restore
 	touch "$WORK/out/stop" 2>/dev/null || true
 	for f in "$WORK"/out/*.pid; do
 		[ -s "$f" ] && PIDS+=("$(cat "$f")")
@@ -150,6 +151,8 @@ die() {
 now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 # shellcheck source=bench/netns.sh
 source "$SRC/bench/netns.sh"
+# shellcheck source=bench/reporting.sh
+source "$SRC/bench/reporting.sh"
 hub || die "ip netns add"
 calc() { awk "BEGIN { printf $1 }"; }
 
@@ -225,6 +228,7 @@ BPS=$(bps "$RATE")
 # it holds plus 64 MiB ahead) is touched once, through a tmpfs file,
 # before anything is measured (FANOUT_WARM=0, or the short form: not).
 if [ "${FANOUT_WARM:-$([ "$SHORT" = 1 ] && echo 0 || echo 1)}" = 1 ]; then
+	reporting_hold
 	avail=$(($(awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo) * 1024))
 	want=$(((N + 2) * BYTES + N * (64 << 20)))
 	[ "$want" -le $((avail * 7 / 10)) ] || want=$((avail * 7 / 10))

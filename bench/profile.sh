@@ -14,8 +14,8 @@
 #   checksums      xxHash verifying each chunk
 #   wake and wait  futexes, scheduling (threads handing work on)
 #   other
-# Memory is warmed first, as make bench does (this VM's first touch of
-# guest memory is slow; docs/bench.md).
+# Memory is warmed right before the read, as make bench does (this VM's
+# first touch of guest memory is slow; docs/bench.md).
 #
 # Usage: bench/profile.sh BUILD_DIR
 set -euo pipefail
@@ -28,16 +28,17 @@ command -v perf >/dev/null || { echo "profile: perf is missing (packaging/deps.s
 WORK=$(mktemp -d /dev/shm/seedfs-profile.XXXXXX)
 SEED_PID= MNT=$WORK/mnt
 cleanup() {
+	declare -F reporting_restore >/dev/null && reporting_restore
 	mountpoint -q "$MNT" 2>/dev/null && fusermount3 -u "$MNT"
 	[ -z "$SEED_PID" ] || kill "$SEED_PID" 2>/dev/null || true
 	wait 2>/dev/null || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+# shellcheck source=bench/reporting.sh
+source "$(dirname "$0")/reporting.sh"
+reporting_hold
 
-want=$(($(numfmt --from=iec "$SIZE") * 4))
-dd if=/dev/zero of="$WORK/warm" bs=1M count=$((want / 1048576)) 2>/dev/null
-rm -f "$WORK/warm"
 "$BUILD/tests/genmodel" "$WORK/model" --size "$SIZE" --shards 4 >/dev/null
 "$SEEDFS" seed --model-dir "$WORK/model" --listen 127.0.0.1:0 --protocol "$PROTO" \
 	--log-level warn >"$WORK/seed.out" 2>"$WORK/seed.err" &
@@ -52,6 +53,12 @@ MOUNT_PID=$(pgrep -n -f -- "seedfs mount .* $MNT( |\$)")
 hz=$(getconf CLK_TCK)
 secs() { awk -v hz="$hz" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 m0=$(secs "$MOUNT_PID") s0=$(secs "$SEED_PID")
+# Memory is warmed right before the read: this VM hands free memory
+# back to its host within seconds (free page reporting), so memory
+# warmed any earlier is slow to touch again (docs/bench.md).
+want=$(($(numfmt --from=iec "$SIZE") * 2))
+dd if=/dev/zero of="$WORK/warm" bs=1M count=$((want / 1048576)) 2>/dev/null
+rm -f "$WORK/warm"
 perf record -q -F 1999 -g -p "$MOUNT_PID" -o "$WORK/perf.data" 2>/dev/null &
 PERF_PID=$!
 sleep 0.5
@@ -62,6 +69,8 @@ m1=$(secs "$MOUNT_PID") s1=$(secs "$SEED_PID")
 kill -INT "$PERF_PID"
 wait "$PERF_PID" || true
 
+# PROFILE_DATA=FILE: keep perf's data there (perf report -i FILE).
+[ -z "${PROFILE_DATA:-}" ] || cp "$WORK/perf.data" "$PROFILE_DATA"
 mcpu=$(awk -v a="$m1" -v b="$m0" 'BEGIN { print a - b }')
 awk -v b="$bytes" -v ns=$((t1 - t0)) -v m="$mcpu" -v s="$(awk -v a="$s1" -v b="$s0" 'BEGIN { print a - b }')" \
 	'BEGIN { printf "cold read of %.2f GB over '"$PROTO"': %.2f GB/s; CPU-s per GB: mount daemon %.2f, seed %.2f (perf sampling adds to the daemon)\n", b / 1e9, b / ns, m * 1e9 / b, s * 1e9 / b }'

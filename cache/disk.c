@@ -16,7 +16,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include "common/xxh.h"
 
 #define NAME_LEN 32 /* hex of a 128-bit hash */
 #define ABOUT "about"

@@ -45,7 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include "common/xxh.h"
 
 #define WINDOW_MIN 2
 #define WINDOW_MAX 32

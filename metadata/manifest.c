@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include "common/xxh.h"
 
 /* ---- builder ---------------------------------------------------------- */
 

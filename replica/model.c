@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include "common/xxh.h"
 
 uint32_t model_chunk_size(const struct sfs_manifest *m, uint32_t want)
 {

@@ -122,7 +122,7 @@ static void wait_for_room(struct warm *w, uint64_t bytes)
 {
 	struct sfs_cache_stats st;
 	uint64_t until = sfs_now_ms() + w->timeout_ms;
-	/* The cache grows as it fills: ask it for this much now. */
+	/* The cache grows only as it needs: ask it for this much now. */
 	bytes += w->base; /* beside what the cache held when it began */
 	sfs_cache_want_ready(sfs_replica_cache(w->r), bytes);
 	while (!w->room_late) {

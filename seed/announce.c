@@ -16,7 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include "common/xxh.h"
 
 struct ann_entry {
 	char addr[300];

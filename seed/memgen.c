@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include "common/xxh.h"
 
 /* The header of a shard holding tensors [a, b): *out [new]. */
 static int shard_header(const struct seed_mem *mm, size_t a, size_t b,

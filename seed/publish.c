@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include "common/xxh.h"
 
 #define SEED_INLINE_HDR_MAX (16u << 20) /* larger headers stay remote */
 

@@ -44,7 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include "common/xxh.h"
 
 #define LISTED 16	    /* re-seeders the seed lists one asker */
 #define MEMBERS_MAX 8	    /* re-seeders one replica works with */

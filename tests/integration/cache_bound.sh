@@ -2,7 +2,7 @@
 # The cache never exceeds --cache-size: read a model four times its size
 # through the mount; the mount's peak RSS stays within the cache size +
 # 64 MiB, the bytes are right, and .seedfs/status says what happened.
-# And it grows as it fills: with the default size (1/16 of RAM), a
+# And it grows only as it needs: with the default size (1/16 of RAM), a
 # mount of a 40 MB model is ready at most 0.3 s after its transport
 # started, uses almost no CPU while idle, prefetches it within 4 s,
 # stays under 128 MiB of RSS while it reads every byte, and commits at

@@ -86,7 +86,7 @@ for cs in 64M 2G; do
 		[ -n "$rest" ] || fail "no ready line: $line"
 		size=$(awk '$1 == "cache_size:" { print $2 }' "$MNT/.seedfs/status")
 		[ "$size" = $(($(numfmt --from=iec $cs))) ] || fail "cache $cs: cache_size $size"
-		# It grows as it fills: unused, at most 64 MiB of it.
+		# It grows only as it needs: unused, at most 64 MiB of it.
 		sleep 0.3
 		ready=$(awk '$1 == "cache_ready:" { print $2 }' "$MNT/.seedfs/status")
 		[ "${ready:-$size}" -le $((64 << 20)) ] ||

@@ -37,9 +37,11 @@ total=$((b1 + b2))
 # 49-50 % each on an idle machine; pulls are taken, not assigned, so the
 # seed that gets the CPU serves more: 38-61 % seen with four other
 # builds and tests on these 2 cores.  At least 30 % each; under
-# ThreadSanitizer (5-15 x slower, scheduling decides) 5 % each (87/12
-# seen in a CI-like run).
+# AddressSanitizer (2-3 x slower) 15 % each (70/29 seen in CI, with the
+# other tests of its pass beside it); under ThreadSanitizer (5-15 x
+# slower, scheduling decides) 5 % each (87/12 seen in a CI-like run).
 want=30
+[ "$SFS_BUILD_KIND" = asan ] && want=15
 [ "$SFS_BUILD_KIND" = tsan ] && want=5
 [ $((b1 * 100)) -ge $((total * want)) ] && [ $((b2 * 100)) -ge $((total * want)) ] ||
 	fail "not striped: seed 1 served $b1, seed 2 $b2 bytes ($((b1 * 100 / total))%, $((b2 * 100 / total))%; $want% each wanted)"

@@ -51,6 +51,7 @@ static struct sfs_chunk *oldest(struct sfs_cache *c, struct list *l, int grows,
 static struct sfs_chunk *take_slot(struct sfs_cache *c, int pinned)
 {
 	struct sfs_chunk *ch = c->free.head;
+	c->used_ms = sfs_now_ms(); /* not idle: sfs_slab_ahead */
 	if (ch) {
 		sfs_list_del(&c->free, ch);
 		c->nfree--;
@@ -106,6 +107,8 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	c->chunk_size = cfg->chunk_size;
 	c->chunk_shift = (unsigned int)__builtin_ctz(cfg->chunk_size);
 	c->hold_all = cfg->hold_all;
+	c->idle_ms = cfg->idle_ms;
+	c->used_ms = sfs_now_ms();
 	c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	c->verify = !cfg->no_verify;
 	c->test_verify_delay_ms = cfg->test_verify_delay_ms;
@@ -119,6 +122,9 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	    (rc = sfs_cond_init(&c->work_cond)) ||
 	    (rc = sfs_cond_init(&c->grow_cond)))
 		goto err_free;
+	for (size_t i = 0; i < SFS_CACHE_CHQ; i++)
+		if ((rc = sfs_cond_init(&c->chq[i])))
+			goto err_free;
 	c->nbuckets = 1;
 	while (c->nbuckets < 2 * c->nslots)
 		c->nbuckets <<= 1;
@@ -174,7 +180,7 @@ void sfs_cache_stop(struct sfs_cache *c)
 	c->stopping = 1;
 	sfs_peer_fail_queued(c, -ESHUTDOWN, SFS_NONE);
 	sfs_dq_drop(c);
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 	pthread_cond_broadcast(&c->disk_cond);
 	pthread_cond_broadcast(&c->work_cond);
 	pthread_cond_broadcast(&c->grow_cond);
@@ -248,6 +254,8 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 	pthread_cond_destroy(&c->work_cond);
 	pthread_cond_destroy(&c->disk_cond);
 	pthread_cond_destroy(&c->cond);
+	for (size_t i = 0; i < SFS_CACHE_CHQ; i++)
+		pthread_cond_destroy(&c->chq[i]);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -350,7 +358,7 @@ static int install_lanes(struct sfs_cache *c, uint32_t set,
 		copy = old;
 		/* Chunks that waited for a lane may be anyone's now. */
 		sfs_peer_wake_worker(c);
-		pthread_cond_broadcast(&c->cond);
+		sfs_cache_wake(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 	free(copy);
@@ -505,7 +513,7 @@ static void holder_drop(struct sfs_cache *c, uint32_t hi)
 	/* Its pulls under way start again on the others: failovers. */
 	c->st.failovers += sfs_peer_orphan(c, c->peers[h->peer], hi);
 	holder_objs_free(h);
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 	sfs_peer_wake_worker(c);
 }
 
@@ -681,7 +689,7 @@ int sfs_cache_add_holder(struct sfs_cache *c, uint32_t set, uint32_t peer,
 		c->peers[h->peer]->nholders++;
 		if (partial)
 			has_from_pieces(c, h);
-		pthread_cond_broadcast(&c->cond);
+		sfs_cache_wake(c);
 		sfs_peer_wake_worker(c);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -742,7 +750,7 @@ int sfs_cache_holder_expire(struct sfs_cache *c, uint32_t holder,
 		/* Held again, or no longer: the queues look again; the
 		 * worker, when the end came nearer (it looks then). */
 		if (was != h->expired)
-			pthread_cond_broadcast(&c->cond);
+			sfs_cache_wake(c);
 		if (was != h->expired || !old || (at_ms && at_ms < old))
 			sfs_peer_wake_worker(c);
 	}
@@ -1006,7 +1014,7 @@ void sfs_cache_retire_set(struct sfs_cache *c, uint32_t set)
 		sfs_peer_fail_queued(c, -ESTALE, set);
 		while (s->nholders)
 			holder_drop(c, s->holders[0]);
-		pthread_cond_broadcast(&c->cond);
+		sfs_cache_wake(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 	/* Nobody will read these bytes again: not from disk either. */

@@ -43,6 +43,8 @@
 #ifndef SFS_CACHE_H
 #define SFS_CACHE_H
 
+#define SFS_CACHE_IDLE_KEEP (16ull << 20) /* free slots an idle cache keeps */
+
 #include "common/metrics.h"
 
 #include <stddef.h>
@@ -75,6 +77,11 @@ struct sfs_cache_cfg {
 	 * model read once then commits about that, not its size; a
 	 * prefetch still gets room for all it warms). */
 	int hold_all;
+	/* After this many ms without a slot taken (no pull), free slots
+	 * past SFS_CACHE_IDLE_KEEP go back to the kernel, where the
+	 * transport does not pin memory.  0: never (a mount's default:
+	 * SFS_REPLICA_CACHE_IDLE_MS). */
+	unsigned int idle_ms;
 	/* The disk tier [borrowed, outlives the cache] or NULL. */
 	struct sfs_disk *disk;
 	/*

@@ -134,10 +134,25 @@ void sfs_cache_unhash(struct sfs_cache *c, struct sfs_chunk *ch)
 	ch->hnext = NULL;
 }
 
+void sfs_cache_wake(struct sfs_cache *c)
+{
+	pthread_cond_broadcast(&c->cond);
+	if (c->chq_waiters)
+		for (size_t i = 0; i < SFS_CACHE_CHQ; i++)
+			pthread_cond_broadcast(&c->chq[i]);
+}
+
+void sfs_cache_wake_chunk(struct sfs_cache *c, const struct sfs_chunk *ch)
+{
+	pthread_cond_broadcast(&c->cond);
+	if (c->chq_waiters)
+		pthread_cond_broadcast(sfs_cache_chq(c, ch));
+}
+
 void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
 {
 	if (ch->dst) { /* its reader's: it looks at the state itself */
-		pthread_cond_broadcast(&c->cond);
+		sfs_cache_wake_chunk(c, ch);
 		return;
 	}
 	if (ch->refs || (ch->state != CH_READY && ch->state != CH_FAILED))
@@ -161,7 +176,7 @@ void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch)
 		sfs_cache_set_drop(c, ch->set);
 		sfs_slab_want(c); /* too much free: some goes back */
 	}
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake_chunk(c, ch);
 }
 
 void sfs_cache_test_delay(struct sfs_cache *c)
@@ -271,6 +286,14 @@ int sfs_slab_can_grow(const struct sfs_cache *c)
  * (cache.c's take_slot): a model read once then commits about that
  * much, not its size, and the page cache holds what the readers read.
  * c->lock held. */
+uint64_t sfs_slab_ahead(const struct sfs_cache *c, uint64_t now)
+{
+	if (c->idle_ms && !c->wanting && !c->grow_target &&
+	    now - c->used_ms >= c->idle_ms)
+		return SFS_CACHE_IDLE_KEEP;
+	return SFS_SLAB_AHEAD;
+}
+
 int sfs_slab_short(const struct sfs_cache *c)
 {
 	if (!c->grower_started ||
@@ -285,7 +308,7 @@ int sfs_slab_short(const struct sfs_cache *c)
 	uint64_t step = c->nbare ? SFS_SLAB_SEG : c->segs[c->next_seg].len;
 	if (c->ready_bytes < c->grow_target || !(free_bytes + lru))
 		return 1;
-	return free_bytes + step <= SFS_SLAB_AHEAD &&
+	return free_bytes + step <= sfs_slab_ahead(c, sfs_now_ms()) &&
 	       free_bytes + lru + step <= SFS_SLAB_SPARE;
 }
 
@@ -299,15 +322,16 @@ uint64_t sfs_slab_long(struct sfs_cache *c)
 	uint64_t step =
 		SFS_MAX((uint64_t)SFS_SLAB_SEG, (uint64_t)c->chunk_size);
 	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
-	if (free_bytes > SFS_SLAB_AHEAD + step)
+	uint64_t ahead = sfs_slab_ahead(c, sfs_now_ms());
+	if (free_bytes > ahead + step)
 		c->shrinking = 1;
-	else if (free_bytes <= SFS_SLAB_AHEAD)
+	else if (free_bytes <= ahead)
 		c->shrinking = 0;
 	if (!c->give_back || !c->grower_started || !c->shrinking ||
 	    c->ready_bytes <= c->grow_target)
 		return 0;
-	uint64_t n = SFS_MIN(free_bytes - SFS_SLAB_AHEAD,
-			     c->ready_bytes - c->grow_target);
+	uint64_t n =
+		SFS_MIN(free_bytes - ahead, c->ready_bytes - c->grow_target);
 	return SFS_MIN(n, step);
 }
 

@@ -256,6 +256,7 @@ struct cache_peer {
 };
 
 #define DISK_THREADS 2
+#define SFS_CACHE_CHQ 32 /* readers' wait queues (c->chq) */
 
 struct cache_seg {
 	uint8_t *base;
@@ -283,7 +284,14 @@ struct sfs_cache {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* any chunk changed state, was put, or a peer
 				changed state */
-	uint64_t clock;	     /* the last set version given; protected by
+	/* Readers waiting for one chunk (sfs_peer_wait) wait on its queue,
+	 * not on cond: a chunk that lands wakes its own readers, not every
+	 * reader of the mount (ten FUSE threads each woke for every chunk
+	 * and fought for lock).  Anything else that may concern them wakes
+	 * every queue (sfs_cache_wake).  With lock. */
+	pthread_cond_t chq[SFS_CACHE_CHQ];
+	unsigned chq_waiters; /* protected by lock */
+	uint64_t clock;	      /* the last set version given; protected by
 				lock */
 	size_t nslots;
 	struct sfs_chunk *slots;
@@ -351,13 +359,16 @@ struct sfs_cache {
 		grow_target; /* ready wanted by a prefetch; protected by lock */
 	pthread_cond_t grow_cond;
 	pthread_t grower;
-	int grower_started; /* protected by lock */
-	int grow_failed;    /* protected by lock: no new segment comes */
-	size_t committing;  /* protected by lock: slots the grower is
+	int grower_started;   /* protected by lock */
+	int grow_failed;      /* protected by lock: no new segment comes */
+	size_t committing;    /* protected by lock: slots the grower is
 			       bringing, the lock dropped */
-	size_t wanting;	    /* protected by lock: prefetches that asked */
-	int shrinking;	    /* protected by lock: giving back down to
-			       SFS_SLAB_AHEAD free */
+	size_t wanting;	      /* protected by lock: prefetches that asked */
+	int shrinking;	      /* protected by lock: giving back down to
+			       SFS_SLAB_AHEAD free (SFS_CACHE_IDLE_KEEP
+			       when idle) */
+	unsigned int idle_ms; /* cfg.idle_ms */
+	uint64_t used_ms;     /* protected by lock: a slot last taken */
 
 	/* The worker: posts what completions made room for, finds stalled
 	 * peers, reconnects. */
@@ -416,8 +427,21 @@ struct sfs_chunk *sfs_cache_lookup(struct sfs_cache *c, uint32_t set,
 				   uint32_t obj, uint64_t idx);
 void sfs_cache_unhash(struct sfs_cache *c, struct sfs_chunk *ch);
 /* A chunk nobody pins any more goes to the LRU, or is freed if failed
- * or its set retired. */
+ * or its set retired.  Wakes @ch's readers and cond's waiters. */
 void sfs_cache_settle(struct sfs_cache *c, struct sfs_chunk *ch);
+/* Wake every waiter: cond's, and readers waiting for any chunk (c->lock
+ * held). */
+void sfs_cache_wake(struct sfs_cache *c);
+/* @ch changed state, nothing else did: wake its readers and cond's
+ * waiters (those of slots and direct reads), not other chunks' readers
+ * (c->lock held). */
+void sfs_cache_wake_chunk(struct sfs_cache *c, const struct sfs_chunk *ch);
+/* The queue @ch's readers wait on. */
+static inline pthread_cond_t *sfs_cache_chq(struct sfs_cache *c,
+					    const struct sfs_chunk *ch)
+{
+	return &c->chq[((uintptr_t)ch / sizeof(*ch)) % SFS_CACHE_CHQ];
+}
 /* Chunk @ch now names its set (a slot taken for it, a direct chunk
  * made), or no longer does (a slot freed, a direct chunk freed): the
  * set is freed when it was released and that was the last thing naming
@@ -475,6 +499,10 @@ static inline void sfs_cache_touch(struct sfs_cache *c,
 #define SFS_SLAB_GROUP (2u << 20)     /* given back whole: one huge page */
 #define SFS_SLAB_SPARE (128ull << 20) /* free + reusable, not holding all */
 int sfs_slab_short(const struct sfs_cache *c);
+/* Free bytes the slab keeps ready: SFS_SLAB_AHEAD, or SFS_CACHE_IDLE_KEEP
+ * once no slot was taken for c->idle_ms and no prefetch asks (c->lock
+ * held). */
+uint64_t sfs_slab_ahead(const struct sfs_cache *c, uint64_t now);
 uint64_t sfs_slab_long(struct sfs_cache *c); /* bytes */
 int sfs_slab_can_grow(const struct sfs_cache *c);
 void sfs_slab_want(struct sfs_cache *c);

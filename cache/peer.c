@@ -108,7 +108,7 @@ void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand)
 		ch->state = CH_FAILED;
 		ch->err = -ESHUTDOWN;
 		sfs_cache_settle(c, ch);
-		pthread_cond_broadcast(&c->cond);
+		sfs_cache_wake(c);
 		return;
 	}
 	ch->peer = SFS_NONE;
@@ -171,7 +171,7 @@ void sfs_peer_fail_queued(struct sfs_cache *c, int err, uint32_t set)
 			sfs_cache_settle(c, ch);
 		}
 	}
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 }
 
 /* A peer a read may use now: up, or down with its hold over (then it is
@@ -376,7 +376,7 @@ size_t sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p,
 		ch->orphan = 1;
 		sfs_cache_touch(c, ch); /* no longer coming */
 	}
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 	return elsewhere;
 }
 
@@ -398,7 +398,7 @@ static void fail_unservable(struct sfs_cache *c, int err)
 			sfs_cache_settle(c, ch);
 		}
 	}
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 }
 
 /*
@@ -484,7 +484,7 @@ static void trouble(struct sfs_cache *c, struct cache_peer *p, const char *why,
 		p->why = why;
 	}
 	sfs_peer_wake_worker(c);
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 }
 
 /* Partial holder @h's keep ended: it holds nothing until its source
@@ -497,7 +497,7 @@ static void keep_ended(struct sfs_cache *c, struct cache_holder *h)
 		"%s: holdings of %s not renewed within their keep: not read "
 		"from until they are (their slots may hold other chunks)",
 		c->peers[h->peer]->label, c->sets[h->set]->label);
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 }
 
 /* Has holder @hi's keep ended by @now (then marked so)? */
@@ -567,7 +567,7 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 		c->pick_epoch++; /* it may be distrusted from now on */
 	}
 	sfs_cache_settle(c, ch);
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 }
 
 /* A pull about to be posted on last-resort peer @p: whose lane is it?
@@ -696,7 +696,7 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 			ch->state = CH_FAILED;
 			ch->err = -EAGAIN; /* its readers start it again */
 			sfs_cache_settle(c, ch);
-			pthread_cond_broadcast(&c->cond);
+			sfs_cache_wake(c);
 			return 1;
 		}
 	}
@@ -731,7 +731,7 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 	}
 	if (!c->stopping && prc != -E2BIG)
 		trouble(c, p, "a pull could not be posted", prc, 1);
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 	return 1;
 }
 
@@ -1022,7 +1022,7 @@ void sfs_peer_mismatch(struct sfs_cache *c, struct sfs_chunk *ch)
 	}
 	ch->unverified = 0;
 	pull_failed(c, ch, p, ch->peer, -EBADMSG);
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 }
 
 void sfs_peer_on_pulled(void *arg, int status)
@@ -1072,13 +1072,14 @@ void sfs_peer_on_pulled(void *arg, int status)
 		ch->err = -EAGAIN;
 		sfs_cache_settle(c, ch);
 		sfs_peer_unpin(c, pin);
-		pthread_cond_broadcast(&c->cond);
+		sfs_cache_wake(c);
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
 	uint32_t pi = ch->peer;
 	struct cache_peer *p = c->peers[pi];
 	struct cache_set *s = c->sets[ch->set];
+	int all = status != 0; /* wake every reader, not only @ch's */
 	busy_account(c, p);
 	sfs_list_del(&p->loading, ch);
 	p->inflight--;
@@ -1117,6 +1118,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 			if (p->state == SFS_PEER_DOWN) {
 				p->state = SFS_PEER_UP;
 				p->since_ms = now;
+				all = 1;
 			}
 			p->down_ms = 0; /* it answers again */
 			c->st.pulls++;
@@ -1138,7 +1140,12 @@ void sfs_peer_on_pulled(void *arg, int status)
 	}
 	sfs_cache_settle(c, ch);
 	sfs_peer_unpin(c, pin);
-	pthread_cond_broadcast(&c->cond);
+	/* A chunk that landed from a peer that was up concerns only its
+	 * own readers (and cond's waiters); anything else, everyone. */
+	if (all)
+		sfs_cache_wake(c);
+	else
+		sfs_cache_wake_chunk(c, ch);
 	wake_for_slot(c); /* a slot in the window is free */
 	pthread_mutex_unlock(&c->lock);
 }
@@ -1257,7 +1264,9 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 			}
 		}
 		struct timespec ts = sfs_abstime(SFS_MIN(deadline - now, 1000));
-		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+		c->chq_waiters++;
+		pthread_cond_timedwait(sfs_cache_chq(c, ch), &c->lock, &ts);
+		c->chq_waiters--;
 	}
 }
 
@@ -1299,7 +1308,7 @@ static void repair(struct sfs_cache *c, uint32_t pi)
 			pthread_mutex_lock(&c->lock);
 		}
 		sfs_peer_reclaim(c, pi);
-		pthread_cond_broadcast(&c->cond);
+		sfs_cache_wake(c);
 		return;
 	}
 	if (!rc) {
@@ -1331,7 +1340,7 @@ static void repair(struct sfs_cache *c, uint32_t pi)
 		 * connecting again, not a pull posted on it. */
 		p->unconnected = 1;
 	}
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 }
 
 /*
@@ -1373,7 +1382,7 @@ static size_t move_off(struct sfs_cache *c, uint32_t pi)
 	}
 	c->st.failovers += moved;
 	if (moved)
-		pthread_cond_broadcast(&c->cond);
+		sfs_cache_wake(c);
 	return moved;
 }
 
@@ -1403,7 +1412,7 @@ static void avoid(struct sfs_cache *c, uint32_t pi, uint64_t ms)
 		" ms it serves only what they do not hold",
 		p->label, ms, moved, hold);
 	sfs_peer_wake_worker(c);
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 }
 
 /*
@@ -1584,7 +1593,7 @@ void sfs_cache_note_silence(struct sfs_cache *c, uint32_t peer,
 			 p->last_done_ms >= p->silent_since ||
 			 since_ms < p->silent_since)
 			p->silent_since = since_ms;
-		pthread_cond_broadcast(&c->cond);
+		sfs_cache_wake(c);
 		sfs_peer_wake_worker(c); /* who may serve what moved */
 	}
 	pthread_mutex_unlock(&c->lock);

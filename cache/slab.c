@@ -34,6 +34,10 @@
  * verbs and efa pin the pages, and a page given back under a
  * registration would leave the NIC writing where the process no longer
  * reads.  There the cache keeps what it has grown to (docs/limits.md).
+ * And once no slot was taken for cfg.idle_ms (30 s in a mount, its
+ * --cache-idle) and no prefetch asks, an idle mount gives back its
+ * free slots past SFS_CACHE_IDLE_KEEP (16 MiB) the same way; the next
+ * pull makes it keep SFS_SLAB_AHEAD free again.
  */
 #include "cache/core.h"
 
@@ -98,7 +102,7 @@ static void seg_publish(struct sfs_cache *c, size_t k)
 		c->nfree++;
 	}
 	c->ready_bytes += s->len;
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 }
 
 int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen)
@@ -216,7 +220,7 @@ static void recommit(struct sfs_cache *c)
 	}
 	c->committing -= n;
 	c->ready_bytes += (uint64_t)n << c->chunk_shift;
-	pthread_cond_broadcast(&c->cond);
+	sfs_cache_wake(c);
 }
 
 /* Are the @k slots from @g all free, committed, and past any keep (a
@@ -291,6 +295,19 @@ static uint64_t give_back(struct sfs_cache *c, uint64_t bytes)
 	return took;
 }
 
+/* When idleness will let free slots go (sfs_slab_ahead), if it will:
+ * the time the grower looks again; 0: no such time (c->lock held). */
+static uint64_t idle_at(const struct sfs_cache *c, uint64_t now)
+{
+	uint64_t step =
+		SFS_MAX((uint64_t)SFS_SLAB_SEG, (uint64_t)c->chunk_size);
+	if (!c->idle_ms || !c->give_back ||
+	    (uint64_t)c->nfree * c->chunk_size <= SFS_CACHE_IDLE_KEEP + step ||
+	    now - c->used_ms >= c->idle_ms)
+		return 0;
+	return c->used_ms + c->idle_ms;
+}
+
 static void *grower(void *arg)
 {
 	struct sfs_cache *c = arg;
@@ -301,8 +318,16 @@ static void *grower(void *arg)
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
-		while (!c->stopping && !sfs_slab_short(c) && !sfs_slab_long(c))
-			pthread_cond_wait(&c->grow_cond, &c->lock);
+		while (!c->stopping && !sfs_slab_short(c) &&
+		       !sfs_slab_long(c)) {
+			uint64_t now = sfs_now_ms(), at = idle_at(c, now);
+			struct timespec ts = sfs_abstime(at - now + 1);
+			if (at)
+				pthread_cond_timedwait(&c->grow_cond, &c->lock,
+						       &ts);
+			else
+				pthread_cond_wait(&c->grow_cond, &c->lock);
+		}
 		if (c->stopping)
 			break;
 		if ((want = sfs_slab_long(c))) {
@@ -337,7 +362,7 @@ static void *grower(void *arg)
 				c->slab_len);
 			/* A reader waiting for it goes on. */
 			c->grow_failed = 1;
-			pthread_cond_broadcast(&c->cond);
+			sfs_cache_wake(c);
 			continue;
 		}
 		seg_publish(c, k);

@@ -43,6 +43,7 @@ struct mount_opts {
 	char *cache_size;
 	char *cache_dir;
 	char *cache_dir_size;
+	char *cache_idle;
 	char *chunk_size;
 	char *read_ahead_kb;
 	char *max_background;
@@ -90,6 +91,7 @@ static const struct fuse_opt mount_spec[] = {
 	OPT("--cache-size=%s", cache_size),
 	OPT("--cache-dir=%s", cache_dir),
 	OPT("--cache-dir-size=%s", cache_dir_size),
+	OPT("--cache-idle=%s", cache_idle),
 	OPT("--chunk-size=%s", chunk_size),
 	OPT("--read-ahead-kb=%s", read_ahead_kb),
 	OPT("--max-background=%s", max_background),
@@ -176,6 +178,7 @@ struct mount_cfg {
 	uint64_t cache_size;
 	const char *cache_dir;	 /* NULL: no disk tier */
 	uint64_t cache_dir_size; /* 0: the filesystem's room */
+	unsigned int cache_idle_ms;
 	uint32_t chunk_size;
 	unsigned int read_ahead_kb;
 	unsigned int max_background;
@@ -247,6 +250,10 @@ static void usage(void)
 	       "                           at most half of what the machine\n"
 	       "                           and the cgroup can give; more than\n"
 	       "                           they can give is refused)\n"
+	       "    --cache-idle SECONDS   after this long without a pull, free\n"
+	       "                           cache memory past 16 MiB goes back\n"
+	       "                           to the kernel (tcp, shm; default 30,\n"
+	       "                           0 never)\n"
 	       "    --cache-dir DIR        keep pulled chunks in DIR too; a\n"
 	       "                           later mount reuses those of the same\n"
 	       "                           seed generation that match its\n"
@@ -494,6 +501,10 @@ static int resolve(const struct mount_opts *o, struct mount_cfg *c)
 		       o->cache_size ? o->cache_size : "(the default)"))
 		return -ENOMEM;
 	c->cache_dir = o->cache_dir;
+	if (num_opt(o->cache_idle, "--cache-idle", sfs_parse_u64, 0, 86400, &v))
+		return -EINVAL;
+	c->cache_idle_ms = o->cache_idle ? (unsigned int)v * 1000
+					 : SFS_REPLICA_CACHE_IDLE_MS;
 	if (num_opt(o->cache_dir_size, "--cache-dir-size", sfs_parse_size,
 		    64u << 20, 1ull << 50, &c->cache_dir_size))
 		return -EINVAL;
@@ -665,6 +676,7 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		.chunk_size = c->chunk_size,
 		.cache_dir = c->cache_dir,
 		.cache_dir_size = c->cache_dir_size,
+		.cache_idle_ms = c->cache_idle_ms,
 		.no_verify = c->no_verify,
 		.require = c->require,
 		.require_text = c->require_text,
@@ -870,6 +882,7 @@ out:
 	free(o.cache_size);
 	free(o.cache_dir);
 	free(o.cache_dir_size);
+	free(o.cache_idle);
 	free(o.chunk_size);
 	free(o.read_ahead_kb);
 	free(o.max_background);

@@ -142,6 +142,7 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 				   .timeout_ms = c->timeout_ms,
 				   .no_verify = c->no_verify,
 				   .hold_all = c->reseed != NULL || c->hold_all,
+				   .idle_ms = c->cache_idle_ms,
 				   .disk = r->disk,
 				   .reconnect = rsrc_reconnect,
 				   .reconnect_arg = r,

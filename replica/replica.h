@@ -18,6 +18,8 @@
 #ifndef SFS_REPLICA_H
 #define SFS_REPLICA_H
 
+#define SFS_REPLICA_CACHE_IDLE_MS 30000u /* --cache-idle 30 */
+
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -68,6 +70,10 @@ struct sfs_replica_cfg {
 	/* The cache holds all it pulls until full, as with reseed (-o
 	 * direct_io: no page cache keeps what readers read). */
 	int hold_all;
+	/* The cache gives free memory back after this many ms without a
+	 * pull (sfs_cache_cfg.idle_ms); 0: never.  A mount's default:
+	 * SFS_REPLICA_CACHE_IDLE_MS. */
+	unsigned int cache_idle_ms;
 	/* With reseed: when the token changes, the slab is registered again
 	 * under a new key and the old one reads this many seconds more. */
 	uint32_t reseed_grace_s;

@@ -49,7 +49,7 @@ mkdir -p "$MODEL40"
 "$GENMODEL" "$MODEL40/m" --size 40M --shards 2 >/dev/null
 SEED_LOG=seed40 start_seed "$MODEL40/m"
 MNT40=$WORK/mnt40
-MOUNT_LOG=mount40 mount_seed "$MNT40"
+MOUNT_LOG=mount40 mount_seed "$MNT40" --cache-idle 2
 S=$MNT40/.seedfs/status
 rest=$(sed -n 's/.* ready in [0-9.]* s (transport start-up [0-9.]* s, the rest \([0-9.]*\) s)$/\1/p' "$WORK/mount40.log" | tail -n 1)
 [ -n "$rest" ] || fail "no ready line: $(cat "$WORK/mount40.log")"
@@ -65,7 +65,15 @@ hz=$(getconf CLK_TCK)
 idle_ms=$(((t1 - t0) * 1000 / hz))
 [ $idle_ms -le 500 ] || fail "idle for 3 s, the mount used $idle_ms ms of CPU"
 [ "$(val cache_ready)" -le $((64 << 20)) ] || fail "idle: $(val cache_ready) bytes ready"
-ok "idle 3 s: $idle_ms ms of CPU, RSS $(($(rss_kb VmRSS) / 1024)) MiB, $(($(val cache_ready) >> 20)) MiB of the cache ready"
+# --cache-idle 2: after 2 s without a pull, the free slots past 16 MiB
+# went back to the kernel.
+for _ in $(seq 100); do
+	[ "$(val cache_ready)" -le $(($(val cache_used) + (16 << 20))) ] && break
+	sleep 0.05
+done
+[ "$(val cache_ready)" -le $(($(val cache_used) + (16 << 20))) ] ||
+	fail "idle 3 s (--cache-idle 2): $(($(val cache_ready) >> 20)) MiB ready for $(($(val cache_used) >> 20)) MiB held"
+ok "idle 3 s (--cache-idle 2): $idle_ms ms of CPU, RSS $(($(rss_kb VmRSS) / 1024)) MiB, $(($(val cache_ready) >> 20)) MiB of the cache ready"
 # A prefetch asks the cache to grow ahead of what it queues: it does not
 # wait for growth that only its own pulls would start (10 s, its
 # timeout, before the cache asked).

@@ -1584,18 +1584,25 @@ END_TEST
  * returns (the mount is ready then), then segments of 8 MiB, each one
  * whole, up to 64 MiB of free slots and no further while they are not
  * used (a 256 MiB cache commits 64 MiB, not 256). */
-/* A cache of 256 MiB over the replica's transport, not yet growing. */
-static struct sfs_cache *cache_256m(void)
+/* A cache of 256 MiB over the replica's transport, not yet growing,
+ * giving memory back after @idle_ms without a pull (0: never). */
+static struct sfs_cache *cache_256m_idle(unsigned int idle_ms)
 {
 	char err[256];
 	struct sfs_cache *c;
 	struct sfs_cache_cfg cfg = {.xport = replica,
 				    .size = 256ull << 20,
 				    .chunk_size = CHUNK,
-				    .timeout_ms = 5000};
+				    .timeout_ms = 5000,
+				    .idle_ms = idle_ms};
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
 	return c;
+}
+
+static struct sfs_cache *cache_256m(void)
+{
+	return cache_256m_idle(0);
 }
 
 START_TEST(segments_grow_as_it_fills)
@@ -1697,6 +1704,63 @@ START_TEST(asks_hold_until_the_last_prefetch_ends)
 	       "second prefetch, given back to %" PRIu64 " MiB in %" PRIu64
 	       " ms after the last, 128 MiB again when asked\n",
 	       shrunk >> 20, ms);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/* An idle cache gives its free memory back: nothing is pulled for
+ * idle_ms, and the free slots past 16 MiB go back to the kernel (not
+ * before), in whole huge pages; the next read is served at once and the
+ * cache grows again. */
+START_TEST(idle_cache_gives_back)
+{
+	const uint64_t MIB = 1ull << 20;
+	const unsigned int IDLE = 1000;
+	struct sfs_cache *c = cache_256m_idle(IDLE);
+	struct sfs_cache_stats st;
+	uint32_t p, src;
+	ck_assert_int_eq(sfs_cache_grow(c), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	src = add_one(c, p, NULL, 0, 0, NULL, NULL);
+	ck_assert_int_eq(read_check(c, src, 0, data_len), 0);
+	uint64_t used = sfs_now_ms(), top = 0, fell = 0;
+	for (;;) {
+		sfs_cache_stats(c, &st);
+		if (st.ready >= top) {
+			top = st.ready;
+		} else if (!fell) {
+			fell = sfs_now_ms();
+		}
+		if (fell && st.ready <= st.used + 16 * MIB)
+			break;
+		ck_assert_msg(sfs_now_ms() - used < 20000,
+			      "%" PRIu64 " MiB ready, 20 s idle",
+			      st.ready >> 20);
+		usleep(1000);
+	}
+	ck_assert_msg(fell - used >= IDLE,
+		      "memory given back %" PRIu64 " ms after the last pull "
+		      "(idle from %u)",
+		      fell - used, IDLE);
+	ck_assert_msg(st.ready % (2 * MIB) == 0,
+		      "%" PRIu64 " bytes ready: not whole huge pages",
+		      st.ready);
+	uint64_t idle_ready = st.ready, held = st.used;
+	/* Pulled from again (another set: its chunks are not held): the
+	 * bytes are right, and it keeps 64 MiB free again. */
+	uint64_t t0 = sfs_now_ms();
+	ck_assert_int_eq(read_check(c, src, 0, data_len), 0); /* held */
+	src = add_one(c, p, NULL, 0, 0, NULL, NULL);
+	ck_assert_int_eq(read_check(c, src, 0, data_len), 0);
+	do {
+		sfs_cache_stats(c, &st);
+		ck_assert_msg(sfs_now_ms() - t0 < 20000, "not grown again");
+		usleep(1000);
+	} while (st.ready < 48 * MIB);
+	printf("idle_cache_gives_back: %" PRIu64 " MiB ready, given back to "
+	       "%" PRIu64 " MiB (%" PRIu64 " KiB held) %" PRIu64 " ms after "
+	       "the last pull (idle %u ms); grown again when read\n",
+	       top >> 20, idle_ready >> 20, held >> 10, fell - used, IDLE);
 	sfs_cache_free(c);
 }
 END_TEST
@@ -2054,6 +2118,7 @@ int main(void)
 	tcase_add_test(t, read_chunks_reused_before_unread);
 	tcase_add_test(t, segments_grow_as_it_fills);
 	tcase_add_test(t, asks_hold_until_the_last_prefetch_ends);
+	tcase_add_test(t, idle_cache_gives_back);
 	tcase_add_test(t, checksums_verified_and_mismatch_refused);
 	tcase_add_test(t, read_after_quiesce_refused);
 	tcase_add_test(t, lost_pull_recovered);

@@ -28,11 +28,23 @@ PYENV=${SEEDFS_PYENV:-/opt/seedfs/pyenv}
 export PYTHONNOUSERSITE=1
 
 cleanup() {
+	declare -F reporting_restore >/dev/null && reporting_restore
 	if grep -q " $MNT fuse" /proc/mounts; then fusermount3 -u "$MNT" || true; fi
 	[ -n "$SEED_PID" ] && { kill "$SEED_PID" && wait "$SEED_PID"; } 2>/dev/null
 	rm -rf "$WORK" "$MNT"
 }
 trap cleanup EXIT
+# shellcheck source=bench/reporting.sh
+source "$SRC/bench/reporting.sh"
+# As make bench: free page reporting held off, and twice the model's
+# memory touched right before every timed run (BENCH_WARM=0: neither).
+WARM_MIB=$((MIB * 2))
+if [ "${BENCH_WARM:-1}" != 0 ]; then reporting_hold; fi
+warm_run() {
+	[ "${BENCH_WARM:-1}" != 0 ] || return 0
+	dd if=/dev/zero of="$WORK/warm" bs=1M count="$WARM_MIB" 2>/dev/null
+	rm -f "$WORK/warm"
+}
 
 echo "bench-loaders: a model of $MIB MiB on tmpfs (tensors of 2-32 MiB)..."
 python3 "$TR" mkmodel "$WORK/m" "$MIB"
@@ -49,6 +61,7 @@ median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 once() {
 	local mode=$1 order=$2
 	shift 2
+	warm_run
 	"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --protocol tcp \
 		--log-level warn "$@"
 	python3 "$TR" "$mode" "$order" "$MNT"/m/*.safetensors | gbs
@@ -68,6 +81,7 @@ on_mounts() {
 on_tmpfs() {
 	local i
 	for i in $(seq "$RUNS"); do
+		warm_run
 		python3 "$TR" "$1" "$2" "$WORK"/m/*.safetensors | gbs
 	done | median
 }
@@ -101,6 +115,7 @@ PY=$PYENV/bin/python
 peer() { # WHAT [ARGS...]: GB/s, the median of RUNS
 	local i
 	for i in $(seq "$RUNS"); do
+		warm_run
 		PYTHONPATH=$SRC/python SEEDFS_LIB=$BUILD/libseedfs.so \
 			"$PY" "$PEERS" "$@" | gbs
 	done | median
@@ -108,6 +123,7 @@ peer() { # WHAT [ARGS...]: GB/s, the median of RUNS
 peer_mount() { # WHAT: on a fresh mount each run
 	local i
 	for i in $(seq "$RUNS"); do
+		warm_run
 		"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$MNT" --protocol tcp \
 			--log-level warn
 		"$PY" "$PEERS" "$1" "$MNT"/m/*.safetensors | gbs

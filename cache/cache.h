@@ -43,7 +43,9 @@
 #ifndef SFS_CACHE_H
 #define SFS_CACHE_H
 
-#define SFS_CACHE_IDLE_KEEP (16ull << 20) /* free slots an idle cache keeps */
+/* Free slots an idle cache keeps: what a new one has when it is ready
+ * (the next read starts as a new mount's first one does). */
+#define SFS_CACHE_IDLE_KEEP (32ull << 20)
 
 #include "common/metrics.h"
 

@@ -330,9 +330,16 @@ uint64_t sfs_slab_long(struct sfs_cache *c)
 	if (!c->give_back || !c->grower_started || !c->shrinking ||
 	    c->ready_bytes <= c->grow_target)
 		return 0;
+	/* Whole units only (give_back's: a huge page, or a chunk when
+	 * chunks are larger), so that free stays at or above @ahead: below
+	 * it the slab would grow again, and give back again (a 32 MiB chunk
+	 * against 16 MiB kept idle). */
+	uint64_t unit =
+		SFS_MAX((uint64_t)SFS_SLAB_GROUP, (uint64_t)c->chunk_size);
 	uint64_t n =
 		SFS_MIN(free_bytes - ahead, c->ready_bytes - c->grow_target);
-	return SFS_MIN(n, step);
+	n = SFS_MIN(n, SFS_MAX(step, unit));
+	return n / unit * unit;
 }
 
 void sfs_slab_want(struct sfs_cache *c)

@@ -38,7 +38,7 @@ static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 		c->st.disk_hits++;
 		c->st.disk_bytes_read += ch->len;
 		sfs_cache_settle(c, ch);
-		sfs_cache_wake(c);
+		sfs_cache_wake_chunk(c, ch);
 		return;
 	}
 	if (rc != -ENOENT && rc != -ENODATA && rc != -EBADMSG) {
@@ -48,7 +48,7 @@ static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 			", +%u): %s; pulling them",
 			s->label, ch->obj, off, ch->len, strerror(-rc));
 	}
-	sfs_cache_wake(c);
+	sfs_cache_wake_chunk(c, ch); /* its readers' deadlines start again */
 	if (s->retired) {
 		ch->state = CH_FAILED;
 		ch->err = -ESTALE;

@@ -567,7 +567,10 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 		c->pick_epoch++; /* it may be distrusted from now on */
 	}
 	sfs_cache_settle(c, ch);
-	sfs_cache_wake(c);
+	if (rc)
+		sfs_cache_wake(c);
+	else
+		sfs_cache_wake_chunk(c, ch);
 }
 
 /* A pull about to be posted on last-resort peer @p: whose lane is it?
@@ -1056,6 +1059,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 		c->loading--;
 		sfs_cache_dst_release(c, ch);
 		sfs_peer_unpin(c, pin);
+		pthread_cond_broadcast(&c->cond); /* c->loading: quiescing */
 		wake_for_slot(c);
 		pthread_mutex_unlock(&c->lock);
 		return;

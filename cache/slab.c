@@ -36,7 +36,8 @@
  * reads.  There the cache keeps what it has grown to (docs/limits.md).
  * And once no slot was taken for cfg.idle_ms (30 s in a mount, its
  * --cache-idle) and no prefetch asks, an idle mount gives back its
- * free slots past SFS_CACHE_IDLE_KEEP (16 MiB) the same way; the next
+ * free slots past SFS_CACHE_IDLE_KEEP (32 MiB, what a new cache has when
+ * ready) the same way; the next
  * pull makes it keep SFS_SLAB_AHEAD free again.
  */
 #include "cache/core.h"
@@ -201,7 +202,9 @@ static void recommit(struct sfs_cache *c)
 	struct list got = {0};
 	size_t n = 0;
 	struct sfs_chunk *ch;
-	while (n < SFS_SLAB_SEG >> c->chunk_shift && (ch = c->bare.head)) {
+	size_t most =
+		SFS_MAX((size_t)1, (size_t)(SFS_SLAB_SEG >> c->chunk_shift));
+	while (n < most && (ch = c->bare.head)) {
 		sfs_list_del(&c->bare, ch);
 		c->nbare--;
 		sfs_list_add_tail(&got, ch);
@@ -295,15 +298,13 @@ static uint64_t give_back(struct sfs_cache *c, uint64_t bytes)
 	return took;
 }
 
-/* When idleness will let free slots go (sfs_slab_ahead), if it will:
- * the time the grower looks again; 0: no such time (c->lock held). */
+/* When the cache turns idle (sfs_slab_ahead), if it is not yet: the
+ * time the grower looks again, whatever is free now (slots freed while
+ * it sleeps do not wake it when they are few); 0: no such time (c->lock
+ * held). */
 static uint64_t idle_at(const struct sfs_cache *c, uint64_t now)
 {
-	uint64_t step =
-		SFS_MAX((uint64_t)SFS_SLAB_SEG, (uint64_t)c->chunk_size);
-	if (!c->idle_ms || !c->give_back ||
-	    (uint64_t)c->nfree * c->chunk_size <= SFS_CACHE_IDLE_KEEP + step ||
-	    now - c->used_ms >= c->idle_ms)
+	if (!c->idle_ms || !c->give_back || now - c->used_ms >= c->idle_ms)
 		return 0;
 	return c->used_ms + c->idle_ms;
 }
@@ -312,6 +313,7 @@ static void *grower(void *arg)
 {
 	struct sfs_cache *c = arg;
 	uint64_t want;
+	unsigned int retry_ms = 1000; /* give_back found nothing to give */
 
 	/* Behind the readers: zeroing pages is not urgent. */
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
@@ -321,22 +323,27 @@ static void *grower(void *arg)
 		while (!c->stopping && !sfs_slab_short(c) &&
 		       !sfs_slab_long(c)) {
 			uint64_t now = sfs_now_ms(), at = idle_at(c, now);
-			struct timespec ts = sfs_abstime(at - now + 1);
-			if (at)
+			if (at) {
+				struct timespec ts = sfs_abstime(at - now + 1);
 				pthread_cond_timedwait(&c->grow_cond, &c->lock,
 						       &ts);
-			else
+			} else {
 				pthread_cond_wait(&c->grow_cond, &c->lock);
+			}
 		}
 		if (c->stopping)
 			break;
 		if ((want = sfs_slab_long(c))) {
 			/* None could go (a keep lasts, or chunks in use share
-			 * the huge pages): again in a second at most. */
+			 * the huge pages): again in a second, then less often,
+			 * every 30 s at most (each look scans the free list). */
 			if (!give_back(c, want)) {
-				struct timespec ts = sfs_abstime(1000);
+				struct timespec ts = sfs_abstime(retry_ms);
 				pthread_cond_timedwait(&c->grow_cond, &c->lock,
 						       &ts);
+				retry_ms = SFS_MIN(retry_ms * 2, 30000u);
+			} else {
+				retry_ms = 1000;
 			}
 			continue;
 		}

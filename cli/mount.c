@@ -251,7 +251,7 @@ static void usage(void)
 	       "                           and the cgroup can give; more than\n"
 	       "                           they can give is refused)\n"
 	       "    --cache-idle SECONDS   after this long without a pull, free\n"
-	       "                           cache memory past 16 MiB goes back\n"
+	       "                           cache memory past 32 MiB goes back\n"
 	       "                           to the kernel (tcp, shm; default 30,\n"
 	       "                           0 never)\n"
 	       "    --cache-dir DIR        keep pulled chunks in DIR too; a\n"

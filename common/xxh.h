@@ -7,13 +7,15 @@
  * the CPU has them: 28-32 GB/s per core here against 5-10 for the
  * SSE2 build Debian ships as the default, and every chunk a mount
  * pulls is checked with it.  The hashes are the same on every path.
- * Include this instead of <xxhash.h>.
+ * Only where the library was built with its dispatcher (Debian's shared
+ * library is; CMakeLists.txt checks, SEEDFS_XXH_DISPATCH): elsewhere the
+ * portable XXH3.  Include this instead of <xxhash.h>.
  */
 #ifndef SFS_XXH_H
 #define SFS_XXH_H
 
 #include <xxhash.h>
-#if defined(__x86_64__) || defined(_M_X64)
+#ifdef SEEDFS_XXH_DISPATCH /* CMakeLists.txt: the library has it */
 #include <xxh_x86dispatch.h>
 #endif
 

@@ -39,6 +39,8 @@ source "$SRC/bench/reporting.sh"
 # As make bench: free page reporting held off, and twice the model's
 # memory touched right before every timed run (BENCH_WARM=0: neither).
 WARM_MIB=$((MIB * 2))
+avail_mib=$(($(awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo) / 1024))
+[ "$WARM_MIB" -le $((avail_mib * 7 / 10)) ] || WARM_MIB=$((avail_mib * 7 / 10))
 if [ "${BENCH_WARM:-1}" != 0 ]; then reporting_hold; fi
 warm_run() {
 	[ "${BENCH_WARM:-1}" != 0 ] || return 0

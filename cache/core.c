@@ -322,13 +322,17 @@ uint64_t sfs_slab_long(struct sfs_cache *c)
 	uint64_t step =
 		SFS_MAX((uint64_t)SFS_SLAB_SEG, (uint64_t)c->chunk_size);
 	uint64_t free_bytes = (uint64_t)c->nfree * c->chunk_size;
-	uint64_t ahead = sfs_slab_ahead(c, sfs_now_ms());
-	if (free_bytes > ahead + step)
+	uint64_t now = sfs_now_ms(), ahead = sfs_slab_ahead(c, now);
+	if (free_bytes > ahead + step) {
 		c->shrinking = 1;
-	else if (free_bytes <= ahead)
+	} else if (free_bytes <= ahead) {
 		c->shrinking = 0;
+		c->give_retry_ms = 0; /* the next time starts at 1 s */
+	}
+	/* Not before give_after_ms: every slot taken or freed asks, and
+	 * each try scans the free list under the lock. */
 	if (!c->give_back || !c->grower_started || !c->shrinking ||
-	    c->ready_bytes <= c->grow_target)
+	    c->ready_bytes <= c->grow_target || now < c->give_after_ms)
 		return 0;
 	/* Whole units only (give_back's: a huge page, or a chunk when
 	 * chunks are larger), so that free stays at or above @ahead: below
@@ -338,7 +342,7 @@ uint64_t sfs_slab_long(struct sfs_cache *c)
 		SFS_MAX((uint64_t)SFS_SLAB_GROUP, (uint64_t)c->chunk_size);
 	uint64_t n =
 		SFS_MIN(free_bytes - ahead, c->ready_bytes - c->grow_target);
-	n = SFS_MIN(n, SFS_MAX(step, unit));
+	n = SFS_MIN(n, step); /* step >= unit */
 	return n / unit * unit;
 }
 

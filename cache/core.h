@@ -368,7 +368,12 @@ struct sfs_cache {
 			       SFS_SLAB_AHEAD free (SFS_CACHE_IDLE_KEEP
 			       when idle) */
 	unsigned int idle_ms; /* cfg.idle_ms */
-	uint64_t used_ms;     /* protected by lock: a slot last taken */
+	/* give_back found nothing whole to give: not tried again before
+	 * give_after_ms (then give_retry_ms later each time, up to 30 s;
+	 * 1 s again once nothing is too much).  Protected by lock. */
+	uint64_t give_after_ms;
+	unsigned int give_retry_ms;
+	uint64_t used_ms; /* protected by lock: a slot last taken */
 
 	/* The worker: posts what completions made room for, finds stalled
 	 * peers, reconnects. */

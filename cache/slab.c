@@ -298,22 +298,26 @@ static uint64_t give_back(struct sfs_cache *c, uint64_t bytes)
 	return took;
 }
 
-/* When the cache turns idle (sfs_slab_ahead), if it is not yet: the
- * time the grower looks again, whatever is free now (slots freed while
- * it sleeps do not wake it when they are few); 0: no such time (c->lock
- * held). */
+/* When the grower looks again by itself: when the cache turns idle
+ * (sfs_slab_ahead), if it is not yet, whatever is free now (slots freed
+ * while it sleeps do not wake it when they are few), or when a put-off
+ * give-back is due; 0: no such time (c->lock held). */
 static uint64_t idle_at(const struct sfs_cache *c, uint64_t now)
 {
-	if (!c->idle_ms || !c->give_back || now - c->used_ms >= c->idle_ms)
-		return 0;
-	return c->used_ms + c->idle_ms;
+	uint64_t at = 0;
+	if (c->idle_ms && c->give_back && now - c->used_ms < c->idle_ms)
+		at = c->used_ms + c->idle_ms;
+	/* And a give-back put off (sfs_slab_long) is tried then. */
+	if (c->shrinking && c->give_after_ms > now &&
+	    (!at || c->give_after_ms < at))
+		at = c->give_after_ms;
+	return at;
 }
 
 static void *grower(void *arg)
 {
 	struct sfs_cache *c = arg;
 	uint64_t want;
-	unsigned int retry_ms = 1000; /* give_back found nothing to give */
 
 	/* Behind the readers: zeroing pages is not urgent. */
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
@@ -336,14 +340,17 @@ static void *grower(void *arg)
 		if ((want = sfs_slab_long(c))) {
 			/* None could go (a keep lasts, or chunks in use share
 			 * the huge pages): again in a second, then less often,
-			 * every 30 s at most (each look scans the free list). */
+			 * every 30 s at most (each try scans the free list). */
 			if (!give_back(c, want)) {
-				struct timespec ts = sfs_abstime(retry_ms);
-				pthread_cond_timedwait(&c->grow_cond, &c->lock,
-						       &ts);
-				retry_ms = SFS_MIN(retry_ms * 2, 30000u);
+				c->give_retry_ms =
+					c->give_retry_ms
+						? SFS_MIN(2 * c->give_retry_ms,
+							  30000u)
+						: 1000u;
+				c->give_after_ms =
+					sfs_now_ms() + c->give_retry_ms;
 			} else {
-				retry_ms = 1000;
+				c->give_retry_ms = 0;
 			}
 			continue;
 		}

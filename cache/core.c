@@ -278,14 +278,6 @@ int sfs_slab_can_grow(const struct sfs_cache *c)
 		(!c->grow_failed && c->next_seg < c->nsegs));
 }
 
-/* Should the grower commit more?  When a prefetch wants more ready, or
- * nothing is spare, or another step still fits under SFS_SLAB_AHEAD free
- * slots, and, in a cache that does not hold all it pulls (hold_all: a
- * re-seeder's; or while a prefetch warms), also under SFS_SLAB_SPARE of
- * free slots and chunks read already (c->lru), which a pull may reuse
- * (cache.c's take_slot): a model read once then commits about that
- * much, not its size, and the page cache holds what the readers read.
- * c->lock held. */
 uint64_t sfs_slab_ahead(const struct sfs_cache *c, uint64_t now)
 {
 	if (c->idle_ms && !c->wanting && !c->grow_target &&
@@ -294,6 +286,14 @@ uint64_t sfs_slab_ahead(const struct sfs_cache *c, uint64_t now)
 	return SFS_SLAB_AHEAD;
 }
 
+/* Should the grower commit more?  When a prefetch wants more ready, or
+ * nothing is spare, or another step still fits under SFS_SLAB_AHEAD free
+ * slots, and, in a cache that does not hold all it pulls (hold_all: a
+ * re-seeder's; or while a prefetch warms), also under SFS_SLAB_SPARE of
+ * free slots and chunks read already (c->lru), which a pull may reuse
+ * (cache.c's take_slot): a model read once then commits about that
+ * much, not its size, and the page cache holds what the readers read.
+ * c->lock held. */
 int sfs_slab_short(const struct sfs_cache *c)
 {
 	if (!c->grower_started ||
@@ -336,8 +336,8 @@ uint64_t sfs_slab_long(struct sfs_cache *c)
 		return 0;
 	/* Whole units only (give_back's: a huge page, or a chunk when
 	 * chunks are larger), so that free stays at or above @ahead: below
-	 * it the slab would grow again, and give back again (a 32 MiB chunk
-	 * against 16 MiB kept idle). */
+	 * it the slab would grow again, and give back again (a 64 MiB
+	 * chunk against 32 MiB kept idle). */
 	uint64_t unit =
 		SFS_MAX((uint64_t)SFS_SLAB_GROUP, (uint64_t)c->chunk_size);
 	uint64_t n =

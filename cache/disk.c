@@ -3,6 +3,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "common/xxh.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,7 +17,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "common/xxh.h"
 
 #define NAME_LEN 32 /* hex of a 128-bit hash */
 #define ABOUT "about"

@@ -37,6 +37,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "transports/transport.h"
+#include "common/xxh.h"
 
 #include <errno.h>
 #include <gnutls/crypto.h>
@@ -45,7 +46,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common/xxh.h"
 
 #define WINDOW_MIN 2
 #define WINDOW_MAX 32

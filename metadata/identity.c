@@ -3,6 +3,7 @@
 
 #include "common/util.h"
 #include "metadata/jsonlim.h"
+#include "common/xxh.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common/xxh.h"
 
 enum key_type { KEY_STR, KEY_U64 };
 

@@ -4,6 +4,7 @@
 #include "common/util.h"
 #include "metadata/gguf.h"
 #include "metadata/jsonlim.h"
+#include "common/xxh.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common/xxh.h"
 
 /* ---- builder ---------------------------------------------------------- */
 

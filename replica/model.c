@@ -17,6 +17,7 @@
 #include "replica/readahead.h"
 #include "replica/tree.h"
 #include "transports/transport.h"
+#include "common/xxh.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common/xxh.h"
 
 uint32_t model_chunk_size(const struct sfs_manifest *m, uint32_t want)
 {

@@ -10,13 +10,13 @@
 #include "announce.h"
 
 #include "common/util.h"
+#include "common/xxh.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common/xxh.h"
 
 struct ann_entry {
 	char addr[300];

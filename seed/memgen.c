@@ -20,6 +20,7 @@
 #include "metadata/manifest.h"
 #include "metadata/safetensors.h"
 #include "seed/seed.h"
+#include "common/xxh.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common/xxh.h"
 
 /* The header of a shard holding tensors [a, b): *out [new]. */
 static int shard_header(const struct seed_mem *mm, size_t a, size_t b,

@@ -10,6 +10,7 @@
 #include "metadata/safetensors.h"
 #include "seed/walk.h"
 #include "transports/transport.h"
+#include "common/xxh.h"
 
 #include <errno.h>
 #include <gnutls/crypto.h>
@@ -24,7 +25,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "common/xxh.h"
 
 #define SEED_INLINE_HDR_MAX (16u << 20) /* larger headers stay remote */
 

@@ -36,6 +36,7 @@
  * holdings and downlinks), to see what takes the time.
  */
 #include "cache/swarm.h"
+#include "common/xxh.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -44,7 +45,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common/xxh.h"
 
 #define LISTED 16	    /* re-seeders the seed lists one asker */
 #define MEMBERS_MAX 8	    /* re-seeders one replica works with */

@@ -28,6 +28,11 @@
 #                 make test runs it short
 #   make deb      Debian packages (seedfs, libseedfs0, libseedfs-dev,
 #                 python3-seedfs) into build/deb, checked by lintian
+#   make mutants  every load-bearing check broken on purpose
+#                 (tests/mutants/mutants.txt), each in a copy of the tree
+#                 built in build-mut: the test named beside it must fail
+#                 (MUTANTS=id,id runs those only); make test checks that
+#                 each still applies
 #   make format   clang-format every C file in place
 
 BUILD   ?= build
@@ -36,7 +41,7 @@ TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all deps test test-full test-fast test-rdma demo bench bench-fanout profile chaos sim fuzz format check-format clean deb
+.PHONY: all deps test test-full test-fast test-rdma demo bench bench-fanout profile chaos sim fuzz mutants format check-format clean deb
 FUZZ_ITERS ?= 1000000
 RDMA_PROTOCOLS ?= rdma rdma-fabric
 
@@ -115,6 +120,9 @@ chaos: all
 sim: all
 	@bash sim/run.sh $(BUILD)/sim/seedfs-sim
 
+mutants: all
+	@python3 tests/mutants/run.py . build-mut $(if $(MUTANTS),--only $(MUTANTS))
+
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
 format:
@@ -128,4 +136,4 @@ check-format:
 	else echo "clang-format not installed: format check skipped"; fi
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(TSAN)
+	rm -rf $(BUILD) $(ASAN) $(TSAN) build-mut

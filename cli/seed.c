@@ -92,10 +92,12 @@ static void usage(FILE *out)
 		"  --checksum-chunk SIZE  publish an XXH3-64 per SIZE bytes of\n"
 		"                       every file (power of two, default 1M;\n"
 		"                       0: none)\n"
-		"  --digest sha256      and a SHA-256 of each of those chunks:\n"
-		"                       replicas check every chunk with it, so\n"
-		"                       no re-seeder can forge one (default:\n"
-		"                       XXH3-64 alone, docs/security.md)\n"
+		"  --digest sha256|xxh3 sha256 (default): a SHA-256 of each of\n"
+		"                       those chunks too: a replica checks\n"
+		"                       what a re-seeder serves with it, so no\n"
+		"                       re-seeder can forge a chunk; xxh3: the\n"
+		"                       fast-only mode (XXH3-64 alone: replicas\n"
+		"                       read its files from seeds only)\n"
 		"  --sign-key FILE      sign every manifest with this Ed25519\n"
 		"                       private key (PEM, mode 0600: openssl\n"
 		"                       genpkey -algorithm ed25519); replicas\n"
@@ -528,10 +530,11 @@ static int bad(const char *opt, const char *val)
 
 int sfs_cli_seed(int argc, char **argv)
 {
-	int watch = 0, revoke_now = 0;
+	int watch = 0, revoke_now = 0, digest_given = 0;
 	struct sfs_seed_cfg cfg = {.keep_unchanged = 1,
 				   .grace_s = 60,
 				   .csum_shift = 20,
+				   .digest_sha256 = 1,
 				   .inline_max = 64 << 10,
 				   .mr_max = 1ull << 30,
 				   .timeout_ms = 10000};
@@ -648,9 +651,10 @@ int sfs_cli_seed(int argc, char **argv)
 			revoke_now = 1;
 			break;
 		case OPT_DIGEST:
-			if (strcmp(optarg, "sha256") && strcmp(optarg, "none"))
-				return bad("--digest (sha256 or none)", optarg);
+			if (strcmp(optarg, "sha256") && strcmp(optarg, "xxh3"))
+				return bad("--digest (sha256 or xxh3)", optarg);
 			cfg.digest_sha256 = !strcmp(optarg, "sha256");
+			digest_given = 1;
 			break;
 		case OPT_SIGN_KEY:
 			sign_key_file = optarg;
@@ -773,6 +777,9 @@ int sfs_cli_seed(int argc, char **argv)
 		sfs_auth_free(seed_auth);
 		return 2;
 	}
+	/* No checksum chunks: no digests either, unless asked for. */
+	if (!digest_given && !cfg.csum_shift)
+		cfg.digest_sha256 = 0;
 	if (cfg.digest_sha256 && !cfg.csum_shift) {
 		fprintf(stderr, "seedfs seed: --digest sha256 needs checksum "
 				"chunks (--checksum-chunk is 0)\n");

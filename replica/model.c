@@ -1111,9 +1111,10 @@ int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
 		size_t i = (size_t)json_integer_value(iv);
 		uint64_t size = hm->files[j].size, n = chunks_of(hm, j, chunk);
 		(*hobjs)[i].pieces = pc;
-		/* A file without checksums comes from seeds alone: nothing
-		 * would tell a re-seeder's wrong bytes from right ones. */
-		if (!cm->files[i].csum_shift)
+		/* A file without SHA-256 comes from seeds alone: nothing
+		 * would tell a re-seeder's forged bytes from right ones
+		 * (XXH3 has a closed-form second preimage). */
+		if (!cm->files[i].csum_shift || !cm->files[i].sha256)
 			continue;
 		for (uint64_t k = 0; k < n; k++) {
 			uint32_t slot = ms->s[j][k];

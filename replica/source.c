@@ -410,6 +410,10 @@ int rsrc_adopt_peer(struct rsrc *s, const struct sfs_manifest *m, size_t ep,
 	/* A seed serves what no re-seeder has: it sends each byte about
 	 * once, the replicas the rest. */
 	sfs_cache_peer_last_resort(s->r->cache, cpeer, !s->reseeder);
+	/* A seed, reached over its authenticated control channel: what it
+	 * serves is checked against XXH3.  A re-seeder (any token holder
+	 * can be one) against the seed's SHA-256. */
+	sfs_cache_peer_trusted(s->r->cache, cpeer, !s->reseeder);
 	pthread_mutex_lock(&s->lock);
 	s->instance = m->instance;
 	s->xpeer = xpeer;

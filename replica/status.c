@@ -119,6 +119,19 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 		    "seed_errors: transport %" PRIu64 " checksum %" PRIu64
 		    " stalls %" PRIu64 "",
 		    pi.errors, pi.checksum_errors, pi.stalls);
+		if (pi.trusted)
+			put(f, "seed_checked: XXH3-64 (a seed)");
+		else if (pi.proven)
+			put(f, "seed_checked: SHA-256 (served since its last "
+			       "failure)");
+		else if (pi.probe_ms)
+			put(f,
+			    "seed_checked: SHA-256 (failed: tried again in "
+			    "%.1f s, keeps no seed off a chunk)",
+			    (double)pi.probe_ms / 1e3);
+		else
+			put(f, "seed_checked: SHA-256 (not served yet: keeps "
+			       "no seed off a chunk)");
 	}
 	if (unreachable)
 		put(f, "seed_control: no answer for %.1f s (%s)",
@@ -357,6 +370,9 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	}
 	put(f, "control_received_by_route: %s", by);
 	put(f, "failovers: %" PRIu64 "", st.failovers);
+	put(f, "checked_sha256: %" PRIu64 " chunks", st.strong_checks);
+	put(f, "hedges: %" PRIu64 "", st.hedges);
+	put(f, "reseeder_failures: %" PRIu64 "", st.member_failures);
 	if (st.lane_own || st.lane_others)
 		put(f,
 		    "seed_pulls_shared: %" PRIu64

@@ -246,6 +246,9 @@ start_seed() {
 # else the last seed started.  MOUNT_LOG names its log files
 # ($WORK/$MOUNT_LOG.log and .err; default mount).
 MOUNT_LOG=mount
+# The mount runs under ${MOUNT_WRAP[@]} when set (nsenter --net=...: a
+# network namespace, the mount namespace kept).
+MOUNT_WRAP=()
 mount_seed() {
 	local mnt=$1 src log=$WORK/$MOUNT_LOG.log
 	shift
@@ -257,7 +260,7 @@ mount_seed() {
 	else
 		src=(--seed "${MOUNT_SEEDS:-$HOST:$SEED_PORT}")
 	fi
-	"$SEEDFS" mount "${src[@]}" "$mnt" \
+	"${MOUNT_WRAP[@]}" "$SEEDFS" mount "${src[@]}" "$mnt" \
 		--log-file "$log" "$@" 2>"$WORK/$MOUNT_LOG.err" ||
 		fail "mount failed: $(cat "$WORK/$MOUNT_LOG.err")"
 	grep -q " $mnt fuse" /proc/mounts || fail "not in /proc/mounts"

@@ -455,6 +455,10 @@ void sfs_replica_close(struct sfs_replica *r)
 		rsrc_free(s);
 	}
 	fleet_free(r);
+	/* What a save that failed left in memory: a last try. */
+	char err[300];
+	if (r->signstate && sfs_signstate_save(r->signstate, err, sizeof(err)))
+		SFS_LOG(SFS_WARN, "trust", "not remembered: %s", err);
 	sfs_signstate_free(r->signstate);
 	sfs_disk_close(r->disk);
 	sfs_xport_close(r->x);

@@ -36,7 +36,7 @@
  * model's lock are never held together; r->lock is taken alone but for
  * a model's lock tried under it (the sweeper, freeing a model nobody
  * holds); r->xlock (transport connections) is taken alone; the cache's
- * lock is below all.
+ * lock and r->signstate's are below all.
  *
  * Models come and go: a pointer to one is good while a reference from
  * model_get, model_make or model_all is held (model_put), or while one

@@ -102,6 +102,11 @@ static void usage(FILE *out)
 		"                       private key (PEM, mode 0600: openssl\n"
 		"                       genpkey -algorithm ed25519); replicas\n"
 		"                       pin its public key with --trust-key\n"
+		"  --sign-validity TIME  a signature holds this long (SECONDS,\n"
+		"                       or a number and s, m, h or d; default\n"
+		"                       24h, 10s to 366d); every generation\n"
+		"                       served is signed again at half of it,\n"
+		"                       and replicas refuse a lapsed one\n"
 		"  --watch              publish a new generation of a model when\n"
 		"                       its directory changes (all of them on\n"
 		"                       SIGHUP)\n"
@@ -143,6 +148,8 @@ static void usage(FILE *out)
 		"                       port)\n"
 		"  --test-corrupt FILE:OFFSET  tests only: flip that published\n"
 		"                       byte after checksumming\n"
+		"  --test-sign-clock SECONDS  tests only: sign as if the clock\n"
+		"                       read SECONDS later (negative: earlier)\n"
 		"  --test-after-walk FILE  tests only: after walking a model\n"
 		"                       directory, wait (10 s at most) for FILE\n"
 		"                       to appear, and remove it, before opening\n"
@@ -185,6 +192,8 @@ enum {
 	OPT_REVOKE_NOW,
 	OPT_DIGEST,
 	OPT_SIGN_KEY,
+	OPT_SIGN_VALIDITY,
+	OPT_TEST_SIGN_CLOCK,
 	OPT_TEST_AFTER_WALK,
 	OPT_METRICS_TOKEN_FILE,
 };
@@ -213,6 +222,8 @@ static const struct option long_opts[] = {
 	{"revoke-now", no_argument, NULL, OPT_REVOKE_NOW},
 	{"digest", required_argument, NULL, OPT_DIGEST},
 	{"sign-key", required_argument, NULL, OPT_SIGN_KEY},
+	{"sign-validity", required_argument, NULL, OPT_SIGN_VALIDITY},
+	{"test-sign-clock", required_argument, NULL, OPT_TEST_SIGN_CLOCK},
 	{"watch", no_argument, NULL, OPT_WATCH},
 	{"identity", required_argument, NULL, OPT_IDENTITY},
 	{"registry", required_argument, NULL, OPT_REGISTRY},
@@ -528,6 +539,32 @@ static int bad(const char *opt, const char *val)
 	return 2;
 }
 
+/* "SECONDS", or a number and s, m, h or d, into *out (seconds). */
+static int parse_duration(const char *text, uint64_t *out)
+{
+	static const struct {
+		char c;
+		uint64_t s;
+	} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+	char num[24];
+	size_t n = strlen(text);
+	uint64_t v, mul = 1;
+	for (size_t i = 0; n > 1 && i < SFS_ARRAY_SIZE(units); i++)
+		if (text[n - 1] == units[i].c) {
+			mul = units[i].s;
+			n--;
+			break;
+		}
+	if (!n || n >= sizeof(num))
+		return -1;
+	memcpy(num, text, n);
+	num[n] = '\0';
+	if (sfs_parse_u64(num, &v) || v > UINT32_MAX / mul)
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
 int sfs_cli_seed(int argc, char **argv)
 {
 	int watch = 0, revoke_now = 0, digest_given = 0;
@@ -659,6 +696,25 @@ int sfs_cli_seed(int argc, char **argv)
 		case OPT_SIGN_KEY:
 			sign_key_file = optarg;
 			break;
+		case OPT_SIGN_VALIDITY:
+			if (parse_duration(optarg, &v) ||
+			    v < SFS_SIGN_VALIDITY_MIN_S ||
+			    v > SFS_SIGN_VALIDITY_MAX_S)
+				return bad("--sign-validity (10s to 366d)",
+					   optarg);
+			cfg.sign_validity_s = (uint32_t)v;
+			break;
+		case OPT_TEST_SIGN_CLOCK: {
+			char *end;
+			errno = 0;
+			long long sec = strtoll(optarg, &end, 10);
+			if (errno || end == optarg || *end ||
+			    sec < -(10ll * 366 * 86400) ||
+			    sec > 10ll * 366 * 86400)
+				return bad("--test-sign-clock", optarg);
+			cfg.test_sign_clock_s = sec;
+			break;
+		}
 		case OPT_WATCH:
 			watch = 1;
 			break;
@@ -783,6 +839,12 @@ int sfs_cli_seed(int argc, char **argv)
 	if (cfg.digest_sha256 && !cfg.csum_shift) {
 		fprintf(stderr, "seedfs seed: --digest sha256 needs checksum "
 				"chunks (--checksum-chunk is 0)\n");
+		rc = 2;
+		goto out_secrets;
+	}
+	if (!sign_key_file && cfg.sign_validity_s) {
+		fprintf(stderr, "seedfs seed: --sign-validity goes with "
+				"--sign-key\n");
 		rc = 2;
 		goto out_secrets;
 	}

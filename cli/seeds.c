@@ -60,7 +60,11 @@ const char cli_sec_help[] =
 	"                           Ed25519 key in FILE (PEM public keys,\n"
 	"                           the seeds' --sign-key), each file's\n"
 	"                           chunks checked with their SHA-256\n"
-	"                           (seeds need --digest sha256)\n";
+	"                           (seeds need --digest sha256); no lapsed\n"
+	"                           signature, no generation older than one\n"
+	"                           taken before (remembered in --cache-dir,\n"
+	"                           else $SEEDFS_STATE_DIR, /var/lib/seedfs\n"
+	"                           for root, $XDG_STATE_HOME/seedfs)\n";
 
 int cli_cred(const struct cli_sec *sec, const struct cli_seeds *seeds,
 	     const char *who, struct sfs_control_cred **out)

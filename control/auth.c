@@ -112,8 +112,10 @@ int sfs_auth_parse_bearer(const char *value, const char **tok, size_t *len)
 	return 0;
 }
 
-int sfs_auth_open_secret(const char *path, const char *opt, struct stat *st,
-			 char *err, size_t errlen)
+/* Open @path for reading and check its type and owner (this user's or
+ * root's); the caller checks its mode. */
+static int open_owned(const char *path, const char *opt, struct stat *st,
+		      char *err, size_t errlen)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), rc;
 
@@ -136,20 +138,44 @@ int sfs_auth_open_secret(const char *path, const char *opt, struct stat *st,
 		rc = -EACCES;
 		goto err_close;
 	}
-	if (st->st_mode & 077) {
-		snprintf(err, errlen,
-			 "%s %s: mode %04o gives its group or others access "
-			 "(0600 or 0400 wanted); chmod 600 %s",
-			 opt, path, (unsigned int)(st->st_mode & 07777), path);
-		rc = -EACCES;
-		goto err_close;
-	}
 	return fd;
 
 err_close:
 	if (fd >= 0)
 		close(fd);
 	return rc;
+}
+
+int sfs_auth_open_anchor(const char *path, const char *opt, struct stat *st,
+			 char *err, size_t errlen)
+{
+	int fd = open_owned(path, opt, st, err, errlen);
+	if (fd >= 0 && (st->st_mode & (S_IWGRP | S_IWOTH))) {
+		snprintf(err, errlen,
+			 "%s %s: mode %04o lets %s write it, and whoever "
+			 "writes it decides what this trusts; chmod go-w %s",
+			 opt, path, (unsigned int)(st->st_mode & 07777),
+			 (st->st_mode & S_IWOTH) ? "others" : "its group",
+			 path);
+		close(fd);
+		return -EACCES;
+	}
+	return fd;
+}
+
+int sfs_auth_open_secret(const char *path, const char *opt, struct stat *st,
+			 char *err, size_t errlen)
+{
+	int fd = open_owned(path, opt, st, err, errlen);
+	if (fd >= 0 && (st->st_mode & 077)) {
+		snprintf(err, errlen,
+			 "%s %s: mode %04o gives its group or others access "
+			 "(0600 or 0400 wanted); chmod 600 %s",
+			 opt, path, (unsigned int)(st->st_mode & 07777), path);
+		close(fd);
+		return -EACCES;
+	}
+	return fd;
 }
 
 /* Read and parse the file into @tok (@cap bytes); 0 or -errno. */

@@ -90,16 +90,21 @@ int sfs_tls_parse_pin(const char *text, char *out, size_t len, char *err,
 }
 
 /* The whole of a small file, NUL-terminated, into *out [new]; a
- * @secret one (a key) opened with sfs_auth_open_secret. */
-int sfs_tls_slurp(const char *opt, const char *path, int secret, char **out,
-		  size_t *len, char *err, size_t errlen)
+ * secret (a key) opened with sfs_auth_open_secret, a trust anchor with
+ * sfs_auth_open_anchor. */
+int sfs_tls_slurp(const char *opt, const char *path, enum sfs_tls_file kind,
+		  char **out, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
 	int fd, rc = 0;
 	char *b = NULL;
 
-	if (secret) {
+	if (kind == SFS_TLS_FILE_SECRET) {
 		if ((fd = sfs_auth_open_secret(path, opt, &st, err, errlen)) <
+		    0)
+			return fd;
+	} else if (kind == SFS_TLS_FILE_ANCHOR) {
+		if ((fd = sfs_auth_open_anchor(path, opt, &st, err, errlen)) <
 		    0)
 			return fd;
 	} else if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY |
@@ -222,10 +227,10 @@ int sfs_tls_pair_load(const char *cert, const char *key,
 		snprintf(err, errlen, "--tls-cert: out of memory");
 		return -ENOMEM;
 	}
-	if ((rc = sfs_tls_slurp("--tls-cert", cert, 0, &p->cert, &cert_len, err,
-				errlen)) ||
-	    (rc = sfs_tls_slurp("--tls-key", key, 1, &p->key, &p->key_len, err,
-				errlen)) ||
+	if ((rc = sfs_tls_slurp("--tls-cert", cert, SFS_TLS_FILE_PUBLIC,
+				&p->cert, &cert_len, err, errlen)) ||
+	    (rc = sfs_tls_slurp("--tls-key", key, SFS_TLS_FILE_SECRET, &p->key,
+				&p->key_len, err, errlen)) ||
 	    (rc = check_pair(p, cert, key, cert_len, err, errlen))) {
 		sfs_tls_pair_free(p);
 		return rc;

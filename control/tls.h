@@ -45,16 +45,24 @@ const char *sfs_tls_pair_cert(const struct sfs_tls_pair *p);
 const char *sfs_tls_pair_key(const struct sfs_tls_pair *p);
 const char *sfs_tls_pair_pin(const struct sfs_tls_pair *p);
 
+/* What a file sfs_tls_slurp reads holds, and so how it is checked. */
+enum sfs_tls_file {
+	SFS_TLS_FILE_PUBLIC, /* a certificate: not checked */
+	SFS_TLS_FILE_SECRET, /* a private key: sfs_auth_open_secret */
+	SFS_TLS_FILE_ANCHOR, /* a public key trusted: sfs_auth_open_anchor */
+};
+
 /*
  * sfs_tls_slurp - the whole of the small file @path (a regular file of
  * at most SFS_TLS_FILE_MAX bytes), NUL-terminated, into *out [new; the
  * caller wipes it if it is a secret] and its length into *len.  A
- * @secret file is opened as sfs_auth_open_secret does (its owner and
- * mode checked).  0, or -errno with one line in @err naming @opt and
- * the file.
+ * secret is opened as sfs_auth_open_secret does (owner and mode
+ * checked: 0600 or 0400), a trust anchor as sfs_auth_open_anchor does
+ * (owner checked, nobody else may write it).  0, or -errno with one
+ * line in @err naming @opt and the file.
  */
-int sfs_tls_slurp(const char *opt, const char *path, int secret, char **out,
-		  size_t *len, char *err, size_t errlen);
+int sfs_tls_slurp(const char *opt, const char *path, enum sfs_tls_file kind,
+		  char **out, size_t *len, char *err, size_t errlen);
 
 /*
  * sfs_tls_parse_pin - @text in one of the forms above, as

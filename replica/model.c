@@ -12,6 +12,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "control/control.h"
+#include "control/sign.h"
+#include "control/signstate.h"
 #include "metadata/holdruns.h"
 #include "metadata/jsonlim.h"
 #include "replica/readahead.h"
@@ -617,6 +619,45 @@ int model_has_content(struct sfs_replica *r, const char *name, uint64_t content)
 	return yes;
 }
 
+/* The signed generations taken, written to their file when they
+ * changed (control/signstate.h); a failure is said once until it
+ * changes, and the next save tries again. */
+static void save_signed(struct sfs_replica *r)
+{
+	static _Thread_local char said[300];
+	char err[sizeof(said)];
+	if (!r->signstate)
+		return;
+	if (!sfs_signstate_save(r->signstate, err, sizeof(err)))
+		said[0] = '\0';
+	else if (strcmp(err, said)) {
+		SFS_LOG(SFS_WARN, "trust",
+			"the signed generations taken are not remembered "
+			"across a restart: %s",
+			err);
+		snprintf(said, sizeof(said), "%s", err);
+	}
+}
+
+/* With --trust-key, under mo->lock: @n, taken from a source of @v's
+ * content, is @v's manifest signed again (the same signer's run and
+ * generation, by the same key, valid longer): @v takes its signature,
+ * which a re-seeder passes on (reseed.c reads v->m under mo->lock).
+ * 1 when it did. */
+static int resigned(struct sfs_view *v, const struct sfs_manifest *n)
+{
+	struct sfs_manifest *m = v->m;
+	if (!m->has_sig || !n->has_sig || !m->signer_run ||
+	    m->signer_run != n->signer_run || m->generation != n->generation ||
+	    n->valid_until <= m->valid_until ||
+	    strcmp(m->sig_key, n->sig_key) || strcmp(m->signer, n->signer))
+		return 0;
+	m->signed_at = n->signed_at;
+	m->valid_until = n->valid_until;
+	memcpy(m->sig, n->sig, sizeof(m->sig));
+	return 1;
+}
+
 int model_offer(struct sfs_model *mo, struct rsrc *src, struct sfs_manifest *m,
 		int leader, char *why, size_t whylen)
 {
@@ -661,6 +702,7 @@ int model_offer(struct sfs_model *mo, struct rsrc *src, struct sfs_manifest *m,
 	 * rewrite the tree. */
 	pthread_mutex_lock(&mo->adopt_lock);
 	rc = offer_locked(mo, src, h, leader, (size_t)ep, cpeer, why, whylen);
+	save_signed(r);
 	pthread_mutex_unlock(&mo->adopt_lock);
 	if (rc <= 0)
 		holder_free(h);
@@ -755,6 +797,16 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 			pthread_mutex_unlock(&mo->lock);
 			return 0;
 		}
+		/* Signed again by its seed: taken (and remembered). */
+		char swhy[300];
+		if (r->signstate && resigned(v, h->m) &&
+		    !sfs_signstate_take(r->signstate, h->m, swhy, sizeof(swhy)))
+			SFS_LOG(SFS_INFO, "model",
+				"%s: generation %" PRIu64
+				" signed again (from %s), valid %.0f s more",
+				mo->name, h->m->generation, src->addr,
+				(double)(h->m->valid_until - sfs_sign_now()) /
+					1e9);
 		/* The same run and generation again: nothing new, unless
 		 * its keys are (a token rotation): the holder of the old
 		 * keys gives way (the seed still honours them for its grace
@@ -794,12 +846,9 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		 * that one is shown (a signed one only when signed after
 		 * what this mount took: not an old manifest played back). */
 		int again = leader && !h->partial && v != mo->current;
-		if (again && sfs_control_cred_trust(r->cfg.cred)) {
-			if (h->m->signed_at < mo->signed_seen)
-				again = 0;
-			else
-				mo->signed_seen = h->m->signed_at;
-		}
+		if (again && r->signstate &&
+		    sfs_signstate_take(r->signstate, h->m, swhy, sizeof(swhy)))
+			again = 0;
 		if (again)
 			v->generation = h->generation;
 		pthread_mutex_unlock(&mo->lock);
@@ -824,20 +873,13 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		pthread_mutex_unlock(&mo->lock);
 		return 0;
 	}
-	/* Signed manifests: never one signed before what this mount took
-	 * (an older generation played back to it, on a control channel
-	 * without TLS). */
-	if (sfs_control_cred_trust(r->cfg.cred)) {
-		if (h->m->signed_at < mo->signed_seen) {
-			snprintf(why, whylen,
-				 "manifest signed %.3f s before the one this "
-				 "mount took: an older generation played back?",
-				 (double)(mo->signed_seen - h->m->signed_at) /
-					 1e9);
-			pthread_mutex_unlock(&mo->lock);
-			return 0;
-		}
-		mo->signed_seen = h->m->signed_at;
+	/* Signed manifests: never one older than what this replica took,
+	 * now or before a restart (an older generation played back to it,
+	 * on a control channel without TLS). */
+	if (r->signstate &&
+	    sfs_signstate_take(r->signstate, h->m, why, whylen)) {
+		pthread_mutex_unlock(&mo->lock);
+		return 0;
 	}
 	uint64_t content = h->m->content;
 	if (mo->failed_content == content &&

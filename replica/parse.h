@@ -28,6 +28,7 @@ struct rsrc_ans_model {
 	char name[SFS_MF_NAME_MAX + 1];
 	uint64_t generation, content;
 	uint64_t key_epoch; /* of the current generation's keys; 0: not told */
+	int64_t signed_at;  /* when it was signed (again); 0: not told */
 	size_t nserved;
 	uint64_t served[RSERVED_MAX];
 	int64_t expires_in[RSERVED_MAX];

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "control/control.h"
+#include "control/signstate.h"
 #include "replica/mctl.h"
 #include "replica/readahead.h"
 #include "replica/reseed.h"
@@ -167,6 +168,29 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 	return rc;
 }
 
+/* With a trust key: the signed generations taken before, before any
+ * manifest is (control/signstate.h). */
+static int open_signstate(struct sfs_replica *r, char *err, size_t errlen)
+{
+	const struct sfs_replica_cfg *c = &r->cfg;
+	char dir[4096];
+	int rc;
+	if (!sfs_control_cred_trust(c->cred))
+		return 0;
+	if (c->state_dir || c->cache_dir)
+		snprintf(dir, sizeof(dir), "%s",
+			 c->state_dir ? c->state_dir : c->cache_dir);
+	else if ((rc = sfs_signstate_default_dir(dir, sizeof(dir), err,
+						 errlen)))
+		return rc;
+	if ((rc = sfs_signstate_open(dir, &r->signstate, err, errlen)))
+		return rc;
+	SFS_LOG(SFS_INFO, "trust", "%zu signed generations remembered in %s",
+		sfs_signstate_count(r->signstate),
+		sfs_signstate_path(r->signstate));
+	return 0;
+}
+
 /* Everything, in order.  One line in @err on failure. */
 static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 {
@@ -177,6 +201,8 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 	/* Locked by one mount at a time: find out before anything else. */
 	if (c->cache_dir && (rc = sfs_disk_open(c->cache_dir, c->cache_dir_size,
 						&r->disk, err, errlen)))
+		return rc;
+	if ((rc = open_signstate(r, err, errlen)))
 		return rc;
 	if ((rc = open_transport(r, err, errlen)))
 		return rc;
@@ -321,6 +347,7 @@ int sfs_replica_open(const struct sfs_replica_cfg *cfg,
 		goto fail;
 	if (cfg->registry && (rc = fleet_start(r, err, errlen)))
 		goto fail;
+	atomic_store(&r->opened, 1);
 	*out = r;
 	return 0;
 fail:
@@ -428,6 +455,11 @@ void sfs_replica_close(struct sfs_replica *r)
 		rsrc_free(s);
 	}
 	fleet_free(r);
+	/* What a save that failed left in memory: a last try. */
+	char err[300];
+	if (r->signstate && sfs_signstate_save(r->signstate, err, sizeof(err)))
+		SFS_LOG(SFS_WARN, "trust", "not remembered: %s", err);
+	sfs_signstate_free(r->signstate);
 	sfs_disk_close(r->disk);
 	sfs_xport_close(r->x);
 	sfs_tree_free(r->tree);

@@ -53,6 +53,10 @@ struct sfs_replica_cfg {
 	uint64_t cache_size;	 /* bytes of registered chunk memory */
 	uint32_t chunk_size;	 /* bytes per pull, a power of two */
 	const char *cache_dir;	 /* the disk tier, or NULL [borrowed] */
+	/* With cred's trust key: where the signed generations taken are
+	 * remembered (control/signstate.h); NULL: cache_dir if given,
+	 * else sfs_signstate_default_dir.  [borrowed] */
+	const char *state_dir;
 	uint64_t cache_dir_size; /* its bound; 0: the filesystem's */
 	int no_verify;		 /* serve pulled bytes unchecked */
 	/* Show a model only while its identity matches [borrowed], or

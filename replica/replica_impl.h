@@ -36,7 +36,7 @@
  * model's lock are never held together; r->lock is taken alone but for
  * a model's lock tried under it (the sweeper, freeing a model nobody
  * holds); r->xlock (transport connections) is taken alone; the cache's
- * lock is below all.
+ * lock and r->signstate's are below all.
  *
  * Models come and go: a pointer to one is good while a reference from
  * model_get, model_make or model_all is held (model_put), or while one
@@ -59,6 +59,7 @@ struct sfs_cache;
 struct sfs_cache_hobj;
 struct sfs_cache_piece;
 struct sfs_disk;
+struct sfs_signstate;
 struct sfs_mctl;
 struct sfs_tree;
 struct sfs_xport;
@@ -130,9 +131,6 @@ struct sfs_model {
 	 * (doubling back-off), unless the content changes; protected by
 	 * lock. */
 	uint64_t failed_content, adopt_retry_ms;
-	/* With --trust-key: when the newest manifest it took was signed;
-	 * protected by lock. */
-	int64_t signed_seen;
 	unsigned int adopt_failures;
 };
 
@@ -148,6 +146,7 @@ struct rsrc_known {
 	uint64_t offered; /* the generation offered to the model; 0 */
 	uint64_t offered_content;
 	uint64_t offered_epoch; /* and the keys it offered */
+	int64_t offered_signed; /* and when that was signed */
 	char why[300];		/* refused for the model: why; "" */
 	char hold_why[200];	/* its holdings answer was refused: why; "" */
 	uint64_t hold_answers;	/* holdings answers taken (status) */
@@ -259,6 +258,10 @@ struct sfs_replica {
 	struct sfs_xport *x;
 	pthread_mutex_t xlock; /* connecting and reconnecting peers */
 	struct sfs_disk *disk;
+	/* With --trust-key: the signed generations taken, remembered
+	 * across restarts (control/signstate.h); NULL without.  Its own
+	 * lock. */
+	struct sfs_signstate *signstate;
 	struct sfs_cache *cache;
 	uint32_t chunk_size;
 	struct sfs_tree *tree;
@@ -308,6 +311,9 @@ struct sfs_replica {
 	uint64_t mounted_ns; /* monotonic */
 	time_t mounted;	     /* wall clock */
 	uint64_t ready_ms;   /* protected by lock: start to ready */
+	/* sfs_replica_open returned: a model refused before says so in
+	 * its error line, and is logged at info only. */
+	atomic_int opened;
 	uint64_t transport_ms;
 	uint64_t last_ns, last_bytes; /* protected by lock */
 	double rate_now;	      /* protected by lock */

@@ -170,6 +170,16 @@ int rsrc_parse_models(const char *body, size_t len, struct rsrc_answer *a,
 			goto out;
 		}
 		m->key_epoch = ke ? (uint64_t)json_integer_value(ke) : 0;
+		json_t *sa = json_object_get(e, "signed_at");
+		if (sa &&
+		    (!json_is_integer(sa) || json_integer_value(sa) <= 0)) {
+			snprintf(err, errlen,
+				 "/v1/models: models[%zu] (%s): signed_at: not "
+				 "a positive integer",
+				 i, name);
+			goto out;
+		}
+		m->signed_at = sa ? (int64_t)json_integer_value(sa) : 0;
 		size_t k;
 		json_array_foreach (sv, k, x) {
 			json_t *sg = json_object_get(x, "generation");
@@ -487,6 +497,9 @@ static int trusted(const struct sfs_trust *t, const struct sfs_manifest *m,
 				 i, m->files[i].path);
 			return -EPERM;
 		}
+	/* Signed, but long ago: a signature lapses (valid_until). */
+	if (sfs_sign_current(m, sfs_sign_now(), why, len))
+		return -EPERM;
 	return 0;
 }
 
@@ -520,7 +533,8 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	if (primed && !strcmp(primed->model, am->name) &&
 	    primed->generation == am->generation &&
 	    primed->content == am->content && primed->instance == instance &&
-	    primed->key_epoch >= am->key_epoch)
+	    primed->key_epoch >= am->key_epoch &&
+	    primed->signed_at >= am->signed_at)
 		m = primed;
 	else
 		sfs_manifest_free(primed);
@@ -565,6 +579,7 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	rsrc_put(lead);
 	uint64_t gen = m->generation, content = m->content;
 	uint64_t epoch = m->key_epoch;
+	int64_t signed_at = m->signed_at;
 	free(json); /* what a mount shows is encoded again, without keys */
 	json = NULL;
 	rc = model_offer(mo, s, m, leader, err, sizeof(err));
@@ -577,6 +592,7 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 		k->offered = gen;
 		k->offered_content = content;
 		k->offered_epoch = epoch;
+		k->offered_signed = signed_at;
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (rc >= 0)
@@ -612,15 +628,18 @@ done:
 			SFS_LOG(SFS_DEBUG, "source",
 				"not adopting %s from %s: %s", am->name,
 				s->addr, err);
+		/* While the replica opens, its error line names the
+		 * first refusal (a command's one line): info alone. */
 		else if (rc < 0 && rc != -ENOSPC)
-			SFS_LOG(SFS_WARN, "source",
+			SFS_LOG(atomic_load(&r->opened) ? SFS_WARN : SFS_INFO,
+				"source",
 				"cannot adopt %s's generation %" PRIu64
 				" of %s: %s (next try in %" PRIu64 " ms)",
 				s->addr, am->generation, am->name, err, wait);
 		else if (rc >= 0 && !used && news && *err)
-			SFS_LOG(SFS_WARN, "source",
-				"not reading %s from %s: %s", am->name, s->addr,
-				err);
+			SFS_LOG(atomic_load(&r->opened) ? SFS_WARN : SFS_INFO,
+				"source", "not reading %s from %s: %s",
+				am->name, s->addr, err);
 	} else {
 		pthread_mutex_unlock(&s->lock);
 	}
@@ -1233,7 +1252,9 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 			fresh = k->offered != am->generation ||
 				k->offered_content != am->content ||
 				k->offered_epoch < am->key_epoch ||
-				s->instance != a.instance;
+				s->instance != a.instance ||
+				(sfs_control_cred_trust(r->cfg.cred) &&
+				 k->offered_signed < am->signed_at);
 			/* Failed a moment ago: not at every open. */
 			if (fresh && k->failed_gen == am->generation &&
 			    sfs_now_ms() < k->retry_ms)

@@ -798,6 +798,20 @@ static void inherit_times(struct sfs_manifest *m, const struct sfs_manifest *p)
 	json_decref(dirs);
 }
 
+int seed_gen_sign(struct sfs_manifest *m, const struct sfs_seed_cfg *cfg)
+{
+	char signer[SFS_MF_SIGNER_MAX + 1];
+	uint32_t validity = cfg->sign_validity_s ? cfg->sign_validity_s
+						 : SFS_SIGN_VALIDITY_S;
+	sfs_sign_signer(signer);
+	/* Signed: until when, and by which run of which host, so that a
+	 * replica takes no older generation (a replay) and no signature
+	 * that lapsed. */
+	return sfs_sign_manifest(
+		cfg->sign_key, m, signer, m->instance,
+		sfs_sign_now() + cfg->test_sign_clock_s * 1000000000, validity);
+}
+
 int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 		     size_t nx, struct sfs_xport *const *x, int writable,
 		     const char *protocols, char *err, size_t errlen)
@@ -848,23 +862,10 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 		snprintf(err, errlen, "content digest: %s", strerror(-rc));
 		return rc;
 	}
-	if (cfg->sign_key) {
-		uint8_t d[32];
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		/* Signed: a replica takes no manifest signed before the one
-		 * it follows (a replay of an older generation). */
-		s->m->signed_at =
-			(int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-		if ((rc = sfs_manifest_signed_digest(s->m, d)) ||
-		    (rc = sfs_sign(cfg->sign_key, d, sizeof(d), s->m->sig))) {
-			snprintf(err, errlen, "cannot sign the manifest: %s",
-				 strerror(-rc));
-			return rc;
-		}
-		snprintf(s->m->sig_key, sizeof(s->m->sig_key), "%s",
-			 sfs_sign_key_id(cfg->sign_key));
-		s->m->has_sig = 1;
+	if (cfg->sign_key && (rc = seed_gen_sign(s->m, cfg))) {
+		snprintf(err, errlen, "cannot sign the manifest: %s",
+			 strerror(-rc));
+		return rc;
 	}
 	rc = sfs_manifest_encode(s->m, &s->json, &s->json_len);
 	if (rc)

@@ -14,6 +14,9 @@ HOLDFILE=$BUILD/tests/holdfile
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/seedfs-test.XXXXXX")
 # The address seeds listen on (the VM tier uses its soft-RoCE address).
 HOST=${SEEDFS_TEST_HOST:-127.0.0.1}
+# Where replicas that check signatures remember the generations they
+# took (control/signstate.h): this test's, never /var/lib/seedfs.
+export SEEDFS_STATE_DIR=$WORK/state
 PIDS=()
 MOUNT_PIDS=() # mount daemons (in PIDS too)
 MOUNTS=()

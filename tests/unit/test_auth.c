@@ -5,6 +5,8 @@
  * the mode and owner a secret's file must have.
  */
 #include "control/auth.h"
+#include "control/control.h"
+#include "control/sign.h"
 #include "control/tls.h"
 
 #include "check_run.h"
@@ -298,6 +300,89 @@ START_TEST(secret_modes)
 }
 END_TEST
 
+/* Trust anchors (--trust-key, --tls-ca): whoever may write one decides
+ * what is trusted.  This user's or root's, nobody else may write it;
+ * 0644 is fine.  Refused in one line naming the file and its mode (or
+ * owner). */
+START_TEST(anchor_modes)
+{
+	static const char pub[] =
+		"-----BEGIN PUBLIC KEY-----\n"
+		"MCowBQYDK2VwAyEAlVQNvg94HNMKmq2HGIbKAayekRgUKkDiHBs0i/Z2CUg=\n"
+		"-----END PUBLIC KEY-----\n";
+	static const mode_t ok[] = {0644, 0444, 0600, 0640, 0604, 0755};
+	static const struct {
+		mode_t mode;
+		const char *who;
+	} bad[] = {{0664, "its group"},
+		   {0620, "its group"},
+		   {0646, "others"},
+		   {0666, "others"},
+		   {0602, "others"}};
+	struct sfs_trust *t;
+	struct sfs_control_cred *c;
+	struct stat st;
+	char want[900], path[300];
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		snprintf(path, sizeof(path), "%s", put("ok.pub", pub, ok[i]));
+		ck_assert_msg(sfs_trust_load(path, &t, err, sizeof(err)) == 0,
+			      "%04o: %s", (unsigned int)ok[i], err);
+		sfs_trust_free(t);
+		struct sfs_control_cred_cfg cc = {.tls_ca = path};
+		ck_assert_msg(sfs_control_cred_new(&cc, &c, err, sizeof(err)) ==
+				      0,
+			      "%04o: %s", (unsigned int)ok[i], err);
+		sfs_control_cred_free(c);
+		unlink(path);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(path, sizeof(path), "%s",
+			 put("bad.pub", pub, bad[i].mode));
+		ck_assert_int_eq(sfs_trust_load(path, &t, err, sizeof(err)),
+				 -EACCES);
+		snprintf(want, sizeof(want),
+			 "--trust-key %s: mode %04o lets %s write it, and "
+			 "whoever writes it decides what this trusts; chmod "
+			 "go-w %s",
+			 path, (unsigned int)bad[i].mode, bad[i].who, path);
+		ck_assert_str_eq(err, want);
+		struct sfs_control_cred_cfg cc = {.tls_ca = path};
+		ck_assert_int_eq(
+			sfs_control_cred_new(&cc, &c, err, sizeof(err)),
+			-EACCES);
+		ck_assert_ptr_nonnull(strstr(err, "--tls-ca "));
+		ck_assert_ptr_nonnull(strstr(err, "write it"));
+		unlink(path);
+	}
+	/* Missing, or a FIFO: one line, never a wait. */
+	snprintf(path, sizeof(path), "%s/none.pem", dir);
+	struct sfs_control_cred_cfg cc = {.tls_ca = path};
+	ck_assert_int_eq(sfs_control_cred_new(&cc, &c, err, sizeof(err)),
+			 -ENOENT);
+	snprintf(want, sizeof(want), "--tls-ca %s: %s", path, strerror(ENOENT));
+	ck_assert_str_eq(err, want);
+	snprintf(path, sizeof(path), "%s/fifo.pem", dir);
+	ck_assert_int_eq(mkfifo(path, 0644), 0);
+	ck_assert_int_eq(
+		sfs_auth_open_anchor(path, "--tls-ca", &st, err, sizeof(err)),
+		-EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+	/* Another user's, even 0644: refused. */
+	if (geteuid() == 0) {
+		snprintf(path, sizeof(path), "%s", put("other.pub", pub, 0644));
+		ck_assert_int_eq(chown(path, 65534, 65534), 0);
+		ck_assert_int_eq(sfs_trust_load(path, &t, err, sizeof(err)),
+				 -EACCES);
+		snprintf(want, sizeof(want),
+			 "--trust-key %s: owned by uid 65534, not by this "
+			 "user (uid 0) or root",
+			 path);
+		ck_assert_str_eq(err, want);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -312,6 +397,7 @@ int main(void)
 	tcase_add_test(t, pins);
 	tcase_add_test(t, pairs);
 	tcase_add_test(t, secret_modes);
+	tcase_add_test(t, anchor_modes);
 	suite_add_tcase(s, t);
 	int rc = sfs_check_run(s);
 	char cmd[300];

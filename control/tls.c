@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
@@ -25,6 +26,28 @@ struct sfs_tls_pair {
 	size_t key_len;
 	char pin[SFS_TLS_PIN_MAX];
 };
+
+int sfs_tls_curl_limit(void *curl)
+{
+	const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+	const char *ssl = v && v->ssl_version ? v->ssl_version : "";
+
+	if (curl_easy_setopt(curl, CURLOPT_SSLVERSION,
+			     (long)(CURL_SSLVERSION_TLSv1_2 |
+				    CURL_SSLVERSION_MAX_DEFAULT)))
+		return -EINVAL;
+	/* The names are the backend's: "OpenSSL/3.0.15", "GnuTLS/3.7.9". */
+	if (!strncmp(ssl, "OpenSSL/", 8)) {
+		curl_easy_setopt(curl, CURLOPT_SSL_CIPHER_LIST,
+				 SFS_TLS_OPENSSL_CIPHERS);
+		curl_easy_setopt(curl, CURLOPT_TLS13_CIPHERS,
+				 SFS_TLS_OPENSSL_TLS13);
+	} else if (!strncmp(ssl, "GnuTLS/", 7)) {
+		curl_easy_setopt(curl, CURLOPT_SSL_CIPHER_LIST,
+				 SFS_TLS_PRIORITIES);
+	}
+	return 0;
+}
 
 /* @digest (32 bytes) as "sha256//BASE64". */
 static int pin_text(const uint8_t *digest, char *out, size_t len)

@@ -5,6 +5,7 @@
 #include "control/auth.h"
 
 #include "common/log.h"
+#include "common/secmem.h"
 #include "common/util.h"
 
 #include <curl/curl.h>
@@ -22,7 +23,8 @@
 #include <unistd.h>
 
 struct sfs_tls_pair {
-	char *cert, *key;
+	char *cert;
+	char *key; /* on pages core dumps leave out (common/secmem.h) */
 	size_t key_len;
 	char pin[SFS_TLS_PIN_MAX];
 };
@@ -238,6 +240,7 @@ int sfs_tls_pair_load(const char *cert, const char *key,
 		      struct sfs_tls_pair **out, char *err, size_t errlen)
 {
 	struct sfs_tls_pair *p = calloc(1, sizeof(*p));
+	char *heap = NULL;
 	size_t cert_len;
 	int rc;
 
@@ -247,23 +250,38 @@ int sfs_tls_pair_load(const char *cert, const char *key,
 	}
 	if ((rc = sfs_tls_slurp("--tls-cert", cert, 0, &p->cert, &cert_len, err,
 				errlen)) ||
-	    (rc = sfs_tls_slurp("--tls-key", key, 1, &p->key, &p->key_len, err,
-				errlen)) ||
-	    (rc = check_pair(p, cert, key, cert_len, err, errlen))) {
-		sfs_tls_pair_free(p);
-		return rc;
+	    (rc = sfs_tls_slurp("--tls-key", key, 1, &heap, &p->key_len, err,
+				errlen)))
+		goto err;
+	/* The key moves to pages of its own; the heap copy is wiped. */
+	if (!(p->key = sfs_secmem_alloc(p->key_len + 1))) {
+		snprintf(err, errlen, "--tls-key %s: no memory for it", key);
+		rc = -ENOMEM;
+		goto err;
 	}
+	memcpy(p->key, heap, p->key_len + 1);
+	explicit_bzero(heap, p->key_len);
+	free(heap);
+	heap = NULL;
+	if ((rc = check_pair(p, cert, key, cert_len, err, errlen)))
+		goto err;
 	*out = p;
 	return 0;
+
+err:
+	if (heap) {
+		explicit_bzero(heap, p->key_len);
+		free(heap);
+	}
+	sfs_tls_pair_free(p);
+	return rc;
 }
 
 void sfs_tls_pair_free(struct sfs_tls_pair *p)
 {
 	if (!p)
 		return;
-	if (p->key)
-		explicit_bzero(p->key, p->key_len);
-	free(p->key);
+	sfs_secmem_free(p->key, p->key_len + 1); /* wiped */
 	free(p->cert);
 	free(p);
 }

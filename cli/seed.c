@@ -891,6 +891,9 @@ int sfs_cli_seed(int argc, char **argv)
 		rc = 1;
 		goto out_secrets;
 	}
+	/* Its token, keys and the models' keys out of core dumps (what
+	 * it serves decides: shm readers need it dumpable). */
+	cli_no_dumps("seed", sfs_seed_protocol(s));
 	/* Without a token the port answers only its own names (DNS
 	 * rebinding): --advertise's is one. */
 	char adv[256], adv_port[16];

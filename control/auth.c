@@ -2,6 +2,8 @@
 /* auth.c - the control port's token (auth.h). */
 #include "control/auth.h"
 
+#include "common/secmem.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
@@ -17,6 +19,8 @@
 
 #define DIGEST_LEN 32 /* SHA-256 */
 
+/* On pages of its own that core dumps leave out (common/secmem.h): it
+ * holds the token. */
 struct sfs_auth {
 	char *path;
 	char opt[32];
@@ -231,7 +235,7 @@ static void digest(const char *t, size_t n, uint8_t *out)
 int sfs_auth_load(const char *path, const char *opt, struct sfs_auth **out,
 		  char *err, size_t errlen)
 {
-	struct sfs_auth *a = calloc(1, sizeof(*a));
+	struct sfs_auth *a = sfs_secmem_alloc(sizeof(*a));
 	int rc = -ENOMEM;
 
 	if (!a || !(a->path = strdup(path)))
@@ -250,11 +254,9 @@ int sfs_auth_load(const char *path, const char *opt, struct sfs_auth **out,
 err_free:
 	if (rc == -ENOMEM)
 		snprintf(err, errlen, "%s: out of memory", opt);
-	if (a) {
-		explicit_bzero(a->token, sizeof(a->token));
+	if (a)
 		free(a->path);
-	}
-	free(a);
+	sfs_secmem_free(a, sizeof(*a));
 	return rc;
 }
 
@@ -295,10 +297,9 @@ void sfs_auth_free(struct sfs_auth *a)
 {
 	if (!a)
 		return;
-	explicit_bzero(a->token, sizeof(a->token));
 	pthread_mutex_destroy(&a->lock);
 	free(a->path);
-	free(a);
+	sfs_secmem_free(a, sizeof(*a)); /* wiped */
 }
 
 const char *sfs_auth_file(const char *given)

@@ -383,6 +383,14 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, tls ? "https" : "http");
 	curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never via a proxy */
 	if (tls) {
+		if (sfs_tls_curl_limit(h)) {
+			snprintf(err, errlen,
+				 "%s: this libcurl cannot be held to TLS 1.2 "
+				 "or newer",
+				 url);
+			rc = -EPROTONOSUPPORT;
+			goto out;
+		}
 		if (cred->ca)
 			curl_easy_setopt(h, CURLOPT_CAINFO, cred->ca);
 		if (*cred->pin) {

@@ -470,6 +470,13 @@ void sfs_replica_close(struct sfs_replica *r)
 	free(r);
 }
 
+void sfs_replica_mounted(struct sfs_replica *r, unsigned int major,
+			 unsigned int minor)
+{
+	if (r->ctl)
+		sfs_mctl_set_mount(r->ctl, major, minor);
+}
+
 void sfs_replica_serve_control(struct sfs_replica *r, int prefetch_all)
 {
 	char err[256];

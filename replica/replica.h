@@ -308,6 +308,14 @@ const char *sfs_replica_metrics_address(const struct sfs_replica *r);
  */
 void sfs_replica_serve_control(struct sfs_replica *r, int prefetch_all);
 
+/*
+ * sfs_replica_mounted - the device of the mount that serves this replica
+ * (st_dev of its mount point), for the control socket's "identify"
+ * (replica/mctl.h).  Nothing without a control socket.
+ */
+void sfs_replica_mounted(struct sfs_replica *r, unsigned int major,
+			 unsigned int minor);
+
 /* sfs_replica_reseeding - 1 when it serves what it holds (--reseed). */
 int sfs_replica_reseeding(struct sfs_replica *r);
 

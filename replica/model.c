@@ -1216,11 +1216,50 @@ static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 	return 0;
 }
 
+/* Values and bytes a holdings answer may spend on one chunk (its slot
+ * and separator, or its share of a run and its base64), and on the
+ * rest: its fields, one list per file. */
+#define HOLD_VALUES_CHUNK 2
+#define HOLD_BYTES_CHUNK 16
+#define HOLD_VALUES_FILE 4
+#define HOLD_BYTES_FILE 64
+#define HOLD_VALUES_BASE 64
+#define HOLD_BYTES_BASE (64u << 10)
+
+void model_holdings_caps(const struct sfs_manifest *cm, uint32_t chunk,
+			 struct model_hold_caps *caps)
+{
+	const struct sfs_json_limit *g = sfs_json_limit(SFS_JSON_HOLDINGS);
+	uint64_t unit = SFS_MAX((uint64_t)chunk / 4, (uint64_t)4096);
+	uint64_t n = 0;
+	for (size_t i = 0; i < cm->nfiles; i++)
+		n += (cm->files[i].size + unit - 1) / unit;
+	uint64_t values = HOLD_VALUES_BASE + HOLD_VALUES_CHUNK * n +
+			  HOLD_VALUES_FILE * (uint64_t)cm->nfiles;
+	uint64_t bytes = HOLD_BYTES_BASE + HOLD_BYTES_CHUNK * n +
+			 HOLD_BYTES_FILE * (uint64_t)cm->nfiles;
+	caps->chunks = n;
+	caps->lim = *g;
+	caps->lim.values = (size_t)SFS_MIN(values, (uint64_t)g->values);
+	caps->lim.containers = (size_t)SFS_MIN((uint64_t)cm->nfiles + 16,
+					       (uint64_t)g->containers);
+	caps->bytes = (size_t)SFS_MIN(bytes, (uint64_t)HOLDINGS_BYTES_MAX);
+}
+
 int model_holdings_load(const char *json, size_t len, json_t **o,
 			uint64_t *version, char *why, size_t whylen)
 {
-	int rc = sfs_json_load(SFS_JSON_HOLDINGS, json, len,
-			       JSON_REJECT_DUPLICATES, o, why, whylen);
+	return model_holdings_load_lim(json, len,
+				       sfs_json_limit(SFS_JSON_HOLDINGS), o,
+				       version, why, whylen);
+}
+
+int model_holdings_load_lim(const char *json, size_t len,
+			    const struct sfs_json_limit *lim, json_t **o,
+			    uint64_t *version, char *why, size_t whylen)
+{
+	int rc = sfs_json_load_lim(lim, json, len, JSON_REJECT_DUPLICATES, o,
+				   why, whylen);
 	if (rc == -E2BIG)
 		return -EPROTO;
 	if (!json_is_object(*o) ||
@@ -1267,14 +1306,29 @@ static int holdings_until(const struct sfs_replica *r, json_t *o,
 	return 0;
 }
 
+int model_holdings_limits(struct sfs_model *mo, uint64_t content,
+			  struct model_hold_caps *caps)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&mo->lock);
+	for (struct sfs_view *v = mo->views; v && rc; v = v->next)
+		if (v->content == content && !v->expired) {
+			model_holdings_caps(v->m, mo->r->cfg.chunk_size, caps);
+			rc = 0;
+		}
+	pthread_mutex_unlock(&mo->lock);
+	return rc;
+}
+
 int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
-		   const char *json, size_t len, uint64_t asked_ms, char *why,
-		   size_t whylen)
+		   const char *json, size_t len, uint64_t asked_ms,
+		   const struct sfs_json_limit *lim, char *why, size_t whylen)
 {
 	struct sfs_replica *r = mo->r;
 	json_t *o;
 	uint64_t version = 0, until;
-	int rc = model_holdings_load(json, len, &o, &version, why, whylen);
+	int rc = model_holdings_load_lim(json, len, lim, &o, &version, why,
+					 whylen);
 	if (rc)
 		return rc;
 	if ((rc = holdings_until(r, o, asked_ms, &until, why, whylen))) {

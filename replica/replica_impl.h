@@ -151,7 +151,15 @@ struct rsrc_known {
 	char hold_why[200];	/* its holdings answer was refused: why; "" */
 	uint64_t hold_answers;	/* holdings answers taken (status) */
 	uint64_t hold_version;	/* and the version of the last */
-	int used;		/* a holder of one of the model's views */
+	/* Holdings answers refused in a row (over their caps, malformed):
+	 * not asked again before hold_next_ms (250 ms doubling, at most
+	 * 30 s), and not at all once HOLD_REFUSED_MAX were (hold_off, until
+	 * the re-seeder is another run: hold_off_instance). */
+	unsigned int hold_refused;
+	uint64_t hold_next_ms;
+	int hold_off;
+	uint64_t hold_off_instance;
+	int used; /* a holder of one of the model's views */
 	/* Offering this generation failed (not refused): not again
 	 * before retry_ms (doubling back-off) unless it moves on. */
 	uint64_t failed_gen, retry_ms;
@@ -464,10 +472,17 @@ int model_hidden(struct sfs_model *mo, char *why, size_t len);
  * @src is no re-seeding holder of @content, 1 when it is but holds
  * nothing known yet, 2 with *version of what the pieces are.
  */
+struct model_hold_caps;
+struct sfs_json_limit;
 #define HOLDINGS_KEEP_MAX_MS 3600000 /* a holdings answer's keep_ms */
 int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
-		   const char *json, size_t len, uint64_t asked_ms, char *why,
-		   size_t whylen);
+		   const char *json, size_t len, uint64_t asked_ms,
+		   const struct sfs_json_limit *lim, char *why, size_t whylen);
+/* model_holdings_limits - the caps of a holdings answer for @content
+ * (model_holdings_caps of its view's manifest): 0, or -ENOENT when this
+ * mount has no view of it. */
+int model_holdings_limits(struct sfs_model *mo, uint64_t content,
+			  struct model_hold_caps *caps);
 int model_holdings_version(struct sfs_model *mo, struct rsrc *src,
 			   uint64_t content, uint64_t *version, uint64_t *base);
 /*

@@ -15,6 +15,7 @@
  * bad answer is one line naming the field.
  */
 #include "replica/replica_impl.h"
+#include "replica/parse.h"
 
 #include "cache/cache.h"
 #include "common/log.h"
@@ -27,6 +28,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -645,16 +647,38 @@ done:
 	}
 }
 
+#define HOLD_POLL_MS 250	  /* holdings asked this often */
+#define HOLD_BACKOFF_MAX_MS 30000 /* after refusals, at most this */
+#define HOLD_REFUSED_MAX 5	  /* refusals in a row: no more asks */
+
 /* A re-seeder's holdings of @am, fetched when they changed, become the
  * pieces of its holder. */
 static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 {
 	struct sfs_replica *r = s->r;
+	uint64_t now = sfs_now_ms();
+	/* A re-seeder whose answers were refused: asked later, or not at
+	 * all (what parsing them would cost is its to choose). */
+	pthread_mutex_lock(&s->lock);
+	struct rsrc_known *k0 = known(s, am->name);
+	int skip =
+		k0 && ((k0->hold_off && k0->hold_off_instance == s->instance) ||
+		       now < k0->hold_next_ms);
+	if (k0 && k0->hold_off && k0->hold_off_instance != s->instance) {
+		k0->hold_off = 0; /* another run: asked afresh */
+		k0->hold_refused = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (skip)
+		return;
 	struct sfs_model *mo = model_get(r, am->name);
 	uint64_t version = 0, base = 0;
+	struct model_hold_caps caps;
 	int has =
 		mo ? model_holdings_version(mo, s, am->content, &version, &base)
 		   : 0;
+	if (has && model_holdings_limits(mo, am->content, &caps))
+		has = 0;
 	char path[SFS_MF_NAME_MAX * 3 + 128], err[SFS_XPORT_ERR_MAX], *body;
 	char *esc = has ? sfs_url_escape(am->name) : NULL;
 	size_t len;
@@ -675,13 +699,17 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 	free(esc);
 	/* The keep an answer gives counts from before it was asked. */
 	uint64_t asked = sfs_now_ms();
+	/* Its byte cap and JSON limits are the model's: an answer costs
+	 * what the model is, never what a peer chooses. */
 	int rc = sfs_control_get(s->r->cfg.cred, s->addr, path,
-				 r->cfg.timeout_ms, 64u << 20, &body, &len, err,
-				 sizeof(err));
+				 r->cfg.timeout_ms, caps.bytes, &body, &len,
+				 err, sizeof(err));
 	if (!rc) {
-		rc = model_holdings(mo, s, am->content, body, len, asked, err,
-				    sizeof(err));
+		rc = model_holdings(mo, s, am->content, body, len, asked,
+				    &caps.lim, err, sizeof(err));
 		free(body);
+		if (rc && len > (1u << 20))
+			malloc_trim(0); /* a large refused answer's heap back */
 	}
 	if (!rc &&
 	    model_holdings_version(mo, s, am->content, &version, &base) != 2)
@@ -699,11 +727,31 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 	if (k && !rc) {
 		k->hold_answers++;
 		k->hold_version = version;
+		k->hold_refused = 0;
+		k->hold_next_ms = 0;
+	}
+	int off = 0;
+	if (k && (rc == -EPROTO || rc == -E2BIG)) {
+		/* Refused, not lost: 250 ms doubling, then never again. */
+		k->hold_refused++;
+		k->hold_next_ms = sfs_now_ms() +
+				  SFS_MIN((uint64_t)HOLD_POLL_MS << SFS_MIN(
+						  k->hold_refused, 8u),
+					  (uint64_t)HOLD_BACKOFF_MAX_MS);
+		if (k->hold_refused >= HOLD_REFUSED_MAX && !k->hold_off) {
+			k->hold_off = off = 1;
+			k->hold_off_instance = s->instance;
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (news)
 		SFS_LOG(SFS_WARN, "source", "holdings of %s from %s: %s",
 			am->name, s->addr, err);
+	if (off)
+		SFS_LOG(SFS_WARN, "source",
+			"holdings of %s from %s: %d answers in a row refused: "
+			"not asked again while it runs (its last: %s)",
+			am->name, s->addr, HOLD_REFUSED_MAX, err);
 }
 
 /* A valid HOST:PORT, both parts there. */

@@ -24,10 +24,13 @@ What it answers follows files in STATEDIR, read at every request:
              said "gzip, gzip")
   models     the /v1/models answer itself: deep, wide (2e6 values in
              4 MB) or absent: the list
-  sources    /v1/sources: wide (500e3 values), reseeder (lists
-             localhost:N), or absent: none
-  holdings   the re-seeder's /v1/holdings: wide (10e6 values, 20 MB), or
-             absent: it lists no model
+  sources    /v1/sources: wide (500e3 values), reseeder [PORT...]
+             (lists localhost:N, and localhost:PORT of other hostile.py
+             processes on the same STATEDIR), or absent: none
+  holdings   the re-seeder's /v1/holdings: wide (10e6 values, 20 MB),
+             fat (7.99e6 values in 16 MB: within the JSON limits a
+             holdings answer had, about 1 GB to jansson), or absent: it
+             lists no model
   churn      K: every /v1/models answer lists K names never listed
              before (c<question>-<i>), besides those of "names"
 
@@ -51,6 +54,9 @@ WIDE_SOURCES = b'{"reseeders":[' + b"0," * 499999 + b"0]}"
 WIDE_HOLDINGS = (b'{"version":1,"chunk_size":1048576,"slab":{"address":'
                  b'"0x1000","key":"0x1"},"files":[[' + b"0," * 9999999 +
                  b"0]]}")
+FAT_HOLDINGS = (b'{"version":1,"chunk_size":1048576,"slab":{"address":'
+                b'"0x1000","key":"0x1"},"files":[[' + b"0," * 7989999 +
+                b"0]]}")
 HUGE = 300 << 20
 CHUNK = b" " * (1 << 20)
 BOMB = None  # HUGE bytes, gzipped: made at the first ask
@@ -200,9 +206,17 @@ class Hostile(http.server.BaseHTTPRequestHandler):
             if mode == ["wide"]:
                 return self.answer(200, WIDE_SOURCES)
             port = self.server.server_address[1]
+            ports = [port] + [int(p) for p in mode[1:]]
             return self.as_json({"reseeders": [
-                {"address": "localhost:%d" % port}] if mode else []})
+                {"address": "localhost:%d" % p} for p in ports]
+                if mode else []})
         if path == "/v1/holdings" and reseeder:
+            port = self.server.server_address[1]
+            with open(os.path.join(STATE, "count.holdings.%d" % port),
+                      "a") as f:
+                f.write("x\n")
+            if state("holdings") == ["fat"]:
+                return self.answer(200, FAT_HOLDINGS)
             return self.answer(200, WIDE_HOLDINGS)
         self.answer(404, b"not here\n")
 

@@ -144,6 +144,25 @@ for opt in "" --no-verify; do
 	unmount_check "$WORK/l" "$MOUNT_PID"
 done
 ok "a re-seeder that answers like a seed (no holdings, a seed's manifest, other bytes): refused, byte-exact without checksums and with --no-verify"
+# A liar whose manifests are thin whatever was asked (no checksums, what
+# a re-seeder sends a replica that holds that content already), given
+# alone: a content nothing can check is never taken, B's bytes never
+# read.
+python3 "$(dirname "$0")/../tools/liar.py" "$SEED_A" "$HOST:$SEED_PORT" --thin \
+	>"$WORK/thin.out" 2>"$WORK/thin.err" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q port "$WORK/thin.out" && break; sleep 0.05; done
+TP=$(sed -n 's/port //p' "$WORK/thin.out")
+[ -n "$TP" ] || fail "liar.py --thin did not start: $(cat "$WORK/thin.err")"
+mkdir -p "$WORK/t"
+if "$SEEDFS" mount --seed "$HOST:$TP" "$WORK/t" --log-file "$WORK/thin.log" 2>"$WORK/t.err"; then
+	MOUNTS+=("$WORK/t")
+	fail "a thin manifest's content was taken: $(ls "$WORK/t/m" 2>&1 | head -n 3)"
+fi
+[ "$(wc -l <"$WORK/t.err")" = 1 ] &&
+	grep -qE "^seedfs mount: m from $HOST:$TP: a thin manifest of content [0-9a-f]{16}, which this mount no longer has: asked whole next$" \
+		"$WORK/t.err" || fail "thin: $(cat "$WORK/t.err")"
+ok "a thin manifest of a content the mount does not hold (checksums left out): refused in one line, nothing mounted"
 kill "$SEED_A_PID" "$SEED_PID"
 
 # --- The default, a SHA-256 of every chunk: the re-seeders' chunks are

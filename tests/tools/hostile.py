@@ -3,9 +3,12 @@
 """hostile - a seed's control port that answers what a hostile seed would:
 deep, wide and huge answers, and a new model name on every question.
 
-  hostile.py SEEDHOST:PORT STATEDIR
+  hostile.py SEEDHOST:PORT STATEDIR [--listen HOST] [--reseeder] [--announce]
 
-Prints "port N" once listening on 127.0.0.1.  It speaks enough of the
+Prints "port N" once listening on 127.0.0.1 (or HOST).  --reseeder: it is
+a re-seeder whatever name it is asked under; --announce: it announces
+itself to SEEDHOST:PORT every 2 s (as 0.0.0.0:N: the address it calls
+from), as a hostile fleet member would.  It speaks enough of the
 control protocol for a mount (replica/source.c): /v1/health, /v1/models,
 /v1/manifest, /v1/sources, and as a re-seeder /v1/holdings.  Its models
 are the real seed's model "m", renamed: the manifest of SEEDHOST:PORT with
@@ -46,6 +49,9 @@ import time
 import zlib
 
 SEED, STATE = sys.argv[1], sys.argv[2]
+OPTS = sys.argv[3:]
+LISTEN = OPTS[OPTS.index("--listen") + 1] if "--listen" in OPTS else "127.0.0.1"
+ALWAYS_RESEEDER = "--reseeder" in OPTS
 
 DEEP = b"[" * 1000000
 WIDE_MANIFEST = b"[" + b"0," * 24999999 + b"0]"
@@ -126,7 +132,8 @@ class Hostile(http.server.BaseHTTPRequestHandler):
     def get(self):
         global questions
         path = self.path.split("?")[0]
-        reseeder = self.headers.get("Host", "").startswith("localhost")
+        reseeder = (ALWAYS_RESEEDER or
+                    self.headers.get("Host", "").startswith("localhost"))
         if path == "/v1/health":
             return self.answer(200, b"ok\n")
         real = seed_get("/v1/models")
@@ -221,7 +228,26 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         self.answer(404, b"not here\n")
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+server = http.server.ThreadingHTTPServer((LISTEN, 0), Hostile)
 server.daemon_threads = True
 print("port", server.server_address[1], flush=True)
+
+
+def announce():
+    host, port = SEED.rsplit(":", 1)
+    body = json.dumps({"address": "0.0.0.0:%d" %
+                       server.server_address[1]}).encode()
+    while True:
+        try:
+            c = http.client.HTTPConnection(host, int(port), timeout=5)
+            c.request("POST", "/v1/announce", body)
+            c.getresponse().read()
+            c.close()
+        except OSError:
+            pass  # the seed may be down: again in 2 s
+        time.sleep(2)
+
+
+if "--announce" in OPTS:
+    threading.Thread(target=announce, daemon=True).start()
 server.serve_forever()

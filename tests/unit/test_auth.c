@@ -13,6 +13,9 @@
 
 #include <check.h>
 #include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +148,49 @@ START_TEST(check_and_rotate)
 	ck_assert_int_eq(
 		sfs_auth_load(dir, "--token-file", &a, err, sizeof(err)),
 		-EINVAL); /* a directory */
+}
+END_TEST
+
+/*
+ * The whole digest decides, not a part of it: wrong tokens whose
+ * SHA-256 shares its first byte, its first 8 bytes but one, or all but
+ * the last byte's low bit with the right one's... are found by search
+ * for the first (1 in 256) and refused; so is every wrong token of a
+ * thousand.  (A check of the first byte alone passed every other test.)
+ */
+START_TEST(whole_digest_compared)
+{
+	struct sfs_auth *a;
+	const char *right = "0123456789abcdef0123456789abcdef";
+	const char *p = put("tok", "0123456789abcdef0123456789abcdef\n", 0600);
+	ck_assert_int_eq(sfs_auth_load(p, "--token-file", &a, err, sizeof(err)),
+			 0);
+	uint8_t want[32], d[32];
+	ck_assert_int_eq(
+		gnutls_hash_fast(GNUTLS_DIG_SHA256, right, strlen(right), want),
+		0);
+	char tok[64], hdr[80];
+	int same_first = 0;
+	for (unsigned i = 0; i < 100000 && same_first < 4; i++) {
+		snprintf(tok, sizeof(tok), "wrong-token-%08u-padding", i);
+		ck_assert_int_eq(gnutls_hash_fast(GNUTLS_DIG_SHA256, tok,
+						  strlen(tok), d),
+				 0);
+		snprintf(hdr, sizeof(hdr), "Bearer %s", tok);
+		if (d[0] == want[0]) {
+			same_first++;
+			ck_assert_msg(sfs_auth_check(a, hdr) == -EACCES,
+				      "%s (its digest's first byte is the "
+				      "token's) taken",
+				      tok);
+		} else if (i < 1000) {
+			ck_assert_int_eq(sfs_auth_check(a, hdr), -EACCES);
+		}
+	}
+	ck_assert_int_eq(same_first, 4);
+	snprintf(hdr, sizeof(hdr), "Bearer %s", right);
+	ck_assert_int_eq(sfs_auth_check(a, hdr), 0);
+	sfs_auth_free(a);
 }
 END_TEST
 
@@ -394,6 +440,7 @@ int main(void)
 	tcase_add_test(t, token_files);
 	tcase_add_test(t, bearer);
 	tcase_add_test(t, check_and_rotate);
+	tcase_add_test(t, whole_digest_compared);
 	tcase_add_test(t, pins);
 	tcase_add_test(t, pairs);
 	tcase_add_test(t, secret_modes);

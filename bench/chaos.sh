@@ -433,7 +433,7 @@ hostile_loop() {
 					--announce >"$OUT/x1.fat" 2>>"$OUT/x1.err" &
 			else
 				nsenter "--net=/run/netns/$XNS" python3 "$SRC/tests/tools/announcer.py" \
-					"$SEEDADDR" 1024 "$ROLE_S" >>"$OUT/x1.announced" 2>>"$OUT/x1.err" &
+					"$SEEDADDR" 1024 $((ROLE_S - 2)) >>"$OUT/x1.announced" 2>>"$OUT/x1.err" &
 			fi
 			xh=$!
 			echo "$xh" >>"$OUT/x1.pids"
@@ -446,6 +446,7 @@ hostile_loop() {
 			x_drop off
 			x_unmount
 			;;
+		announcer) wait "$xh" 2>/dev/null || true ;; # it prints what it got
 		*)
 			kill "$xh" 2>/dev/null || true
 			wait "$xh" 2>/dev/null || true

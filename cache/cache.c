@@ -111,6 +111,7 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	c->used_ms = sfs_now_ms();
 	c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	c->verify = !cfg->no_verify;
+	c->sha256_all = cfg->sha256_all;
 	c->test_verify_delay_ms = cfg->test_verify_delay_ms;
 	c->reconnect = cfg->reconnect;
 	c->reconnect_arg = cfg->reconnect_arg;
@@ -995,7 +996,7 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	ch->len = (uint32_t)SFS_MIN((uint64_t)c->chunk_size, o->len - off);
 	ch->mismatches = 0;
 	ch->seed_next = 0;
-	ch->strong = 0;
+	ch->strong = ch->member = 0;
 	ch->avoid = SFS_NONE;
 	ch->listed = 0;
 	ch->consumed = pinned;
@@ -1119,7 +1120,7 @@ int sfs_cache_moved(struct sfs_cache *c, uint64_t first, uint64_t *start)
 int sfs_cache_moved_off(struct sfs_cache *c, const struct sfs_chunk *ch,
 			uint64_t first, uint64_t *start)
 {
-	if (ch->strong && sfs_peer_seed_has(c, ch)) {
+	if (ch->member && sfs_peer_seed_has(c, ch)) {
 		*start = sfs_now_ms();
 		return 0;
 	}

@@ -105,6 +105,11 @@ struct sfs_cache_cfg {
 	 * peers that are no seed: sfs_cache_peer_trusted): 0, the number of
 	 * CPUs, at most SFS_CACHE_VERIFIERS_MAX (8). */
 	unsigned int verifiers;
+	/* Every pulled chunk is checked against SHA-256, a seed's too (the
+	 * verified mode: the control channel itself may be tampered with,
+	 * and what the signature leaves out, the endpoints, could point a
+	 * "seed" at forged bytes that keep their XXH3). */
+	int sha256_all;
 };
 
 /* One object of a set: its length and checksums. */
@@ -428,8 +433,8 @@ void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on);
 /*
  * sfs_cache_peer_trusted - @peer is a seed this replica reached over its
  * authenticated control channel (@on 1): what it serves is checked
- * against XXH3-64, a direct read may land in the caller's memory, and
- * it is tried when another peer failed a chunk.  A peer not so marked
+ * against XXH3-64 (unless cfg.sha256_all), a direct read may land in the
+ * caller's memory, and it is tried when another peer failed a chunk.  A peer not so marked
  * (the default: a re-seeder, any token holder can be one) is checked
  * against SHA-256 and never serves an object without it; it proves
  * itself by serving (struct cache_peer in cache/core.h says how), and

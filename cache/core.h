@@ -109,9 +109,10 @@ struct sfs_chunk {
 	int abandoned;
 	int unverified; /* direct, READY: its reader checks the checksums
 			   (on its own thread, beside the transport's) */
-	/* LOADING (and after, until it is pulled again): posted on a peer
-	 * that is no seed, so checked against SHA-256 (sfs_cache_verify) */
-	int strong;
+	/* LOADING (and after, until it is pulled again): to be checked
+	 * against SHA-256 (sfs_cache_verify): posted on a peer that is no
+	 * seed (@member), or cfg.sha256_all */
+	int strong, member;
 	/* A try of it on a peer that is no seed failed (stalled, hedged,
 	 * did not match, failed): the next one goes to a seed that has it
 	 * (swarm.h's seed_next) */
@@ -299,7 +300,8 @@ struct sfs_cache {
 	uint32_t chunk_size;
 	unsigned int chunk_shift;
 	unsigned int timeout_ms;
-	int verify; /* check pulled chunks against their checksums */
+	int verify;	/* check pulled chunks against their checksums */
+	int sha256_all; /* cfg's: a seed's chunks against SHA-256 too */
 	unsigned int test_verify_delay_ms; /* cfg's: tests only */
 	uint64_t wake_ms;   /* a chunk held back (a relay tree, a pull
 				  coming elsewhere) may go then (0: none) */

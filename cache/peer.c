@@ -673,7 +673,7 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 			struct cache_peer *p)
 {
 	const struct sfs_cache_obj *o = &c->sets[ch->set]->objs[ch->obj];
-	int strong = !p->trusted;
+	int strong = !p->trusted || c->sha256_all;
 	int rc = c->verify ? sfs_cache_verify(c, ch, o, strong,
 					      c->sets[ch->set]->label, p->label)
 			   : 0;
@@ -686,7 +686,7 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 	} else {
 		c->st.checksum_errors++;
 		p->checksum_errors++;
-		if (strong)
+		if (!p->trusted)
 			member_failed(c, p, ch);
 		c->pick_epoch++; /* it may be distrusted from now on */
 	}
@@ -770,7 +770,8 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		ch->peer_gen = p->gen;
 		ch->holder = hi;
 		ch->seq = ++p->post_seq;
-		ch->strong = !p->trusted;
+		ch->member = !p->trusted;
+		ch->strong = ch->member || c->sha256_all;
 		ch->posted_ns = sfs_now_ns();
 		ch->posted_ms = ch->posted_ns / 1000000u;
 		ch->overtaken_ms = 0;
@@ -1137,7 +1138,7 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 		c->st.checksum_errors++;
 		if (p) /* NULL: its index was reused meanwhile */
 			p->checksum_errors++;
-		if (ch->strong)
+		if (p && !p->trusted)
 			member_failed(c, p, ch);
 		c->pick_epoch++; /* it may be distrusted from now on */
 		/* One holder: pulled once more; several: a few times,
@@ -1165,7 +1166,7 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 		strerror(-status));
 	c->st.errors_transport++;
 	p->errors++;
-	if (ch->strong)
+	if (!p->trusted)
 		member_failed(c, p, ch);
 	if (!c->stopping && !c->sets[ch->set]->retired &&
 	    !servable(c, ch, pi)) {

@@ -137,18 +137,22 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 		SFS_LOG(SFS_INFO, "replica",
 			"chunk size %u: the seed's checksum chunks",
 			r->chunk_size);
-	struct sfs_cache_cfg cc = {.xport = r->x,
-				   .size = c->cache_size,
-				   .chunk_size = r->chunk_size,
-				   .timeout_ms = c->timeout_ms,
-				   .no_verify = c->no_verify,
-				   .hold_all = c->reseed != NULL || c->hold_all,
-				   .idle_ms = c->cache_idle_ms,
-				   .disk = r->disk,
-				   .reconnect = rsrc_reconnect,
-				   .reconnect_arg = r,
-				   .test_verify_delay_ms =
-					   c->test_verify_delay_ms};
+	struct sfs_cache_cfg cc = {
+		.xport = r->x,
+		.size = c->cache_size,
+		.chunk_size = r->chunk_size,
+		.timeout_ms = c->timeout_ms,
+		.no_verify = c->no_verify,
+		/* Signed manifests: the channel may be
+				    * tampered with, a seed's chunks too are
+				    * checked against SHA-256. */
+		.sha256_all = sfs_control_cred_trust(c->cred) != NULL,
+		.hold_all = c->reseed != NULL || c->hold_all,
+		.idle_ms = c->cache_idle_ms,
+		.disk = r->disk,
+		.reconnect = rsrc_reconnect,
+		.reconnect_arg = r,
+		.test_verify_delay_ms = c->test_verify_delay_ms};
 	uint64_t tc = sfs_now_ms();
 	rc = sfs_cache_new(&cc, &r->cache, err, errlen);
 	SFS_LOG(SFS_DEBUG, "replica", "cache ready in %llu ms",

@@ -40,6 +40,9 @@ def parse(path):
     with open(path) as f:
         for ln, line in enumerate(f, 1):
             raw = line.rstrip("\n")
+            if mode and raw.startswith("== "):
+                sys.exit("%s:%d: a new mutant inside the text of %s (its "
+                         ">>> missing?)" % (path, ln, cur["id"]))
             if mode == "before":
                 if raw == "===":
                     mode = "after"

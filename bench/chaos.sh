@@ -14,6 +14,23 @@
 # a random target, with 1-3 s of calm between faults and --timeout + 5 s
 # after each round; the first round is always whole.
 #
+# Beside them, a hostile fleet member (CHAOS_HOSTILE=1, the default): one
+# more host, x1, a token holder whose role changes every CHAOS_ROLE_S
+# (12) seconds, in turn:
+#   forger     a re-seeding mount holding all of the model that serves
+#              wrong bytes (--test-corrupt-slab)
+#   staller    an honest re-seeding mount that holds all of it, serves a
+#              while, then drops every packet its fabric endpoints send
+#              (its control port answers on, its holdings claim all)
+#   announcer  1,024 announcements every half second: its own address
+#              at 512 ports, and 512 addresses of other hosts
+#   fat        a re-seeder (tests/tools/hostile.py) whose holdings are
+#              16 MB, within the JSON limits such an answer once had
+# It is no fault: a read it makes fail is an EIO outside every fault's
+# window, and fails the run (docs/security.md: a member costs time,
+# never a byte or a read); the replicas' RSS and fds are bounded as
+# ever.  Its roles are printed with the table.
+#
 # Every read is classified: byte-exact; EIO (allowed from a fault's
 # start until --timeout + 3 s after its end); wrong bytes (chaos.txt:
 # anything but exactly one published generation's line); "gone" (its
@@ -45,6 +62,7 @@
 # CHAOS_CACHE (each mount's --cache-size; default half the model),
 # CHAOS_SEED (random: the faults' RANDOM seed, printed),
 # CHAOS_MOUNT_OPTS, CHAOS_SEED_OPTS (more options for each),
+# CHAOS_HOSTILE (1; 0: no hostile member), CHAOS_ROLE_S (12),
 # CHAOS_RESULTS=FILE (key value lines for tests), CHAOS_KEEP=1.
 set -euo pipefail
 now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
@@ -226,6 +244,8 @@ N=$((HOSTS - 1))
 SIZE=${CHAOS_SIZE:-48M}
 RATE=${CHAOS_RATE:-1gbit}
 TIMEOUT=${CHAOS_TIMEOUT:-5}
+HOSTILE=${CHAOS_HOSTILE:-1}
+ROLE_S=${CHAOS_ROLE_S:-12}
 RSS_GROW=${CHAOS_RSS_GROW:-48}
 RESULTS=${CHAOS_RESULTS:-}
 read -r -a MOPTS <<<"${CHAOS_MOUNT_OPTS:-}"
@@ -264,7 +284,8 @@ cleanup() {
 	for p in "${HPIDS[@]}"; do
 		pkill -9 -P "$p" 2>/dev/null || true
 	done
-	for p in "${PIDS[@]}" "${HPIDS[@]}" "$SEEDPID"; do
+	[ -s "$OUT/x1.pids" ] && mapfile -t -O "${#PIDS[@]}" PIDS <"$OUT/x1.pids"
+	for p in "${PIDS[@]}" "${HPIDS[@]}" "$SEEDPID" "$XPID"; do
 		[ "$p" != 0 ] || continue
 		{ kill -9 "$p" && wait "$p"; } 2>/dev/null || true
 	done
@@ -280,6 +301,7 @@ cleanup() {
 	fi
 }
 HPIDS=()
+XPID=0
 trap cleanup EXIT
 die() {
 	echo "chaos: FAIL: $*" >&2
@@ -303,6 +325,7 @@ mkdir -p "$OUT"
 
 host s0 10 "$RATE"
 for i in $(seq "$N"); do host "r$i" $((100 + i)) "$RATE"; done
+[ "$HOSTILE" = 0 ] || host x1 200 "$RATE"
 SEEDADDR=$NET.10:7070
 
 seed_start() {
@@ -338,6 +361,104 @@ for i in $(seq "$N"); do
 	grep -q mounted "$OUT/r$i.events" 2>/dev/null ||
 		die "r$i did not mount: $(tail -n 5 "$OUT/r$i.err" 2>/dev/null)"
 done
+
+# The hostile member (see the top): its roles in turn until the stop,
+# each logged in $OUT/x1.roles ("MS ROLE start|end").
+XNS=$P-x1
+XADDR=$NET.200
+XM=0
+x_mount() { # [ARGS...]: a re-seeding mount in x1 holding all of the model
+	mkdir -p "$WORK/mnt-x1"
+	nsenter "--net=/run/netns/$XNS" "$SEEDFS" mount -f --seed "$SEEDADDR" \
+		"$WORK/mnt-x1" --protocol tcp --reseed --listen "$XADDR:7070" \
+		--cache-size "$CACHE" --timeout "$TIMEOUT" --log-file "$OUT/x1.log" \
+		"$@" 2>>"$OUT/x1.err" &
+	XM=$!
+	echo "$XM" >>"$OUT/x1.pids"
+	for _ in $(seq 300); do
+		[ -d "$WORK/mnt-x1/m" ] && break
+		alive "$XM" || return 0
+		sleep 0.1
+	done
+	"$SEEDFS" prefetch "$WORK/mnt-x1/m" >/dev/null 2>>"$OUT/x1.err" || true
+}
+x_unmount() {
+	[ "$XM" != 0 ] || return 0
+	fusermount3 -u "$WORK/mnt-x1" 2>/dev/null || fusermount3 -u -z "$WORK/mnt-x1" 2>/dev/null || true
+	for _ in $(seq 200); do alive "$XM" || break; sleep 0.1; done
+	alive "$XM" && kill -9 "$XM" 2>/dev/null
+	wait "$XM" 2>/dev/null || true
+	XM=0
+}
+# x_drop on|off: every packet x1's mount sends from its fabric
+# endpoints (every port it listens on but its control port) dropped, or
+# its link as it was.
+x_drop() {
+	ip netns exec "$XNS" tc qdisc del dev eth0 root 2>/dev/null || true
+	if [ "$1" = off ]; then
+		shape "$XNS" eth0 "$RATE" add
+		return 0
+	fi
+	ip netns exec "$XNS" tc qdisc add dev eth0 root handle 1: htb default 1
+	ip netns exec "$XNS" tc class add dev eth0 parent 1: classid 1:1 htb rate "$RATE" quantum 60000
+	ip netns exec "$XNS" tc class add dev eth0 parent 1: classid 1:2 htb rate "$RATE" quantum 60000
+	ip netns exec "$XNS" tc qdisc add dev eth0 parent 1:2 tbf rate 1kbit burst 10 limit 10
+	local p
+	for p in $(ip netns exec "$XNS" ss -ltnpH | grep "pid=$XM," | awk '{ print $4 }' |
+		sed 's/.*://' | grep -vx 7070); do
+		ip netns exec "$XNS" tc filter add dev eth0 parent 1: protocol ip u32 \
+			match ip sport "$p" 0xffff flowid 1:2
+	done
+}
+hostile_loop() {
+	local roles=(forger staller fat announcer) k=0 role end xh=0
+	mkdir -p "$WORK/x1-state"
+	echo fat >"$WORK/x1-state/holdings"
+	while [ ! -e "$OUT/stop" ]; do
+		role=${roles[$((k % 4))]}
+		k=$((k + 1))
+		echo "$(now_ms) $role start" >>"$OUT/x1.roles"
+		end=$(($(now_ms) + ROLE_S * 1000))
+		case $role in
+		forger) x_mount --test-corrupt-slab ;;
+		staller)
+			x_mount
+			sleep 3 # it serves a while: the replicas see it prove itself
+			x_drop on
+			;;
+		fat | announcer)
+			if [ "$role" = fat ]; then
+				nsenter "--net=/run/netns/$XNS" python3 "$SRC/tests/tools/hostile.py" \
+					"$SEEDADDR" "$WORK/x1-state" --listen "$XADDR" --reseeder \
+					--announce >"$OUT/x1.fat" 2>>"$OUT/x1.err" &
+			else
+				nsenter "--net=/run/netns/$XNS" python3 "$SRC/tests/tools/announcer.py" \
+					"$SEEDADDR" 1024 $((ROLE_S - 2)) >>"$OUT/x1.announced" 2>>"$OUT/x1.err" &
+			fi
+			xh=$!
+			echo "$xh" >>"$OUT/x1.pids"
+			;;
+		esac
+		while [ "$(now_ms)" -lt "$end" ] && [ ! -e "$OUT/stop" ]; do sleep 0.2; done
+		case $role in
+		forger) x_unmount ;;
+		staller)
+			x_drop off
+			x_unmount
+			;;
+		announcer) wait "$xh" 2>/dev/null || true ;; # it prints what it got
+		*)
+			kill "$xh" 2>/dev/null || true
+			wait "$xh" 2>/dev/null || true
+			;;
+		esac
+		echo "$(now_ms) $role end" >>"$OUT/x1.roles"
+	done
+}
+if [ "$HOSTILE" != 0 ]; then
+	hostile_loop &
+	XPID=$!
+fi
 
 FAULTS=$WORK/faults # KIND TARGET START END (ms)
 : >"$FAULTS"
@@ -465,6 +586,13 @@ for i in $(seq "$N"); do
 	fi
 done
 touch "$OUT/stop"
+if [ "$XPID" != 0 ]; then
+	# The hostile member's last role ends within its length.
+	for _ in $(seq $(((ROLE_S + 30) * 10))); do alive "$XPID" || break; sleep 0.1; done
+	alive "$XPID" && echo "the hostile member's loop still running $((ROLE_S + 30)) s after the stop" >>"$WORK/hangs"
+	wait "$XPID" 2>/dev/null || true
+	XPID=0
+fi
 # Each host ends (its reader within the hang bound, its mount unmounted)
 # with status 0.
 for i in $(seq "$N"); do
@@ -562,6 +690,11 @@ echo "seedfs chaos: $HOSTS hosts, a $SIZE model ($BYTES bytes), links $RATE," \
 echo
 cat "$WORK/table"
 echo
+if [ "$HOSTILE" != 0 ]; then
+	echo "hostile member x1: $(awk '$3 == "start" { n[$2]++ } END { for (r in n) printf "%s %d, ", r, n[r] }' \
+		"$OUT/x1.roles" 2>/dev/null)announcements $(tr '\n' ' ' <"$OUT/x1.announced" 2>/dev/null)"
+	echo
+fi
 echo "reads $reads: byte-exact $exact, EIO $eios (ESTALE $estales among them)," \
 	"EIO outside a fault's window $late, wrong $wrong, own mount down $gonec," \
 	"other errors $others, hangs (> $((HANG_MS / 1000)) s) $hangs, crashes $crashes;" \
@@ -605,6 +738,7 @@ if [ -n "$RESULTS" ]; then
 		echo "grown $grown"
 		echo "after $after"
 		echo "faults $seq_no"
+		echo "hostile_roles $(awk '$3 == "start"' "$OUT/x1.roles" 2>/dev/null | wc -l)"
 		for k in "${KINDS[@]}"; do echo "injected_$k $(awk -v k="$k" '$1 == k' "$FAULTS" | wc -l)"; done
 	} >"$RESULTS"
 fi

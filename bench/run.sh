@@ -25,11 +25,17 @@
 #              a pull's destination pages costs here, a bound of pull
 #   sshfs      the same files through Debian's sshfs from a private sshd
 #              on loopback (what people use today for a remote mount)
-#   verified   a second seed with --digest sha256 --sign-key (every chunk
-#              also has a SHA-256, the manifest is signed), read with
-#              --trust-key: pull and a cold mount (the first protocol),
-#              and both seeds' publish time (exec to ready: walk, hash,
-#              register)
+#   reseeder   a cold read through a fresh mount given only a
+#              re-seeding mount that holds the model (the first
+#              protocol): every chunk checked against SHA-256 on the
+#              cache's verifier threads, what a seed served against XXH3
+#   verified   a second seed with --sign-key (the manifest is signed),
+#              read with --trust-key (every chunk checked against
+#              SHA-256, a seed's too): pull and a cold mount (the first
+#              protocol); and the publish time (exec to ready: walk,
+#              hash, register) of the seed (default: XXH3-64 and
+#              SHA-256 of every chunk), of one with --digest xxh3, and of
+#              the signed one
 # and the ratios, and for each row the CPU seconds per GB of each
 # process on its path: the mount daemon (or the FUSE ceiling server),
 # the seed, and the reader (readall, apiread, seedfs pull, sfs-rawread;
@@ -60,9 +66,10 @@ SSHD_PID=
 cleanup() {
 	declare -F reporting_restore >/dev/null && reporting_restore
 	local m
-	for m in "$MNT" "$SMNT" "$CMNT"; do
+	for m in "$MNT" "$SMNT" "$CMNT" ${RMNT:-}; do
 		if grep -q " $m fuse" /proc/mounts; then fusermount3 -u "$m" || true; fi
 	done
+	[ -z "${RMNT:-}" ] || rmdir "$RMNT" 2>/dev/null || true
 	[ -n "$SEED_PID" ] && { kill "$SEED_PID" && wait "$SEED_PID"; } 2>/dev/null
 	[ -n "$SEED_PID" ] && rm -f "/dev/shm/$SEED_PID:"*
 	[ -n "${SEED2_PID:-}" ] && { kill "$SEED2_PID" && wait "$SEED2_PID"; } 2>/dev/null
@@ -140,9 +147,13 @@ start_seed() {
 	[ -n "$PORT" ] || { cat "$WORK/$name.err"; exit 1; }
 	PUBLISH_S=$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.2f", ns / 1e9 }')
 }
+start_seed seed3 --digest xxh3
+kill "$LAST_PID" && wait "$LAST_PID" 2>/dev/null || true
+rm -f "/dev/shm/$LAST_PID:"*
+publish_fast=$PUBLISH_S
 start_seed seed
 SEED_PID=$LAST_PID
-publish_fast=$PUBLISH_S
+publish_default=$PUBLISH_S
 
 # CPU seconds (user + system) a process has used so far.
 ticks() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f\n", ($14 + $15) / hz }' "/proc/$1/stat" 2>/dev/null || echo 0; }
@@ -397,12 +408,37 @@ echo "measuring sshfs..."
 sshd_start
 sshfs=$(median_of sshfs_read)
 
+echo "measuring a cold read from a re-seeder ($first)..."
+RMNT=$(mktemp -d /tmp/seedfs-bench-reseed.XXXXXX)
+"$SEEDFS" mount --seed "127.0.0.1:$PORT" "$RMNT" --protocol "$first" --reseed \
+	--listen 127.0.0.1:0 --cache-size "$BIG_CACHE" --log-level warn
+RESEED_PID=$(mount_pid "$RMNT")
+"$SEEDFS" prefetch "$RMNT/model" 2>/dev/null
+RADDR=$(awk '$1 == "reseed:" { print $2 }' "$RMNT/.seedfs/status")
+[ -n "$RADDR" ] || { echo "bench: the re-seeder has no address" >&2; exit 1; }
+cold_reseeder() {
+	"$SEEDFS" mount --seed "$RADDR" "$MNT" --protocol "$first" --log-level warn \
+		$MOUNT_OPTS
+	cpu_start "$(mount_pid)"
+	reader "$READALL" "$MNT/model"
+	cpu_stop
+	local sha
+	sha=$(awk '$1 == "checked_sha256:" { print $2 }' "$MNT/.seedfs/status")
+	fusermount3 -u "$MNT"
+	[ "${sha:-0}" -gt 0 ] || { echo "bench: nothing checked against SHA-256" >&2; return 1; }
+}
+CPU_SEED=$RESEED_PID
+r_cold=$(median_of cold_reseeder)
+CPU_SEED=
+fusermount3 -u "$RMNT"
+rmdir "$RMNT"
+
 echo "measuring the verified mode ($first)..."
 openssl genpkey -algorithm ed25519 -out "$WORK/sign.key" 2>/dev/null
 chmod 600 "$WORK/sign.key"
 openssl pkey -in "$WORK/sign.key" -pubout -out "$WORK/sign.pub"
 FAST_PORT=$PORT
-start_seed seed2 --digest sha256 --sign-key "$WORK/sign.key"
+start_seed seed2 --sign-key "$WORK/sign.key"
 SEED2_PID=$LAST_PID
 CPU_SEED=$SEED2_PID
 publish_sha=$PUBLISH_S
@@ -445,12 +481,13 @@ row "mount, warm (page cache)" "$warm"
 row "tmpfs (same files)" "$tmpfs"
 row "tmpfs write (dd, a new file)" "$twrite"
 row "sshfs over loopback (fresh mount)" "$sshfs"
+row "$first: mount, cold, from a re-seeder" "$r_cold"
 row "$first: pull, sha256 + --trust-key" "$v_pull"
 row "$first: mount, cold, sha256 + --trust-key" "$v_cold"
 printf '(the FUSE ceilings: of %s runs)\n' "$CEIL_RUNS"
 printf '\nseedfs pull start-up (exec to first byte, %s): %s s\n' "$first" "$startup"
-printf 'seed publish (exec to ready, %s bytes): xxh3 %s s; xxh3 + sha256 + signed %s s\n' \
-	"$MODEL_BYTES" "$publish_fast" "$publish_sha"
+printf 'seed publish (exec to ready, %s bytes): --digest xxh3 %s s; the default (xxh3 + sha256) %s s; signed %s s\n' \
+	"$MODEL_BYTES" "$publish_fast" "$publish_default" "$publish_sha"
 printf '\n| %-38s | %6s |\n' "ratio of medians" "x"
 printf '|%s|%s|\n' "----------------------------------------" "--------"
 for p in ${PROTOS//,/ }; do
@@ -463,6 +500,7 @@ ratio "$first: prefetch / raw transport" "$prefetch" "${raw[$first]}"
 ratio "mount warm / tmpfs" "$warm" "$tmpfs"
 ratio "$first: pull / tmpfs write" "${pull[$first]}" "$twrite"
 ratio "$first: mount cold / sshfs" "${cold[$first]}" "$sshfs"
+ratio "$first: mount cold, re-seeder / seed" "$r_cold" "${cold[$first]}"
 ratio "$first: pull, sha256 / xxh3 alone" "$v_pull" "${pull[$first]}"
 ratio "$first: mount cold, sha256 / xxh3 alone" "$v_cold" "${cold[$first]}"
 
@@ -494,6 +532,7 @@ bound "$first: cold direct_io" "$dio" "$first: raw" "${raw[$first]}"
 bound "$first: cold direct_io" "$dio" "direct_io ceiling" "$ceil_dio"
 bound "read after prefetch" "$after" "buffered ceiling" "$ceil"
 bound "$first: mount cold, sha256" "$v_cold" "buffered ceiling" "$ceil"
+bound "$first: mount cold, re-seeder" "$r_cold" "buffered ceiling" "$ceil"
 goal() { # NAME VALUE LIMIT WANT
 	local r
 	r=$(div "$2" "$3")
@@ -544,6 +583,7 @@ printf '| %-46s | %5s | %5s | %5s | %-6s |\n' "$first: mount daemon CPU-s/GB, co
 	printf '"sshfs"\t%s\n' "$(col "$sshfs" 1)"
 	printf '"%s pull sha256"\t%s\n' "$first" "$(col "$v_pull" 1)"
 	printf '"%s cold sha256"\t%s\n' "$first" "$(col "$v_cold" 1)"
+	printf '"%s cold re-seeder"\t%s\n' "$first" "$(col "$r_cold" 1)"
 } >"$WORK/plot.dat"
 title="seedfs make bench: $(numfmt --to=iec "$bytes")B model on loopback, $(nproc) cores, median of $RUNS, $(date -u +%Y-%m-%d)"
 gnuplot <<-EOF

@@ -111,6 +111,7 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	c->used_ms = sfs_now_ms();
 	c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 10000;
 	c->verify = !cfg->no_verify;
+	c->sha256_all = cfg->sha256_all;
 	c->test_verify_delay_ms = cfg->test_verify_delay_ms;
 	c->reconnect = cfg->reconnect;
 	c->reconnect_arg = cfg->reconnect_arg;
@@ -118,6 +119,7 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 	c->slab_len = c->nslots * (size_t)cfg->chunk_size;
 	pthread_mutex_init(&c->lock, NULL);
 	if ((rc = sfs_cond_init(&c->cond)) ||
+	    (rc = sfs_cond_init(&c->vq_cond)) ||
 	    (rc = sfs_cond_init(&c->disk_cond)) ||
 	    (rc = sfs_cond_init(&c->work_cond)) ||
 	    (rc = sfs_cond_init(&c->grow_cond)))
@@ -153,6 +155,20 @@ int sfs_cache_new(const struct sfs_cache_cfg *cfg, struct sfs_cache **out,
 		goto err_free;
 	}
 	c->worker_started = 1;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t nv = cfg->verifiers ? cfg->verifiers
+		    : cpus > 0	   ? (size_t)cpus
+				   : 1;
+	nv = SFS_MIN(nv, (size_t)SFS_CACHE_VERIFIERS_MAX);
+	for (size_t i = 0; c->verify && i < nv; i++) {
+		if ((rc = -pthread_create(&c->verifiers[i], NULL,
+					  sfs_peer_verifier, c))) {
+			snprintf(err, errlen, "cache: verifier thread: %s",
+				 strerror(-rc));
+			goto err_free;
+		}
+		c->nverifiers++;
+	}
 	*out = c;
 	return 0;
 
@@ -184,11 +200,17 @@ void sfs_cache_stop(struct sfs_cache *c)
 	pthread_cond_broadcast(&c->disk_cond);
 	pthread_cond_broadcast(&c->work_cond);
 	pthread_cond_broadcast(&c->grow_cond);
+	pthread_cond_broadcast(&c->vq_cond);
 	pthread_mutex_unlock(&c->lock);
-	/* After these joins nothing of the cache posts a pull. */
+	/* After these joins nothing of the cache posts a pull, and no pull
+	 * waits for a verifier (they finish what was queued; later ones
+	 * are checked on the transport's thread). */
 	for (size_t i = 0; i < c->nthreads; i++)
 		pthread_join(c->threads[i], NULL);
 	c->nthreads = 0;
+	for (size_t i = 0; i < c->nverifiers; i++)
+		pthread_join(c->verifiers[i], NULL);
+	c->nverifiers = 0;
 	if (c->worker_started) {
 		pthread_join(c->worker, NULL);
 		c->worker_started = 0;
@@ -254,6 +276,7 @@ void sfs_cache_free_quiesced(struct sfs_cache *c, size_t abandoned)
 	pthread_cond_destroy(&c->work_cond);
 	pthread_cond_destroy(&c->disk_cond);
 	pthread_cond_destroy(&c->cond);
+	pthread_cond_destroy(&c->vq_cond);
 	for (size_t i = 0; i < SFS_CACHE_CHQ; i++)
 		pthread_cond_destroy(&c->chq[i]);
 	pthread_mutex_destroy(&c->lock);
@@ -884,6 +907,17 @@ void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void sfs_cache_peer_trusted(struct sfs_cache *c, uint32_t peer, int on)
+{
+	pthread_mutex_lock(&c->lock);
+	struct cache_peer *p = sfs_peer_at(c, peer);
+	if (p) {
+		p->trusted = on;
+		sfs_peer_wake_worker(c); /* who may serve what moved */
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 void sfs_cache_remove_holder(struct sfs_cache *c, uint32_t holder)
 {
 	pthread_mutex_lock(&c->lock);
@@ -961,6 +995,8 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	ch->idx = idx;
 	ch->len = (uint32_t)SFS_MIN((uint64_t)c->chunk_size, o->len - off);
 	ch->mismatches = 0;
+	ch->seed_next = 0;
+	ch->strong = ch->member = 0;
 	ch->avoid = SFS_NONE;
 	ch->listed = 0;
 	ch->consumed = pinned;
@@ -1081,6 +1117,16 @@ int sfs_cache_moved(struct sfs_cache *c, uint64_t first, uint64_t *start)
 	return 0;
 }
 
+int sfs_cache_moved_off(struct sfs_cache *c, const struct sfs_chunk *ch,
+			uint64_t first, uint64_t *start)
+{
+	if (ch->member && sfs_peer_seed_has(c, ch)) {
+		*start = sfs_now_ms();
+		return 0;
+	}
+	return sfs_cache_moved(c, first, start);
+}
+
 int sfs_cache_get(struct sfs_cache *c, uint32_t set, uint32_t obj, uint64_t off,
 		  struct sfs_chunk **out, const uint8_t **data, size_t *avail)
 {
@@ -1114,9 +1160,10 @@ again:
 		 * that was idle has made no progress because it had nothing
 		 * to do, and its old last completion would time the read
 		 * out at once (within a budget: sfs_cache_moved). */
+		int moved = sfs_cache_moved_off(c, ch, first, &start);
 		ch->refs--;
 		sfs_cache_settle(c, ch);
-		if ((rc = sfs_cache_moved(c, first, &start)) ||
+		if ((rc = moved) ||
 		    (rc = sfs_cache_check_range(c, set, obj, off))) {
 			pthread_mutex_unlock(&c->lock);
 			return rc;

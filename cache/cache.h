@@ -101,6 +101,15 @@ struct sfs_cache_cfg {
 	 * checksums, so a test can change what happens meanwhile.  0: no
 	 * wait. */
 	unsigned int test_verify_delay_ms;
+	/* Threads that check SHA-256 off the transport's thread (pulls from
+	 * peers that are no seed: sfs_cache_peer_trusted): 0, the number of
+	 * CPUs, at most SFS_CACHE_VERIFIERS_MAX (8). */
+	unsigned int verifiers;
+	/* Every pulled chunk is checked against SHA-256, a seed's too (the
+	 * verified mode: the control channel itself may be tampered with,
+	 * and what the signature leaves out, the endpoints, could point a
+	 * "seed" at forged bytes that keep their XXH3). */
+	int sha256_all;
 };
 
 /* One object of a set: its length and checksums. */
@@ -113,8 +122,10 @@ struct sfs_cache_obj {
 	uint32_t csum_shift;
 	const uint64_t *xxh3;
 	/* The SHA-256 of the same chunks, 32 bytes each [borrowed, the
-	 * same way], or NULL: checked too when given (a source cannot
-	 * forge a chunk). */
+	 * same way], or NULL.  What a peer that is no seed serves is
+	 * checked against it (XXH3-64 has a closed-form second preimage:
+	 * it catches corruption, not forgery), and an object without it
+	 * is never pulled from such a peer. */
 	const uint8_t *sha256;
 };
 
@@ -145,8 +156,13 @@ struct sfs_cache_stats {
 	uint64_t errors_transport; /* pulls the transport failed */
 	uint64_t timeouts;	   /* reads given up: no progress */
 	uint64_t checksum_errors;  /* pulled chunks that did not match */
-	uint64_t unavailable;	   /* reads refused at once: all down */
-	uint64_t no_slot;	   /* reads that found every chunk busy */
+	uint64_t strong_checks;	   /* chunks checked against SHA-256 */
+	uint64_t hedges; /* pulls moved off a slow peer that is no seed */
+	/* Pulls of peers that are no seed that failed, stalled, did not
+	 * match, were hedged, or could not even be posted for as long */
+	uint64_t member_failures;
+	uint64_t unavailable; /* reads refused at once: all down */
+	uint64_t no_slot;     /* reads that found every chunk busy */
 	uint64_t reconnects, reconnect_failures;
 	uint64_t failovers;	   /* pulls moved to another holder */
 	uint64_t export_evictions; /* exported chunks evicted early */
@@ -193,8 +209,12 @@ struct sfs_cache_peer_info {
 	uint64_t avoided_ms; /* stalled: serves only what no other source
 				holds for this much longer (0: not) */
 	int removed;	     /* sfs_cache_remove_peer: its last state */
-	int retry; /* DOWN, its hold over (or connected again): the next pull
+	int retry;   /* DOWN, its hold over (or connected again): the next pull
 		      tries it; UP only once a pull completed */
+	int trusted; /* a seed: checked against XXH3-64 */
+	int proven;  /* no seed: a pull from it verified since its
+			      last failure (sfs_cache_peer_trusted) */
+	uint64_t probe_ms; /* unproven after a failure: its next try in */
 };
 
 /*
@@ -409,6 +429,20 @@ int sfs_cache_holder_expire(struct sfs_cache *c, uint32_t holder,
  * about) takes only chunks no other holder that is up has.
  */
 void sfs_cache_peer_last_resort(struct sfs_cache *c, uint32_t peer, int on);
+
+/*
+ * sfs_cache_peer_trusted - @peer is a seed this replica reached over its
+ * authenticated control channel (@on 1): what it serves is checked
+ * against XXH3-64 (unless cfg.sha256_all), a direct read may land in the
+ * caller's memory, and it is tried when another peer failed a chunk.  A peer not so marked
+ * (the default: a re-seeder, any token holder can be one) is checked
+ * against SHA-256 and never serves an object without it; it proves
+ * itself by serving (struct cache_peer in cache/core.h says how), and
+ * a pull from it that takes much longer than a seed's (HEDGE_LATENCIES
+ * times a seed's usual pull, at least HEDGE_MIN_MS) is moved to a seed
+ * that has the chunk.  Thread safe; a stale @peer is ignored.
+ */
+void sfs_cache_peer_trusted(struct sfs_cache *c, uint32_t peer, int on);
 
 /*
  * Serving what this cache holds to other replicas (a re-seeding mount):

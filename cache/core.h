@@ -109,6 +109,15 @@ struct sfs_chunk {
 	int abandoned;
 	int unverified; /* direct, READY: its reader checks the checksums
 			   (on its own thread, beside the transport's) */
+	/* LOADING (and after, until it is pulled again): to be checked
+	 * against SHA-256 (sfs_cache_verify): posted on a peer that is no
+	 * seed (@member), or cfg.sha256_all */
+	int strong, member;
+	/* A try of it on a peer that is no seed failed (stalled, hedged,
+	 * did not match, failed): the next one goes to a seed that has it
+	 * (swarm.h's seed_next) */
+	int seed_next;
+	struct sfs_chunk *vnext; /* on c->vq: waits for a verifier */
 	struct sfs_chunk *hnext; /* hash chain */
 	/* LRU (READY, unpinned), free list, a queue (QUEUED), its peer's
 	 * list of posted chunks (LOADING), or a disk queue (DISK; READY and
@@ -245,6 +254,23 @@ struct cache_peer {
 	size_t nholders; /* live holders on it */
 	int removed;	 /* gone for good */
 	int last_resort; /* takes only what no other holder up has */
+	/* A seed this replica reached over its authenticated control
+	 * channel (sfs_cache_peer_trusted): its chunks are checked against
+	 * XXH3-64.  Any other peer's against SHA-256, and it proves itself
+	 * by serving: until a pull from it verified (and again after one of
+	 * its pulls failed, stalled, was hedged or did not match: @fails in
+	 * a row, halved by each one that verifies), it keeps no seed off a
+	 * chunk, takes one pull at a time, none while the transport still
+	 * has one moved off it (@orphans), no chunk a reader waits for that
+	 * a seed has, and after a failure none before @probe_after_ms (1 s,
+	 * doubling with @fails, at most 30 s). */
+	int trusted;
+	int proven;
+	unsigned int fails;
+	uint64_t probe_after_ms;
+	unsigned int orphans;	/* its orphaned pulls the transport still has */
+	uint64_t busy_since_ms; /* no seed: the provider said "busy" to every
+				   post since (0: it took the last one) */
 	/* Its pick found nothing at c->pick_epoch none_epoch; that holds
 	 * until the epoch moves or none_until (a wait's end; UINT64_MAX:
 	 * none).  Protected by c->lock. */
@@ -256,7 +282,10 @@ struct cache_peer {
 };
 
 #define DISK_THREADS 2
-#define SFS_CACHE_CHQ 32 /* readers' wait queues (c->chq) */
+#define SFS_CACHE_VERIFIERS_MAX 8
+#define SFS_SEED_NEXT_SLOTS 1024
+#define SFS_SEED_NEXT_MS 60000 /* a chunk's seed_next is kept this long */
+#define SFS_CACHE_CHQ 32       /* readers' wait queues (c->chq) */
 
 struct cache_seg {
 	uint8_t *base;
@@ -271,7 +300,8 @@ struct sfs_cache {
 	uint32_t chunk_size;
 	unsigned int chunk_shift;
 	unsigned int timeout_ms;
-	int verify; /* check pulled chunks against their checksums */
+	int verify;	/* check pulled chunks against their checksums */
+	int sha256_all; /* cfg's: a seed's chunks against SHA-256 too */
 	unsigned int test_verify_delay_ms; /* cfg's: tests only */
 	uint64_t wake_ms;   /* a chunk held back (a relay tree, a pull
 				  coming elsewhere) may go then (0: none) */
@@ -381,6 +411,25 @@ struct sfs_cache {
 	int work;		  /* protected by lock: something to do */
 	pthread_t worker;
 	int worker_started;
+
+	/* Verifiers: pulls from peers that are no seed are checked against
+	 * SHA-256 on these threads, off the transport's (whose thread only
+	 * queues them), in parallel.  The queue (by vnext) and vq_n are
+	 * protected by lock. */
+	pthread_cond_t vq_cond;
+	struct sfs_chunk *vq_head, *vq_tail;
+	size_t vq_n;
+	size_t nverifiers;
+	pthread_t verifiers[SFS_CACHE_VERIFIERS_MAX];
+	/* Chunks whose try on a peer that is no seed failed (seed_next),
+	 * remembered past the chunk (a moved pull's readers start it anew
+	 * in another slot): by hash, the newest kept.  Protected by lock. */
+	struct sfs_seed_next {
+		uint64_t born; /* its set's (a set number is reused) */
+		uint64_t idx;
+		uint32_t obj;
+		uint64_t until_ms; /* 0: empty */
+	} seed_next[SFS_SEED_NEXT_SLOTS];
 
 	/* The disk tier: its queues are protected by lock. */
 	struct sfs_disk *disk;
@@ -532,12 +581,19 @@ void sfs_dq_drop(struct sfs_cache *c);
  * peer.c
  */
 /* peer.c: 0 when every checksum chunk of @ch matches @o's, else
- * -EBADMSG (logged naming @set and @label, unless NULL).  Runs outside
- * the lock: the slot is owned by its pull or disk load, @o is a copy,
- * the labels stay. */
+ * -EBADMSG (logged naming @set and @label, unless NULL).  @strong: its
+ * bytes came from a peer that is no seed: checked against SHA-256, and
+ * an object without SHA-256 never passes; else against XXH3-64 (a seed
+ * reached over its authenticated control channel, the disk tier), and
+ * an object without checksums always does.  Runs outside the lock: the
+ * slot is owned by its pull or disk load, @o is a copy, the labels
+ * stay. */
 int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
-		     const struct sfs_cache_obj *o, const char *set,
+		     const struct sfs_cache_obj *o, int strong, const char *set,
 		     const char *label);
+/* Can a seed (a trusted peer) that is up serve @ch now?  (c->lock) */
+int sfs_peer_seed_has(struct sfs_cache *c, const struct sfs_chunk *ch);
+void *sfs_peer_verifier(void *arg); /* a verifier thread (no lock) */
 /* (c->lock held unless said) */
 /* Queue @ch (hashed, state FREE or DISK) for any holder. */
 void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand);
@@ -561,6 +617,11 @@ void sfs_peer_fail_queued(struct sfs_cache *c, int err, uint32_t set);
  * cannot keep a reader waiting forever (c->lock held).  Else *@start is
  * now and 0 is returned. */
 int sfs_cache_moved(struct sfs_cache *c, uint64_t first, uint64_t *start);
+/* The same for a reader whose chunk @ch (pinned) was moved: a try on a
+ * peer that is no seed, of a chunk a seed has, uses none of the
+ * budget (its next try is that seed's). */
+int sfs_cache_moved_off(struct sfs_cache *c, const struct sfs_chunk *ch,
+			uint64_t first, uint64_t *start);
 /* Orphan the chunks posted to @p (of holder @holder only, unless
  * SFS_NONE): they are pulled again from the holders still there.
  * Returns how many of them another source can serve (failovers, for

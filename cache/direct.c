@@ -122,12 +122,15 @@ static int slot_copy(struct sfs_cache *c, uint32_t set, uint32_t obj,
 			memcpy(to, from, len);
 			pthread_mutex_lock(&c->lock);
 		}
+		int moved = rc == -EAGAIN
+				    ? sfs_cache_moved_off(c, ch, first, &start)
+				    : 0;
 		ch->refs--;
 		sfs_cache_settle(c, ch);
 		if (rc != -EAGAIN) /* orphaned: start it again */
 			return rc;
 		/* On other holders: their clock, within the budget. */
-		if ((rc = sfs_cache_moved(c, first, &start)))
+		if ((rc = moved))
 			return rc;
 	}
 }
@@ -187,7 +190,8 @@ static int direct_wait(struct sfs_cache *c, struct piece *pc)
 		snprintf(label, sizeof(label), "%s",
 			 p ? p->label : "a source since removed");
 		pthread_mutex_unlock(&c->lock);
-		int v = sfs_cache_verify(c, ch, &o, s->label, label);
+		int v = sfs_cache_verify(c, ch, &o, ch->strong, s->label,
+					 label);
 		pthread_mutex_lock(&c->lock);
 		ch->unverified = 0;
 		if (!v)
@@ -229,6 +233,18 @@ static int direct_wait(struct sfs_cache *c, struct piece *pc)
 			 start);
 }
 
+/* Does a peer that is no seed hold @set?  Its bytes must not land in a
+ * caller's memory: a pull moved off it may still write there after the
+ * read went on.  (c->lock held) */
+static int members_hold(struct sfs_cache *c, uint32_t set)
+{
+	const struct cache_set *s = c->sets[set];
+	for (size_t i = 0; i < s->nholders; i++)
+		if (!c->peers[c->holders[s->holders[i]]->peer]->trusted)
+			return 1;
+	return 0;
+}
+
 /* Cut @rd into pieces at @out (room for them counted by count()). */
 static size_t cut(struct sfs_cache *c, struct sfs_cache_rd *rd,
 		  struct piece *out)
@@ -237,7 +253,10 @@ static size_t cut(struct sfs_cache *c, struct sfs_cache_rd *rd,
 	uint64_t off = rd->off, end = rd->off + rd->len, a = off, b = end;
 	size_t n = 0;
 
-	if (c->verify && o->xxh3) {
+	if (members_hold(c, rd->set)) {
+		/* All of it through slots, checked there, then copied. */
+		a = b = end;
+	} else if (c->verify && o->xxh3) {
 		uint64_t cs = 1ull << o->csum_shift;
 		a = (off + cs - 1) & ~(cs - 1);
 		b = end == o->len ? end : end & ~(cs - 1);

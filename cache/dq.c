@@ -30,7 +30,7 @@ static void disk_load(struct sfs_cache *c, struct sfs_chunk *ch)
 	pthread_mutex_unlock(&c->lock);
 	int rc = sfs_disk_read(d, ch->obj, off, ch->data, ch->len);
 	if (!rc)
-		rc = sfs_cache_verify(c, ch, &o, NULL, NULL);
+		rc = sfs_cache_verify(c, ch, &o, 0, NULL, NULL);
 	pthread_mutex_lock(&c->lock);
 	if (!rc) {
 		ch->state = CH_READY;

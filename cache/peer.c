@@ -49,6 +49,7 @@
 
 #define WINDOW_MIN 2
 #define WINDOW_MAX 32
+#define WINDOW_MEMBER_MAX 8
 #define WINDOW_SECONDS 0.25 /* bytes in flight: this much of the rate */
 #define AHEAD_SECONDS 1.0   /* read-ahead: this much of the rate */
 #define RATE_SAMPLE_NS 200000000ull
@@ -66,6 +67,17 @@
  * a re-seeder that lies costs a few pulls, never a read. */
 #define DISTRUST_MISMATCHES 4
 #define PIECES_MAX 64 /* transport reads for one chunk */
+/* A pull from a peer that is no seed taking HEDGE_LATENCIES times a
+ * seed's usual pull, or HEDGE_OWN times its own (a member on a slow link
+ * is not a stalled one), at least HEDGE_MIN_MS, at most the timeout, is
+ * moved to a seed that has the chunk. */
+#define HEDGE_LATENCIES 8
+#define HEDGE_OWN 4
+#define HEDGE_MIN_MS 1000
+#define PROBE_MAX_MS 30000 /* an unproven peer's next try, at most */
+
+static int seed_next_of(struct sfs_cache *c, const struct sfs_chunk *ch);
+static uint64_t hedge_ms(const struct sfs_cache *c, const struct cache_peer *p);
 
 /* Time with pulls in flight, and what completed in it: the rate. */
 static void busy_account(struct sfs_cache *c, struct cache_peer *p)
@@ -80,9 +92,13 @@ static void busy_account(struct sfs_cache *c, struct cache_peer *p)
 	p->rate = p->rate > 0 ? 0.5 * p->rate + 0.5 * sample : sample;
 	p->busy_ns = p->busy_bytes = 0;
 	double w = p->rate * WINDOW_SECONDS / c->chunk_size;
-	p->window = w < WINDOW_MIN   ? WINDOW_MIN
-		    : w > WINDOW_MAX ? WINDOW_MAX
-				     : (unsigned int)w;
+	/* A peer that is no seed holds at most WINDOW_MEMBER_MAX of this
+	 * cache's slots at once (a pull moved off it keeps its slot until
+	 * the transport gives it back). */
+	unsigned int max = p->trusted ? WINDOW_MAX : WINDOW_MEMBER_MAX;
+	p->window = w < WINDOW_MIN    ? WINDOW_MIN
+		    : w > (double)max ? max
+				      : (unsigned int)w;
 }
 
 void sfs_peer_wake_worker(struct sfs_cache *c)
@@ -115,6 +131,7 @@ void sfs_peer_enqueue(struct sfs_cache *c, struct sfs_chunk *ch, int demand)
 	ch->holder = SFS_NONE;
 	ch->state = CH_QUEUED;
 	ch->demand = demand;
+	ch->seed_next |= seed_next_of(c, ch);
 	ch->queued_ms = sfs_now_ms();
 	ch->held_ms = 0;
 	ch->coming_ms = 0;
@@ -234,6 +251,85 @@ static int distrusted(const struct cache_peer *p)
 	return !p->last_resort && p->checksum_errors >= DISTRUST_MISMATCHES;
 }
 
+/* Has @p proved itself (a seed always has)? */
+static int proven(const struct cache_peer *p)
+{
+	return p->trusted || p->proven;
+}
+
+/* The slot of seed_next's table for (@born, @obj, @idx). */
+static struct sfs_seed_next *seed_next_slot(struct sfs_cache *c, uint64_t born,
+					    uint32_t obj, uint64_t idx)
+{
+	uint64_t h = (idx * 0x9e3779b97f4a7c15ull) ^
+		     ((born << 20 ^ obj) * 0xc2b2ae3d27d4eb4full);
+	h ^= h >> 31;
+	return &c->seed_next[h % SFS_SEED_NEXT_SLOTS];
+}
+
+/* Was a try of @ch on a peer that is no seed failed lately?  (c->lock) */
+static int seed_next_of(struct sfs_cache *c, const struct sfs_chunk *ch)
+{
+	uint64_t born = c->sets[ch->set]->born;
+	const struct sfs_seed_next *e =
+		seed_next_slot(c, born, ch->obj, ch->idx);
+	return e->until_ms > sfs_now_ms() && e->born == born &&
+	       e->obj == ch->obj && e->idx == ch->idx;
+}
+
+/* A try of @ch on a peer that is no seed failed: its next goes to a
+ * seed, and so does the next of a reader that starts it anew (a moved
+ * pull's slot is the transport's).  (c->lock) */
+static void seed_next_mark(struct sfs_cache *c, struct sfs_chunk *ch)
+{
+	uint64_t born = c->sets[ch->set]->born;
+	struct sfs_seed_next *e = seed_next_slot(c, born, ch->obj, ch->idx);
+	*e = (struct sfs_seed_next){.born = born,
+				    .obj = ch->obj,
+				    .idx = ch->idx,
+				    .until_ms =
+					    sfs_now_ms() + SFS_SEED_NEXT_MS};
+	ch->seed_next = 1;
+	c->pick_epoch++; /* a seed may take it now */
+}
+
+/*
+ * A pull from @p, a peer that is no seed, failed (stalled, hedged, did
+ * not match, failed in the transport): it is unproven again, and tried
+ * again only after a while; @ch (NULL: none) goes to a seed next.
+ * (c->lock held)
+ */
+static void member_failed(struct sfs_cache *c, struct cache_peer *p,
+			  struct sfs_chunk *ch)
+{
+	if (ch)
+		seed_next_mark(c, ch);
+	if (!p || p->trusted)
+		return;
+	c->st.member_failures++;
+	p->proven = 0;
+	p->busy_since_ms = 0;
+	p->fails = SFS_MIN(p->fails + 1, 16u);
+	uint64_t wait = SFS_MIN((uint64_t)1000 << (p->fails - 1),
+				(uint64_t)PROBE_MAX_MS);
+	p->probe_after_ms = sfs_now_ms() + wait;
+	p->window = WINDOW_MIN; /* its rate is what it proves again */
+	c->pick_epoch++;
+}
+
+int sfs_peer_seed_has(struct sfs_cache *c, const struct sfs_chunk *ch)
+{
+	const struct cache_set *s = c->sets[ch->set];
+	for (size_t i = 0; i < s->nholders; i++) {
+		const struct cache_holder *h = c->holders[s->holders[i]];
+		struct cache_peer *p = c->peers[h->peer];
+		if (p->trusted && sfs_holder_has(h, ch->obj, ch->idx) &&
+		    !peer_usable(c, p))
+			return 1;
+	}
+	return 0;
+}
+
 /* The swarm's policy (swarm.h) sees holders and peers through these. */
 static int swarm_has(void *arg, uint32_t h, uint32_t obj, uint64_t idx,
 		     int coming)
@@ -253,6 +349,8 @@ static void swarm_peer(const struct sfs_cache *c, uint32_t pi,
 	m->last_resort = !!p->last_resort;
 	m->answers = !!answers(p);
 	m->distrusted = !!distrusted(p);
+	m->proven = !!proven(p);
+	m->failed = !p->trusted && p->fails;
 }
 
 static int swarm_member(void *arg, uint32_t h, struct sfs_swarm_member *m)
@@ -300,6 +398,9 @@ static struct sfs_swarm_chunk swarm_chunk(const struct sfs_chunk *ch)
 					.idx = ch->idx,
 					.avoid = ch->avoid,
 					.mismatches = ch->mismatches,
+					.seed_next = !!ch->seed_next,
+					.direct = ch->dst != NULL,
+					.demand = !!ch->demand,
 					.queued_ms = ch->queued_ms,
 					.held_ms = ch->held_ms,
 					.coming_ms = ch->coming_ms,
@@ -355,6 +456,23 @@ static struct cache_peer *only_peer(struct sfs_cache *c, uint32_t set)
 	return p == SFS_NONE ? NULL : c->peers[p];
 }
 
+/* Take @ch, posted on @p, out of its peer and the hash: its slot waits
+ * for the transport's callback, its readers start it again.  A pull of a
+ * peer that is no seed goes to a seed next.  (c->lock held) */
+static void orphan(struct sfs_cache *c, struct cache_peer *p,
+		   struct sfs_chunk *ch)
+{
+	busy_account(c, p);
+	sfs_list_del(&p->loading, ch);
+	p->inflight--;
+	p->orphans++;
+	if (!p->trusted)
+		seed_next_mark(c, ch);
+	sfs_cache_unhash(c, ch);
+	ch->orphan = 1;
+	sfs_cache_touch(c, ch); /* no longer coming from there */
+}
+
 size_t sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p,
 		       uint32_t holder)
 {
@@ -369,12 +487,7 @@ size_t sfs_peer_orphan(struct sfs_cache *c, struct cache_peer *p,
 		if (holder != SFS_NONE && ch->holder != holder)
 			continue;
 		elsewhere += !servable(c, ch, pi);
-		busy_account(c, p);
-		sfs_list_del(&p->loading, ch);
-		p->inflight--;
-		sfs_cache_unhash(c, ch);
-		ch->orphan = 1;
-		sfs_cache_touch(c, ch); /* no longer coming */
+		orphan(c, p, ch);
 	}
 	sfs_cache_wake(c);
 	return elsewhere;
@@ -443,6 +556,7 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
 	if (!p->down_ms)
 		p->down_ms = now; /* (a probe that fails keeps the first) */
 	p->stalls++;
+	member_failed(c, p, NULL);
 	SFS_LOG(SFS_WARN, "cache",
 		"%s is unreachable: %s (%s); not used for %" PRIu64
 		" ms, then tried again",
@@ -536,6 +650,13 @@ static uint32_t holder_for(struct sfs_cache *c, const struct sfs_chunk *ch,
 {
 	const struct cache_set *s = c->sets[ch->set];
 	uint32_t found = SFS_NONE;
+	/* A peer that is no seed never serves what SHA-256 cannot check,
+	 * nor a direct read: its late bytes could land in the caller's
+	 * memory after the read moved on (sfs_cache_read_into pulls such
+	 * reads through slots). */
+	if (!c->peers[pi]->trusted &&
+	    (ch->dst || (c->verify && !s->objs[ch->obj].sha256)))
+		return SFS_NONE;
 	for (size_t i = 0; i < s->nholders; i++) {
 		uint32_t hi = s->holders[i];
 		const struct cache_holder *h = c->holders[hi];
@@ -552,8 +673,9 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 			struct cache_peer *p)
 {
 	const struct sfs_cache_obj *o = &c->sets[ch->set]->objs[ch->obj];
-	int rc = c->verify ? sfs_cache_verify(c, ch, o, c->sets[ch->set]->label,
-					      p->label)
+	int strong = !p->trusted || c->sha256_all;
+	int rc = c->verify ? sfs_cache_verify(c, ch, o, strong,
+					      c->sets[ch->set]->label, p->label)
 			   : 0;
 	ch->state = rc ? CH_FAILED : CH_READY;
 	ch->err = rc;
@@ -564,6 +686,8 @@ static void done_inline(struct sfs_cache *c, struct sfs_chunk *ch,
 	} else {
 		c->st.checksum_errors++;
 		p->checksum_errors++;
+		if (!p->trusted)
+			member_failed(c, p, ch);
 		c->pick_epoch++; /* it may be distrusted from now on */
 	}
 	sfs_cache_settle(c, ch);
@@ -646,6 +770,8 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		ch->peer_gen = p->gen;
 		ch->holder = hi;
 		ch->seq = ++p->post_seq;
+		ch->member = !p->trusted;
+		ch->strong = ch->member || c->sha256_all;
 		ch->posted_ns = sfs_now_ns();
 		ch->posted_ms = ch->posted_ns / 1000000u;
 		ch->overtaken_ms = 0;
@@ -674,6 +800,7 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		prc = sfs_xport_read(c->x, id, rds, n, sfs_peer_on_pulled, ch);
 		pthread_mutex_lock(&c->lock);
 		if (!prc) {
+			p->busy_since_ms = 0;
 			/* Counted once posted (a busy provider's -EAGAIN
 			 * posts it again later). */
 			c->st.lane_own += last && any && lane == SFS_NONE;
@@ -690,6 +817,8 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 			sfs_cache_touch(c, ch);
 		}
 		c->loading--;
+		if (ch->orphan)
+			p->orphans--; /* the transport never had it */
 		/* Both pins: a removed @p is not used below (@ch, its
 		 * pull, was orphaned then). */
 		p->pins--;
@@ -706,12 +835,26 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 	if (prc == -EAGAIN && !c->stopping) {
 		/* The provider is busy (connecting): back at the head of the
 		 * queue; the worker posts again shortly.  The readers'
-		 * deadlines decide when busy means stalled. */
+		 * deadlines decide when busy means stalled; a peer that is
+		 * no seed, busy for as long as a pull of it may take, has
+		 * failed (a member that never completes its connection costs
+		 * every try a wait in the transport). */
 		SFS_LOG(SFS_DEBUG, "cache",
 			"%s: busy: object %u chunk %" PRIu64 " queued again",
 			p->label, ch->obj, ch->idx);
 		requeue_head(c, ch);
-		p->busy_until_ms = sfs_now_ms() + POST_RETRY_MS;
+		uint64_t now = sfs_now_ms();
+		p->busy_until_ms = now + POST_RETRY_MS;
+		if (!p->trusted && !p->busy_since_ms)
+			p->busy_since_ms = now;
+		if (!p->trusted && now - p->busy_since_ms >= hedge_ms(c, p)) {
+			member_failed(c, p, ch);
+			SFS_LOG(SFS_WARN, "cache",
+				"%s: connecting for %" PRIu64 " ms: not tried "
+				"again for %" PRIu64 " ms",
+				p->label, hedge_ms(c, p),
+				p->probe_after_ms - now);
+		}
 		sfs_peer_wake_worker(c);
 		return 0;
 	}
@@ -794,6 +937,10 @@ static int takes(struct pick_view *v, uint32_t pi, struct sfs_chunk *ch,
 	struct sfs_cache *c = v->c;
 	if ((*hi = holder_for(c, ch, pi)) == SFS_NONE ||
 	    (shy && !servable(c, ch, pi)))
+		return 0;
+	/* A peer that has not proved itself probes with what no reader
+	 * waits for, unless only it can serve. */
+	if (!proven(c->peers[pi]) && ch->demand && sfs_peer_seed_has(c, ch))
 		return 0;
 	/* Its pieces past the keep they were given: never posted (the
 	 * worker marks that too, but may look a moment late). */
@@ -893,6 +1040,14 @@ void sfs_peer_pump(struct sfs_cache *c)
 			    p->inflight >= p->window ||
 			    now < p->busy_until_ms || !p->nholders)
 				continue;
+			/* Unproven: one pull at a time, none while one moved
+			 * off it is still out, none before its next try. */
+			if (!proven(p) && (p->inflight || p->orphans ||
+					   now < p->probe_after_ms)) {
+				if (now < p->probe_after_ms)
+					wake_at(c, p->probe_after_ms);
+				continue;
+			}
 			/* A peer whose pick found nothing is not asked
 			 * again while what that stood on stays (a scan of
 			 * the whole queue per peer per completed pull was
@@ -929,11 +1084,19 @@ void sfs_peer_pump(struct sfs_cache *c)
 }
 
 int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
-		     const struct sfs_cache_obj *o, const char *set,
+		     const struct sfs_cache_obj *o, int strong, const char *set,
 		     const char *label)
 {
-	if (!o->xxh3)
-		return 0;
+	if (!o->xxh3 && !strong)
+		return 0; /* a seed's object without checksums */
+	if (strong && !o->sha256) {
+		if (label)
+			SFS_LOG(SFS_WARN, "cache",
+				"%s object %u: no SHA-256 published, and %s is "
+				"no seed: its bytes cannot be checked",
+				set, ch->obj, label);
+		return -EBADMSG;
+	}
 	uint64_t cs = 1ull << o->csum_shift;
 	uint64_t base = sfs_chunk_off(c, ch);
 	for (uint64_t off = 0; off < ch->len; off += cs) {
@@ -941,12 +1104,14 @@ int sfs_cache_verify(struct sfs_cache *c, struct sfs_chunk *ch,
 		uint64_t k = (base + off) >> o->csum_shift;
 		const char *what = NULL;
 		uint8_t d[32];
-		if (XXH3_64bits(ch->data + off, n) != o->xxh3[k])
-			what = "checksum";
-		else if (o->sha256 && (gnutls_hash_fast(GNUTLS_DIG_SHA256,
-							ch->data + off, n, d) ||
-				       memcmp(d, o->sha256 + 32 * k, 32)))
+		if (!strong) {
+			if (XXH3_64bits(ch->data + off, n) != o->xxh3[k])
+				what = "checksum";
+		} else if (gnutls_hash_fast(GNUTLS_DIG_SHA256, ch->data + off,
+					    n, d) ||
+			   memcmp(d, o->sha256 + 32 * k, 32)) {
 			what = "SHA-256";
+		}
 		if (what) {
 			if (label)
 				SFS_LOG(SFS_WARN, "cache",
@@ -973,6 +1138,8 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 		c->st.checksum_errors++;
 		if (p) /* NULL: its index was reused meanwhile */
 			p->checksum_errors++;
+		if (p && !p->trusted)
+			member_failed(c, p, ch);
 		c->pick_epoch++; /* it may be distrusted from now on */
 		/* One holder: pulled once more; several: a few times,
 		 * preferring another holder each time. */
@@ -999,6 +1166,8 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 		strerror(-status));
 	c->st.errors_transport++;
 	p->errors++;
+	if (!p->trusted)
+		member_failed(c, p, ch);
 	if (!c->stopping && !c->sets[ch->set]->retired &&
 	    !servable(c, ch, pi)) {
 		/* Another holder has it: no reader sees this one. */
@@ -1028,25 +1197,30 @@ void sfs_peer_mismatch(struct sfs_cache *c, struct sfs_chunk *ch)
 	sfs_cache_wake(c);
 }
 
-void sfs_peer_on_pulled(void *arg, int status)
+/* Check pulled chunk @ch against its checksums (c->lock held; dropped
+ * meanwhile): 0 or -EBADMSG. */
+static int check_pulled(struct sfs_cache *c, struct sfs_chunk *ch)
 {
-	struct sfs_chunk *ch = arg;
-	struct sfs_cache *c = ch->c;
-
+	const struct cache_set *s = c->sets[ch->set];
+	const struct sfs_cache_obj o = s->objs[ch->obj];
+	/* Stays: the peer is pinned. */
+	const char *label = c->peers[ch->peer]->label;
+	int strong = ch->strong;
+	c->st.strong_checks += strong;
+	pthread_mutex_unlock(&c->lock);
+	sfs_cache_test_delay(c);
+	int rc = sfs_cache_verify(c, ch, &o, strong, s->label, label);
 	pthread_mutex_lock(&c->lock);
+	return rc;
+}
+
+/* The rest of a completed pull of @ch, verified (@status its outcome):
+ * its peer's accounting, then ready, pulled again or failed, and its
+ * pin on its peer dropped (c->lock held throughout). */
+static void pulled(struct sfs_cache *c, struct sfs_chunk *ch, int status)
+{
 	/* @ch pins its peer until the end of this call. */
 	uint32_t pin = ch->peer;
-	/* A direct chunk is checked by its reader, beside this thread. */
-	if (!status && c->verify && !ch->orphan && !ch->dst) {
-		const struct cache_set *s = c->sets[ch->set];
-		const struct sfs_cache_obj o = s->objs[ch->obj];
-		/* Stays: the peer is pinned. */
-		const char *label = c->peers[ch->peer]->label;
-		pthread_mutex_unlock(&c->lock);
-		sfs_cache_test_delay(c);
-		status = sfs_cache_verify(c, ch, &o, s->label, label);
-		pthread_mutex_lock(&c->lock);
-	}
 	/* (Checked after the verification: the lock was dropped.) */
 	if (ch->dst && ch->abandoned) {
 		/* Its reader gave up: the memory is the caller's again. */
@@ -1055,13 +1229,14 @@ void sfs_peer_on_pulled(void *arg, int status)
 			busy_account(c, p);
 			sfs_list_del(&p->loading, ch);
 			p->inflight--;
+		} else {
+			c->peers[pin]->orphans--;
 		}
 		c->loading--;
 		sfs_cache_dst_release(c, ch);
 		sfs_peer_unpin(c, pin);
 		pthread_cond_broadcast(&c->cond); /* c->loading: quiescing */
 		wake_for_slot(c);
-		pthread_mutex_unlock(&c->lock);
 		return;
 	}
 	uint64_t now = sfs_now_ms();
@@ -1071,13 +1246,14 @@ void sfs_peer_on_pulled(void *arg, int status)
 		 * new pull serves its readers), only the slot comes back.  A
 		 * reader that looks only now (it was waiting on another) is
 		 * told to start it again, as one that saw it orphaned. */
+		c->peers[pin]->orphans--;
 		ch->orphan = 0;
 		ch->state = CH_FAILED;
 		ch->err = -EAGAIN;
 		sfs_cache_settle(c, ch);
 		sfs_peer_unpin(c, pin);
 		sfs_cache_wake(c);
-		pthread_mutex_unlock(&c->lock);
+		wake_for_slot(c); /* an unproven peer may probe again */
 		return;
 	}
 	uint32_t pi = ch->peer;
@@ -1112,6 +1288,7 @@ void sfs_peer_on_pulled(void *arg, int status)
 			if (p->last_resort)
 				c->seed_lat_ms = p->lat_ms;
 			ch->state = CH_READY;
+			ch->seed_next = 0;
 			ch->unverified =
 				ch->dst && c->verify && s->objs[ch->obj].xxh3;
 			p->last_ok_ms = now;
@@ -1119,6 +1296,12 @@ void sfs_peer_on_pulled(void *arg, int status)
 			p->failures = 0;
 			p->pulls++;
 			p->bytes += ch->len;
+			if (!p->trusted && !ch->unverified && c->verify) {
+				/* Verified against SHA-256: it served. */
+				all |= !p->proven;
+				p->proven = 1;
+				p->fails /= 2;
+			}
 			if (p->state == SFS_PEER_DOWN) {
 				p->state = SFS_PEER_UP;
 				p->since_ms = now;
@@ -1146,12 +1329,66 @@ void sfs_peer_on_pulled(void *arg, int status)
 	sfs_peer_unpin(c, pin);
 	/* A chunk that landed from a peer that was up concerns only its
 	 * own readers (and cond's waiters); anything else, everyone. */
-	if (all)
+	if (all) {
 		sfs_cache_wake(c);
-	else
+		c->pick_epoch++; /* a member proved itself: seeds may wait */
+	} else {
 		sfs_cache_wake_chunk(c, ch);
+	}
 	wake_for_slot(c); /* a slot in the window is free */
+}
+
+void sfs_peer_on_pulled(void *arg, int status)
+{
+	struct sfs_chunk *ch = arg;
+	struct sfs_cache *c = ch->c;
+
+	pthread_mutex_lock(&c->lock);
+	/* A direct chunk is checked by its reader, beside this thread. */
+	if (!status && c->verify && !ch->orphan && !ch->dst) {
+		if (ch->strong && c->nverifiers && !c->stopping) {
+			/* SHA-256 on a verifier, not on the transport's
+			 * thread, which goes on landing the next ones. */
+			ch->vnext = NULL;
+			if (c->vq_tail)
+				c->vq_tail->vnext = ch;
+			else
+				c->vq_head = ch;
+			c->vq_tail = ch;
+			c->vq_n++;
+			pthread_cond_signal(&c->vq_cond);
+			pthread_mutex_unlock(&c->lock);
+			return;
+		}
+		status = check_pulled(c, ch);
+	}
+	pulled(c, ch, status);
 	pthread_mutex_unlock(&c->lock);
+}
+
+void *sfs_peer_verifier(void *arg)
+{
+	struct sfs_cache *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct sfs_chunk *ch = c->vq_head;
+		if (!ch) {
+			if (c->stopping)
+				break;
+			pthread_cond_wait(&c->vq_cond, &c->lock);
+			continue;
+		}
+		if (!(c->vq_head = ch->vnext))
+			c->vq_tail = NULL;
+		c->vq_n--;
+		ch->vnext = NULL;
+		/* Moved off its peer meanwhile: its bytes go unused. */
+		int status = ch->orphan ? 0 : check_pulled(c, ch);
+		pulled(c, ch, status);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
 }
 
 /* The deadline of a reader of queued @ch that came at @start: the
@@ -1376,12 +1613,7 @@ static size_t move_off(struct sfs_cache *c, uint32_t pi)
 		next = ch->next;
 		if (!movable(c, ch, pi, now))
 			continue; /* no better source for this one */
-		busy_account(c, p);
-		sfs_list_del(&p->loading, ch);
-		p->inflight--;
-		sfs_cache_unhash(c, ch);
-		ch->orphan = 1;
-		sfs_cache_touch(c, ch); /* no longer coming from here */
+		orphan(c, p, ch);
 		moved++;
 	}
 	c->st.failovers += moved;
@@ -1409,6 +1641,7 @@ static void avoid(struct sfs_cache *c, uint32_t pi, uint64_t ms)
 	p->avoided_ms = sfs_now_ms();
 	p->avoid_until_ms = p->avoided_ms + hold;
 	p->stalls++;
+	member_failed(c, p, NULL);
 	size_t moved = move_off(c, pi);
 	SFS_LOG(SFS_WARN, "cache",
 		"%s: no progress for %" PRIu64 " ms while other sources "
@@ -1417,6 +1650,55 @@ static void avoid(struct sfs_cache *c, uint32_t pi, uint64_t ms)
 		p->label, ms, moved, hold);
 	sfs_peer_wake_worker(c);
 	sfs_cache_wake(c);
+}
+
+/* How long a pull from @p, a peer that is no seed, may take before it
+ * is hedged (see HEDGE_LATENCIES). */
+static uint64_t hedge_ms(const struct sfs_cache *c, const struct cache_peer *p)
+{
+	double t = SFS_MAX(HEDGE_LATENCIES * c->seed_lat_ms,
+			   HEDGE_OWN * p->lat_ms);
+	uint64_t h = SFS_MAX((uint64_t)HEDGE_MIN_MS, (uint64_t)t);
+	return SFS_MIN(h, (uint64_t)c->timeout_ms);
+}
+
+/*
+ * Hedge @p, a peer that is no seed: its pulls out for longer than
+ * hedge_ms that a seed has move to that seed (their next try is the
+ * seed's), and it is unproven again (member_failed): a member that
+ * stalls or trickles costs a chunk that long once, never a read.  Its
+ * slots stay the transport's until its reads end; it takes nothing
+ * more until they did.  Returns when to look again (c->lock held).
+ */
+static uint64_t hedge(struct sfs_cache *c, struct cache_peer *p, uint64_t now)
+{
+	uint64_t limit = hedge_ms(c, p), next = now + 1000;
+	size_t moved = 0;
+	for (struct sfs_chunk *ch = p->loading.head, *nx; ch; ch = nx) {
+		nx = ch->next;
+		if (now < ch->posted_ms + limit) {
+			next = SFS_MIN(next, ch->posted_ms + limit);
+			continue;
+		}
+		if (!sfs_peer_seed_has(c, ch))
+			continue; /* the readers' deadlines decide */
+		orphan(c, p, ch);
+		moved++;
+	}
+	if (!moved)
+		return next;
+	c->st.hedges += moved;
+	c->st.failovers += moved;
+	member_failed(c, p, NULL);
+	SFS_LOG(SFS_WARN, "cache",
+		"%s: %zu pulls took over %" PRIu64 " ms (a seed's take %.0f "
+		"ms, its own %.0f): moved to a seed; not tried again for "
+		"%" PRIu64 " ms",
+		p->label, moved, limit, c->seed_lat_ms, p->lat_ms,
+		p->probe_after_ms - now);
+	sfs_peer_wake_worker(c);
+	sfs_cache_wake(c);
+	return next;
 }
 
 /*
@@ -1437,6 +1719,10 @@ static uint64_t find_stalls(struct sfs_cache *c, uint64_t now)
 	for (size_t i = 0; i < c->npeers; i++) {
 		struct cache_peer *p = c->peers[i];
 		if (p->removed || p->state != SFS_PEER_UP || !p->inflight)
+			continue;
+		if (!p->trusted)
+			next = SFS_MIN(next, hedge(c, p, now));
+		if (!p->inflight)
 			continue;
 		/* No completion since the oldest pull out was posted, or
 		 * one overtaken and still out: stalled. */
@@ -1644,6 +1930,9 @@ int sfs_cache_peer(struct sfs_cache *c, uint32_t peer,
 	pi->stalls = p->stalls;
 	pi->avoided_ms = now < p->avoid_until_ms ? p->avoid_until_ms - now : 0;
 	pi->removed = p->removed;
+	pi->trusted = p->trusted;
+	pi->proven = proven(p);
+	pi->probe_ms = now < p->probe_after_ms ? p->probe_after_ms - now : 0;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

@@ -34,6 +34,7 @@
 #define LANE_BEHIND_SCAN 8 /* ... among its last this many is helped */
 #define TREE_SPREAD 3	   /* members holding a chunk: no more tree */
 #define TREE_LEVEL_MS 250  /* a tree level waits at least this long */
+#define PROBE_WAIT_MS 1000 /* read-ahead left to a member's first pulls */
 
 static uint64_t chunk_no(const struct sfs_swarm *sw,
 			 const struct sfs_swarm_chunk *ch)
@@ -123,9 +124,12 @@ static uint64_t lane_wait_until(const struct sfs_swarm *sw,
 	 * waited for all the same.  One not connected yet: from the
 	 * queueing. */
 	if (hi != SFS_CACHE_LANE_UNKNOWN) {
-		if (!member(sw, hi, &m) || m.removed || !m.answers)
+		if (!member(sw, hi, &m) || m.removed || !m.answers || m.failed)
 			return 0;
-		until = SFS_MAX(until, m.grew_ms + idle);
+		/* Its holdings' growth is its word: it counts once it has
+		 * served. */
+		if (m.proven)
+			until = SFS_MAX(until, m.grew_ms + idle);
 	}
 	return now < until ? until : 0;
 }
@@ -199,9 +203,39 @@ int sfs_swarm_member_has(const struct sfs_swarm *sw,
 		if (h == ch->avoid || !member(sw, h, &m))
 			continue;
 		if (m.peer != not_peer && !m.last_resort && m.answers &&
-		    !m.distrusted && sw->now >= m.avoid_until_ms &&
+		    m.proven && !m.distrusted && sw->now >= m.avoid_until_ms &&
 		    sw->ops->has(sw->arg, h, ch->obj, ch->idx, coming))
 			return 1;
+	}
+	return 0;
+}
+
+/*
+ * A member that has not served yet keeps no seed off a chunk; but the
+ * read-ahead it holds is left to it for a moment (PROBE_WAIT_MS from the
+ * chunk's queueing), so that its first pulls, one at a time, can prove
+ * it before the seed has taken all there is (a seed's window is 32
+ * pulls).  Never a chunk a reader waits for, nor for a member that
+ * failed.  1: wait (the time noted in sw->wake_ms).
+ */
+static int probe_wait(struct sfs_swarm *sw, const struct sfs_swarm_chunk *ch,
+		      uint32_t not_peer)
+{
+	uint64_t at = ch->queued_ms + PROBE_WAIT_MS;
+	if (ch->demand || sw->now >= at)
+		return 0;
+	for (size_t i = 0; i < sw->nholders; i++) {
+		uint32_t h = sw->holders[i];
+		struct sfs_swarm_member m;
+		if (h == ch->avoid || !member(sw, h, &m))
+			continue;
+		if (m.peer != not_peer && !m.last_resort && !m.proven &&
+		    !m.failed && m.answers && !m.distrusted &&
+		    sw->now >= m.avoid_until_ms &&
+		    sw->ops->has(sw->arg, h, ch->obj, ch->idx, 0)) {
+			wake_at(sw, at);
+			return 1;
+		}
 	}
 	return 0;
 }
@@ -330,12 +364,12 @@ static int fleet_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 {
 	size_t n = sw->nlanes, d = fleet_offset(sw, ch);
 	uint64_t g = chunk_no(sw, ch);
-	if (ch->mismatches && p->last_resort)
-		return 1; /* a member served it wrong: the seed's, at once */
+	if ((ch->mismatches || ch->seed_next) && p->last_resort)
+		return 1; /* a member failed it: the seed's, at once */
 	if (d == 0)	  /* ours from the seeds (a member's if it has it) */
 		return !p->last_resort ||
 		       (!sfs_swarm_member_has(sw, ch, p->peer, 0) &&
-			!coming_wait(sw, ch));
+			!probe_wait(sw, ch, p->peer) && !coming_wait(sw, ch));
 	uint32_t ph = sw->lanes[fleet_parent(sw, ch)].holder;
 	struct sfs_swarm_member pm;
 	int parent = member(sw, ph, &pm) && !pm.removed && pm.answers;
@@ -353,7 +387,8 @@ static int fleet_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 		wake_at(sw, at);
 		return 0;
 	}
-	if (sfs_swarm_member_has(sw, ch, p->peer, 0))
+	if (sfs_swarm_member_has(sw, ch, p->peer, 0) ||
+	    probe_wait(sw, ch, p->peer))
 		return 0; /* a member serves it */
 	uint64_t idle = lane_idle(sw);
 	if (ph == SFS_CACHE_LANE_UNKNOWN) {
@@ -378,7 +413,7 @@ static int fleet_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 		uint64_t idx = next - sw->base[obj];
 		later = sw->ops->has(sw->arg, ph, (uint32_t)obj, idx, 0);
 	}
-	if (!later && sw->now < pm.grew_ms + idle) {
+	if (!later && pm.proven && !pm.failed && sw->now < pm.grew_ms + idle) {
 		ch->lost_ms = 0;
 		wake_at(sw, pm.grew_ms + idle);
 		return 0; /* the parent brings it in its time */
@@ -395,19 +430,24 @@ static int fleet_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 int sfs_swarm_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 		    const struct sfs_swarm_member *p, uint32_t hi, int help)
 {
-	/* Served wrong once: the next pull is a seed's when a seed has it
-	 * (two lying members would otherwise take turns to the end). */
-	if (ch->mismatches && !p->last_resort && seed_has(sw, ch))
+	/* Failed on a member once (wrong bytes, a stall, a hedge): the
+	 * next pull is a seed's when a seed has it (lying or stalling
+	 * members would otherwise take turns to the end). */
+	if ((ch->mismatches || ch->seed_next || ch->direct) &&
+	    !p->last_resort && seed_has(sw, ch))
 		return 0;
+	if (ch->direct && p->last_resort)
+		return 1; /* only a seed may write into a caller's memory */
 	if (fleet(sw))
 		return fleet_takes(sw, ch, p, hi);
 	if (!p->last_resort) {
 		struct sfs_swarm_member hm;
 		return !member(sw, hi, &hm) || tree_allows(sw, ch, &hm);
 	}
-	if (ch->mismatches)
-		return 1; /* a member served it wrong: the seed's, at once */
-	if (sfs_swarm_member_has(sw, ch, p->peer, 0))
+	if (ch->mismatches || ch->seed_next)
+		return 1; /* a member failed it: the seed's, at once */
+	if (sfs_swarm_member_has(sw, ch, p->peer, 0) ||
+	    probe_wait(sw, ch, p->peer))
 		return 0;
 	uint64_t lane = lane_wait_until(sw, ch);
 	if (lane && !(help && lane_behind(sw, ch))) {

@@ -31,6 +31,13 @@ struct sfs_swarm_member {
 	unsigned int answers : 1;     /* up, its control port not silent */
 	unsigned int distrusted : 1;  /* served wrong bytes too often */
 	unsigned int removed : 1;     /* no longer serves its content */
+	/* A seed, or a member that served (a pull from it verified) since
+	 * its last failure: only such a member keeps a seed off a chunk it
+	 * holds, and only it is waited for longer than a lane's idle time
+	 * for chunks it claims to be growing towards. */
+	unsigned int proven : 1;
+	unsigned int failed : 1; /* a member whose last try failed, stalled
+				    or was hedged: not waited for */
 };
 
 struct sfs_swarm_ops {
@@ -82,6 +89,14 @@ struct sfs_swarm_chunk {
 	uint32_t avoid;		 /* the holder that served it wrong, or
 				    SFS_CACHE_NONE */
 	unsigned int mismatches; /* its pulls that did not match */
+	/* A try of it on a member failed (stalled, was hedged, did not
+	 * match): a seed that has it takes it at once, no member does */
+	unsigned int seed_next : 1;
+	/* A read straight into a caller's memory: only a seed serves it
+	 * (a member's late bytes could land there after the read moved
+	 * on), at once */
+	unsigned int direct : 1;
+	unsigned int demand : 1; /* a reader waits for it (not read-ahead) */
 	uint64_t queued_ms;	 /* when it was queued */
 	uint64_t held_ms;   /* [in/out] a lane member held it since, or 0 */
 	uint64_t coming_ms; /* [in/out] a member had it coming since, or 0 */

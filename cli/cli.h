@@ -54,6 +54,17 @@ int cli_cred(const struct cli_sec *sec, const struct cli_seeds *seeds,
  */
 void cli_err(const char *who, const char *text);
 
+/*
+ * cli_no_dumps - a daemon that holds secrets leaves core dumps and other
+ * processes of its user out (common/secmem.h: PR_SET_DUMPABLE 0), unless
+ * it serves shm (@serves: the protocols it serves, comma separated, or
+ * NULL) as a user other than root: its readers of that user copy with
+ * process_vm_readv, which the kernel refuses into an undumpable process.
+ * That case stays dumpable and says so in one info line (@who: the
+ * log's subsystem).  (seeds.c)
+ */
+void cli_no_dumps(const char *who, const char *serves);
+
 /* The --help lines of those options (seeds.c). */
 extern const char cli_sec_help[];
 

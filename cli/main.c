@@ -50,16 +50,23 @@ int main(int argc, char **argv)
 		sfs_log_program("seedfs-mount");
 		return sfs_cli_mount(argc - 1, argv + 1);
 	}
+	/* Those that serve nobody: out of core dumps from the start
+	 * (cli_no_dumps; seed and mount decide once they know what they
+	 * serve). */
 	if (strcmp(cmd, "pull") == 0) {
 		sfs_log_program("seedfs-pull");
+		cli_no_dumps("pull", NULL);
 		return sfs_cli_pull(argc - 1, argv + 1);
 	}
 	if (strcmp(cmd, "prefetch") == 0) {
 		sfs_log_program("seedfs-prefetch");
+		cli_no_dumps("prefetch", NULL);
 		return sfs_cli_prefetch(argc - 1, argv + 1);
 	}
-	if (strcmp(cmd, "probe") == 0)
+	if (strcmp(cmd, "probe") == 0) {
+		cli_no_dumps("probe", NULL);
 		return sfs_cli_probe(argc - 1, argv + 1);
+	}
 	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
 		printf("seedfs %s\n", SEEDFS_VERSION);
 		return 0;

@@ -718,6 +718,9 @@ static int serve(const struct mount_cfg *c, struct fuse_args *args,
 		}
 		return 1;
 	}
+	/* The token and the manifests' keys out of core dumps; a
+	 * re-seeder serves with the protocol it reads with. */
+	cli_no_dumps("mount", c->reseed ? sfs_replica_protocol(r) : NULL);
 	uint64_t ra_max = SFS_MIN(c->ahead, c->cache_size / 4);
 	sfs_replica_set_ahead(r, SFS_MIN(4ull * c->chunk_size, ra_max), ra_max,
 			      !c->no_tensor_ahead);

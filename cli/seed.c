@@ -92,14 +92,21 @@ static void usage(FILE *out)
 		"  --checksum-chunk SIZE  publish an XXH3-64 per SIZE bytes of\n"
 		"                       every file (power of two, default 1M;\n"
 		"                       0: none)\n"
-		"  --digest sha256      and a SHA-256 of each of those chunks:\n"
-		"                       replicas check every chunk with it, so\n"
-		"                       no re-seeder can forge one (default:\n"
-		"                       XXH3-64 alone, docs/security.md)\n"
+		"  --digest sha256|xxh3 sha256 (default): a SHA-256 of each of\n"
+		"                       those chunks too: a replica checks\n"
+		"                       what a re-seeder serves with it, so no\n"
+		"                       re-seeder can forge a chunk; xxh3: the\n"
+		"                       fast-only mode (XXH3-64 alone: replicas\n"
+		"                       read its files from seeds only)\n"
 		"  --sign-key FILE      sign every manifest with this Ed25519\n"
 		"                       private key (PEM, mode 0600: openssl\n"
 		"                       genpkey -algorithm ed25519); replicas\n"
 		"                       pin its public key with --trust-key\n"
+		"  --sign-validity TIME  a signature holds this long (SECONDS,\n"
+		"                       or a number and s, m, h or d; default\n"
+		"                       24h, 10s to 366d); every generation\n"
+		"                       served is signed again at half of it,\n"
+		"                       and replicas refuse a lapsed one\n"
 		"  --watch              publish a new generation of a model when\n"
 		"                       its directory changes (all of them on\n"
 		"                       SIGHUP)\n"
@@ -141,6 +148,8 @@ static void usage(FILE *out)
 		"                       port)\n"
 		"  --test-corrupt FILE:OFFSET  tests only: flip that published\n"
 		"                       byte after checksumming\n"
+		"  --test-sign-clock SECONDS  tests only: sign as if the clock\n"
+		"                       read SECONDS later (negative: earlier)\n"
 		"  --test-after-walk FILE  tests only: after walking a model\n"
 		"                       directory, wait (10 s at most) for FILE\n"
 		"                       to appear, and remove it, before opening\n"
@@ -183,6 +192,8 @@ enum {
 	OPT_REVOKE_NOW,
 	OPT_DIGEST,
 	OPT_SIGN_KEY,
+	OPT_SIGN_VALIDITY,
+	OPT_TEST_SIGN_CLOCK,
 	OPT_TEST_AFTER_WALK,
 	OPT_METRICS_TOKEN_FILE,
 };
@@ -211,6 +222,8 @@ static const struct option long_opts[] = {
 	{"revoke-now", no_argument, NULL, OPT_REVOKE_NOW},
 	{"digest", required_argument, NULL, OPT_DIGEST},
 	{"sign-key", required_argument, NULL, OPT_SIGN_KEY},
+	{"sign-validity", required_argument, NULL, OPT_SIGN_VALIDITY},
+	{"test-sign-clock", required_argument, NULL, OPT_TEST_SIGN_CLOCK},
 	{"watch", no_argument, NULL, OPT_WATCH},
 	{"identity", required_argument, NULL, OPT_IDENTITY},
 	{"registry", required_argument, NULL, OPT_REGISTRY},
@@ -526,12 +539,39 @@ static int bad(const char *opt, const char *val)
 	return 2;
 }
 
+/* "SECONDS", or a number and s, m, h or d, into *out (seconds). */
+static int parse_duration(const char *text, uint64_t *out)
+{
+	static const struct {
+		char c;
+		uint64_t s;
+	} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+	char num[24];
+	size_t n = strlen(text);
+	uint64_t v, mul = 1;
+	for (size_t i = 0; n > 1 && i < SFS_ARRAY_SIZE(units); i++)
+		if (text[n - 1] == units[i].c) {
+			mul = units[i].s;
+			n--;
+			break;
+		}
+	if (!n || n >= sizeof(num))
+		return -1;
+	memcpy(num, text, n);
+	num[n] = '\0';
+	if (sfs_parse_u64(num, &v) || v > UINT32_MAX / mul)
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
 int sfs_cli_seed(int argc, char **argv)
 {
-	int watch = 0, revoke_now = 0;
+	int watch = 0, revoke_now = 0, digest_given = 0;
 	struct sfs_seed_cfg cfg = {.keep_unchanged = 1,
 				   .grace_s = 60,
 				   .csum_shift = 20,
+				   .digest_sha256 = 1,
 				   .inline_max = 64 << 10,
 				   .mr_max = 1ull << 30,
 				   .timeout_ms = 10000};
@@ -648,13 +688,33 @@ int sfs_cli_seed(int argc, char **argv)
 			revoke_now = 1;
 			break;
 		case OPT_DIGEST:
-			if (strcmp(optarg, "sha256") && strcmp(optarg, "none"))
-				return bad("--digest (sha256 or none)", optarg);
+			if (strcmp(optarg, "sha256") && strcmp(optarg, "xxh3"))
+				return bad("--digest (sha256 or xxh3)", optarg);
 			cfg.digest_sha256 = !strcmp(optarg, "sha256");
+			digest_given = 1;
 			break;
 		case OPT_SIGN_KEY:
 			sign_key_file = optarg;
 			break;
+		case OPT_SIGN_VALIDITY:
+			if (parse_duration(optarg, &v) ||
+			    v < SFS_SIGN_VALIDITY_MIN_S ||
+			    v > SFS_SIGN_VALIDITY_MAX_S)
+				return bad("--sign-validity (10s to 366d)",
+					   optarg);
+			cfg.sign_validity_s = (uint32_t)v;
+			break;
+		case OPT_TEST_SIGN_CLOCK: {
+			char *end;
+			errno = 0;
+			long long sec = strtoll(optarg, &end, 10);
+			if (errno || end == optarg || *end ||
+			    sec < -(10ll * 366 * 86400) ||
+			    sec > 10ll * 366 * 86400)
+				return bad("--test-sign-clock", optarg);
+			cfg.test_sign_clock_s = sec;
+			break;
+		}
 		case OPT_WATCH:
 			watch = 1;
 			break;
@@ -773,9 +833,18 @@ int sfs_cli_seed(int argc, char **argv)
 		sfs_auth_free(seed_auth);
 		return 2;
 	}
+	/* No checksum chunks: no digests either, unless asked for. */
+	if (!digest_given && !cfg.csum_shift)
+		cfg.digest_sha256 = 0;
 	if (cfg.digest_sha256 && !cfg.csum_shift) {
 		fprintf(stderr, "seedfs seed: --digest sha256 needs checksum "
 				"chunks (--checksum-chunk is 0)\n");
+		rc = 2;
+		goto out_secrets;
+	}
+	if (!sign_key_file && cfg.sign_validity_s) {
+		fprintf(stderr, "seedfs seed: --sign-validity goes with "
+				"--sign-key\n");
 		rc = 2;
 		goto out_secrets;
 	}
@@ -822,6 +891,9 @@ int sfs_cli_seed(int argc, char **argv)
 		rc = 1;
 		goto out_secrets;
 	}
+	/* Its token, keys and the models' keys out of core dumps (what
+	 * it serves decides: shm readers need it dumpable). */
+	cli_no_dumps("seed", sfs_seed_protocol(s));
 	/* Without a token the port answers only its own names (DNS
 	 * rebinding): --advertise's is one. */
 	char adv[256], adv_port[16];

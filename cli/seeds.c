@@ -5,6 +5,8 @@
  */
 #include "cli/cli.h"
 
+#include "common/log.h"
+#include "common/secmem.h"
 #include "common/util.h"
 #include "control/auth.h"
 #include "control/control.h"
@@ -12,6 +14,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+void cli_no_dumps(const char *who, const char *serves)
+{
+	int shm = 0;
+	for (const char *p = serves; p && *p;) {
+		size_t n = strcspn(p, ",");
+		shm |= n == 3 && !strncmp(p, "shm", 3);
+		p += n + (p[n] == ',');
+	}
+	if (shm && geteuid() != 0) {
+		SFS_LOG(SFS_INFO, who,
+			"stays dumpable: it serves shm, whose readers of uid "
+			"%u copy with process_vm_readv (its secrets are kept "
+			"out of core dumps all the same)",
+			(unsigned int)geteuid());
+		return;
+	}
+	int rc = sfs_secmem_no_dumps();
+	if (rc)
+		SFS_LOG(SFS_WARN, who, "cannot leave core dumps out: %s",
+			strerror(-rc));
+}
 
 void cli_err(const char *who, const char *text)
 {
@@ -60,7 +85,11 @@ const char cli_sec_help[] =
 	"                           Ed25519 key in FILE (PEM public keys,\n"
 	"                           the seeds' --sign-key), each file's\n"
 	"                           chunks checked with their SHA-256\n"
-	"                           (seeds need --digest sha256)\n";
+	"                           (seeds need --digest sha256); no lapsed\n"
+	"                           signature, no generation older than one\n"
+	"                           taken before (remembered in --cache-dir,\n"
+	"                           else $SEEDFS_STATE_DIR, /var/lib/seedfs\n"
+	"                           for root, $XDG_STATE_HOME/seedfs)\n";
 
 int cli_cred(const struct cli_sec *sec, const struct cli_seeds *seeds,
 	     const char *who, struct sfs_control_cred **out)

@@ -2,6 +2,8 @@
 /* auth.c - the control port's token (auth.h). */
 #include "control/auth.h"
 
+#include "common/secmem.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/crypto.h>
@@ -17,6 +19,8 @@
 
 #define DIGEST_LEN 32 /* SHA-256 */
 
+/* On pages of its own that core dumps leave out (common/secmem.h): it
+ * holds the token. */
 struct sfs_auth {
 	char *path;
 	char opt[32];
@@ -112,8 +116,10 @@ int sfs_auth_parse_bearer(const char *value, const char **tok, size_t *len)
 	return 0;
 }
 
-int sfs_auth_open_secret(const char *path, const char *opt, struct stat *st,
-			 char *err, size_t errlen)
+/* Open @path for reading and check its type and owner (this user's or
+ * root's); the caller checks its mode. */
+static int open_owned(const char *path, const char *opt, struct stat *st,
+		      char *err, size_t errlen)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), rc;
 
@@ -136,20 +142,44 @@ int sfs_auth_open_secret(const char *path, const char *opt, struct stat *st,
 		rc = -EACCES;
 		goto err_close;
 	}
-	if (st->st_mode & 077) {
-		snprintf(err, errlen,
-			 "%s %s: mode %04o gives its group or others access "
-			 "(0600 or 0400 wanted); chmod 600 %s",
-			 opt, path, (unsigned int)(st->st_mode & 07777), path);
-		rc = -EACCES;
-		goto err_close;
-	}
 	return fd;
 
 err_close:
 	if (fd >= 0)
 		close(fd);
 	return rc;
+}
+
+int sfs_auth_open_anchor(const char *path, const char *opt, struct stat *st,
+			 char *err, size_t errlen)
+{
+	int fd = open_owned(path, opt, st, err, errlen);
+	if (fd >= 0 && (st->st_mode & (S_IWGRP | S_IWOTH))) {
+		snprintf(err, errlen,
+			 "%s %s: mode %04o lets %s write it, and whoever "
+			 "writes it decides what this trusts; chmod go-w %s",
+			 opt, path, (unsigned int)(st->st_mode & 07777),
+			 (st->st_mode & S_IWOTH) ? "others" : "its group",
+			 path);
+		close(fd);
+		return -EACCES;
+	}
+	return fd;
+}
+
+int sfs_auth_open_secret(const char *path, const char *opt, struct stat *st,
+			 char *err, size_t errlen)
+{
+	int fd = open_owned(path, opt, st, err, errlen);
+	if (fd >= 0 && (st->st_mode & 077)) {
+		snprintf(err, errlen,
+			 "%s %s: mode %04o gives its group or others access "
+			 "(0600 or 0400 wanted); chmod 600 %s",
+			 opt, path, (unsigned int)(st->st_mode & 07777), path);
+		close(fd);
+		return -EACCES;
+	}
+	return fd;
 }
 
 /* Read and parse the file into @tok (@cap bytes); 0 or -errno. */
@@ -205,7 +235,7 @@ static void digest(const char *t, size_t n, uint8_t *out)
 int sfs_auth_load(const char *path, const char *opt, struct sfs_auth **out,
 		  char *err, size_t errlen)
 {
-	struct sfs_auth *a = calloc(1, sizeof(*a));
+	struct sfs_auth *a = sfs_secmem_alloc(sizeof(*a));
 	int rc = -ENOMEM;
 
 	if (!a || !(a->path = strdup(path)))
@@ -224,11 +254,9 @@ int sfs_auth_load(const char *path, const char *opt, struct sfs_auth **out,
 err_free:
 	if (rc == -ENOMEM)
 		snprintf(err, errlen, "%s: out of memory", opt);
-	if (a) {
-		explicit_bzero(a->token, sizeof(a->token));
+	if (a)
 		free(a->path);
-	}
-	free(a);
+	sfs_secmem_free(a, sizeof(*a));
 	return rc;
 }
 
@@ -269,10 +297,9 @@ void sfs_auth_free(struct sfs_auth *a)
 {
 	if (!a)
 		return;
-	explicit_bzero(a->token, sizeof(a->token));
 	pthread_mutex_destroy(&a->lock);
 	free(a->path);
-	free(a);
+	sfs_secmem_free(a, sizeof(*a)); /* wiped */
 }
 
 const char *sfs_auth_file(const char *given)

@@ -47,6 +47,20 @@ int sfs_auth_open_secret(const char *path, const char *opt, struct stat *st,
 			 char *err, size_t errlen);
 
 /*
+ * sfs_auth_open_anchor - open a trust anchor (--trust-key, --tls-ca: a
+ * public key or a CA that decides what this process trusts) for
+ * reading: after symlinks a regular file owned by this process's
+ * effective user or by root that neither its group nor others may
+ * write (0644 is fine).  Returns an fd [new, O_CLOEXEC] with *st
+ * filled, or -errno with one line in @err naming the file: as
+ * sfs_auth_open_secret, and -EACCES ("--trust-key F: mode 0666 lets
+ * others write it, and whoever writes it decides what this trusts;
+ * chmod go-w F"; "mode 0664 lets its group write it, ...").  Thread safe.
+ */
+int sfs_auth_open_anchor(const char *path, const char *opt, struct stat *st,
+			 char *err, size_t errlen);
+
+/*
  * sfs_auth_load - read the token in @path.  @opt names the option in
  * messages ("--token-file").  *out [new, sfs_auth_free].  Returns 0, or
  * -ENOENT / -EACCES / -EINVAL / -EFBIG / -ENOMEM with one line in @err

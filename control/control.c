@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct sfs_control_cred {
 	struct sfs_auth *auth; /* NULL: no token */
@@ -36,8 +38,22 @@ int sfs_control_cred_new(const struct sfs_control_cred_cfg *cfg,
 	if (!c)
 		goto err_free;
 	c->tls = cfg->https || cfg->tls_ca || cfg->tls_pin;
-	if (cfg->tls_ca && !(c->ca = strdup(cfg->tls_ca)))
-		goto err_free;
+	/* libcurl reads the CA file at each connection: who may change it
+	 * decides which seeds are trusted. */
+	if (cfg->tls_ca) {
+		struct stat st;
+		int fd = sfs_auth_open_anchor(cfg->tls_ca, "--tls-ca", &st, err,
+					      errlen);
+		if (fd < 0) {
+			rc = fd;
+			goto err_free;
+		}
+		close(fd);
+		if (!(c->ca = strdup(cfg->tls_ca))) {
+			rc = -ENOMEM;
+			goto err_free;
+		}
+	}
 	if (cfg->tls_pin &&
 	    (rc = sfs_tls_parse_pin(cfg->tls_pin, c->pin, sizeof(c->pin), err,
 				    errlen)))
@@ -367,6 +383,14 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, tls ? "https" : "http");
 	curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never via a proxy */
 	if (tls) {
+		if (sfs_tls_curl_limit(h)) {
+			snprintf(err, errlen,
+				 "%s: this libcurl cannot be held to TLS 1.2 "
+				 "or newer",
+				 url);
+			rc = -EPROTONOSUPPORT;
+			goto out;
+		}
 		if (cred->ca)
 			curl_easy_setopt(h, CURLOPT_CAINFO, cred->ca);
 		if (*cred->pin) {

@@ -703,8 +703,10 @@ int sfs_ctlsrv_start(const struct sfs_ctlsrv_cfg *cfg, sfs_ctl_handler fn,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 		(unsigned int)CTLSRV_PER_CLIENT, MHD_OPTION_NOTIFY_COMPLETED,
 		completed, c, MHD_OPTION_NOTIFY_CONNECTION, connection, c,
-		/* Without TLS the list ends here. */
-		cfg->tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END,
+		/* Without TLS the list ends here.  With it: TLS 1.2 and 1.3,
+		 * forward-secret AEAD suites only (tls.h). */
+		cfg->tls ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END,
+		SFS_TLS_PRIORITIES, MHD_OPTION_HTTPS_MEM_KEY,
 		cfg->tls ? sfs_tls_pair_key(cfg->tls) : NULL,
 		MHD_OPTION_HTTPS_MEM_CERT,
 		cfg->tls ? sfs_tls_pair_cert(cfg->tls) : NULL, MHD_OPTION_END);

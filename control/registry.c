@@ -5,6 +5,7 @@
  * expired, and the watch stream split into its messages.
  */
 #include "control/registry.h"
+#include "control/tls.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -609,6 +610,15 @@ static int exchange(struct sfs_reg *g, size_t ep, const char *route,
 	curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, on_socket);
 	if (g->ca_file)
 		curl_easy_setopt(h, CURLOPT_CAINFO, g->ca_file);
+	/* etcds://: TLS 1.2 or 1.3 and strong suites, as to seeds (tls.h). */
+	if (g->tls && sfs_tls_curl_limit(h)) {
+		snprintf(err, errlen,
+			 "etcds://%s: this libcurl cannot be held to TLS 1.2 "
+			 "or newer",
+			 g->eps[ep]);
+		rc = -EPROTONOSUPPORT;
+		goto out;
+	}
 	if (b->stop) {
 		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 struct sfs_sign_key {
 	gnutls_privkey_t priv;
@@ -53,8 +55,8 @@ int sfs_sign_key_load(const char *path, struct sfs_sign_key **out, char *err,
 
 	if (!k)
 		return -ENOMEM;
-	if ((rc = sfs_tls_slurp("--sign-key", path, 1, &pem, &len, err,
-				errlen)))
+	if ((rc = sfs_tls_slurp("--sign-key", path, SFS_TLS_FILE_SECRET, &pem,
+				&len, err, errlen)))
 		goto err;
 	gnutls_datum_t d = {.data = (unsigned char *)pem,
 			    .size = (unsigned int)len};
@@ -138,8 +140,8 @@ int sfs_trust_load(const char *path, struct sfs_trust **out, char *err,
 		free(t);
 		return -ENOMEM;
 	}
-	if ((rc = sfs_tls_slurp("--trust-key", path, 0, &pem, &len, err,
-				errlen)))
+	if ((rc = sfs_tls_slurp("--trust-key", path, SFS_TLS_FILE_ANCHOR, &pem,
+				&len, err, errlen)))
 		goto err;
 	for (char *p = strstr(pem, begin); p; p = strstr(p, begin)) {
 		char *e = strstr(p, end);
@@ -224,4 +226,96 @@ int sfs_trust_verify(const struct sfs_trust *t, const char *id, const void *msg,
 			       : 0;
 	}
 	return -ENOKEY;
+}
+
+int64_t sfs_sign_now(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+void sfs_sign_signer(char out[SFS_MF_SIGNER_MAX + 1])
+{
+	char host[256] = "";
+	size_t n = 0;
+	if (gethostname(host, sizeof(host) - 1))
+		host[0] = '\0';
+	for (const char *c = host; *c && n < SFS_MF_SIGNER_MAX; c++)
+		out[n++] =
+			strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrs"
+			       "tuvwxyz0123456789._:-",
+			       *c)
+				? *c
+				: '-';
+	out[n] = '\0';
+	if (!n)
+		snprintf(out, SFS_MF_SIGNER_MAX + 1, "seed");
+}
+
+int sfs_sign_manifest(const struct sfs_sign_key *k, struct sfs_manifest *m,
+		      const char *signer, uint64_t run, int64_t now_ns,
+		      uint32_t validity_s)
+{
+	uint8_t d[32];
+	int rc;
+	if (!sfs_manifest_signer_ok(signer) || !run || now_ns <= 0)
+		return -EINVAL;
+	snprintf(m->signer, sizeof(m->signer), "%s", signer);
+	m->signer_run = run;
+	m->signed_at = now_ns;
+	m->valid_until = now_ns + (int64_t)validity_s * 1000000000;
+	if ((rc = sfs_manifest_signed_digest(m, d)) ||
+	    (rc = sfs_sign(k, d, sizeof(d), m->sig)))
+		return rc;
+	snprintf(m->sig_key, sizeof(m->sig_key), "%s", k->id);
+	m->has_sig = 1;
+	return 0;
+}
+
+/* @ns since the epoch as "2026-12-05T01:00:00Z" into @buf. */
+static const char *utc(int64_t ns, char *buf, size_t len)
+{
+	time_t t = (time_t)(ns / 1000000000);
+	struct tm tm;
+	if (!gmtime_r(&t, &tm) ||
+	    !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, len, "%lld s after the epoch", (long long)t);
+	return buf;
+}
+
+int sfs_sign_current(const struct sfs_manifest *m, int64_t now_ns, char *why,
+		     size_t len)
+{
+	const int64_t skew = (int64_t)SFS_SIGN_SKEW_S * 1000000000;
+	char when[64];
+	if (!m->valid_until || !m->signed_at || !m->signer[0] ||
+	    !m->signer_run) {
+		snprintf(why, len,
+			 "manifest signed without valid_until, signed_at, "
+			 "signer or signer_run: a seed older than this "
+			 "replica, whose signatures never lapse; upgrade it");
+		return -EINVAL;
+	}
+	if (now_ns > m->valid_until && now_ns - m->valid_until > skew) {
+		snprintf(why, len,
+			 "manifest signature expired %.0f s ago (valid until "
+			 "%s, signed by %s; clocks may differ by %d s): an "
+			 "old manifest played back, or a seed that no longer "
+			 "signs again",
+			 (double)(now_ns - m->valid_until) / 1e9,
+			 utc(m->valid_until, when, sizeof(when)), m->signer,
+			 SFS_SIGN_SKEW_S);
+		return -EKEYEXPIRED;
+	}
+	if (m->signed_at > now_ns && m->signed_at - now_ns > skew) {
+		snprintf(why, len,
+			 "manifest signed %.0f s in the future (at %s by %s's "
+			 "clock; clocks may differ by %d s)",
+			 (double)(m->signed_at - now_ns) / 1e9,
+			 utc(m->signed_at, when, sizeof(when)), m->signer,
+			 SFS_SIGN_SKEW_S);
+		return -ERANGE;
+	}
+	return 0;
 }

@@ -26,6 +26,14 @@
 #include "metadata/manifest.h" /* SFS_SIGN_LEN, SFS_SIGN_ID_LEN */
 
 #define SFS_SIGN_KEYS_MAX 16
+/* How long a seed's signature holds by default (--sign-validity); it
+ * signs every generation it serves again at half of it. */
+#define SFS_SIGN_VALIDITY_S (24 * 3600)
+#define SFS_SIGN_VALIDITY_MIN_S 10
+#define SFS_SIGN_VALIDITY_MAX_S (366 * 24 * 3600)
+/* A replica's clock and a seed's may differ this much: a signature is
+ * taken this long after it lapsed, and this long before it was made. */
+#define SFS_SIGN_SKEW_S 300
 
 struct sfs_sign_key;
 struct sfs_trust;
@@ -65,5 +73,40 @@ const char *sfs_trust_path(const struct sfs_trust *t);
  */
 int sfs_trust_verify(const struct sfs_trust *t, const char *id, const void *msg,
 		     size_t len, const uint8_t sig[SFS_SIGN_LEN]);
+
+/*
+ * sfs_sign_manifest - sign @m with @k as made at @now_ns (ns since the
+ * epoch), for @validity_s seconds: sets its signed_at, valid_until,
+ * signer (@signer, sfs_manifest_signer_ok), signer_run (@run, not 0)
+ * and the signature over its signed form.  0, -EINVAL (a bad signer or
+ * run), -ENOMEM or -EIO.  Not thread safe on one @m.
+ */
+int sfs_sign_manifest(const struct sfs_sign_key *k, struct sfs_manifest *m,
+		      const char *signer, uint64_t run, int64_t now_ns,
+		      uint32_t validity_s);
+
+/*
+ * sfs_sign_signer - this host's name as a signer (its host name, bytes
+ * outside [A-Za-z0-9._:-] as '-', at most SFS_MF_SIGNER_MAX; "seed"
+ * when it has none) into @out.
+ */
+void sfs_sign_signer(char out[SFS_MF_SIGNER_MAX + 1]);
+
+/*
+ * sfs_sign_current - whether @m's signature (verified already) holds at
+ * @now_ns: it says until when (valid_until), by whom and in which run
+ * (signer, signer_run) and when it was made (signed_at); it has not
+ * lapsed, nor was it made in the future, each by more than
+ * SFS_SIGN_SKEW_S.  0, or with one line in @why: -EINVAL (a field
+ * missing: a seed older than this replica), -EKEYEXPIRED ("manifest
+ * signature expired 7200 s ago (valid until ...)"), -ERANGE (made in
+ * the future).  Pure.
+ */
+int sfs_sign_current(const struct sfs_manifest *m, int64_t now_ns, char *why,
+		     size_t len);
+
+/* sfs_sign_now - the time signatures are made and checked at: ns since
+ * the epoch (CLOCK_REALTIME). */
+int64_t sfs_sign_now(void);
 
 #endif /* SFS_SIGN_H */

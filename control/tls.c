@@ -5,8 +5,10 @@
 #include "control/auth.h"
 
 #include "common/log.h"
+#include "common/secmem.h"
 #include "common/util.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
@@ -21,10 +23,33 @@
 #include <unistd.h>
 
 struct sfs_tls_pair {
-	char *cert, *key;
+	char *cert;
+	char *key; /* on pages core dumps leave out (common/secmem.h) */
 	size_t key_len;
 	char pin[SFS_TLS_PIN_MAX];
 };
+
+int sfs_tls_curl_limit(void *curl)
+{
+	const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+	const char *ssl = v && v->ssl_version ? v->ssl_version : "";
+
+	if (curl_easy_setopt(curl, CURLOPT_SSLVERSION,
+			     (long)(CURL_SSLVERSION_TLSv1_2 |
+				    CURL_SSLVERSION_MAX_DEFAULT)))
+		return -EINVAL;
+	/* The names are the backend's: "OpenSSL/3.0.15", "GnuTLS/3.7.9". */
+	if (!strncmp(ssl, "OpenSSL/", 8)) {
+		curl_easy_setopt(curl, CURLOPT_SSL_CIPHER_LIST,
+				 SFS_TLS_OPENSSL_CIPHERS);
+		curl_easy_setopt(curl, CURLOPT_TLS13_CIPHERS,
+				 SFS_TLS_OPENSSL_TLS13);
+	} else if (!strncmp(ssl, "GnuTLS/", 7)) {
+		curl_easy_setopt(curl, CURLOPT_SSL_CIPHER_LIST,
+				 SFS_TLS_PRIORITIES);
+	}
+	return 0;
+}
 
 /* @digest (32 bytes) as "sha256//BASE64". */
 static int pin_text(const uint8_t *digest, char *out, size_t len)
@@ -90,16 +115,21 @@ int sfs_tls_parse_pin(const char *text, char *out, size_t len, char *err,
 }
 
 /* The whole of a small file, NUL-terminated, into *out [new]; a
- * @secret one (a key) opened with sfs_auth_open_secret. */
-int sfs_tls_slurp(const char *opt, const char *path, int secret, char **out,
-		  size_t *len, char *err, size_t errlen)
+ * secret (a key) opened with sfs_auth_open_secret, a trust anchor with
+ * sfs_auth_open_anchor. */
+int sfs_tls_slurp(const char *opt, const char *path, enum sfs_tls_file kind,
+		  char **out, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
 	int fd, rc = 0;
 	char *b = NULL;
 
-	if (secret) {
+	if (kind == SFS_TLS_FILE_SECRET) {
 		if ((fd = sfs_auth_open_secret(path, opt, &st, err, errlen)) <
+		    0)
+			return fd;
+	} else if (kind == SFS_TLS_FILE_ANCHOR) {
+		if ((fd = sfs_auth_open_anchor(path, opt, &st, err, errlen)) <
 		    0)
 			return fd;
 	} else if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY |
@@ -215,6 +245,7 @@ int sfs_tls_pair_load(const char *cert, const char *key,
 		      struct sfs_tls_pair **out, char *err, size_t errlen)
 {
 	struct sfs_tls_pair *p = calloc(1, sizeof(*p));
+	char *heap = NULL;
 	size_t cert_len;
 	int rc;
 
@@ -222,25 +253,40 @@ int sfs_tls_pair_load(const char *cert, const char *key,
 		snprintf(err, errlen, "--tls-cert: out of memory");
 		return -ENOMEM;
 	}
-	if ((rc = sfs_tls_slurp("--tls-cert", cert, 0, &p->cert, &cert_len, err,
-				errlen)) ||
-	    (rc = sfs_tls_slurp("--tls-key", key, 1, &p->key, &p->key_len, err,
-				errlen)) ||
-	    (rc = check_pair(p, cert, key, cert_len, err, errlen))) {
-		sfs_tls_pair_free(p);
-		return rc;
+	if ((rc = sfs_tls_slurp("--tls-cert", cert, SFS_TLS_FILE_PUBLIC,
+				&p->cert, &cert_len, err, errlen)) ||
+	    (rc = sfs_tls_slurp("--tls-key", key, SFS_TLS_FILE_SECRET, &heap,
+				&p->key_len, err, errlen)))
+		goto err;
+	/* The key moves to pages of its own; the heap copy is wiped. */
+	if (!(p->key = sfs_secmem_alloc(p->key_len + 1))) {
+		snprintf(err, errlen, "--tls-key %s: no memory for it", key);
+		rc = -ENOMEM;
+		goto err;
 	}
+	memcpy(p->key, heap, p->key_len + 1);
+	explicit_bzero(heap, p->key_len);
+	free(heap);
+	heap = NULL;
+	if ((rc = check_pair(p, cert, key, cert_len, err, errlen)))
+		goto err;
 	*out = p;
 	return 0;
+
+err:
+	if (heap) {
+		explicit_bzero(heap, p->key_len);
+		free(heap);
+	}
+	sfs_tls_pair_free(p);
+	return rc;
 }
 
 void sfs_tls_pair_free(struct sfs_tls_pair *p)
 {
 	if (!p)
 		return;
-	if (p->key)
-		explicit_bzero(p->key, p->key_len);
-	free(p->key);
+	sfs_secmem_free(p->key, p->key_len + 1); /* wiped */
 	free(p->cert);
 	free(p);
 }

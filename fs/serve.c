@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 /*
@@ -131,6 +132,8 @@ static void *ready_thread(void *p)
 	}
 	if (a->read_ahead_kb)
 		set_read_ahead(a->mountpoint, a->read_ahead_kb);
+	/* Which mount this daemon serves: seedfs.safe_open asks (mctl.h). */
+	sfs_replica_mounted(a->r, major(st.st_dev), minor(st.st_dev));
 	sfs_replica_ready(a->r);
 	char models[1024], line[1200];
 	snprintf(line, sizeof(line), "mounted %s on %s",

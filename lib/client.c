@@ -20,6 +20,7 @@
 #include "transports/transport.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -64,15 +65,19 @@ static void curl_init(void)
 	curl_rc = sfs_control_init();
 }
 
-/* $SEEDFS_TRUST_KEY_FILE: manifests must be signed by a key in it
- * (docs/security.md, the verified mode), or NULL. */
-static const char *trust_key_file(void)
+/* The file of the keys manifests must be signed by (docs/security.md,
+ * the verified mode): cfg->trust_key, else $SEEDFS_TRUST_KEY_FILE, else
+ * NULL. */
+static const char *trust_key_file(const struct sfs_client_cfg *cfg)
 {
+	if (cfg->trust_key)
+		return cfg->trust_key;
 	const char *f = getenv("SEEDFS_TRUST_KEY_FILE");
 	return f && *f ? f : NULL;
 }
 
-int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
+/* sfs_client_open, whichever ABI node was called: @cfg whole. */
+static int open_cfg(const struct sfs_client_cfg *cfg, const char *model,
 		    struct sfs_client **out, char *err, size_t errlen)
 {
 	struct sfs_client *c;
@@ -82,6 +87,26 @@ int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 	snprintf(err, errlen, "out of memory");
 	if (!cfg || !model || !*model) {
 		snprintf(err, errlen, "no config or model name");
+		return -EINVAL;
+	}
+	if (cfg->trust_key && !*cfg->trust_key) {
+		snprintf(err, errlen, "trust_key: an empty path");
+		return -EINVAL;
+	}
+	const char *trust = trust_key_file(cfg);
+	/* Fail closed: no source is asked anything without the key. */
+	if (cfg->require_signed && !trust) {
+		snprintf(err, errlen,
+			 "require_signed: no trust key (neither trust_key nor "
+			 "$SEEDFS_TRUST_KEY_FILE): unsigned manifests are not "
+			 "read");
+		return -EINVAL;
+	}
+	if (trust && cfg->no_verify) {
+		snprintf(err, errlen,
+			 "no_verify cannot go with a trust key (%s): signed "
+			 "digests are there to be checked",
+			 trust);
 		return -EINVAL;
 	}
 	if ((!cfg->seeds || !*cfg->seeds) && !cfg->registry) {
@@ -121,16 +146,9 @@ int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 		.tls_ca = cfg->tls_ca,
 		.tls_pin = cfg->tls_pin,
 		.https = https == 1,
-		/* No field of the ABI: named by the environment, as the
-		 * token file may be. */
-		.trust_key = trust_key_file()};
-	if (cc.trust_key && cfg->no_verify) {
-		snprintf(err, errlen,
-			 "no_verify cannot go with $SEEDFS_TRUST_KEY_FILE: "
-			 "signed digests are there to be checked");
-		rc = -EINVAL;
-		goto err_free;
-	}
+		/* As the mount's --trust-key: the replica's sources check
+		 * every manifest against it (replica/source.c). */
+		.trust_key = trust};
 	if ((rc = sfs_control_cred_new(&cc, &c->cred, err, errlen)))
 		goto err_free;
 	if (cfg->registry) {
@@ -205,6 +223,38 @@ err_free:
 		sfs_escape(raw, strlen(raw), err, errlen);
 	}
 	return rc;
+}
+
+/*
+ * sfs_client_open, in two ABI nodes.  SEEDFS_0.3 (the default, what a
+ * program built against this seedfs.h calls) reads the whole cfg.
+ * SEEDFS_0.1 is what a program built before trust_key existed calls:
+ * its cfg ends where trust_key begins, so only that much is read (and
+ * $SEEDFS_TRUST_KEY_FILE still applies).
+ */
+#define CFG_0_1 offsetof(struct sfs_client_cfg, trust_key)
+
+int sfs_libclient_open_0_3(const struct sfs_client_cfg *cfg, const char *model,
+			   struct sfs_client **out, char *err, size_t errlen);
+int sfs_libclient_open_0_1(const struct sfs_client_cfg *cfg, const char *model,
+			   struct sfs_client **out, char *err, size_t errlen);
+__asm__(".symver sfs_libclient_open_0_3, sfs_client_open@@SEEDFS_0.3");
+__asm__(".symver sfs_libclient_open_0_1, sfs_client_open@SEEDFS_0.1");
+
+int sfs_libclient_open_0_3(const struct sfs_client_cfg *cfg, const char *model,
+			   struct sfs_client **out, char *err, size_t errlen)
+{
+	return open_cfg(cfg, model, out, err, errlen);
+}
+
+int sfs_libclient_open_0_1(const struct sfs_client_cfg *cfg, const char *model,
+			   struct sfs_client **out, char *err, size_t errlen)
+{
+	struct sfs_client_cfg whole;
+	memset(&whole, 0, sizeof(whole));
+	if (cfg)
+		memcpy(&whole, cfg, CFG_0_1);
+	return open_cfg(cfg ? &whole : NULL, model, out, err, errlen);
 }
 
 void sfs_client_close(struct sfs_client *c)

@@ -137,6 +137,7 @@ int sfs_pub_new(const struct sfs_pub_cfg *cfg, struct sfs_pub **out, char *err,
 		.inline_max = 64 << 10,
 		.mr_max = 1ull << 30,
 		.csum_shift = 20,
+		.digest_sha256 = 1, /* re-seeders may serve it (security.md) */
 		.grace_s = cfg->grace_s,
 		.identity = p->identity,
 	};

@@ -109,7 +109,8 @@ unsigned int sfs_pub_port(const struct sfs_pub *p);
 void sfs_pub_free(struct sfs_pub *p);
 
 /*
- * Reading: the engine API (ABI node SEEDFS_0.1).
+ * Reading: the engine API (ABI node SEEDFS_0.1; trust_key and
+ * require_signed in struct sfs_client_cfg: SEEDFS_0.3).
  *
  *   struct sfs_client_cfg cfg = {.seeds = "10.0.0.1:7070,10.0.0.2:7070"};
  *   struct sfs_client *c;
@@ -157,6 +158,19 @@ struct sfs_client_cfg {
 	 * or held to tls_pin (sha256//BASE64 of the public key). */
 	const char *token_file;
 	const char *tls_ca, *tls_pin;
+	/* Fields from ABI node SEEDFS_0.3 on (appended: a program built
+	 * against an older seedfs.h reaches sfs_client_open@SEEDFS_0.1,
+	 * which reads none of them).
+	 * Manifests must be signed by a key in trust_key (PEM Ed25519
+	 * public keys, `openssl pkey -in KEY -pubout`; NULL:
+	 * $SEEDFS_TRUST_KEY_FILE, else none: unsigned manifests are
+	 * taken), every chunk then checked with its SHA-256, as a mount's
+	 * --trust-key.  require_signed: refuse to open when no trust key is
+	 * given either way, before any source is asked (fail closed: a
+	 * deployment that lost its key file setting stops, it does not
+	 * read unsigned manifests). */
+	const char *trust_key;
+	int require_signed;
 };
 
 /*
@@ -164,7 +178,12 @@ struct sfs_client_cfg {
  * check the manifest of @model, connect.  *out [new], freed with
  * sfs_client_close.  Returns 0, or -errno with one line in @err: no
  * source answers, no such model (the line names what is published), a
- * bad manifest, a protocol this host cannot use.
+ * bad manifest, a protocol this host cannot use; -EINVAL when
+ * require_signed finds no trust key, or a trust key goes with
+ * no_verify; a trust key file that cannot be read or holds no key; a
+ * manifest not signed by one of its keys.  (ABI node SEEDFS_0.3: the
+ * cfg with trust_key and require_signed; SEEDFS_0.1's reads the fields
+ * before them only.)
  */
 int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 		    struct sfs_client **out, char *err, size_t errlen);

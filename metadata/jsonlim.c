@@ -121,7 +121,14 @@ void sfs_json_scan(const char *buf, size_t len, struct sfs_json_count *c)
 int sfs_json_load(enum sfs_json_kind kind, const char *buf, size_t len,
 		  size_t flags, json_t **out, char *err, size_t errlen)
 {
-	const struct sfs_json_limit *lim = sfs_json_limit(kind);
+	return sfs_json_load_lim(sfs_json_limit(kind), buf, len, flags, out,
+				 err, errlen);
+}
+
+int sfs_json_load_lim(const struct sfs_json_limit *lim, const char *buf,
+		      size_t len, size_t flags, json_t **out, char *err,
+		      size_t errlen)
+{
 	struct sfs_json_count c;
 	json_error_t je;
 

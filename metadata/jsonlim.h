@@ -77,4 +77,13 @@ void sfs_json_scan(const char *buf, size_t len, struct sfs_json_count *c);
 int sfs_json_load(enum sfs_json_kind kind, const char *buf, size_t len,
 		  size_t flags, json_t **out, char *err, size_t errlen);
 
+/*
+ * sfs_json_load_lim - the same within @lim [borrowed], limits the caller
+ * derived from what it expects (a re-seeder's holdings: from the
+ * model's chunk count).
+ */
+int sfs_json_load_lim(const struct sfs_json_limit *lim, const char *buf,
+		      size_t len, size_t flags, json_t **out, char *err,
+		      size_t errlen);
+
 #endif /* SFS_JSONLIM_H */

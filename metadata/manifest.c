@@ -632,7 +632,14 @@ int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 				 json_integer((json_int_t)m->key_epoch))) ||
 	    (m->signed_at &&
 	     json_object_set_new(root, "signed_at",
-				 json_integer((json_int_t)m->signed_at))))
+				 json_integer((json_int_t)m->signed_at))) ||
+	    (m->valid_until &&
+	     json_object_set_new(root, "valid_until",
+				 json_integer((json_int_t)m->valid_until))) ||
+	    (m->signer[0] &&
+	     json_object_set_new(root, "signer", json_string(m->signer))) ||
+	    (m->signer_run &&
+	     json_object_set_new(root, "signer_run", hex_u64(m->signer_run))))
 		goto out;
 	for (size_t i = 0; i < m->neps; i++)
 		if (json_array_append_new(eps,
@@ -1584,6 +1591,46 @@ static int decode_signature(struct sfs_manifest *m, json_t *o, char *err,
 	return 0;
 }
 
+int sfs_manifest_signer_ok(const char *s)
+{
+	size_t n = strlen(s);
+	return n && n <= SFS_MF_SIGNER_MAX &&
+	       strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			 "0123456789._:-") == n;
+}
+
+/* "valid_until", "signer", "signer_run" (docs/manifest.md): optional,
+ * each checked when there. */
+static int decode_signed_extras(struct sfs_manifest *m, json_t *root, char *err,
+				size_t errlen)
+{
+	json_t *v = json_object_get(root, "valid_until");
+	if (v && (!json_is_integer(v) || json_integer_value(v) <= 0))
+		return sfs_fail(err, errlen,
+				"valid_until: not a positive integer");
+	m->valid_until = v ? (int64_t)json_integer_value(v) : 0;
+	if (m->valid_until && m->signed_at && m->valid_until <= m->signed_at)
+		return sfs_fail(err, errlen,
+				"valid_until: %" PRId64 " is not after "
+				"signed_at %" PRId64,
+				m->valid_until, m->signed_at);
+	if ((v = json_object_get(root, "signer"))) {
+		const char *s = get_str(root, "signer", SFS_MF_SIGNER_MAX);
+		if (!s || !sfs_manifest_signer_ok(s))
+			return sfs_fail(err, errlen,
+					"signer: not 1 to %d of A-Z a-z 0-9 . "
+					"_ : -",
+					SFS_MF_SIGNER_MAX);
+		snprintf(m->signer, sizeof(m->signer), "%s", s);
+	}
+	if (json_object_get(root, "signer_run") &&
+	    (get_hex(root, "signer_run", &m->signer_run) || !m->signer_run))
+		return sfs_fail(err, errlen,
+				"signer_run: not a non-zero 64-bit hex "
+				"string");
+	return 0;
+}
+
 int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 			char *err, size_t errlen)
 {
@@ -1676,6 +1723,8 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 		goto out;
 	}
 	m->signed_at = v ? (int64_t)json_integer_value(v) : 0;
+	if ((rc = decode_signed_extras(m, root, err, errlen)))
+		goto out;
 	if ((rc = decode_identity(m, root, err, errlen)))
 		goto out;
 	v = json_object_get(root, "holdings");

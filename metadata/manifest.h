@@ -22,8 +22,9 @@
 #include "metadata/safetensors.h"
 
 /* A manifest's signature (made and checked by control/sign.h). */
-#define SFS_SIGN_LEN 64	   /* an Ed25519 signature */
-#define SFS_SIGN_ID_LEN 16 /* hex digits of a key id */
+#define SFS_SIGN_LEN 64	     /* an Ed25519 signature */
+#define SFS_SIGN_ID_LEN 16   /* hex digits of a key id */
+#define SFS_MF_SIGNER_MAX 64 /* bytes of a signer's name (a host name) */
 
 #define SFS_MANIFEST_VERSION 4	      /* what this build writes */
 #define SFS_MANIFEST_VERSION_MIN 4    /* and the oldest it reads */
@@ -160,6 +161,16 @@ struct sfs_manifest {
 	 * sfs_manifest_signed_digest; has_sig 0: unsigned. */
 	int has_sig;
 	int64_t signed_at; /* when, ns since the epoch (signed); 0: not told */
+	/* Until when the signature holds, ns since the epoch (signed): a
+	 * replica refuses it after that (control/sign.h); 0: not told. */
+	int64_t valid_until;
+	/* Whose clock signed_at is on (signed): the signing seed's host
+	 * name, SFS_MF_SIGNER_MAX of [A-Za-z0-9._:-]; "": not told.  And
+	 * that seed's run (its instance when it signed; signed, unlike
+	 * @instance, which a re-seeder replaces); 0: not told.  Generation
+	 * numbers are comparable within one run only. */
+	char signer[SFS_MF_SIGNER_MAX + 1];
+	uint64_t signer_run;
 	char sig_key[SFS_SIGN_ID_LEN + 1];
 	uint8_t sig[SFS_SIGN_LEN];
 	/* What the model is (docs/identity.md); its model and generation
@@ -198,6 +209,9 @@ int sfs_manifest_set_sha256(struct sfs_manifest *m, size_t idx,
  * 0 or -ENOMEM.  Only reads @m.
  */
 int sfs_manifest_signed_digest(const struct sfs_manifest *m, uint8_t out[32]);
+/* sfs_manifest_signer_ok - 1 if @s is a valid signer name (1 to
+ * SFS_MF_SIGNER_MAX of [A-Za-z0-9._:-]), else 0. */
+int sfs_manifest_signer_ok(const char *s);
 
 /*
  * sfs_manifest_content - the content digest of @m's files: XXH3-64 over

@@ -56,14 +56,19 @@ struct sfs_mctl {
 	pthread_cond_t cond; /* a job ended */
 	int stopping;	     /* protected by lock */
 	size_t active;	     /* jobs running; protected by lock */
+	/* The mount's device, once mounted (sfs_mctl_set_mount); protected
+	 * by lock. */
+	int mounted;
+	unsigned int major, minor;
 };
 
 struct job {
 	struct sfs_mctl *ctl;
-	int fd;	     /* the client; -1 for --prefetch */
-	pid_t pid;   /* the client's (SO_PEERCRED), for the log */
-	int dropped; /* it took no line in time (say): no more lines;
+	int fd;	      /* the client; -1 for --prefetch */
+	pid_t pid;    /* the client's (SO_PEERCRED), for the log */
+	int dropped;  /* it took no line in time (say): no more lines;
 		      * the job's thread only */
+	int identify; /* the request is "identify" */
 	char *paths[PATHS_MAX];
 	size_t npaths;
 	uint64_t last_ns;
@@ -246,7 +251,8 @@ static int read_request(struct job *j)
 	if (!buf)
 		return -1;
 	buf[0] = '\0';
-	while (len < REQ_MAX && !strstr(buf, "prefetch\n")) {
+	while (len < REQ_MAX && !strstr(buf, "prefetch\n") &&
+	       strcmp(buf, "identify\n")) {
 		uint64_t now = sfs_now_ms();
 		if (now >= until)
 			break;
@@ -277,10 +283,15 @@ static int read_request(struct job *j)
 		say(j, "error stopped: the mount is being unmounted\n");
 		goto out;
 	}
+	if (!strcmp(buf, "identify\n")) {
+		j->identify = 1;
+		rc = 0;
+		goto out;
+	}
 	if (!strstr(buf, "prefetch\n")) {
 		say(j,
 		    "error incomplete request (at most %u bytes within %d s, "
-		    "ending with \"prefetch\")\n",
+		    "ending with \"prefetch\", or \"identify\" alone)\n",
 		    REQ_MAX, REQ_TIMEOUT_MS / 1000);
 		goto out;
 	}
@@ -324,6 +335,45 @@ static void job_end(struct job *j)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/*
+ * "identify": the mount's device, then .seedfs/status a line at a time
+ * (as it is: its lines are escaped already, and may be longer than
+ * say's), then "done 0".  The job's thread only.
+ */
+static void identify(struct job *j)
+{
+	struct sfs_mctl *c = j->ctl;
+	char *text = NULL;
+	size_t n = 0;
+
+	pthread_mutex_lock(&c->lock);
+	int mounted = c->mounted;
+	unsigned int major = c->major, minor = c->minor;
+	pthread_mutex_unlock(&c->lock);
+	if (!mounted) {
+		say(j, "error not mounted yet\n");
+		return;
+	}
+	if (say(j, "mount %u:%u\n", major, minor))
+		return;
+	if (sfs_replica_status(c->r, &text, &n)) {
+		say(j, "error out of memory\n");
+		return;
+	}
+	for (char *line = text, *end; line < text + n; line = end + 1) {
+		if (!(end = memchr(line, '\n', (size_t)(text + n - line))))
+			end = text + n;
+		if (send_bounded(c, j->fd, "status ", 7) ||
+		    send_bounded(c, j->fd, line, (size_t)(end - line)) ||
+		    send_bounded(c, j->fd, "\n", 1)) {
+			free(text);
+			return;
+		}
+	}
+	free(text);
+	say(j, "done 0\n");
+}
+
 static void *job_thread(void *arg)
 {
 	struct job *j = arg;
@@ -333,6 +383,10 @@ static void *job_thread(void *arg)
 	if (j->fd >= 0) {
 		if (read_request(j))
 			goto out;
+		if (j->identify) {
+			identify(j);
+			goto out;
+		}
 		struct sfs_prefetch_cb cb = {.progress = client_progress,
 					     .note = client_note,
 					     .arg = j};
@@ -590,6 +644,16 @@ err_free:
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 	return rc;
+}
+
+void sfs_mctl_set_mount(struct sfs_mctl *c, unsigned int major,
+			unsigned int minor)
+{
+	pthread_mutex_lock(&c->lock);
+	c->major = major;
+	c->minor = minor;
+	c->mounted = 1;
+	pthread_mutex_unlock(&c->lock);
 }
 
 const char *sfs_mctl_path(const struct sfs_mctl *c)

@@ -12,6 +12,14 @@
  *            "prefetch\n"
  *   daemon:  "note TEXT\n"...  "progress DONE TOTAL\n"...  then
  *            "done MS\n" or "error TEXT\n"
+ * or, to learn which mount this daemon serves and how (seedfs.safe_open
+ * checks that before it trusts what a mount names, docs/security.md):
+ *   client:  "identify\n"
+ *   daemon:  "mount MAJOR:MINOR\n" (the device of the mount it serves,
+ *            as stat(2) of the mount point gives it), "status LINE\n"
+ *            for each line of .seedfs/status, "done 0\n"; or "error
+ *            TEXT\n" (not mounted yet)
+ * The caller checks the answering process with SO_PEERCRED.
  * A client that goes away stops its prefetch.  No client can hold the
  * daemon: its request must arrive within 5 s, and a line it does not
  * take within 5 s (it stopped reading; progress comes every 100 ms)
@@ -33,6 +41,14 @@ struct sfs_replica;
  */
 int sfs_mctl_start(struct sfs_replica *r, struct sfs_mctl **out, char *err,
 		   size_t errlen);
+
+/*
+ * sfs_mctl_set_mount - the device of the mount this daemon serves, once
+ * mounted (identify answers with it; before, it says "not mounted").
+ * Thread safe.
+ */
+void sfs_mctl_set_mount(struct sfs_mctl *c, unsigned int major,
+			unsigned int minor);
 
 /* sfs_mctl_path - the socket's path [borrowed]. */
 const char *sfs_mctl_path(const struct sfs_mctl *c);

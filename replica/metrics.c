@@ -211,6 +211,19 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 	sfs_metrics_family(m, "seedfs_failovers_total", "counter",
 			   "Pulls moved to another source.");
 	sfs_metrics_u64(m, "seedfs_failovers_total", st.failovers, NULL);
+	sfs_metrics_family(m, "seedfs_hedges_total", "counter",
+			   "Pulls from re-seeders moved to a seed: they took "
+			   "much longer than a seed's.");
+	sfs_metrics_u64(m, "seedfs_hedges_total", st.hedges, NULL);
+	sfs_metrics_family(m, "seedfs_reseeder_failures_total", "counter",
+			   "Pulls from re-seeders that failed, stalled, did "
+			   "not match or were hedged.");
+	sfs_metrics_u64(m, "seedfs_reseeder_failures_total", st.member_failures,
+			NULL);
+	sfs_metrics_family(m, "seedfs_checked_sha256_total", "counter",
+			   "Chunks from re-seeders checked against SHA-256.");
+	sfs_metrics_u64(m, "seedfs_checked_sha256_total", st.strong_checks,
+			NULL);
 	sfs_metrics_family(m, "seedfs_reconnects_total", "counter",
 			   "New connections made to sources.");
 	sfs_metrics_u64(m, "seedfs_reconnects_total", st.reconnects, NULL);

@@ -12,6 +12,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "control/control.h"
+#include "control/sign.h"
+#include "control/signstate.h"
 #include "metadata/holdruns.h"
 #include "metadata/jsonlim.h"
 #include "replica/readahead.h"
@@ -617,6 +619,45 @@ int model_has_content(struct sfs_replica *r, const char *name, uint64_t content)
 	return yes;
 }
 
+/* The signed generations taken, written to their file when they
+ * changed (control/signstate.h); a failure is said once until it
+ * changes, and the next save tries again. */
+static void save_signed(struct sfs_replica *r)
+{
+	static _Thread_local char said[300];
+	char err[sizeof(said)];
+	if (!r->signstate)
+		return;
+	if (!sfs_signstate_save(r->signstate, err, sizeof(err)))
+		said[0] = '\0';
+	else if (strcmp(err, said)) {
+		SFS_LOG(SFS_WARN, "trust",
+			"the signed generations taken are not remembered "
+			"across a restart: %s",
+			err);
+		snprintf(said, sizeof(said), "%s", err);
+	}
+}
+
+/* With --trust-key, under mo->lock: @n, taken from a source of @v's
+ * content, is @v's manifest signed again (the same signer's run and
+ * generation, by the same key, valid longer): @v takes its signature,
+ * which a re-seeder passes on (reseed.c reads v->m under mo->lock).
+ * 1 when it did. */
+static int resigned(struct sfs_view *v, const struct sfs_manifest *n)
+{
+	struct sfs_manifest *m = v->m;
+	if (!m->has_sig || !n->has_sig || !m->signer_run ||
+	    m->signer_run != n->signer_run || m->generation != n->generation ||
+	    n->valid_until <= m->valid_until ||
+	    strcmp(m->sig_key, n->sig_key) || strcmp(m->signer, n->signer))
+		return 0;
+	m->signed_at = n->signed_at;
+	m->valid_until = n->valid_until;
+	memcpy(m->sig, n->sig, sizeof(m->sig));
+	return 1;
+}
+
 int model_offer(struct sfs_model *mo, struct rsrc *src, struct sfs_manifest *m,
 		int leader, char *why, size_t whylen)
 {
@@ -661,6 +702,7 @@ int model_offer(struct sfs_model *mo, struct rsrc *src, struct sfs_manifest *m,
 	 * rewrite the tree. */
 	pthread_mutex_lock(&mo->adopt_lock);
 	rc = offer_locked(mo, src, h, leader, (size_t)ep, cpeer, why, whylen);
+	save_signed(r);
 	pthread_mutex_unlock(&mo->adopt_lock);
 	if (rc <= 0)
 		holder_free(h);
@@ -755,6 +797,16 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 			pthread_mutex_unlock(&mo->lock);
 			return 0;
 		}
+		/* Signed again by its seed: taken (and remembered). */
+		char swhy[300];
+		if (r->signstate && resigned(v, h->m) &&
+		    !sfs_signstate_take(r->signstate, h->m, swhy, sizeof(swhy)))
+			SFS_LOG(SFS_INFO, "model",
+				"%s: generation %" PRIu64
+				" signed again (from %s), valid %.0f s more",
+				mo->name, h->m->generation, src->addr,
+				(double)(h->m->valid_until - sfs_sign_now()) /
+					1e9);
 		/* The same run and generation again: nothing new, unless
 		 * its keys are (a token rotation): the holder of the old
 		 * keys gives way (the seed still honours them for its grace
@@ -794,12 +846,9 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		 * that one is shown (a signed one only when signed after
 		 * what this mount took: not an old manifest played back). */
 		int again = leader && !h->partial && v != mo->current;
-		if (again && sfs_control_cred_trust(r->cfg.cred)) {
-			if (h->m->signed_at < mo->signed_seen)
-				again = 0;
-			else
-				mo->signed_seen = h->m->signed_at;
-		}
+		if (again && r->signstate &&
+		    sfs_signstate_take(r->signstate, h->m, swhy, sizeof(swhy)))
+			again = 0;
 		if (again)
 			v->generation = h->generation;
 		pthread_mutex_unlock(&mo->lock);
@@ -824,20 +873,13 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		pthread_mutex_unlock(&mo->lock);
 		return 0;
 	}
-	/* Signed manifests: never one signed before what this mount took
-	 * (an older generation played back to it, on a control channel
-	 * without TLS). */
-	if (sfs_control_cred_trust(r->cfg.cred)) {
-		if (h->m->signed_at < mo->signed_seen) {
-			snprintf(why, whylen,
-				 "manifest signed %.3f s before the one this "
-				 "mount took: an older generation played back?",
-				 (double)(mo->signed_seen - h->m->signed_at) /
-					 1e9);
-			pthread_mutex_unlock(&mo->lock);
-			return 0;
-		}
-		mo->signed_seen = h->m->signed_at;
+	/* Signed manifests: never one older than what this replica took,
+	 * now or before a restart (an older generation played back to it,
+	 * on a control channel without TLS). */
+	if (r->signstate &&
+	    sfs_signstate_take(r->signstate, h->m, why, whylen)) {
+		pthread_mutex_unlock(&mo->lock);
+		return 0;
 	}
 	uint64_t content = h->m->content;
 	if (mo->failed_content == content &&
@@ -1111,9 +1153,10 @@ int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
 		size_t i = (size_t)json_integer_value(iv);
 		uint64_t size = hm->files[j].size, n = chunks_of(hm, j, chunk);
 		(*hobjs)[i].pieces = pc;
-		/* A file without checksums comes from seeds alone: nothing
-		 * would tell a re-seeder's wrong bytes from right ones. */
-		if (!cm->files[i].csum_shift)
+		/* A file without SHA-256 comes from seeds alone: nothing
+		 * would tell a re-seeder's forged bytes from right ones
+		 * (XXH3 has a closed-form second preimage). */
+		if (!cm->files[i].csum_shift || !cm->files[i].sha256)
 			continue;
 		for (uint64_t k = 0; k < n; k++) {
 			uint32_t slot = ms->s[j][k];
@@ -1173,11 +1216,50 @@ static int holdings_pieces(struct sfs_replica *r, const struct sfs_view *v,
 	return 0;
 }
 
+/* Values and bytes a holdings answer may spend on one chunk (its slot
+ * and separator, or its share of a run and its base64), and on the
+ * rest: its fields, one list per file. */
+#define HOLD_VALUES_CHUNK 2
+#define HOLD_BYTES_CHUNK 16
+#define HOLD_VALUES_FILE 4
+#define HOLD_BYTES_FILE 64
+#define HOLD_VALUES_BASE 64
+#define HOLD_BYTES_BASE (64u << 10)
+
+void model_holdings_caps(const struct sfs_manifest *cm, uint32_t chunk,
+			 struct model_hold_caps *caps)
+{
+	const struct sfs_json_limit *g = sfs_json_limit(SFS_JSON_HOLDINGS);
+	uint64_t unit = SFS_MAX((uint64_t)chunk / 4, (uint64_t)4096);
+	uint64_t n = 0;
+	for (size_t i = 0; i < cm->nfiles; i++)
+		n += (cm->files[i].size + unit - 1) / unit;
+	uint64_t values = HOLD_VALUES_BASE + HOLD_VALUES_CHUNK * n +
+			  HOLD_VALUES_FILE * (uint64_t)cm->nfiles;
+	uint64_t bytes = HOLD_BYTES_BASE + HOLD_BYTES_CHUNK * n +
+			 HOLD_BYTES_FILE * (uint64_t)cm->nfiles;
+	caps->chunks = n;
+	caps->lim = *g;
+	caps->lim.values = (size_t)SFS_MIN(values, (uint64_t)g->values);
+	caps->lim.containers = (size_t)SFS_MIN((uint64_t)cm->nfiles + 16,
+					       (uint64_t)g->containers);
+	caps->bytes = (size_t)SFS_MIN(bytes, (uint64_t)HOLDINGS_BYTES_MAX);
+}
+
 int model_holdings_load(const char *json, size_t len, json_t **o,
 			uint64_t *version, char *why, size_t whylen)
 {
-	int rc = sfs_json_load(SFS_JSON_HOLDINGS, json, len,
-			       JSON_REJECT_DUPLICATES, o, why, whylen);
+	return model_holdings_load_lim(json, len,
+				       sfs_json_limit(SFS_JSON_HOLDINGS), o,
+				       version, why, whylen);
+}
+
+int model_holdings_load_lim(const char *json, size_t len,
+			    const struct sfs_json_limit *lim, json_t **o,
+			    uint64_t *version, char *why, size_t whylen)
+{
+	int rc = sfs_json_load_lim(lim, json, len, JSON_REJECT_DUPLICATES, o,
+				   why, whylen);
 	if (rc == -E2BIG)
 		return -EPROTO;
 	if (!json_is_object(*o) ||
@@ -1224,14 +1306,29 @@ static int holdings_until(const struct sfs_replica *r, json_t *o,
 	return 0;
 }
 
+int model_holdings_limits(struct sfs_model *mo, uint64_t content,
+			  struct model_hold_caps *caps)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&mo->lock);
+	for (struct sfs_view *v = mo->views; v && rc; v = v->next)
+		if (v->content == content && !v->expired) {
+			model_holdings_caps(v->m, mo->r->cfg.chunk_size, caps);
+			rc = 0;
+		}
+	pthread_mutex_unlock(&mo->lock);
+	return rc;
+}
+
 int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
-		   const char *json, size_t len, uint64_t asked_ms, char *why,
-		   size_t whylen)
+		   const char *json, size_t len, uint64_t asked_ms,
+		   const struct sfs_json_limit *lim, char *why, size_t whylen)
 {
 	struct sfs_replica *r = mo->r;
 	json_t *o;
 	uint64_t version = 0, until;
-	int rc = model_holdings_load(json, len, &o, &version, why, whylen);
+	int rc = model_holdings_load_lim(json, len, lim, &o, &version, why,
+					 whylen);
 	if (rc)
 		return rc;
 	if ((rc = holdings_until(r, o, asked_ms, &until, why, whylen))) {

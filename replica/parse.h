@@ -12,6 +12,7 @@
 
 #include "metadata/manifest.h"
 #include "control/registry.h"
+#include "metadata/jsonlim.h"
 
 #include <jansson.h>
 #include <stddef.h>
@@ -28,6 +29,7 @@ struct rsrc_ans_model {
 	char name[SFS_MF_NAME_MAX + 1];
 	uint64_t generation, content;
 	uint64_t key_epoch; /* of the current generation's keys; 0: not told */
+	int64_t signed_at;  /* when it was signed (again); 0: not told */
 	size_t nserved;
 	uint64_t served[RSERVED_MAX];
 	int64_t expires_in[RSERVED_MAX];
@@ -96,6 +98,7 @@ int rsrc_parse_sources(const char *body, size_t len,
  * slab's address and key as published.  0, -EPROTO with @why, -ENOMEM.
  */
 #define HOLDINGS_CHUNKS_MAX (1u << 22) /* chunks of one holdings answer */
+#define HOLDINGS_BYTES_MAX (64u << 20) /* bytes of one, whatever the model */
 struct model_slots {
 	uint32_t **s; /* per file of the re-seeder's manifest; NULL: none */
 	size_t nfiles;
@@ -104,6 +107,26 @@ struct model_slots {
 void model_slots_free(struct model_slots *ms);
 int model_holdings_load(const char *json, size_t len, json_t **o,
 			uint64_t *version, char *why, size_t whylen);
+
+/*
+ * What one holdings answer may cost, from the model it is of: a
+ * re-seeder's answer lists at most every chunk of @cm's files, at
+ * chunks no smaller than a quarter of this replica's @chunk (4 KiB at
+ * least): about two JSON values a chunk (a slot, or a run's parts in a
+ * string) plus a constant, and bytes in proportion.  Within the global
+ * caps of SFS_JSON_HOLDINGS (a model bigger than they allow is bounded
+ * by them).  Pure.
+ */
+struct model_hold_caps {
+	size_t bytes;		   /* the answer's byte cap */
+	struct sfs_json_limit lim; /* its JSON limits */
+	uint64_t chunks;	   /* the chunk count they come from */
+};
+void model_holdings_caps(const struct sfs_manifest *cm, uint32_t chunk,
+			 struct model_hold_caps *caps);
+int model_holdings_load_lim(const char *json, size_t len,
+			    const struct sfs_json_limit *lim, json_t **o,
+			    uint64_t *version, char *why, size_t whylen);
 int model_holdings_pieces(json_t *o, const struct sfs_manifest *hm,
 			  const struct sfs_manifest *cm, struct model_slots *ms,
 			  struct sfs_remote *slab,

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "control/control.h"
+#include "control/signstate.h"
 #include "replica/mctl.h"
 #include "replica/readahead.h"
 #include "replica/reseed.h"
@@ -136,18 +137,22 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 		SFS_LOG(SFS_INFO, "replica",
 			"chunk size %u: the seed's checksum chunks",
 			r->chunk_size);
-	struct sfs_cache_cfg cc = {.xport = r->x,
-				   .size = c->cache_size,
-				   .chunk_size = r->chunk_size,
-				   .timeout_ms = c->timeout_ms,
-				   .no_verify = c->no_verify,
-				   .hold_all = c->reseed != NULL || c->hold_all,
-				   .idle_ms = c->cache_idle_ms,
-				   .disk = r->disk,
-				   .reconnect = rsrc_reconnect,
-				   .reconnect_arg = r,
-				   .test_verify_delay_ms =
-					   c->test_verify_delay_ms};
+	struct sfs_cache_cfg cc = {
+		.xport = r->x,
+		.size = c->cache_size,
+		.chunk_size = r->chunk_size,
+		.timeout_ms = c->timeout_ms,
+		.no_verify = c->no_verify,
+		/* Signed manifests: the channel may be
+				    * tampered with, a seed's chunks too are
+				    * checked against SHA-256. */
+		.sha256_all = sfs_control_cred_trust(c->cred) != NULL,
+		.hold_all = c->reseed != NULL || c->hold_all,
+		.idle_ms = c->cache_idle_ms,
+		.disk = r->disk,
+		.reconnect = rsrc_reconnect,
+		.reconnect_arg = r,
+		.test_verify_delay_ms = c->test_verify_delay_ms};
 	uint64_t tc = sfs_now_ms();
 	rc = sfs_cache_new(&cc, &r->cache, err, errlen);
 	SFS_LOG(SFS_DEBUG, "replica", "cache ready in %llu ms",
@@ -167,6 +172,29 @@ static int open_transport(struct sfs_replica *r, char *err, size_t errlen)
 	return rc;
 }
 
+/* With a trust key: the signed generations taken before, before any
+ * manifest is (control/signstate.h). */
+static int open_signstate(struct sfs_replica *r, char *err, size_t errlen)
+{
+	const struct sfs_replica_cfg *c = &r->cfg;
+	char dir[4096];
+	int rc;
+	if (!sfs_control_cred_trust(c->cred))
+		return 0;
+	if (c->state_dir || c->cache_dir)
+		snprintf(dir, sizeof(dir), "%s",
+			 c->state_dir ? c->state_dir : c->cache_dir);
+	else if ((rc = sfs_signstate_default_dir(dir, sizeof(dir), err,
+						 errlen)))
+		return rc;
+	if ((rc = sfs_signstate_open(dir, &r->signstate, err, errlen)))
+		return rc;
+	SFS_LOG(SFS_INFO, "trust", "%zu signed generations remembered in %s",
+		sfs_signstate_count(r->signstate),
+		sfs_signstate_path(r->signstate));
+	return 0;
+}
+
 /* Everything, in order.  One line in @err on failure. */
 static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 {
@@ -177,6 +205,8 @@ static int open_parts(struct sfs_replica *r, char *err, size_t errlen)
 	/* Locked by one mount at a time: find out before anything else. */
 	if (c->cache_dir && (rc = sfs_disk_open(c->cache_dir, c->cache_dir_size,
 						&r->disk, err, errlen)))
+		return rc;
+	if ((rc = open_signstate(r, err, errlen)))
 		return rc;
 	if ((rc = open_transport(r, err, errlen)))
 		return rc;
@@ -321,6 +351,7 @@ int sfs_replica_open(const struct sfs_replica_cfg *cfg,
 		goto fail;
 	if (cfg->registry && (rc = fleet_start(r, err, errlen)))
 		goto fail;
+	atomic_store(&r->opened, 1);
 	*out = r;
 	return 0;
 fail:
@@ -428,6 +459,11 @@ void sfs_replica_close(struct sfs_replica *r)
 		rsrc_free(s);
 	}
 	fleet_free(r);
+	/* What a save that failed left in memory: a last try. */
+	char err[300];
+	if (r->signstate && sfs_signstate_save(r->signstate, err, sizeof(err)))
+		SFS_LOG(SFS_WARN, "trust", "not remembered: %s", err);
+	sfs_signstate_free(r->signstate);
 	sfs_disk_close(r->disk);
 	sfs_xport_close(r->x);
 	sfs_tree_free(r->tree);
@@ -436,6 +472,13 @@ void sfs_replica_close(struct sfs_replica *r)
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->xlock);
 	free(r);
+}
+
+void sfs_replica_mounted(struct sfs_replica *r, unsigned int major,
+			 unsigned int minor)
+{
+	if (r->ctl)
+		sfs_mctl_set_mount(r->ctl, major, minor);
 }
 
 void sfs_replica_serve_control(struct sfs_replica *r, int prefetch_all)

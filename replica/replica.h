@@ -53,6 +53,10 @@ struct sfs_replica_cfg {
 	uint64_t cache_size;	 /* bytes of registered chunk memory */
 	uint32_t chunk_size;	 /* bytes per pull, a power of two */
 	const char *cache_dir;	 /* the disk tier, or NULL [borrowed] */
+	/* With cred's trust key: where the signed generations taken are
+	 * remembered (control/signstate.h); NULL: cache_dir if given,
+	 * else sfs_signstate_default_dir.  [borrowed] */
+	const char *state_dir;
 	uint64_t cache_dir_size; /* its bound; 0: the filesystem's */
 	int no_verify;		 /* serve pulled bytes unchecked */
 	/* Show a model only while its identity matches [borrowed], or
@@ -303,6 +307,14 @@ const char *sfs_replica_metrics_address(const struct sfs_replica *r);
  * every file in the background.  Logs when it cannot.
  */
 void sfs_replica_serve_control(struct sfs_replica *r, int prefetch_all);
+
+/*
+ * sfs_replica_mounted - the device of the mount that serves this replica
+ * (st_dev of its mount point), for the control socket's "identify"
+ * (replica/mctl.h).  Nothing without a control socket.
+ */
+void sfs_replica_mounted(struct sfs_replica *r, unsigned int major,
+			 unsigned int minor);
 
 /* sfs_replica_reseeding - 1 when it serves what it holds (--reseed). */
 int sfs_replica_reseeding(struct sfs_replica *r);

@@ -36,7 +36,7 @@
  * model's lock are never held together; r->lock is taken alone but for
  * a model's lock tried under it (the sweeper, freeing a model nobody
  * holds); r->xlock (transport connections) is taken alone; the cache's
- * lock is below all.
+ * lock and r->signstate's are below all.
  *
  * Models come and go: a pointer to one is good while a reference from
  * model_get, model_make or model_all is held (model_put), or while one
@@ -59,6 +59,7 @@ struct sfs_cache;
 struct sfs_cache_hobj;
 struct sfs_cache_piece;
 struct sfs_disk;
+struct sfs_signstate;
 struct sfs_mctl;
 struct sfs_tree;
 struct sfs_xport;
@@ -130,9 +131,6 @@ struct sfs_model {
 	 * (doubling back-off), unless the content changes; protected by
 	 * lock. */
 	uint64_t failed_content, adopt_retry_ms;
-	/* With --trust-key: when the newest manifest it took was signed;
-	 * protected by lock. */
-	int64_t signed_seen;
 	unsigned int adopt_failures;
 };
 
@@ -148,11 +146,20 @@ struct rsrc_known {
 	uint64_t offered; /* the generation offered to the model; 0 */
 	uint64_t offered_content;
 	uint64_t offered_epoch; /* and the keys it offered */
+	int64_t offered_signed; /* and when that was signed */
 	char why[300];		/* refused for the model: why; "" */
 	char hold_why[200];	/* its holdings answer was refused: why; "" */
 	uint64_t hold_answers;	/* holdings answers taken (status) */
 	uint64_t hold_version;	/* and the version of the last */
-	int used;		/* a holder of one of the model's views */
+	/* Holdings answers refused in a row (over their caps, malformed):
+	 * not asked again before hold_next_ms (250 ms doubling, at most
+	 * 30 s), and not at all once HOLD_REFUSED_MAX were (hold_off, until
+	 * the re-seeder is another run: hold_off_instance). */
+	unsigned int hold_refused;
+	uint64_t hold_next_ms;
+	int hold_off;
+	uint64_t hold_off_instance;
+	int used; /* a holder of one of the model's views */
 	/* Offering this generation failed (not refused): not again
 	 * before retry_ms (doubling back-off) unless it moves on. */
 	uint64_t failed_gen, retry_ms;
@@ -259,6 +266,10 @@ struct sfs_replica {
 	struct sfs_xport *x;
 	pthread_mutex_t xlock; /* connecting and reconnecting peers */
 	struct sfs_disk *disk;
+	/* With --trust-key: the signed generations taken, remembered
+	 * across restarts (control/signstate.h); NULL without.  Its own
+	 * lock. */
+	struct sfs_signstate *signstate;
 	struct sfs_cache *cache;
 	uint32_t chunk_size;
 	struct sfs_tree *tree;
@@ -308,6 +319,9 @@ struct sfs_replica {
 	uint64_t mounted_ns; /* monotonic */
 	time_t mounted;	     /* wall clock */
 	uint64_t ready_ms;   /* protected by lock: start to ready */
+	/* sfs_replica_open returned: a model refused before says so in
+	 * its error line, and is logged at info only. */
+	atomic_int opened;
 	uint64_t transport_ms;
 	uint64_t last_ns, last_bytes; /* protected by lock */
 	double rate_now;	      /* protected by lock */
@@ -458,10 +472,17 @@ int model_hidden(struct sfs_model *mo, char *why, size_t len);
  * @src is no re-seeding holder of @content, 1 when it is but holds
  * nothing known yet, 2 with *version of what the pieces are.
  */
+struct model_hold_caps;
+struct sfs_json_limit;
 #define HOLDINGS_KEEP_MAX_MS 3600000 /* a holdings answer's keep_ms */
 int model_holdings(struct sfs_model *mo, struct rsrc *src, uint64_t content,
-		   const char *json, size_t len, uint64_t asked_ms, char *why,
-		   size_t whylen);
+		   const char *json, size_t len, uint64_t asked_ms,
+		   const struct sfs_json_limit *lim, char *why, size_t whylen);
+/* model_holdings_limits - the caps of a holdings answer for @content
+ * (model_holdings_caps of its view's manifest): 0, or -ENOENT when this
+ * mount has no view of it. */
+int model_holdings_limits(struct sfs_model *mo, uint64_t content,
+			  struct model_hold_caps *caps);
 int model_holdings_version(struct sfs_model *mo, struct rsrc *src,
 			   uint64_t content, uint64_t *version, uint64_t *base);
 /*

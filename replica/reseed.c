@@ -148,14 +148,19 @@ static int models_reply(struct sfs_reseed *rs, struct sfs_ctl_resp *resp)
 			char content[24];
 			snprintf(content, sizeof(content), "0x%" PRIx64,
 				 cur->content);
-			json_array_append_new(
-				a,
-				json_pack("{s:s,s:I,s:s,s:s,s:s,s:o*}", "model",
-					  mo->name, "generation",
-					  (json_int_t)cur->m->generation,
-					  "instance", inst, "content", content,
-					  "identity_id", cur->m->id_short,
-					  "served", served));
+			json_t *e = json_pack(
+				"{s:s,s:I,s:s,s:s,s:s,s:o*}", "model", mo->name,
+				"generation", (json_int_t)cur->m->generation,
+				"instance", inst, "content", content,
+				"identity_id", cur->m->id_short, "served",
+				served);
+			/* Its seed signed it again: so do others fetch. */
+			if (e && cur->m->signed_at)
+				json_object_set_new(
+					e, "signed_at",
+					json_integer(
+						(json_int_t)cur->m->signed_at));
+			json_array_append_new(a, e);
 		}
 		pthread_mutex_unlock(&mo->lock);
 	}
@@ -186,7 +191,11 @@ static int manifest_reply(struct sfs_reseed *rs, const struct sfs_ctl_req *req,
 	 * generation and signature stay the seed's. */
 	struct sfs_xport_info info;
 	sfs_xport_info(rs->x, &info);
+	/* Its signature may be replaced (model.c, a seed that signed it
+	 * again): copied under the model's lock. */
+	pthread_mutex_lock(&v->model->lock);
 	struct sfs_manifest m = *v->m;
+	pthread_mutex_unlock(&v->model->lock);
 	memset(m.eps, 0, sizeof(m.eps));
 	m.neps = 0;
 	int rc = sfs_manifest_add_endpoint(&m, info.protocol, info.provider,

@@ -15,6 +15,7 @@
  * bad answer is one line naming the field.
  */
 #include "replica/replica_impl.h"
+#include "replica/parse.h"
 
 #include "cache/cache.h"
 #include "common/log.h"
@@ -27,6 +28,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +172,16 @@ int rsrc_parse_models(const char *body, size_t len, struct rsrc_answer *a,
 			goto out;
 		}
 		m->key_epoch = ke ? (uint64_t)json_integer_value(ke) : 0;
+		json_t *sa = json_object_get(e, "signed_at");
+		if (sa &&
+		    (!json_is_integer(sa) || json_integer_value(sa) <= 0)) {
+			snprintf(err, errlen,
+				 "/v1/models: models[%zu] (%s): signed_at: not "
+				 "a positive integer",
+				 i, name);
+			goto out;
+		}
+		m->signed_at = sa ? (int64_t)json_integer_value(sa) : 0;
 		size_t k;
 		json_array_foreach (sv, k, x) {
 			json_t *sg = json_object_get(x, "generation");
@@ -410,6 +422,10 @@ int rsrc_adopt_peer(struct rsrc *s, const struct sfs_manifest *m, size_t ep,
 	/* A seed serves what no re-seeder has: it sends each byte about
 	 * once, the replicas the rest. */
 	sfs_cache_peer_last_resort(s->r->cache, cpeer, !s->reseeder);
+	/* A seed, reached over its authenticated control channel: what it
+	 * serves is checked against XXH3.  A re-seeder (any token holder
+	 * can be one) against the seed's SHA-256. */
+	sfs_cache_peer_trusted(s->r->cache, cpeer, !s->reseeder);
 	pthread_mutex_lock(&s->lock);
 	s->instance = m->instance;
 	s->xpeer = xpeer;
@@ -483,6 +499,9 @@ static int trusted(const struct sfs_trust *t, const struct sfs_manifest *m,
 				 i, m->files[i].path);
 			return -EPERM;
 		}
+	/* Signed, but long ago: a signature lapses (valid_until). */
+	if (sfs_sign_current(m, sfs_sign_now(), why, len))
+		return -EPERM;
 	return 0;
 }
 
@@ -516,7 +535,8 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	if (primed && !strcmp(primed->model, am->name) &&
 	    primed->generation == am->generation &&
 	    primed->content == am->content && primed->instance == instance &&
-	    primed->key_epoch >= am->key_epoch)
+	    primed->key_epoch >= am->key_epoch &&
+	    primed->signed_at >= am->signed_at)
 		m = primed;
 	else
 		sfs_manifest_free(primed);
@@ -561,6 +581,7 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 	rsrc_put(lead);
 	uint64_t gen = m->generation, content = m->content;
 	uint64_t epoch = m->key_epoch;
+	int64_t signed_at = m->signed_at;
 	free(json); /* what a mount shows is encoded again, without keys */
 	json = NULL;
 	rc = model_offer(mo, s, m, leader, err, sizeof(err));
@@ -573,6 +594,7 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 		k->offered = gen;
 		k->offered_content = content;
 		k->offered_epoch = epoch;
+		k->offered_signed = signed_at;
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (rc >= 0)
@@ -608,30 +630,55 @@ done:
 			SFS_LOG(SFS_DEBUG, "source",
 				"not adopting %s from %s: %s", am->name,
 				s->addr, err);
+		/* While the replica opens, its error line names the
+		 * first refusal (a command's one line): info alone. */
 		else if (rc < 0 && rc != -ENOSPC)
-			SFS_LOG(SFS_WARN, "source",
+			SFS_LOG(atomic_load(&r->opened) ? SFS_WARN : SFS_INFO,
+				"source",
 				"cannot adopt %s's generation %" PRIu64
 				" of %s: %s (next try in %" PRIu64 " ms)",
 				s->addr, am->generation, am->name, err, wait);
 		else if (rc >= 0 && !used && news && *err)
-			SFS_LOG(SFS_WARN, "source",
-				"not reading %s from %s: %s", am->name, s->addr,
-				err);
+			SFS_LOG(atomic_load(&r->opened) ? SFS_WARN : SFS_INFO,
+				"source", "not reading %s from %s: %s",
+				am->name, s->addr, err);
 	} else {
 		pthread_mutex_unlock(&s->lock);
 	}
 }
+
+#define HOLD_POLL_MS 250	  /* holdings asked this often */
+#define HOLD_BACKOFF_MAX_MS 30000 /* after refusals, at most this */
+#define HOLD_REFUSED_MAX 5	  /* refusals in a row: no more asks */
 
 /* A re-seeder's holdings of @am, fetched when they changed, become the
  * pieces of its holder. */
 static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 {
 	struct sfs_replica *r = s->r;
+	uint64_t now = sfs_now_ms();
+	/* A re-seeder whose answers were refused: asked later, or not at
+	 * all (what parsing them would cost is its to choose). */
+	pthread_mutex_lock(&s->lock);
+	struct rsrc_known *k0 = known(s, am->name);
+	int skip =
+		k0 && ((k0->hold_off && k0->hold_off_instance == s->instance) ||
+		       now < k0->hold_next_ms);
+	if (k0 && k0->hold_off && k0->hold_off_instance != s->instance) {
+		k0->hold_off = 0; /* another run: asked afresh */
+		k0->hold_refused = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (skip)
+		return;
 	struct sfs_model *mo = model_get(r, am->name);
 	uint64_t version = 0, base = 0;
+	struct model_hold_caps caps;
 	int has =
 		mo ? model_holdings_version(mo, s, am->content, &version, &base)
 		   : 0;
+	if (has && model_holdings_limits(mo, am->content, &caps))
+		has = 0;
 	char path[SFS_MF_NAME_MAX * 3 + 128], err[SFS_XPORT_ERR_MAX], *body;
 	char *esc = has ? sfs_url_escape(am->name) : NULL;
 	size_t len;
@@ -652,13 +699,17 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 	free(esc);
 	/* The keep an answer gives counts from before it was asked. */
 	uint64_t asked = sfs_now_ms();
+	/* Its byte cap and JSON limits are the model's: an answer costs
+	 * what the model is, never what a peer chooses. */
 	int rc = sfs_control_get(s->r->cfg.cred, s->addr, path,
-				 r->cfg.timeout_ms, 64u << 20, &body, &len, err,
-				 sizeof(err));
+				 r->cfg.timeout_ms, caps.bytes, &body, &len,
+				 err, sizeof(err));
 	if (!rc) {
-		rc = model_holdings(mo, s, am->content, body, len, asked, err,
-				    sizeof(err));
+		rc = model_holdings(mo, s, am->content, body, len, asked,
+				    &caps.lim, err, sizeof(err));
 		free(body);
+		if (rc && len > (1u << 20))
+			malloc_trim(0); /* a large refused answer's heap back */
 	}
 	if (!rc &&
 	    model_holdings_version(mo, s, am->content, &version, &base) != 2)
@@ -676,11 +727,31 @@ static void refresh_holdings(struct rsrc *s, const struct rsrc_ans_model *am)
 	if (k && !rc) {
 		k->hold_answers++;
 		k->hold_version = version;
+		k->hold_refused = 0;
+		k->hold_next_ms = 0;
+	}
+	int off = 0;
+	if (k && (rc == -EPROTO || rc == -E2BIG)) {
+		/* Refused, not lost: 250 ms doubling, then never again. */
+		k->hold_refused++;
+		k->hold_next_ms = sfs_now_ms() +
+				  SFS_MIN((uint64_t)HOLD_POLL_MS << SFS_MIN(
+						  k->hold_refused, 8u),
+					  (uint64_t)HOLD_BACKOFF_MAX_MS);
+		if (k->hold_refused >= HOLD_REFUSED_MAX && !k->hold_off) {
+			k->hold_off = off = 1;
+			k->hold_off_instance = s->instance;
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (news)
 		SFS_LOG(SFS_WARN, "source", "holdings of %s from %s: %s",
 			am->name, s->addr, err);
+	if (off)
+		SFS_LOG(SFS_WARN, "source",
+			"holdings of %s from %s: %d answers in a row refused: "
+			"not asked again while it runs (its last: %s)",
+			am->name, s->addr, HOLD_REFUSED_MAX, err);
 }
 
 /* A valid HOST:PORT, both parts there. */
@@ -1229,7 +1300,9 @@ static void check(struct rsrc *s, unsigned int ask_ms)
 			fresh = k->offered != am->generation ||
 				k->offered_content != am->content ||
 				k->offered_epoch < am->key_epoch ||
-				s->instance != a.instance;
+				s->instance != a.instance ||
+				(sfs_control_cred_trust(r->cfg.cred) &&
+				 k->offered_signed < am->signed_at);
 			/* Failed a moment ago: not at every open. */
 			if (fresh && k->failed_gen == am->generation &&
 			    sfs_now_ms() < k->retry_ms)

@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "control/control.h"
 #include "control/sign.h"
+#include "control/signstate.h"
 #include "replica/reseed.h"
 #include "replica/tree.h"
 
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /*
  * One line of status: formatted, escaped whole (sfs_escape: names,
@@ -119,6 +121,19 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 		    "seed_errors: transport %" PRIu64 " checksum %" PRIu64
 		    " stalls %" PRIu64 "",
 		    pi.errors, pi.checksum_errors, pi.stalls);
+		if (pi.trusted)
+			put(f, "seed_checked: XXH3-64 (a seed)");
+		else if (pi.proven)
+			put(f, "seed_checked: SHA-256 (served since its last "
+			       "failure)");
+		else if (pi.probe_ms)
+			put(f,
+			    "seed_checked: SHA-256 (failed: tried again in "
+			    "%.1f s, keeps no seed off a chunk)",
+			    (double)pi.probe_ms / 1e3);
+		else
+			put(f, "seed_checked: SHA-256 (not served yet: keeps "
+			       "no seed off a chunk)");
 	}
 	if (unreachable)
 		put(f, "seed_control: no answer for %.1f s (%s)",
@@ -163,6 +178,17 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 /* One model: its current generation and identity, hidden or not, and
  * how many older generations open files still read (*older), and how
  * many views it holds in memory, expired ones too (*views). */
+/* @ns since the epoch as "2026-12-05T01:00:00Z" ("-": 0). */
+static const char *utc(int64_t ns, char *buf, size_t len)
+{
+	time_t t = (time_t)(ns / 1000000000);
+	struct tm tm;
+	if (!ns || !gmtime_r(&t, &tm) ||
+	    !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, len, "-");
+	return buf;
+}
+
 static void render_model(FILE *f, struct sfs_replica *r, struct sfs_model *mo,
 			 size_t *older, size_t *views)
 {
@@ -201,6 +227,15 @@ static void render_model(FILE *f, struct sfs_replica *r, struct sfs_model *mo,
 	    id->dtype[0] ? id->dtype : "-", id->quant, id->layout,
 	    id->layout_version, id->tp_rank, id->tp_size, id->pp_rank,
 	    id->pp_size, id->ep_rank, id->ep_size, id->framework);
+	if (m->has_sig) {
+		char at[32], until[32];
+		put(f,
+		    "signature: key %s signer %s run %016" PRIx64
+		    " signed %s valid_until %s",
+		    m->sig_key, m->signer[0] ? m->signer : "-", m->signer_run,
+		    utc(m->signed_at, at, sizeof(at)),
+		    utc(m->valid_until, until, sizeof(until)));
+	}
 	if (mo->hidden)
 		put(f, "hidden: %s: %s", mo->name, mo->why);
 	pthread_mutex_unlock(&mo->lock);
@@ -274,6 +309,10 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	else
 		put(f, "manifest_trust: none (unsigned manifests taken; "
 		       "--trust-key)");
+	if (r->signstate)
+		put(f, "signed_generations: %zu remembered in %s",
+		    sfs_signstate_count(r->signstate),
+		    sfs_signstate_path(r->signstate));
 	if (r->reseed)
 		put(f, "reseed: %s (serving what this mount holds)",
 		    sfs_reseed_address(r->reseed));
@@ -357,6 +396,9 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	}
 	put(f, "control_received_by_route: %s", by);
 	put(f, "failovers: %" PRIu64 "", st.failovers);
+	put(f, "checked_sha256: %" PRIu64 " chunks", st.strong_checks);
+	put(f, "hedges: %" PRIu64 "", st.hedges);
+	put(f, "reseeder_failures: %" PRIu64 "", st.member_failures);
 	if (st.lane_own || st.lane_others)
 		put(f,
 		    "seed_pulls_shared: %" PRIu64

@@ -124,6 +124,14 @@ int seed_gen_publish(struct seed_gen *g, const struct sfs_seed_cfg *cfg,
 		     const char *protocols, char *err, size_t errlen);
 
 /*
+ * seed_gen_sign - sign a generation's manifest @m (or a struct copy of
+ * it) with cfg->sign_key, as made now, valid for cfg->sign_validity_s
+ * (signer: this host; run: its instance).  Nothing is encoded.  0 or
+ * -errno.
+ */
+int seed_gen_sign(struct sfs_manifest *m, const struct sfs_seed_cfg *cfg);
+
+/*
  * seed_gen_prepare_mem - list the files, synthesized shards and tensors
  * of the in-memory model @mm into @s (its manifest made).  Returns 0 or
  * -errno with one line in @err.  (memgen.c)

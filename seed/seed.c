@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "control/sign.h"
 #include "control/ctlsrv.h"
 #include "metadata/manifest.h"
 #include "metadata/identity.h"
@@ -30,6 +31,7 @@
 #include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SEED_MAX_GENS 8 /* generations alive at once */
@@ -613,9 +615,87 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 	return rc;
 }
 
-int64_t sfs_seed_reap(struct sfs_seed *s)
+/* @a, or @b when sooner (-1: never). */
+static int64_t sooner(int64_t a, int64_t b)
+{
+	return a < 0 || (b >= 0 && b < a) ? b : a;
+}
+
+/* Every generation served whose signature is half through its
+ * validity, signed again: a replica refuses a signature that lapsed,
+ * and a seed may serve one generation for weeks.  Only this thread
+ * changes the generations and their manifests; the control port reads
+ * their JSON under s->lock.  The ms until the next is due, or -1. */
+static int64_t resign(struct sfs_seed *s)
 {
 	int64_t next = -1;
+	for (size_t mi = 0; s->cfg.sign_key && mi < s->nmodels; mi++) {
+		struct seed_model *mo = &s->models[mi];
+		struct seed_gen *gens[SEED_MAX_GENS];
+		pthread_mutex_lock(&s->lock);
+		size_t n = mo->ngens;
+		memcpy(gens, mo->gens, n * sizeof(*gens));
+		pthread_mutex_unlock(&s->lock);
+		for (size_t k = 0; k < n; k++) {
+			struct seed_gen *g = gens[k];
+			const struct sfs_manifest *m = g->m;
+			int64_t now = sfs_sign_now() +
+				      mo->cfg.test_sign_clock_s * 1000000000;
+			int64_t due = m->signed_at +
+				      (m->valid_until - m->signed_at) / 2;
+			if (due > now) {
+				next = sooner(next, (due - now) / 1000000 + 1);
+				continue;
+			}
+			/* Signed and encoded in a copy (it shares the
+			 * files, which nothing changes meanwhile): the
+			 * control port reads the manifest under s->lock. */
+			char *json = NULL, when[32];
+			size_t len;
+			struct sfs_manifest c = *m;
+			int rc = seed_gen_sign(&c, &mo->cfg);
+			if (!rc)
+				rc = sfs_manifest_encode(&c, &json, &len);
+			if (rc) {
+				SFS_LOG(SFS_ERR, "seed",
+					"%s: generation %" PRIu64
+					" not signed again: %s (next try in "
+					"a minute)",
+					mo->name, g->number, strerror(-rc));
+				next = sooner(next, 60000);
+				continue;
+			}
+			pthread_mutex_lock(&s->lock);
+			g->m->signed_at = c.signed_at;
+			g->m->valid_until = c.valid_until;
+			memcpy(g->m->sig, c.sig, sizeof(c.sig));
+			free(g->json);
+			g->json = json;
+			g->json_len = len;
+			free(g->gz); /* the old signature's */
+			g->gz = NULL;
+			g->gz_len = 0;
+			g->gz_tried = 0;
+			pthread_mutex_unlock(&s->lock);
+			time_t until = (time_t)(m->valid_until / 1000000000);
+			struct tm tm;
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ",
+				 gmtime_r(&until, &tm));
+			SFS_LOG(SFS_INFO, "seed",
+				"%s: generation %" PRIu64
+				" signed again, valid until %s",
+				mo->name, g->number, when);
+			next = sooner(
+				next,
+				(m->valid_until - m->signed_at) / 2000000 + 1);
+		}
+	}
+	return next;
+}
+
+int64_t sfs_seed_reap(struct sfs_seed *s)
+{
+	int64_t next = resign(s);
 	uint64_t now = sfs_now_ms();
 
 	/* Keys of earlier epochs whose grace ended. */
@@ -810,11 +890,19 @@ static json_t *model_json(const struct sfs_seed *s, const struct seed_model *mo,
 							     : 0)));
 		json_array_append_new(served, e);
 	}
-	return json_pack("{s:s,s:I,s:s,s:s,s:s,s:I,s:o*}", "model", mo->name,
-			 "generation", (json_int_t)cur->number, "instance",
-			 inst, "content", content, "identity_id", id,
-			 "key_epoch", (json_int_t)cur->m->key_epoch, "served",
-			 served);
+	json_t *o = json_pack("{s:s,s:I,s:s,s:s,s:s,s:I,s:o*}", "model",
+			      mo->name, "generation", (json_int_t)cur->number,
+			      "instance", inst, "content", content,
+			      "identity_id", id, "key_epoch",
+			      (json_int_t)cur->m->key_epoch, "served", served);
+	/* Signed again (resign): replicas fetch the manifest anew. */
+	if (o && cur->m->signed_at &&
+	    json_object_set_new(o, "signed_at",
+				json_integer((json_int_t)cur->m->signed_at))) {
+		json_decref(o);
+		o = NULL;
+	}
+	return o;
 }
 
 int sfs_seed_record(struct sfs_seed *s, size_t i, const char *kind,
@@ -839,6 +927,7 @@ int sfs_seed_record(struct sfs_seed *s, size_t i, const char *kind,
 		rc = -ENOMEM;
 	if (!rc) {
 		json_object_del(o, "served");
+		json_object_del(o, "signed_at"); /* not a record's news */
 		json_object_set_new(o, "version", json_integer(1));
 		json_object_set_new(o, "kind", json_string(kind));
 		json_object_set_new(o, "control", json_string(control));

@@ -37,6 +37,13 @@ struct sfs_seed_cfg {
 	/* Sign every manifest with this key (--sign-key), or NULL.
 	 * [borrowed, outlives the seed] */
 	const struct sfs_sign_key *sign_key;
+	/* How long a signature holds (--sign-validity); every generation
+	 * served is signed again at half of it (sfs_seed_reap).  0:
+	 * SFS_SIGN_VALIDITY_S. */
+	uint32_t sign_validity_s;
+	/* Tests only: sign as if the clock read this many seconds later
+	 * (negative: earlier), to make a signature that lapsed. */
+	int64_t test_sign_clock_s;
 	uint32_t grace_s; /* a superseded generation stays served */
 	/* With this many re-seeders live or more, each that asks is given
 	 * its place in the fleet's lanes (sfs_seed_sources); 0: the
@@ -140,8 +147,10 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 
 /*
  * sfs_seed_reap - release the generations whose grace period ended,
- * and registrations of earlier key epochs whose grace ended.
- * Returns the milliseconds until the next one ends, or -1.
+ * and registrations of earlier key epochs whose grace ended; sign again
+ * every generation served whose signature is half through its validity
+ * (--sign-validity).  Returns the milliseconds until the next of those
+ * is due, or -1.  Call from the thread that republishes.
  */
 int64_t sfs_seed_reap(struct sfs_seed *s);
 

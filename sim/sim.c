@@ -49,7 +49,8 @@
 #define LISTED 16	    /* re-seeders the seed lists one asker */
 #define MEMBERS_MAX 8	    /* re-seeders one replica works with */
 #define WINDOW_MIN 2	    /* pulls in flight per peer: at least, */
-#define WINDOW_MAX 32	    /* at most, */
+#define WINDOW_MAX 32	    /* at most (a seed), */
+#define WINDOW_MEMBER_MAX 8 /* a member (cache/peer.c's) */
 #define WINDOW_MS 250.0	    /* and a quarter second of its rate */
 #define ANSWER_FIXED 400    /* bytes of a question and its answer */
 #define ANSWER_PER_CHANGE 4 /* bytes per chunk that changed */
@@ -302,6 +303,7 @@ static void set_members(struct node *r)
 			.peer = h,
 			.lane = h ? r->member_lane[h] : SIZE_MAX,
 			.last_resort = h == 0,
+			.proven = h == 0,
 			.answers = 1};
 }
 
@@ -546,7 +548,10 @@ static void pump(uint32_t ri, int rescan)
 		posted = 0;
 		for (uint32_t k = 0; k < r->nholders; k++) {
 			uint32_t h = (r->rr + k) % r->nholders;
-			if (r->inflight[h] >= r->window[h])
+			/* A member that has not served yet probes with one
+			 * pull at a time (cache/peer.c). */
+			if (r->inflight[h] >=
+			    (r->member[h].proven ? r->window[h] : 1))
 				continue;
 			uint32_t c = pick(r, &sw, h, 0);
 			if (c == UINT32_MAX && h == 0)
@@ -597,9 +602,10 @@ static void arrived(uint32_t fi)
 								      0.2 * x
 							    : x;
 				double w = WINDOW_MS * r->rate[h] / chunk_bytes;
-				r->window[h] = w < WINDOW_MIN	? WINDOW_MIN
-					       : w > WINDOW_MAX ? WINDOW_MAX
-								: (uint32_t)w;
+				double max = h ? WINDOW_MEMBER_MAX : WINDOW_MAX;
+				r->window[h] = w < WINDOW_MIN ? WINDOW_MIN
+					       : w > max      ? (uint32_t)max
+							      : (uint32_t)w;
 			}
 			r->last_done[h] = now;
 			r->inflight[h]--;
@@ -607,6 +613,9 @@ static void arrived(uint32_t fi)
 			 * (the policy's waits follow it). */
 			double *lat = &r->member[h].lat_ms;
 			*lat = *lat > 0 ? 0.8 * *lat + 0.2 * took : took;
+			/* A member proves itself by serving (cache/peer.c):
+			 * from now on it keeps the seed off what it holds. */
+			r->member[h].proven = 1;
 			break;
 		}
 	if (r->nheld == nchunks) {

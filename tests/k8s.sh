@@ -7,9 +7,14 @@
 # with HostToContainer, read only; the seed sidecar shares the engine's
 # weights, is probed on /v1/health (which needs no token) and is behind a
 # Service; tokens come from a Secret volume, defaultMode 0400 (seedfs
-# refuses a secret its group or others may read).  Every seedfs command
-# line in them uses only options that command takes.  No cluster exists
-# here.
+# refuses a secret its group or others may read).  The deployment is the
+# secure one: the seed's control port speaks TLS (--tls-cert/--tls-key
+# from a Secret, probed over HTTPS) and signs every manifest (--digest
+# sha256 --sign-key from a Secret); the DaemonSet verifies the seeds
+# against the CA (--tls-ca) and takes only manifests signed by the key
+# (--trust-key), both from a mounted ConfigMap; each file an option
+# names is one a volume's items put there.  Every seedfs command line in
+# them uses only options that command takes.  No cluster exists here.
 set -euo pipefail
 SEEDFS=$(cd "$1" && pwd)/seedfs
 K8S=$(cd "$(dirname "$0")/../packaging/k8s" && pwd)
@@ -112,6 +117,56 @@ t = mount_of(s, "/etc/seedfs/token")
 assert "secret" in volume(spec, t["name"])
 checked += 1
 
+# The secure deployment: TLS on the control port and signed manifests.
+def opt(cmd, o):
+    m = re.search(r"(?<![\w-])" + re.escape(o) + r"\s+(\S+)", cmd)
+    assert m, (o, cmd)
+    return m.group(1).strip('"')
+
+def source_of(spec, c, path):
+    """Where the file @path of container @c comes from: (kind, name,
+    key) of the Secret or ConfigMap whose items put it there."""
+    ms = [m for m in c["volumeMounts"]
+          if path.startswith(m["mountPath"].rstrip("/") + "/")]
+    assert len(ms) == 1, (c["name"], path)
+    v = volume(spec, ms[0]["name"])
+    kind = "secret" if "secret" in v else "configMap" if "configMap" in v else None
+    assert kind, (path, v)
+    src = v[kind]
+    items = {i["path"]: i["key"] for i in src.get("items", [])}
+    rel = path[len(ms[0]["mountPath"].rstrip("/")) + 1:]
+    assert rel in items, ("no item puts %s there" % path, items)
+    return kind, src.get("secretName") or src.get("name"), items[rel]
+
+spec = sd["spec"]["template"]["spec"]
+scmd = " ".join(s["args"])
+cert, key = (source_of(spec, s, opt(scmd, o)) for o in ("--tls-cert", "--tls-key"))
+assert cert[0] == key[0] == "secret" and cert[1] == key[1], (cert, key)
+assert (cert[2], key[2]) == ("tls.crt", "tls.key"), (cert, key)  # a kubernetes.io/tls Secret
+assert opt(scmd, "--digest") == "sha256", scmd
+sign = source_of(spec, s, opt(scmd, "--sign-key"))
+assert sign[0] == "secret", sign
+for p in ("readinessProbe", "livenessProbe"):
+    assert s[p]["httpGet"].get("scheme") == "HTTPS", (p, s[p])
+assert sd["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scheme"] == "https"
+dspec = ds["spec"]["template"]["spec"]
+dc = container(dspec, "seedfs")
+dcmd = " ".join(dc["args"])
+ca = source_of(dspec, dc, opt(dcmd, "--tls-ca"))
+pub = source_of(dspec, dc, opt(dcmd, "--trust-key"))
+assert ca[0] in ("configMap", "secret") and pub[0] in ("configMap", "secret"), (ca, pub)
+assert "--no-verify" not in dcmd and "http://" not in dcmd, dcmd
+# Every seed's control port has TLS, every mount checks signatures.
+for name, d in docs:
+    pod = d.get("spec", {}).get("template", {}).get("spec")
+    for c in (pod or {}).get("containers", []):
+        cmd = " ".join(c.get("command", []) + c.get("args", []))
+        if "exec seedfs seed" in cmd:
+            assert "--tls-cert" in cmd and "--sign-key" in cmd, (name, cmd)
+        if "exec seedfs mount" in cmd:
+            assert "--tls-ca" in cmd and "--trust-key" in cmd, (name, cmd)
+checked += 1
+
 # Scraped off loopback: a scrape token of its own (never the fleet
 # token), and TLS on the mount's metrics port (docs/metrics.md).
 cmd = " ".join(container(ds["spec"]["template"]["spec"], "seedfs")["args"])
@@ -142,5 +197,5 @@ for name, d in docs:
                 assert re.search(r"(^|\s|,)" + re.escape(key) + r"\b", help), (name, sub, o)
             lines += 1
 assert lines >= 2, lines
-print("ok: %d YAML documents parse; DaemonSet, engine and seed sidecar checked; %d seedfs command lines use only options their commands take" % (len(docs), lines))
+print("ok: %d YAML documents parse; DaemonSet, engine and seed sidecar checked; TLS and signed manifests end to end; %d seedfs command lines use only options their commands take" % (len(docs), lines))
 PY

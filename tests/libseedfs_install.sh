@@ -2,8 +2,9 @@
 # libseedfs as a user gets it: `cmake --install` into a scratch prefix,
 # then a C program built with nothing but `pkg-config seedfs` publishes a
 # tensor; the seed's manifest lists it.  The library exports only
-# sfs_pub_* (ABI node SEEDFS_0) and sfs_client_* (SEEDFS_0.1), and the
-# engine API's reader builds against the install too.
+# sfs_pub_* (ABI node SEEDFS_0) and sfs_client_* (SEEDFS_0.1, 0.2, and
+# 0.3's sfs_client_open beside 0.1's), and the engine API's reader
+# builds against the install too.
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,13 +32,20 @@ nm -D --defined-only "$lib/libseedfs.so" | awk '$2 == "T" { print $3 }' >"$WORK/
 grep -q '^sfs_client_read@' "$WORK/exports" || fail "exports: $(cat "$WORK/exports")"
 grep -Ev '^sfs_(pub|client)_' "$WORK/exports" && fail "libseedfs exports more than sfs_pub_* and sfs_client_*"
 objdump -T "$lib/libseedfs.so" | awk '$NF ~ /^sfs_/ { print $(NF - 1), $NF }' >"$WORK/syms"
-# One node per ABI addition: 0.2 added sfs_client_cuda_devices.
-grep -v -E '^SEEDFS_0 sfs_pub_|^SEEDFS_0\.1 sfs_client_|^SEEDFS_0\.2 sfs_client_cuda_devices$' "$WORK/syms" &&
+# One node per ABI addition: 0.2 added sfs_client_cuda_devices; 0.3 the
+# sfs_client_open that reads trust_key and require_signed (the default),
+# with SEEDFS_0.1's kept for programs built before ("(SEEDFS_0.1)": not
+# the default).
+grep -v -E '^SEEDFS_0 sfs_pub_|^SEEDFS_0\.1 sfs_client_|^\(SEEDFS_0\.1\) sfs_client_open$|^SEEDFS_0\.2 sfs_client_cuda_devices$|^SEEDFS_0\.3 sfs_client_open$' "$WORK/syms" &&
 	fail "a symbol in the wrong version node"
 grep -q '^SEEDFS_0\.2 sfs_client_cuda_devices$' "$WORK/syms" ||
 	fail "sfs_client_cuda_devices is not in SEEDFS_0.2: $(cat "$WORK/syms")"
+grep -q '^SEEDFS_0\.3 sfs_client_open$' "$WORK/syms" && grep -q '^(SEEDFS_0\.1) sfs_client_open$' "$WORK/syms" ||
+	fail "sfs_client_open is not in SEEDFS_0.3 (default) and SEEDFS_0.1: $(cat "$WORK/syms")"
+grep -q '^SEEDFS_0\.1 sfs_client_open$' "$WORK/syms" &&
+	fail "sfs_client_open@@SEEDFS_0.1 is the default: programs built now would reach the one that ignores trust_key"
 grep -q '^SEEDFS_0\.1 sfs_client_read$' "$WORK/syms" || fail "no sfs_client_read@SEEDFS_0.1: $(cat "$WORK/syms")"
-echo "ok: exports only sfs_pub_* (SEEDFS_0) and sfs_client_* (SEEDFS_0.1): $(wc -l <"$WORK/syms") symbols"
+echo "ok: exports only sfs_pub_* (SEEDFS_0) and sfs_client_* (SEEDFS_0.1 to 0.3): $(wc -l <"$WORK/syms") symbols"
 cc -std=c11 -Wall -Werror -o "$WORK/apiread" "$SRC/tests/tools/apiread.c" \
 	$(pkg-config --cflags --libs seedfs) -lpthread || fail "cannot build the API reader against the install"
 echo "ok: the engine API's reader built with pkg-config"

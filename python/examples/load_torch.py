@@ -5,9 +5,14 @@ tensor; with --local, the same from the local safetensors files.  The
 two outputs are equal when the seed serves those files.
 
     load_torch.py --seed HOST:PORT[,HOST:PORT...] NAME
+    load_torch.py --seed https://HOST:PORT --token-file FILE --tls-ca CA \
+        --trust-key PUB --require-signed NAME
     load_torch.py --local DIR
 
 Each line: name, dtype, shape, and the sha256 of the tensor's bytes.
+The security options are Client's keywords (docs/security.md): with
+--require-signed, no trust key (--trust-key or $SEEDFS_TRUST_KEY_FILE)
+is an error before any seed is asked.
 """
 import argparse
 import hashlib
@@ -27,9 +32,9 @@ def digest(t):
     return hashlib.sha256(t.numpy().tobytes()).hexdigest()
 
 
-def from_seed(seed, name):
-    sd = seedfs.load_model(seed, name, framework="torch")
-    with seedfs.Client(seed, name) as c:  # the dtypes as published
+def from_seed(seed, name, **kw):
+    sd = seedfs.load_model(seed, name, framework="torch", **kw)
+    with seedfs.Client(seed, name, **kw) as c:  # the dtypes as published
         return {k: (c.tensors[k].dtype, v) for k, v in sd.items()}
 
 
@@ -55,11 +60,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed")
     ap.add_argument("--local")
+    ap.add_argument("--token-file")
+    ap.add_argument("--tls-ca")
+    ap.add_argument("--trust-key")
+    ap.add_argument("--require-signed", action="store_true")
     ap.add_argument("name", nargs="?")
     a = ap.parse_args()
     if bool(a.seed) == bool(a.local) or (a.seed and not a.name):
         ap.error("--seed HOST:PORT NAME, or --local DIR")
-    tensors = from_seed(a.seed, a.name) if a.seed else from_local(a.local)
+    kw = {"token_file": a.token_file, "tls_ca": a.tls_ca,
+          "trust_key": a.trust_key, "require_signed": a.require_signed}
+    tensors = (from_seed(a.seed, a.name, **kw) if a.seed
+               else from_local(a.local))
     for k in sorted(tensors):
         dt, t = tensors[k]
         print(k, dt, "x".join(map(str, t.shape)) or "-", digest(t))

@@ -68,7 +68,10 @@ class _CCfg(ctypes.Structure):
                 ("cache_size", ctypes.c_uint64), ("no_verify", ctypes.c_int),
                 ("log_level", ctypes.c_char_p),
                 ("token_file", ctypes.c_char_p),
-                ("tls_ca", ctypes.c_char_p), ("tls_pin", ctypes.c_char_p)]
+                ("tls_ca", ctypes.c_char_p), ("tls_pin", ctypes.c_char_p),
+                # ABI node SEEDFS_0.3
+                ("trust_key", ctypes.c_char_p),
+                ("require_signed", ctypes.c_int)]
 
 
 class _Info(ctypes.Structure):
@@ -120,6 +123,25 @@ def _signatures(lib):
     if hasattr(lib, "sfs_client_cuda_devices"):  # ABI node SEEDFS_0.2
         lib.sfs_client_cuda_devices.argtypes = [cp, sz]
         lib.sfs_client_cuda_devices.restype = ctypes.c_int
+
+
+def _open_0_3(lib):
+    """sfs_client_open@SEEDFS_0.3, the one that reads trust_key and
+    require_signed, or None when this libseedfs predates them (its
+    sfs_client_open would take the cfg and ignore both)."""
+    try:
+        dlvsym = ctypes.CDLL(None).dlvsym
+    except AttributeError:  # glibc before 2.34: in libdl
+        dlvsym = ctypes.CDLL("libdl.so.2").dlvsym
+    dlvsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+    dlvsym.restype = ctypes.c_void_p
+    addr = dlvsym(lib._handle, b"sfs_client_open", b"SEEDFS_0.3")
+    if not addr:
+        return None
+    vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_CCfg), cp,
+                             ctypes.POINTER(vp), cp, sz)
+    return proto(addr)
 
 
 def cuda_devices():
@@ -211,28 +233,45 @@ class Client(_libload.Closing):
     @seed: "[https://]HOST:PORT[,HOST:PORT...]" or
     "etcd://HOST:PORT[/PREFIX]" (the registry).  @token_file: the seeds'
     token (default $SEEDFS_TOKEN_FILE); @tls_ca, @tls_pin: TLS to the
-    seeds' control ports (docs/security.md).  Thread safe: reads from
+    seeds' control ports (docs/security.md).  @trust_key: a file of PEM
+    Ed25519 public keys; the manifest must be signed by one of them and
+    every chunk is checked with its SHA-256, as a mount's --trust-key
+    (default $SEEDFS_TRUST_KEY_FILE, else unsigned manifests are taken).
+    @require_signed=True: no trust key either way is an error raised
+    before any source is asked (fail closed).  Thread safe: reads from
     many threads run at once.
     """
 
     def __init__(self, seed, name, protocol=None, timeout=10.0,
                  cache_size=0, log_level=None, registry_ca=None,
                  registry_auth_file=None, token_file=None, tls_ca=None,
-                 tls_pin=None):
+                 tls_pin=None, trust_key=None, require_signed=False):
         from . import SeedfsError
         self._err = SeedfsError
+        self._c = ctypes.c_void_p()
         self._lib = _libload.lib()
         _signatures(self._lib)
+        open_fn = _open_0_3(self._lib)
+        if open_fn is None:
+            if trust_key is not None or require_signed:
+                raise RuntimeError("this libseedfs predates trust_key and "
+                                   "require_signed (ABI node SEEDFS_0.3): "
+                                   "it would read unsigned manifests")
+            open_fn = self._lib.sfs_client_open
         enc = (lambda s: s.encode() if s is not None else None)
         reg = seed if seed.startswith(("etcd://", "etcds://")) else None
         self._cfg = _CCfg(enc(None if reg else seed), enc(reg),
                           enc(registry_ca), enc(registry_auth_file),
                           enc(protocol), int(timeout * 1000), cache_size, 0,
                           enc(log_level), enc(token_file), enc(tls_ca),
-                          enc(tls_pin))
-        self._c = ctypes.c_void_p()
-        self._call("sfs_client_open", ctypes.byref(self._cfg), name.encode(),
-                   ctypes.byref(self._c))
+                          enc(tls_pin), enc(trust_key),
+                          1 if require_signed else 0)
+        err = ctypes.create_string_buffer(512)
+        rc = open_fn(ctypes.byref(self._cfg), name.encode(),
+                     ctypes.byref(self._c), err, len(err))
+        if rc:
+            raise self._err("sfs_client_open", rc,
+                            err.value.decode(errors="replace"))
         info = self.info()
         self.model, self.generation = info.model.decode(), info.generation
         self.files = []
@@ -370,7 +409,10 @@ def load_model(seed, name, framework="numpy", tensors=None, device="cpu",
     dict name -> array/tensor.  The bytes land in one buffer per run of
     neighbouring tensors, in one batch of reads, and every tensor is a
     view over its buffer (no copy).  device="cuda" or "cuda:N"
-    (framework "torch"): into one buffer in that GPU's memory."""
+    (framework "torch"): into one buffer in that GPU's memory.  Keywords
+    go to Client: trust_key="FILE" (the manifest must be signed by a key
+    in it), require_signed=True (refuse to open without a trust key),
+    token_file, tls_ca, tls_pin, protocol, timeout, ..."""
     import numpy as np
     framework = _FRAMEWORKS.get(framework, framework)
     _check_framework(framework)
@@ -472,10 +514,12 @@ def _unescape(field):
 
 
 def _seedfs_root(p):
-    """The mount point of the seedfs mount (fstype fuse.seedfs) that the
-    real path @p is on, or None: the longest mount point over @p must be
-    one, and @p must be on its device."""
-    best, fstype = None, None
+    """The seedfs mount (fstype fuse.seedfs) that the real path @p is on:
+    (its mount point, the uid that mounted it), or None: the longest
+    mount point over @p must be one, and @p must be on its device.  The
+    uid is the kernel's record (FUSE's user_id, which fusermount sets to
+    whoever mounts; a user cannot choose another)."""
+    best, fstype, opts = None, None, ""
     with open("/proc/self/mountinfo") as f:
         for line in f:
             left, _, right = line.partition(" - ")
@@ -485,12 +529,91 @@ def _seedfs_root(p):
             mp = _unescape(fields[4])
             if (p == mp or p.startswith(mp.rstrip("/") + "/")) and \
                     (best is None or len(mp) >= len(best)):
-                best, fstype = mp, right.split()[0]
+                r = right.split()
+                best, fstype = mp, r[0]
+                opts = r[2] if len(r) > 2 else ""
     if best is None or fstype != "fuse.seedfs":
         return None
     if os.stat(p).st_dev != os.stat(best).st_dev:
         return None
-    return best
+    uid = None
+    for o in opts.split(","):
+        if o.startswith("user_id=") and o[8:].isdigit():
+            uid = int(o[8:])
+    return best, uid
+
+
+# Bounds of the question to a mount's daemon (replica/mctl.h).
+_ASK_TIMEOUT = 5.0
+_ASK_MAX = 1 << 20
+
+
+def _answered(buf):
+    """Whether @buf holds a whole answer: it ends in a "done" or "error"
+    line."""
+    if not buf.endswith(b"\n"):
+        return False
+    last = buf[:-1].rsplit(b"\n", 1)[-1]
+    return last.startswith((b"done ", b"error "))
+
+
+def _ask_daemon(path, root, sock):
+    """The .seedfs/status of the mount at @root, from its daemon: the
+    process answering the control socket @sock must be root's or this
+    user's (SO_PEERCRED) and must serve the mount at @root (its device).
+    PermissionError in one line when it is not; ValueError when it
+    cannot be asked."""
+    import socket
+    import struct
+    me = os.geteuid()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(_ASK_TIMEOUT)
+        try:
+            s.connect(sock)
+        except OSError as e:
+            raise ValueError("%s: cannot ask the daemon of the seedfs mount "
+                             "at %s (control socket %s): %s" % (
+                                 path, root, sock, e.strerror or e)) \
+                from None
+        pid, uid, _ = struct.unpack("iII", s.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("iII")))
+        if uid not in (0, me):
+            raise PermissionError(
+                "%s: the control socket %s of the seedfs mount at %s is "
+                "answered by uid %d (pid %d), not by root or this user "
+                "(uid %d): not trusted, nothing sent to the seeds it names"
+                % (path, sock, root, uid, pid, me))
+        s.sendall(b"identify\n")
+        buf = b""
+        while not _answered(buf):
+            chunk = s.recv(65536)
+            if not chunk or len(buf) + len(chunk) > _ASK_MAX:
+                raise ValueError("%s: the daemon of the seedfs mount at %s "
+                                 "(pid %d) gave no whole answer" % (
+                                     path, root, pid))
+            buf += chunk
+    except socket.timeout:
+        raise ValueError("%s: the daemon of the seedfs mount at %s gave no "
+                         "answer in %.0f s" % (path, root, _ASK_TIMEOUT)) \
+            from None
+    finally:
+        s.close()
+    lines = buf.decode(errors="replace").split("\n")[:-1]
+    if lines[-1].startswith("error "):
+        raise ValueError("%s: the daemon of the seedfs mount at %s (pid %d) "
+                         "says: %s" % (path, root, pid, lines[-1][6:]))
+    st = os.stat(root)
+    want = "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
+    got = lines[0][len("mount "):] if lines[0].startswith("mount ") else "?"
+    if got != want:
+        raise PermissionError(
+            "%s: the daemon answering %s (pid %d) serves the mount of "
+            "device %s, not the seedfs mount at %s (device %s): not "
+            "trusted, nothing sent to the seeds it names"
+            % (path, sock, pid, got, root, want))
+    return "\n".join(ln[len("status "):] for ln in lines[1:-1]
+                     if ln.startswith("status "))
 
 
 def _security(line):
@@ -535,23 +658,51 @@ def _security(line):
     return (kw, https) if again == line else None
 
 
+_TRUST_PREFIX = "signed by a key in "
+_TRUST_SUFFIX = ", every chunk checked with its SHA-256"
+
+
 def _mount_of(path):
-    """What the seedfs mount that @path is on says of itself (its root's
-    .seedfs/status): its seeds (with https:// when it uses TLS), the
-    protocol, what Client needs of its token and TLS settings, its
-    model's generation, and the model and file path of @path.  None
-    when @path is on no seedfs mount; ValueError when the mount's
-    security settings cannot all be carried over (then the drop-in
-    refuses rather than check less than the mount)."""
+    """What the seedfs mount that @path is on says of itself: its seeds
+    (with https:// when it uses TLS), the protocol, what Client needs of
+    its token, TLS and trust settings, its model's generation, and the
+    model and file path of @path.  None when @path is on no seedfs
+    mount.
+
+    Only a mount made by root or by this user is believed, and only
+    what its daemon says over its control socket, once SO_PEERCRED shows
+    that process is root's or this user's and it names the mount's
+    device as the one it serves: anyone can mount a FUSE filesystem of
+    type fuse.seedfs whose .seedfs/status names a token file this user
+    can read and seeds of their own.  PermissionError in one line when
+    either check fails (nothing is sent anywhere); ValueError when the
+    daemon cannot be asked or the mount's security settings cannot all
+    be carried over (then the drop-in refuses rather than check less
+    than the mount)."""
     p = os.path.realpath(path)
-    root = _seedfs_root(p)
-    if root is None:
+    found = _seedfs_root(p)
+    if found is None:
         return None
+    root, owner = found
+    me = os.geteuid()
+    if owner not in (0, me):
+        raise PermissionError(
+            "%s: the seedfs mount at %s belongs to uid %s, not to root or "
+            "this user (uid %d): not trusted, nothing sent to the seeds it "
+            "names" % (path, root, "?" if owner is None else owner, me))
     rel = os.path.relpath(p, root).split(os.sep)
     if len(rel) < 2:
         return None
+    sock = None
     with open(os.path.join(root, ".seedfs", "status")) as f:
-        status = f.read()
+        for line in f:
+            if line.startswith("control: "):
+                sock = line[len("control: "):].rstrip("\n")
+    if sock is None:
+        raise ValueError("%s: the seedfs mount at %s names no control "
+                         "socket: its daemon cannot confirm it serves it"
+                         % (path, root))
+    status = _ask_daemon(path, root, sock)
     m = {"seeds": [], "model": rel[0], "path": "/".join(rel[1:]),
          "kw": {}}
     sec = None
@@ -568,10 +719,13 @@ def _mount_of(path):
                 raise ValueError("%s: the mount's control security (%s) "
                                  "cannot be carried over" % (path, val))
         elif key == "manifest_trust" and not val.startswith("none"):
-            raise ValueError("%s: the mount checks signed manifests "
-                             "(--trust-key), which seedfs.safe_open does "
-                             "not yet: use safetensors.safe_open on it"
-                             % path)
+            if not (val.startswith(_TRUST_PREFIX) and
+                    val.endswith(_TRUST_SUFFIX)):
+                raise ValueError("%s: the mount's manifest trust (%s) "
+                                 "cannot be carried over" % (path, val))
+            m["kw"]["trust_key"] = val[len(_TRUST_PREFIX):
+                                       -len(_TRUST_SUFFIX)]
+            m["kw"]["require_signed"] = True
         elif key == "model" and len(words) >= 3 and words[0] == rel[0] \
                 and words[1] == "generation":
             m["generation"] = words[2]
@@ -598,8 +752,16 @@ class safe_open:
     safe_open on a file of a seedfs mount: that file's tensors (keys()
     sorted, metadata() the file's own), read with one-sided reads from
     the mount's seeds into this process's memory instead of through
-    FUSE.  Where safetensors refuses a dtype this numpy or torch lacks,
-    this gives the same bits in a type of the same width (FALLBACK)."""
+    FUSE, with the mount's token, TLS and trust settings.  Only a mount
+    made by root or by this user is used, and only once its daemon has
+    confirmed over its control socket that it serves that mount (else
+    PermissionError, and nothing is sent: _mount_of).  Where safetensors
+    refuses a dtype this numpy or torch lacks, this gives the same bits
+    in a type of the same width (FALLBACK).
+
+    Keywords go to Client: token_file, tls_ca, tls_pin, trust_key,
+    require_signed=True (refuse to open without a trust key) and the
+    rest."""
 
     def __init__(self, seed, name=None, framework="numpy", device="cpu",
                  **kw):
@@ -620,7 +782,10 @@ class safe_open:
                                  "fuse.seedfs mount, or its status names "
                                  "no seed)" % seed)
             for k, v in m["kw"].items():
-                kw.setdefault(k, v)
+                # What the caller leaves unset (None) is the mount's: a
+                # drop-in never checks less than the mount does.
+                if kw.get(k) is None or (k == "require_signed" and v):
+                    kw[k] = v
             self._path = seed
             seed, name, self._file = ",".join(m["seeds"]), m["model"], m
         elif name is None:

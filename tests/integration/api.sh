@@ -6,7 +6,7 @@
 # of one mid-read survived (it had served bytes, the failover counter
 # moved, the other served the rest); a corrupt seed refused (-EBADMSG);
 # bad reads, a wrong name and a port nobody listens on answered in one
-# line.
+# line; signed manifests through trust_key and require_signed (below).
 source "$(dirname "$0")/lib.sh" "$1"
 APIREAD=$BUILD/tests/apiread
 
@@ -152,4 +152,65 @@ st=0
 [ $st = 1 ] && grep -q "$F bytes \[0, +[0-9]*): bytes do not match the seed's checksum" "$WORK/err" ||
 	fail "corrupt seed: $(cat "$WORK/err")"
 ok "corrupt seed: $(grep -v ' W ' "$WORK/err" | head -n 1)"
+
+# Signed manifests (docs/security.md): trust_key in the cfg as the
+# mount's --trust-key; require_signed without a key refuses before any
+# source is asked (a listener of ours, named as the seed, hears
+# nothing); $SEEDFS_TRUST_KEY_FILE stays the fallback; a program built
+# against SEEDFS_0.1's cfg (apicompat) reads none of the new fields.
+openssl genpkey -algorithm ed25519 -out "$WORK/sign.key" 2>/dev/null
+chmod 600 "$WORK/sign.key"
+openssl pkey -in "$WORK/sign.key" -pubout -out "$WORK/sign.pub"
+openssl genpkey -algorithm ed25519 -out "$WORK/other.key" 2>/dev/null
+openssl pkey -in "$WORK/other.key" -pubout -out "$WORK/other.pub"
+SEED_LOG=signed start_seed "$MODEL" --protocol tcp --digest sha256 --sign-key "$WORK/sign.key"
+SIGNED=$HOST:$SEED_PORT
+SEED_LOG=unsigned start_seed "$MODEL" --protocol tcp
+UNSIGNED=$HOST:$SEED_PORT
+APIREAD_TRUST_KEY=$WORK/sign.pub APIREAD_REQUIRE_SIGNED=1 "$APIREAD" "$SIGNED" m "$MODEL" files \
+	>"$WORK/api.out" 2>&1 || fail "trust_key, signed: $(cat "$WORK/api.out")"
+SEEDFS_TRUST_KEY_FILE=$WORK/sign.pub APIREAD_REQUIRE_SIGNED=1 "$APIREAD" "$SIGNED" m "$MODEL" files \
+	>"$WORK/api.out" 2>&1 || fail "\$SEEDFS_TRUST_KEY_FILE, signed: $(cat "$WORK/api.out")"
+ok "trust_key (and \$SEEDFS_TRUST_KEY_FILE) with require_signed on a signed seed: $(cat "$WORK/api.out")"
+# api_refused LINE [VAR=VALUE...] PROGRAM ARGS: exit 1, its last line
+# exactly LINE (the log's warnings come before it)
+api_refused() {
+	local want=$1 st=0
+	shift
+	env "$@" >"$WORK/api.out" 2>"$WORK/api.err" || st=$?
+	[ $st = 1 ] && [ "$(tail -n 1 "$WORK/api.err")" = "$want" ] ||
+		fail "expected '$want' (status 1), got status $st: $(cat "$WORK/api.err")"
+}
+api_refused "apiread: m from $UNSIGNED: manifest not signed, and --trust-key $WORK/sign.pub asks for a signature (the seed's --sign-key)" \
+	APIREAD_TRUST_KEY="$WORK/sign.pub" "$APIREAD" "$UNSIGNED" m "$MODEL" files
+api_refused "apiread: m from $SIGNED: manifest signed by key $(openssl pkey -pubin -in "$WORK/sign.pub" -outform der | sha256sum | cut -c1-16), which --trust-key $WORK/other.pub does not hold" \
+	APIREAD_TRUST_KEY="$WORK/other.pub" "$APIREAD" "$SIGNED" m "$MODEL" files
+api_refused "apiread: no_verify cannot go with a trust key ($WORK/sign.pub): signed digests are there to be checked" \
+	APIREAD_NO_VERIFY=1 APIREAD_TRUST_KEY="$WORK/sign.pub" "$APIREAD" "$SIGNED" m "$MODEL" files
+api_refused "apiread: trust_key: an empty path" APIREAD_TRUST_KEY= "$APIREAD" "$SIGNED" m "$MODEL" files
+ok "trust_key: an unsigned seed, another key, no_verify, an empty path: each refused in one line"
+python3 -c 'import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    open(sys.argv[1], "a").write("connected\n")
+    c.close()' "$WORK/heard" >"$WORK/listen.out" &
+PIDS+=($!)
+for _ in $(seq 100); do [ -s "$WORK/listen.out" ] && break; sleep 0.05; done
+LPORT=$(cat "$WORK/listen.out")
+: >"$WORK/heard"
+api_refused "apiread: require_signed: no trust key (neither trust_key nor \$SEEDFS_TRUST_KEY_FILE): unsigned manifests are not read" \
+	-u SEEDFS_TRUST_KEY_FILE APIREAD_REQUIRE_SIGNED=1 "$APIREAD" "127.0.0.1:$LPORT" m "$MODEL" files
+api_refused "apiread: require_signed: no trust key (neither trust_key nor \$SEEDFS_TRUST_KEY_FILE): unsigned manifests are not read" \
+	SEEDFS_TRUST_KEY_FILE= APIREAD_REQUIRE_SIGNED=1 "$APIREAD" "127.0.0.1:$LPORT" m "$MODEL" files
+[ ! -s "$WORK/heard" ] || fail "require_signed without a key asked the seed: $(cat "$WORK/heard")"
+ok "require_signed without a trust key: refused in one line, no source asked"
+"$BUILD/tests/apicompat" "$UNSIGNED" m >"$WORK/api.out" 2>&1 ||
+	fail "a SEEDFS_0.1 program: $(cat "$WORK/api.out")"
+grep -qx "apicompat: m generation 1, [0-9]* tensors" "$WORK/api.out" || fail "apicompat: $(cat "$WORK/api.out")"
+compat=$(cat "$WORK/api.out")
+api_refused "apicompat: m from $UNSIGNED: manifest not signed, and --trust-key $WORK/sign.pub asks for a signature (the seed's --sign-key)" \
+	SEEDFS_TRUST_KEY_FILE="$WORK/sign.pub" "$BUILD/tests/apicompat" "$UNSIGNED" m
+ok "a program built against SEEDFS_0.1's cfg (0xff after it): $compat; \$SEEDFS_TRUST_KEY_FILE applies to it"
 sanitizers_clean

@@ -6,7 +6,9 @@
 # byte, a crash, a read longer than its bound, an EIO outside a fault's
 # window (its start to --timeout + 3 s after its end), any other error,
 # a read after the faults that is not exact, or a mount that grew; here
-# also: every kind injected, and no sanitizer report.
+# also: every kind injected, the hostile member in each of its four roles
+# (forger, staller, fat holdings, announcer: it is no fault, an EIO it
+# caused fails), and no sanitizer report.
 source "$(dirname "$0")/lib.sh" "$1"
 [ "$(id -u)" = 0 ] || { echo "skip: network namespaces need root"; exit 77; }
 
@@ -22,13 +24,16 @@ R=$WORK/results
 export CHAOS_RSS_GROW=48
 [ "$SFS_BUILD_KIND" = normal ] || CHAOS_RSS_GROW=2048
 [ "$SFS_BUILD_KIND" != tsan ] || export CHAOS_CACHE=64M
-CHAOS_S=${CHAOS_S:-60} CHAOS_HOSTS=4 CHAOS_SIZE=32M CHAOS_RESULTS=$R \
+CHAOS_S=${CHAOS_S:-60} CHAOS_HOSTS=4 CHAOS_SIZE=32M CHAOS_RESULTS=$R CHAOS_ROLE_S=12 \
 	bash "$(dirname "$0")/../../bench/chaos.sh" "$BUILD" >"$WORK/chaos.out" 2>&1 ||
 	fail "bench/chaos.sh: $(tail -n 40 "$WORK/chaos.out")"
 val() { awk -v k="$1" '$1 == k { print $2 }' "$R"; }
 for k in seed_kill mount_kill stop cut republish remount; do
 	[ "$(val "injected_$k")" -ge 1 ] || fail "no $k injected: $(cat "$R")"
 done
+[ "$(val hostile_roles)" -ge 4 ] || fail "the hostile member took $(val hostile_roles) roles, 4 wanted"
+[ "$(val late_eio)" = 0 ] && [ "$(val other)" = 0 ] ||
+	fail "EIO or errors outside the faults' windows: $(cat "$R")"
 [ "$(val wrong)" = 0 ] && [ "$(val crashes)" = 0 ] && [ "$(val hangs)" = 0 ] &&
 	[ "$(val after)" = 0 ] ||
 	fail "$(cat "$R")"

@@ -5,7 +5,8 @@
 # files without checksums (--checksum-chunk 0) never come from a
 # re-seeder, checksummed ones are checked (and the re-seeder's are
 # refused), --no-verify reads from seeds alone and is refused with
-# --reseed.  Verified mode: a seed with --digest sha256 and --sign-key,
+# --reseed; SHA-256 (the default) refuses the re-seeders' chunks, with
+# --digest xxh3 they are not read from.  Verified mode: --sign-key,
 # mounts with --trust-key; unsigned, wrongly signed and altered
 # manifests are refused in one line, and so is a signed one without
 # SHA-256; what the signature leaves out (addresses) may differ.
@@ -143,10 +144,29 @@ for opt in "" --no-verify; do
 	unmount_check "$WORK/l" "$MOUNT_PID"
 done
 ok "a re-seeder that answers like a seed (no holdings, a seed's manifest, other bytes): refused, byte-exact without checksums and with --no-verify"
+# A liar whose manifests are thin whatever was asked (no checksums, what
+# a re-seeder sends a replica that holds that content already), given
+# alone: a content nothing can check is never taken, B's bytes never
+# read.
+python3 "$(dirname "$0")/../tools/liar.py" "$SEED_A" "$HOST:$SEED_PORT" --thin \
+	>"$WORK/thin.out" 2>"$WORK/thin.err" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q port "$WORK/thin.out" && break; sleep 0.05; done
+TP=$(sed -n 's/port //p' "$WORK/thin.out")
+[ -n "$TP" ] || fail "liar.py --thin did not start: $(cat "$WORK/thin.err")"
+mkdir -p "$WORK/t"
+if "$SEEDFS" mount --seed "$HOST:$TP" "$WORK/t" --log-file "$WORK/thin.log" 2>"$WORK/t.err"; then
+	MOUNTS+=("$WORK/t")
+	fail "a thin manifest's content was taken: $(ls "$WORK/t/m" 2>&1 | head -n 3)"
+fi
+[ "$(wc -l <"$WORK/t.err")" = 1 ] &&
+	grep -qE "^seedfs mount: m from $HOST:$TP: a thin manifest of content [0-9a-f]{16}, which this mount no longer has: asked whole next$" \
+		"$WORK/t.err" || fail "thin: $(cat "$WORK/t.err")"
+ok "a thin manifest of a content the mount does not hold (checksums left out): refused in one line, nothing mounted"
 kill "$SEED_A_PID" "$SEED_PID"
 
-# --- XXH3 checksums: the re-seeders' chunks are refused; two of them
-# cannot take turns until a read fails. ---------------------------------
+# --- The default, a SHA-256 of every chunk: the re-seeders' chunks are
+# refused; two of them cannot take turns until a read fails. -----------
 hostile
 MOUNT_LOG=h${N}b
 mount_seed "$WORK/h${N}b" --reseed --test-corrupt-slab
@@ -156,11 +176,27 @@ MOUNT_LOG=v$N
 mount_seed "$V"
 holdings "$V" 2
 readall "$V"
-grep -q "checksum mismatch: .* from re-seeder 127.0.0.1:" "$WORK/v$N.log" ||
+grep -q "SHA-256 mismatch: .* from re-seeder 127.0.0.1:" "$WORK/v$N.log" ||
 	fail "the re-seeders' wrong bytes were never pulled (nothing shows the check)"
-ok "XXH3 checksums: two re-seeders serving wrong bytes refused, byte-exact from the seed"
+ok "SHA-256 (the default): two re-seeders serving wrong bytes refused, byte-exact from the seed"
 unmount_check "$V" "$MOUNT_PID"
 unmount_check "$WORK/h${N}b" "$H2_PID"
+unmount_check "$H" "$H_PID"
+kill "$SEED_PID"
+
+# --- --digest xxh3, the fast-only mode: XXH3 has a closed-form second
+# preimage, so no re-seeder is read from at all (the seed serves it). --
+hostile --digest xxh3
+mount_seed "$V"
+holdings "$V" 1
+readall "$V"
+reb=$(awk '$1 == "reseeder:" { r = 1; next } /^(seed|reseeder): / { r = 0 }
+	r && $1 == "seed_bytes:" { print $2 }' "$V/.seedfs/status")
+[ "${reb:-x}" = 0 ] || fail "--digest xxh3: $reb bytes read from the re-seeder"
+grep -q "mismatch: .* from re-seeder" "$WORK/v$N.log" &&
+	fail "--digest xxh3: a pull from the re-seeder was checked"
+ok "--digest xxh3: byte-exact, nothing read from the re-seeder (its files have no SHA-256)"
+unmount_check "$V" "$MOUNT_PID"
 unmount_check "$H" "$H_PID"
 kill "$SEED_PID"
 
@@ -215,7 +251,7 @@ refused --seed "$HOST:$SEED_PORT" --trust-key "$WORK/sign.pub" \
 	"manifest not signed, and --trust-key $WORK/sign.pub asks for a signature"
 kill "$SEED_PID"
 SEED_LOG=nosha
-start_seed "$MODEL" --sign-key "$WORK/sign.key"
+start_seed "$MODEL" --digest xxh3 --sign-key "$WORK/sign.key"
 refused --seed "$HOST:$SEED_PORT" --trust-key "$WORK/sign.pub" \
 	"no SHA-256 digests, and --trust-key checks every chunk with one"
 kill "$SEED_PID"

@@ -14,6 +14,9 @@ HOLDFILE=$BUILD/tests/holdfile
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/seedfs-test.XXXXXX")
 # The address seeds listen on (the VM tier uses its soft-RoCE address).
 HOST=${SEEDFS_TEST_HOST:-127.0.0.1}
+# Where replicas that check signatures remember the generations they
+# took (control/signstate.h): this test's, never /var/lib/seedfs.
+export SEEDFS_STATE_DIR=$WORK/state
 PIDS=()
 MOUNT_PIDS=() # mount daemons (in PIDS too)
 MOUNTS=()
@@ -246,6 +249,9 @@ start_seed() {
 # else the last seed started.  MOUNT_LOG names its log files
 # ($WORK/$MOUNT_LOG.log and .err; default mount).
 MOUNT_LOG=mount
+# The mount runs under ${MOUNT_WRAP[@]} when set (nsenter --net=...: a
+# network namespace, the mount namespace kept).
+MOUNT_WRAP=()
 mount_seed() {
 	local mnt=$1 src log=$WORK/$MOUNT_LOG.log
 	shift
@@ -257,7 +263,7 @@ mount_seed() {
 	else
 		src=(--seed "${MOUNT_SEEDS:-$HOST:$SEED_PORT}")
 	fi
-	"$SEEDFS" mount "${src[@]}" "$mnt" \
+	"${MOUNT_WRAP[@]}" "$SEEDFS" mount "${src[@]}" "$mnt" \
 		--log-file "$log" "$@" 2>"$WORK/$MOUNT_LOG.err" ||
 		fail "mount failed: $(cat "$WORK/$MOUNT_LOG.err")"
 	grep -q " $mnt fuse" /proc/mounts || fail "not in /proc/mounts"

@@ -20,7 +20,8 @@
  * mode also every 100 ms while the threads read, replaced whole: tests
  * wait on its counters); $APIREAD_STOP names a file whose existence
  * ends the ranges threads before SECS; $APIREAD_NO_VERIFY set takes
- * the bytes unchecked (measuring only).
+ * the bytes unchecked (measuring only); $APIREAD_TRUST_KEY is the
+ * cfg's trust_key, and $APIREAD_REQUIRE_SIGNED set its require_signed.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* rand_r, MAP_POPULATE */
@@ -333,7 +334,10 @@ int main(int argc, char **argv)
 	local = argv[3];
 	char err[512];
 	struct sfs_client_cfg cfg = {
-		.seeds = argv[1], .no_verify = !!getenv("APIREAD_NO_VERIFY")};
+		.seeds = argv[1],
+		.no_verify = !!getenv("APIREAD_NO_VERIFY"),
+		.trust_key = getenv("APIREAD_TRUST_KEY"),
+		.require_signed = !!getenv("APIREAD_REQUIRE_SIGNED")};
 	if (!strncmp(argv[1], "etcd://", 7)) {
 		cfg.seeds = NULL;
 		cfg.registry = argv[1];

@@ -3,9 +3,12 @@
 """hostile - a seed's control port that answers what a hostile seed would:
 deep, wide and huge answers, and a new model name on every question.
 
-  hostile.py SEEDHOST:PORT STATEDIR
+  hostile.py SEEDHOST:PORT STATEDIR [--listen HOST] [--reseeder] [--announce]
 
-Prints "port N" once listening on 127.0.0.1.  It speaks enough of the
+Prints "port N" once listening on 127.0.0.1 (or HOST).  --reseeder: it is
+a re-seeder whatever name it is asked under; --announce: it announces
+itself to SEEDHOST:PORT every 2 s (as 0.0.0.0:N: the address it calls
+from), as a hostile fleet member would.  It speaks enough of the
 control protocol for a mount (replica/source.c): /v1/health, /v1/models,
 /v1/manifest, /v1/sources, and as a re-seeder /v1/holdings.  Its models
 are the real seed's model "m", renamed: the manifest of SEEDHOST:PORT with
@@ -24,10 +27,13 @@ What it answers follows files in STATEDIR, read at every request:
              said "gzip, gzip")
   models     the /v1/models answer itself: deep, wide (2e6 values in
              4 MB) or absent: the list
-  sources    /v1/sources: wide (500e3 values), reseeder (lists
-             localhost:N), or absent: none
-  holdings   the re-seeder's /v1/holdings: wide (10e6 values, 20 MB), or
-             absent: it lists no model
+  sources    /v1/sources: wide (500e3 values), reseeder [PORT...]
+             (lists localhost:N, and localhost:PORT of other hostile.py
+             processes on the same STATEDIR), or absent: none
+  holdings   the re-seeder's /v1/holdings: wide (10e6 values, 20 MB),
+             fat (7.99e6 values in 16 MB: within the JSON limits a
+             holdings answer had, about 1 GB to jansson), or absent: it
+             lists no model
   churn      K: every /v1/models answer lists K names never listed
              before (c<question>-<i>), besides those of "names"
 
@@ -43,6 +49,9 @@ import time
 import zlib
 
 SEED, STATE = sys.argv[1], sys.argv[2]
+OPTS = sys.argv[3:]
+LISTEN = OPTS[OPTS.index("--listen") + 1] if "--listen" in OPTS else "127.0.0.1"
+ALWAYS_RESEEDER = "--reseeder" in OPTS
 
 DEEP = b"[" * 1000000
 WIDE_MANIFEST = b"[" + b"0," * 24999999 + b"0]"
@@ -51,6 +60,9 @@ WIDE_SOURCES = b'{"reseeders":[' + b"0," * 499999 + b"0]}"
 WIDE_HOLDINGS = (b'{"version":1,"chunk_size":1048576,"slab":{"address":'
                  b'"0x1000","key":"0x1"},"files":[[' + b"0," * 9999999 +
                  b"0]]}")
+FAT_HOLDINGS = (b'{"version":1,"chunk_size":1048576,"slab":{"address":'
+                b'"0x1000","key":"0x1"},"files":[[' + b"0," * 7989999 +
+                b"0]]}")
 HUGE = 300 << 20
 CHUNK = b" " * (1 << 20)
 BOMB = None  # HUGE bytes, gzipped: made at the first ask
@@ -120,7 +132,8 @@ class Hostile(http.server.BaseHTTPRequestHandler):
     def get(self):
         global questions
         path = self.path.split("?")[0]
-        reseeder = self.headers.get("Host", "").startswith("localhost")
+        reseeder = (ALWAYS_RESEEDER or
+                    self.headers.get("Host", "").startswith("localhost"))
         if path == "/v1/health":
             return self.answer(200, b"ok\n")
         real = seed_get("/v1/models")
@@ -200,14 +213,41 @@ class Hostile(http.server.BaseHTTPRequestHandler):
             if mode == ["wide"]:
                 return self.answer(200, WIDE_SOURCES)
             port = self.server.server_address[1]
+            ports = [port] + [int(p) for p in mode[1:]]
             return self.as_json({"reseeders": [
-                {"address": "localhost:%d" % port}] if mode else []})
+                {"address": "localhost:%d" % p} for p in ports]
+                if mode else []})
         if path == "/v1/holdings" and reseeder:
+            port = self.server.server_address[1]
+            with open(os.path.join(STATE, "count.holdings.%d" % port),
+                      "a") as f:
+                f.write("x\n")
+            if state("holdings") == ["fat"]:
+                return self.answer(200, FAT_HOLDINGS)
             return self.answer(200, WIDE_HOLDINGS)
         self.answer(404, b"not here\n")
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+server = http.server.ThreadingHTTPServer((LISTEN, 0), Hostile)
 server.daemon_threads = True
 print("port", server.server_address[1], flush=True)
+
+
+def announce():
+    host, port = SEED.rsplit(":", 1)
+    body = json.dumps({"address": "0.0.0.0:%d" %
+                       server.server_address[1]}).encode()
+    while True:
+        try:
+            c = http.client.HTTPConnection(host, int(port), timeout=5)
+            c.request("POST", "/v1/announce", body)
+            c.getresponse().read()
+            c.close()
+        except OSError:
+            pass  # the seed may be down: again in 2 s
+        time.sleep(2)
+
+
+if "--announce" in OPTS:
+    threading.Thread(target=announce, daemon=True).start()
 server.serve_forever()

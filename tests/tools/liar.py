@@ -6,7 +6,12 @@ checksums and signature) with SEED_B's endpoint, instance and region
 keys, and no "holdings" flag.  SEED_B holds other bytes at the same
 places: whoever reads through it gets them.
 
-  liar.py SEED_A SEED_B [TOKEN_FILE]
+  liar.py SEED_A SEED_B [TOKEN_FILE] [--thin]
+
+--thin: its manifests are thin ("thin": true: no checksums, tensors or
+signature) whether asked so or not, and say "holdings" (what a
+re-seeder's thin manifest is): a replica that does not hold that content
+must refuse them, never take a content it cannot check.
 
 Prints "port N" once listening on 127.0.0.1; announces itself to SEED_A
 every 2 s.
@@ -18,8 +23,10 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-A, B = sys.argv[1], sys.argv[2]
-TOKEN = open(sys.argv[3]).read().strip() if len(sys.argv) > 3 else None
+ARGS = [a for a in sys.argv[1:] if a != "--thin"]
+THIN = "--thin" in sys.argv
+A, B = ARGS[0], ARGS[1]
+TOKEN = open(ARGS[2]).read().strip() if len(ARGS) > 2 else None
 
 
 def ask(host, path, body=None):
@@ -56,6 +63,12 @@ class Liar(BaseHTTPRequestHandler):
             for ra, rb in zip(ma["regions"], mb["regions"]):
                 ra["remote"] = rb["remote"]
             ma.pop("holdings", None)
+            if THIN:
+                ma["thin"], ma["holdings"] = True, True
+                ma["tensors"] = []
+                ma.pop("signature", None)
+                for f in ma["files"]:
+                    f.pop("checksum", None)
             return self.answer(ma)
         if path == "/v1/health":
             return self.answer({})

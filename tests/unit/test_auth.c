@@ -5,12 +5,17 @@
  * the mode and owner a secret's file must have.
  */
 #include "control/auth.h"
+#include "control/control.h"
+#include "control/sign.h"
 #include "control/tls.h"
 
 #include "check_run.h"
 
 #include <check.h>
 #include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +148,49 @@ START_TEST(check_and_rotate)
 	ck_assert_int_eq(
 		sfs_auth_load(dir, "--token-file", &a, err, sizeof(err)),
 		-EINVAL); /* a directory */
+}
+END_TEST
+
+/*
+ * The whole digest decides, not a part of it: wrong tokens whose
+ * SHA-256 shares its first byte, its first 8 bytes but one, or all but
+ * the last byte's low bit with the right one's... are found by search
+ * for the first (1 in 256) and refused; so is every wrong token of a
+ * thousand.  (A check of the first byte alone passed every other test.)
+ */
+START_TEST(whole_digest_compared)
+{
+	struct sfs_auth *a;
+	const char *right = "0123456789abcdef0123456789abcdef";
+	const char *p = put("tok", "0123456789abcdef0123456789abcdef\n", 0600);
+	ck_assert_int_eq(sfs_auth_load(p, "--token-file", &a, err, sizeof(err)),
+			 0);
+	uint8_t want[32], d[32];
+	ck_assert_int_eq(
+		gnutls_hash_fast(GNUTLS_DIG_SHA256, right, strlen(right), want),
+		0);
+	char tok[64], hdr[80];
+	int same_first = 0;
+	for (unsigned i = 0; i < 100000 && same_first < 4; i++) {
+		snprintf(tok, sizeof(tok), "wrong-token-%08u-padding", i);
+		ck_assert_int_eq(gnutls_hash_fast(GNUTLS_DIG_SHA256, tok,
+						  strlen(tok), d),
+				 0);
+		snprintf(hdr, sizeof(hdr), "Bearer %s", tok);
+		if (d[0] == want[0]) {
+			same_first++;
+			ck_assert_msg(sfs_auth_check(a, hdr) == -EACCES,
+				      "%s (its digest's first byte is the "
+				      "token's) taken",
+				      tok);
+		} else if (i < 1000) {
+			ck_assert_int_eq(sfs_auth_check(a, hdr), -EACCES);
+		}
+	}
+	ck_assert_int_eq(same_first, 4);
+	snprintf(hdr, sizeof(hdr), "Bearer %s", right);
+	ck_assert_int_eq(sfs_auth_check(a, hdr), 0);
+	sfs_auth_free(a);
 }
 END_TEST
 
@@ -298,6 +346,89 @@ START_TEST(secret_modes)
 }
 END_TEST
 
+/* Trust anchors (--trust-key, --tls-ca): whoever may write one decides
+ * what is trusted.  This user's or root's, nobody else may write it;
+ * 0644 is fine.  Refused in one line naming the file and its mode (or
+ * owner). */
+START_TEST(anchor_modes)
+{
+	static const char pub[] =
+		"-----BEGIN PUBLIC KEY-----\n"
+		"MCowBQYDK2VwAyEAlVQNvg94HNMKmq2HGIbKAayekRgUKkDiHBs0i/Z2CUg=\n"
+		"-----END PUBLIC KEY-----\n";
+	static const mode_t ok[] = {0644, 0444, 0600, 0640, 0604, 0755};
+	static const struct {
+		mode_t mode;
+		const char *who;
+	} bad[] = {{0664, "its group"},
+		   {0620, "its group"},
+		   {0646, "others"},
+		   {0666, "others"},
+		   {0602, "others"}};
+	struct sfs_trust *t;
+	struct sfs_control_cred *c;
+	struct stat st;
+	char want[900], path[300];
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		snprintf(path, sizeof(path), "%s", put("ok.pub", pub, ok[i]));
+		ck_assert_msg(sfs_trust_load(path, &t, err, sizeof(err)) == 0,
+			      "%04o: %s", (unsigned int)ok[i], err);
+		sfs_trust_free(t);
+		struct sfs_control_cred_cfg cc = {.tls_ca = path};
+		ck_assert_msg(sfs_control_cred_new(&cc, &c, err, sizeof(err)) ==
+				      0,
+			      "%04o: %s", (unsigned int)ok[i], err);
+		sfs_control_cred_free(c);
+		unlink(path);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(path, sizeof(path), "%s",
+			 put("bad.pub", pub, bad[i].mode));
+		ck_assert_int_eq(sfs_trust_load(path, &t, err, sizeof(err)),
+				 -EACCES);
+		snprintf(want, sizeof(want),
+			 "--trust-key %s: mode %04o lets %s write it, and "
+			 "whoever writes it decides what this trusts; chmod "
+			 "go-w %s",
+			 path, (unsigned int)bad[i].mode, bad[i].who, path);
+		ck_assert_str_eq(err, want);
+		struct sfs_control_cred_cfg cc = {.tls_ca = path};
+		ck_assert_int_eq(
+			sfs_control_cred_new(&cc, &c, err, sizeof(err)),
+			-EACCES);
+		ck_assert_ptr_nonnull(strstr(err, "--tls-ca "));
+		ck_assert_ptr_nonnull(strstr(err, "write it"));
+		unlink(path);
+	}
+	/* Missing, or a FIFO: one line, never a wait. */
+	snprintf(path, sizeof(path), "%s/none.pem", dir);
+	struct sfs_control_cred_cfg cc = {.tls_ca = path};
+	ck_assert_int_eq(sfs_control_cred_new(&cc, &c, err, sizeof(err)),
+			 -ENOENT);
+	snprintf(want, sizeof(want), "--tls-ca %s: %s", path, strerror(ENOENT));
+	ck_assert_str_eq(err, want);
+	snprintf(path, sizeof(path), "%s/fifo.pem", dir);
+	ck_assert_int_eq(mkfifo(path, 0644), 0);
+	ck_assert_int_eq(
+		sfs_auth_open_anchor(path, "--tls-ca", &st, err, sizeof(err)),
+		-EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+	/* Another user's, even 0644: refused. */
+	if (geteuid() == 0) {
+		snprintf(path, sizeof(path), "%s", put("other.pub", pub, 0644));
+		ck_assert_int_eq(chown(path, 65534, 65534), 0);
+		ck_assert_int_eq(sfs_trust_load(path, &t, err, sizeof(err)),
+				 -EACCES);
+		snprintf(want, sizeof(want),
+			 "--trust-key %s: owned by uid 65534, not by this "
+			 "user (uid 0) or root",
+			 path);
+		ck_assert_str_eq(err, want);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -309,9 +440,11 @@ int main(void)
 	tcase_add_test(t, token_files);
 	tcase_add_test(t, bearer);
 	tcase_add_test(t, check_and_rotate);
+	tcase_add_test(t, whole_digest_compared);
 	tcase_add_test(t, pins);
 	tcase_add_test(t, pairs);
 	tcase_add_test(t, secret_modes);
+	tcase_add_test(t, anchor_modes);
 	suite_add_tcase(s, t);
 	int rc = sfs_check_run(s);
 	char cmd[300];

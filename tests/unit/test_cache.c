@@ -64,6 +64,17 @@ static size_t data_len = (size_t)CHUNK * NCHUNKS - 1234; /* odd tail */
 static uint64_t peer;
 static struct sfs_cache_piece piece; /* the whole of data, remote */
 
+/* A peer that is a seed: sfs_cache_add_peer, trusted (its chunks checked
+ * against XXH3-64; a member's, untrusted, against SHA-256). */
+static int seed_peer(struct sfs_cache *c, uint64_t id, const char *label,
+		     uint32_t *p)
+{
+	int rc = sfs_cache_add_peer(c, id, label, p);
+	if (!rc)
+		sfs_cache_peer_trusted(c, *p, 1);
+	return rc;
+}
+
 /* A set of one object: data, with @sums (or none), held by @p through
  * @pc (a single remote piece unless given). */
 static uint32_t add_one(struct sfs_cache *c, uint32_t p,
@@ -160,8 +171,8 @@ static struct sfs_cache *two_peers(size_t nchunks, uint32_t *p1, uint32_t *p2)
 				    .timeout_ms = 10000};
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "seed one", p1), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "seed two", p2), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "seed one", p1), 0);
+	ck_assert_int_eq(seed_peer(c, peer2, "seed two", p2), 0);
 	return c;
 }
 
@@ -175,6 +186,21 @@ static uint64_t *data_sums(uint32_t shift)
 			data + (k << shift),
 			SFS_MIN((size_t)1 << shift, data_len - (k << shift)));
 	return sums;
+}
+
+/* The SHA-256 of the same checksum chunks of data: [new]. */
+static uint8_t *data_shas(uint32_t shift)
+{
+	size_t n = (size_t)((data_len + (1u << shift) - 1) >> shift);
+	uint8_t *sha = malloc(32 * n);
+	for (size_t k = 0; k < n; k++)
+		ck_assert_int_eq(
+			gnutls_hash_fast(GNUTLS_DIG_SHA256, data + (k << shift),
+					 SFS_MIN((size_t)1 << shift,
+						 data_len - (k << shift)),
+					 sha + 32 * k),
+			0);
+	return sha;
 }
 
 /* A set of data held by both seeds; *h2 the second holder. */
@@ -204,7 +230,7 @@ static struct sfs_cache *new_cache(size_t nchunks, uint32_t *set)
 	uint32_t p;
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "test seed", &p), 0);
 	*set = add_one(c, p, NULL, 0, 0, NULL, NULL);
 	return c;
 }
@@ -319,7 +345,7 @@ START_TEST(checksums_verified_and_mismatch_refused)
 				    .timeout_ms = 5000};
 	uint32_t src, p;
 	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test", &p), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "test", &p), 0);
 	src = add_one(c, p, NULL, 0, shift, sums, NULL);
 	/* Chunks 0, 1 and 3 verify and read right. */
 	ck_assert_int_eq(read_check(c, src, 0, 2 * CHUNK), 0);
@@ -429,7 +455,7 @@ START_TEST(lost_pull_recovered)
 				    .timeout_ms = 1000};
 	uint32_t src, cp, h;
 	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, p2, "lossy", &cp), 0);
+	ck_assert_int_eq(seed_peer(c, p2, "lossy", &cp), 0);
 	struct sfs_cache_obj objs[2] = {{.len = len}, {.len = data_len}};
 	struct sfs_cache_hobj ho[2] = {{&pcs[0], 1}, {&pcs[1], 1}};
 	ck_assert_int_eq(sfs_cache_add_set(c, "lossy", objs, 2, &src), 0);
@@ -560,60 +586,88 @@ START_TEST(mismatch_pulled_from_another_holder)
 }
 END_TEST
 
-/* A source that forges a chunk whose XXH3-64 matches what was published
- * (XXH3 is not cryptographic: played here by publishing the forged
- * bytes' XXH3) gets it through XXH3 alone; with SHA-256 of the chunks
- * too, it is refused (docs/security.md, the verified mode). */
+/*
+ * A source that forges a chunk whose XXH3-64 matches what was published
+ * (XXH3 has a closed-form second preimage: played here by publishing the
+ * forged bytes' XXH3).  A seed (trusted) is checked against XXH3 alone:
+ * its forged bytes pass, which is why only a seed reached over its
+ * authenticated control channel is.  A member (no seed) is checked
+ * against SHA-256: refused; and of an object without SHA-256 it is
+ * never read from at all (the seed serves it).
+ */
 START_TEST(sha256_refuses_what_xxh3_passes)
 {
 	uint32_t shift = 14;
 	size_t n = (size_t)((data_len + (1u << shift) - 1) >> shift);
 	uint64_t *sums = malloc(n * sizeof(*sums));
-	uint8_t *sha = malloc(32 * n);
+	uint8_t *sha = data_shas(shift);
 	for (size_t k = 0; k < n; k++) {
 		size_t len =
 			SFS_MIN((size_t)1 << shift, data_len - (k << shift));
 		sums[k] = XXH3_64bits(wrongb + (k << shift), len);
-		ck_assert_int_eq(gnutls_hash_fast(GNUTLS_DIG_SHA256,
-						  data + (k << shift), len,
-						  sha + 32 * k),
-				 0);
 	}
-	for (int with_sha = 0; with_sha <= 1; with_sha++) {
+	/* 0: the forger is trusted; 1: a member, SHA-256 published; 2: a
+	 * member, no SHA-256, beside a seed with the right bytes. */
+	uint64_t *right = data_sums(shift);
+	for (int mode = 0; mode <= 2; mode++) {
 		char err[256];
 		struct sfs_cache *c;
 		struct sfs_cache_cfg cfg = {.xport = replica,
 					    .size = (uint64_t)CHUNK * 16,
 					    .chunk_size = CHUNK,
 					    .timeout_ms = 5000};
-		uint32_t p, set, h;
+		uint32_t p, set, h, ps, hs2;
 		ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
 		ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "forger", &p), 0);
+		sfs_cache_peer_trusted(c, p, mode == 0);
 		struct sfs_cache_obj o = {.len = data_len,
 					  .csum_shift = shift,
-					  .xxh3 = sums,
-					  .sha256 = with_sha ? sha : NULL};
-		struct sfs_cache_hobj ho = {&bad_piece, 1};
+					  .xxh3 = mode == 2 ? right : sums,
+					  .sha256 = mode == 1 ? sha : NULL};
+		struct sfs_cache_hobj ho = {&bad_piece, 1}, hs = {&piece, 1};
 		ck_assert_int_eq(sfs_cache_add_set(c, "f", &o, 1, &set), 0);
 		ck_assert_int_eq(sfs_cache_add_holder(c, set, p, &ho, 1, 0, &h),
 				 0);
+		if (mode == 2) {
+			ck_assert_int_eq(seed_peer(c, peer, "seed", &ps), 0);
+			sfs_cache_peer_last_resort(c, ps, 1);
+			ck_assert_int_eq(sfs_cache_add_holder(c, set, ps, &hs,
+							      1, 0, &hs2),
+					 0);
+		}
 		struct sfs_chunk *ch;
 		const uint8_t *b;
 		size_t avail;
-		int rc = sfs_cache_get(c, set, 0, 100, &ch, &b, &avail);
-		if (!with_sha) {
+		struct sfs_cache_stats st;
+		struct sfs_cache_peer_info pi;
+		if (mode == 0) {
 			/* Accepted: the forged bytes reach the reader. */
-			ck_assert_int_eq(rc, 0);
+			ck_assert_int_eq(
+				sfs_cache_get(c, set, 0, 100, &ch, &b, &avail),
+				0);
 			ck_assert_int_eq(memcmp(b, wrongb + 100, 16), 0);
 			sfs_cache_put(c, ch);
-		} else {
-			ck_assert_int_eq(rc, -EBADMSG);
-			struct sfs_cache_stats st;
+		} else if (mode == 1) {
+			ck_assert_int_eq(
+				sfs_cache_get(c, set, 0, 100, &ch, &b, &avail),
+				-EBADMSG);
 			sfs_cache_stats(c, &st);
 			ck_assert_uint_eq(st.checksum_errors, 2);
+			ck_assert_uint_ge(st.strong_checks, 2);
+		} else {
+			/* Read-ahead and reads of all of it: every chunk the
+			 * seed's, the member never posted to. */
+			ck_assert_int_eq(
+				sfs_cache_prefetch(c, set, 0, 0, 8 * CHUNK, 0),
+				0);
+			ck_assert_int_eq(read_check(c, set, 0, 8 * CHUNK), 0);
+			ck_assert_int_eq(sfs_cache_peer(c, p, &pi), 0);
+			ck_assert_uint_eq(
+				pi.pulls + pi.errors + pi.checksum_errors, 0);
 		}
 		sfs_cache_free(c);
 	}
+	free(right);
 	free(sums);
 	free(sha);
 }
@@ -666,7 +720,7 @@ START_TEST(partial_holder)
 				    .chunk_size = CHUNK,
 				    .timeout_ms = 10000};
 	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "partial", &p2), 0);
+	ck_assert_int_eq(seed_peer(c, peer2, "partial", &p2), 0);
 	struct sfs_cache_obj o = {.len = data_len};
 	struct sfs_cache_piece second = copy_piece;
 	second.off = CHUNK;
@@ -695,7 +749,7 @@ START_TEST(inline_and_remote_pieces)
 				    .chunk_size = CHUNK,
 				    .timeout_ms = 5000};
 	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "seed", &p1), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "seed", &p1), 0);
 	uint64_t cut = 3 * CHUNK + 777;
 	struct sfs_cache_piece pcs[3] = {{.off = 0, .len = 5000, .data = data},
 					 {.off = 5000,
@@ -809,8 +863,8 @@ START_TEST(stalled_holders_bounded)
 				    .timeout_ms = timeout};
 	uint32_t set, c1, c2, h1, h2;
 	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, x1, "one", &c1), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, x2, "two", &c2), 0);
+	ck_assert_int_eq(seed_peer(c, x1, "one", &c1), 0);
+	ck_assert_int_eq(seed_peer(c, x2, "two", &c2), 0);
 	struct sfs_cache_obj o = {.len = len};
 	struct sfs_cache_hobj ha = {&s1.pc, 1}, hb = {&s2.pc, 1};
 	ck_assert_int_eq(sfs_cache_add_set(c, "stalls", &o, 1, &set), 0);
@@ -963,8 +1017,8 @@ START_TEST(stalled_holder_fails_over)
 	lossy_pair_start(&lp, len, 20000);
 	struct sfs_cache *c = lp.c;
 	uint32_t set, c1, c2, h1, h2;
-	ck_assert_int_eq(sfs_cache_add_peer(c, lp.x1, "lossy", &c1), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, lp.x2, "good", &c2), 0);
+	ck_assert_int_eq(seed_peer(c, lp.x1, "lossy", &c1), 0);
+	ck_assert_int_eq(seed_peer(c, lp.x2, "good", &c2), 0);
 	struct sfs_cache_obj o = {.len = len};
 	struct sfs_cache_hobj ha = {&lp.a, 1}, hb = {&lp.b, 1};
 	ck_assert_int_eq(sfs_cache_add_set(c, "stall", &o, 1, &set), 0);
@@ -1019,8 +1073,10 @@ START_TEST(stuck_member_keeps_no_seed_off)
 	lossy_pair_start(&lp, len, timeout);
 	struct sfs_cache *c = lp.c;
 	uint32_t set, cm, cs, hm, hs;
-	ck_assert_int_eq(sfs_cache_add_peer(c, lp.x1, "member", &cm), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, lp.x2, "seed", &cs), 0);
+	/* (Trusted: XXH3 suffices; a member that is no seed proves itself
+	 * first, stalling_members_hedged tests that.) */
+	ck_assert_int_eq(seed_peer(c, lp.x1, "member", &cm), 0);
+	ck_assert_int_eq(seed_peer(c, lp.x2, "seed", &cs), 0);
 	sfs_cache_peer_last_resort(c, cs, 1);
 	struct sfs_cache_obj o = {.len = len};
 	struct sfs_cache_hobj ha = {&lp.a, 1}, hb = {&lp.b, 1};
@@ -1081,6 +1137,221 @@ START_TEST(stuck_member_keeps_no_seed_off)
 }
 END_TEST
 
+/* A cache (@timeout) with the in-process seed as its trusted last
+ * resort, and a set of data (XXH3 and SHA-256 of 16 KiB chunks) the
+ * seed holds whole: *set, *ps (its peer). */
+static struct sfs_cache *seed_with_sha(struct sfs_xport *x, uint64_t xseed,
+				       unsigned int timeout, size_t nchunks,
+				       uint64_t *sums, uint8_t *shas,
+				       uint32_t *set, uint32_t *ps)
+{
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = x,
+				    .size = (uint64_t)CHUNK * nchunks,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = timeout};
+	uint32_t h;
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(seed_peer(c, xseed, "seed", ps), 0);
+	sfs_cache_peer_last_resort(c, *ps, 1);
+	struct sfs_cache_obj o = {.len = data_len,
+				  .csum_shift = 14,
+				  .xxh3 = sums,
+				  .sha256 = shas};
+	struct sfs_cache_hobj ho = {&piece, 1};
+	ck_assert_int_eq(sfs_cache_add_set(c, "sha", &o, 1, set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, *set, *ps, &ho, 1, 0, &h), 0);
+	return c;
+}
+
+/* Wait (5 s at most) until @p has completed @n pulls. */
+static void wait_peer_pulls(struct sfs_cache *c, uint32_t p, uint64_t n)
+{
+	struct sfs_cache_peer_info pi;
+	for (int i = 0; i < 500; i++) {
+		ck_assert_int_eq(sfs_cache_peer(c, p, &pi), 0);
+		if (pi.pulls >= n)
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("%" PRIu64 " of %" PRIu64 " pulls in 5 s", pi.pulls, n);
+}
+
+/*
+ * A member (a re-seeder: no seed, checked against SHA-256) keeps the
+ * seed off nothing until it has served: a chunk a reader waits for
+ * comes from the seed, read-ahead is what it probes with (one pull at a
+ * time); once a pull from it verified, the seed is kept off what it
+ * holds and a reader's chunk is the member's.
+ */
+START_TEST(member_proves_itself)
+{
+	uint64_t *sums = data_sums(14);
+	uint8_t *shas = data_shas(14);
+	uint32_t set, ps, pm, hm;
+	struct sfs_cache *c =
+		seed_with_sha(replica, peer, 5000, 64, sums, shas, &set, &ps);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &pm), 0);
+	struct sfs_cache_hobj ho = {&copy_piece, 1};
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, pm, &ho, 1, 1, &hm), 0);
+	struct sfs_cache_peer_info a, b;
+	/* A reader's chunk: the seed's (the member has not served). */
+	ck_assert_int_eq(read_check(c, set, 0, 100), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, ps, &a), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
+	ck_assert_uint_eq(a.pulls, 1);
+	ck_assert_uint_eq(b.pulls, 0);
+	/* Read-ahead: the member probes, one at a time, and serves. */
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, CHUNK, 8 * CHUNK, 0), 0);
+	wait_peer_pulls(c, pm, 1);
+	ck_assert_int_eq(read_check(c, set, CHUNK, 8 * CHUNK), 0);
+	/* Proven: a reader's chunk it holds is its own now. */
+	ck_assert_int_eq(sfs_cache_peer(c, ps, &a), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
+	uint64_t a0 = a.pulls, b0 = b.pulls;
+	ck_assert_int_eq(read_check(c, set, 20 * CHUNK, 100), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, ps, &a), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
+	ck_assert_uint_eq(a.pulls, a0);
+	ck_assert_uint_eq(b.pulls, b0 + 1);
+	struct sfs_cache_stats st;
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.strong_checks, b.pulls);
+	ck_assert_uint_eq(st.checksum_errors, 0);
+	sfs_cache_free(c);
+	free(sums);
+	free(shas);
+}
+END_TEST
+
+/*
+ * Eight members (re-seeders that claim all of it) stall: stopped before
+ * they ever served, or after they proved themselves.  A reader reads
+ * all of it byte-exact, with no error: each pull of theirs is hedged to
+ * the seed (HEDGE_MIN_MS here: the seed's pulls take a millisecond),
+ * its chunk's next try the seed's; tries on members use none of a
+ * read's budget; within one timeout of the time from the seed alone.
+ */
+START_TEST(stalling_members_hedged)
+{
+	if (TEST_TSAN)
+		return; /* forked seeds: see stalled_holders_bounded */
+	enum { NM = 8 };
+	const unsigned int timeout = 4000;
+	uint64_t *sums = data_sums(14);
+	uint8_t *shas = data_shas(14);
+	for (int proven_first = 0; proven_first <= 1; proven_first++) {
+		struct stall_seed m[NM];
+		uint64_t x[NM];
+		uint32_t pm[NM], hm[NM], set, ps;
+		for (int i = 0; i < NM; i++)
+			stall_seed_start(&m[i], data_len);
+		char err[SFS_XPORT_ERR_MAX];
+		struct sfs_xport_cfg rc = {.protocol = "tcp",
+					   .role = SFS_XPORT_REPLICA,
+					   .timeout_ms = timeout};
+		struct sfs_xport *r;
+		ck_assert_msg(sfs_xport_open(&rc, &r, err, sizeof(err)) == 0,
+			      "%s", err);
+		struct sfs_xport_info in;
+		uint64_t xs;
+		sfs_xport_info(seed, &in);
+		ck_assert_int_eq(
+			sfs_xport_peer_add(r, in.addr, in.addr_len, &xs), 0);
+		struct sfs_cache *c = seed_with_sha(r, xs, timeout, 96, sums,
+						    shas, &set, &ps);
+		for (int i = 0; i < NM; i++) {
+			char label[32];
+			snprintf(label, sizeof(label), "member %d", i);
+			ck_assert_int_eq(sfs_xport_peer_add(r, m[i].addr,
+							    m[i].addr_len,
+							    &x[i]),
+					 0);
+			ck_assert_int_eq(
+				sfs_cache_add_peer(c, x[i], label, &pm[i]), 0);
+			struct sfs_cache_hobj ho = {&m[i].pc, 1};
+			ck_assert_int_eq(sfs_cache_add_holder(c, set, pm[i],
+							      &ho, 1, 1,
+							      &hm[i]),
+					 0);
+		}
+		uint64_t from = 0;
+		if (proven_first) {
+			/* They serve read-ahead until each has proved
+			 * itself. */
+			ck_assert_int_eq(
+				sfs_cache_prefetch(c, set, 0, 0, 16 * CHUNK, 0),
+				0);
+			for (int i = 0; i < NM; i++) {
+				for (int k = 0; k < 200; k++) {
+					struct sfs_cache_peer_info pi;
+					ck_assert_int_eq(
+						sfs_cache_peer(c, pm[i], &pi),
+						0);
+					if (pi.pulls)
+						break;
+					if (k % 20 == 19)
+						ck_assert_int_eq(
+							sfs_cache_prefetch(
+								c, set, 0,
+								(16 + k) *
+									CHUNK,
+								CHUNK, 0),
+							0);
+					usleep(10000);
+				}
+			}
+			from = 40 * CHUNK;
+		}
+		for (int i = 0; i < NM; i++)
+			kill(m[i].pid, SIGSTOP);
+		/* A reader with read-ahead, as through the mount. */
+		uint64_t t0 = sfs_now_ms(), worst = 0;
+		for (uint64_t off = from; off < data_len; off += CHUNK) {
+			uint64_t t1 = sfs_now_ms();
+			sfs_cache_prefetch(c, set, 0, off + CHUNK, 4 * CHUNK,
+					   0);
+			int got = read_check(
+				c, set, off,
+				SFS_MIN((uint64_t)CHUNK, data_len - off));
+			worst = SFS_MAX(worst, sfs_now_ms() - t1);
+			ck_assert_msg(got == 0, "offset %" PRIu64 ": %d", off,
+				      got);
+		}
+		uint64_t all = sfs_now_ms() - t0;
+		struct sfs_cache_stats st;
+		sfs_cache_stats(c, &st);
+		printf("stalling_members_hedged (%s): %" PRIu64 " ms, the "
+		       "slowest chunk %" PRIu64 " ms, %" PRIu64
+		       " hedged, %" PRIu64 " member failures\n",
+		       proven_first ? "proven first" : "never served", all,
+		       worst, st.hedges, st.member_failures);
+		fflush(stdout);
+		ck_assert_uint_eq(st.timeouts + st.unavailable, 0);
+		/* One timeout past what the seed alone takes (under 1 s
+		 * here), with a margin for a loaded machine. */
+		ck_assert_msg(all < timeout + 2000,
+			      "%" PRIu64 " ms for all of it (timeout %u)", all,
+			      timeout);
+		/* Stopped before they served, they never even connect (the
+		 * transport says busy): failed all the same. */
+		ck_assert_uint_ge(proven_first ? st.hedges : st.member_failures,
+				  1);
+		for (int i = 0; i < NM; i++)
+			kill(m[i].pid, SIGKILL);
+		for (int i = 0; i < NM; i++)
+			waitpid(m[i].pid, NULL, 0);
+		sfs_cache_stop(c);
+		sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
+		sfs_xport_close(r);
+	}
+	free(sums);
+	free(shas);
+}
+END_TEST
+
 /* A cache of one last-resort seed holding all of a set: the cache, *set
  * and its holder *h. */
 static struct sfs_cache *one_seed(uint32_t *set, uint32_t *h)
@@ -1094,7 +1365,7 @@ static struct sfs_cache *one_seed(uint32_t *set, uint32_t *h)
 	uint32_t p;
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "seed", &p), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "seed", &p), 0);
 	*set = add_one(c, p, NULL, 0, 0, NULL, h);
 	sfs_cache_peer_last_resort(c, p, 1);
 	return c;
@@ -1481,7 +1752,13 @@ START_TEST(expired_pieces_not_read)
 				    .timeout_ms = 10000};
 	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
 	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &p2), 0);
-	struct sfs_cache_obj o = {.len = data_len};
+	/* A member (no seed): checked against SHA-256. */
+	uint64_t *sums = data_sums(14);
+	uint8_t *shas = data_shas(14);
+	struct sfs_cache_obj o = {.len = data_len,
+				  .csum_shift = 14,
+				  .xxh3 = sums,
+				  .sha256 = shas};
 	ck_assert_int_eq(sfs_cache_add_set(c, "alone", &o, 1, &set), 0);
 	ck_assert_int_eq(sfs_cache_add_holder(c, set, p2, &b, 1, 1, &h2), 0);
 	ck_assert_int_eq(sfs_cache_holder_expire(c, h2, sfs_now_ms() + 200), 0);
@@ -1493,6 +1770,8 @@ START_TEST(expired_pieces_not_read)
 	ck_assert_int_eq(sfs_cache_peer(c, p2, &ib), 0);
 	ck_assert_uint_eq(ib.pulls, 1);
 	sfs_cache_free(c);
+	free(sums);
+	free(shas);
 }
 END_TEST
 
@@ -1633,7 +1912,7 @@ START_TEST(segments_grow_as_it_fills)
 	}
 	uint64_t ms = sfs_now_ms() - t0;
 	/* Used a little: still within 64 MiB of free slots. */
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "test seed", &p), 0);
 	src = add_one(c, p, NULL, 0, 0, NULL, NULL);
 	ck_assert_int_eq(read_check(c, src, 0, data_len), 0);
 	usleep(300 * 1000);
@@ -1720,7 +1999,7 @@ START_TEST(idle_cache_gives_back)
 	struct sfs_cache_stats st;
 	uint32_t p, src;
 	ck_assert_int_eq(sfs_cache_grow(c), 0);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "test seed", &p), 0);
 	src = add_one(c, p, NULL, 0, 0, NULL, NULL);
 	ck_assert_int_eq(read_check(c, src, 0, data_len), 0);
 	uint64_t used = sfs_now_ms(), top = 0, fell = 0;
@@ -1797,6 +2076,24 @@ static uint32_t add_summed(struct sfs_cache *c, uint32_t p,
  * its callback, which frees them, runs only once the check is over.
  * The check is held back 1 s (test_verify_delay_ms) and the set is
  * released in that second. */
+/* Wait (10 s at most) until @p has a pull posted, then 0.2 s for it to
+ * land: its check then waits cfg.test_verify_delay_ms (1 s).  (A fixed
+ * sleep alone was not enough on a loaded machine: the pull could still
+ * be queued, its first post busy while the connection was made.) */
+static void wait_posted(struct sfs_cache *c, uint32_t p)
+{
+	struct sfs_cache_peer_info pi;
+	for (int i = 0; i < 1000; i++) {
+		ck_assert_int_eq(sfs_cache_peer(c, p, &pi), 0);
+		if (pi.inflight) {
+			usleep(200 * 1000);
+			return;
+		}
+		usleep(10000);
+	}
+	ck_abort_msg("no pull posted in 10 s");
+}
+
 START_TEST(release_waits_for_verification)
 {
 	char err[256];
@@ -1810,11 +2107,11 @@ START_TEST(release_waits_for_verification)
 	struct released rel = {.sums = NULL};
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "test seed", &p), 0);
 	uint32_t set = add_summed(c, p, &rel, &h);
 	/* Read-ahead: nobody pins it; pulled at once, then checked. */
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, CHUNK, 0), 0);
-	usleep(300 * 1000);
+	wait_posted(c, p);
 	uint64_t t0 = sfs_now_ms();
 	sfs_cache_remove_holder(c, h);
 	sfs_cache_release_set(c, set, on_release, &rel);
@@ -1822,7 +2119,7 @@ START_TEST(release_waits_for_verification)
 	for (int i = 0; i < 500 && !atomic_load(&rel.calls); i++)
 		usleep(10 * 1000);
 	ck_assert_int_eq(atomic_load(&rel.calls), 1);
-	/* Not before the check (1 s after the pull, 0.3 s before t0). */
+	/* Not before the check (1 s after the pull, 0.2 s before t0). */
 	ck_assert_uint_ge(atomic_load(&rel.at_ms) - t0, 500);
 	struct sfs_cache_stats st;
 	sfs_cache_stats(c, &st);
@@ -1847,7 +2144,7 @@ START_TEST(released_sets_freed_numbers_reused)
 	uint32_t p, first_set = 0, first_holder = 0;
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "test seed", &p), 0);
 	for (int gen = 0; gen < 50; gen++) {
 		struct released rel = {.sums = NULL};
 		uint32_t h, set = add_summed(c, p, &rel, &h);
@@ -1900,8 +2197,7 @@ START_TEST(removed_peers_reclaimed)
 	for (int i = 0; i < 2000; i++) {
 		if (i == 10)
 			heap0 = mallinfo2().uordblks;
-		ck_assert_int_eq(sfs_cache_add_peer(c, UINT64_MAX, "a run", &p),
-				 0);
+		ck_assert_int_eq(seed_peer(c, UINT64_MAX, "a run", &p), 0);
 		ck_assert_uint_ne(p, SFS_CACHE_NONE);
 		if (!i)
 			first = p;
@@ -1920,7 +2216,7 @@ START_TEST(removed_peers_reclaimed)
 
 	/* A live peer on that index: the old numbers reach nothing of it. */
 	uint32_t live, h;
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &live), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "test seed", &live), 0);
 	ck_assert_uint_eq(live & 0xffff, first & 0xffff);
 	ck_assert_uint_ne(live, prev);
 	sfs_cache_remove_peer(c, prev);
@@ -1980,11 +2276,10 @@ START_TEST(peer_slot_waits_for_pulls)
 	struct released rel = {.sums = NULL};
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_int_eq(sfs_cache_add_peer(c, x1, "a source that goes", &p),
-			 0);
+	ck_assert_int_eq(seed_peer(c, x1, "a source that goes", &p), 0);
 	set = add_summed(c, p, &rel, &h);
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, CHUNK, 0), 0);
-	usleep(300 * 1000); /* pulled; its check waits */
+	wait_posted(c, p); /* pulled; its check waits */
 	uint64_t t0 = sfs_now_ms();
 	struct remover rm = {.c = c, .peer = p};
 	pthread_t th;
@@ -1998,19 +2293,18 @@ START_TEST(peer_slot_waits_for_pulls)
 	ck_assert_msg(removed, "the peer not removed in 0.4 s");
 	/* Its check still waits: its index is not the next peer's. */
 	ck_assert_uint_lt(sfs_now_ms() - t0, 600);
-	ck_assert_int_eq(sfs_cache_add_peer(c, UINT64_MAX, "next", &q), 0);
+	ck_assert_int_eq(seed_peer(c, UINT64_MAX, "next", &q), 0);
 	ck_assert_uint_ne(q & 0xffff, p & 0xffff);
 	pthread_join(th, NULL);
 	sfs_cache_remove_peer(c, q);
-	/* Its index back once the check is over (0.7 s after t0): peers
+	/* Its index back once the check is over (0.8 s after t0): peers
 	 * added (and kept, so that each takes a new index until then)
 	 * every 20 ms. */
 	int back = 0;
 	uint32_t kept[200];
 	size_t nkept = 0;
 	while (!back && nkept < 200 && sfs_now_ms() - t0 < 3000) {
-		ck_assert_int_eq(sfs_cache_add_peer(c, UINT64_MAX, "next", &q),
-				 0);
+		ck_assert_int_eq(seed_peer(c, UINT64_MAX, "next", &q), 0);
 		kept[nkept++] = q;
 		back = (q & 0xffff) == (p & 0xffff);
 		if (!back)
@@ -2051,7 +2345,7 @@ START_TEST(export_since_tells_changes)
 	uint32_t p;
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer, "test seed", &p), 0);
+	ck_assert_int_eq(seed_peer(c, peer, "test seed", &p), 0);
 	uint32_t set = add_one(c, p, NULL, 0, 0, NULL, NULL);
 	uint32_t other = add_one(c, p, NULL, 0, 0, NULL, NULL);
 	uint64_t n = (data_len + CHUNK - 1) / CHUNK;
@@ -2133,6 +2427,8 @@ int main(void)
 	tcase_add_test(t, stalled_holder_fails_over);
 	tcase_add_test(t, stalled_holders_bounded);
 	tcase_add_test(t, stuck_member_keeps_no_seed_off);
+	tcase_add_test(t, member_proves_itself);
+	tcase_add_test(t, stalling_members_hedged);
 	tcase_add_test(t, lanes_equal_shares);
 	tcase_add_test(t, fleet_lanes_own_share);
 	tcase_add_test(t, fleet_parent_lost);

@@ -24,6 +24,7 @@
 #include "metadata/jsonlim.h"
 #include "metadata/manifest.h"
 #include "control/registry.h"
+#include "control/signstate.h"
 #include "metadata/safetensors.h"
 #include "control/tls.h"
 #include "metadata/tname.h"
@@ -339,6 +340,47 @@ START_TEST(small_parsers)
 		free(e);
 	}
 	free(canon);
+}
+END_TEST
+
+/* The signed generations a replica remembers (control/signstate.h):
+ * what parses writes back a text that parses to the same. */
+START_TEST(signstate)
+{
+	static const char text[] =
+		"seedfs-signed-generations 1\n"
+		"llama%20x 0123456789abcdef seed-1 00000000000000aa 3 "
+		"1764547200000000001\n"
+		"m 0123456789abcdef h.example:2 0000000000000abc 0 5\n";
+	long ok = 0;
+	for (long i = 0; i < iters(); i++) {
+		size_t n;
+		char *t = mutate_text(text, &n), *out, *again;
+		size_t len, len2;
+		struct sfs_signstate *st = NULL, *st2 = NULL;
+		int rc = sfs_signstate_parse(t, n, "F", &st, err, sizeof(err));
+		ck_assert(rc == 0 || rc == -EINVAL);
+		ck_assert(!rc == (st != NULL));
+		if (!rc) {
+			ok++;
+			ck_assert_int_eq(sfs_signstate_text(st, &out, &len), 0);
+			ck_assert_int_eq(sfs_signstate_parse(out, len, "F",
+							     &st2, err,
+							     sizeof(err)),
+					 0);
+			ck_assert_uint_eq(sfs_signstate_count(st2),
+					  sfs_signstate_count(st));
+			ck_assert_int_eq(sfs_signstate_text(st2, &again, &len2),
+					 0);
+			ck_assert_str_eq(again, out);
+			free(out);
+			free(again);
+		}
+		sfs_signstate_free(st);
+		sfs_signstate_free(st2);
+		free(t);
+	}
+	printf("signstate: %ld of %ld mutants accepted\n", ok, iters());
 }
 END_TEST
 
@@ -1041,6 +1083,7 @@ int main(void)
 	tcase_add_test(t, answers);
 	tcase_add_test(t, sources_fleet);
 	tcase_add_test(t, seed_requests);
+	tcase_add_test(t, signstate);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

@@ -45,6 +45,11 @@ START_TEST(scan)
 	/* An escaped backslash before the closing quote closes it. */
 	counts("[\"a\\\\\",\"b\"]", 3, 1, 1);
 	counts("[\"\\\\\\\"]\",1]", 3, 1, 1); /* "\\\"]" is one string */
+	/* A string that is an escaped backslash alone: the run at its
+	 * start is counted whole (counted one short, the quote that closes
+	 * it looked escaped and the structure after it was text). */
+	counts("{\"a\":\"\\\\\",\"b\":[[[[[[]]]]]]}", 10, 7, 7);
+	counts("[\"\\\\\\\\\",[[]]]", 4, 3, 3); /* "\\\\" then [[]] */
 	/* Structure inside a string is text. */
 	counts("[\"{[[[,:\"]", 2, 1, 1);
 	counts("[-1.5e+10, 2 ,null,false , 3]", 6, 1, 1);
@@ -58,6 +63,27 @@ END_TEST
 
 START_TEST(limits_refused_in_one_line)
 {
+	{
+		/* An announcement 101 deep behind an escaped backslash:
+		 * refused by its depth (4), not taken for a string. */
+		char body[512];
+		int n = snprintf(body, sizeof(body),
+				 "{\"address\":\"\\\\\",\"x\":");
+		for (int i = 0; i < 101; i++)
+			body[n++] = '[';
+		for (int i = 0; i < 101; i++)
+			body[n++] = ']';
+		body[n++] = '}';
+		body[n] = '\0';
+		json_t *o;
+		ck_assert_int_eq(sfs_json_load(SFS_JSON_ANNOUNCE, body,
+					       (size_t)n, 0, &o, err,
+					       sizeof(err)),
+				 -E2BIG);
+		ck_assert_str_eq(err,
+				 "announce: nested 102 deep, more than the 4 "
+				 "allowed");
+	}
 	const struct sfs_json_limit *a = sfs_json_limit(SFS_JSON_ANNOUNCE);
 	json_t *o;
 	char buf[512];

@@ -195,10 +195,17 @@ START_TEST(signed_form)
 	memset(sha, 0xab, sizeof(sha));
 	ck_assert_int_eq(sfs_manifest_set_sha256(m, 1, sha, 1), 0);
 	uint8_t d[32], e[32];
+	const int64_t at = 1764547200123456789ll;
+	ck_assert_int_eq(sfs_sign_manifest(key, m, "bad host", 1, at, 3600),
+			 -EINVAL);
+	ck_assert_int_eq(
+		sfs_sign_manifest(key, m, "seed-7.example", 0, at, 3600),
+		-EINVAL);
+	ck_assert_int_eq(sfs_sign_manifest(key, m, "seed-7.example",
+					   0xfeedf00d12345678ull, at, 3600),
+			 0);
+	ck_assert_int_eq(m->valid_until, at + 3600000000000ll);
 	ck_assert_int_eq(sfs_manifest_signed_digest(m, d), 0);
-	ck_assert_int_eq(sfs_sign(key, d, sizeof(d), m->sig), 0);
-	snprintf(m->sig_key, sizeof(m->sig_key), "%s", sfs_sign_key_id(key));
-	m->has_sig = 1;
 	char *json;
 	size_t len;
 	ck_assert_int_eq(sfs_manifest_encode(m, &json, &len), 0);
@@ -207,6 +214,10 @@ START_TEST(signed_form)
 		      "%s", err);
 	free(json);
 	ck_assert(r->has_sig);
+	ck_assert_int_eq(r->signed_at, at);
+	ck_assert_int_eq(r->valid_until, at + 3600000000000ll);
+	ck_assert_str_eq(r->signer, "seed-7.example");
+	ck_assert_uint_eq(r->signer_run, 0xfeedf00d12345678ull);
 	ck_assert_int_eq(memcmp(r->files[1].sha256, sha, 32), 0);
 	ck_assert_int_eq(sfs_manifest_signed_digest(r, e), 0);
 	ck_assert_int_eq(memcmp(d, e, 32), 0);
@@ -227,11 +238,20 @@ START_TEST(signed_form)
 		void *p;
 		size_t off;
 	} bits[] = {
-		{&r->files[0].meta.mode, 0},  {r->files[1].sha256, 31},
-		{r->files[1].ext[0].data, 3}, {&r->files[1].sums[0], 0},
-		{&r->generation, 0},	      {r->model, 0},
-		{&r->tensors[0].off, 0},      {&r->files[1].size, 0},
+		{&r->files[0].meta.mode, 0},
+		{r->files[1].sha256, 31},
+		{r->files[1].ext[0].data, 3},
+		{&r->files[1].sums[0], 0},
+		{&r->generation, 0},
+		{r->model, 0},
+		{&r->tensors[0].off, 0},
+		{&r->files[1].size, 0},
 		{&r->signed_at, 0},
+		{&r->valid_until, 0},
+		{r->signer, 0},
+		{&r->signer_run, 0},
+		{&r->id.tp_rank, 0},
+		{r->id.quant, 1},
 	};
 	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
 		uint8_t *b = (uint8_t *)bits[i].p + bits[i].off;
@@ -268,6 +288,56 @@ START_TEST(signed_form)
 	unlink(priv2);
 	unlink(pub2);
 	rmdir(dir);
+}
+END_TEST
+
+/* A signature lapses: valid_until, with SFS_SIGN_SKEW_S of clock skew
+ * either way, and none without valid_until, signer or run. */
+START_TEST(signature_lapses)
+{
+	const int64_t s = 1000000000, at = 1764547200ll * s, day = 86400 * s,
+		      skew = SFS_SIGN_SKEW_S * s;
+	struct sfs_manifest m = {.has_sig = 1,
+				 .signed_at = at,
+				 .valid_until = at + day,
+				 .signer = "seed-7",
+				 .signer_run = 0x1234};
+	ck_assert_int_eq(sfs_sign_current(&m, at + s, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_sign_current(&m, at + day, err, sizeof(err)), 0);
+	/* Lapsed, within the skew: taken; past it: refused, saying how
+	 * long ago, until when and by whom. */
+	ck_assert_int_eq(
+		sfs_sign_current(&m, at + day + skew, err, sizeof(err)), 0);
+	ck_assert_int_eq(
+		sfs_sign_current(&m, at + day + skew + s, err, sizeof(err)),
+		-EKEYEXPIRED);
+	ck_assert_str_eq(err, "manifest signature expired 301 s ago (valid "
+			      "until 2025-12-02T00:00:00Z, signed by seed-7; "
+			      "clocks may differ by 300 s): an old manifest "
+			      "played back, or a seed that no longer signs "
+			      "again");
+	ck_assert_int_eq(sfs_sign_current(&m, at + 2 * day, err, sizeof(err)),
+			 -EKEYEXPIRED);
+	ck_assert_ptr_nonnull(strstr(err, "expired 86400 s ago"));
+	/* Made in the future: within the skew taken, past it refused. */
+	ck_assert_int_eq(sfs_sign_current(&m, at - skew, err, sizeof(err)), 0);
+	ck_assert_int_eq(sfs_sign_current(&m, at - skew - s, err, sizeof(err)),
+			 -ERANGE);
+	ck_assert_ptr_nonnull(strstr(err, "signed 301 s in the future"));
+	/* A field missing: a seed older than this replica. */
+	struct sfs_manifest n = m;
+	n.valid_until = 0;
+	ck_assert_int_eq(sfs_sign_current(&n, at + s, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "without valid_until"));
+	n = m;
+	n.signer[0] = '\0';
+	ck_assert_int_eq(sfs_sign_current(&n, at + s, err, sizeof(err)),
+			 -EINVAL);
+	n = m;
+	n.signer_run = 0;
+	ck_assert_int_eq(sfs_sign_current(&n, at + s, err, sizeof(err)),
+			 -EINVAL);
 }
 END_TEST
 
@@ -397,6 +467,27 @@ static void expect_reject(void (*mutate)(json_t *), const char *needle)
 	}                                                                      \
 	END_TEST
 
+REJECT(valid_until_zero, "valid_until: not a positive integer",
+       SET(r, "valid_until", json_integer(0)))
+REJECT(valid_until_string, "valid_until: not a positive integer",
+       SET(r, "valid_until", json_string("1")))
+REJECT(valid_until_before, "valid_until: 5 is not after signed_at 9",
+       (SET(r, "signed_at", json_integer(9)),
+	SET(r, "valid_until", json_integer(5))))
+REJECT(signer_blank, "signer: not 1 to 64 of",
+       SET(r, "signer", json_string("a b")))
+REJECT(signer_empty, "signer: not 1 to 64 of",
+       SET(r, "signer", json_string("")))
+REJECT(signer_long, "signer: not 1 to 64 of",
+       SET(r, "signer",
+	   json_string("a1234567890123456789012345678901234567890123456789"
+		       "012345678901234")))
+REJECT(signer_newline, "signer: not 1 to 64 of",
+       SET(r, "signer", json_string("seed\nready")))
+REJECT(signer_run_zero, "signer_run: not a non-zero 64-bit hex string",
+       SET(r, "signer_run", json_string("0x0")))
+REJECT(signer_run_number, "signer_run: not a non-zero 64-bit hex string",
+       SET(r, "signer_run", json_integer(5)))
 REJECT(version_missing, "seedfs_manifest",
        json_object_del(r, "seedfs_manifest"))
 REJECT(version_unknown, "version 5, this build reads 4 (the seed is newer",
@@ -736,11 +827,21 @@ static Suite *suite(void)
 	tcase_add_test(t, round_trip);
 	tcase_add_test(t, thin_form);
 	tcase_add_test(t, signed_form);
+	tcase_add_test(t, signature_lapses);
 	tcase_add_test(t, content_digest);
 	tcase_add_test(t, extent_lookup_boundaries);
 	tcase_add_test(t, path_rules);
 	tcase_add_test(b, reject_not_json);
 	tcase_add_test(b, reject_oversize);
+	tcase_add_test(b, valid_until_zero);
+	tcase_add_test(b, valid_until_string);
+	tcase_add_test(b, valid_until_before);
+	tcase_add_test(b, signer_blank);
+	tcase_add_test(b, signer_empty);
+	tcase_add_test(b, signer_long);
+	tcase_add_test(b, signer_newline);
+	tcase_add_test(b, signer_run_zero);
+	tcase_add_test(b, signer_run_number);
 	tcase_add_test(b, version_missing);
 	tcase_add_test(b, version_unknown);
 	tcase_add_test(b, version_old);

@@ -53,8 +53,10 @@ static void model_init(struct model *md, size_t n)
 	memset(md, 0, sizeof(*md));
 	md->n = n;
 	for (size_t i = 0; i < n; i++)
-		md->m[i] = (struct sfs_swarm_member){
-			.peer = (uint32_t)i, .lane = SIZE_MAX, .answers = 1};
+		md->m[i] = (struct sfs_swarm_member){.peer = (uint32_t)i,
+						     .lane = SIZE_MAX,
+						     .answers = 1,
+						     .proven = 1};
 	md->m[0].last_resort = 1;
 	memset(md->has[0], 1, NCH);
 }

@@ -844,6 +844,9 @@ int sfs_cli_mount(int argc, char **argv)
 		goto out;
 	}
 
+	/* Every fabric endpoint listens: room for the caps' reserve of
+	 * open files (transports/fabcap.c). */
+	sfs_raise_nofile();
 	if (cmd.foreground) {
 		rc = serve(&c, &args, &cmd, o.log_file, -1);
 		goto out;

@@ -15,6 +15,7 @@
 #include "control/control.h"
 #include "control/ctlsrv.h"
 #include "replica/reseed.h"
+#include "transports/transport.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -296,6 +297,7 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 				st.export_evictions, NULL);
 		sfs_reseed_metrics(r->reseed, m);
 	}
+	sfs_xport_listen_metrics(m);
 	free(n);
 	rsrc_put_all(srcs, ns);
 	return sfs_metrics_finish(m, text, len);

@@ -1075,6 +1075,7 @@ void sfs_seed_metrics(struct sfs_seed *s, struct sfs_metrics *m)
 	sfs_metrics_family(m, "seedfs_seed_reseeders", "gauge",
 			   "Re-seeders announced in the last 15 s.");
 	sfs_metrics_u64(m, "seedfs_seed_reseeders", live, NULL);
+	sfs_xport_listen_metrics(m);
 }
 
 void sfs_seed_errors(struct sfs_seed *s, uint64_t *publish, uint64_t *withdrawn)

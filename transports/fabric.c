@@ -386,6 +386,25 @@ static uint64_t want_key_of(const struct fab_xport *x)
 	return k ? k : 1;
 }
 
+/*
+ * The provider gave @m another key than the random one asked for
+ * (@want; 0: none asked): its keys are as guessable as it makes them,
+ * not 64 random bits.  Said once per transport (docs/security.md).
+ */
+static void key_check(struct fab_xport *x, const struct fab_mr *m,
+		      uint64_t want)
+{
+	if (!want || m->key == want || atomic_exchange(&x->key_said, 1))
+		return;
+	SFS_LOG(SFS_WARN, "xport",
+		"%s: provider %s ignored the random registration key asked "
+		"for and chose its own (%zu-byte keys): a reader without the "
+		"manifest may guess them as easily as the provider allows "
+		"(docs/security.md, \"What protects a region\")",
+		x->proto->name, x->info->fabric_attr->prov_name,
+		x->key_size ? x->key_size : sizeof(uint64_t));
+}
+
 static int fab_mr_reg(struct sfs_xport *base, void *buf, size_t len,
 		      unsigned int access, struct sfs_xport_mr **out)
 {
@@ -433,6 +452,8 @@ static int fab_mr_reg(struct sfs_xport *base, void *buf, size_t len,
 	}
 	m->desc = fi_mr_desc(m->mr);
 	m->key = fi_mr_key(m->mr);
+	if (!(x->mr_mode & FI_MR_RAW))
+		key_check(x, m, want_key);
 	if (x->mr_mode & FI_MR_RAW) {
 		/* Raw keys: base address and key bytes (fi_mr(3)). */
 		uint64_t raw_base = 0;
@@ -514,6 +535,8 @@ static int fab_mr_reg_cuda(struct sfs_xport *base, void *buf, size_t len,
 	}
 	m->desc = fi_mr_desc(m->mr);
 	m->key = fi_mr_key(m->mr);
+	if (!(x->mr_mode & FI_MR_RAW))
+		key_check(x, m, attr.requested_key);
 	m->raddr =
 		(x->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf : 0;
 	*out = &m->base;

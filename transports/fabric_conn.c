@@ -11,6 +11,7 @@
  * in sched_yield and ignored its timeout.)
  */
 #include "fabric_impl.h"
+#include "fabcap.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -126,6 +127,8 @@ static int drain(struct fab_xport *x, struct fab_conn *c)
 static void conn_close(struct fab_xport *x, struct fab_conn *c)
 {
 	int rc;
+	if (c->listen_len)
+		fab_cap_unlisten(&c->listen, c->listen_len);
 	if (c->ep && (rc = fi_close(&c->ep->fid)))
 		SFS_LOG(SFS_WARN, "xport", "%s: fi_close(ep): %s",
 			x->proto->name, fi_strerror(-rc));
@@ -204,6 +207,17 @@ int fab_conn_open(struct fab_xport *x, struct fab_peer *const *ins, size_t n,
 	if (x->info->addr_format == FI_ADDR_STR)
 		snprintf(c->name, sizeof(c->name), "%.*s", (int)alen,
 			 (const char *)addr);
+	/* The providers whose listeners accept() (rxm over tcp, sockets):
+	 * their address is the listener's. */
+	const char *prov = x->info->fabric_attr->prov_name;
+	int tcp = !strcmp(prov, "tcp;ofi_rxm");
+	if ((tcp || !strcmp(prov, "sockets")) && alen <= sizeof(c->listen) &&
+	    (x->info->addr_format == FI_SOCKADDR_IN ||
+	     x->info->addr_format == FI_SOCKADDR_IN6)) {
+		memcpy(&c->listen, addr, alen);
+		c->listen_len = alen;
+		fab_cap_listen(addr, alen, tcp);
+	}
 	*step = "fi_av_insert";
 	for (size_t i = 0; !rc && i < n; i++) {
 		fi_addr_t fa = FI_ADDR_NOTAVAIL;
@@ -312,6 +326,7 @@ static void *progress(void *arg)
 			goto done;
 		}
 		swept = now;
+		fab_cap_tick();
 		bad |= drain_one(x, x->cur, &got);
 		/* Shared (not per_peer): peers have no connection, and
 		 * the array may grow under us (a peer added, progress

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -51,6 +53,10 @@ struct fab_conn {
 	struct fi_info *info; /* what its endpoint was opened with, when
 				 not x->info (a peer's routed info, copied):
 				 owned, freed after the endpoint */
+	/* Its listener's address, capped (fabcap.h) while it is open;
+	 * listen_len 0: not capped (no listener that accept()s). */
+	struct sockaddr_storage listen;
+	size_t listen_len;
 };
 
 struct fab_op {
@@ -114,6 +120,7 @@ struct fab_xport {
 	 * protected by inflight.lock. */
 	struct sfs_rawkeys mapped;
 	size_t key_size; /* bytes of a requested key (domain mr_key_size) */
+	atomic_bool key_said;  /* the provider chose its own keys: logged */
 	atomic_uint cq_faults; /* error completions that failed no request */
 
 	pthread_t thread;

@@ -247,6 +247,32 @@ int sfs_xport_accept(struct sfs_xport *x, const void *hello, size_t len,
 		     const char *client, void *reply, size_t *rlen);
 void sfs_xport_hello_abort(struct sfs_xport *x, const void *hello, size_t len);
 
+/*
+ * Incoming connections to this process's libfabric listeners (tcp and
+ * sockets; every rxm endpoint listens): what the caps did
+ * (transports/fabcap.c, docs/deploying.md).  Counters since the start,
+ * for the whole process.
+ */
+struct sfs_xport_listen_stats {
+	int capped;		/* 1: caps in force (the seedfs command); 0: not
+			       (a program embedding libseedfs) */
+	unsigned int open;	/* connections accepted and kept, now */
+	uint64_t refused_host;	/* reset: over the cap per host */
+	uint64_t refused_total; /* reset: over the cap in all */
+	uint64_t refused_files; /* reset: into the reserve of open files */
+	uint64_t late_reset;	/* reset: no connection request in time */
+	uint64_t room_reset;	/* reset while waiting for its request, to
+				   make room for a newer one at a cap */
+};
+
+/* sfs_xport_listen_stats - fill @st.  Thread safe. */
+void sfs_xport_listen_stats(struct sfs_xport_listen_stats *st);
+
+struct sfs_metrics;
+/* sfs_xport_listen_metrics - the same as Prometheus families
+ * (seedfs_fabric_conn*; docs/metrics.md) into @m. */
+void sfs_xport_listen_metrics(struct sfs_metrics *m);
+
 #define SFS_XPORT_AUTO "auto"
 
 /*

@@ -216,6 +216,61 @@ START_TEST(tcp_opens_and_describes)
 }
 END_TEST
 
+/*
+ * Registration keys a reader without the manifest cannot guess: 64
+ * regions registered on each protocol whose keys seedfs asks for (tcp,
+ * sockets, shm; docs/security.md's table) get 64 distinct keys, and
+ * every one of the 64 bit positions is set in some key and clear in
+ * another (random keys miss that with odds of 64 * 2^-63).
+ */
+START_TEST(keys_random)
+{
+	static const char *const protos[] = {"tcp", "sockets", "shm"};
+	enum { N = 64 };
+	static char buf[N][64];
+	for (size_t p = 0; p < sizeof(protos) / sizeof(protos[0]); p++) {
+		struct sfs_xport_cfg c = {.protocol = protos[p],
+					  .role = SFS_XPORT_SEED,
+					  .timeout_ms = 2000};
+		struct sfs_xport *x = NULL;
+		struct sfs_xport_mr *mr[N];
+		uint64_t keys[N], any = 0, all = ~0ull;
+		char err[SFS_XPORT_ERR_MAX];
+		if (sfs_xport_open(&c, &x, err, sizeof(err))) {
+			ck_assert_msg(strcmp(protos[p], "tcp"), "%s", err);
+			continue; /* sockets or shm not on this host */
+		}
+		for (int i = 0; i < N; i++) {
+			uint64_t raddr;
+			uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+			size_t raw_len = 0;
+			ck_assert_int_eq(
+				sfs_xport_mr_reg(x, buf[i], sizeof(buf[i]),
+						 SFS_XPORT_REMOTE_READ, &mr[i]),
+				0);
+			sfs_xport_mr_export(mr[i], &raddr, &keys[i], raw,
+					    &raw_len);
+			ck_assert_uint_eq(raw_len, 0);
+			any |= keys[i];
+			all &= keys[i];
+			for (int k = 0; k < i; k++)
+				ck_assert_msg(keys[k] != keys[i],
+					      "%s: regions %d and %d have one "
+					      "key",
+					      protos[p], k, i);
+		}
+		ck_assert_msg(any == ~0ull && all == 0,
+			      "%s: bits never set 0x%016llx, always set "
+			      "0x%016llx in %d keys",
+			      protos[p], (unsigned long long)~any,
+			      (unsigned long long)all, N);
+		for (int i = 0; i < N; i++)
+			sfs_xport_mr_dereg(mr[i]);
+		sfs_xport_close(x);
+	}
+}
+END_TEST
+
 /* A fake fi_mr_map_raw: keys 100, 101, ...; counts what is mapped. */
 struct fake_maps {
 	uint64_t next;
@@ -331,6 +386,7 @@ int main(void)
 	tcase_add_test(t, rdma_absent_message);
 	tcase_add_test(t, auto_chooses_and_says_why);
 	tcase_add_test(t, tcp_opens_and_describes);
+	tcase_add_test(t, keys_random);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

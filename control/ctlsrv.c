@@ -276,16 +276,30 @@ static enum MHD_Result answer(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
 				  .conn = conn};
 	struct sfs_ctl_resp resp = {0};
 	if (c->fn(c->arg, &req, &resp) || !resp.body) {
-		free(resp.body);
+		if (resp.release)
+			resp.release(resp.release_arg);
+		else
+			free(resp.body);
 		return MHD_NO;
 	}
 	answering(conn);
-	int gz = resp.gzipped || (resp.status == 200 &&
+	int gz = resp.gzipped || (!resp.release && resp.status == 200 &&
 				  sfs_ctl_takes_gzip(&req) && gzip_body(&resp));
-	struct MHD_Response *r = MHD_create_response_from_buffer(
-		resp.body_len, resp.body, MHD_RESPMEM_MUST_FREE);
+	/* A shared body goes out as it is, let go of when sent: one copy
+	 * however many readers it has at once. */
+	struct MHD_Response *r =
+		resp.release
+			? MHD_create_response_from_buffer_with_free_callback_cls(
+				  resp.body_len, resp.body, resp.release,
+				  resp.release_arg)
+			: MHD_create_response_from_buffer(
+				  resp.body_len, resp.body,
+				  MHD_RESPMEM_MUST_FREE);
 	if (!r) {
-		free(resp.body);
+		if (resp.release)
+			resp.release(resp.release_arg);
+		else
+			free(resp.body);
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, "Content-Type",

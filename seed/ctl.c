@@ -20,6 +20,7 @@
 #include "seed.h"
 #include "seed/ctl_impl.h"
 
+#include "common/blob.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
@@ -233,23 +234,22 @@ static int no_model(struct sfs_ctl_resp *resp, int rc)
 			    "no such model here (GET /v1/models lists them)\n");
 }
 
-/* GET /v1/manifest[?model=NAME][&generation=N]: a copy, the seed may
- * republish. */
+/* GET /v1/manifest[?model=NAME][&generation=N]: the generation's one
+ * encoded copy, shared by every answer going out (sfs_seed_manifest_get),
+ * gzipped when asked and smaller. */
 static int manifest_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 			  struct sfs_ctl_resp *resp)
 {
 	const char *g = sfs_ctl_arg(req, "generation");
 	uint64_t gen = 0;
-	char *json;
-	size_t len;
+	struct sfs_blob *b;
 
 	if (g && (sfs_parse_u64(g, &gen) || gen == 0))
 		return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST,
 				    "generation must be a positive integer\n");
 	int gz = 0;
-	int rc = sfs_seed_manifest_copy(c->seed, sfs_ctl_arg(req, "model"), gen,
-					sfs_ctl_takes_gzip(req), &json, &len,
-					&gz);
+	int rc = sfs_seed_manifest_get(c->seed, sfs_ctl_arg(req, "model"), gen,
+				       sfs_ctl_takes_gzip(req), &b, &gz);
 	if (rc == -ENOENT)
 		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
 				    "that generation is no longer served\n");
@@ -257,7 +257,9 @@ static int manifest_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 		return no_model(resp, rc);
 	if (rc)
 		return rc;
-	sfs_ctl_json(resp, json, len);
+	sfs_ctl_json(resp, (char *)sfs_blob_data(b), sfs_blob_len(b));
+	resp->release = sfs_blob_put;
+	resp->release_arg = b;
 	resp->gzipped = gz;
 	return 0;
 }

@@ -77,17 +77,21 @@ size_t sfs_seed_nmodels(const struct sfs_seed *s);
 const char *sfs_seed_model_name(const struct sfs_seed *s, size_t i);
 
 /*
- * sfs_seed_manifest_copy - the manifest of @model (NULL: the only one)
- * at @generation (0: the current one) into *json [new, free()].  With
- * @gzip, gzipped when that is smaller (*gzipped 1): compressed once per
- * generation and key epoch, kept beside it.  -ENOENT when there is no
- * such model or that generation is no longer served, -ESRCH when there
- * is no such model, -EISDIR when @model is NULL and the seed serves
- * several.  Thread safe.
+ * sfs_seed_manifest_get - the manifest of @model (NULL: the only one)
+ * at @generation (0: the current one) as a reference to the
+ * generation's encoded copy into *out [new reference: sfs_blob_put]:
+ * every answer of one generation sends the same bytes, held while any
+ * is going out (a rekey or the generation's end makes or frees the
+ * seed's own, never those).  With @gzip, gzipped when that is smaller
+ * (*gzipped 1): compressed once per generation and key epoch, kept
+ * beside it.  -ENOENT when that generation is no longer served,
+ * -ESRCH when there is no such model, -EISDIR when @model is NULL and
+ * the seed serves several.  Thread safe.
  */
-int sfs_seed_manifest_copy(struct sfs_seed *s, const char *model,
-			   uint64_t generation, int gzip, char **json,
-			   size_t *len, int *gzipped);
+struct sfs_blob;
+int sfs_seed_manifest_get(struct sfs_seed *s, const char *model,
+			  uint64_t generation, int gzip, struct sfs_blob **out,
+			  int *gzipped);
 
 /* sfs_seed_generations - one line of JSON for @model (NULL: the only
  * one): model, current generation, instance, content, identity id, and

@@ -34,7 +34,7 @@
 #define CTL_MAX_CONN 2048 /* in all */
 #define CTL_IDLE_S 10	  /* a connection silent this long goes */
 #define CTL_TICK_MS 200	  /* the loop looks at deadlines this often */
-#define CTL_NCODES 9	  /* status codes counted by name */
+#define CTL_NCODES 11	  /* status codes counted by name */
 
 /* One TCP connection, from accept to close.  Only the loop thread
  * touches these (MHD calls back from it alone). */
@@ -74,8 +74,8 @@ struct sfs_ctlsrv {
 	uint64_t misdirected, misdirected_logged_ms; /* the loop thread's */
 };
 
-static const unsigned int ctl_codes[CTL_NCODES] = {200, 400, 401, 404, 405,
-						   413, 421, 500, 503};
+static const unsigned int ctl_codes[CTL_NCODES] = {200, 400, 401, 403, 404, 405,
+						   413, 421, 429, 500, 503};
 
 /* One more request to @url answered with @code. */
 static void count(struct sfs_ctlsrv *c, const char *url, unsigned int code)

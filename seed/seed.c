@@ -288,8 +288,14 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 	s->cfg = *cfg;
 	s->wfd = -1;
 	pthread_mutex_init(&s->lock, NULL);
-	if (sfs_announced_new(&s->ann))
+	struct sfs_announced_cfg acfg = {.key = cfg->ring_key,
+					 .per_caller = cfg->announce_per_host};
+	if (sfs_announced_new(&acfg, &s->ann)) {
+		snprintf(err, errlen,
+			 "the announced re-seeders' table: no memory or no "
+			 "randomness for its key");
 		goto err;
+	}
 	s->nmodels = 1 + cfg->nmore;
 	if (!(s->models = calloc(s->nmodels, sizeof(*s->models))) ||
 	    !(g = calloc(s->nmodels, sizeof(*g))))
@@ -900,14 +906,18 @@ int sfs_seed_models(struct sfs_seed *s, char **buf, size_t *len)
 	return 0;
 }
 
-int sfs_seed_announce(struct sfs_seed *s, const char *addr, uint64_t instance)
+int sfs_seed_announce(struct sfs_seed *s, const struct sfs_announce *an,
+		      struct sfs_announced_res *res)
 {
-	int fresh;
-	int rc =
-		sfs_announced_add(s->ann, addr, instance, sfs_now_ms(), &fresh);
-	if (fresh)
+	int rc = sfs_announced_add(s->ann, an, sfs_now_ms(), res);
+	if (!rc && *res->moved_from)
+		SFS_LOG(SFS_INFO, "seed",
+			"re-seeder run 0x%016" PRIx64
+			" moved from %s to %s (it proved the run)",
+			an->instance, res->moved_from, res->listed);
+	else if (!rc && res->fresh)
 		SFS_LOG(SFS_INFO, "seed", "re-seeder %s announced itself",
-			addr);
+			res->listed);
 	return rc;
 }
 

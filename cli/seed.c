@@ -119,6 +119,16 @@ static void usage(FILE *out)
 		"                       (default 9: more than a replica's 8\n"
 		"                       peers; 2 to 1024, the most re-seeders\n"
 		"                       a seed lists)\n"
+		"  --announce-per-host N  list at most N re-seeders announced\n"
+		"                       from one address at a time (default\n"
+		"                       4); an announcement names only its\n"
+		"                       caller's own address\n"
+		"  --ring-key-file FILE  order the fleet's ring by this secret\n"
+		"                       (one line, e.g. openssl rand -hex 32;\n"
+		"                       not the token): seeds given the same\n"
+		"                       file give re-seeders the same places\n"
+		"                       (default: 32 random bytes drawn at\n"
+		"                       start)\n"
 		"  --revoke-now         a token rotation (SIGHUP with a new\n"
 		"                       token) revokes the old keys at once,\n"
 		"                       not after --grace: for an incident\n"
@@ -196,6 +206,8 @@ enum {
 	OPT_TEST_SIGN_CLOCK,
 	OPT_TEST_AFTER_WALK,
 	OPT_METRICS_TOKEN_FILE,
+	OPT_ANNOUNCE_PER_HOST,
+	OPT_RING_KEY_FILE,
 };
 
 static const struct option long_opts[] = {
@@ -219,6 +231,8 @@ static const struct option long_opts[] = {
 	{"test-after-walk", required_argument, NULL, OPT_TEST_AFTER_WALK},
 	{"grace", required_argument, NULL, OPT_GRACE},
 	{"fleet-from", required_argument, NULL, OPT_FLEET_FROM},
+	{"announce-per-host", required_argument, NULL, OPT_ANNOUNCE_PER_HOST},
+	{"ring-key-file", required_argument, NULL, OPT_RING_KEY_FILE},
 	{"revoke-now", no_argument, NULL, OPT_REVOKE_NOW},
 	{"digest", required_argument, NULL, OPT_DIGEST},
 	{"sign-key", required_argument, NULL, OPT_SIGN_KEY},
@@ -577,8 +591,10 @@ int sfs_cli_seed(int argc, char **argv)
 				   .timeout_ms = 10000};
 	const char *listen = NULL, *fabric_addr = NULL;
 	const char *token_file = NULL, *scrape_file = NULL;
-	const char *sign_key_file = NULL;
+	const char *sign_key_file = NULL, *ring_key_file = NULL;
 	struct sfs_sign_key *sign_key = NULL;
+	struct sfs_auth *ring_auth = NULL;
+	uint8_t ring_key[32];
 	const char *tls_cert = NULL, *tls_key = NULL;
 	struct sfs_tls_pair *tls = NULL;
 	struct sfs_seed_dir dirs[WATCH_MAX];
@@ -683,6 +699,16 @@ int sfs_cli_seed(int argc, char **argv)
 			    v > SFS_ANNOUNCED_MAX)
 				return bad("--fleet-from (2 to 1024)", optarg);
 			cfg.fleet_from = (uint32_t)v;
+			break;
+		case OPT_ANNOUNCE_PER_HOST:
+			if (sfs_parse_u64(optarg, &v) || v < 1 ||
+			    v > SFS_ANNOUNCED_MAX)
+				return bad("--announce-per-host (1 to 1024)",
+					   optarg);
+			cfg.announce_per_host = (uint32_t)v;
+			break;
+		case OPT_RING_KEY_FILE:
+			ring_key_file = optarg;
 			break;
 		case OPT_REVOKE_NOW:
 			revoke_now = 1;
@@ -855,6 +881,28 @@ int sfs_cli_seed(int argc, char **argv)
 		goto out_secrets;
 	}
 	cfg.sign_key = sign_key;
+	if (ring_key_file) {
+		if (sfs_auth_load(ring_key_file, "--ring-key-file", &ring_auth,
+				  err, sizeof(err))) {
+			cli_err("seedfs seed", err);
+			rc = 2;
+			goto out_secrets;
+		}
+		/* Every token holder knows the token: a ring keyed by it
+		 * could be ground again. */
+		if (seed_auth && sfs_auth_same(ring_auth, seed_auth)) {
+			fprintf(stderr,
+				"seedfs seed: --ring-key-file %s holds the "
+				"token of --token-file: every token holder "
+				"could place addresses in the ring; give it a "
+				"secret of the seeds alone\n",
+				ring_key_file);
+			rc = 2;
+			goto out_secrets;
+		}
+		sfs_auth_digest(ring_auth, ring_key);
+		cfg.ring_key = ring_key;
+	}
 	/* No token: nobody but this host, unless told otherwise. */
 	if (!listen)
 		listen = seed_auth ? "0.0.0.0:7070" : "127.0.0.1:7070";
@@ -956,6 +1004,8 @@ int sfs_cli_seed(int argc, char **argv)
 	sfs_ctl_stop(ctl);
 	sfs_seed_close(s);
 out_secrets:
+	explicit_bzero(ring_key, sizeof(ring_key));
+	sfs_auth_free(ring_auth);
 	sfs_sign_key_free(sign_key);
 	sfs_tls_pair_free(tls);
 	sfs_auth_free(scrape_auth);

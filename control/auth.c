@@ -293,6 +293,13 @@ int sfs_auth_same(struct sfs_auth *a, struct sfs_auth *b)
 	return !memcmp(da, db, DIGEST_LEN);
 }
 
+void sfs_auth_digest(struct sfs_auth *a, uint8_t out[DIGEST_LEN])
+{
+	pthread_mutex_lock(&a->lock);
+	memcpy(out, a->digest, DIGEST_LEN);
+	pthread_mutex_unlock(&a->lock);
+}
+
 void sfs_auth_free(struct sfs_auth *a)
 {
 	if (!a)

@@ -81,6 +81,11 @@ int sfs_auth_reload(struct sfs_auth *a, int *changed, char *err, size_t errlen);
  * as their SHA-256 digests).  Thread safe. */
 int sfs_auth_same(struct sfs_auth *a, struct sfs_auth *b);
 
+/* sfs_auth_digest - the SHA-256 of @a's token now into @out (32 bytes):
+ * a key derived from a secret file of the token's format (a seed's
+ * --ring-key-file).  Thread safe. */
+void sfs_auth_digest(struct sfs_auth *a, uint8_t out[32]);
+
 /* sfs_auth_free - wipe and free.  NULL is fine. */
 void sfs_auth_free(struct sfs_auth *a);
 

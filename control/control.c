@@ -9,6 +9,7 @@
 #include "control/tls.h"
 #include "transports/transport.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -340,13 +341,15 @@ const char *sfs_control_route_name(enum sfs_ctl_route route)
 	return (unsigned int)route < SFS_CTL_ROUTES ? route_names[route] : "?";
 }
 
-/* One HTTP exchange; @body NULL for GET.  *code: the HTTP status. */
+/* One HTTP exchange; @body NULL for GET; from local address @from
+ * (numeric; NULL: the kernel's choice).  *code: the HTTP status. */
 static int exchange(struct sfs_control_cred *cred, const char *url,
-		    const void *body, size_t blen, unsigned int timeout_ms,
-		    struct sfs_http_body *b, long *code, char *err,
-		    size_t errlen)
+		    const char *from, const void *body, size_t blen,
+		    unsigned int timeout_ms, struct sfs_http_body *b,
+		    long *code, char *err, size_t errlen)
 {
 	char cerr[CURL_ERROR_SIZE] = "", auth[SFS_AUTH_TOKEN_MAX + 64];
+	char iface[INET6_ADDRSTRLEN + 8];
 	struct curl_slist *hdr = NULL, *h2;
 	int tls = sfs_control_cred_tls(cred), rc = 0;
 	CURLcode cc = CURLE_OK;
@@ -382,6 +385,11 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, tls ? "https" : "http");
 	curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never via a proxy */
+	if (from) {
+		/* "host!": an address to bind, never an interface's name. */
+		snprintf(iface, sizeof(iface), "host!%s", from);
+		curl_easy_setopt(h, CURLOPT_INTERFACE, iface);
+	}
 	if (tls) {
 		if (sfs_tls_curl_limit(h)) {
 			snprintf(err, errlen,
@@ -451,6 +459,7 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 		rc = t				      ? t
 		     : cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
 		     : cc == CURLE_COULDNT_CONNECT    ? -ECONNREFUSED
+		     : cc == CURLE_INTERFACE_FAILED   ? -EADDRNOTAVAIL
 						      : -EIO;
 	}
 out:
@@ -476,10 +485,10 @@ out:
 	return rc;
 }
 
-static int request(struct sfs_control_cred *cred, const char *hostport,
-		   const char *path, const void *body, size_t blen,
-		   unsigned int timeout_ms, size_t cap, char **out, size_t *len,
-		   char *err, size_t errlen)
+static int request(struct sfs_control_cred *cred, const char *from,
+		   const char *hostport, const char *path, const void *body,
+		   size_t blen, unsigned int timeout_ms, size_t cap, char **out,
+		   size_t *len, char *err, size_t errlen)
 {
 	struct sfs_http_body b = {.limit = cap};
 	/* A model name escapes to 3 x 255 bytes: room for that, a host
@@ -497,7 +506,7 @@ static int request(struct sfs_control_cred *cred, const char *hostport,
 		return -ENAMETOOLONG;
 	}
 retry:
-	rc = exchange(cred, url, body, blen, timeout_ms, &b, &code, err,
+	rc = exchange(cred, url, from, body, blen, timeout_ms, &b, &code, err,
 		      errlen);
 	if (rc == -E2BIG && b.bomb && !b.plain) {
 		/* Past the unpack ratio: once more as it is (a manifest of
@@ -563,8 +572,8 @@ int sfs_control_get(struct sfs_control_cred *cred, const char *hostport,
 		    const char *path, unsigned int timeout_ms, size_t cap,
 		    char **body, size_t *len, char *err, size_t errlen)
 {
-	return request(cred, hostport, path, NULL, 0, timeout_ms, cap, body,
-		       len, err, errlen);
+	return request(cred, NULL, hostport, path, NULL, 0, timeout_ms, cap,
+		       body, len, err, errlen);
 }
 
 int sfs_control_post(struct sfs_control_cred *cred, const char *hostport,
@@ -572,8 +581,18 @@ int sfs_control_post(struct sfs_control_cred *cred, const char *hostport,
 		     unsigned int timeout_ms, size_t cap, char **resp,
 		     size_t *rlen, char *err, size_t errlen)
 {
-	return request(cred, hostport, path, body, len, timeout_ms, cap, resp,
-		       rlen, err, errlen);
+	return request(cred, NULL, hostport, path, body, len, timeout_ms, cap,
+		       resp, rlen, err, errlen);
+}
+
+int sfs_control_post_from(struct sfs_control_cred *cred, const char *from,
+			  const char *hostport, const char *path,
+			  const void *body, size_t len, unsigned int timeout_ms,
+			  size_t cap, char **resp, size_t *rlen, char *err,
+			  size_t errlen)
+{
+	return request(cred, from, hostport, path, body, len, timeout_ms, cap,
+		       resp, rlen, err, errlen);
 }
 
 /* Make the seed readable through @x: its address, or the exchange. */

@@ -85,6 +85,18 @@ int sfs_control_post(struct sfs_control_cred *cred, const char *hostport,
 		     size_t *rlen, char *err, size_t errlen);
 
 /*
+ * sfs_control_post_from - sfs_control_post from local address @from (a
+ * numeric address of this host; NULL: the kernel's choice): a seed
+ * lists a re-seeder's address only when the announcement comes from it
+ * (docs/control.md).  -EADDRNOTAVAIL when @from cannot be bound.
+ */
+int sfs_control_post_from(struct sfs_control_cred *cred, const char *from,
+			  const char *hostport, const char *path,
+			  const void *body, size_t len, unsigned int timeout_ms,
+			  size_t cap, char **resp, size_t *rlen, char *err,
+			  size_t errlen);
+
+/*
  * A bounded HTTP answer as libcurl hands it over (also the registry
  * client's).  sfs_http_body_add - append @n bytes, NUL kept after them:
  * 0, or -E2BIG past @limit (too_big set) / -ENOMEM.  The caller frees

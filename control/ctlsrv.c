@@ -34,7 +34,7 @@
 #define CTL_MAX_CONN 2048 /* in all */
 #define CTL_IDLE_S 10	  /* a connection silent this long goes */
 #define CTL_TICK_MS 200	  /* the loop looks at deadlines this often */
-#define CTL_NCODES 9	  /* status codes counted by name */
+#define CTL_NCODES 11	  /* status codes counted by name */
 
 /* One TCP connection, from accept to close.  Only the loop thread
  * touches these (MHD calls back from it alone). */
@@ -74,8 +74,8 @@ struct sfs_ctlsrv {
 	uint64_t misdirected, misdirected_logged_ms; /* the loop thread's */
 };
 
-static const unsigned int ctl_codes[CTL_NCODES] = {200, 400, 401, 404, 405,
-						   413, 421, 500, 503};
+static const unsigned int ctl_codes[CTL_NCODES] = {200, 400, 401, 403, 404, 405,
+						   413, 421, 429, 500, 503};
 
 /* One more request to @url answered with @code. */
 static void count(struct sfs_ctlsrv *c, const char *url, unsigned int code)
@@ -276,16 +276,30 @@ static enum MHD_Result answer(struct sfs_ctlsrv *c, struct MHD_Connection *conn,
 				  .conn = conn};
 	struct sfs_ctl_resp resp = {0};
 	if (c->fn(c->arg, &req, &resp) || !resp.body) {
-		free(resp.body);
+		if (resp.release)
+			resp.release(resp.release_arg);
+		else
+			free(resp.body);
 		return MHD_NO;
 	}
 	answering(conn);
-	int gz = resp.gzipped || (resp.status == 200 &&
+	int gz = resp.gzipped || (!resp.release && resp.status == 200 &&
 				  sfs_ctl_takes_gzip(&req) && gzip_body(&resp));
-	struct MHD_Response *r = MHD_create_response_from_buffer(
-		resp.body_len, resp.body, MHD_RESPMEM_MUST_FREE);
+	/* A shared body goes out as it is, let go of when sent: one copy
+	 * however many readers it has at once. */
+	struct MHD_Response *r =
+		resp.release
+			? MHD_create_response_from_buffer_with_free_callback_cls(
+				  resp.body_len, resp.body, resp.release,
+				  resp.release_arg)
+			: MHD_create_response_from_buffer(
+				  resp.body_len, resp.body,
+				  MHD_RESPMEM_MUST_FREE);
 	if (!r) {
-		free(resp.body);
+		if (resp.release)
+			resp.release(resp.release_arg);
+		else
+			free(resp.body);
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, "Content-Type",

@@ -34,13 +34,18 @@ struct sfs_ctl_req {
 };
 
 /* The answer: status, type, and a body [new: malloc'd, freed by the
- * server] of body_len bytes. */
+ * server] of body_len bytes; or, with @release set, a body shared with
+ * other answers [borrowed]: the server calls release(release_arg) once
+ * it is done with it (sent, or the connection gone), whatever the
+ * handler returns, and never gzips or frees it. */
 struct sfs_ctl_resp {
 	unsigned int status;
 	const char *type; /* "application/json", "text/plain", ... */
 	char *body;
 	size_t body_len;
 	int gzipped; /* body is gzip already (sfs_gzip): said so, as is */
+	void (*release)(void *arg);
+	void *release_arg;
 };
 
 /* sfs_ctl_takes_gzip - does @req take a gzipped answer (a GET whose

@@ -69,6 +69,27 @@ static int i64(json_t *v, int64_t *out)
 	return 0;
 }
 
+/* A revision: an int64 of 0 or more that another can follow (the
+ * caller watches from it + 1).  0; -1 when it is not an int64 or below 0
+ * (@err: "WHERE: not an int64"), -2 at INT64_MAX (@err says so): etcd's
+ * answers are not trusted to stop short of it. */
+static int revision(json_t *v, int64_t *out, const char *where, char *err,
+		    size_t errlen)
+{
+	if (!v || i64(v, out) || *out < 0) {
+		snprintf(err, errlen, "%s: missing or not an int64", where);
+		return -1;
+	}
+	if (*out == INT64_MAX) {
+		snprintf(err, errlen,
+			 "%s: %" PRId64 ", the last int64: no revision can "
+			 "follow it",
+			 where, *out);
+		return -2;
+	}
+	return 0;
+}
+
 /* Base64 field @v decoded into [new] *out (NUL added); at most @cap
  * bytes.  A missing field is "" (etcd leaves out empty values). */
 static int b64_field(json_t *v, size_t cap, char **out, size_t *len)
@@ -119,8 +140,9 @@ static int deliver(json_t *kv, enum sfs_reg_type type, sfs_reg_fn fn, void *arg,
 			 SFS_REG_VALUE_MAX);
 	}
 	json_t *mr = json_object_get(kv, "mod_revision");
-	if (mr && i64(mr, &e.mod_revision)) {
-		snprintf(err, errlen, "%s: mod_revision: not an int64", where);
+	char what[64];
+	snprintf(what, sizeof(what), "%s: mod_revision", where);
+	if (mr && revision(mr, &e.mod_revision, what, err, errlen)) {
 		free(key);
 		free(val);
 		return -EPROTO;
@@ -136,11 +158,21 @@ static int deliver(json_t *kv, enum sfs_reg_type type, sfs_reg_fn fn, void *arg,
 	return rc;
 }
 
-static int header_rev(json_t *o, int64_t *rev)
+/* @o's header.revision into *rev: 0, or -1 with @err ("@what:
+ * header.revision: ..."). */
+static int header_rev(json_t *o, int64_t *rev, const char *what, char *err,
+		      size_t errlen)
 {
 	json_t *h = json_object_get(o, "header");
-	json_t *r = json_object_get(h, "revision");
-	return json_is_object(h) && r && !i64(r, rev) && *rev >= 0 ? 0 : -1;
+	char where[48];
+	snprintf(where, sizeof(where), "%s: header.revision", what);
+	if (!json_is_object(h)) {
+		snprintf(err, errlen, "%s: missing or not an int64", where);
+		return -1;
+	}
+	return revision(json_object_get(h, "revision"), rev, where, err, errlen)
+		       ? -1
+		       : 0;
 }
 
 int sfs_reg_parse_range(const char *body, size_t len, size_t max, sfs_reg_fn fn,
@@ -157,12 +189,8 @@ int sfs_reg_parse_range(const char *body, size_t len, size_t max, sfs_reg_fn fn,
 		snprintf(err, errlen, "range: not a JSON object");
 		goto out;
 	}
-	if (header_rev(o, rev)) {
-		snprintf(err, errlen,
-			 "range: header.revision: missing or not "
-			 "an int64");
+	if (header_rev(o, rev, "range", err, errlen))
 		goto out;
-	}
 	kvs = json_object_get(o, "kvs");
 	if (kvs && !json_is_array(kvs)) {
 		snprintf(err, errlen, "range: kvs: not an array");
@@ -222,19 +250,13 @@ int sfs_reg_parse_watch(const char *msg, size_t len, sfs_reg_fn fn, void *arg,
 	/* A cancel may come without a revision in its header. */
 	rev = 0;
 	if (!json_is_true(json_object_get(res, "canceled")) &&
-	    header_rev(res, &rev)) {
-		snprintf(err, errlen,
-			 "watch: header.revision: missing or not "
-			 "an int64");
+	    header_rev(res, &rev, "watch", err, errlen))
 		goto out;
-	}
 	*created = json_is_true(json_object_get(res, "created"));
 	*canceled = json_is_true(json_object_get(res, "canceled"));
 	json_t *cr = json_object_get(res, "compact_revision");
-	if (cr && (i64(cr, compact) || *compact < 0)) {
-		snprintf(err, errlen, "watch: compact_revision: not an int64");
+	if (cr && revision(cr, compact, "watch: compact_revision", err, errlen))
 		goto out;
-	}
 	if (*canceled) {
 		const char *why = json_string_value(
 			json_object_get(res, "cancel_reason"));

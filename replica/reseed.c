@@ -39,20 +39,22 @@
 #include "control/auth.h"
 #include "control/control.h"
 #include "control/ctlsrv.h"
+#include "control/run.h"
 #include "metadata/holdruns.h"
 #include "metadata/identity.h"
 #include "control/registry.h"
 #include "replica/replica_impl.h"
 #include "transports/transport.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define RESEED_ANNOUNCE_MS 5000
 #define RESEED_BODY_MAX 4096
@@ -80,10 +82,17 @@ struct sfs_reseed {
 	struct sfs_xport_mr *old_mr;
 	uint64_t old_until_ms;
 	uint64_t auth_seen; /* sfs_auth_changes when last registered */
+	/* Its run: the instance, and the secret that proves it to seeds
+	 * (control/run.h); set at start. */
 	uint64_t instance;
+	uint8_t secret[SFS_RUN_SECRET_LEN];
 	uint64_t keep_ms; /* exported chunks stay this long */
 	struct sfs_ctlsrv *srv;
 	char announce[300]; /* the address told to seeds */
+	/* The local address announcements are sent from: the --listen
+	 * host when it is one address (a seed lists only the caller's
+	 * own), "" for every address. */
+	char from[INET6_ADDRSTRLEN];
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* stop */
 	int stop;	     /* protected by lock */
@@ -618,12 +627,18 @@ static void *announcer(void *arg)
 {
 	struct sfs_reseed *rs = arg;
 	struct sfs_replica *r = rs->r;
-	char body[440];
-	/* Its run too: the seed finds its place in the fleet's lanes by
-	 * it (discover, in source.c). */
+	char body[600], proof[2 * SFS_RUN_SECRET_LEN + 1];
+	char said[SFS_XPORT_ERR_MAX] = "";
+	uint64_t said_ms = 0;
+	/* Its run too, with the secret that proves it: the seed finds its
+	 * place in the fleet's lanes by it (discover, in source.c), and
+	 * no one else can claim it. */
+	sfs_hex_encode(rs->secret, sizeof(rs->secret), proof);
 	snprintf(body, sizeof(body),
-		 "{\"address\": \"%s\", \"instance\": \"0x%016" PRIx64 "\"}",
-		 rs->announce, sfs_reseed_instance(rs));
+		 "{\"address\": \"%s\", \"instance\": \"0x%016" PRIx64
+		 "\", \"proof\": \"%s\"}",
+		 rs->announce, sfs_reseed_instance(rs), proof);
+	explicit_bzero(proof, sizeof(proof));
 
 	pthread_mutex_lock(&rs->lock);
 	while (!rs->stop) {
@@ -639,17 +654,28 @@ static void *announcer(void *arg)
 			size_t rlen;
 			if (s->reseeder)
 				continue;
-			int rc = sfs_control_post(
-				s->r->cfg.cred, s->addr, "/v1/announce", body,
-				strlen(body), 2000, 4096, &resp, &rlen, err,
-				sizeof(err));
+			int rc = sfs_control_post_from(
+				s->r->cfg.cred, *rs->from ? rs->from : NULL,
+				s->addr, "/v1/announce", body, strlen(body),
+				2000, 4096, &resp, &rlen, err, sizeof(err));
 			if (!rc) {
 				free(resp);
 				told++;
-			} else {
-				refused += rc == -EACCES;
-				SFS_LOG(SFS_DEBUG, "reseed",
-					"announcing to %s: %s", s->addr, err);
+				continue;
+			}
+			refused += rc == -EACCES;
+			/* A seed that refuses it (its address, its cap) or
+			 * an address it cannot send from: said, once a
+			 * minute at most; a seed away: the sources say. */
+			uint64_t now = sfs_now_ms();
+			int loud =
+				(rc == -EPROTO || rc == -EADDRNOTAVAIL) &&
+				(strcmp(said, err) || now - said_ms >= 60000);
+			SFS_LOG(loud ? SFS_WARN : SFS_DEBUG, "reseed",
+				"announcing to %s: %s", s->addr, err);
+			if (loud) {
+				snprintf(said, sizeof(said), "%s", err);
+				said_ms = now;
 			}
 		}
 		rsrc_put_all(all, n);
@@ -687,6 +713,7 @@ static void *announcer(void *arg)
 			pthread_cond_timedwait(&rs->cond, &rs->lock, &ts);
 	}
 	pthread_mutex_unlock(&rs->lock);
+	explicit_bzero(body, sizeof(body));
 	return NULL;
 }
 
@@ -724,6 +751,33 @@ static int seed_route(struct sfs_replica *r, char *node, size_t len)
 	return rc ? -ENOENT : 0;
 }
 
+/* --listen host @host, not a wildcard, as the numeric address its port
+ * is bound to (the first getaddrinfo gives, as ctlsrv binds) into @out.
+ * 0, or -EINVAL with a line in @err. */
+static int numeric_host(const char *host, char *out, size_t len, char *err,
+			size_t errlen)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE},
+			*res;
+	int rc = getaddrinfo(host, NULL, &hints, &res);
+	if (rc) {
+		snprintf(err, errlen, "--listen %s: %s", host,
+			 gai_strerror(rc));
+		return -EINVAL;
+	}
+	rc = getnameinfo(res->ai_addr, res->ai_addrlen, out, (socklen_t)len,
+			 NULL, 0, NI_NUMERICHOST);
+	freeaddrinfo(res);
+	if (rc) {
+		snprintf(err, errlen, "--listen %s: %s", host,
+			 gai_strerror(rc));
+		return -EINVAL;
+	}
+	return 0;
+}
+
 uint64_t sfs_reseed_instance(const struct sfs_reseed *rs)
 {
 	return rs ? rs->instance : 0;
@@ -748,9 +802,11 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 		rc = -EINVAL;
 		goto fail;
 	}
-	if (getrandom(&rs->instance, sizeof(rs->instance), 0) !=
-	    sizeof(rs->instance))
-		rs->instance = sfs_now_ns() ^ (uint64_t)getpid() << 32;
+	if ((rc = sfs_run_new(rs->secret, &rs->instance))) {
+		snprintf(err, errlen,
+			 "--reseed: no randomness for its run's secret");
+		goto fail;
+	}
 	/* A seed transport of the protocol the replica reads with, bound
 	 * to the --listen host, or for every address to the one that
 	 * reaches the seeds. */
@@ -800,17 +856,22 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 	if ((rc = sfs_ctlsrv_start(&sc, handle, rs, &rs->srv, &bound, err,
 				   errlen)))
 		goto fail;
-	int v6 = strchr(host, ':') != NULL;
+	/* One address: announced as it is numerically, and sent from (a
+	 * seed lists only the caller's own address). */
+	if (!any &&
+	    (rc = numeric_host(host, rs->from, sizeof(rs->from), err, errlen)))
+		goto fail;
+	int v6 = strchr(rs->from, ':') != NULL;
 	snprintf(rs->announce, sizeof(rs->announce), "%s%s%s:%u", v6 ? "[" : "",
-		 *host ? host : "0.0.0.0", v6 ? "]" : "", bound);
+		 any ? "0.0.0.0" : rs->from, v6 ? "]" : "", bound);
 	if (r->cfg.registry) {
 		char ip[270];
-		if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) {
+		if (any) {
 			if (sfs_reg_local_ip(r->cfg.registry, ip, sizeof(ip)))
 				snprintf(ip, sizeof(ip), "127.0.0.1");
 		} else {
-			snprintf(ip, sizeof(ip), "%s%s%s", v6 ? "[" : "", host,
-				 v6 ? "]" : "");
+			snprintf(ip, sizeof(ip), "%s%s%s", v6 ? "[" : "",
+				 rs->from, v6 ? "]" : "");
 		}
 		snprintf(rs->reg_addr, sizeof(rs->reg_addr), "%s:%u", ip,
 			 bound);
@@ -870,6 +931,7 @@ void sfs_reseed_stop(struct sfs_reseed *rs)
 	sfs_xport_mr_dereg(rs->old_mr);
 	sfs_xport_mr_dereg(rs->mr);
 	sfs_xport_close(rs->x);
+	explicit_bzero(rs->secret, sizeof(rs->secret));
 	pthread_cond_destroy(&rs->cond);
 	pthread_mutex_destroy(&rs->lock);
 	free(rs);

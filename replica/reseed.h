@@ -24,8 +24,10 @@ int sfs_reseed_start(struct sfs_replica *r, const char *listen,
 /* sfs_reseed_address - where it answers, as announced [borrowed]. */
 const char *sfs_reseed_address(const struct sfs_reseed *rs);
 
-/* sfs_reseed_instance - its run's random instance (0 for NULL): a
- * replica that finds itself among its sources knows it by this. */
+/* sfs_reseed_instance - its run's instance (0 for NULL), derived from
+ * the run's random secret (control/run.h), which its announcements
+ * carry as the proof: a replica that finds itself among its sources
+ * knows it by this. */
 uint64_t sfs_reseed_instance(const struct sfs_reseed *rs);
 
 struct sfs_metrics;

@@ -18,13 +18,14 @@
  * report (as a BitTorrent tracker counts uploads).
  */
 #include "seed.h"
+#include "seed/announce.h"
 #include "seed/ctl_impl.h"
 
+#include "common/blob.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
 #include "control/ctlsrv.h"
-#include "metadata/jsonlim.h"
 #include "transports/transport.h"
 
 #include <errno.h>
@@ -48,6 +49,7 @@ struct sfs_ctl {
 	struct sfs_seed *seed;
 	/* The control thread's alone (handlers run on it): */
 	struct ctl_reports rep;
+	struct ctl_refusals refusals;
 	uint64_t connects_ok, connects_failed;
 };
 
@@ -155,6 +157,16 @@ static int metrics_reply(struct sfs_ctl *c, struct sfs_ctl_resp *resp)
 			"result", "accepted", NULL);
 	sfs_metrics_u64(m, "seedfs_seed_connections_total", c->connects_failed,
 			"result", "refused", NULL);
+	sfs_metrics_family(m, "seedfs_seed_announce_refused_total", "counter",
+			   "Announcements of re-seeders refused, by reason: "
+			   "malformed, address (not the caller's), proof (a "
+			   "run claimed without its secret), cap (the "
+			   "caller's --announce-per-host), full (1,024 "
+			   "listed).");
+	for (size_t k = 0; k < CTL_REFUSED_KINDS; k++)
+		sfs_metrics_u64(m, "seedfs_seed_announce_refused_total",
+				c->refusals.total[k], "reason",
+				ctl_refusal_names[k], NULL);
 	sfs_seed_metrics(c->seed, m);
 	sfs_ctlsrv_metrics(c->srv, m, "seedfs_seed_control_requests_total");
 	uint64_t publish, withdrawn;
@@ -233,23 +245,22 @@ static int no_model(struct sfs_ctl_resp *resp, int rc)
 			    "no such model here (GET /v1/models lists them)\n");
 }
 
-/* GET /v1/manifest[?model=NAME][&generation=N]: a copy, the seed may
- * republish. */
+/* GET /v1/manifest[?model=NAME][&generation=N]: the generation's one
+ * encoded copy, shared by every answer going out (sfs_seed_manifest_get),
+ * gzipped when asked and smaller. */
 static int manifest_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 			  struct sfs_ctl_resp *resp)
 {
 	const char *g = sfs_ctl_arg(req, "generation");
 	uint64_t gen = 0;
-	char *json;
-	size_t len;
+	struct sfs_blob *b;
 
 	if (g && (sfs_parse_u64(g, &gen) || gen == 0))
 		return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST,
 				    "generation must be a positive integer\n");
 	int gz = 0;
-	int rc = sfs_seed_manifest_copy(c->seed, sfs_ctl_arg(req, "model"), gen,
-					sfs_ctl_takes_gzip(req), &json, &len,
-					&gz);
+	int rc = sfs_seed_manifest_get(c->seed, sfs_ctl_arg(req, "model"), gen,
+				       sfs_ctl_takes_gzip(req), &b, &gz);
 	if (rc == -ENOENT)
 		return sfs_ctl_text(resp, MHD_HTTP_NOT_FOUND,
 				    "that generation is no longer served\n");
@@ -257,78 +268,109 @@ static int manifest_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 		return no_model(resp, rc);
 	if (rc)
 		return rc;
-	sfs_ctl_json(resp, json, len);
+	sfs_ctl_json(resp, (char *)sfs_blob_data(b), sfs_blob_len(b));
+	resp->release = sfs_blob_put;
+	resp->release_arg = b;
 	resp->gzipped = gz;
 	return 0;
 }
 
-int ctl_parse_announce(const char *body, size_t len, const char *client,
-		       char *addr, size_t addrlen, uint64_t *instance,
-		       char *err, size_t errlen)
+/* A refused announcement: counted, told at most once per
+ * CTL_REFUSAL_SAY_MS per caller (ctl_note_refusal), and answered with
+ * @status and @why (one line, no newline). */
+static int refused(struct sfs_ctl *c, const struct sfs_ctl_req *req,
+		   enum ctl_refusal kind, unsigned int status, const char *why,
+		   struct sfs_ctl_resp *resp)
 {
-	char host[256], port[16];
-	json_t *o;
-	*instance = 0;
-	if (sfs_json_load(SFS_JSON_ANNOUNCE, body, len, 0, &o, err, errlen))
-		return -EINVAL;
-	const char *a = json_string_value(json_object_get(o, "address"));
-	const char *in = json_string_value(json_object_get(o, "instance"));
-	if (!a ||
-	    sfs_parse_hostport(a, host, sizeof(host), port, sizeof(port)) ||
-	    !*port) {
-		json_decref(o);
-		snprintf(err, errlen,
-			 "announce: {\"address\": \"HOST:PORT\"} expected");
-		return -EINVAL;
-	}
-	if (json_object_get(o, "instance") &&
-	    (!in || sfs_parse_u64(in, instance) || !*instance)) {
-		json_decref(o);
-		snprintf(err, errlen,
-			 "announce: instance: a number (0x...) expected");
-		return -EINVAL;
-	}
-	json_decref(o);
-	int any = !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::");
-	const char *h = any ? client : host;
-	int v6 = strchr(h, ':') != NULL;
-	int n = snprintf(addr, addrlen, "%s%s%s:%s", v6 ? "[" : "", h,
-			 v6 ? "]" : "", port);
-	if (n < 0 || (size_t)n >= addrlen) {
-		snprintf(err, errlen, "announce: address too long");
-		return -EINVAL;
-	}
-	return 0;
+	char text[700];
+	uint64_t n = 0;
+	int say = ctl_note_refusal(&c->refusals, kind, req->client,
+				   sfs_now_ms(), &n);
+	if (say == 1)
+		SFS_LOG(SFS_WARN, "seed",
+			"refused an announcement from %s: %s (%" PRIu64
+			" refused from it so far)",
+			req->client, why, n);
+	else if (say == 2)
+		SFS_LOG(SFS_WARN, "seed",
+			"refused %" PRIu64 " announcements from callers past "
+			"the %d told apart, this one from %s: %s",
+			n, CTL_REFUSERS_MAX, req->client, why);
+	snprintf(text, sizeof(text), "%s\n", why);
+	return sfs_ctl_text(resp, status, text);
 }
 
-/* POST /v1/announce {"address": "HOST:PORT", "instance": "HEX"}: a
- * re-seeding mount says where its control port is ("0.0.0.0" or no
- * host: the address it called from) and which run it is (optional: its
+/* POST /v1/announce {"address": "HOST:PORT", "instance": "0xRUN",
+ * "proof": "SECRET"}: a re-seeding mount says where its control port
+ * is (its own address, or "0.0.0.0"/no host: the address it called
+ * from) and, optionally, which run it is with that run's secret (its
  * place in the fleet's lanes is found by it). */
 static int announce_reply(struct sfs_ctl *c, const struct sfs_ctl_req *req,
 			  struct sfs_ctl_resp *resp)
 {
-	char addr[300], why[300], text[320];
-	uint64_t inst;
-	if (req->body_too_big ||
-	    ctl_parse_announce((const char *)req->body, req->body_len,
-			       req->client, addr, sizeof(addr), &inst, why,
-			       sizeof(why))) {
-		snprintf(text, sizeof(text), "%s\n",
-			 req->body_too_big ? "announce: body too large" : why);
-		return sfs_ctl_text(resp, MHD_HTTP_BAD_REQUEST, text);
-	}
-	int rc = sfs_seed_announce(c->seed, addr, inst);
-	if (rc == -ENOSPC)
-		return sfs_ctl_text(resp, MHD_HTTP_SERVICE_UNAVAILABLE,
-				    "too many re-seeders announced\n");
-	if (rc == -EEXIST)
-		return sfs_ctl_text(resp, MHD_HTTP_CONFLICT,
-				    "announce: instance: announced by another "
-				    "address\n");
-	if (rc)
+	struct sfs_announced_res res;
+	struct ctl_announce an;
+	char why[600], esc[320];
+	if (req->body_too_big)
+		return refused(c, req, CTL_REFUSED_MALFORMED,
+			       MHD_HTTP_BAD_REQUEST, "announce: body too large",
+			       resp);
+	if (ctl_parse_announce((const char *)req->body, req->body_len, &an, why,
+			       sizeof(why)))
+		return refused(c, req, CTL_REFUSED_MALFORMED,
+			       MHD_HTTP_BAD_REQUEST, why, resp);
+	struct sfs_announce in = {.addr = an.addr,
+				  .caller = req->client,
+				  .instance = an.instance,
+				  .proof = an.has_proof ? an.proof : NULL};
+	int rc = sfs_seed_announce(c->seed, &in, &res);
+	explicit_bzero(&an.proof, sizeof(an.proof));
+	sfs_escape(an.addr, strlen(an.addr), esc, sizeof(esc));
+	switch (rc) {
+	case 0:
+		return sfs_ctl_text(resp, MHD_HTTP_OK, "ok\n");
+	case -EINVAL:
+		snprintf(why, sizeof(why),
+			 "announce: address %s: HOST:PORT with a port of "
+			 "1-65535 expected (from a numeric caller address; "
+			 "this one: %s)",
+			 esc, req->client);
+		return refused(c, req, CTL_REFUSED_MALFORMED,
+			       MHD_HTTP_BAD_REQUEST, why, resp);
+	case -EPERM:
+		snprintf(why, sizeof(why),
+			 "announce: address %s is not the caller's (%s): a "
+			 "re-seeder announces its own address (or "
+			 "0.0.0.0:PORT for the one it calls from)",
+			 esc, req->client);
+		return refused(c, req, CTL_REFUSED_ADDRESS, MHD_HTTP_FORBIDDEN,
+			       why, resp);
+	case -EACCES:
+		snprintf(why, sizeof(why),
+			 "announce: instance 0x%016" PRIx64 ": %s (a run is "
+			 "claimed with its secret, whose SHA-256 begins with "
+			 "it)",
+			 in.instance,
+			 in.proof ? "the proof is not that run's"
+				  : "no proof of that run");
+		return refused(c, req, CTL_REFUSED_PROOF, MHD_HTTP_FORBIDDEN,
+			       why, resp);
+	case -EDQUOT:
+		snprintf(why, sizeof(why),
+			 "announce: %s: %s has as many re-seeders listed as "
+			 "one address may (the seed's --announce-per-host)",
+			 res.listed, req->client);
+		return refused(c, req, CTL_REFUSED_CAP,
+			       MHD_HTTP_TOO_MANY_REQUESTS, why, resp);
+	case -ENOSPC:
+		snprintf(why, sizeof(why),
+			 "too many re-seeders announced (%d listed)",
+			 SFS_ANNOUNCED_MAX);
+		return refused(c, req, CTL_REFUSED_FULL,
+			       MHD_HTTP_SERVICE_UNAVAILABLE, why, resp);
+	default:
 		return rc;
-	return sfs_ctl_text(resp, MHD_HTTP_OK, "ok\n");
+	}
 }
 
 static int handle(void *arg, const struct sfs_ctl_req *req,

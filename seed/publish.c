@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "seed/publish.h"
 
+#include "common/blob.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "control/sign.h"
@@ -867,15 +868,22 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 			 strerror(-rc));
 		return rc;
 	}
-	rc = sfs_manifest_encode(s->m, &s->json, &s->json_len);
+	char *json;
+	size_t json_len;
+	rc = sfs_manifest_encode(s->m, &json, &json_len);
 	if (rc)
 		return rc;
-	if (s->json_len > SFS_MANIFEST_MAX) {
+	if (json_len > SFS_MANIFEST_MAX) {
+		free(json);
 		snprintf(err, errlen,
 			 "manifest of %zu bytes exceeds the cap of %u: too "
 			 "many files or tensors",
-			 s->json_len, SFS_MANIFEST_MAX);
+			 json_len, SFS_MANIFEST_MAX);
 		return -E2BIG;
+	}
+	if ((rc = sfs_blob_wrap(json, json_len, &s->json))) {
+		free(json);
+		return rc;
 	}
 	sfs_walk_free(s->w);
 	s->w = NULL;
@@ -921,7 +929,7 @@ void seed_gen_free(struct seed_gen *s)
 	free(s->files);
 	sfs_walk_free(s->w);
 	sfs_manifest_free(s->m);
-	free(s->json);
-	free(s->gz);
+	sfs_blob_put(s->json);
+	sfs_blob_put(s->gz);
 	free(s);
 }

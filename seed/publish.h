@@ -67,17 +67,20 @@ struct seed_mem {
 	uint64_t shard_max; /* bytes of tensor data per synthesized shard */
 };
 
+struct sfs_blob;
+
 struct seed_gen {
 	uint64_t number;
 	uint64_t expires_ms; /* monotonic; 0 while it is the current one */
 	struct sfs_manifest *m;
-	char *json; /* encoded manifest */
-	size_t json_len;
+	/* The encoded manifest, shared by every answer that sends it (a
+	 * reference each; a rekey puts a new one here, the answers going
+	 * out keep theirs).  Protected by the seed's lock once served. */
+	struct sfs_blob *json;
 	/* json gzipped, made at the first ask that takes it (a thousand
 	 * replicas' asks cost one compression); gz_tried: made or found
 	 * not smaller.  Protected by the seed's lock; gone with json. */
-	char *gz;
-	size_t gz_len;
+	struct sfs_blob *gz;
 	int gz_tried;
 	size_t nfiles;
 	struct seed_file *files;

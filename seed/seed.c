@@ -8,6 +8,7 @@
  */
 #include "seed.h"
 
+#include "common/blob.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
@@ -289,8 +290,14 @@ int sfs_seed_open(const struct sfs_seed_cfg *cfg, struct sfs_seed **out,
 	s->cfg = *cfg;
 	s->wfd = -1;
 	pthread_mutex_init(&s->lock, NULL);
-	if (sfs_announced_new(&s->ann))
+	struct sfs_announced_cfg acfg = {.key = cfg->ring_key,
+					 .per_caller = cfg->announce_per_host};
+	if (sfs_announced_new(&acfg, &s->ann)) {
+		snprintf(err, errlen,
+			 "the announced re-seeders' table: no memory or no "
+			 "randomness for its key");
 		goto err;
+	}
 	s->nmodels = 1 + cfg->nmore;
 	if (!(s->models = calloc(s->nmodels, sizeof(*s->models))) ||
 	    !(g = calloc(s->nmodels, sizeof(*g))))
@@ -585,17 +592,22 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 			struct seed_gen *g = mo->gens[k];
 			char *json;
 			size_t len;
+			struct sfs_blob *b;
 			g->m->key_epoch = epoch;
 			if (sfs_manifest_encode(g->m, &json, &len)) {
 				rc = -ENOMEM;
 				continue;
 			}
-			free(g->json);
-			g->json = json;
-			g->json_len = len;
-			free(g->gz); /* the old keys' */
+			if (sfs_blob_wrap(json, len, &b)) {
+				free(json);
+				rc = -ENOMEM;
+				continue;
+			}
+			/* Answers going out keep the old keys' copies. */
+			sfs_blob_put(g->json);
+			g->json = b;
+			sfs_blob_put(g->gz);
 			g->gz = NULL;
-			g->gz_len = 0;
 			g->gz_tried = 0;
 		}
 	}
@@ -831,13 +843,14 @@ static struct seed_model *model_of(struct sfs_seed *s, const char *name)
 	return NULL;
 }
 
-int sfs_seed_manifest_copy(struct sfs_seed *s, const char *model,
-			   uint64_t generation, int gzip, char **json,
-			   size_t *len, int *gzipped)
+int sfs_seed_manifest_get(struct sfs_seed *s, const char *model,
+			  uint64_t generation, int gzip, struct sfs_blob **out,
+			  int *gzipped)
 {
 	struct seed_model *mo = model_of(s, model);
 	int rc = -ENOENT;
 	*gzipped = 0;
+	*out = NULL;
 	if (!mo)
 		return model ? -ESRCH : -EISDIR;
 	pthread_mutex_lock(&s->lock);
@@ -846,20 +859,19 @@ int sfs_seed_manifest_copy(struct sfs_seed *s, const char *model,
 		if (generation ? g->number != generation : i + 1 != mo->ngens)
 			continue;
 		if (gzip && !g->gz_tried) { /* once per generation and keys */
-			int zr = sfs_gzip(g->json, g->json_len, &g->gz,
-					  &g->gz_len);
+			char *z;
+			size_t zn;
+			int zr = sfs_gzip(sfs_blob_data(g->json),
+					  sfs_blob_len(g->json), &z, &zn);
+			if (!zr && sfs_blob_wrap(z, zn, &g->gz)) {
+				free(z);
+				zr = -ENOMEM;
+			}
 			g->gz_tried = zr != -ENOMEM;
 		}
-		const char *src = gzip && g->gz ? g->gz : g->json;
-		size_t n = gzip && g->gz ? g->gz_len : g->json_len;
-		*json = malloc(n + 1);
-		rc = *json ? 0 : -ENOMEM;
-		if (*json) {
-			memcpy(*json, src, n);
-			(*json)[n] = '\0';
-			*len = n;
-			*gzipped = src == g->gz;
-		}
+		*gzipped = gzip && g->gz;
+		*out = sfs_blob_get(*gzipped ? g->gz : g->json);
+		rc = 0;
 		break;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -983,14 +995,18 @@ int sfs_seed_models(struct sfs_seed *s, char **buf, size_t *len)
 	return 0;
 }
 
-int sfs_seed_announce(struct sfs_seed *s, const char *addr, uint64_t instance)
+int sfs_seed_announce(struct sfs_seed *s, const struct sfs_announce *an,
+		      struct sfs_announced_res *res)
 {
-	int fresh;
-	int rc =
-		sfs_announced_add(s->ann, addr, instance, sfs_now_ms(), &fresh);
-	if (fresh)
+	int rc = sfs_announced_add(s->ann, an, sfs_now_ms(), res);
+	if (!rc && *res->moved_from)
+		SFS_LOG(SFS_INFO, "seed",
+			"re-seeder run 0x%016" PRIx64
+			" moved from %s to %s (it proved the run)",
+			an->instance, res->moved_from, res->listed);
+	else if (!rc && res->fresh)
 		SFS_LOG(SFS_INFO, "seed", "re-seeder %s announced itself",
-			addr);
+			res->listed);
 	return rc;
 }
 

@@ -49,6 +49,13 @@ struct sfs_seed_cfg {
 	 * its place in the fleet's lanes (sfs_seed_sources); 0: the
 	 * default, SFS_SEED_FLEET_FROM. */
 	uint32_t fleet_from;
+	/* Live announcements listed per caller address
+	 * (--announce-per-host); 0: SFS_ANNOUNCED_PER_CALLER. */
+	uint32_t announce_per_host;
+	/* The secret the fleet's ring is keyed with, 32 bytes
+	 * (--ring-key-file) [borrowed: copied at open]; NULL: 32 random
+	 * bytes drawn at open. */
+	const uint8_t *ring_key;
 	/* "key=value[,key=value...]" over what config.json says of the
 	 * identity (docs/identity.md); NULL: config.json alone. */
 	const char *identity;
@@ -84,17 +91,21 @@ size_t sfs_seed_nmodels(const struct sfs_seed *s);
 const char *sfs_seed_model_name(const struct sfs_seed *s, size_t i);
 
 /*
- * sfs_seed_manifest_copy - the manifest of @model (NULL: the only one)
- * at @generation (0: the current one) into *json [new, free()].  With
- * @gzip, gzipped when that is smaller (*gzipped 1): compressed once per
- * generation and key epoch, kept beside it.  -ENOENT when there is no
- * such model or that generation is no longer served, -ESRCH when there
- * is no such model, -EISDIR when @model is NULL and the seed serves
- * several.  Thread safe.
+ * sfs_seed_manifest_get - the manifest of @model (NULL: the only one)
+ * at @generation (0: the current one) as a reference to the
+ * generation's encoded copy into *out [new reference: sfs_blob_put]:
+ * every answer of one generation sends the same bytes, held while any
+ * is going out (a rekey or the generation's end makes or frees the
+ * seed's own, never those).  With @gzip, gzipped when that is smaller
+ * (*gzipped 1): compressed once per generation and key epoch, kept
+ * beside it.  -ENOENT when that generation is no longer served,
+ * -ESRCH when there is no such model, -EISDIR when @model is NULL and
+ * the seed serves several.  Thread safe.
  */
-int sfs_seed_manifest_copy(struct sfs_seed *s, const char *model,
-			   uint64_t generation, int gzip, char **json,
-			   size_t *len, int *gzipped);
+struct sfs_blob;
+int sfs_seed_manifest_get(struct sfs_seed *s, const char *model,
+			  uint64_t generation, int gzip, struct sfs_blob **out,
+			  int *gzipped);
 
 /* sfs_seed_generations - one line of JSON for @model (NULL: the only
  * one): model, current generation, instance, content, identity id, and
@@ -172,17 +183,21 @@ int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed);
 #define SFS_SEED_FLEET_FROM 9
 
 /*
- * sfs_seed_announce - a re-seeder (a mount that serves what it holds)
- * at control address @addr, its run @instance (0: not said), is alive
- * for the next 15 s (it announces itself again every 5): as
- * sfs_announced_add (seed/announce.h), -ENOSPC when
- * SFS_ANNOUNCED_MAX (1024) are live.
+ * sfs_seed_announce - a re-seeder's announcement @an (its control
+ * address, the caller's address, its run and the run's proof): as
+ * sfs_announced_add (seed/announce.h), the address listed for the next
+ * 15 s (it announces itself again every 5); one line when it is new or
+ * its run moved.  *@res filled.  0 or the refusal (-EINVAL, -EPERM,
+ * -EACCES, -EDQUOT, -ENOSPC), -ENOMEM.
  *
  * sfs_seed_sources - what sfs_announced_sources answers @asker (@me:
  * its run, if it is a re-seeder that said it), the fleet's ring from
  * cfg.fleet_from live ones on.  0 or -ENOMEM.  Thread safe.
  */
-int sfs_seed_announce(struct sfs_seed *s, const char *addr, uint64_t instance);
+struct sfs_announce;
+struct sfs_announced_res;
+int sfs_seed_announce(struct sfs_seed *s, const struct sfs_announce *an,
+		      struct sfs_announced_res *res);
 int sfs_seed_sources(struct sfs_seed *s, const char *asker, uint64_t me,
 		     char **buf, size_t *len);
 

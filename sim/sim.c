@@ -12,7 +12,8 @@
  *     share (recomputed whenever a pull starts or ends at either host),
  *     after one latency;
  *   - who knows whom: the seed lists each replica the 16 re-seeders
- *     that rank first for it (rendezvous hashing, as seed/seed.c does);
+ *     that rank first for it (rendezvous hashing, as seed/announce.c
+ *     does, unkeyed here);
  *     a replica uses the first K of them (8, replica/source.c's cap);
  *     its lanes are those members and itself, in key order;
  *   - what a replica knows of a member's holdings: as of its last
@@ -625,7 +626,8 @@ static void arrived(uint32_t fi)
 	pump(ri, 0);
 }
 
-/* Rendezvous rank of re-seeder @m for asker @a, as the seed ranks. */
+/* Rendezvous rank of re-seeder @m for asker @a, as the seed ranks (it
+ * hashes the addresses under its ring secret first). */
 static uint64_t rank_of(uint32_t a, uint32_t m)
 {
 	char as[32], ms[32];

@@ -76,7 +76,7 @@ idle=$(cat "$WORK/idle.out")
 # rest is margin for a loaded machine).
 for kind in drip idle; do
 	out=$(cat "$WORK/$kind.out")
-	read -r held a b < <(echo "$out" | sed -n 's/.* held \([0-9]*\) cut \([0-9.]*\)-\([0-9.]*\) s$/\1 \2 \3/p')
+	read -r held a b < <(echo "$out" | sed -n 's/.* held \([0-9]*\) cut \([0-9.]*\)-\([0-9.]*\) s read [0-9]*$/\1 \2 \3/p')
 	[ -n "$b" ] || fail "$kind: no held/cut in: $out"
 	[ "$held" -eq 32 ] || fail "$kind: $held connections from one address held at once, not 32: $out"
 	awk -v a="$a" -v b="$b" 'BEGIN { exit !(a >= 4.95 && b <= 6.5) }' ||

@@ -4,8 +4,9 @@
 # and a replica works with its log2(n) = 10 members (more than the 8
 # peers it keeps outside a ring).  A real re-seeding mount first takes
 # 8 peers from 20 announced without a run (no ring); then 1,003 are
-# announced with their runs (the ring: those and the mount, 1,004).  All
-# announced addresses lead nowhere (127.1.x.y and 127.2.x.y, port 9).
+# announced with their runs (the ring: those and the mount, 1,004), each
+# from its own address with its run's proof.  All announced addresses
+# lead nowhere (127.1.x.y and 127.2.x.y, port 9).
 # The seed must list all 1,024 and refuse the next (503); every fake's
 # place must be its own, its members at places -1, -2, ..., -512; the
 # mount must log its place among 1,004 with 10 peers and take all 10
@@ -17,38 +18,62 @@ source "$(dirname "$0")/lib.sh" "$1"
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 4M --shards 1
 F=model-00001-of-00001.safetensors
-start_seed "$MODEL"
+# The ring from 1,004 on (--fleet-from): announced from 1,003 addresses
+# one after another, the fakes take a second or so to all be in, and a
+# mount given its place in a ring still growing would take members it
+# drops a second later.
+start_seed "$MODEL" --fleet-from 1004
 SP=$SEED_PORT
 
 # The script: announces NFAKE re-seeders every 4 s (an announcement
-# lasts 15), after the first round checks every fake's place, then
+# lasts 15), each from its own address (a seed lists only the caller's
+# own, a few per address) with its run and the run's proof (its
+# secret), after the first round checks every fake's place, then
 # writes "ready"; with "extra" it announces one more and prints the
 # status it got.
 cat >"$WORK/ring.py" <<'EOF'
-import http.client, json, sys, time
+import hashlib, http.client, json, sys, time
 
 host, port, nfake, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 conn = http.client.HTTPConnection(host, port, timeout=10)
 
-def call(method, path, body=None):
+def call(method, path, body=None, src=None):
     global conn
     for attempt in range(3):
+        c = conn if src is None else http.client.HTTPConnection(
+            host, port, timeout=10, source_address=(src, 0))
         try:
-            conn.request(method, path, body=body,
-                         headers={"Content-Type": "application/json"})
-            r = conn.getresponse()
+            c.request(method, path, body=body,
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
             return r.status, r.read()
         except (http.client.HTTPException, OSError):
-            conn.close()
-            conn = http.client.HTTPConnection(host, port, timeout=10)
+            if src is None:
+                conn.close()
+                conn = http.client.HTTPConnection(host, port, timeout=10)
+        finally:
+            if src is not None:
+                c.close()
     raise SystemExit("no answer from the seed")
 
+def src(i):
+    return "127.1.%d.%d" % (i >> 8, i & 255)
+
 def addr(i):
-    return "127.1.%d.%d:9" % (i >> 8, i & 255)
+    return src(i) + ":9"
+
+# Fake i's run: its secret, and the instance the secret proves (the
+# first 8 bytes of its SHA-256).
+def secret(i):
+    return hashlib.sha256(b"ring fake %d" % i).digest()
+
+def inst(i):
+    return "0x%016x" % int.from_bytes(hashlib.sha256(secret(i)).digest()[:8], "big")
 
 def announce(i):
     return call("POST", "/v1/announce",
-                json.dumps({"address": addr(i), "instance": "0x%x" % (0x5eed0000 + i)}))[0]
+                json.dumps({"address": addr(i), "instance": inst(i),
+                            "proof": secret(i).hex()}), src=src(i))[0]
 
 mode = sys.argv[5] if len(sys.argv) > 5 else "ring"
 if mode == "extra":
@@ -57,8 +82,9 @@ if mode == "extra":
 if mode == "plain":  # no run: no place in the ring
     while True:
         for i in range(nfake):
+            h = "127.2.%d.%d" % (i >> 8, i & 255)
             st = call("POST", "/v1/announce", json.dumps(
-                {"address": "127.2.%d.%d:9" % (i >> 8, i & 255)}))[0]
+                {"address": h + ":9"}), src=h)[0]
             if st != 200:
                 raise SystemExit("announce plain %d: %d" % (i, st))
         with open(out, "w") as fo:
@@ -76,7 +102,7 @@ while True:
         at = {}
         ans = {}
         for i in range(nfake):
-            st, body = call("GET", "/v1/sources?me=0x%x" % (0x5eed0000 + i))
+            st, body = call("GET", "/v1/sources?me=" + inst(i))
             o = json.loads(body)
             f = o.get("fleet")
             if st != 200 or not f:

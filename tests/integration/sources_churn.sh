@@ -32,10 +32,15 @@ sleep 1 # its poller and connections settled
 read -r t0 f0 _ < <(usage "$APID")
 # live_reseeders: how many re-seeders A's status lists now
 live_reseeders() { grep -c '^reseeder: ' "$A/.seedfs/status" || true; }
-# start_reseeder I: a re-seeding mount, prefetched; sets RADDR, RPID
+# start_reseeder I: a re-seeding mount, prefetched; sets RADDR, RPID.
+# Each listens on an address of its own, 127.0.0.(10 + I) (9: "live"),
+# as a fleet's re-seeders are each on a host of their own: a seed lists
+# only a few announced from one address (--announce-per-host), and the
+# killed ones stay listed 15 s.
 start_reseeder() {
-	local mnt=$WORK/r$1
-	MOUNT_LOG=r$1 mount_seed "$mnt" --reseed --listen "$HOST:0" --cache-size 32M
+	local mnt=$WORK/r$1 ip=127.0.0.9
+	[ "$1" = live ] || ip=127.0.0.$((10 + $1 % 240))
+	MOUNT_LOG=r$1 mount_seed "$mnt" --reseed --listen "$ip:0" --cache-size 32M
 	RPID=$MOUNT_PID
 	"$SEEDFS" prefetch "$mnt/m" >/dev/null 2>"$WORK/pf.err" ||
 		fail "prefetch $1: $(cat "$WORK/pf.err")"

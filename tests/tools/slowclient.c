@@ -2,17 +2,21 @@
 /*
  * slowclient - hostile clients of a seed's control port, for tests.
  *
- *   slowclient HOST PORT SRCADDR N drip|idle SECONDS
+ *   slowclient HOST PORT SRCADDR N drip|idle|read SECONDS [PATH [HEADER]]
  *
  * Keeps N connections from SRCADDR open to HOST:PORT for SECONDS:
  * "drip" sends an HTTP request that never ends, one byte a second per
- * connection (which resets any idle timeout); "idle" sends nothing.  A
- * connection the server closes is opened again.  Prints, at the end,
- * "opened N closed M held H cut A-B s": M closed by the server; H the
- * most connections open at once that the server had kept for 2 s or
- * more (the ones past a per-address cap are closed at once); A-B the
- * shortest and longest life, connect to close, of those it closed after
- * 2 s or more (0-0: none).
+ * connection (which resets any idle timeout); "idle" sends nothing;
+ * "read" asks GET PATH (default /v1/manifest; with HEADER, a line such
+ * as "Accept-Encoding: gzip", too) whole, then reads the
+ * answer slowly (a 4 KiB receive buffer, 1 KiB every 100 ms), so the
+ * server holds it that long.  A connection the server closes is opened
+ * again.  Prints, at the end, "opened N closed M held H cut A-B s read
+ * R": M closed by the server; H the most connections open at once that
+ * the server had kept for 2 s or more (the ones past a per-address cap
+ * are closed at once); A-B the shortest and longest life, connect to
+ * close, of those it closed after 2 s or more (0-0: none); R the bytes
+ * read in all.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,11 +48,14 @@ struct slot {
 };
 
 static int open_one(const struct sockaddr_in *dst,
-		    const struct sockaddr_in *src)
+		    const struct sockaddr_in *src, int small)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), rb = 4096;
 	if (fd < 0)
 		return -1;
+	/* Before connect: the window it opens is this small. */
+	if (small)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb));
 	if (bind(fd, (const struct sockaddr *)src, sizeof(*src)) ||
 	    (connect(fd, (const struct sockaddr *)dst, sizeof(*dst)) &&
 	     errno != EINPROGRESS)) {
@@ -60,11 +67,18 @@ static int open_one(const struct sockaddr_in *dst,
 
 int main(int argc, char **argv)
 {
-	if (argc != 7) {
+	if (argc < 7 || argc > 9) {
 		fprintf(stderr, "usage: slowclient HOST PORT SRCADDR N "
-				"drip|idle SECONDS\n");
+				"drip|idle|read SECONDS [PATH [HEADER]]\n");
 		return 2;
 	}
+	char get[1024];
+	snprintf(get, sizeof(get),
+		 "GET %.300s HTTP/1.1\r\nHost: %.100s\r\n%.300s%s"
+		 "Connection: close\r\n\r\n",
+		 argc >= 8 ? argv[7] : "/v1/manifest", argv[1],
+		 argc == 9 ? argv[8] : "", argc == 9 ? "\r\n" : "");
+	long got = 0;
 	struct sockaddr_in dst = {.sin_family = AF_INET,
 				  .sin_port = htons((uint16_t)atoi(argv[2]))};
 	struct sockaddr_in src = {.sin_family = AF_INET};
@@ -74,6 +88,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int n = atoi(argv[4]), drip = !strcmp(argv[5], "drip");
+	int rd = !strcmp(argv[5], "read");
 	double end = now() + atof(argv[6]);
 	struct slot *s = calloc((size_t)n, sizeof(*s));
 	struct pollfd *p = calloc((size_t)n, sizeof(*p));
@@ -85,7 +100,7 @@ int main(int argc, char **argv)
 		double t = now();
 		for (int i = 0; i < n; i++) {
 			if (s[i].fd < 0 && t >= s[i].next) {
-				s[i].fd = open_one(&dst, &src);
+				s[i].fd = open_one(&dst, &src, rd);
 				s[i].sent = 0;
 				s[i].next = t + 1.0;
 				s[i].since = t;
@@ -97,9 +112,18 @@ int main(int argc, char **argv)
 				if (send(s[i].fd, &c, 1, MSG_NOSIGNAL) == 1)
 					s[i].sent++;
 				s[i].next = t + 1.0;
+			} else if (s[i].fd >= 0 && rd &&
+				   s[i].sent < strlen(get)) {
+				/* Once connected: the request, whole. */
+				ssize_t k = send(s[i].fd, get + s[i].sent,
+						 strlen(get) - s[i].sent,
+						 MSG_NOSIGNAL);
+				if (k > 0)
+					s[i].sent += (size_t)k;
 			}
 			p[i].fd = s[i].fd;
-			p[i].events = POLLIN;
+			/* A slow reader reads when its turn comes. */
+			p[i].events = !rd || t >= s[i].next ? POLLIN : 0;
 			p[i].revents = 0;
 		}
 		long held = 0;
@@ -109,10 +133,18 @@ int main(int argc, char **argv)
 			held_max = held;
 		if (poll(p, (nfds_t)n, 50) > 0)
 			for (int i = 0; i < n; i++) {
-				char buf[256];
+				char buf[1024];
 				if (s[i].fd < 0 || !p[i].revents)
 					continue;
-				if (recv(s[i].fd, buf, sizeof(buf), 0) > 0)
+				ssize_t k = recv(s[i].fd, buf,
+						 rd ? sizeof(buf) : 256, 0);
+				if (k > 0) {
+					got += k;
+					if (rd)
+						s[i].next = now() + 0.1;
+					continue;
+				}
+				if (k < 0 && errno == EAGAIN)
 					continue;
 				close(s[i].fd); /* the server closed it */
 				s[i].fd = -1;
@@ -132,7 +164,7 @@ int main(int argc, char **argv)
 			close(s[i].fd);
 	free(s);
 	free(p);
-	printf("opened %ld closed %ld held %ld cut %.2f-%.2f s\n", opened,
-	       closed, held_max, cut_min, cut_max);
+	printf("opened %ld closed %ld held %ld cut %.2f-%.2f s read %ld\n",
+	       opened, closed, held_max, cut_min, cut_max, got);
 	return 0;
 }

@@ -29,6 +29,7 @@
 #include "control/tls.h"
 #include "metadata/tname.h"
 #include "replica/parse.h"
+#include "seed/announce.h"
 #include "seed/ctl_impl.h"
 #include "transports/transport.h"
 
@@ -1009,35 +1010,61 @@ START_TEST(seed_requests)
 		"protocol=sockets&read_bytes=18446744073709551615&replica="
 		"ffffffffffffffff",
 	};
+	/* The fourth: a run (the SHA-256 of 32 zero bytes begins
+	 * 66687aadf862bd77) and its proof. */
 	static const char *const bodies[] = {
-		"{\"address\": \"10.0.0.7:41393\"}",
+		"{\"address\": \"10.1.2.3:41393\"}",
 		"{\"address\": \"0.0.0.0:8080\"}",
 		"{\"address\":\":9\"}",
-		"{\"address\": \"10.0.0.8:7\", \"instance\": \"0x1f\"}",
+		"{\"address\": \"[fe80::5]:7\", \"instance\": "
+		"\"0x66687aadf862bd77\", \"proof\": "
+		"\"0000000000000000000000000000000000000000000000000000000000"
+		"000000\"}",
 	};
 	static const char *const clients[] = {"10.1.2.3", "fe80::5"};
 	struct ctl_reports *rp = calloc(1, sizeof(*rp));
+	struct sfs_announced *tab;
 	uint64_t before[CTL_PROTOS_MAX] = {0}, now = 1000;
-	long counted = 0, announced = 0;
+	long counted = 0, announced = 0, listed = 0;
+	ck_assert_int_eq(sfs_announced_new(NULL, &tab), 0);
 	for (long i = 0; i < iters(); i++, now += 7) {
 		size_t n;
 		if (i % 2) { /* a round each */
-			char *b = mutate_text(bodies[i % 4], &n), addr[300];
+			char *b = mutate_text(bodies[i / 2 % 4], &n);
 			char h[256], p[16];
-			uint64_t inst;
-			int rc = ctl_parse_announce(b, n, clients[i % 4 / 2],
-						    addr, sizeof(addr), &inst,
-						    err, sizeof(err));
+			struct ctl_announce an;
+			struct sfs_announced_res res;
+			int rc =
+				ctl_parse_announce(b, n, &an, err, sizeof(err));
 			ck_assert(rc == 0 || rc == -EINVAL);
+			if (rc) {
+				ck_assert(err[0]);
+				free(b);
+				continue;
+			}
+			ck_assert_int_eq(sfs_parse_hostport(an.addr, h,
+							    sizeof(h), p,
+							    sizeof(p)),
+					 0);
+			announced++;
+			/* What the table makes of it: listed (at the
+			 * caller's address), or one of its refusals. */
+			struct sfs_announce in = {
+				.addr = an.addr,
+				.caller = clients[i / 2 % 4 == 3],
+				.instance = an.instance,
+				.proof = an.has_proof ? an.proof : NULL};
+			rc = sfs_announced_add(tab, &in, now, &res);
+			ck_assert(rc == 0 || rc == -EINVAL || rc == -EPERM ||
+				  rc == -EACCES || rc == -EDQUOT);
 			if (!rc) {
 				ck_assert_int_eq(
-					sfs_parse_hostport(addr, h, sizeof(h),
-							   p, sizeof(p)),
+					sfs_parse_hostport(res.listed, h,
+							   sizeof(h), p,
+							   sizeof(p)),
 					0);
-				ck_assert(h[0] && p[0]);
-				announced++;
-			} else {
-				ck_assert(err[0]);
+				ck_assert_str_eq(h, in.caller);
+				listed++;
 			}
 			free(b);
 			continue;
@@ -1060,9 +1087,11 @@ START_TEST(seed_requests)
 		free(q);
 	}
 	printf("seed: %ld read reports counted (%zu replicas, %zu "
-	       "protocols), %ld announcements taken, of %ld mutants\n",
-	       counted, rp->nreplicas, rp->nprotos, announced, iters());
-	ck_assert(counted && announced);
+	       "protocols), %ld announcements parsed, %ld listed, of %ld "
+	       "mutants\n",
+	       counted, rp->nreplicas, rp->nprotos, announced, listed, iters());
+	ck_assert(counted && announced && listed);
+	sfs_announced_free(tab);
 	free(rp);
 }
 END_TEST

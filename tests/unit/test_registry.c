@@ -13,6 +13,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +230,78 @@ START_TEST(watch)
 }
 END_TEST
 
+/* etcd's answer is not trusted to stop below INT64_MAX: a revision no
+ * other can follow is refused in one line (the caller watches from it
+ * + 1); the one before it is taken. */
+START_TEST(revision_at_the_end)
+{
+	struct seen s = {0};
+	int64_t rev = 0, next = 2, compact;
+	int created, canceled;
+	char err[256];
+#define LAST "9223372036854775807"
+#define HDR_AT(r) "\"header\":{\"cluster_id\":\"1\",\"revision\":\"" r "\"}"
+	static const struct {
+		int watch;
+		const char *body, *err;
+	} bad[] = {
+		{0, "{" HDR_AT(LAST) "}",
+		 "range: header.revision: 9223372036854775807, the last int64: "
+		 "no revision can follow it"},
+		{0,
+		 "{" HDR ",\"kvs\":[{\"key\":\"YQ==\",\"mod_revision\":"
+		 "\"" LAST "\"}]}",
+		 "range: kvs[0]: mod_revision: 9223372036854775807, the last "
+		 "int64: no revision can follow it"},
+		{1, "{\"result\":{" HDR_AT(LAST) "}}",
+		 "watch: header.revision: 9223372036854775807, the last int64: "
+		 "no revision can follow it"},
+		{1,
+		 "{\"result\":{" HDR ",\"events\":[{\"kv\":{\"key\":"
+		 "\"YQ==\",\"mod_revision\":" LAST "}}]}}",
+		 "watch: events[0]: mod_revision: 9223372036854775807, the last "
+		 "int64: no revision can follow it"},
+		{1,
+		 "{\"result\":{\"canceled\":true,\"compact_revision\":"
+		 "\"" LAST "\"}}",
+		 "watch: compact_revision: 9223372036854775807, the last int64: "
+		 "no revision can follow it"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *b = bad[i].body;
+		int rc = bad[i].watch
+				 ? sfs_reg_parse_watch(b, strlen(b), collect,
+						       &s, &next, &created,
+						       &canceled, &compact, err,
+						       sizeof(err))
+				 : sfs_reg_parse_range(b, strlen(b), 10,
+						       collect, &s, &rev, err,
+						       sizeof(err));
+		ck_assert_msg(rc == -EPROTO, "%s: %d", b, rc);
+		ck_assert_str_eq(err, bad[i].err);
+	}
+	ck_assert_int_eq(s.n, 0);
+	ck_assert_int_eq(next, 2);
+	/* One below it: taken, and the next revision is the last. */
+	const char *w = "{\"result\":{" HDR_AT("9223372036854775806") "}}";
+	ck_assert_int_eq(sfs_reg_parse_watch(w, strlen(w), collect, &s, &next,
+					     &created, &canceled, &compact, err,
+					     sizeof(err)),
+			 0);
+	const char *e = "{\"result\":{" HDR_AT(
+		"9223372036854775806") ",\"events\":[{\"kv\":{\"key\":\"YQ==\","
+				       "\"mod_revision\":\"9223372036854775806\"}}]}}";
+	ck_assert_int_eq(sfs_reg_parse_watch(e, strlen(e), collect, &s, &next,
+					     &created, &canceled, &compact, err,
+					     sizeof(err)),
+			 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_int_eq(next, INT64_MAX);
+#undef LAST
+#undef HDR_AT
+}
+END_TEST
+
 static int open_url(const char *url, char *err, size_t len, struct sfs_reg **g)
 {
 	struct sfs_reg_cfg c = {.url = url};
@@ -362,6 +435,7 @@ int main(void)
 	tcase_add_test(t, range);
 	tcase_add_test(t, range_hostile);
 	tcase_add_test(t, watch);
+	tcase_add_test(t, revision_at_the_end);
 	tcase_add_test(t, urls);
 	tcase_add_test(t, auth_file);
 	tcase_add_test(t, auth_plain);

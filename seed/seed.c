@@ -664,10 +664,13 @@ static int64_t resign(struct sfs_seed *s)
 			 * control port reads the manifest under s->lock. */
 			char *json = NULL, when[32];
 			size_t len;
+			struct sfs_blob *blob = NULL;
 			struct sfs_manifest c = *m;
 			int rc = seed_gen_sign(&c, &mo->cfg);
 			if (!rc)
 				rc = sfs_manifest_encode(&c, &json, &len);
+			if (!rc && (rc = sfs_blob_wrap(json, len, &blob)))
+				free(json); /* else the blob owns it */
 			if (rc) {
 				SFS_LOG(SFS_ERR, "seed",
 					"%s: generation %" PRIu64
@@ -681,14 +684,14 @@ static int64_t resign(struct sfs_seed *s)
 			g->m->signed_at = c.signed_at;
 			g->m->valid_until = c.valid_until;
 			memcpy(g->m->sig, c.sig, sizeof(c.sig));
-			free(g->json);
-			g->json = json;
-			g->json_len = len;
-			free(g->gz); /* the old signature's */
-			g->gz = NULL;
-			g->gz_len = 0;
+			/* Readers of the old text hold their own references. */
+			struct sfs_blob *old_json = g->json, *old_gz = g->gz;
+			g->json = blob;
+			g->gz = NULL; /* the old signature's */
 			g->gz_tried = 0;
 			pthread_mutex_unlock(&s->lock);
+			sfs_blob_put(old_json);
+			sfs_blob_put(old_gz);
 			time_t until = (time_t)(m->valid_until / 1000000000);
 			struct tm tm;
 			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ",

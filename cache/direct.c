@@ -135,6 +135,18 @@ static int slot_copy(struct sfs_cache *c, uint32_t set, uint32_t obj,
 	}
 }
 
+/* Does a peer that is no seed hold @set?  Its bytes must not land in a
+ * caller's memory: a pull moved off it may still write there after the
+ * read went on.  (c->lock held) */
+static int members_hold(struct sfs_cache *c, uint32_t set)
+{
+	const struct cache_set *s = c->sets[set];
+	for (size_t i = 0; i < s->nholders; i++)
+		if (!c->peers[c->holders[s->holders[i]]->peer]->trusted)
+			return 1;
+	return 0;
+}
+
 /* Start piece @pc (c->lock held): a direct chunk queued, or an edge's
  * slot pull under way. */
 static int start(struct sfs_cache *c, struct piece *pc)
@@ -144,10 +156,15 @@ static int start(struct sfs_cache *c, struct piece *pc)
 	int rc = 0;
 
 	pc->start_ms = sfs_now_ms();
+	/* A member came since the read was cut: through a slot too. */
+	if (!pc->edge && members_hold(c, rd->set))
+		pc->edge = 1;
 	if (pc->edge) {
-		/* Started now if a slot is free; else its turn waits for
-		 * one (slot_copy). */
-		sfs_cache_find_or_start(c, rd->set, rd->obj, idx, 0, 1, &rc);
+		/* Started now if a slot is free (as read-ahead: the reader
+		 * is not at it yet, a member that has not served may probe
+		 * with it; slot_copy's pin makes it demand); else its turn
+		 * waits for one (slot_copy). */
+		sfs_cache_find_or_start(c, rd->set, rd->obj, idx, 0, 0, &rc);
 		return 0;
 	}
 	if ((rc = sfs_peer_set_usable(c, rd->set)))
@@ -200,6 +217,16 @@ static int direct_wait(struct sfs_cache *c, struct piece *pc)
 		sfs_peer_pump(c);
 	}
 	pc->ch = NULL;
+	if (rc && rc != -EAGAIN && ch->state == CH_QUEUED &&
+	    members_hold(c, ch->set)) {
+		/* Never handed to the transport, and no seed can serve it
+		 * now (a member came, the seeds went): through a slot,
+		 * which a member may fill. */
+		uint32_t set = ch->set, obj = ch->obj;
+		direct_end(c, ch);
+		return slot_copy(c, set, obj, pc->off, pc->len, pc->to,
+				 pc->start_ms, sfs_now_ms());
+	}
 	if (rc != -EAGAIN) {
 		direct_end(c, ch);
 		return rc;
@@ -231,18 +258,6 @@ static int direct_wait(struct sfs_cache *c, struct piece *pc)
 		return rc;
 	return slot_copy(c, set, obj, pc->off, pc->len, pc->to, pc->start_ms,
 			 start);
-}
-
-/* Does a peer that is no seed hold @set?  Its bytes must not land in a
- * caller's memory: a pull moved off it may still write there after the
- * read went on.  (c->lock held) */
-static int members_hold(struct sfs_cache *c, uint32_t set)
-{
-	const struct cache_set *s = c->sets[set];
-	for (size_t i = 0; i < s->nholders; i++)
-		if (!c->peers[c->holders[s->holders[i]]->peer]->trusted)
-			return 1;
-	return 0;
 }
 
 /* Cut @rd into pieces at @out (room for them counted by count()). */

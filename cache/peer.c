@@ -231,6 +231,9 @@ static int servable(struct sfs_cache *c, const struct sfs_chunk *ch,
 		const struct cache_holder *h = c->holders[s->holders[i]];
 		if (h->peer == not_peer || !sfs_holder_has(h, ch->obj, ch->idx))
 			continue;
+		/* No member takes a direct read (holder_for). */
+		if (ch->dst && !c->peers[h->peer]->trusted)
+			continue;
 		int rc = peer_usable(c, c->peers[h->peer]);
 		if (!rc)
 			return 0;
@@ -320,11 +323,17 @@ static void member_failed(struct sfs_cache *c, struct cache_peer *p,
 int sfs_peer_seed_has(struct sfs_cache *c, const struct sfs_chunk *ch)
 {
 	const struct cache_set *s = c->sets[ch->set];
+	uint64_t now = sfs_now_ms();
+	/* A seed that would take it now: usable, its control port not
+	 * silent, not avoided as stuck (such a seed is shy: it leaves to
+	 * the others what they hold, and a member waiting for it would
+	 * wait for nobody). */
 	for (size_t i = 0; i < s->nholders; i++) {
 		const struct cache_holder *h = c->holders[s->holders[i]];
 		struct cache_peer *p = c->peers[h->peer];
 		if (p->trusted && sfs_holder_has(h, ch->obj, ch->idx) &&
-		    !peer_usable(c, p))
+		    !peer_usable(c, p) && !p->silent_since &&
+		    now >= p->avoid_until_ms)
 			return 1;
 	}
 	return 0;
@@ -929,6 +938,27 @@ static const struct sfs_swarm_ops view_ops = {
 	.member = view_member,
 };
 
+/* @ch was said to be coming by members and did not come within the
+ * wait (swarm.c's coming_wait): each of them that still says so failed
+ * (member_failed: unproven, its word keeps nothing off from now on).
+ * (c->lock held) */
+static void coming_late(struct sfs_cache *c, const struct sfs_chunk *ch)
+{
+	const struct cache_set *s = c->sets[ch->set];
+	for (size_t i = 0; i < s->nholders; i++) {
+		const struct cache_holder *h = c->holders[s->holders[i]];
+		struct cache_peer *p = c->peers[h->peer];
+		if (!p->trusted && !p->fails &&
+		    sfs_holder_coming(h, ch->obj, ch->idx)) {
+			SFS_LOG(SFS_INFO, "cache",
+				"%s: said %s object %u chunk %" PRIu64
+				" was coming, and it did not come",
+				p->label, s->label, ch->obj, ch->idx);
+			member_failed(c, p, NULL);
+		}
+	}
+}
+
 /* Does peer @pi take @ch now, through holder *hi?  @help: a
  * last-resort peer also takes a lagging member's (swarm.c). */
 static int takes(struct pick_view *v, uint32_t pi, struct sfs_chunk *ch,
@@ -955,6 +985,8 @@ static int takes(struct pick_view *v, uint32_t pi, struct sfs_chunk *ch,
 	struct sfs_swarm_chunk q = swarm_chunk(ch);
 	v->sw.wake_ms = 0;
 	int yes = sfs_swarm_takes(&v->sw, &q, &v->pm, *hi, help);
+	if (yes && q.coming_late)
+		coming_late(c, ch);
 	ch->held_ms = q.held_ms;
 	ch->coming_ms = q.coming_ms;
 	ch->lost_ms = q.lost_ms;

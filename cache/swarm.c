@@ -34,7 +34,6 @@
 #define LANE_BEHIND_SCAN 8 /* ... among its last this many is helped */
 #define TREE_SPREAD 3	   /* members holding a chunk: no more tree */
 #define TREE_LEVEL_MS 250  /* a tree level waits at least this long */
-#define PROBE_WAIT_MS 1000 /* read-ahead left to a member's first pulls */
 
 static uint64_t chunk_no(const struct sfs_swarm *sw,
 			 const struct sfs_swarm_chunk *ch)
@@ -126,9 +125,12 @@ static uint64_t lane_wait_until(const struct sfs_swarm *sw,
 	if (hi != SFS_CACHE_LANE_UNKNOWN) {
 		if (!member(sw, hi, &m) || m.removed || !m.answers || m.failed)
 			return 0;
-		/* Its holdings' growth is its word: it counts once it has
-		 * served. */
-		if (m.proven)
+		/* Its holdings' growth is its word: it never counts for a
+		 * chunk a reader waits for (a member that claims growth for
+		 * ever would keep the seeds off that reader for ever; the
+		 * idle time from its queueing bounds such a wait), only for
+		 * read-ahead. */
+		if (!ch->demand)
 			until = SFS_MAX(until, m.grew_ms + idle);
 	}
 	return now < until ? until : 0;
@@ -211,18 +213,18 @@ int sfs_swarm_member_has(const struct sfs_swarm *sw,
 }
 
 /*
- * A member that has not served yet keeps no seed off a chunk; but the
- * read-ahead it holds is left to it for a moment (PROBE_WAIT_MS from the
- * chunk's queueing), so that its first pulls, one at a time, can prove
- * it before the seed has taken all there is (a seed's window is 32
- * pulls).  Never a chunk a reader waits for, nor for a member that
- * failed.  1: wait (the time noted in sw->wake_ms).
+ * A member that has not served yet keeps no seed off a chunk a reader
+ * waits for; but the read-ahead it holds is left to it until its first
+ * pulls (one at a time) have proved it or it failed (a probe that
+ * stalls is hedged, one that cannot even connect fails the same way,
+ * cache/peer.c), so that the seed does not take all there is first (its
+ * window is 32 pulls, and a fleet's replicas queue all of a model at
+ * once).  1: wait.
  */
 static int probe_wait(struct sfs_swarm *sw, const struct sfs_swarm_chunk *ch,
 		      uint32_t not_peer)
 {
-	uint64_t at = ch->queued_ms + PROBE_WAIT_MS;
-	if (ch->demand || sw->now >= at)
+	if (ch->demand)
 		return 0;
 	for (size_t i = 0; i < sw->nholders; i++) {
 		uint32_t h = sw->holders[i];
@@ -232,10 +234,8 @@ static int probe_wait(struct sfs_swarm *sw, const struct sfs_swarm_chunk *ch,
 		if (m.peer != not_peer && !m.last_resort && !m.proven &&
 		    !m.failed && m.answers && !m.distrusted &&
 		    sw->now >= m.avoid_until_ms &&
-		    sw->ops->has(sw->arg, h, ch->obj, ch->idx, 0)) {
-			wake_at(sw, at);
+		    sw->ops->has(sw->arg, h, ch->obj, ch->idx, 0))
 			return 1;
-		}
 	}
 	return 0;
 }
@@ -332,17 +332,41 @@ static int tree_allows(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
  * as members join: a chunk one member posted under the old lanes is
  * another's under the new, and both pulled it from the seed.)
  */
+/* Does a member that answers and has not failed have @ch coming?  (One
+ * that has not served yet counts: what it says is waited for the idle
+ * time at most, and if it does not come it has failed.) */
+static int member_coming(const struct sfs_swarm *sw,
+			 const struct sfs_swarm_chunk *ch)
+{
+	for (size_t i = 0; i < sw->nholders; i++) {
+		uint32_t h = sw->holders[i];
+		struct sfs_swarm_member m;
+		if (h == ch->avoid || !member(sw, h, &m))
+			continue;
+		if (!m.last_resort && m.answers && !m.failed && !m.distrusted &&
+		    sw->now >= m.avoid_until_ms &&
+		    sw->ops->has(sw->arg, h, ch->obj, ch->idx, 1))
+			return 1;
+	}
+	return 0;
+}
+
 static int coming_wait(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch)
 {
-	if (!sfs_swarm_member_has(sw, ch, SFS_CACHE_NONE, 1)) {
+	if (!member_coming(sw, ch)) {
 		ch->coming_ms = 0;
 		return 0;
 	}
 	if (!ch->coming_ms)
 		ch->coming_ms = sw->now;
 	uint64_t at = ch->coming_ms + lane_idle(sw);
-	if (sw->now >= at)
+	if (sw->now >= at) {
+		/* It did not come: who said so failed (the caller's to
+		 * say: one that says so of everything and delivers nothing
+		 * would cost every read the wait). */
+		ch->coming_late = 1;
 		return 0;
+	}
 	wake_at(sw, at);
 	return 1;
 }
@@ -413,10 +437,15 @@ static int fleet_takes(struct sfs_swarm *sw, struct sfs_swarm_chunk *ch,
 		uint64_t idx = next - sw->base[obj];
 		later = sw->ops->has(sw->arg, ph, (uint32_t)obj, idx, 0);
 	}
-	if (!later && pm.proven && !pm.failed && sw->now < pm.grew_ms + idle) {
+	/* The parent brings it in its time: while it grows (its word), for
+	 * read-ahead only: never while a reader waits (a parent that grows
+	 * for ever without it would keep the seeds off that reader for
+	 * ever). */
+	if (!later && !pm.failed && !ch->demand &&
+	    sw->now < pm.grew_ms + idle) {
 		ch->lost_ms = 0;
 		wake_at(sw, pm.grew_ms + idle);
-		return 0; /* the parent brings it in its time */
+		return 0;
 	}
 	if (!ch->lost_ms)
 		ch->lost_ms = sw->now;

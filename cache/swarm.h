@@ -97,7 +97,10 @@ struct sfs_swarm_chunk {
 	 * on), at once */
 	unsigned int direct : 1;
 	unsigned int demand : 1; /* a reader waits for it (not read-ahead) */
-	uint64_t queued_ms;	 /* when it was queued */
+	/* [out] a member said it was coming and it did not come within
+	 * the wait: a seed takes it, and that member failed */
+	unsigned int coming_late : 1;
+	uint64_t queued_ms; /* when it was queued */
 	uint64_t held_ms;   /* [in/out] a lane member held it since, or 0 */
 	uint64_t coming_ms; /* [in/out] a member had it coming since, or 0 */
 	uint64_t lost_ms;   /* [in/out] fleet lanes: its parent seemed to

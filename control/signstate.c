@@ -91,7 +91,13 @@ static int put(struct recs *rs, const struct rec *r)
 	if (i >= 0) {
 		if (!newer(r, &rs->r[i]))
 			return 0;
+		/* The newest signature time seen stays: a record never
+		 * moves back in time (a run taken after another, signed a
+		 * little before it, would otherwise let the first run's
+		 * older generations back in). */
+		int64_t at = SFS_MAX(rs->r[i].signed_at, r->signed_at);
 		rs->r[i] = *r;
+		rs->r[i].signed_at = at;
 		return 1;
 	}
 	if (rs->n == SFS_SIGNSTATE_MAX) {
@@ -745,6 +751,8 @@ int sfs_signstate_take(struct sfs_signstate *s, const struct sfs_manifest *m,
 		 * little before it (a clock stepped back): it is the run
 		 * this replica follows now. */
 		if (o && o->run != r.run) {
+			/* ...at the newest time seen (put's rule). */
+			r.signed_at = SFS_MAX(r.signed_at, o->signed_at);
 			s->recs.r[i] = r;
 			s->dirty = 1;
 		} else {

@@ -2401,6 +2401,312 @@ START_TEST(export_since_tells_changes)
 }
 END_TEST
 
+/* A seed whose control port went silent (shy: it takes only what no other
+ * holder can serve) and a member that has not served yet (it takes no
+ * chunk a reader waits for that a seed that would take it has): the
+ * member takes it.  (Both deferred to the other: the read timed out
+ * although both held the chunk.) */
+START_TEST(silent_seed_unproven_member)
+{
+	uint64_t *sums = data_sums(14);
+	uint8_t *shas = data_shas(14);
+	uint32_t set, ps, pm, hm;
+	struct sfs_cache *c =
+		seed_with_sha(replica, peer, 2000, 64, sums, shas, &set, &ps);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &pm), 0);
+	struct sfs_cache_hobj ho = {&copy_piece, 1};
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, pm, &ho, 1, 1, &hm), 0);
+	/* Both serve: a chunk from the seed. */
+	ck_assert_int_eq(read_check(c, set, 0, 100), 0);
+	/* The seed's control port goes silent (its process died, or its
+	 * control port is cut off). */
+	sfs_cache_note_silence(c, ps, sfs_now_ms());
+	uint64_t t0 = sfs_now_ms();
+	int rc = read_check(c, set, 5 * CHUNK, 100);
+	uint64_t el = sfs_now_ms() - t0;
+	struct sfs_cache_peer_info a, b;
+	ck_assert_int_eq(sfs_cache_peer(c, ps, &a), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
+	printf("silent_seed_unproven_member: rc %d after %" PRIu64
+	       " ms; seed pulls %" PRIu64 ", member pulls %" PRIu64 "\n",
+	       rc, el, a.pulls, b.pulls);
+	fflush(stdout);
+	ck_assert_msg(rc == 0, "read failed: %d after %" PRIu64 " ms", rc, el);
+	ck_assert_uint_ge(b.pulls, 1);
+	sfs_cache_free(c);
+	free(sums);
+	free(shas);
+}
+END_TEST
+
+/* A fleet parent that keeps "growing" (its holdings claim one chunk more
+ * every other answer) but never claims chunk 0, which it is this cache's
+ * parent for: a reader's chunk is the seed's within the lane's idle time
+ * (the seed waited for such a parent for as long as it grew). */
+static struct sfs_cache_piece grow_pcs[2][2];
+static struct sfs_cache_hobj grow_ho[2];
+static atomic_int grow_stop;
+struct grower_arg {
+	struct sfs_cache *c;
+	uint32_t h;
+};
+static void *grower(void *arg)
+{
+	struct grower_arg *g = arg;
+	for (int k = 0; !atomic_load(&grow_stop); k++) {
+		sfs_cache_holder_update(g->c, g->h, &grow_ho[k % 2], 1);
+		usleep(400000);
+	}
+	return NULL;
+}
+
+START_TEST(fleet_parent_grows_forever)
+{
+	uint64_t *sums = data_sums(14);
+	uint8_t *shas = data_shas(14);
+	for (int grow = 0; grow <= 1; grow++) {
+		uint32_t set, ps, pm, hm;
+		struct sfs_cache *c = seed_with_sha(replica, peer, 8000, 64,
+						    sums, shas, &set, &ps);
+		ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &pm),
+				 0);
+		/* It holds chunk 1, then chunks 1 and 3, and so on. */
+		for (int v = 0; v < 2; v++) {
+			for (int j = 0; j <= v; j++)
+				grow_pcs[v][j] = (struct sfs_cache_piece){
+					.off = (uint64_t)(1 + 2 * j) * CHUNK,
+					.len = CHUNK,
+					.raddr = copy_piece.raddr +
+						 (uint64_t)(1 + 2 * j) * CHUNK,
+					.key = copy_piece.key};
+			grow_ho[v] = (struct sfs_cache_hobj){grow_pcs[v],
+							     (size_t)v + 1};
+		}
+		ck_assert_int_eq(sfs_cache_add_holder(c, set, pm, &grow_ho[0],
+						      1, 1, &hm),
+				 0);
+		ck_assert_int_eq(sfs_cache_set_fleet(c, set, 2, 1, &hm, 1), 0);
+		/* It proves itself: read-ahead of chunk 1 comes from it. */
+		ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, CHUNK, CHUNK, 0),
+				 0);
+		wait_peer_pulls(c, pm, 1);
+		struct sfs_cache_peer_info b;
+		ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
+		ck_assert_int_eq(b.proven, 1);
+		atomic_store(&grow_stop, !grow);
+		struct grower_arg ga = {c, hm};
+		pthread_t th;
+		pthread_create(&th, NULL, grower, &ga);
+		uint64_t t0 = sfs_now_ms();
+		int rc = read_check(c, set, 0, 100);
+		uint64_t el = sfs_now_ms() - t0;
+		atomic_store(&grow_stop, 1);
+		pthread_join(th, NULL);
+		struct sfs_cache_peer_info a;
+		ck_assert_int_eq(sfs_cache_peer(c, ps, &a), 0);
+		printf("fleet_parent_grows_forever (%s): rc %d after %" PRIu64
+		       " ms; seed pulls %" PRIu64 "\n",
+		       grow ? "parent grows" : "parent idle", rc, el, a.pulls);
+		fflush(stdout);
+		sfs_cache_free(c);
+		ck_assert_msg(rc == 0, "read failed: %d after %" PRIu64 " ms",
+			      rc, el);
+		/* The lane's idle time (2 s) and a margin. */
+		ck_assert_msg(el < 3500, "the reader waited %" PRIu64 " ms",
+			      el);
+		ck_assert_uint_ge(a.pulls, 1);
+	}
+	free(sums);
+	free(shas);
+}
+END_TEST
+
+/* A proven member that claims every chunk "coming" and never delivers:
+ * the first chunk a reader waits for waits the lane's idle time (2 s),
+ * then the member has failed (its word keeps nothing off from then on)
+ * and the reader's next chunks are the seed's at once.  (Each waited 2
+ * s, chunk after chunk, for as long as it claimed so.) */
+static struct sfs_cache_piece coming_pcs[3];
+START_TEST(coming_forever)
+{
+	uint64_t *sums = data_sums(14);
+	uint8_t *shas = data_shas(14);
+	uint32_t set, ps, pm, hm;
+	struct sfs_cache *c =
+		seed_with_sha(replica, peer, 8000, 64, sums, shas, &set, &ps);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &pm), 0);
+	coming_pcs[0] = (struct sfs_cache_piece){.off = 0,
+						 .len = CHUNK,
+						 .raddr = copy_piece.raddr,
+						 .key = copy_piece.key};
+	coming_pcs[1] = (struct sfs_cache_piece){
+		.off = CHUNK, .len = data_len - CHUNK, .coming = 1};
+	struct sfs_cache_hobj ho = {coming_pcs, 2};
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, pm, &ho, 1, 1, &hm), 0);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, CHUNK, 0), 0);
+	wait_peer_pulls(c, pm, 1);
+	uint64_t t0 = sfs_now_ms();
+	for (int k = 2; k < 6; k++) {
+		uint64_t t1 = sfs_now_ms();
+		int rc = read_check(c, set, (uint64_t)k * CHUNK, 100);
+		uint64_t el = sfs_now_ms() - t1;
+		printf("coming_forever: chunk %d rc %d in %" PRIu64 " ms\n", k,
+		       rc, el);
+		ck_assert_int_eq(rc, 0);
+		ck_assert_msg(el < (k == 2 ? 3500u : 1000u),
+			      "chunk %d took %" PRIu64 " ms", k, el);
+	}
+	struct sfs_cache_peer_info b;
+	ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
+	printf("coming_forever: 4 chunks in %" PRIu64 " ms; member proven %d\n",
+	       sfs_now_ms() - t0, b.proven);
+	fflush(stdout);
+	ck_assert_int_eq(b.proven, 0);
+	sfs_cache_free(c);
+	free(sums);
+	free(shas);
+}
+END_TEST
+
+/* sfs_cache_read_into goes through slots when a member holds the set: a
+ * member that comes (and a seed holder that goes, a seed restart) while
+ * the read's first piece is out is seen by the pieces after it, and a
+ * direct piece already queued that no seed can serve goes through a
+ * slot too.  (It was decided once, when the read was cut: the later
+ * direct pieces waited, queued where no peer would take them.) */
+struct swap_arg {
+	struct sfs_cache *c;
+	uint32_t set, pm, hs;
+	const struct sfs_cache_hobj *ho;
+};
+static void *swap_holders(void *arg)
+{
+	struct swap_arg *a = arg;
+	uint32_t hm;
+	usleep(300000); /* chunk 0's pull is out (its check delayed) */
+	ck_assert_int_eq(
+		sfs_cache_add_holder(a->c, a->set, a->pm, a->ho, 1, 1, &hm), 0);
+	sfs_cache_remove_holder(a->c, a->hs);
+	return NULL;
+}
+
+START_TEST(direct_after_member_came)
+{
+	uint64_t *sums = data_sums(14);
+	uint8_t *shas = data_shas(14);
+	char err[256];
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 64,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 4000,
+				    .test_verify_delay_ms = 800};
+	uint32_t set, ps, pm, hs;
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(seed_peer(c, peer, "seed", &ps), 0);
+	sfs_cache_peer_last_resort(c, ps, 1);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &pm), 0);
+	struct sfs_cache_obj o = {.len = data_len,
+				  .csum_shift = 14,
+				  .xxh3 = sums,
+				  .sha256 = shas};
+	struct sfs_cache_hobj hseed = {&piece, 1}, hmem = {&copy_piece, 1};
+	ck_assert_int_eq(sfs_cache_add_set(c, "direct", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, ps, &hseed, 1, 0, &hs),
+			 0);
+	size_t len = 3 * CHUNK;
+	uint8_t *buf = mmap(NULL, len + 4096, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct sfs_xport_mr *mr;
+	ck_assert_int_eq(sfs_xport_mr_reg(replica, buf, len + 4096,
+					  SFS_XPORT_LOCAL_DST, &mr),
+			 0);
+	struct sfs_cache_dst *d;
+	ck_assert_int_eq(sfs_cache_dst_new(c, buf, len + 4096, mr, &d), 0);
+	struct sfs_cache_rd rd = {.set = set,
+				  .obj = 0,
+				  .off = 100,
+				  .len = len,
+				  .to = buf + 100,
+				  .dst = d};
+	struct swap_arg sa = {c, set, pm, hs, &hmem};
+	pthread_t th;
+	pthread_create(&th, NULL, swap_holders, &sa);
+	uint64_t t0 = sfs_now_ms();
+	int rc = sfs_cache_read_into(c, &rd, 1, 1);
+	uint64_t el = sfs_now_ms() - t0;
+	pthread_join(th, NULL);
+	struct sfs_cache_peer_info b;
+	ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
+	printf("direct_after_member_came: rc %d after %" PRIu64
+	       " ms; member pulls %" PRIu64 "\n",
+	       rc, el, b.pulls);
+	fflush(stdout);
+	int same = rc == 0 && memcmp(buf + 100, data + 100, len) == 0;
+	sfs_cache_stop(c);
+	while (sfs_cache_dst_busy(d))
+		usleep(10000);
+	sfs_cache_dst_free(d);
+	sfs_cache_free(c);
+	sfs_xport_mr_dereg(mr);
+	munmap(buf, len + 4096);
+	free(sums);
+	free(shas);
+	ck_assert_msg(same, "read failed: %d after %" PRIu64 " ms", rc, el);
+}
+END_TEST
+
+/* The engine API's and seedfs pull's reads (sfs_cache_read_into) queue
+ * what they are not at yet as read-ahead: a member that has not served
+ * probes with it, proves itself and serves them.  (All of it was demand:
+ * a member never got a chunk a seed had.) */
+START_TEST(read_into_uses_members)
+{
+	uint64_t *sums = data_sums(14);
+	uint8_t *shas = data_shas(14);
+	uint32_t set, ps, pm, hm;
+	struct sfs_cache *c =
+		seed_with_sha(replica, peer, 4000, 64, sums, shas, &set, &ps);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &pm), 0);
+	struct sfs_cache_hobj ho = {&copy_piece, 1};
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, pm, &ho, 1, 1, &hm), 0);
+	size_t len = data_len;
+	uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct sfs_xport_mr *mr;
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(replica, buf, len, SFS_XPORT_LOCAL_DST, &mr),
+		0);
+	struct sfs_cache_dst *d;
+	ck_assert_int_eq(sfs_cache_dst_new(c, buf, len, mr, &d), 0);
+	for (int round = 0; round < 3; round++) {
+		struct sfs_cache_rd rd = {.set = set,
+					  .obj = 0,
+					  .off = 0,
+					  .len = len,
+					  .to = buf,
+					  .dst = d};
+		ck_assert_int_eq(sfs_cache_read_into(c, &rd, 1, 0), 0);
+		ck_assert_int_eq(memcmp(buf, data, len), 0);
+	}
+	struct sfs_cache_peer_info a, b;
+	ck_assert_int_eq(sfs_cache_peer(c, ps, &a), 0);
+	ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
+	printf("read_into_uses_members: seed pulls %" PRIu64
+	       ", member pulls %" PRIu64 "\n",
+	       a.pulls, b.pulls);
+	fflush(stdout);
+	sfs_cache_dst_free(d);
+	sfs_cache_free(c);
+	sfs_xport_mr_dereg(mr);
+	munmap(buf, len);
+	free(sums);
+	free(shas);
+	ck_assert_uint_gt(b.pulls, 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -2443,5 +2749,15 @@ int main(void)
 	tcase_add_test(t, removed_peers_reclaimed);
 	tcase_add_test(t, peer_slot_waits_for_pulls);
 	suite_add_tcase(s, t);
+	/* What a member that has not served, or that lies, leaves others. */
+	TCase *fl = tcase_create("members");
+	tcase_add_checked_fixture(fl, setup, teardown);
+	tcase_set_timeout(fl, 120);
+	tcase_add_test(fl, silent_seed_unproven_member);
+	tcase_add_test(fl, fleet_parent_grows_forever);
+	tcase_add_test(fl, coming_forever);
+	tcase_add_test(fl, direct_after_member_came);
+	tcase_add_test(fl, read_into_uses_members);
+	suite_add_tcase(s, fl);
 	return sfs_check_run(s);
 }

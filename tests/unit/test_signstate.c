@@ -346,6 +346,42 @@ START_TEST(default_dir)
 }
 END_TEST
 
+/* The record never moves back in time: run aa generation 5 taken, then
+ * run bb (signed 59 s before it: a clock step), then run aa generation
+ * 2, signed 118 s before generation 5: refused (it was taken while the
+ * record followed bb's earlier time). */
+START_TEST(runs_do_not_walk_back)
+{
+	struct sfs_signstate *s;
+	ck_assert_int_eq(sfs_signstate_parse(HDR, strlen(HDR), "F", &s, err,
+					     sizeof(err)),
+			 0);
+	const int64_t t = 1764547200 * S;
+	struct sfs_manifest m = {.has_sig = 1,
+				 .model = "llama",
+				 .sig_key = KEY,
+				 .signer = "seed-1",
+				 .signer_run = 0xaa,
+				 .generation = 5,
+				 .signed_at = t};
+	ck_assert_int_eq(sfs_signstate_take(s, &m, err, sizeof(err)), 0);
+	m.signer_run = 0xbb;
+	m.generation = 1;
+	m.signed_at = t - 59 * S;
+	ck_assert_int_eq(sfs_signstate_take(s, &m, err, sizeof(err)), 0);
+	m.signer_run = 0xaa;
+	m.generation = 2;
+	m.signed_at = t - 118 * S;
+	ck_assert_int_eq(sfs_signstate_take(s, &m, err, sizeof(err)), -ESTALE);
+	/* Run bb goes on (its own clock, behind): taken. */
+	m.signer_run = 0xbb;
+	m.generation = 2;
+	m.signed_at = t - 40 * S;
+	ck_assert_int_eq(sfs_signstate_take(s, &m, err, sizeof(err)), 0);
+	sfs_signstate_free(s);
+}
+END_TEST
+
 int main(void)
 {
 	if (!mkdtemp(dir))
@@ -358,6 +394,7 @@ int main(void)
 	tcase_add_test(t, take_rules);
 	tcase_add_test(t, file);
 	tcase_add_test(t, default_dir);
+	tcase_add_test(t, runs_do_not_walk_back);
 	tcase_set_timeout(t, 30);
 	suite_add_tcase(s, t);
 	int rc = sfs_check_run(s);

@@ -208,9 +208,12 @@ void sfs_cache_stop(struct sfs_cache *c)
 	for (size_t i = 0; i < c->nthreads; i++)
 		pthread_join(c->threads[i], NULL);
 	c->nthreads = 0;
-	for (size_t i = 0; i < c->nverifiers; i++)
+	pthread_mutex_lock(&c->lock);
+	size_t nv = c->nverifiers;
+	c->nverifiers = 0; /* (read by completions, under the lock) */
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; i < nv; i++)
 		pthread_join(c->verifiers[i], NULL);
-	c->nverifiers = 0;
 	if (c->worker_started) {
 		pthread_join(c->worker, NULL);
 		c->worker_started = 0;

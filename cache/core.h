@@ -118,6 +118,8 @@ struct sfs_chunk {
 	 * (swarm.h's seed_next) */
 	int seed_next;
 	struct sfs_chunk *vnext; /* on c->vq: waits for a verifier */
+	int landed; /* LOADING: its bytes came, its check waits (c->vq): not
+		       hedged, its peer made progress */
 	struct sfs_chunk *hnext; /* hash chain */
 	/* LRU (READY, unpinned), free list, a queue (QUEUED), its peer's
 	 * list of posted chunks (LOADING), or a disk queue (DISK; READY and

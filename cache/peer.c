@@ -1380,7 +1380,11 @@ void sfs_peer_on_pulled(void *arg, int status)
 	if (!status && c->verify && !ch->orphan && !ch->dst) {
 		if (ch->strong && c->nverifiers && !c->stopping) {
 			/* SHA-256 on a verifier, not on the transport's
-			 * thread, which goes on landing the next ones. */
+			 * thread, which goes on landing the next ones.  Its
+			 * peer made progress now (a backlog of checks must not
+			 * make it look stalled, or slow enough to hedge). */
+			ch->landed = 1;
+			c->peers[ch->peer]->last_done_ms = sfs_now_ms();
 			ch->vnext = NULL;
 			if (c->vq_tail)
 				c->vq_tail->vnext = ch;
@@ -1415,6 +1419,7 @@ void *sfs_peer_verifier(void *arg)
 			c->vq_tail = NULL;
 		c->vq_n--;
 		ch->vnext = NULL;
+		ch->landed = 0;
 		/* Moved off its peer meanwhile: its bytes go unused. */
 		int status = ch->orphan ? 0 : check_pulled(c, ch);
 		pulled(c, ch, status);
@@ -1643,8 +1648,8 @@ static size_t move_off(struct sfs_cache *c, uint32_t pi)
 	size_t moved = 0;
 	for (struct sfs_chunk *ch = p->loading.head, *next; ch; ch = next) {
 		next = ch->next;
-		if (!movable(c, ch, pi, now))
-			continue; /* no better source for this one */
+		if (ch->landed || !movable(c, ch, pi, now))
+			continue; /* here already, or no better source */
 		orphan(c, p, ch);
 		moved++;
 	}
@@ -1708,6 +1713,8 @@ static uint64_t hedge(struct sfs_cache *c, struct cache_peer *p, uint64_t now)
 	size_t moved = 0;
 	for (struct sfs_chunk *ch = p->loading.head, *nx; ch; ch = nx) {
 		nx = ch->next;
+		if (ch->landed)
+			continue; /* its bytes came: only its check waits */
 		if (now < ch->posted_ms + limit) {
 			next = SFS_MIN(next, ch->posted_ms + limit);
 			continue;

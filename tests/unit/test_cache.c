@@ -1010,6 +1010,146 @@ static void lossy_pair_stop(struct lossy_pair *lp)
 	close(lp->fd);
 }
 
+/*
+ * A chunk whose try on a member failed goes to a seed next, not to the
+ * next member: four members (shm seeds serving mappings of files) prove
+ * themselves, then every one of them loses its pulls past chunk 3 (the
+ * files truncated under them).  A reader's chunk 6 costs one member's
+ * stall (hedged after 1 s), then comes from the seed: not one stall per
+ * member in turn.
+ */
+START_TEST(failed_chunk_next_to_seed)
+{
+	enum { NM = 4 };
+	char err[SFS_XPORT_ERR_MAX];
+	struct sfs_xport_cfg sc = {
+		.protocol = "shm", .role = SFS_XPORT_SEED, .timeout_ms = 8000};
+	struct sfs_xport_cfg rcf = {.protocol = "shm",
+				    .role = SFS_XPORT_REPLICA,
+				    .timeout_ms = 8000};
+	struct sfs_xport *ms[NM], *good, *r;
+	struct sfs_xport_mr *mmr[NM], *gmr;
+	struct sfs_cache_piece mp[NM], gp = {.len = data_len};
+	int fds[NM];
+	uint8_t *maps[NM];
+	uint8_t raw[SFS_XPORT_RAWKEY_MAX];
+	size_t rl;
+	struct sfs_xport_info in;
+	ck_assert_msg(sfs_xport_open(&rcf, &r, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_msg(sfs_xport_open(&sc, &good, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(sfs_xport_mr_reg(good, data, data_len,
+					  SFS_XPORT_REMOTE_READ, &gmr),
+			 0);
+	sfs_xport_mr_export(gmr, &gp.raddr, &gp.key, raw, &rl);
+	uint64_t xg, xm[NM];
+	sfs_xport_info(good, &in);
+	ck_assert_int_eq(sfs_xport_peer_add(r, in.addr, in.addr_len, &xg), 0);
+	for (int i = 0; i < NM; i++) {
+		char path[] = "/tmp/seedfs-member.XXXXXX";
+		ck_assert_msg(sfs_xport_open(&sc, &ms[i], err, sizeof(err)) ==
+				      0,
+			      "%s", err);
+		fds[i] = mkstemp(path);
+		ck_assert_int_ge(fds[i], 0);
+		unlink(path);
+		ck_assert_int_eq(pwrite(fds[i], data, data_len, 0),
+				 (ssize_t)data_len);
+		maps[i] =
+			mmap(NULL, data_len, PROT_READ, MAP_PRIVATE, fds[i], 0);
+		ck_assert_ptr_ne(maps[i], MAP_FAILED);
+		ck_assert_int_eq(sfs_xport_mr_reg(ms[i], maps[i], data_len,
+						  SFS_XPORT_REMOTE_READ,
+						  &mmr[i]),
+				 0);
+		mp[i] = (struct sfs_cache_piece){.len = data_len};
+		sfs_xport_mr_export(mmr[i], &mp[i].raddr, &mp[i].key, raw, &rl);
+		sfs_xport_info(ms[i], &in);
+		ck_assert_int_eq(
+			sfs_xport_peer_add(r, in.addr, in.addr_len, &xm[i]), 0);
+	}
+	uint64_t *sums = data_sums(14);
+	uint8_t *shas = data_shas(14);
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = r,
+				    .size = (uint64_t)CHUNK * 64,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = 8000};
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	uint32_t set, ps, hs, pm[NM], hm[NM];
+	struct sfs_cache_obj o = {.len = data_len,
+				  .csum_shift = 14,
+				  .xxh3 = sums,
+				  .sha256 = shas};
+	ck_assert_int_eq(sfs_cache_add_set(c, "next", &o, 1, &set), 0);
+	ck_assert_int_eq(seed_peer(c, xg, "seed", &ps), 0);
+	sfs_cache_peer_last_resort(c, ps, 1);
+	struct sfs_cache_hobj hg = {&gp, 1};
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, ps, &hg, 1, 0, &hs), 0);
+	for (int i = 0; i < NM; i++) {
+		char label[32];
+		snprintf(label, sizeof(label), "member %d", i);
+		ck_assert_int_eq(sfs_cache_add_peer(c, xm[i], label, &pm[i]),
+				 0);
+		struct sfs_cache_hobj ho = {&mp[i], 1};
+		ck_assert_int_eq(
+			sfs_cache_add_holder(c, set, pm[i], &ho, 1, 1, &hm[i]),
+			0);
+	}
+	/* They prove themselves on read-ahead of chunks 0-3, every pull of
+	 * it over before the files go. */
+	for (int k = 0; k < 200; k++) {
+		int all = 1;
+		for (int i = 0; i < NM; i++) {
+			struct sfs_cache_peer_info pi;
+			ck_assert_int_eq(sfs_cache_peer(c, pm[i], &pi), 0);
+			all &= pi.proven;
+		}
+		if (all)
+			break;
+		ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, 4 * CHUNK, 0),
+				 0);
+		ck_assert_int_eq(read_check(c, set, 0, 4 * CHUNK), 0);
+		usleep(10000);
+	}
+	for (int i = 0; i < NM; i++) {
+		struct sfs_cache_peer_info pi;
+		ck_assert_int_eq(sfs_cache_peer(c, pm[i], &pi), 0);
+		ck_assert_msg(pi.proven && !pi.inflight,
+			      "member %d: proven %d, %u in flight", i,
+			      pi.proven, pi.inflight);
+		ck_assert_int_eq(ftruncate(fds[i], 4 * CHUNK), 0);
+	}
+	uint64_t t0 = sfs_now_ms();
+	ck_assert_int_eq(read_check(c, set, 6 * CHUNK, 100), 0);
+	uint64_t el = sfs_now_ms() - t0;
+	struct sfs_cache_stats st;
+	sfs_cache_stats(c, &st);
+	printf("failed_chunk_next_to_seed: %" PRIu64 " ms, %" PRIu64
+	       " hedged\n",
+	       el, st.hedges);
+	fflush(stdout);
+	/* One hedge (1 s) and the seed's pull, with a margin; one member
+	 * after another would be 4 s. */
+	ck_assert_msg(el < 2200, "chunk 6 took %" PRIu64 " ms", el);
+	ck_assert_uint_ge(st.hedges, 1);
+	sfs_cache_stop(c);
+	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
+	sfs_xport_close(r);
+	for (int i = 0; i < NM; i++) {
+		sfs_xport_mr_dereg(mmr[i]);
+		sfs_xport_close(ms[i]);
+		munmap(maps[i], data_len);
+		close(fds[i]);
+	}
+	sfs_xport_mr_dereg(gmr);
+	sfs_xport_close(good);
+	free(sums);
+	free(shas);
+}
+END_TEST
+
 START_TEST(stalled_holder_fails_over)
 {
 	struct lossy_pair lp;
@@ -2758,6 +2898,7 @@ int main(void)
 	tcase_add_test(fl, coming_forever);
 	tcase_add_test(fl, direct_after_member_came);
 	tcase_add_test(fl, read_into_uses_members);
+	tcase_add_test(fl, failed_chunk_next_to_seed);
 	suite_add_tcase(s, fl);
 	return sfs_check_run(s);
 }

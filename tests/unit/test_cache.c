@@ -1306,6 +1306,16 @@ static struct sfs_cache *seed_with_sha(struct sfs_xport *x, uint64_t xseed,
 	return c;
 }
 
+/* A member (no seed: checked against SHA-256, not proven yet) on the
+ * second seed's copy of data, a partial holder of all of @set: *pm, *hm. */
+static void add_member(struct sfs_cache *c, uint32_t set, uint32_t *pm,
+		       uint32_t *hm)
+{
+	static const struct sfs_cache_hobj ho = {&copy_piece, 1};
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", pm), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, *pm, &ho, 1, 1, hm), 0);
+}
+
 /* Wait (5 s at most) until @p has completed @n pulls. */
 static void wait_peer_pulls(struct sfs_cache *c, uint32_t p, uint64_t n)
 {
@@ -1333,9 +1343,7 @@ START_TEST(member_proves_itself)
 	uint32_t set, ps, pm, hm;
 	struct sfs_cache *c =
 		seed_with_sha(replica, peer, 5000, 64, sums, shas, &set, &ps);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &pm), 0);
-	struct sfs_cache_hobj ho = {&copy_piece, 1};
-	ck_assert_int_eq(sfs_cache_add_holder(c, set, pm, &ho, 1, 1, &hm), 0);
+	add_member(c, set, &pm, &hm);
 	struct sfs_cache_peer_info a, b;
 	/* A reader's chunk: the seed's (the member has not served). */
 	ck_assert_int_eq(read_check(c, set, 0, 100), 0);
@@ -2553,9 +2561,7 @@ START_TEST(silent_seed_unproven_member)
 	uint32_t set, ps, pm, hm;
 	struct sfs_cache *c =
 		seed_with_sha(replica, peer, 2000, 64, sums, shas, &set, &ps);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &pm), 0);
-	struct sfs_cache_hobj ho = {&copy_piece, 1};
-	ck_assert_int_eq(sfs_cache_add_holder(c, set, pm, &ho, 1, 1, &hm), 0);
+	add_member(c, set, &pm, &hm);
 	/* Both serve: a chunk from the seed. */
 	ck_assert_int_eq(read_check(c, set, 0, 100), 0);
 	/* The seed's control port goes silent (its process died, or its
@@ -2808,9 +2814,7 @@ START_TEST(read_into_uses_members)
 	uint32_t set, ps, pm, hm;
 	struct sfs_cache *c =
 		seed_with_sha(replica, peer, 4000, 64, sums, shas, &set, &ps);
-	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &pm), 0);
-	struct sfs_cache_hobj ho = {&copy_piece, 1};
-	ck_assert_int_eq(sfs_cache_add_holder(c, set, pm, &ho, 1, 1, &hm), 0);
+	add_member(c, set, &pm, &hm);
 	size_t len = data_len;
 	uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -99,13 +99,13 @@ diff -r "$MODEL" "$R5/m" || fail "replica 5 differs"
 f1=$(stat -c %s "$MODEL/$F1")
 b4=$(bytes "$R5" "reseeder: $R4ADDR")
 bs=$(bytes "$R5" "seed: $HOST:$SP")
-# Most of it: until a pull from it verified, a re-seeder keeps no seed
-# off a chunk a reader waits for (docs/security.md), and the reader's
-# first reads of that file come from the seed meanwhile, while the
-# connection to the re-seeder is made (over loopback the reader is at
-# 4 to 6 MiB of this 17 MB file by then: 11.5-15.7 MB came from it in
-# 8 runs).
-[ "$b4" -ge $((f1 / 2)) ] || fail "replica 4 served $b4 bytes, its part is $f1"
+# A good part of it: until a pull from it verified, a re-seeder keeps no
+# seed off a chunk a reader waits for (docs/security.md), and the
+# reader's first reads of that file come from the seed meanwhile, while
+# the connection to the re-seeder is made (over loopback, and on a
+# loaded machine, the reader is at 2 to 9 MiB of this 17 MB file by
+# then: 8.4-15.7 MB came from it in 10 runs).
+[ "$b4" -ge $((f1 / 3)) ] || fail "replica 4 served $b4 bytes, its part is $f1"
 [ "$b4" -le $((f1 + 2 * 1048576)) ] || fail "replica 4 served $b4 bytes, more than it holds ($f1)"
 [ "$bs" -ge $((total - f1 - 4 * 1048576)) ] || fail "the seed served $bs"
 ok "a partial re-seeder served its part ($b4 bytes of $F1's $f1), the seed the rest ($bs)"

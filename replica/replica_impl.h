@@ -203,6 +203,9 @@ struct rsrc {
 	size_t idx; /* its slot */
 	char *addr; /* HOST:PORT */
 	int reseeder;
+	/* Its run's manifest says "holdings": a re-seeder, however it was
+	 * found (one given as a --seed too).  Protected by lock. */
+	int holdings;
 	int found;	   /* a seed's /v1/sources listed it; lock */
 	int refs;	   /* protected by r->lock: the table's is one */
 	int retired;	   /* protected by r->lock: out of the table */

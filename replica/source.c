@@ -413,20 +413,24 @@ int rsrc_adopt_peer(struct rsrc *s, const struct sfs_manifest *m, size_t ep,
 	char label[300];
 	uint32_t cpeer;
 	snprintf(label, sizeof(label), "%s %s",
-		 s->reseeder ? "re-seeder" : "seed", s->addr);
+		 s->reseeder || m->holdings ? "re-seeder" : "seed", s->addr);
 	int rc = sfs_cache_add_peer(s->r->cache, xpeer, label, &cpeer);
 	if (rc) {
 		snprintf(err, errlen, "cache: %s", strerror(-rc));
 		return rc;
 	}
+	/* A re-seeder: found as one, or whose manifest says so (one given
+	 * as a --seed is one all the same). */
+	int reseeder = s->reseeder || m->holdings;
 	/* A seed serves what no re-seeder has: it sends each byte about
 	 * once, the replicas the rest. */
-	sfs_cache_peer_last_resort(s->r->cache, cpeer, !s->reseeder);
+	sfs_cache_peer_last_resort(s->r->cache, cpeer, !reseeder);
 	/* A seed, reached over its authenticated control channel: what it
 	 * serves is checked against XXH3.  A re-seeder (any token holder
 	 * can be one) against the seed's SHA-256. */
-	sfs_cache_peer_trusted(s->r->cache, cpeer, !s->reseeder);
+	sfs_cache_peer_trusted(s->r->cache, cpeer, !reseeder);
 	pthread_mutex_lock(&s->lock);
+	s->holdings = m->holdings;
 	s->instance = m->instance;
 	s->xpeer = xpeer;
 	s->cpeer = cpeer;

@@ -78,12 +78,12 @@ static void render_source(FILE *f, struct sfs_replica *r, struct rsrc *s,
 	}
 	uint32_t cpeer = s->cpeer;
 	int unreachable = s->unreachable;
+	const char *kind = s->reseeder || s->holdings ? "reseeder" : "seed";
 	uint64_t silent = s->silent_since ? sfs_now_ms() - s->silent_since : 0;
 	char ctl_err[sizeof(s->ctl_err)];
 	snprintf(ctl_err, sizeof(ctl_err), "%s", s->ctl_err);
 	pthread_mutex_unlock(&s->lock);
 
-	const char *kind = s->reseeder ? "reseeder" : "seed";
 	if (cpeer == SFS_CACHE_NONE || sfs_cache_peer(r->cache, cpeer, &pi)) {
 		put(f, "%s: %s (%s)", kind, s->addr,
 		    unreachable ? "unreachable" : "not connected");

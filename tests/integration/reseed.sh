@@ -76,7 +76,15 @@ R3=$WORK/r3
 MOUNT_LOG=r3
 MOUNT_SEEDS="$R1ADDR" mount_seed "$R3" --cache-size 128M
 diff -r "$MODEL" "$R3/m" || fail "replica 3 differs"
-ok "replica 3 told only the re-seeder: identical"
+# Given as a --seed, it is a re-seeder all the same (its manifest says
+# holdings): what it serves is checked against SHA-256, not XXH3 alone.
+grep -qx "reseeder: $R1ADDR (reachable)" "$R3/.seedfs/status" ||
+	fail "replica 3 does not take $R1ADDR for a re-seeder: $(grep -E '^(seed|reseeder):' "$R3/.seedfs/status")"
+grep -qx "seed_checked: SHA-256 (served since its last failure)" "$R3/.seedfs/status" ||
+	fail "replica 3 does not check $R1ADDR's chunks against SHA-256: $(grep seed_checked "$R3/.seedfs/status")"
+sha=$(status_val "$R3/.seedfs/status" checked_sha256)
+[ "${sha:-0}" -gt 0 ] || fail "replica 3 checked no chunk against SHA-256"
+ok "replica 3 told only the re-seeder: identical, its $sha chunks checked against SHA-256"
 unmount_check "$R3" "$MOUNT_PID"
 unmount_check "$R1" "$R1PID"
 

@@ -80,6 +80,10 @@ mkdir -m 700 "$PUB/run" "$PUB/mnt" "$PUB/log"
 chown "$NOBODY:$NOBODY" "$PUB/run" "$PUB/mnt" "$PUB/log"
 chmod -R a+rX "$PUB/m"
 AS=(setpriv --reuid "$NOBODY" --regid "$NOBODY" --clear-groups env XDG_RUNTIME_DIR="$PUB/run")
+# The command too: the build directory may be one uid 65534 cannot
+# reach (a checkout under /root, a mktemp -d of CI).
+install -m 755 "$SEEDFS" "$PUB/seedfs"
+SEEDFS=$PUB/seedfs
 # owner PID: the owner of /proc/PID/environ (root's when undumpable)
 owner() { stat -c %u "/proc/$1/environ"; }
 # environ_denied PID: uid 65534 may not read /proc/PID/environ

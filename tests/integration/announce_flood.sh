@@ -133,6 +133,9 @@ get /v1/sources | grep -qF "\"$VADDR\"" || fail "the seed does not list $VADDR: 
 VINST=$(curl -sf -H "Authorization: Bearer $TOKEN" "http://$VADDR/v1/models" |
 	python3 -c 'import json, sys; print(json.load(sys.stdin)["instance"])')
 [[ "$VINST" == 0x* ]] || fail "the victim's instance: ${VINST:-none}"
+# As the seed spells an instance in its lines: 16 hex digits (this one
+# may have leading zeros).
+VINST16=$(printf '0x%016x' "$VINST")
 ok "a genuine re-seeder at $VADDR, run $VINST, listed"
 
 # --- The flood: 1,024 ports of its own, 64 other hosts' addresses. ------
@@ -173,7 +176,7 @@ ok "1,088 announcements from one token holder in $took ms: 4 listed, 1,020 refus
 # --- A squatter of the live run, from its own address. -----------------
 read -r a b why < <(python3 "$WORK/flood.py" "$HOST" "$SP" "$TOKEN" squat 127.0.0.30:9 "$VINST")
 [ "$a" = 403 ] && [ "$b" = 403 ] || fail "squatting $VINST (live): $a, $b: $why"
-[ "$why" = "announce: instance $VINST: the proof is not that run's (a run is claimed with its secret, whose SHA-256 begins with it)" ] ||
+[ "$why" = "announce: instance $VINST16: the proof is not that run's (a run is claimed with its secret, whose SHA-256 begins with it)" ] ||
 	fail "squatter's answer: $why"
 get "/v1/sources?me=$VINST" >"$WORK/me.json"
 grep -qF '"127.0.0.30:9"' "$WORK/me.json" && fail "the squatter is listed: $(cat "$WORK/me.json")"
@@ -195,7 +198,7 @@ read -r a b why < <(python3 "$WORK/flood.py" "$HOST" "$SP" "$TOKEN" squat 127.0.
 get /v1/sources | grep -qF '"127.0.0.30:9"' && fail "the squatter is listed"
 [ "$(metric 'seedfs_seed_announce_refused_total{reason="proof"}')" = 4 ] ||
 	fail "proof refusals: $(get /metrics | grep announce_refused)"
-grep -q " W seed: refused an announcement from 127.0.0.30: announce: instance $VINST: no proof of that run " \
+grep -q " W seed: refused an announcement from 127.0.0.30: announce: instance $VINST16: no proof of that run " \
 	"$WORK/seed.err" || fail "no warn line for the squatter"
 ok "squatting the lapsed run: 403 both ways, nothing listed"
 

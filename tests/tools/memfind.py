@@ -6,7 +6,8 @@ whether a core dump would hold it there.
   memfind.py PID NEEDLE...
 
 Reads every readable mapping of PID through /proc/PID/mem (root, or the
-same user while PID is dumpable) and prints, for each NEEDLE, one line:
+same user while PID is dumpable), but those over 4 GiB (a sanitizer's
+shadow memory), and prints, for each NEEDLE, one line:
 "NEEDLE_INDEX dd=N other=M": in how many mappings with the VmFlag `dd`
 (MADV_DONTDUMP: left out of core dumps, /proc/PID/smaps) it was found,
 and in how many others.  A needle split across two chunks of a read is
@@ -16,6 +17,7 @@ import re
 import sys
 
 CHUNK = 16 << 20
+BIG = 4 << 30
 
 
 def mappings(pid):
@@ -30,7 +32,9 @@ def mappings(pid):
                 out.append(cur)
             elif line.startswith("VmFlags:") and cur is not None:
                 cur[3] = " dd" in " " + line.split(":", 1)[1].strip()
-    return [(a, b, dd) for a, b, r, dd in out if r]
+    # Mappings over BIG are passed over: a sanitizer's shadow memory
+    # (terabytes reserved) would take hours to read, and holds no secret.
+    return [(a, b, dd) for a, b, r, dd in out if r and b - a <= BIG]
 
 
 def main():

@@ -1010,6 +1010,8 @@ static void lossy_pair_stop(struct lossy_pair *lp)
 	close(lp->fd);
 }
 
+static void wait_peer_pulls(struct sfs_cache *c, uint32_t p, uint64_t n);
+
 /*
  * A chunk whose try on a member failed goes to a seed next, not to the
  * next member: four members (shm seeds serving mappings of files) prove
@@ -1087,31 +1089,32 @@ START_TEST(failed_chunk_next_to_seed)
 	sfs_cache_peer_last_resort(c, ps, 1);
 	struct sfs_cache_hobj hg = {&gp, 1};
 	ck_assert_int_eq(sfs_cache_add_holder(c, set, ps, &hg, 1, 0, &hs), 0);
+	/* Member i holds chunk i alone at first: each proves itself on its
+	 * own read-ahead (the seed leaves it to it), every pull over before
+	 * the files go; then each holds all of it. */
+	struct sfs_cache_piece one[NM];
 	for (int i = 0; i < NM; i++) {
 		char label[32];
 		snprintf(label, sizeof(label), "member %d", i);
 		ck_assert_int_eq(sfs_cache_add_peer(c, xm[i], label, &pm[i]),
 				 0);
-		struct sfs_cache_hobj ho = {&mp[i], 1};
+		one[i] = (struct sfs_cache_piece){.off = (uint64_t)i * CHUNK,
+						  .len = CHUNK,
+						  .raddr = mp[i].raddr +
+							   (uint64_t)i * CHUNK,
+						  .key = mp[i].key};
+		struct sfs_cache_hobj ho = {&one[i], 1};
 		ck_assert_int_eq(
 			sfs_cache_add_holder(c, set, pm[i], &ho, 1, 1, &hm[i]),
 			0);
 	}
-	/* They prove themselves on read-ahead of chunks 0-3, every pull of
-	 * it over before the files go. */
-	for (int k = 0; k < 200; k++) {
-		int all = 1;
-		for (int i = 0; i < NM; i++) {
-			struct sfs_cache_peer_info pi;
-			ck_assert_int_eq(sfs_cache_peer(c, pm[i], &pi), 0);
-			all &= pi.proven;
-		}
-		if (all)
-			break;
-		ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, 4 * CHUNK, 0),
-				 0);
-		ck_assert_int_eq(read_check(c, set, 0, 4 * CHUNK), 0);
-		usleep(10000);
+	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, NM * CHUNK, 0), 0);
+	for (int i = 0; i < NM; i++)
+		wait_peer_pulls(c, pm[i], 1);
+	ck_assert_int_eq(read_check(c, set, 0, NM * CHUNK), 0);
+	for (int i = 0; i < NM; i++) {
+		struct sfs_cache_hobj all = {&mp[i], 1};
+		ck_assert_int_eq(sfs_cache_holder_update(c, hm[i], &all, 1), 0);
 	}
 	for (int i = 0; i < NM; i++) {
 		struct sfs_cache_peer_info pi;

@@ -128,8 +128,9 @@ REPORTING_NOTE="free page reporting left as it is (BENCH_WARM=0)"
 echo "generating a $SIZE model on tmpfs..."
 "$BUILD/tests/genmodel" "$WORK/model" --size "$SIZE" --shards 4 >/dev/null
 MODEL_BYTES=$(du -sb "$WORK/model" | cut -f1)
-# A cache that holds the whole model, so that prefetch warms all of it.
-BIG_CACHE=$((MODEL_BYTES * 5 / 4 / 1048576 + 64))M
+# A cache that holds the whole model, so that prefetch warms all of it
+# (it warms at most three quarters of a cache in memory).
+BIG_CACHE=$((MODEL_BYTES * 3 / 2 / 1048576 + 64))M
 # start_seed NAME [seed options]: a seed of the model; sets PORT, its
 # pid in SEED_PID (SEED2_PID for the second) and PUBLISH_S, the seconds
 # from exec to ready.
@@ -176,11 +177,13 @@ cpu_stop() {
 		'BEGIN { printf "%.3f %.3f %.3f\n", m, s - s0, r }' >"$WORK/cpu.run"
 }
 # reader CMD...: run CMD (its stdout passes through) and add its CPU
-# seconds, children included, to $WORK/cpu.reader.
+# seconds, children included, to $WORK/cpu.reader.  A read that fails
+# ends the run (median_of's subshell, and then the bench): a rate of
+# reads that failed is no rate.
 reader() {
 	local t rc=0 TIMEFORMAT='%3U %3S'
 	{ time "$@" 2>"$WORK/reader.err"; } 2>"$WORK/reader.time" || rc=$?
-	[ $rc = 0 ] || { cat "$WORK/reader.err" >&2; return $rc; }
+	[ $rc = 0 ] || { cat "$WORK/reader.err" >&2; echo "bench: $* failed" >&2; exit $rc; }
 	t=$(tail -n 1 "$WORK/reader.time")
 	awk -v t="$t" -v p="$(cat "$WORK/cpu.reader" 2>/dev/null || echo 0)" \
 		'BEGIN { split(t, f, " "); printf "%.3f\n", p + f[1] + f[2] }' >"$WORK/cpu.reader.new"

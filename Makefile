@@ -3,8 +3,9 @@
 #   make test     install missing Debian packages, build, run every test
 #                 (normal build, an ASan+UBSan build, and the unit tests
 #                 and a concurrency stress in a ThreadSanitizer build)
-#   make test-full  make test, then the slow tests under ASan+UBSan and
-#                 every integration test under ThreadSanitizer (CI runs it)
+#   make test-full  make test, then the long forms of the churn tests and
+#                 the VM tier, the slow tests under ASan+UBSan and every
+#                 integration test under ThreadSanitizer (CI runs it)
 #   make demo     install, build, publish a generated model, mount it
 #   make test-rdma  the soft-RoCE VM tier alone: raw verbs and libfabric
 #                 verbs on a real kernel RDMA stack (qemu, TCG)
@@ -61,7 +62,7 @@ deps:
 test: deps check-format
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
-	cd $(BUILD) && ctest $(CTEST_FLAGS) --output-junit ctest-normal.xml
+	cd $(BUILD) && ctest $(CTEST_FLAGS) -LE '^long$$' --output-junit ctest-normal.xml
 	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN) -j $(JOBS)
 	cd $(ASAN) && ctest $(CTEST_FLAGS) -L '^asan$$' --output-junit ctest-asan.xml
@@ -75,11 +76,12 @@ test: deps check-format
 # ASan+UBSan, and every integration test under ThreadSanitizer.  CI
 # (.ci/run) runs this.
 test-full: test
+	cd $(BUILD) && ctest $(CTEST_FLAGS) -L '^long$$' --output-junit ctest-long.xml
 	cd $(ASAN) && ctest $(CTEST_FLAGS) -L '^asan-full$$' --output-junit ctest-asan-full.xml
 	cd $(TSAN) && ctest $(CTEST_FLAGS) -L '^tsan-full$$' --output-junit ctest-tsan-full.xml
 	@tests/summary.sh normal=$(BUILD)/ctest-normal.xml asan=$(ASAN)/ctest-asan.xml \
-		tsan=$(TSAN)/ctest-tsan.xml asan-full=$(ASAN)/ctest-asan-full.xml \
-		tsan-full=$(TSAN)/ctest-tsan-full.xml
+		tsan=$(TSAN)/ctest-tsan.xml long=$(BUILD)/ctest-long.xml \
+		asan-full=$(ASAN)/ctest-asan-full.xml tsan-full=$(TSAN)/ctest-tsan-full.xml
 
 test-fast: all
 	cd $(BUILD) && ctest $(CTEST_FLAGS)

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Inside the soft-RoCE VM: a guest-only link with rxe on it, then the
-# mount integration suite and the kill -9 test over each RDMA protocol.
+# mount integration suite and the kill -9 test over each RDMA protocol,
+# the verbs peers' test and one seed serving all protocols at once.
+# SEEDFS_VM_FORM=short (make test's rdma_vm): the mount suite over each
+# and the one seed only; long (the default: make test-full, make
+# test-rdma): all of it.
 #   guest-rdma.sh BUILD_DIR PROTOCOL...
 set -euo pipefail
 BUILD=$1
@@ -19,7 +23,9 @@ export SEEDFS_TEST_HOST=10.0.0.1
 export SEEDFS_TEST_MODEL_SIZE=${SEEDFS_TEST_MODEL_SIZE:-4M}
 status=0
 for p in "$@"; do
-	for t in mount seed_death; do
+	tests="mount seed_death"
+	[ "${SEEDFS_VM_FORM:-long}" != short ] || tests=mount
+	for t in $tests; do
 		echo "vm: $t over $p"
 		t0=$(date +%s)
 		if bash "$HERE/../integration/$t.sh" "$BUILD" "$p"; then
@@ -31,7 +37,8 @@ for p in "$@"; do
 	done
 done
 # Raw verbs queue pairs: limits and reclaim.
-case " $* " in
+case "${SEEDFS_VM_FORM:-long} $* " in
+short*) ;;
 *" rdma "*)
 	echo "vm: verbs_peers"
 	t0=$(date +%s)

@@ -27,6 +27,7 @@ trap 'rm -rf "$OUT"' EXIT
 {
 	echo "export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/run/tmp"
 	echo "mkdir -p /run/tmp"
+	printf 'export SEEDFS_VM_FORM=%q\n' "${SEEDFS_VM_FORM:-long}"
 	printf 'exec bash %q' "$SCRIPT"
 	printf ' %q' "$BUILD" "$@"
 	echo

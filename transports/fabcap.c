@@ -52,9 +52,18 @@
  *     take the waiting connection and reset it, so the provider does not
  *     spin.
  *
- * A library build (libseedfs) keeps its accept() local: a program that
- * embeds the engine API keeps libc's, and these caps are off there
- * (said once in the log; sfs_xport_listen_stats says so too).
+ * It defines close() too: a connection kept is found again by its number
+ * (checked by its inode), and the provider closes it on its own threads;
+ * a close of a number in the table takes cap.lock, so no sweep, cut or
+ * peek of that number runs while it is closed (a number closed under
+ * such a call could be the kernel's to give again), and its entry goes
+ * at once.  Closes of numbers not in it (an empty table: one atomic
+ * load) go straight to the C library's.  Nothing here calls close()
+ * with cap.lock held: real_close.
+ *
+ * A library build (libseedfs) keeps its accept() and close() local: a
+ * program that embeds the engine API keeps libc's, and these caps are
+ * off there (said once in the log; sfs_xport_listen_stats says so too).
  */
 #include "fabcap.h"
 #include "transport.h"
@@ -130,6 +139,7 @@ static struct {
 } cap = {.lock = PTHREAD_MUTEX_INITIALIZER, .spare = -1};
 
 static atomic_size_t cap_nls;	      /* listeners: 0 is the fast path */
+static atomic_size_t cap_ncs;	      /* cap.ncs, for close()'s fast path */
 static atomic_uint_fast64_t cap_tick; /* the last tick's time */
 static pthread_once_t cap_once = PTHREAD_ONCE_INIT;
 
@@ -151,8 +161,22 @@ static unsigned int env_limit(const char *name, unsigned int def,
 	return (unsigned int)v;
 }
 
+/* fork() waits for cap.lock: a child must not inherit it held by a
+ * thread it does not have (its close() of a number in the table would
+ * wait forever; libfuse's fusermount3 child closes descriptors). */
+static void cap_fork_prepare(void)
+{
+	pthread_mutex_lock(&cap.lock);
+}
+
+static void cap_fork_done(void)
+{
+	pthread_mutex_unlock(&cap.lock);
+}
+
 static void cap_init(void)
 {
+	pthread_atfork(cap_fork_prepare, cap_fork_done, cap_fork_done);
 	cap.max_conns =
 		env_limit("SEEDFS_FABRIC_MAX_CONNS", CAP_MAX_CONNS, 1, 1000000);
 	cap.max_per_host = env_limit("SEEDFS_FABRIC_MAX_PER_HOST",
@@ -351,6 +375,15 @@ static void host_txt(const uint8_t h[16], char *txt, size_t len)
 static void drop(size_t i)
 {
 	cap.cs[i] = cap.cs[--cap.ncs];
+	atomic_store(&cap_ncs, cap.ncs);
+}
+
+/* The C library's close (the sanitizers' where they intercept it):
+ * ours below would take cap.lock again. */
+static int real_close(int fd)
+{
+	extern int __close(int);
+	return __close(fd);
 }
 
 /*
@@ -383,7 +416,7 @@ static int cut_if_waiting(struct cap_conn *c, int why)
 			host_txt(c->host, cap.last_cut, sizeof(cap.last_cut));
 		}
 	}
-	close(d);
+	real_close(d);
 	return cut;
 }
 
@@ -482,6 +515,7 @@ static int admit(int fd, const uint8_t host[16], int tcp, uint64_t now)
 				       cap.ncs + 1, sizeof(*cap.cs)))
 		return CAP_FILES; /* cannot be tracked: not kept */
 	struct cap_conn *c = &cap.cs[cap.ncs++];
+	atomic_store(&cap_ncs, cap.ncs);
 	*c = (struct cap_conn){.fd = fd,
 			       .tcp = tcp,
 			       .dev = st.st_dev,
@@ -496,7 +530,7 @@ static void reset_close(int fd)
 {
 	struct linger lg = {.l_onoff = 1, .l_linger = 0};
 	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	close(fd);
+	real_close(fd);
 }
 
 /* The lines owed: at most one of each kind every CAP_LOG_MS. */
@@ -577,7 +611,7 @@ static void refuse_without_files(int lfd)
 	uint8_t h[16];
 	if (cap.spare < 0)
 		return;
-	close(cap.spare);
+	real_close(cap.spare);
 	int s = accept4(lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
 	if (s >= 0) {
 		host_of(&peer, h);
@@ -676,6 +710,27 @@ int accept(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict addrlen)
 		}
 	}
 	return accept4(fd, a, addrlen, 0);
+}
+
+/*
+ * The close() that the provider's calls (and every other library's)
+ * bind to (see the top).  A number in the table is closed under
+ * cap.lock, its entry dropped first.
+ */
+int close(int fd)
+{
+	if (!atomic_load(&cap_ncs))
+		return real_close(fd);
+	pthread_mutex_lock(&cap.lock);
+	for (size_t i = 0; i < cap.ncs; i++)
+		if (cap.cs[i].fd == fd) {
+			drop(i);
+			break;
+		}
+	int rc = real_close(fd), e = errno;
+	pthread_mutex_unlock(&cap.lock);
+	errno = e;
+	return rc;
 }
 
 void fab_cap_tick(void)

@@ -805,18 +805,23 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		}
 		if (last)
 			lane_log(p, ch->obj, ch->idx, any, lane);
+		/* Counted before it may land (a reader it wakes sees it
+		 * counted), taken back if it was not posted (a busy
+		 * provider's -EAGAIN posts it again later). */
+		int own = last && any && lane == SFS_NONE,
+		    others = last && any && lane != SFS_NONE;
+		c->st.lane_own += own;
+		c->st.lane_others += others;
 		pthread_mutex_unlock(&c->lock);
 		prc = sfs_xport_read(c->x, id, rds, n, sfs_peer_on_pulled, ch);
 		pthread_mutex_lock(&c->lock);
 		if (!prc) {
 			p->busy_since_ms = 0;
-			/* Counted once posted (a busy provider's -EAGAIN
-			 * posts it again later). */
-			c->st.lane_own += last && any && lane == SFS_NONE;
-			c->st.lane_others += last && any && lane != SFS_NONE;
 			sfs_peer_unpin(c, pi);
 			return 1;
 		}
+		c->st.lane_own -= own;
+		c->st.lane_others -= others;
 		/* Nothing was posted: it is ours again (an orphan too: the
 		 * transport never had it). */
 		if (!ch->orphan) {

@@ -83,7 +83,11 @@ grep -q "$gone" "$WORK/mount.log" || fail "generation 1 not retired ${ended} ms 
 	fail "generation 1 retired ${ended} ms after the SIGHUP, --grace $GRACE"
 [ "$(hold 'R 0 100000')" = "ERR ESTALE" ] || fail "cached range after grace"
 [ "$(hold 'R 5000000 1000')" = "ERR ESTALE" ] || fail "new range after grace"
-ok "after the grace period ($ended ms) the old handle gets ESTALE, cached pages included"
+# Its xattrs too: the handle keeps its retired generation from being
+# freed, and a retired generation gives no new reference.
+[ "$(hold 'G user.seedfs.generation')" = "ERR ESTALE" ] ||
+	fail "getxattr through the old handle after grace: $(hold 'G user.seedfs.generation')"
+ok "after the grace period ($ended ms) the old handle gets ESTALE, cached pages and xattrs included"
 echo Q >&"${HOLD[1]}"
 wait "$hold_pid" 2>/dev/null || true
 

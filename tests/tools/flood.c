@@ -263,5 +263,8 @@ int main(int argc, char **argv)
 		if (f.st[i] == S_OPEN)
 			rst_close(f.fd[i]);
 	report(&f);
+	free(f.fd);
+	free(f.st);
+	free(f.pfd);
 	return 0;
 }

@@ -54,12 +54,14 @@
  *
  * It defines close() too: a connection kept is found again by its number
  * (checked by its inode), and the provider closes it on its own threads;
- * a close of a number in the table takes cap.lock, so no sweep, cut or
- * peek of that number runs while it is closed (a number closed under
+ * a close of a number in the table runs under cap.lock, so no sweep, cut
+ * or peek of that number runs while it is closed (a number closed under
  * such a call could be the kernel's to give again), and its entry goes
- * at once.  Closes of numbers not in it (an empty table: one atomic
- * load) go straight to the C library's.  Nothing here calls close()
- * with cap.lock held: real_close.
+ * at once.  A close of another number looks the table up under the lock
+ * and closes without it; with an empty table (one atomic load) it goes
+ * straight to the C library's.  Nothing here calls close() with
+ * cap.lock held (real_close), and close() must not be called from a
+ * signal handler (none of ours or our libraries' does).
  *
  * A library build (libseedfs) keeps its accept() and close() local: a
  * program that embeds the engine API keeps libc's, and these caps are
@@ -169,14 +171,24 @@ static void cap_fork_prepare(void)
 	pthread_mutex_lock(&cap.lock);
 }
 
-static void cap_fork_done(void)
+static void cap_fork_parent(void)
 {
+	pthread_mutex_unlock(&cap.lock);
+}
+
+/* A child keeps none of the parent's connections: they are the
+ * parent's to cap and reset (the child's sweep must not reset a socket
+ * it shares with it). */
+static void cap_fork_child(void)
+{
+	cap.ncs = 0;
+	atomic_store(&cap_ncs, 0);
 	pthread_mutex_unlock(&cap.lock);
 }
 
 static void cap_init(void)
 {
-	pthread_atfork(cap_fork_prepare, cap_fork_done, cap_fork_done);
+	pthread_atfork(cap_fork_prepare, cap_fork_parent, cap_fork_child);
 	cap.max_conns =
 		env_limit("SEEDFS_FABRIC_MAX_CONNS", CAP_MAX_CONNS, 1, 1000000);
 	cap.max_per_host = env_limit("SEEDFS_FABRIC_MAX_PER_HOST",
@@ -721,14 +733,26 @@ int close(int fd)
 {
 	if (!atomic_load(&cap_ncs))
 		return real_close(fd);
+	/* No cancellation inside (libfuse cancels its workers, and the
+	 * close is a cancellation point): the lock is always given back. */
+	int old, found = 0;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
 	pthread_mutex_lock(&cap.lock);
 	for (size_t i = 0; i < cap.ncs; i++)
 		if (cap.cs[i].fd == fd) {
 			drop(i);
+			found = 1;
 			break;
 		}
+	/* A number not kept is closed without the lock (a close that
+	 * blocks, on a network file, holds up no one else): it cannot
+	 * be one admit() adds meanwhile, which is fresh from accept4(). */
+	if (!found)
+		pthread_mutex_unlock(&cap.lock);
 	int rc = real_close(fd), e = errno;
-	pthread_mutex_unlock(&cap.lock);
+	if (found)
+		pthread_mutex_unlock(&cap.lock);
+	pthread_setcancelstate(old, NULL);
 	errno = e;
 	return rc;
 }

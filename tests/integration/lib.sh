@@ -22,6 +22,7 @@ MOUNT_PIDS=() # mount daemons (in PIDS too)
 MOUNTS=()
 NETNS=()
 EXIT_HOOKS=()
+FAIL_LAST=() # files fail() shows last, whole (their last 40 lines)
 
 # Sanitizer reports of every process go to files we check at the end,
 # in a directory that daemons a test runs as another user can write too
@@ -140,6 +141,14 @@ fail() {
 		echo "--- sanitizer report $f" >&2
 		head -n 60 "$f" >&2
 	done
+	# What the test names as its failure's evidence, last: a long
+	# output is cut in its middle, not at its end.
+	for f in "${FAIL_LAST[@]}"; do
+		[ -s "$f" ] || continue
+		echo "--- $f (the failure's evidence, last 40 lines)" >&2
+		tail -n 40 "$f" >&2
+	done
+	echo "FAIL: $*" >&2
 	exit 1
 }
 

@@ -81,16 +81,24 @@ stop_reseeders() {
 	done
 }
 
-# fabric_ports: every TCP port the re-seeders listen on but their
-# control ports (their fabric endpoints': what they send goes out
-# from them).
+# control_addr I: re-seeder I's control address (HOST:PORT)
+control_addr() {
+	awk '$1 == "reseed:" { print $2 }' "$WORK/r$1/.seedfs/status"
+}
+
+# fabric_ports: "ADDRESS PORT" of every TCP socket the re-seeders
+# listen on but their control ports (their fabric endpoints': what they
+# send goes out from them).  By address and port: each re-seeder has an
+# address of its own, so one's fabric port may have the number of
+# another's control port.
 fabric_ports() {
 	local i pid ctl
 	for i in $(seq $NR); do
 		pid=${RPIDS[$((i - 1))]}
-		ctl=$(awk '$1 == "reseed:" { print $2 }' "$WORK/r$i/.seedfs/status")
+		ctl=$(control_addr "$i")
 		ip netns exec "$NS" ss -ltnpH | grep "pid=$pid," |
-			awk '{ print $4 }' | grep -vxF "$ctl" | sed 's/.*://'
+			awk '{ print $4 }' | grep -vxF "$ctl" |
+			sed -E 's/^(.*):([0-9]+)$/\1 \2/'
 	done | sort -u
 }
 
@@ -99,12 +107,16 @@ fabric_ports() {
 shape() {
 	tc -n "$NS" qdisc del dev "$NS_VETH" root 2>/dev/null || true
 	[ -n "$1" ] || return 0
-	local p k=10
+	local a p k=10 i
 	tc -n "$NS" qdisc add dev "$NS_VETH" root handle 1: htb default 1 || fail "tc htb"
 	tc -n "$NS" class add dev "$NS_VETH" parent 1: classid 1:1 htb rate 10gbit \
 		quantum 60000
-	for p in $(fabric_ports); do
+	while read -r a p; do
 		k=$((k + 1))
+		case $a in
+		"$NET".*) ;;
+		*) fail "re-seeder fabric port on $a:$p: not an address of its own" ;;
+		esac
 		if [ "$1" = loss ]; then
 			# (No netem here: a tbf every packet is larger than
 			# drops them all.)
@@ -117,9 +129,15 @@ shape() {
 				rate 8kbit ceil 8kbit burst 1600 quantum 1600
 		fi
 		tc -n "$NS" filter add dev "$NS_VETH" parent 1: protocol ip u32 \
-			match ip sport "$p" 0xffff flowid "1:$k" || fail "tc filter"
-	done
+			match ip src "$a/32" match ip sport "$p" 0xffff \
+			flowid "1:$k" || fail "tc filter"
+	done < <(fabric_ports)
 	[ $k -gt 10 ] || fail "no fabric port of the re-seeders found"
+	# Their control ports answer on, whatever their fabric ports do.
+	for i in $(seq $NR); do
+		curl -fsS -m 2 -o /dev/null "http://$(control_addr "$i")/v1/models" ||
+			fail "$1: re-seeder $i's control port does not answer"
+	done
 }
 
 # reseeders_seen MNT: how many re-seeders MNT has holdings from
@@ -139,15 +157,22 @@ reseeder_bytes() {
 # victim NAME: a fresh replica at $WORK/NAME that has the holdings of
 # all $NR re-seeders.
 victim() {
-	local n
+	local n t0
 	MOUNT_LOG=$1
+	t0=$(now_ms)
 	mount_seed "$WORK/$1" --timeout "$TIMEOUT"
 	V=$WORK/$1
 	for _ in $(seq 200); do
 		n=$(reseeders_seen "$V")
-		[ "$n" -ge $NR ] && return 0
+		if [ "$n" -ge $NR ]; then
+			echo "$1: holdings from $NR re-seeders $(($(now_ms) - t0)) ms after mount"
+			return 0
+		fi
 		sleep 0.05
 	done
+	cp "$V/.seedfs/status" "$WORK/$1.status" || true
+	curl -fsS "http://$HOST:$SEED_PORT/v1/sources" >"$WORK/sources.json" || true
+	FAIL_LAST=("$WORK/sources.json" "$WORK/$1.status" "$WORK/$1.log")
 	fail "$1 has holdings from $n re-seeders after 10 s, $NR wanted"
 }
 

@@ -443,11 +443,20 @@ static int serve(struct sfs_seed *s, const sigset_t *set,
 		}
 		/* A published file changed in place: withdrawn now, the
 		 * next generation once it is quiet. */
-		uint64_t changed = 0;
-		if ((p[1].revents & POLLIN) &&
-		    sfs_seed_files_changed(s, &changed)) {
+		uint64_t changed = 0, again = 0;
+		if (p[1].revents & POLLIN)
+			sfs_seed_files_changed(s, &changed, &again);
+		if (changed) {
 			settle_at = sfs_now_ms() + WATCH_SETTLE_MS;
 			file_dirty |= changed;
+		}
+		/* A withdrawn file written again (repaired in place): the
+		 * next generation a quiet second from its first write;
+		 * later writes do not push that back. */
+		if (again) {
+			if (!settle_at)
+				settle_at = sfs_now_ms() + WATCH_SETTLE_MS;
+			file_dirty |= again;
 		}
 		for (size_t i = 0; i < ndirs; i++) {
 			if (wfd[i] < 0 || !(p[2 + i].revents & POLLIN))

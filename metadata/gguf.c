@@ -90,13 +90,29 @@ int sfs_ggml_tensor_bytes(const char *dtype, const uint64_t *shape,
 struct rd {
 	const uint8_t *p;
 	uint64_t pos, end;
+	uint64_t whole; /* what a header may span: the file, capped */
+	int partial;	/* end is where the caller's copy ends, not whole */
+	int ran_out;	/* a read went past it that more of it would serve */
 	char *err;
 	size_t errlen;
 };
 
+/* @n items of @size bytes from the cursor run past its end.  Past a
+ * partial copy but within what the header may span: more of the copy
+ * would do (ran_out); past that, no copy would (a hostile count is
+ * refused at once, never read further for). */
+static int past(struct rd *r, uint64_t n, uint64_t size)
+{
+	if (n <= (r->end - r->pos) / size)
+		return 0;
+	if (r->partial && r->pos <= r->whole && n <= (r->whole - r->pos) / size)
+		r->ran_out = 1;
+	return 1;
+}
+
 static int need(struct rd *r, uint64_t n, const char *what)
 {
-	if (n > r->end - r->pos)
+	if (past(r, n, 1))
 		return sfs_fail(r->err, r->errlen,
 				"%s at byte %" PRIu64 ": needs %" PRIu64
 				" bytes, the file ends %" PRIu64 " bytes later",
@@ -167,7 +183,7 @@ static int skip_value(struct rd *r, uint32_t type, int depth, const char *key)
 			et);
 	if (et != GT_STRING && et != GT_ARRAY) {
 		/* Fixed size: check the whole array at once. */
-		if (n > (r->end - r->pos) / scalar_size[et])
+		if (past(r, n, scalar_size[et]))
 			return sfs_fail(
 				r->err, r->errlen,
 				"metadata '%.64s': array of %" PRIu64
@@ -177,7 +193,7 @@ static int skip_value(struct rd *r, uint32_t type, int depth, const char *key)
 		return 0;
 	}
 	/* Each element takes at least 8 bytes: a bound before the loop. */
-	if (n > (r->end - r->pos) / 8)
+	if (past(r, n, 8))
 		return sfs_fail(r->err, r->errlen,
 				"metadata '%.64s': array of %" PRIu64
 				" elements runs past the end of the file",
@@ -304,8 +320,20 @@ static int read_tensor(struct rd *r, struct sfs_gguf_tensor *t, uint64_t i)
 int sfs_gguf_parse(const uint8_t *buf, uint64_t size, struct sfs_gguf **out,
 		   char *err, size_t errlen)
 {
-	struct rd r = {
-		.p = buf, .pos = 0, .end = size, .err = err, .errlen = errlen};
+	return sfs_gguf_parse_head(buf, size, size, out, err, errlen);
+}
+
+int sfs_gguf_parse_head(const uint8_t *buf, uint64_t head_len, uint64_t size,
+			struct sfs_gguf **out, char *err, size_t errlen)
+{
+	uint64_t whole = SFS_MIN(size, (uint64_t)SFS_GGUF_HEADER_MAX);
+	struct rd r = {.p = buf,
+		       .pos = 0,
+		       .end = SFS_MIN(head_len, size),
+		       .whole = whole,
+		       .partial = head_len < whole,
+		       .err = err,
+		       .errlen = errlen};
 	struct sfs_gguf *g = calloc(1, sizeof(*g));
 	struct sfs_gguf_tensor **order = NULL;
 	uint64_t v, nt;
@@ -314,7 +342,8 @@ int sfs_gguf_parse(const uint8_t *buf, uint64_t size, struct sfs_gguf **out,
 	if (!g)
 		return -ENOMEM;
 	g->alignment = 32;
-	if (size < 24) {
+	if (r.end < 24) {
+		r.ran_out = r.partial;
 		sfs_fail(err, errlen,
 			 "%" PRIu64 " bytes: too short for a GGUF "
 			 "header (24)",
@@ -413,7 +442,8 @@ out:
 	free(order);
 	if (rc) {
 		sfs_gguf_free(g);
-		return rc;
+		/* Past the caller's copy: more of it, then again. */
+		return r.ran_out ? -EAGAIN : rc;
 	}
 	*out = g;
 	return 0;

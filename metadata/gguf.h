@@ -52,6 +52,16 @@ struct sfs_gguf {
 int sfs_gguf_parse(const uint8_t *buf, uint64_t size, struct sfs_gguf **out,
 		   char *err, size_t errlen);
 
+/*
+ * sfs_gguf_parse_head - as sfs_gguf_parse, for a file of @size bytes of
+ * which the @head_len first are at @buf (a copy: a caller that must not
+ * read the file's mapping while parsing).  -EAGAIN (@err set) when the
+ * header runs past them: copy more, and parse again.  With @head_len at
+ * least the smaller of @size and SFS_GGUF_HEADER_MAX, never -EAGAIN.
+ */
+int sfs_gguf_parse_head(const uint8_t *buf, uint64_t head_len, uint64_t size,
+			struct sfs_gguf **out, char *err, size_t errlen);
+
 void sfs_gguf_free(struct sfs_gguf *g);
 
 /*

@@ -9,17 +9,15 @@
 #include "metadata/jsonlim.h"
 #include "metadata/manifest.h"
 #include "metadata/safetensors.h"
+#include "seed/guard.h"
 #include "seed/walk.h"
 #include "transports/transport.h"
 #include "common/xxh.h"
 
 #include <errno.h>
-#include <gnutls/crypto.h>
-#include <gnutls/gnutls.h>
 #include <jansson.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,195 +32,6 @@ static int ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);
 	return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-int seed_sums_start(struct seed_sums *ss, uint32_t shift, int sha256)
-{
-	memset(ss, 0, sizeof(*ss));
-	ss->shift = shift;
-	if (!(ss->whole = XXH3_createState()) ||
-	    (shift && !(ss->chunk = XXH3_createState())) ||
-	    (shift && sha256 &&
-	     gnutls_hash_init((gnutls_hash_hd_t *)&ss->sha,
-			      GNUTLS_DIG_SHA256))) {
-		ss->sha = NULL;
-		seed_sums_free(ss);
-		return -ENOMEM;
-	}
-	XXH3_64bits_reset(ss->whole);
-	if (ss->chunk)
-		XXH3_64bits_reset(ss->chunk);
-	return 0;
-}
-
-/* One chunk's sums: its XXH3-64 @v, and with SHA-256 what @sha holds
- * (read out, and so reset). */
-static int sums_push(struct seed_sums *ss, uint64_t v, const void *whole,
-		     uint64_t len)
-{
-	if (sfs_grow((void **)&ss->sums, &ss->cap, ss->n + 1,
-		     sizeof(ss->sums[0])))
-		return -ENOMEM;
-	if (ss->sha) {
-		if (sfs_grow((void **)&ss->shas, &ss->sha_cap, 32 * (ss->n + 1),
-			     1))
-			return -ENOMEM;
-		uint8_t *out = ss->shas + 32 * ss->n;
-		if (whole ? gnutls_hash_fast(GNUTLS_DIG_SHA256, whole,
-					     (size_t)len, out)
-			  : (gnutls_hash_output((gnutls_hash_hd_t)ss->sha, out),
-			     0))
-			return -EIO;
-	}
-	ss->sums[ss->n++] = v;
-	return 0;
-}
-
-/* Whole chunks [from, to) of @p, hashed by one thread of
- * sums_parallel. */
-struct sums_job {
-	const uint8_t *p;
-	uint64_t cs, from, to;
-	uint64_t *sums;
-	uint8_t *shas; /* NULL: no SHA-256 */
-	int err;
-	pthread_t t;
-};
-
-static void *sums_job_run(void *arg)
-{
-	struct sums_job *j = arg;
-	for (uint64_t k = j->from; k < j->to; k++) {
-		const uint8_t *c = j->p + k * j->cs;
-		j->sums[k] = XXH3_64bits(c, (size_t)j->cs);
-		if (j->shas &&
-		    gnutls_hash_fast(GNUTLS_DIG_SHA256, c, (size_t)j->cs,
-				     j->shas + 32 * k))
-			j->err = -EIO;
-	}
-	return NULL;
-}
-
-/* Below this many whole chunks a file is hashed on one thread. */
-#define SUMS_PARALLEL_MIN 16
-#define SUMS_THREADS_MAX 16
-
-/*
- * The @n whole chunks at @p (ss->fill 0): their sums, and SHA-256s, on
- * every CPU at once (SHA-256 runs at 1.6-1.8 GB/s a core here: a seed
- * of 140 GB would take 80 s on one), the whole file's digest on this
- * thread meanwhile.  0, -ENOMEM or -EIO.
- */
-static int sums_parallel(struct seed_sums *ss, const uint8_t *p, uint64_t n)
-{
-	uint64_t cs = 1ull << ss->shift;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	size_t nt = cpus > 1 ? (size_t)cpus : 1;
-	nt = SFS_MIN(nt, (size_t)SUMS_THREADS_MAX);
-	nt = SFS_MIN(nt, (size_t)(n / (SUMS_PARALLEL_MIN / 2)));
-	if (sfs_grow((void **)&ss->sums, &ss->cap, ss->n + n,
-		     sizeof(ss->sums[0])) ||
-	    (ss->sha &&
-	     sfs_grow((void **)&ss->shas, &ss->sha_cap, 32 * (ss->n + n), 1)))
-		return -ENOMEM;
-	struct sums_job jobs[SUMS_THREADS_MAX];
-	size_t started = 0;
-	int rc = 0;
-	for (size_t i = 0; i < nt; i++) {
-		jobs[i] = (struct sums_job){
-			.p = p,
-			.cs = cs,
-			.from = n * i / nt,
-			.to = n * (i + 1) / nt,
-			.sums = ss->sums + ss->n,
-			.shas = ss->sha ? ss->shas + 32 * ss->n : NULL};
-		if (pthread_create(&jobs[i].t, NULL, sums_job_run, &jobs[i]))
-			sums_job_run(&jobs[i]); /* here, then */
-		else
-			started |= (size_t)1 << i;
-	}
-	XXH3_64bits_update(ss->whole, p, (size_t)(n * cs));
-	for (size_t i = 0; i < nt; i++) {
-		if (started >> i & 1)
-			pthread_join(jobs[i].t, NULL);
-		rc = rc ? rc : jobs[i].err;
-	}
-	ss->n += n;
-	return rc;
-}
-
-int seed_sums_add(struct seed_sums *ss, const void *data, uint64_t len)
-{
-	const uint8_t *p = data;
-	if (ss->shift && !ss->fill && len >> ss->shift >= SUMS_PARALLEL_MIN) {
-		uint64_t n = len >> ss->shift;
-		int rc = sums_parallel(ss, p, n);
-		if (rc)
-			return rc;
-		p += n << ss->shift;
-		len -= n << ss->shift;
-	}
-	XXH3_64bits_update(ss->whole, p, (size_t)len);
-	if (!ss->shift)
-		return 0;
-	uint64_t cs = 1ull << ss->shift;
-	while (len) {
-		/* Whole chunks hash in one call; a chunk split across calls
-		 * goes through the streaming states. */
-		if (!ss->fill && len >= cs) {
-			if (sums_push(ss, XXH3_64bits(p, (size_t)cs), p, cs))
-				return -ENOMEM;
-			p += cs;
-			len -= cs;
-			continue;
-		}
-		uint64_t take = SFS_MIN(len, cs - ss->fill);
-		XXH3_64bits_update(ss->chunk, p, (size_t)take);
-		if (ss->sha &&
-		    gnutls_hash((gnutls_hash_hd_t)ss->sha, p, (size_t)take))
-			return -EIO;
-		ss->fill += take;
-		p += take;
-		len -= take;
-		if (ss->fill == cs) {
-			if (sums_push(ss, XXH3_64bits_digest(ss->chunk), NULL,
-				      0))
-				return -ENOMEM;
-			XXH3_64bits_reset(ss->chunk);
-			ss->fill = 0;
-		}
-	}
-	return 0;
-}
-
-int seed_sums_finish(struct seed_sums *ss, struct sfs_manifest *m, size_t fidx)
-{
-	struct sfs_mfile *f = &m->files[fidx];
-	f->xxh3 = XXH3_64bits_digest(ss->whole);
-	f->has_xxh3 = 1;
-	if (!ss->shift)
-		return 0;
-	/* The last chunk, shorter. */
-	if (ss->fill && sums_push(ss, XXH3_64bits_digest(ss->chunk), NULL, 0))
-		return -ENOMEM;
-	int rc =
-		sfs_manifest_set_checksums(m, fidx, ss->shift, ss->sums, ss->n);
-	if (!rc && ss->sha)
-		rc = sfs_manifest_set_sha256(m, fidx, ss->shas, ss->n);
-	return rc;
-}
-
-void seed_sums_free(struct seed_sums *ss)
-{
-	if (ss->whole)
-		XXH3_freeState(ss->whole);
-	if (ss->chunk)
-		XXH3_freeState(ss->chunk);
-	if (ss->sha)
-		gnutls_hash_deinit((gnutls_hash_hd_t)ss->sha, NULL);
-	free(ss->sums);
-	free(ss->shas);
-	memset(ss, 0, sizeof(*ss));
 }
 
 int seed_add_tensor(struct sfs_manifest *m, const char *name, const char *dtype,
@@ -240,54 +49,151 @@ int seed_add_tensor(struct sfs_manifest *m, const char *name, const char *dtype,
 	return 0;
 }
 
-/* Validate a safetensors file; add its tensors to the manifest. */
+/* The error for file @rel, mapped at @map, that shrank under a read of
+ * @at (-EFAULT from a guard): a refused file, never a signal. */
+static int shrank(const char *rel, const void *map, const void *at, char *err,
+		  size_t errlen)
+{
+	const uint8_t *a = at, *m = map;
+	if (a >= m)
+		snprintf(err, errlen,
+			 "%s changed while it was read: byte %" PRIu64
+			 " is gone (truncated or rewritten in place); not "
+			 "published",
+			 rel, (uint64_t)(a - m));
+	else
+		snprintf(err, errlen,
+			 "%s changed while it was read (truncated or rewritten "
+			 "in place); not published",
+			 rel);
+	return -EFAULT;
+}
+
+/* The first @len bytes of file @rel's mapping @map, copied out under a
+ * guard: *out [new] (never NULL), or -EFAULT with @err set. */
+static int copy_head(const char *rel, const uint8_t *map, uint64_t len,
+		     uint8_t **out, char *err, size_t errlen)
+{
+	const void *at = NULL;
+	uint8_t *b = malloc(len ? (size_t)len : 1);
+	if (!b)
+		return -ENOMEM;
+	int rc = sfs_guard_copy(b, map, (size_t)len, &at);
+	if (rc) {
+		free(b);
+		if (rc != -EFAULT) {
+			snprintf(err, errlen, "%s: cannot guard its reads: %s",
+				 rel, strerror(-rc));
+			return rc;
+		}
+		return shrank(rel, map, at, err, errlen);
+	}
+	*out = b;
+	return 0;
+}
+
+/* A file's tensors into the manifest, each with its XXH3 over the
+ * mapping: guarded, what it adds is the manifest's. */
+struct tensors_add {
+	struct seed_gen *s;
+	size_t fidx;
+	const uint8_t *map;
+	uint64_t size;			/* of the mapping: the range guarded */
+	const struct sfs_st_header *st; /* or: */
+	const struct sfs_gguf *gg;
+};
+
+static int tensors_add(void *arg)
+{
+	struct tensors_add *a = arg;
+	int rc = 0;
+	for (size_t i = 0; a->st && i < a->st->ntensors && !rc; i++) {
+		const struct sfs_st_tensor *t = &a->st->tensors[i];
+		uint64_t off = a->st->data_off + t->begin;
+		rc = seed_add_tensor(a->s->m, t->name, t->dtype, t->ndim,
+				     t->shape, a->fidx, off, t->end - t->begin,
+				     a->map + off);
+	}
+	for (size_t i = 0; a->gg && i < a->gg->ntensors && !rc; i++) {
+		const struct sfs_gguf_tensor *t = &a->gg->tensors[i];
+		rc = seed_add_tensor(a->s->m, t->name, t->dtype, t->ndim,
+				     t->shape, a->fidx, t->off, t->len,
+				     a->map + t->off);
+	}
+	return rc;
+}
+
+/* Validate a safetensors file; add its tensors to the manifest.  Its
+ * header is parsed from a copy: the file may change under the mapping. */
 static int add_safetensors(struct seed_gen *s, size_t fidx, const char *rel,
 			   const uint8_t *map, uint64_t size,
 			   uint64_t *data_off, char *err, size_t errlen)
 {
-	struct sfs_st_header *h;
+	struct sfs_st_header *h = NULL;
+	uint8_t *first8 = NULL, *json = NULL;
 	char why[400];
 	uint64_t n;
 	int rc;
 
-	rc = sfs_st_header_len(map, size, &n, why, sizeof(why));
+	if ((rc = copy_head(rel, map, SFS_MIN(size, 8), &first8, err, errlen)))
+		return rc;
+	rc = sfs_st_header_len(first8, size, &n, why, sizeof(why));
+	free(first8);
+	if (!rc && (rc = copy_head(rel, map + 8, n, &json, err, errlen)))
+		return rc;
 	if (!rc)
-		rc = sfs_st_parse((const char *)map + 8, n, size, &h, why,
+		rc = sfs_st_parse((const char *)json, n, size, &h, why,
 				  sizeof(why));
+	free(json);
 	if (rc) {
 		snprintf(err, errlen, "refusing %s: %s", rel, why);
 		return rc;
 	}
-	for (size_t i = 0; i < h->ntensors && !rc; i++) {
-		const struct sfs_st_tensor *t = &h->tensors[i];
-		rc = seed_add_tensor(s->m, t->name, t->dtype, t->ndim, t->shape,
-				     fidx, h->data_off + t->begin,
-				     t->end - t->begin,
-				     map + h->data_off + t->begin);
-	}
+	struct tensors_add a = {s, fidx, map, size, h, NULL};
+	const void *at = NULL;
+	rc = sfs_guard_run(tensors_add, &a, map, (size_t)size, &at);
+	if (rc == -EFAULT)
+		shrank(rel, map, at, err, errlen);
 	*data_off = h->data_off;
 	sfs_st_free(h);
 	return rc;
 }
 
-/* Validate a GGUF file; add its tensors to the manifest. */
+/* A GGUF header is copied this much first, then 4 times more at a time. */
+#define GGUF_HEAD_FIRST (1u << 20)
+
+/* Validate a GGUF file; add its tensors to the manifest.  Its header is
+ * parsed from a copy, as above. */
 static int add_gguf(struct seed_gen *s, size_t fidx, const char *rel,
 		    const uint8_t *map, uint64_t size, uint64_t *data_off,
 		    char *err, size_t errlen)
 {
-	struct sfs_gguf *g;
+	struct sfs_gguf *g = NULL;
 	char why[400];
-	int rc = sfs_gguf_parse(map, size, &g, why, sizeof(why));
+	uint64_t whole = SFS_MIN(size, (uint64_t)SFS_GGUF_HEADER_MAX);
+	uint64_t want = SFS_MIN(whole, (uint64_t)GGUF_HEAD_FIRST);
+	int rc;
+	for (;;) {
+		uint8_t *head;
+		if ((rc = copy_head(rel, map, want, &head, err, errlen)))
+			return rc;
+		rc = sfs_gguf_parse_head(head, want, size, &g, why,
+					 sizeof(why));
+		free(head);
+		if (rc != -EAGAIN || want >= whole)
+			break;
+		want = SFS_MIN(whole, want * 4);
+	}
 	if (rc) {
-		if (rc == -EINVAL)
+		if (rc == -EINVAL || rc == -EAGAIN)
 			snprintf(err, errlen, "refusing %s: %s", rel, why);
-		return rc;
+		return rc == -EAGAIN ? -EINVAL : rc;
 	}
-	for (size_t i = 0; i < g->ntensors && !rc; i++) {
-		const struct sfs_gguf_tensor *t = &g->tensors[i];
-		rc = seed_add_tensor(s->m, t->name, t->dtype, t->ndim, t->shape,
-				     fidx, t->off, t->len, map + t->off);
-	}
+	struct tensors_add a = {s, fidx, map, size, NULL, g};
+	const void *at = NULL;
+	rc = sfs_guard_run(tensors_add, &a, map, (size_t)size, &at);
+	if (rc == -EFAULT)
+		shrank(rel, map, at, err, errlen);
 	*data_off = g->data_off;
 	sfs_gguf_free(g);
 	return rc;
@@ -467,6 +373,8 @@ static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 		      st.st_mode);
 	f->dev = (uint64_t)st.st_dev;
 	f->ino = (uint64_t)st.st_ino;
+	f->mtime_ns = sfs_timespec_ns(st.st_mtim);
+	f->ctime_ns = sfs_timespec_ns(st.st_ctim);
 	f->wd = -1;
 	if (!(f->abs = strdup(e->abs))) {
 		close(fd);
@@ -501,6 +409,26 @@ static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 	return rc;
 }
 
+/* After its bytes were read (hashed, copied): is file @f still what was
+ * mapped, untouched?  A write that shrank nothing (in place, the same
+ * size, or a writer ahead of the reader) faults no read: its times
+ * say it.  0, or -ESTALE with @err set. */
+static int still_same(const struct seed_file *f, const char *rel, char *err,
+		      size_t errlen)
+{
+	struct stat st;
+	if (!lstat(f->abs, &st) && (uint64_t)st.st_dev == f->dev &&
+	    (uint64_t)st.st_ino == f->ino && (uint64_t)st.st_size == f->size &&
+	    sfs_timespec_ns(st.st_mtim) == f->mtime_ns &&
+	    sfs_timespec_ns(st.st_ctim) == f->ctime_ns)
+		return 0;
+	snprintf(err, errlen,
+		 "%s changed while it was read (written, replaced or "
+		 "removed); not published",
+		 rel);
+	return -ESTALE;
+}
+
 /* Pass 2: small files inline; others registered, header inline. */
 static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 			const struct sfs_walk_entry *e, struct seed_file *f,
@@ -516,15 +444,29 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	 * else.  Set once the file's extents are in the manifest. */
 	if ((rc = seed_sums_start(&ss, cfg->csum_shift, cfg->digest_sha256)))
 		return rc;
-	rc = seed_sums_add(&ss, f->size ? f->map : "", f->size);
-	if (rc || f->size == 0)
-		goto out;
-	if (f->size <= cfg->inline_max) {
-		rc = sfs_manifest_add_inline(s->m, f->fidx, f->map, f->size);
+	if (f->size && f->size <= cfg->inline_max) {
+		/* Small: copied out of the mapping first (under a guard),
+		 * and what is hashed is what is published. */
+		uint8_t *copy;
+		if ((rc = copy_head(e->rel, f->map, f->size, &copy, err,
+				    errlen)))
+			goto out;
 		munmap(f->map, f->size);
 		f->map = NULL;
+		rc = seed_sums_add(&ss, copy, f->size);
+		if (!rc)
+			rc = sfs_manifest_add_inline(s->m, f->fidx, copy,
+						     f->size);
+		free(copy);
+		if (!rc)
+			rc = still_same(f, e->rel, err, errlen);
 		goto out;
 	}
+	rc = seed_sums_add(&ss, f->size ? f->map : "", f->size);
+	if (rc == -EFAULT)
+		shrank(e->rel, f->map, ss.fault, err, errlen);
+	if (rc || f->size == 0)
+		goto out;
 	int corrupt = cfg->test_corrupt_path &&
 		      !strcmp(cfg->test_corrupt_path, e->rel) &&
 		      cfg->test_corrupt_off < f->size;
@@ -545,12 +487,20 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	}
 	/* The published file is byte-identical: the header inline, the
 	 * rest remote ranges over the file's own registration. */
-	if (f->data_off)
-		rc = sfs_manifest_add_inline(s->m, f->fidx, f->map,
-					     f->data_off);
+	if (f->data_off) {
+		uint8_t *hdr;
+		rc = copy_head(e->rel, f->map, f->data_off, &hdr, err, errlen);
+		if (!rc) {
+			rc = sfs_manifest_add_inline(s->m, f->fidx, hdr,
+						     f->data_off);
+			free(hdr);
+		}
+	}
 	if (!rc)
 		rc = add_remote_range(s->m, f->fidx, first, cfg->mr_max,
 				      f->data_off, f->size);
+	if (!rc)
+		rc = still_same(f, e->rel, err, errlen);
 out:
 	if (!rc)
 		rc = seed_sums_finish(&ss, s->m, f->fidx);
@@ -584,12 +534,21 @@ static void identity_from_config(struct seed_gen *s, const struct seed_mem *mm)
 		}
 	if (!data || size > CONFIG_JSON_MAX)
 		return;
-	json_t *o;
+	/* A file's: parsed from a copy (it may change under its mapping;
+	 * publishing it then fails, and says so). */
+	uint8_t *copy = NULL;
 	char why[256];
-	if (!sfs_json_load(SFS_JSON_CONFIG, (const char *)data, (size_t)size, 0,
-			   &o, why, sizeof(why)) &&
+	if (s->w &&
+	    copy_head("config.json", data, size, &copy, why, sizeof(why))) {
+		SFS_LOG(SFS_WARN, "seed", "%s", why);
+		return;
+	}
+	json_t *o;
+	if (!sfs_json_load(SFS_JSON_CONFIG, (const char *)(copy ? copy : data),
+			   (size_t)size, 0, &o, why, sizeof(why)) &&
 	    !json_is_object(o))
 		snprintf(why, sizeof(why), "config.json: not an object");
+	free(copy);
 	if (!json_is_object(o)) {
 		SFS_LOG(SFS_WARN, "seed",
 			"%s; its identity fields are not used", why);
@@ -843,6 +802,14 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 		if (e->type == SFS_WALK_FILE)
 			rc = publish_file(s, cfg, e, &s->files[k++], err,
 					  errlen);
+	}
+	/* Each file was checked once read; once more now that all are,
+	 * just before the seed watches them: a file written meanwhile
+	 * (another's hashing can take minutes) is not published. */
+	for (size_t i = 0, k = 0; s->w && i < s->w->n && !rc; i++) {
+		const struct sfs_walk_entry *e = &s->w->e[i];
+		if (e->type == SFS_WALK_FILE)
+			rc = still_same(&s->files[k++], e->rel, err, errlen);
 	}
 	if (rc) {
 		if (rc == -ENOMEM)

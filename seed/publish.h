@@ -23,11 +23,14 @@ struct sfs_xport_mr;
 struct seed_file {
 	void *map; /* whole file, read-only; NULL when empty */
 	uint64_t size;
-	char *abs;	   /* files: the path mapped; owned */
-	uint64_t dev, ino; /* files: the inode mapped */
-	int wd;		   /* its inotify watch, or -1 */
+	char *abs;		    /* files: the path mapped; owned */
+	uint64_t dev, ino;	    /* files: the inode mapped */
+	int64_t mtime_ns, ctime_ns; /* files: its times when mapped */
+	int wd;			    /* its inotify watch, or -1 */
 	int withdrawn;	   /* it changed on disk: its bytes are no longer
 			      served (seed_gen_withdraw) */
+	uint64_t again_ms; /* a change after that was last said (its
+			      model is tried again once quiet) */
 	size_t fidx;	   /* index in the manifest */
 	uint32_t region0;  /* the region of its first piece (then one a
 			      piece, in order) */
@@ -160,8 +163,10 @@ int seed_piece_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 /*
  * A file's digest (its whole XXH3-64) and checksums (XXH3-64 of every
  * 1 << shift bytes from its first byte; shift 0: none), fed its bytes
- * in order in pieces of any size.  start: 0 or -ENOMEM.  add: 0 or
- * -ENOMEM.  finish: set them on file @fidx of @m (0 or -errno).  free:
+ * in order in pieces of any size.  start: 0 or -ENOMEM.  add: 0,
+ * -ENOMEM, -EIO, or -EFAULT when the bytes are a file's mapping and the
+ * file shrank under it (->fault: the address read; the sums are then
+ * worth nothing but seed_sums_free).  finish: set them on file @fidx of @m (0 or -errno).  free:
  * always, after start.
  */
 struct seed_sums {
@@ -171,9 +176,10 @@ struct seed_sums {
 	uint64_t fill; /* bytes of the chunk being hashed */
 	struct XXH3_state_s *chunk, *whole;
 	/* With a SHA-256 of every chunk too (--digest sha256): */
-	void *sha;	/* the chunk being hashed (gnutls_hash_hd_t) */
-	uint8_t *shas;	/* 32 bytes a chunk */
-	size_t sha_cap; /* bytes of shas */
+	void *sha;	   /* the chunk being hashed (gnutls_hash_hd_t) */
+	uint8_t *shas;	   /* 32 bytes a chunk */
+	size_t sha_cap;	   /* bytes of shas */
+	const void *fault; /* add's -EFAULT: the address whose page went */
 };
 /* seed_sums_start - a file's digest and checksums of 1 << @shift bytes
  * (0: none), with their SHA-256 if @sha256 (needs @shift). */

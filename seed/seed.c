@@ -779,18 +779,41 @@ int sfs_seed_watch_fd(const struct sfs_seed *s)
 	return s->wfd;
 }
 
+#define SEED_AGAIN_SAY_MS 10000 /* a withdrawn file changing: said once */
+
 /* Withdraw every file of @g watched by @wd; how many were served.  The
  * keys of earlier epochs go too: they would read the zero pages put in
- * place of the file's. */
-static int withdraw_wd(struct sfs_seed *s, struct seed_gen *g, int wd)
+ * place of the file's.  *@again counts the files already withdrawn that
+ * changed again (a repair in place: the next generation may take it). */
+static int withdraw_wd(struct sfs_seed *s, struct seed_gen *g, int wd,
+		       int *again)
 {
 	int n = 0;
 	for (size_t i = 0; i < g->nfiles; i++) {
-		if (g->files[i].wd != wd)
+		struct seed_file *f = &g->files[i];
+		if (f->wd != wd)
 			continue;
-		retired_drop(s, g, &g->files[i]);
-		if (!seed_gen_withdraw(g, i))
+		retired_drop(s, g, f);
+		if (!seed_gen_withdraw(g, i)) {
+			/* Only the current generation's (an older one in
+			 * its grace shares the inode's watch with it). */
+			if (!f->withdrawn || !again)
+				continue;
+			(*again)++;
+			uint64_t now = sfs_now_ms();
+			if (f->again_ms &&
+			    now - f->again_ms < SEED_AGAIN_SAY_MS)
+				continue;
+			f->again_ms = now;
+			SFS_LOG(SFS_INFO, "seed",
+				"%s, withdrawn from generation %" PRIu64
+				" of %s, changed on disk again: the next "
+				"generation is tried once the directory is "
+				"quiet",
+				g->m->files[f->fidx].path, g->number,
+				g->m->model);
 			continue;
+		}
 		n++;
 		SFS_LOG(SFS_WARN, "seed",
 			"%s changed on disk under the seed: its bytes are "
@@ -804,7 +827,8 @@ static int withdraw_wd(struct sfs_seed *s, struct seed_gen *g, int wd)
 	return n;
 }
 
-int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed)
+int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed,
+			   uint64_t *again_in)
 {
 	char buf[4096]
 		__attribute__((aligned(__alignof__(struct inotify_event))));
@@ -818,13 +842,17 @@ int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed)
 			if (!(ev->mask & IN_MODIFY))
 				continue;
 			for (size_t mi = 0; mi < s->nmodels; mi++) {
-				int k = 0;
-				for (size_t j = 0; j < s->models[mi].ngens; j++)
-					k += withdraw_wd(s,
-							 s->models[mi].gens[j],
-							 ev->wd);
+				int k = 0, again = 0;
+				size_t ng = s->models[mi].ngens;
+				for (size_t j = 0; j < ng; j++)
+					k += withdraw_wd(
+						s, s->models[mi].gens[j],
+						ev->wd,
+						j + 1 == ng ? &again : NULL);
 				if (k && changed && mi < 64)
 					*changed |= 1ull << mi;
+				if (again && again_in && mi < 64)
+					*again_in |= 1ull << mi;
 				pthread_mutex_lock(&s->lock);
 				s->models[mi].withdrawn += (uint64_t)k;
 				pthread_mutex_unlock(&s->lock);

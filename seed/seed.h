@@ -171,12 +171,18 @@ int64_t sfs_seed_reap(struct sfs_seed *s);
  * sfs_seed_files_changed - withdraw every published file that changed
  * under the seed (one line each): its bytes are no longer served by any
  * generation (see seed_gen_withdraw); returns how many, and sets bit i
- * of *@changed (if not NULL) for each model i they belong to.  The caller
- * publishes the next generation once the directory is quiet.  Call from
- * the thread that republishes.
+ * of *@changed (if not NULL) for each model i they belong to, and of
+ * *@again (if not NULL) for each model a withdrawn file of whose current
+ * generation changed again (repaired in place, say: said once every
+ * SEED_AGAIN_SAY_MS a file).  The caller publishes the next generation
+ * of those models once the directory is quiet: a withdrawal waits for a
+ * quiet second, a change again only arms that wait if none is set (a
+ * file written on and on does not hold every republish back).  Call
+ * from the thread that republishes.
  */
 int sfs_seed_watch_fd(const struct sfs_seed *s);
-int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed);
+int sfs_seed_files_changed(struct sfs_seed *s, uint64_t *changed,
+			   uint64_t *again);
 
 /* A re-seeder is told its place in the fleet once this many are live
  * (more than one replica's peers: fewer all work with all). */

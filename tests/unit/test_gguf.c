@@ -170,6 +170,55 @@ START_TEST(valid)
 }
 END_TEST
 
+/* A header parsed from the first bytes of the file alone (the seed's
+ * copy of a mapping that may shrink): -EAGAIN while they fall short of
+ * it, the whole file's answer once they cover it, whatever the file's
+ * size says; a bad header is refused the same from any cut. */
+START_TEST(parse_head)
+{
+	static struct w w;
+	struct opt o = base();
+	size_t data = sample(&w, &o);
+	uint64_t size = w.n + (64u << 20); /* the data runs on, unread */
+	struct sfs_gguf *g = NULL;
+	size_t hdr = 0;
+	for (size_t k = 0; k < data; k++) {
+		int rc = sfs_gguf_parse_head(w.buf, k, size, &g, err,
+					     sizeof(err));
+		if (!rc) {
+			hdr = k;
+			break;
+		}
+		ck_assert_msg(rc == -EAGAIN, "head %zu: %d (%s)", k, rc, err);
+	}
+	ck_assert_uint_gt(hdr, 24);
+	ck_assert_uint_le(hdr, data);
+	ck_assert_uint_eq(g->data_off, data);
+	ck_assert_uint_eq(g->ntensors, 2);
+	sfs_gguf_free(g);
+	/* The whole file as the head: the plain parse, never -EAGAIN. */
+	ck_assert_int_eq(
+		sfs_gguf_parse_head(w.buf, 10, 10, &g, err, sizeof(err)),
+		-EINVAL);
+	/* A count no file could hold (2^40 array elements in a file of 64
+	 * MiB): refused from the first cut, never read further for. */
+	o = base();
+	o.huge_array = 1ull << 40;
+	sample(&w, &o);
+	ck_assert_int_eq(
+		sfs_gguf_parse_head(w.buf, 1024, size, &g, err, sizeof(err)),
+		-EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "runs past the end"));
+	/* A bad magic: refused from the first cut that shows it. */
+	o.magic = "GGUX";
+	sample(&w, &o);
+	ck_assert_int_eq(
+		sfs_gguf_parse_head(w.buf, 100, size, &g, err, sizeof(err)),
+		-EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "magic"));
+}
+END_TEST
+
 START_TEST(ggml_sizes)
 {
 	uint64_t shape[2] = {3, 512}, n;
@@ -274,6 +323,7 @@ int main(void)
 	Suite *s = suite_create("gguf");
 	TCase *t = tcase_create("gguf");
 	tcase_add_test(t, valid);
+	tcase_add_test(t, parse_head);
 	tcase_add_test(t, ggml_sizes);
 	tcase_add_loop_test(t, rejects, 0, sizeof(bads) / sizeof(bads[0]));
 	suite_add_tcase(s, t);

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -38,7 +39,7 @@ static GUARD_TLS const void *volatile guard_addr;
  * handler is (re)installed, read by the handler. */
 static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction guard_prev;
-static volatile sig_atomic_t guard_installed;
+static atomic_int guard_installed; /* ours was put in front once */
 
 static void on_sigbus(int sig, siginfo_t *si, void *uc);
 
@@ -96,7 +97,7 @@ static int install(void)
 		if (sigaction(SIGBUS, &sa, NULL))
 			rc = -ENOSYS;
 		else
-			guard_installed = 1;
+			atomic_store(&guard_installed, 1);
 	}
 	pthread_mutex_unlock(&guard_lock);
 	return rc;
@@ -111,7 +112,8 @@ int sfs_guard_run(int (*fn)(void *arg), void *arg, const void *lo, size_t len,
 
 	/* Ours, still in front? (One system call: a guard covers a file's
 	 * hashing or a header's copy, not a byte.) */
-	if (!guard_installed || sigaction(SIGBUS, NULL, &cur) || !ours(&cur)) {
+	if (!atomic_load(&guard_installed) || sigaction(SIGBUS, NULL, &cur) ||
+	    !ours(&cur)) {
 		int rc = install();
 		if (rc)
 			return rc;

@@ -62,7 +62,9 @@ deps:
 test: deps check-format
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
-	cd $(BUILD) && ctest $(CTEST_FLAGS) -LE '^long$$' --output-junit ctest-normal.xml
+	cd $(BUILD) && ctest $(CTEST_FLAGS) -LE '^long$$' --test-output-size-passed 1048576 \
+		--output-junit ctest-normal.xml
+	@tests/claims_bounds.py docs/claims.md $(BUILD)/ctest-normal.xml
 	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN) -j $(JOBS)
 	cd $(ASAN) && ctest $(CTEST_FLAGS) -L '^asan$$' --output-junit ctest-asan.xml

@@ -31,7 +31,7 @@ case "${1:-}" in
 *) pkgs+=(attr rsync python3 python3-numpy python3-torch python3-venv
 	python3-requests python3-typing-extensions etcd-server etcd-client
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
-	cpio gzip prometheus bash-completion man-db python3-yaml
+	cpio gzip prometheus bash-completion man-db python3-yaml python3-xxhash
 	debhelper dh-python dpkg-dev lintian fakeroot gdb) ;;
 esac
 

@@ -112,5 +112,9 @@ if [ ${#errors[@]} -gt 0 ]; then
 	printf '  %s\n' "${errors[@]}" >&2
 	exit 1
 fi
+# The bounds the rows state (`bound TEST KEY OP LIMIT`): well formed,
+# each TEST in its row; make test compares them with what the tests
+# printed (tests/claims_bounds.py on the normal pass's JUnit file).
+python3 "$SRC/tests/claims_bounds.py" --static "$CLAIMS" || exit 1
 p=$(printf '%s\n' "${planned[@]}" | sort -u | grep . | paste -sd " " || true)
 echo "claims: $rows rows, $named naming tests, $checked names checked; planned, not yet tests: ${p:-none}"

@@ -27,10 +27,19 @@ cc -std=c11 -Wall -Werror -o "$WORK/example" "$SRC/tests/tools/pubexample.c" \
 lib=$(pkg-config --variable=libdir seedfs)
 echo "ok: installed header, library and seedfs.pc; example built with pkg-config"
 
-nm -D --defined-only "$lib/libseedfs.so" | awk '$2 == "T" { print $3 }' >"$WORK/exports" ||
-	fail "nm -D $lib/libseedfs.so"
+# Every defined dynamic symbol, whatever its type (code, data, bss,
+# weak, indirect), but the version nodes themselves (type A): a global
+# variable or a weak helper leaking out counts as much as a function.
+nm -D --defined-only "$lib/libseedfs.so" >"$WORK/nm" || fail "nm -D $lib/libseedfs.so"
+awk 'NF != 3 { print "unparsed: " $0; next } $2 != "A" { print $3 }' "$WORK/nm" >"$WORK/exports"
+awk '$2 == "A" { print $3 }' "$WORK/nm" | sort | paste -sd ' ' >"$WORK/nodes"
+[ "$(cat "$WORK/nodes")" = "SEEDFS_0 SEEDFS_0.1 SEEDFS_0.2 SEEDFS_0.3" ] ||
+	fail "version nodes: $(cat "$WORK/nodes")"
 grep -q '^sfs_client_read@' "$WORK/exports" || fail "exports: $(cat "$WORK/exports")"
-grep -Ev '^sfs_(pub|client)_' "$WORK/exports" && fail "libseedfs exports more than sfs_pub_* and sfs_client_*"
+grep -Ev '^sfs_(pub|client)_[a-z0-9_]+@@?SEEDFS_0(\.[0-9]+)?$' "$WORK/exports" &&
+	fail "libseedfs exports more than sfs_pub_* and sfs_client_* (above)"
+awk '$2 != "A" && $2 != "T" { print }' "$WORK/nm" | grep . &&
+	fail "libseedfs exports something other than code (above)"
 objdump -T "$lib/libseedfs.so" | awk '$NF ~ /^sfs_/ { print $(NF - 1), $NF }' >"$WORK/syms"
 # One node per ABI addition: 0.2 added sfs_client_cuda_devices; 0.3 the
 # sfs_client_open that reads trust_key and require_signed (the default),

@@ -26,7 +26,7 @@ for f in $files; do
 done
 hwm_kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$MOUNT_PID/status")
 limit_kb=$(((CACHE_MB + 64) * 1024))
-[ "$hwm_kb" -le "$limit_kb" ] || fail "peak RSS $hwm_kb kB > $limit_kb kB"
+bound peak_rss_over_cache_mib "<=" 64 $((hwm_kb / 1024 - CACHE_MB)) "peak RSS over the ${CACHE_MB} MiB cache, MiB"
 ok "read $total bytes through a ${CACHE_MB} MiB cache: peak RSS $((hwm_kb / 1024)) MiB (limit $((limit_kb / 1024)))"
 
 S=$MNT/.seedfs/status
@@ -63,7 +63,7 @@ sleep 3
 t1=$(ticks)
 hz=$(getconf CLK_TCK)
 idle_ms=$(((t1 - t0) * 1000 / hz))
-[ $idle_ms -le 500 ] || fail "idle for 3 s, the mount used $idle_ms ms of CPU"
+bound idle_cpu_ms "<=" 500 $idle_ms "CPU the mount used in 3 idle seconds, ms"
 [ "$(val cache_ready)" -le $((64 << 20)) ] || fail "idle: $(val cache_ready) bytes ready"
 # --cache-idle 2: after 2 s without a pull, the free slots past 32 MiB
 # went back to the kernel (in whole huge pages: up to 2 MiB more).
@@ -87,7 +87,7 @@ for f in $(cd "$MODEL40/m" && find . -type f | sed 's|^\./||' | sort); do
 	cmp "$MODEL40/m/$f" "$MNT40/m/$f" || fail "bytes of $f"
 done
 hwm=$(rss_kb VmHWM)
-[ "$hwm" -le $((128 * 1024)) ] || fail "reading a 40 MB model: peak RSS $((hwm / 1024)) MiB (bound 128)"
+bound peak_rss_40mb_model_mib "<=" 128 $((hwm / 1024)) "reading a 40 MB model: peak RSS, MiB"
 ready=$(val cache_ready) used=$(val cache_used)
 [ "$ready" -le $((used + (64 << 20))) ] ||
 	fail "$((ready >> 20)) MiB of the cache ready for $((used >> 20)) MiB held"
@@ -162,7 +162,6 @@ for f in $(cd "$MODEL160/m" && find . -type f | sed 's|^\./||' | sort); do
 	cmp "$MODEL160/m/$f" "$MNT160/m/$f" || fail "generation 2: bytes of $f"
 done
 [ "$(val cache_ready)" -gt "$ready2" ] || fail "the cache did not grow again after giving back"
-[ "$(val cache_ready)" -le $((232 << 20)) ] ||
-	fail "320 MB read once: $(($(val cache_ready) >> 20)) MiB of the cache ready (bound 232)"
+bound read_once_ready_mib "<=" 232 $(($(val cache_ready) >> 20)) "320 MB read once: MiB of the cache ready"
 ok "generation 2 (320 MB) read once, not prefetched: $(($(val cache_ready) >> 20)) MiB of the cache ready, $(($(val cache_used) >> 20)) MiB held, RSS $(($(rss_kb VmRSS) >> 10)) MiB"
 unmount_check "$MNT160" "$MOUNT_PID"

@@ -32,12 +32,17 @@ grep -q "read m/$F \[[0-9]*, +[0-9]*): bytes do not match the seed's checksum" \
 ok "corrupt chunk: EIO after $(($(now_ms) - t0)) ms, logged with file, offset and seed"
 
 # Everything outside that chunk reads, byte-exact.
-cmp -n $((BAD / 1048576 * 1048576)) "$MODEL/$F" "$M/$F" || fail "bytes before the bad chunk"
+CH0=$((BAD / 1048576 * 1048576)) CH1=$((BAD / 1048576 * 1048576 + 1048576))
+cmp -n $CH0 "$MODEL/$F" "$M/$F" || fail "bytes before the bad chunk"
+size=$(stat -c %s "$MODEL/$F")
+[ "$size" -gt $CH1 ] || fail "the model leaves nothing after the bad chunk ($size bytes)"
+cmp <(tail -c +$((CH1 + 1)) "$MODEL/$F") <(tail -c +$((CH1 + 1)) "$M/$F") ||
+	fail "bytes after the bad chunk"
 cmp "$MODEL/model-00001-of-00002.safetensors" "$M/model-00001-of-00002.safetensors" ||
 	fail "the other shard"
 errs=$(awk '$1 == "errors_checksum:" { print $2 }' "$MNT/.seedfs/status")
 [ "$errs" -ge 2 ] || fail "status errors_checksum $errs"
-ok "the rest reads byte-exact; status errors_checksum $errs"
+ok "the rest reads byte-exact ($CH0 bytes before the chunk, $((size - CH1)) after, the other shard); status errors_checksum $errs"
 unmount_check "$MNT" "$MOUNT_PID"
 
 # Without verification the wrong byte does come through.

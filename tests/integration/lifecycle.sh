@@ -35,6 +35,10 @@ ok "foreground mount serves, logs to stderr, SIGINT unmounts"
 st=0
 "$SEEDFS" mount --seed "127.0.0.1:$SEED_PORT" "$WORK/nope" 2>"$WORK/err" || st=$?
 [ $st -ne 0 ] || fail "mount on a missing directory succeeded"
+[ "$(wc -l <"$WORK/err")" = 1 ] || fail "not one line: $(cat "$WORK/err")"
+grep -qxF "seedfs mount: $WORK/nope: No such file or directory" "$WORK/err" ||
+	fail "the line does not name the mount point and the error: $(cat "$WORK/err")"
+grep -q " $WORK/nope " /proc/mounts && fail "something mounted on the missing directory"
 ok "missing mount point: $(tr '\n' ' ' <"$WORK/err")"
 
 kill -TERM "$SEED_PID"

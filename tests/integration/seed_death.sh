@@ -27,7 +27,7 @@ if cat "$M/$F2" >/dev/null 2>"$WORK/cat.err"; then fail "read succeeded"; fi
 t1=$(now_ms)
 grep -q "Input/output error" "$WORK/cat.err" || fail "not EIO: $(cat "$WORK/cat.err")"
 el=$((t1 - t0))
-[ $el -le $((TIMEOUT * 1000 + 1500)) ] || fail "EIO after $el ms, bound ${TIMEOUT}s"
+bound eio_ms "<=" $((TIMEOUT * 1000 + 1500)) $el "EIO after the seed's death (--timeout $TIMEOUT s + 1.5 s), ms"
 ok "read of unfetched bytes: EIO after $el ms (timeout ${TIMEOUT}s)"
 
 t0=$(now_ms)
@@ -130,7 +130,7 @@ if [ $at_once = 1 ]; then
 	done
 	tf=$(($(now_ms) - tk))
 	[ "$(val failovers)" -gt "$fo0" ] || fail "no failover counted $tf ms after the kill"
-	[ "$tf" -le $AT_ONCE_MS ] || fail "failover counted $tf ms after the kill, bound $AT_ONCE_MS ms"
+	bound failover_ms "<=" $AT_ONCE_MS "$tf" "failover counted after the kill, ms"
 	BOUND=$((AT_ONCE_MS + MARGIN_MS))
 	why="$n pulls out to it, failover counted $tf ms after the kill (bound $AT_ONCE_MS ms)"
 else
@@ -147,7 +147,7 @@ done
 gap=$(awk -v t0="$tk" 'NR > 1 && $2 > t0 { g = $2 - (prev > t0 ? prev : t0); if (g > m) m = g }
 	{ prev = $2 } END { print m + 0 }' "$WORK/times.out")
 [ "$gap" -gt 0 ] || fail "no block read after the kill: $(tail -n 3 "$WORK/times.out")"
-[ "$gap" -le "$BOUND" ] || fail "the reader waited $gap ms for a block after the kill, bound $BOUND ms"
+bound block_wait_ms "<=" "$BOUND" "$gap" "the reader's longest wait for a block after the kill, ms"
 [ $at_once = 1 ] || why="failovers $fo0 -> $(val failovers) (pulls out at the kill by chance)"
 ok "kill -9 of seed B at $got of $size bytes: byte-exact, no error; $why; the reader's longest wait for a block: $gap ms (bound $BOUND ms)"
 unmount_check "$MNT" "$MOUNT_PID"

@@ -6,7 +6,7 @@
 # tensorcheck.py: its own safetensors parser and escaping) against the
 # files the seed publishes, including names that need escaping.
 source "$(dirname "$0")/lib.sh" "$1"
-CHECK="python3 $(dirname "$0")/../tools/tensorcheck.py"
+CHECK="/usr/bin/python3 $(dirname "$0")/../tools/tensorcheck.py"
 
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 6M --shards 2 >/dev/null

@@ -208,7 +208,17 @@ for _ in $(seq 100); do grep -q "token read again" "$WORK/seed.err" && break; sl
 grep -q "SIGHUP: token read again from $WORK/seed.tok: a new one" "$WORK/seed.err" ||
 	fail "rotation not logged: $(tail -3 "$WORK/seed.err")"
 [ "$(code -H "Authorization: Bearer $TOKEN_A" "$U/v1/models")" = 401 ] || fail "old token still taken"
-sleep 1.5 # the mounts ask the seed again (every second): refused
+# The mounts ask the seed again (every second): the one with the old
+# token is refused, the one sharing the seed's file reads it again.
+for _ in $(seq 100); do
+	grep -q "401: the seed refused the token in $WORK/a.tok" "$WORK/mnt1.log" &&
+		grep -q "refused the token; $WORK/shared.tok holds a new one" "$WORK/mnt2.log" && break
+	sleep 0.05
+done
+grep -q "401: the seed refused the token in $WORK/a.tok" "$WORK/mnt1.log" ||
+	fail "the mount with the old token was not refused in 5 s: $(tail -n 3 "$WORK/mnt1.log")"
+grep -q "refused the token; $WORK/shared.tok holds a new one" "$WORK/mnt2.log" ||
+	fail "the mount sharing the seed's file did not read it again in 5 s: $(tail -n 3 "$WORK/mnt2.log")"
 cmp "$MODEL/$F2" "$MNT/m/$F2" || fail "a mount with the old token stopped reading"
 cmp "$MODEL/$F2" "$MNT2/m/$F2" || fail "the mount sharing the file stopped reading"
 "$SEEDFS" mount --seed "$HOST:$SEED_PORT" --token-file "$WORK/a.tok" "$WORK/nomnt" 2>"$WORK/m.err" &&

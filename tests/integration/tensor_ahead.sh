@@ -27,6 +27,25 @@ hlen=$(python3 -c 'import struct,sys; print(8 + struct.unpack("<Q", open(sys.arg
 big=$hlen # the big tensor's first byte
 start_seed "$WORK/m"
 pulled() { seed_stat "$1/.seedfs/status" "$SEED_PORT" seed_bytes; }
+# settled MNT: wait (10 s at most) until the mount pulls nothing from
+# the seed: no pull in flight or queued, and its byte count unchanged over
+# 3 looks 100 ms apart (read-ahead starts behind the read that asks it).
+settled() {
+	local st=$1/.seedfs/status last=-1 same=0 b
+	for _ in $(seq 100); do
+		b=$(pulled "$1")
+		if [ "$(seed_stat "$st" "$SEED_PORT" seed_pulls 2)" = 0 ] &&
+			[ "$(seed_stat "$st" "$SEED_PORT" seed_pulls 8)" = 0 ] && [ "$b" = "$last" ]; then
+			same=$((same + 1))
+			[ $same -ge 3 ] && return 0
+		else
+			same=0
+		fi
+		last=$b
+		sleep 0.1
+	done
+	fail "the mount did not settle in 10 s: $(grep '^seed_pulls' "$st")"
+}
 # read_at MNT OFF: 4 KiB at OFF, checked against the file
 read_at() {
 	dd if="$1/m/model.safetensors" bs=4096 count=1 skip="$2" iflag=skip_bytes \
@@ -38,15 +57,11 @@ mib=$((1 << 20))
 
 MOUNT_LOG=a mount_seed "$WORK/a" --read-ahead-kb 128
 read_at "$WORK/a" 0
-sleep 1
+settled "$WORK/a"
 h=$(pulled "$WORK/a")
 [ "${h:-0}" -le $((8 * mib)) ] || fail "a read of the header pulled $h bytes"
 read_at "$WORK/a" $((big + 16 * mib))
-for _ in $(seq 100); do
-	[ "$(pulled "$WORK/a")" -ge $((h + 30 * mib)) ] && break
-	sleep 0.1
-done
-sleep 1
+settled "$WORK/a"
 got=$(pulled "$WORK/a")
 [ "$got" -ge $((h + 30 * mib)) ] || fail "a 4 KiB read 16 MiB into a 48 MiB tensor pulled $((got - h)) bytes, not its rest"
 [ "$got" -le $((h + 40 * mib)) ] || fail "the read pulled $((got - h)) bytes, past its tensor"
@@ -55,7 +70,7 @@ ok "the header's read pulled $((h / mib)) MiB; a 4 KiB read 16 MiB into a 48 MiB
 
 MOUNT_LOG=b mount_seed "$WORK/b" --read-ahead-kb 128 --no-tensor-ahead
 read_at "$WORK/b" $((big + 16 * mib))
-sleep 2
+settled "$WORK/b"
 got=$(pulled "$WORK/b")
 [ "$got" -le $((8 * mib)) ] || fail "--no-tensor-ahead: the read pulled $got bytes"
 grep -q "^read_ahead_max: .*sequential readers only" "$WORK/b/.seedfs/status" ||

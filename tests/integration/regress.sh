@@ -99,7 +99,8 @@ for _ in $(seq 40); do cat "$M/config.json" >/dev/null; sleep 0.1; done
 asks=$(cat "$PROXY_STATE/count.models" 2>/dev/null | wc -l)
 tries=$(cat "$PROXY_STATE/count.manifest" 2>/dev/null | wc -l)
 [ "$asks" -ge 30 ] || fail "only $asks opens asked for the generation"
-[ "$tries" -ge 1 ] && [ "$tries" -le 4 ] || fail "$tries manifest fetches for $asks opens"
+bound manifest_fetches ">=" 1 "$tries" "manifest fetches for $asks opens"
+bound manifest_fetches_most "<=" 4 "$tries" "manifest fetches for $asks opens"
 grep -q "cannot adopt 127.0.0.1:$PPORT's generation 6 of m: .*HTTP status 500.*next try in" "$WORK/mount2.log" ||
 	fail "not logged: $(grep adopt "$WORK/mount2.log" | tail -n 1)"
 # Tried again after 1 s, then 2 s, 4 s...: each wait logged double the

@@ -133,8 +133,9 @@ flood a "$SFP" 10000 "$NET.1.1+100"
 flood b "$SFP" 10000 "$NET.2.1+100"
 flooded a b
 ms=$(health_ms)
+bound health_ms "<=" 1000 "$ms" "/v1/health under 20,000 connections, ms"
 n=$(nfds "$SEED_PID")
-[ "$n" -le $((B0 + 4096 + 64)) ] || fail "the seed holds $n files (before: $B0; cap 4096)"
+bound seed_files_over ">=" 0 $((B0 + 4096 + 64 - n)) "the seed holds $n files (before: $B0; cap 4096 + 64): room left"
 curl -sf "http://$HOST:$SEED_PORT/metrics" -o "$WORK/s2.prom" || fail "GET /metrics"
 open=$(metric "$WORK/s2.prom" seedfs_fabric_conns_open)
 tot=$(metric "$WORK/s2.prom" 'seedfs_fabric_conns_refused_total{cap="total"}')
@@ -143,6 +144,7 @@ tot=$(metric "$WORK/s2.prom" 'seedfs_fabric_conns_refused_total{cap="total"}')
 mount_seed "$WORK/m2" --cache-size 64M -o direct_io
 M2_PID=$MOUNT_PID
 r1=$(timed_cmp "$F1" "$WORK/m2" 3000 "a new mount during the flood")
+bound new_mount_read_ms "<=" 3000 "$r1" "a new mount's read during the flood, ms"
 # Connection requests that announce 64 bytes and never send them: they
 # have sent something, so each makes room.
 flood hdr "$SFP" 20 "$NET.4.1" header
@@ -186,6 +188,7 @@ n=$(nfds "$M1_PID")
 [ "$n" -le $((6144 + 64)) ] || fail "m1 holds $n files (reserve: 2048 of 8192)"
 r3=$(timed_cmp "$F2" "$WORK/m1" 3000 "the flooded mount")
 r4=$(timed_cmp "$F1" "$WORK/m1" 3000 "the flooded mount")
+bound flooded_read_ms "<=" 3000 $((r3 > r4 ? r3 : r4)) "the flooded mount's uncached reads, the longer, ms"
 m=$(cat "$WORK/m1/.seedfs/metrics")
 [ "$(metric <(echo "$m") seedfs_fabric_conn_caps)" = 1 ] || fail "m1: caps not in force"
 drop=$(metric <(echo "$m") 'seedfs_fabric_conns_dropped_total{why="room"}')

@@ -27,10 +27,9 @@ placed=$( (grep -l "fleet lanes: 5 replicas, this one the [0-4]-th: .* from 3 pe
 places=$(grep -ho "5 replicas, this one the [0-4]-th" "$WORK"/logs/*.log | sort -u | wc -l)
 [ "$places" = 5 ] || fail "the replicas' places are not 0 to 4: $(grep -ho 'this one the [0-9]*-th' "$WORK"/logs/*.log | sort | uniq -c)"
 n=$(awk '$1 == "reseeder_bytes" && $2 > 0' "$R" | wc -l)
-[ "$n" -ge 4 ] || fail "only $n replicas read from the others: $(cat "$R")"
+bound from_others ">=" 4 "$n" "replicas that read from the others ($(tr '\n' ' ' <"$R"))"
 sent=$(val seed_sent_b)
-[ "$sent" -le $((bytes * 3 / 2)) ] ||
-	fail "the seed sent $sent bytes, more than 1.5 x the model ($bytes)"
+bound seed_sent_pct "<=" 150 $(((sent * 100 + bytes - 1) / bytes)) "the seed sent $sent bytes for a model of $bytes, % of the model"
 sanitizers_clean
 ok "fleet lanes, 5 replicas: $(grep -E '^\| \(b\)' "$WORK/fanout.out" |
 	awk -F'|' '{ printf "all done %s, seed sent %s", $3, $5 }'); $n of 5 read from the others"

@@ -115,8 +115,7 @@ HWMG=$(hwm)
 if grep -qE '^SEEDFS_(SANITIZE|TSAN):BOOL=ON' "$BUILD/CMakeCache.txt"; then
 	ok "fat holdings of 4 re-seeders: refused by size, $a2 asks in all, then none (peak RSS not measured under a sanitizer)"
 else
-	[ $((HWMG - HWMF)) -le $((64 * 1024)) ] ||
-		fail "peak RSS grew by $(((HWMG - HWMF) / 1024)) MiB with 4 re-seeders' fat holdings"
+	bound fat_holdings_rss_mib "<=" 64 $(((HWMG - HWMF + 1023) / 1024)) "peak RSS growth with 4 re-seeders' fat holdings, MiB"
 	ok "fat holdings of 4 re-seeders: refused by size, $a2 asks in all, then none; peak RSS +$(((HWMG - HWMF) / 1024)) MiB"
 fi
 rm -f "$ST/holdings" "$ST/sources"
@@ -145,7 +144,7 @@ while [ $(($(wc -l <"$ST/count.models") - c0)) -lt 4 ]; do
 	sleep 0.1
 done
 rm -f "$ST/churn"
-[ "$most" -le 26 ] || fail "$most models at once (at most 25 from the hostile source and m)"
+bound models_at_once "<=" 26 "$most" "models at once (at most 25 from the hostile source and m)"
 # lines FIXED1 FIXED2: how many lines of the mount's log hold both
 lines() { awk -v a="$1" -v b="$2" 'index($0, a) && index($0, b) { n++ } END { print n + 0 }' "$WORK/mount.log"; }
 n=$(lines "W model: not adding model c" " from $H: it brought in 25 models, the most one source may (a quarter of --max-models 100, at most 256); more from it are refused until there is room (counted in status)")
@@ -176,8 +175,7 @@ HWM1=$(hwm)
 if grep -qE '^SEEDFS_(SANITIZE|TSAN):BOOL=ON' "$BUILD/CMakeCache.txt"; then
 	ok "peak RSS not measured under a sanitizer (shadow memory)"
 else
-	[ $((HWM1 - HWM0)) -le $((200 * 1024)) ] ||
-		fail "peak RSS grew by $(((HWM1 - HWM0) / 1024)) MiB (from $((HWM0 / 1024)) MiB), more than 200"
+	bound hostile_rss_mib "<=" 200 $(((HWM1 - HWM0 + 1023) / 1024)) "peak RSS growth beside the hostile sources (from $((HWM0 / 1024)) MiB), MiB"
 	ok "peak RSS $((HWM0 / 1024)) MiB before, $((HWM1 / 1024)) MiB after (bound: 200 MiB more)"
 fi
 ok "m read byte-exact beside the hostile source"

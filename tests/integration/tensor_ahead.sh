@@ -59,12 +59,12 @@ MOUNT_LOG=a mount_seed "$WORK/a" --read-ahead-kb 128
 read_at "$WORK/a" 0
 settled "$WORK/a"
 h=$(pulled "$WORK/a")
-[ "${h:-0}" -le $((8 * mib)) ] || fail "a read of the header pulled $h bytes"
+bound header_pulled_mib "<=" 8 $((${h:-0} / mib)) "a read of the header pulled, MiB"
 read_at "$WORK/a" $((big + 16 * mib))
 settled "$WORK/a"
 got=$(pulled "$WORK/a")
-[ "$got" -ge $((h + 30 * mib)) ] || fail "a 4 KiB read 16 MiB into a 48 MiB tensor pulled $((got - h)) bytes, not its rest"
-[ "$got" -le $((h + 40 * mib)) ] || fail "the read pulled $((got - h)) bytes, past its tensor"
+bound rest_pulled_mib ">=" 30 $(((got - h) / mib)) "a 4 KiB read 16 MiB into a 48 MiB tensor pulled (its rest is 32), MiB"
+bound rest_pulled_most_mib "<=" 40 $(((got - h + mib - 1) / mib)) "the read pulled past its tensor, MiB"
 unmount_check "$WORK/a" "$MOUNT_PID"
 ok "the header's read pulled $((h / mib)) MiB; a 4 KiB read 16 MiB into a 48 MiB tensor $(((got - h) / mib)) MiB more"
 
@@ -72,7 +72,7 @@ MOUNT_LOG=b mount_seed "$WORK/b" --read-ahead-kb 128 --no-tensor-ahead
 read_at "$WORK/b" $((big + 16 * mib))
 settled "$WORK/b"
 got=$(pulled "$WORK/b")
-[ "$got" -le $((8 * mib)) ] || fail "--no-tensor-ahead: the read pulled $got bytes"
+bound off_pulled_mib "<=" 8 $(((got + mib - 1) / mib)) "--no-tensor-ahead: the read pulled, MiB"
 grep -q "^read_ahead_max: .*sequential readers only" "$WORK/b/.seedfs/status" ||
 	fail "status: $(grep read_ahead "$WORK/b/.seedfs/status")"
 unmount_check "$WORK/b" "$MOUNT_PID"

@@ -182,7 +182,7 @@ touch "$WORK/stop"
 wait "$LOOP"
 nok=$(wc -l <"$WORK/reads.ok")
 [ ! -s "$WORK/reads.bad" ] || fail "reader errors across the rotation: $(head -n 5 "$WORK/reads.bad")"
-[ "$nok" -ge 8 ] || fail "only $nok file reads across the rotation"
+bound reads_across ">=" 8 "$nok" "byte-exact file reads across the rotation"
 grep -q "keys of epoch 2 in use from now on" "$WORK/mount.log" ||
 	fail "the reading mount did not take the new keys"
 for f in $FILES; do cmp -s "$MODEL/$f" "$M/m/$f" || fail "$f differs after the rotation"; done

@@ -8,6 +8,7 @@
  * with wrong bytes; lanes' equal shares and relay trees.
  */
 #include "check_run.h"
+#include "bound.h"
 
 #include "cache/cache.h"
 #include "common/util.h"
@@ -879,9 +880,8 @@ START_TEST(stalled_holders_bounded)
 	int rc2 = sfs_cache_get(c, set, 0, 5 * CHUNK + 7, &ch, &p, &avail);
 	uint64_t el = sfs_now_ms() - t0;
 	ck_assert_msg(rc2 == -ETIMEDOUT, "read of stalled holders: %d", rc2);
-	ck_assert_msg(el <= (SFS_CACHE_MOVE_BUDGET + 1) * timeout + 2000,
-		      "gave up after %" PRIu64 " ms, bound %u ms", el,
-		      (SFS_CACHE_MOVE_BUDGET + 1) * timeout + 2000);
+	SFS_TEST_BOUND_LE("stalled_read_ms",
+			  (SFS_CACHE_MOVE_BUDGET + 1) * timeout + 2000, el);
 	kill(s1.pid, SIGKILL);
 	kill(s2.pid, SIGKILL);
 	waitpid(s1.pid, NULL, 0);

@@ -138,7 +138,7 @@ ok "the handle opened in generation 1 gets ESTALE"
 # What each mount holds: one generation's worth (the handle closed).
 for m in "${MNTS[@]}"; do
 	st=$m/.seedfs/status
-	for _ in $(seq 50); do
+	for _ in $(seq 100); do
 		[ "$(status_val "$st" views_held)" = 1 ] &&
 			[ "$(status_val "$st" tree_nodes)" = "$nodes1" ] && break
 		sleep 0.1

@@ -4,8 +4,8 @@
 # generation is held for what uses it, never because another re-seeder
 # lists it: once the seed's grace period is over and no handle is open,
 # every mount holds only the generation the seed serves (views, tree
-# nodes back to one generation's), lists only that one as served, and a
-# handle opened in generation 1 gets ESTALE.  (Before, each re-seeder
+# nodes back to one generation's), lists only that one as served, serves
+# no older one's bytes, and a handle opened in generation 1 gets ESTALE.  (Before, each re-seeder
 # kept every old generation because another one listed it, which listed
 # it because the first did: 2 to 11 views held after 12 republishes,
 # for good.)
@@ -61,6 +61,15 @@ for m in "${MNTS[@]}"; do
 	done
 	[ "$n" -ge $((NMNT - 1)) ] ||
 		fail "$m uses $n re-seeders: $(grep -E '^(seed|reseeder):' "$m/.seedfs/status")"
+done
+# Generation 1's content digest, as the seed lists it.
+C1=$(curl -sf "http://$SADDR/v1/models" | python3 -c '
+import json, sys
+print([m["content"] for m in json.load(sys.stdin)["models"] if m["model"] == "m"][0])')
+[ -n "$C1" ] || fail "no content digest of generation 1 from the seed"
+for m in "${MNTS[@]}"; do
+	curl -sf "http://$(addr_of "$m")/v1/holdings?model=m&content=$C1" >/dev/null ||
+		fail "$m's re-seeder does not serve generation 1's holdings"
 done
 nodes1=$(status_val "${MNTS[0]}/.seedfs/status" tree_nodes)
 [ -n "$nodes1" ] || fail "no tree_nodes in status: $(cat "${MNTS[0]}/.seedfs/status")"
@@ -124,7 +133,13 @@ for m in "${MNTS[@]}"; do
 	[ "$(listed "$m")" = "$GENS / 0" ] ||
 		fail "$m lists generations $(listed "$m") (served / older served) while the seed serves $GENS alone: $(grep -E '^(model|older_|views_held|tree_nodes)' "$m/.seedfs/status")"
 done
-ok "every mount lists generation $GENS alone as served, as the seed does"
+# Nor does any re-seeder serve generation 1's bytes any more.
+for m in "${MNTS[@]}"; do
+	code=$(curl -s -o /dev/null -w '%{http_code}' \
+		"http://$(addr_of "$m")/v1/holdings?model=m&content=$C1")
+	[ "$code" = 404 ] || fail "$m's re-seeder answers $code for generation 1's holdings (404: not served)"
+done
+ok "every mount lists generation $GENS alone as served, as the seed does, and none serves generation 1"
 
 # The handle of generation 1: ESTALE, cached range and new range.
 r=$(hold 'R 0 100000')

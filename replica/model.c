@@ -4,7 +4,7 @@
  * to a model becomes a holder of the view of that content, or the new
  * current view (from the model's leader), or is refused with the field
  * that differs; holders go when their source stops serving them, and a
- * view with no holder left expires (the sweeper).
+ * superseded view no seed serves any more expires (the sweeper).
  */
 #include "replica/replica_impl.h"
 
@@ -1775,11 +1775,30 @@ void model_retire(struct sfs_model *mo, const char *why)
 	pthread_mutex_unlock(&r->lock);
 }
 
+int model_view_seeded(const struct sfs_view *v, uint64_t now, int64_t *left_ms)
+{
+	int64_t left = -2; /* none */
+	for (const struct sfs_vholder *h = v->holders; h; h = h->next) {
+		if (h->partial)
+			continue; /* a re-seeder's: what it holds, not serves */
+		if (!h->expires_ms)
+			left = -1;
+		else if (left != -1)
+			left = SFS_MAX(left,
+				       h->expires_ms > now
+					       ? (int64_t)(h->expires_ms - now)
+					       : 0);
+	}
+	if (left_ms)
+		*left_ms = left;
+	return left != -2;
+}
+
 /*
  * One pass over @mo: holders whose grace ended go; a superseded view
- * nobody serves expires (reads through it get ESTALE, its pages leave
- * the page cache, its cache set is retired); an expired view nobody
- * holds is freed.  Returns when to look again (monotonic ms, 0: no
+ * no seed serves expires, whoever else holds it (model_view_seeded):
+ * reads through it get ESTALE, its pages leave the page cache, its
+ * cache set is retired; an expired view nobody holds is freed.  Returns when to look again (monotonic ms, 0: no
  * need).
  */
 static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
@@ -1803,7 +1822,8 @@ static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
 				next = h->expires_ms;
 			ph = &h->next;
 		}
-		if (v != mo->current && !v->expired && !v->holders && !due) {
+		if (v != mo->current && !v->expired &&
+		    !model_view_seeded(v, now, NULL) && !due) {
 			v->expired = 1;
 			due = v;
 		}

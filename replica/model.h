@@ -9,10 +9,10 @@
  * every file), each with its own manifest and its own layout of the
  * bytes.  The newest view is current.  An open file holds a reference
  * to the view it was opened in and reads only through it, so a handle
- * never mixes generations; when no source serves a view any more (each
- * one's grace period for it ended, or it restarted) reads through it
- * fail with ESTALE, and the page cache of its superseded files is
- * dropped.
+ * never mixes generations; when no seed serves a superseded view any
+ * more (each one's grace period for it ended, or it restarted) reads
+ * through it fail with ESTALE, and the page cache of its superseded
+ * files is dropped.  Re-seeders holding it do not keep it.
  *
  * The model follows its leader: the first seed given that publishes it
  * and answers.  When the leader publishes another content, that becomes

@@ -465,6 +465,16 @@ int model_has_content(struct sfs_replica *r, const char *name,
  */
 size_t model_prune(struct sfs_model *mo, struct rsrc *src, uint64_t instance,
 		   const uint64_t *served, const int64_t *expires_in, size_t n);
+/*
+ * model_view_seeded - under @v's model's lock: 1 when a seed serves @v
+ * (a holder whose source is not a re-seeder), with *left_ms (unless
+ * NULL) the most any such holder has left of its grace period at @now
+ * (-1: without end, as its current generation); 0 when none does.  A
+ * superseded view lives only while this is 1: re-seeders list what they
+ * hold, so a view kept for their listing would keep itself (two of them
+ * listing each other's).
+ */
+int model_view_seeded(const struct sfs_view *v, uint64_t now, int64_t *left_ms);
 int model_hidden(struct sfs_model *mo, char *why, size_t len);
 /*
  * model_holdings - re-seeder @src's holdings answer (@json) for

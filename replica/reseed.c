@@ -140,19 +140,28 @@ static int models_reply(struct sfs_reseed *rs, struct sfs_ctl_resp *resp)
 	json_t *a = json_array();
 	struct sfs_model **all;
 	size_t n = model_all(r, &all);
+	uint64_t now = sfs_now_ms();
 	for (size_t i = 0; a && i < n; i++) {
 		struct sfs_model *mo = all[i];
 		pthread_mutex_lock(&mo->lock);
 		const struct sfs_view *cur = mo->current;
 		json_t *served = cur ? json_array() : NULL;
+		/* The current generation, and those a seed still serves
+		 * with the grace it has left: never one kept for another
+		 * re-seeder's listing (it lists ours: neither would end). */
 		for (const struct sfs_view *v = mo->views; served && v;
-		     v = v->next)
-			if (!v->expired)
-				json_array_append_new(
-					served,
-					json_pack(
-						"{s:I}", "generation",
-						(json_int_t)v->m->generation));
+		     v = v->next) {
+			int64_t left = -1;
+			if (v->expired ||
+			    (v != cur && !model_view_seeded(v, now, &left)))
+				continue;
+			json_t *g = json_pack("{s:I}", "generation",
+					      (json_int_t)v->m->generation);
+			if (g && left >= 0)
+				json_object_set_new(g, "expires_in_ms",
+						    json_integer(left));
+			json_array_append_new(served, g);
+		}
 		if (cur) {
 			char content[24];
 			snprintf(content, sizeof(content), "0x%" PRIx64,

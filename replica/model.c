@@ -1798,8 +1798,8 @@ int model_view_seeded(const struct sfs_view *v, uint64_t now, int64_t *left_ms)
  * One pass over @mo: holders whose grace ended go; a superseded view
  * no seed serves expires, whoever else holds it (model_view_seeded):
  * reads through it get ESTALE, its pages leave the page cache, its
- * cache set is retired; an expired view nobody holds is freed.  Returns when to look again (monotonic ms, 0: no
- * need).
+ * cache set is retired; an expired view nobody holds is freed.
+ * Returns when to look again (monotonic ms, 0: no need).
  */
 static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
 {

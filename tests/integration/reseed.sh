@@ -67,7 +67,7 @@ for f in $(cd "$MODEL" && find . -type f | sort); do
 	cmp "$MODEL/$f" "$R2/m/$f" || fail "replica 2: $f"
 done
 b1=$(bytes "$R2" "reseeder: $R1ADDR")
-[ "$b1" -ge $((total * 9 / 10)) ] || fail "replica 1 served $b1 of $total bytes"
+bound reseeder_permille ">=" 900 $((b1 * 1000 / total)) "replica 1 served $b1 of $total bytes, per mille"
 ok "seed stopped: replica 2 (told only the seed) read all $total bytes byte-exact, $b1 from replica 1"
 unmount_check "$R2" "$R2PID"
 
@@ -125,9 +125,9 @@ b4=$(bytes "$R5" "reseeder: $R4ADDR")
 bs=$(bytes "$R5" "seed: $HOST:$SP")
 # All of F1 but its first chunks (1 MiB each: the seed's while the first
 # pull from the re-seeder connects).
-[ "$b4" -ge $((f1 - 4 * 1048576)) ] || fail "replica 4 served $b4 bytes, its part is $f1"
-[ "$b4" -le $((f1 + 2 * 1048576)) ] || fail "replica 4 served $b4 bytes, more than it holds ($f1)"
-[ "$bs" -ge $((total - f1 - 4 * 1048576)) ] || fail "the seed served $bs"
+bound part_short_kib "<=" 4096 $(((f1 - b4 + 1023) / 1024)) "replica 4 served $b4 bytes of its part ($f1): short by, KiB"
+bound part_over_kib "<=" 2048 $(((b4 - f1 + 1023) / 1024)) "replica 4 served $b4 bytes, more than it holds ($f1), by KiB"
+bound seed_short_kib "<=" 4096 $(((total - f1 - bs + 1023) / 1024)) "the seed served $bs of the rest ($((total - f1))): short by, KiB"
 ok "a partial re-seeder served its part ($b4 bytes of $F1's $f1), the seed the rest ($bs)"
 unmount_check "$R5" "$R5PID"
 

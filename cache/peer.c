@@ -525,9 +525,9 @@ static void fail_unservable(struct sfs_cache *c, int err)
 
 /*
  * A pull of (@set, @obj) failed on @p and no other holder serves it: the
- * read-ahead queued behind it would most likely fail the same way (a
- * withdrawn file), and each failure would drop the connection again.
- * It is given up; readers that come for those bytes pull them anew.
+ * read-ahead queued behind it would most likely fail the same way, and
+ * each failure would make the connection anew.  It is given up; readers
+ * that come for those bytes pull them anew.
  */
 static void drop_ahead(struct sfs_cache *c, uint32_t pi, uint32_t set,
 		       uint32_t obj)
@@ -581,10 +581,10 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
  * background.  A stall (no progress) or a pull that could not even be
  * posted (@stalled) means the source may be gone: it is down for a
  * while, its pulls go to the other holders, then it is tried again.  A
- * failed pull only reconnects: the source answered (libfabric tcp, for
- * one, answers a withdrawn key by dropping the connection), and one
- * broken file must not take the source away from the others.  Called
- * with c->lock held.
+ * failed pull only reconnects: the source answered, and it must not be
+ * taken away from the others.  (A file the seed withdrew is no failed
+ * pull: its keys stay and read zeros, refused by checksum, so one
+ * broken file never breaks the connection.)  Called with c->lock held.
  */
 static void trouble(struct sfs_cache *c, struct cache_peer *p, const char *why,
 		    int err, int stalled)

@@ -22,10 +22,13 @@ MODE=${3:-}
 SEED_ARGS=()
 [ "$MODE" = nosums ] && SEED_ARGS=(--checksum-chunk 0)
 RUN_S=6
-# The longest one whole read of a 32 MiB shard may take: about 0.1 s
-# here; a broken neighbour used to cost 0.5-3 s and an EIO.
+# The longest one whole read of a 32 MiB shard may take (0.4-1 s here
+# under load); a broken neighbour used to cost 0.5-3 s and an EIO.
 SLOW_MS=${SLOW_MS:-2500}
-[ "$SFS_BUILD_KIND" = normal ] || SLOW_MS=8000
+# Whole reads each reader makes at least (about 15-45 here).
+MIN_READS=3
+# The sanitizers' builds run several times slower: the bounds are.
+[ "$SFS_BUILD_KIND" = normal ] || { SLOW_MS=8000; MIN_READS=1; }
 
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 128M --shards 4
@@ -85,7 +88,7 @@ for p in "${rpids[@]}"; do wait "$p" || fail "reader $p: $?"; done
 # truncated shard has no 32 MiB to give; cmp would say EOF or differ).
 wn=$(cat "$WORK"/w?.res | wc -l)
 weio=$(cat "$WORK"/w?.res | grep -c "^eio " || true)
-[ "$wn" -ge 2 ] || fail "the withdrawn shard was read $wn time(s) in $RUN_S s"
+[ "$wn" -ge "$MIN_READS" ] || fail "the withdrawn shard was read $wn time(s) in $RUN_S s"
 [ "$weio" = "$wn" ] || fail "the withdrawn shard: $weio EIO of $wn reads: $(grep -vh "^eio " "$WORK"/w?.res | head -n 3)"
 # The others: every read byte-exact and none slow.
 for f in $F1 $F3 $F4; do
@@ -93,7 +96,7 @@ for f in $F1 $F3 $F4; do
 	n=$(wc -l <"$r")
 	good=$(grep -c "^ok " "$r" || true)
 	max=$(awk '{ if ($2 > m) m = $2 } END { print m + 0 }' "$r")
-	[ "$n" -ge 3 ] || fail "$f read $n time(s) in $RUN_S s"
+	[ "$n" -ge "$MIN_READS" ] || fail "$f read $n time(s) in $RUN_S s"
 	[ "$good" = "$n" ] ||
 		fail "$f beside the withdrawn shard: $((n - good)) of $n reads failed: $(grep -v "^ok " "$r" | head -n 3 | tr '\n' ';')"
 	[ "$max" -le "$SLOW_MS" ] || fail "$f: a whole read took $max ms (bound $SLOW_MS)"

@@ -998,6 +998,7 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	ch->idx = idx;
 	ch->len = (uint32_t)SFS_MIN((uint64_t)c->chunk_size, o->len - off);
 	ch->mismatches = 0;
+	ch->xfails = 0;
 	ch->seed_next = 0;
 	ch->strong = ch->member = 0;
 	ch->avoid = SFS_NONE;

@@ -154,9 +154,12 @@ struct sfs_cache_stats {
 	uint64_t ready; /* bytes of the slab faulted in and registered */
 	uint64_t hits, misses, pulls, bytes_pulled;
 	uint64_t errors_transport; /* pulls the transport failed */
-	uint64_t timeouts;	   /* reads given up: no progress */
-	uint64_t checksum_errors;  /* pulled chunks that did not match */
-	uint64_t strong_checks;	   /* chunks checked against SHA-256 */
+	/* Of those, the ones pulled again alone: they failed beside
+	 * others on their connection (the failure perhaps another's) */
+	uint64_t solo_retries;
+	uint64_t timeouts;	  /* reads given up: no progress */
+	uint64_t checksum_errors; /* pulled chunks that did not match */
+	uint64_t strong_checks;	  /* chunks checked against SHA-256 */
 	uint64_t hedges; /* pulls moved off a slow peer that is no seed */
 	/* Pulls of peers that are no seed that failed, stalled, did not
 	 * match, were hedged, or could not even be posted for as long */

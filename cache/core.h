@@ -69,7 +69,12 @@ struct sfs_chunk {
 	uint64_t idx;
 	uint32_t len;
 	unsigned int mismatches; /* pulls of it that did not match */
-	uint32_t avoid;		 /* a holder whose bytes did not match */
+	/* Its pulls that failed in the transport beside others on their
+	 * connection: the failure may have been another's (peer.c,
+	 * pull_failed); pulled again alone. */
+	unsigned int xfails;
+	int solo;	/* LOADING: posted alone on its connection */
+	uint32_t avoid; /* a holder whose bytes did not match */
 	enum chunk_state state;
 	int refs; /* readers pinning it */
 	int err;
@@ -270,7 +275,10 @@ struct cache_peer {
 	int proven;
 	unsigned int fails;
 	uint64_t probe_after_ms;
-	unsigned int orphans;	/* its orphaned pulls the transport still has */
+	unsigned int orphans; /* its orphaned pulls the transport still has */
+	/* Its next this many pulls go alone, one at a time: pulls that
+	 * failed beside others wait to be tried so (pull_failed). */
+	unsigned int solo_left;
 	uint64_t busy_since_ms; /* no seed: the provider said "busy" to every
 				   post since (0: it took the last one) */
 	/* Its pick found nothing at c->pick_epoch none_epoch; that holds
@@ -288,6 +296,18 @@ struct cache_peer {
 #define SFS_SEED_NEXT_SLOTS 1024
 #define SFS_SEED_NEXT_MS 60000 /* a chunk's seed_next is kept this long */
 #define SFS_CACHE_CHQ 32       /* readers' wait queues (c->chq) */
+
+#define SFS_REFUSED_MAX 8 /* objects refused at once (peer.c) */
+
+/* An object whose pull failed alone on its connection (cache/peer.c,
+ * pull_failed): its chunks fail with @err, unpulled, until @until_ms. */
+struct sfs_refused {
+	uint64_t born; /* its set's (cache_set.born); 0: unused */
+	uint32_t obj;
+	unsigned int times; /* refused in a row: the hold doubles */
+	int err;
+	uint64_t until_ms;
+};
 
 struct cache_seg {
 	uint8_t *base;
@@ -368,8 +388,9 @@ struct sfs_cache {
 				     does not sleep) */
 	struct sfs_pick_fact *pick_facts; /* by holder number */
 	size_t cap_pick_facts;
-	struct sfs_cache_stats st; /* protected by lock */
-	int stopping;		   /* protected by lock */
+	struct sfs_refused refused[SFS_REFUSED_MAX]; /* protected by lock */
+	struct sfs_cache_stats st;		     /* protected by lock */
+	int stopping;				     /* protected by lock */
 
 	/* The slab's segments; ready_bytes (the slots' memory committed:
 	 * in use or on the free list) and next_seg (the first segment not

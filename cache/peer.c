@@ -24,6 +24,14 @@
  * elsewhere.  A peer taken out is reconnected in the background and
  * tried again when its hold ends (1 s, doubling up to 5 s).
  *
+ * One broken file fails no other.  A connection breaks under every pull
+ * on it when the source refuses one read (a key it took away): a pull
+ * that fails in the transport beside others, with no other holder, is
+ * pulled again alone (nothing else on that peer meanwhile) once the
+ * connection is made anew; only a pull that fails alone fails its
+ * readers, and its object's reads then fail unpulled for a while
+ * (refuse), each pull of it would break the connection again.
+ *
  * A timeout means "no progress", not "took long": a reader waiting on a
  * queued or posted chunk gives up when nothing that could serve it
  * completed anything for the timeout since the reader came (or since
@@ -75,6 +83,9 @@
 #define HEDGE_OWN 4
 #define HEDGE_MIN_MS 1000
 #define PROBE_MAX_MS 30000 /* an unproven peer's next try, at most */
+#define XFAILS_MAX 3	   /* failures beside others before a pull fails */
+#define REFUSE_MS 1000	   /* an object whose pull failed alone: its reads */
+#define REFUSE_MAX_MS 5000 /* fail unpulled this long, doubling, at most */
 
 static int seed_next_of(struct sfs_cache *c, const struct sfs_chunk *ch);
 static uint64_t hedge_ms(const struct sfs_cache *c, const struct cache_peer *p);
@@ -525,9 +536,9 @@ static void fail_unservable(struct sfs_cache *c, int err)
 
 /*
  * A pull of (@set, @obj) failed on @p and no other holder serves it: the
- * read-ahead queued behind it would most likely fail the same way (a
- * withdrawn file), and each failure would drop the connection again.
- * It is given up; readers that come for those bytes pull them anew.
+ * read-ahead queued behind it would most likely fail the same way, and
+ * each failure would make the connection anew.  It is given up; readers
+ * that come for those bytes pull them anew.
  */
 static void drop_ahead(struct sfs_cache *c, uint32_t pi, uint32_t set,
 		       uint32_t obj)
@@ -565,6 +576,7 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
 	if (!p->down_ms)
 		p->down_ms = now; /* (a probe that fails keeps the first) */
 	p->stalls++;
+	p->solo_left = 0; /* what waited to be tried alone fails below */
 	member_failed(c, p, NULL);
 	SFS_LOG(SFS_WARN, "cache",
 		"%s is unreachable: %s (%s); not used for %" PRIu64
@@ -581,10 +593,10 @@ static void go_down(struct sfs_cache *c, struct cache_peer *p, int err,
  * background.  A stall (no progress) or a pull that could not even be
  * posted (@stalled) means the source may be gone: it is down for a
  * while, its pulls go to the other holders, then it is tried again.  A
- * failed pull only reconnects: the source answered (libfabric tcp, for
- * one, answers a withdrawn key by dropping the connection), and one
- * broken file must not take the source away from the others.  Called
- * with c->lock held.
+ * failed pull only reconnects: the source answered, and it must not be
+ * taken away from the others.  (A file the seed withdrew is no failed
+ * pull: its keys stay and read zeros, refused by checksum, so one
+ * broken file never breaks the connection.)  Called with c->lock held.
  */
 static void trouble(struct sfs_cache *c, struct cache_peer *p, const char *why,
 		    int err, int stalled)
@@ -720,6 +732,44 @@ static void lane_log(const struct cache_peer *p, uint32_t obj, uint64_t idx,
 				   : "another's lane");
 }
 
+/* The refusal of object @obj of the set born @born, or NULL (c->lock). */
+static struct sfs_refused *refused_of(struct sfs_cache *c, uint64_t born,
+				      uint32_t obj)
+{
+	for (size_t i = 0; i < SFS_REFUSED_MAX; i++)
+		if (c->refused[i].born == born && c->refused[i].obj == obj)
+			return &c->refused[i];
+	return NULL;
+}
+
+/*
+ * A pull of @ch failed alone on its connection with @err: its object's
+ * reads fail unpulled for a while (1 s, doubling while it fails again,
+ * at most 5 s), each pull of it would break the connection again under
+ * the others' (c->lock held).
+ */
+static void refuse(struct sfs_cache *c, const struct sfs_chunk *ch, int err)
+{
+	uint64_t born = c->sets[ch->set]->born, now = sfs_now_ms();
+	struct sfs_refused *r = refused_of(c, born, ch->obj);
+	if (!r) {
+		r = &c->refused[0]; /* else the one whose hold ended first */
+		for (size_t i = 1; i < SFS_REFUSED_MAX; i++)
+			if (c->refused[i].until_ms < r->until_ms)
+				r = &c->refused[i];
+		*r = (struct sfs_refused){.born = born, .obj = ch->obj};
+	}
+	r->times = SFS_MIN(r->times + 1, 16u);
+	r->err = err;
+	r->until_ms = now + SFS_MIN((uint64_t)REFUSE_MS << (r->times - 1),
+				    (uint64_t)REFUSE_MAX_MS);
+	SFS_LOG(SFS_WARN, "cache",
+		"%s object %u: a pull of it failed alone on its connection "
+		"(%s): its reads fail without a pull for %" PRIu64 " ms",
+		c->sets[ch->set]->label, ch->obj, strerror(-err),
+		r->until_ms - now);
+}
+
 /* Post @ch, taken off its queue, to peer @pi reading holder @hi's pieces
  * (c->lock held; dropped meanwhile).  1 when it was done with (posted,
  * completed inline, or failed); 0 when the provider was busy and @ch is
@@ -733,6 +783,17 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 	struct sfs_xport_rd rds[PIECES_MAX];
 	size_t n = 0;
 	int prc = 0;
+
+	/* Its object's pull failed alone a moment ago: not pulled. */
+	const struct sfs_refused *rf =
+		refused_of(c, c->sets[ch->set]->born, ch->obj);
+	if (rf && sfs_now_ms() < rf->until_ms) {
+		ch->state = CH_FAILED;
+		ch->err = rf->err;
+		sfs_cache_settle(c, ch);
+		sfs_cache_wake(c);
+		return 1;
+	}
 
 	/* The pieces of [off, end): inline ones copied now, remote ones
 	 * read into place. */
@@ -779,6 +840,10 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		ch->peer_gen = p->gen;
 		ch->holder = hi;
 		ch->seq = ++p->post_seq;
+		/* Alone on its connection (the pump posts nothing beside
+		 * it, nor it beside others). */
+		ch->solo = p->solo_left > 0;
+		p->solo_left -= (unsigned int)ch->solo;
 		ch->member = !p->trusted;
 		ch->strong = ch->member || c->sha256_all;
 		ch->posted_ns = sfs_now_ns();
@@ -824,6 +889,8 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		c->st.lane_others -= others;
 		/* Nothing was posted: it is ours again (an orphan too: the
 		 * transport never had it). */
+		p->solo_left += (unsigned int)ch->solo;
+		ch->solo = 0;
 		if (!ch->orphan) {
 			busy_account(c, p);
 			sfs_list_del(&p->loading, ch);
@@ -1077,6 +1144,11 @@ void sfs_peer_pump(struct sfs_cache *c)
 			    p->inflight >= p->window ||
 			    now < p->busy_until_ms || !p->nholders)
 				continue;
+			/* One at a time while pulls wait to be tried alone,
+			 * and nothing beside one posted so (pull_failed). */
+			if (p->inflight &&
+			    (p->solo_left || p->loading.head->solo))
+				continue;
 			/* Unproven: one pull at a time, none while one moved
 			 * off it is still out, none before its next try. */
 			if (!proven(p) && (p->inflight || p->orphans ||
@@ -1210,10 +1282,25 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 		/* Another holder has it: no reader sees this one. */
 		c->st.failovers++;
 		sfs_peer_enqueue(c, ch, ch->demand || ch->refs > 0);
+	} else if (!ch->solo && ch->refs > 0 && ch->xfails < XFAILS_MAX &&
+		   !c->stopping && !c->sets[ch->set]->retired) {
+		/* It failed beside other pulls on its connection, and a
+		 * connection breaks under all of them for one read the
+		 * source refused (a key it took away): the failure may be
+		 * another's.  Pulled again alone, ahead of the rest, once
+		 * connected again: a read fails its readers only when it
+		 * fails alone, so one broken file fails no other. */
+		ch->xfails++;
+		p->solo_left++;
+		c->st.solo_retries++;
+		ch->demand = 1;
+		requeue_head(c, ch);
 	} else {
 		ch->state = CH_FAILED;
 		ch->err = status;
 		drop_ahead(c, pi, ch->set, ch->obj);
+		if (ch->solo && !c->stopping)
+			refuse(c, ch, status);
 	}
 	trouble(c, p, "a pull failed", status, 0);
 }

@@ -408,6 +408,7 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	if (r->reseed)
 		put(f, "export_evictions: %" PRIu64 "", st.export_evictions);
 	put(f, "errors_transport: %" PRIu64 "", st.errors_transport);
+	put(f, "pulls_retried_alone: %" PRIu64 "", st.solo_retries);
 	put(f, "errors_timeout: %" PRIu64 "", st.timeouts);
 	put(f, "errors_checksum: %" PRIu64 "", st.checksum_errors);
 	put(f, "errors_unavailable: %" PRIu64 "", st.unavailable);

@@ -857,24 +857,43 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	return 0;
 }
 
-int seed_gen_withdraw(struct seed_gen *g, size_t i)
+/* Release @f's registrations: its keys read nothing from now on. */
+static void file_mrs_release(struct seed_file *f)
 {
-	struct seed_file *f = &g->files[i];
-	if (f->withdrawn || !f->nmr)
-		return 0;
 	for (size_t j = 0; j < f->nmr; j++) {
 		sfs_xport_mr_dereg(f->mr[j]);
 		f->mr[j] = NULL;
 	}
 	f->nmr = 0;
-	/* Zero pages in place of the file's: nothing can fault on a page
-	 * past a truncated end, and a transport that reads without keys
-	 * (shm) gets bytes that replicas refuse by checksum. */
+}
+
+int seed_gen_withdraw(struct seed_gen *g, size_t i)
+{
+	struct seed_file *f = &g->files[i];
+	const struct sfs_mfile *mf = &g->m->files[f->fidx];
+	if (f->withdrawn || !f->nmr)
+		return 0;
+	/* Zero pages go in place of the file's: nothing can fault on a page
+	 * past a truncated end.  Its registrations stay when replicas can
+	 * refuse what they read (checksums of its chunks published): a
+	 * read with its keys gets zeros (on the providers that read the
+	 * seed's memory through its mappings: tcp, sockets, shm), refused
+	 * by checksum, an error of that one pull.  A key taken away makes
+	 * the provider drop the connection, failing every pull in flight
+	 * on it, of every file (docs/limits.md). */
+	int keep = mf->csum_shift && mf->sums;
+	if (!keep)
+		file_mrs_release(f);
 	if (f->map && !f->borrowed &&
 	    mmap(f->map, f->size, PROT_READ,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-		SFS_LOG(SFS_WARN, "seed", "%s: cannot replace its mapping: %s",
-			g->m->files[f->fidx].path, strerror(errno));
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+		 0) == MAP_FAILED) {
+		SFS_LOG(SFS_WARN, "seed",
+			"%s: cannot replace its mapping: %s; its keys are "
+			"released (a replica reading it loses its connection)",
+			mf->path, strerror(errno));
+		file_mrs_release(f); /* they would still read the file */
+	}
 	f->withdrawn = 1;
 	return 1;
 }

@@ -190,10 +190,14 @@ void seed_sums_free(struct seed_sums *ss);
 
 /*
  * seed_gen_withdraw - file @i of @g changed on disk under the seed: its
- * bytes are no longer served.  Its registrations go (replicas reading it
- * get an error from the transport, not wrong bytes) and its mapping is
- * replaced by zero pages of the same size.  Returns 1 when it was
- * served until now, else 0.  Not thread safe with publishing.
+ * bytes are no longer served.  Its mapping is replaced by zero pages of
+ * the same size.  With checksums of its chunks published, its
+ * registrations stay (until the generation or their epoch goes), so a
+ * replica's read of it gets zeros, which its checksums refuse, and never
+ * an error of the connection that would fail the other files' reads in
+ * flight on it; without them (or when the mapping cannot be replaced)
+ * they go (f->nmr is 0 then).  Returns 1 when it was served until now,
+ * else 0.  Not thread safe with publishing.
  */
 int seed_gen_withdraw(struct seed_gen *g, size_t i);
 

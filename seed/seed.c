@@ -781,10 +781,12 @@ int sfs_seed_watch_fd(const struct sfs_seed *s)
 
 #define SEED_AGAIN_SAY_MS 10000 /* a withdrawn file changing: said once */
 
-/* Withdraw every file of @g watched by @wd; how many were served.  The
- * keys of earlier epochs go too: they would read the zero pages put in
- * place of the file's.  *@again counts the files already withdrawn that
- * changed again (a repair in place: the next generation may take it). */
+/* Withdraw every file of @g watched by @wd; how many were served.  Its
+ * keys, of earlier epochs too, stay until they would go anyway when
+ * seed_gen_withdraw keeps its current ones (they read the zero pages put
+ * in place of the file's, refused by checksum); else every key goes.
+ * *@again counts the files already withdrawn that changed again (a
+ * repair in place: the next generation may take it). */
 static int withdraw_wd(struct sfs_seed *s, struct seed_gen *g, int wd,
 		       int *again)
 {
@@ -793,7 +795,6 @@ static int withdraw_wd(struct sfs_seed *s, struct seed_gen *g, int wd,
 		struct seed_file *f = &g->files[i];
 		if (f->wd != wd)
 			continue;
-		retired_drop(s, g, f);
 		if (!seed_gen_withdraw(g, i)) {
 			/* Only the current generation's (an older one in
 			 * its grace shares the inode's watch with it). */
@@ -814,6 +815,8 @@ static int withdraw_wd(struct sfs_seed *s, struct seed_gen *g, int wd,
 				g->m->model);
 			continue;
 		}
+		if (!f->nmr) /* its keys went: the earlier ones go too */
+			retired_drop(s, g, f);
 		n++;
 		SFS_LOG(SFS_WARN, "seed",
 			"%s changed on disk under the seed: its bytes are "

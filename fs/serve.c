@@ -155,6 +155,13 @@ static int still_mounted(dev_t dev)
  * are open there), end the session loop as a signal does: the reads
  * waiting on a source then end with an error and the daemon exits.
  */
+/* The kernel ended the connection (unmounted, or aborted). */
+static int conn_ended(struct ready_arg *a)
+{
+	struct pollfd pf = {.fd = fuse_session_fd(a->se), .events = 0};
+	return poll(&pf, 1, 0) == 1 && (pf.revents & POLLERR);
+}
+
 static void watch_detach(struct ready_arg *a, dev_t dev)
 {
 	int mfd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
@@ -178,8 +185,9 @@ static void watch_detach(struct ready_arg *a, dev_t dev)
 	}
 	/* An unmount that ends the connection ends the loop by itself,
 	 * which then says so here: only a detached mount whose connection
-	 * stays up (files open there) is ended. */
-	if (still_mounted(dev) || poll(&stop, 1, 200) != 0)
+	 * stays up (files open there) is ended.  (The kernel ends it just
+	 * after the mount leaves the table: POLLERR on its fd.) */
+	if (still_mounted(dev) || poll(&stop, 1, 200) != 0 || conn_ended(a))
 		goto out;
 	SFS_LOG(SFS_INFO, "mount",
 		"%s left the mount table (a lazy unmount): stopping; reads "

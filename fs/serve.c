@@ -148,13 +148,6 @@ static int still_mounted(dev_t dev)
 	return found;
 }
 
-/*
- * Once mounted: wait for a change of the mount table (the kernel wakes
- * poll on mountinfo with POLLPRI) or for @a->stop_fd.  When our mount
- * left the table (umount -l, which leaves the connection up while files
- * are open there), end the session loop as a signal does: the reads
- * waiting on a source then end with an error and the daemon exits.
- */
 /* The kernel ended the connection (unmounted, or aborted). */
 static int conn_ended(struct ready_arg *a)
 {
@@ -162,6 +155,13 @@ static int conn_ended(struct ready_arg *a)
 	return poll(&pf, 1, 0) == 1 && (pf.revents & POLLERR);
 }
 
+/*
+ * Once mounted: wait for a change of the mount table (the kernel wakes
+ * poll on mountinfo with POLLPRI) or for @a->stop_fd.  When our mount
+ * left the table (umount -l, which leaves the connection up while files
+ * are open there), end the session loop as a signal does: the reads
+ * waiting on a source then end with an error and the daemon exits.
+ */
 static void watch_detach(struct ready_arg *a, dev_t dev)
 {
 	int mfd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);

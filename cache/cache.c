@@ -225,6 +225,16 @@ void sfs_cache_stop(struct sfs_cache *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void sfs_cache_end_waits(struct sfs_cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->waits_ended = 1;
+	sfs_cache_wake(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
 void sfs_cache_free(struct sfs_cache *c)
 {
 	sfs_cache_free_quiesced(c, 0);
@@ -970,17 +980,19 @@ struct sfs_chunk *sfs_cache_find_or_start(struct sfs_cache *c, uint32_t set,
 	while (!(ch = sfs_cache_lookup(c, set, obj, idx)) &&
 	       !(ch = take_slot(c, pinned))) {
 		uint64_t now = sfs_now_ms();
-		if (now >= deadline || !pinned || c->stopping || s->retired) {
-			if (pinned && !c->stopping && !s->retired) {
+		if (now >= deadline || !pinned || c->stopping ||
+		    c->waits_ended || s->retired) {
+			if (pinned && !c->stopping && !c->waits_ended &&
+			    !s->retired) {
 				SFS_LOG(SFS_WARN, "cache",
 					"no free chunk within %u ms: every "
 					"chunk is pinned or being pulled",
 					c->timeout_ms);
 				c->st.no_slot++;
 			}
-			*rc = c->stopping  ? -ESHUTDOWN
-			      : s->retired ? -ESTALE
-					   : -ETIMEDOUT;
+			*rc = c->stopping || c->waits_ended ? -ESHUTDOWN
+			      : s->retired		    ? -ESTALE
+							    : -ETIMEDOUT;
 			return NULL;
 		}
 		struct timespec ts = sfs_abstime(deadline - now);

@@ -258,6 +258,15 @@ void sfs_cache_want_end(struct sfs_cache *c);
 void sfs_cache_stop(struct sfs_cache *c);
 
 /*
+ * sfs_cache_end_waits - the mount is going: every reader waiting for a
+ * chunk (sfs_cache_get), and every later one that would wait, ends at
+ * once with -ESHUTDOWN; chunks already in the cache are still
+ * answered.  Pulls go on (sfs_cache_stop ends them).  Idempotent;
+ * thread safe.
+ */
+void sfs_cache_end_waits(struct sfs_cache *c);
+
+/*
  * sfs_cache_free - stop, wait (bounded) for pulls in flight, then free.
  * Pinned chunks must have been put.  NULL is fine.
  * sfs_cache_free_quiesced - the same once the transport is quiesced:

@@ -391,6 +391,9 @@ struct sfs_cache {
 	struct sfs_refused refused[SFS_REFUSED_MAX]; /* protected by lock */
 	struct sfs_cache_stats st;		     /* protected by lock */
 	int stopping;				     /* protected by lock */
+	/* sfs_cache_end_waits: waiting readers end with -ESHUTDOWN
+	 * (protected by lock) */
+	int waits_ended;
 
 	/* The slab's segments; ready_bytes (the slots' memory committed:
 	 * in use or on the free list) and next_seg (the first segment not

@@ -1554,6 +1554,8 @@ int sfs_peer_wait(struct sfs_cache *c, struct sfs_chunk *ch, uint64_t start)
 			return -ESTALE; /* its generation is gone */
 		if (ch->state == CH_FAILED)
 			return ch->err ? ch->err : -EIO;
+		if (c->waits_ended)
+			return -ESHUTDOWN; /* the mount is going */
 		uint64_t now = sfs_now_ms(), deadline;
 		if (ch->state != last) {
 			/* Waiting for the disk does not count against the

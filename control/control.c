@@ -341,6 +341,23 @@ const char *sfs_control_route_name(enum sfs_ctl_route route)
 	return (unsigned int)route < SFS_CTL_ROUTES ? route_names[route] : "?";
 }
 
+/* sfs_control_abort: every exchange of this process ends (libcurl asks
+ * on_abort about once a second while a peer is silent, and at once
+ * while bytes move). */
+static atomic_int aborting;
+
+void sfs_control_abort(void)
+{
+	atomic_store(&aborting, 1);
+}
+
+static int on_abort(void *arg, curl_off_t a, curl_off_t b, curl_off_t c,
+		    curl_off_t d)
+{
+	(void)arg, (void)a, (void)b, (void)c, (void)d;
+	return atomic_load(&aborting) ? 1 : 0;
+}
+
 /* One HTTP exchange; @body NULL for GET; from local address @from
  * (numeric; NULL: the kernel's choice).  *code: the HTTP status. */
 static int exchange(struct sfs_control_cred *cred, const char *url,
@@ -367,6 +384,14 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+	if (atomic_load(&aborting)) {
+		snprintf(err, errlen, "%s: not asked (the process is stopping)",
+			 url);
+		rc = -ECANCELED;
+		goto out;
+	}
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_abort);
 	/* Answers may come gzipped (ctlsrv.c): what is counted
 	 * (count_traffic) is the bytes that crossed, the cap below and in
 	 * on_data holds for what they unpack to. */
@@ -456,11 +481,12 @@ static int exchange(struct sfs_control_cred *cred, const char *url,
 				 ? " (a TLS control port? give https:// or "
 				   "--tls-ca)"
 				 : "");
-		rc = t				      ? t
-		     : cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
-		     : cc == CURLE_COULDNT_CONNECT    ? -ECONNREFUSED
-		     : cc == CURLE_INTERFACE_FAILED   ? -EADDRNOTAVAIL
-						      : -EIO;
+		rc = t				       ? t
+		     : cc == CURLE_OPERATION_TIMEDOUT  ? -ETIMEDOUT
+		     : cc == CURLE_COULDNT_CONNECT     ? -ECONNREFUSED
+		     : cc == CURLE_INTERFACE_FAILED    ? -EADDRNOTAVAIL
+		     : cc == CURLE_ABORTED_BY_CALLBACK ? -ECANCELED
+						       : -EIO;
 	}
 out:
 	b->curl = NULL;

@@ -75,6 +75,15 @@ int sfs_control_get(struct sfs_control_cred *cred, const char *hostport,
 		    char **body, size_t *len, char *err, size_t errlen);
 
 /*
+ * sfs_control_abort - the process is stopping: every exchange under way
+ * (sfs_control_get, _post, _post_from) ends within about a second,
+ * later ones at once, with -ECANCELED or a transfer error and one line
+ * in their @err.  For good: only for a process about to exit.  Thread
+ * safe.
+ */
+void sfs_control_abort(void);
+
+/*
  * sfs_control_post - POST @len bytes of @body (application/octet-stream)
  * to http://@hostport@path; same rules and results as sfs_control_get.
  * A non-200 answer puts its (short, text) body into @err.

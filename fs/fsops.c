@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/plant.h"
 #include "common/util.h"
+#include "fs/readq.h"
 #include "metadata/manifest.h"
 #include "replica/readahead.h"
 #include "replica/model.h"
@@ -439,10 +440,10 @@ static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 	} else if (rc) {
 		SFS_LOG(SFS_WARN, "fs", "read %s [%jd, +%zu): %s", h->path,
 			(intmax_t)off, size,
-			rc == -EBADMSG
-				? "bytes do not match the seed's checksum "
-				  "(refused)"
-				: strerror(-rc));
+			rc == -EBADMSG	   ? "bytes do not match the seed's "
+					     "checksum (refused)"
+			: rc == -ESHUTDOWN ? "the mount is stopping"
+					   : strerror(-rc));
 		/* Whatever went wrong below, the reader sees an I/O error;
 		 * the cause is in the log above. */
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
@@ -486,6 +487,42 @@ static void reply_read(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 		read_file(req, fs, h, size, off);
 }
 
+/* A read handed to the mount's read threads (readq.h); it holds its
+ * handle (hold) until answered. */
+struct read_job {
+	struct sfs_readq_job job;
+	fuse_req_t req;
+	struct sfs_fs *fs;
+	struct open_file *h;
+	size_t size;
+	off_t off;
+};
+
+static void run_read(struct sfs_readq_job *job, int stopping)
+{
+	struct read_job *j = (struct read_job *)job;
+
+	if (stopping) /* the mount is going: an error, never bytes */
+		fuse_reply_err(j->req, EIO);
+	else
+		reply_read(j->req, j->fs, j->h, j->size, j->off);
+	drop(j->fs, j->h);
+	free(j);
+}
+
+/* A read of @h that may wait for a source: some of its bytes are not in
+ * the cache now (the generated files' bytes are in memory). */
+static int may_wait(struct sfs_fs *fs, struct open_file *h, size_t size,
+		    off_t off)
+{
+	if (h->kind != SFS_NODE_FILE && h->kind != SFS_NODE_TENSOR)
+		return 0;
+	if (off < 0 || (uint64_t)off >= h->size || size == 0)
+		return 0;
+	uint64_t n = SFS_MIN((uint64_t)size, h->size - (uint64_t)off);
+	return sfs_replica_resident(fs->r, &h->rf, (uint64_t)off, n) < n;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -498,6 +535,24 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	SFS_TSAN_PLANT(); /* tsan_sees only: common/plant.h */
 	hold(h);
+	/* One that may wait goes to a read thread: libfuse's workers stay
+	 * free for the status file, lookups, listings and attributes
+	 * however many reads wait on a stalled source.  The queue full
+	 * (fs->readq's cap) or no thread: answered here. */
+	if (fs->readq && may_wait(fs, h, size, off)) {
+		struct read_job *j = malloc(sizeof(*j));
+		if (j) {
+			*j = (struct read_job){.job.run = run_read,
+					       .req = req,
+					       .fs = fs,
+					       .h = h,
+					       .size = size,
+					       .off = off};
+			if (!sfs_readq_push(fs->readq, &j->job))
+				return;
+			free(j);
+		}
+	}
 	reply_read(req, fs, h, size, off);
 	drop(fs, h);
 }

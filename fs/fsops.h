@@ -17,6 +17,7 @@
 struct sfs_tree;
 struct sfs_replica;
 struct open_file;
+struct sfs_readq;
 
 struct sfs_fs {
 	struct sfs_replica *r;	 /* borrowed */
@@ -32,6 +33,10 @@ struct sfs_fs {
 	gid_t gid;
 	struct timespec mtime; /* of every inode: when mounted */
 	uint64_t total_bytes;  /* for statfs */
+	/* Reads that may wait for a source are answered there, not on
+	 * libfuse's workers [borrowed]; NULL: every read is answered on
+	 * the worker that took it. */
+	struct sfs_readq *readq;
 	pthread_mutex_t handles_lock;
 	struct open_file *handles; /* protected by handles_lock */
 };

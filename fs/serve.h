@@ -13,6 +13,13 @@
 
 struct sfs_replica;
 
+/* The mount's read threads (fs/readq.h): at most this many (or
+ * -o max_threads, if more), started as reads that wait need them; at
+ * most SFS_FS_READ_QUEUE reads queued for them (beyond, a read is
+ * answered on libfuse's worker that took it). */
+#define SFS_FS_READ_THREADS 64
+#define SFS_FS_READ_QUEUE 65536
+
 struct sfs_serve_cfg {
 	unsigned int read_ahead_kb;  /* 0: the kernel's */
 	unsigned int max_background; /* 0: the kernel's */

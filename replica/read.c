@@ -12,6 +12,7 @@
 #include "cache/cache.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "control/control.h"
 #include "replica/readahead.h"
 #include "replica/tree.h"
 
@@ -288,6 +289,12 @@ int sfs_replica_read(struct sfs_replica *r, struct sfs_rfile *f, uint64_t off,
 	if (rc && rc != -ESTALE && !sfs_replica_alive(r, f->view))
 		rc = -ESTALE; /* the seed stopped serving it meanwhile */
 	return rc;
+}
+
+void sfs_replica_end_waits(struct sfs_replica *r)
+{
+	sfs_cache_end_waits(r->cache);
+	sfs_control_abort();
 }
 
 void sfs_replica_fetch(struct sfs_replica *r, const struct sfs_rfile *f,

@@ -253,6 +253,15 @@ int sfs_replica_read(struct sfs_replica *r, struct sfs_rfile *f, uint64_t off,
 		     uint64_t len, struct sfs_rvec *out);
 
 /*
+ * sfs_replica_end_waits - the mount is going: reads waiting for a
+ * source, and later ones that would wait, end at once with -ESHUTDOWN
+ * (sfs_cache_end_waits); requests to the sources' control ports end
+ * within about a second (sfs_control_abort: for the whole process, so
+ * only for one about to exit).  Thread safe.
+ */
+void sfs_replica_end_waits(struct sfs_replica *r);
+
+/*
  * sfs_replica_fetch - queue read-ahead pulls for @f's bytes [off,
  * off+len) and return without waiting (a copy keeping a window full).
  */

@@ -2,10 +2,9 @@
 /*
  * serve.c - a replica served as a FUSE filesystem.  The session loop
  * runs in the caller's thread; a ready thread waits for the kernel's
- * INIT, raises the mount's read-ahead and tells the waiting parent,
- * then watches the mount table: a mount detached (umount -l) stops the
- * daemon as SIGTERM does.  Reads that may wait for a source are
- * answered by read threads of the mount's own (readq.h).
+ * INIT, raises the mount's read-ahead and tells the waiting parent.
+ * Reads that may wait for a source are answered by read threads of the
+ * mount's own (readq.h).
  */
 #include "fs/serve.h"
 
@@ -19,10 +18,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,84 +119,7 @@ struct ready_arg {
 	unsigned int read_ahead_kb;
 	int ready_fd;
 	struct sfs_replica *r;
-	pthread_t loop;	     /* the thread that runs the session loop */
-	int stop_fd;	     /* readable: stop watching (the loop ended) */
-	atomic_int detached; /* the watch ended the loop */
 };
-
-/* Our mount (device @dev) is still in this namespace's mount table: 1,
- * 0, or -1 when the table cannot be read. */
-static int still_mounted(dev_t dev)
-{
-	char line[4096];
-	int found = 0;
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned int ma, mi;
-		/* id parent major:minor ... */
-		if (sscanf(line, "%*u %*u %u:%u", &ma, &mi) == 2 &&
-		    ma == major(dev) && mi == minor(dev))
-			found = 1;
-	}
-	fclose(f);
-	return found;
-}
-
-/* The kernel ended the connection (unmounted, or aborted). */
-static int conn_ended(struct ready_arg *a)
-{
-	struct pollfd pf = {.fd = fuse_session_fd(a->se), .events = 0};
-	return poll(&pf, 1, 0) == 1 && (pf.revents & POLLERR);
-}
-
-/*
- * Once mounted: wait for a change of the mount table (the kernel wakes
- * poll on mountinfo with POLLPRI) or for @a->stop_fd.  When our mount
- * left the table (umount -l, which leaves the connection up while files
- * are open there), end the session loop as a signal does: the reads
- * waiting on a source then end with an error and the daemon exits.
- */
-static void watch_detach(struct ready_arg *a, dev_t dev)
-{
-	int mfd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-	struct pollfd stop = {.fd = a->stop_fd, .events = POLLIN};
-
-	if (mfd < 0) {
-		SFS_LOG(SFS_WARN, "mount",
-			"cannot watch the mount table (%s): a lazy unmount "
-			"ends the daemon only once no file is open there",
-			strerror(errno));
-		return;
-	}
-	/* A change between the ready stat and the open is seen by the
-	 * first look, before any wait. */
-	while (still_mounted(dev)) {
-		struct pollfd pf[2] = {stop, {.fd = mfd, .events = POLLPRI}};
-		if (poll(pf, 2, -1) < 0 && errno != EINTR)
-			break; /* not watched: as without the watch */
-		if (pf[0].revents)
-			goto out;
-	}
-	/* An unmount that ends the connection ends the loop by itself,
-	 * which then says so here: only a detached mount whose connection
-	 * stays up (files open there) is ended.  (The kernel ends it just
-	 * after the mount leaves the table: POLLERR on its fd.) */
-	if (still_mounted(dev) || poll(&stop, 1, 200) != 0 || conn_ended(a))
-		goto out;
-	SFS_LOG(SFS_INFO, "mount",
-		"%s left the mount table (a lazy unmount): stopping; reads "
-		"still waiting end with EIO",
-		a->mountpoint);
-	atomic_store(&a->detached, 1);
-	fuse_session_exit(a->se);
-	/* Wakes the loop: libfuse's handler ends it. */
-	pthread_kill(a->loop, SIGTERM);
-out:
-	close(mfd);
-}
 
 static void *ready_thread(void *p)
 {
@@ -227,7 +147,6 @@ static void *ready_thread(void *p)
 		tell_parent(&a->ready_fd, 'R');
 		detach_stdio();
 	}
-	watch_detach(a, st.st_dev);
 	return NULL;
 }
 
@@ -317,25 +236,16 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 		SFS_LOG(SFS_ERR, "mount", "cannot make the read queue");
 		goto out_unmount;
 	}
-	int stop_pipe[2];
-	if (pipe2(stop_pipe, O_CLOEXEC)) {
-		SFS_LOG(SFS_ERR, "mount", "pipe: %s", strerror(errno));
-		goto out_unmount;
-	}
 	struct ready_arg ra = {.se = se,
 			       .mountpoint = cmd->mountpoint,
 			       .read_ahead_kb = c->read_ahead_kb,
 			       .ready_fd = ready_fd,
-			       .r = r,
-			       .loop = pthread_self(),
-			       .stop_fd = stop_pipe[0]};
+			       .r = r};
 	pthread_t ready_tid;
 	int ready_started =
 		!pthread_create(&ready_tid, NULL, ready_thread, &ra);
 	if (!ready_started) {
 		SFS_LOG(SFS_ERR, "mount", "cannot start the ready thread");
-		close(stop_pipe[0]);
-		close(stop_pipe[1]);
 		goto out_unmount;
 	}
 	ready_fd = -1; /* the ready thread owns it now */
@@ -354,16 +264,9 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 		rc = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
-	/* The watch stops (it may signal this thread only while libfuse's
-	 * handlers are in place: joined before they go). */
-	if (write(stop_pipe[1], "x", 1) != 1)
-		SFS_LOG(SFS_WARN, "mount", "cannot stop the mount watch");
 	/* libfuse returns the signal number when a signal ended the loop:
 	 * that is a clean stop, not an error. */
-	if (atomic_load(&ra.detached))
-		SFS_LOG(SFS_INFO, "mount", "detached: unmounting %s",
-			cmd->mountpoint);
-	else if (rc > 0)
+	if (rc > 0)
 		SFS_LOG(SFS_INFO, "mount", "signal %d: unmounting %s", rc,
 			cmd->mountpoint);
 	else
@@ -384,8 +287,6 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 	 * thread still waiting in stat(); join it before the session goes. */
 	fuse_session_unmount(se);
 	pthread_join(ready_tid, NULL);
-	close(stop_pipe[0]);
-	close(stop_pipe[1]);
 	goto out_signals;
 out_unmount:
 	sfs_replica_set_inval(r, NULL, NULL);

@@ -241,6 +241,25 @@ static void holders_drop(struct sfs_replica *r, struct sfs_vholder *gone)
 	}
 }
 
+/* The grace @v's seed announced, in ms. */
+static uint64_t view_grace_ms(const struct sfs_view *v)
+{
+	return v->m->grace_seconds * 1000;
+}
+
+/* Seed holder @h of @v leaves it at @now (mo->lock held): the grace it
+ * gave @v outlives it (a seed's current generation: the grace it
+ * announced, from now). */
+static void note_seed_gone(struct sfs_view *v, const struct sfs_vholder *h,
+			   uint64_t now)
+{
+	if (h->partial)
+		return;
+	uint64_t until = h->expires_ms ? h->expires_ms : now + view_grace_ms(v);
+	if (until > v->seed_until_ms)
+		v->seed_until_ms = until;
+}
+
 /* Tell the kernel @n inodes changed (their page cache goes). */
 static void inval_inos(struct sfs_replica *r, const uint64_t *inos, size_t n)
 {
@@ -579,6 +598,17 @@ static void adopt(struct sfs_replica *r, struct sfs_model *mo,
 	v->next = mo->views;
 	mo->views = v;
 	mo->current = v;
+	/* The old generation's seed holders with no end (it was their
+	 * current) end after its grace unless they say otherwise: a seed
+	 * still up lists it again (its current: no end, or the grace it has
+	 * left), one that died or went silent does not, and must not keep
+	 * it for good. */
+	if (old && old != v) {
+		uint64_t now = sfs_now_ms();
+		for (struct sfs_vholder *h = old->holders; h; h = h->next)
+			if (!h->partial && !h->expires_ms)
+				h->expires_ms = now + view_grace_ms(old);
+	}
 	mo->hidden = !show;
 	snprintf(mo->why, sizeof(mo->why), "%s", show ? "" : why);
 	mo->adopt_failures = 0;
@@ -1488,6 +1518,7 @@ size_t model_prune(struct sfs_model *mo, struct rsrc *src, uint64_t instance,
 				continue;
 			}
 			if (k == n) { /* no longer served: it goes */
+				note_seed_gone(v, h, now);
 				*ph = h->next;
 				h->next = gone;
 				gone = h;
@@ -1789,6 +1820,9 @@ int model_view_seeded(const struct sfs_view *v, uint64_t now, int64_t *left_ms)
 					       ? (int64_t)(h->expires_ms - now)
 					       : 0);
 	}
+	/* No seed holder left: the grace the last of them gave. */
+	if (left == -2 && v->seed_until_ms > now)
+		left = (int64_t)(v->seed_until_ms - now);
 	if (left_ms)
 		*left_ms = left;
 	return left != -2;
@@ -1813,6 +1847,7 @@ static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
 		for (struct sfs_vholder **ph = &v->holders; *ph;) {
 			struct sfs_vholder *h = *ph;
 			if (h->expires_ms && h->expires_ms <= now) {
+				note_seed_gone(v, h, now);
 				*ph = h->next;
 				h->next = gone;
 				gone = h;
@@ -1822,6 +1857,9 @@ static uint64_t sweep(struct sfs_replica *r, struct sfs_model *mo)
 				next = h->expires_ms;
 			ph = &h->next;
 		}
+		if (v != mo->current && !v->expired && v->seed_until_ms > now &&
+		    (!next || v->seed_until_ms < next))
+			next = v->seed_until_ms;
 		if (v != mo->current && !v->expired &&
 		    !model_view_seeded(v, now, NULL) && !due) {
 			v->expired = 1;

@@ -51,7 +51,12 @@ struct sfs_view {
 	uint64_t lanes_sig;	     /* of the lanes last given the cache */
 	size_t fleet_n, fleet_me;    /* the fleet's lanes last given, or 0 */
 	int expired;		     /* no longer served: ESTALE */
-	int refs;		     /* open handles and other users */
+	/* A seed (not a re-seeder) served it until then at least
+	 * (monotonic ms; 0: none known): what its holders said, kept when
+	 * they go (a registry record that lapsed, a seed's restart), so
+	 * the grace it announced still holds (model_view_seeded). */
+	uint64_t seed_until_ms;
+	int refs; /* open handles and other users */
 	struct sfs_view *next;
 };
 

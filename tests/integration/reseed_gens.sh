@@ -12,7 +12,7 @@
 source "$(dirname "$0")/lib.sh" "$1"
 
 GENS=${GENS:-10}
-GRACE=2
+GRACE=4
 NMNT=3
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 4M --shards 2
@@ -26,6 +26,7 @@ write_gen() {
 	mv "$MODEL/$S1.tmp" "$MODEL/$S1"
 }
 write_gen 1
+cp "$MODEL/$S1" "$WORK/gen1"
 start_seed "$MODEL" --grace $GRACE
 SADDR=$HOST:$SEED_PORT
 
@@ -48,6 +49,19 @@ print(" ".join(str(g) for g in sorted(s["generation"]
       for m in o["models"] if m["model"] == "m" for s in m["served"])))'
 }
 addr_of() { awk '$1 == "reseed:" { print $2 }' "$1/.seedfs/status"; }
+# expires_of ADDR GEN: the expires_in_ms ADDR's /v1/models gives
+# generation GEN of m ("none": listed without it; "" not listed)
+expires_of() {
+	curl -sf "http://$1/v1/models" | python3 -c '
+import json, sys
+g = int(sys.argv[1])
+for m in json.load(sys.stdin)["models"]:
+    for s in m["served"] if m["model"] == "m" else []:
+        if s["generation"] == g:
+            print(s.get("expires_in_ms", "none"))' "$2"
+}
+# hash_of FILE OFF LEN: FNV-1a 64 of LEN bytes at OFF, as holdfile says
+hash_of() { printf 'R %s %s\nQ\n' "$2" "$3" | "$HOLDFILE" "$1" | sed -n 2p; }
 
 # Every mount reads generation 1 and uses the other two as sources.
 for m in "${MNTS[@]}"; do
@@ -107,6 +121,20 @@ for g in $(seq 2 "$GENS"); do
 		grep -q "^model: m generation $g " "$m/.seedfs/status" ||
 			fail "$m: generation $g not adopted: $(grep '^model:' "$m/.seedfs/status")"
 	done
+	if [ "$g" = 2 ]; then
+		# Within the grace: every re-seeder lists generation 1 with
+		# what is left of the seed's grace, and the old handle reads
+		# generation 1's bytes where it never read before.
+		for m in "${MNTS[@]}"; do
+			e=$(expires_of "$(addr_of "$m")" 1)
+			[[ "$e" =~ ^[0-9]+$ ]] && [ "$e" -gt 0 ] && [ "$e" -le $((GRACE * 1000)) ] ||
+				fail "$m lists generation 1 with expires_in_ms '${e}' within the seed's grace of $GRACE s"
+		done
+		want=$(hash_of "$WORK/gen1" 1048576 65536)
+		r=$(hold 'R 1048576 65536')
+		[ "$r" = "$want" ] || fail "old handle, a range it never read, within the grace: $r, generation 1's is $want"
+		ok "within the grace: every re-seeder lists generation 1 with the time left (at most $GRACE s); the old handle reads generation 1's bytes"
+	fi
 	sleep 0.3
 done
 seed_served=$(served_of "$SADDR")

@@ -252,11 +252,16 @@ static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
 	}
 	if (close(fd) && !rc)
 		rc = -errno;
-	if (rc)
-		snprintf(err, errlen, "%s: %s", f->path,
-			 rc == -EBADMSG ? "bytes do not match the seed's "
-					  "checksum"
-					: strerror(-rc));
+	if (!rc)
+		return 0;
+	/* No file by the target's name that looks complete: the one that
+	 * failed goes (in place it had its full size from the start). */
+	if (unlink(path) && errno != ENOENT)
+		SFS_LOG(SFS_WARN, "pull", "cannot remove %s: %s", path,
+			strerror(errno));
+	snprintf(err, errlen, "%s: %s", f->path,
+		 rc == -EBADMSG ? "bytes do not match the seed's checksum"
+				: strerror(-rc));
 	return rc;
 }
 

@@ -62,10 +62,23 @@ st=0
 [ $st -ne 0 ] || fail "a corrupt seed was pulled"
 grep -q "seedfs pull: $F: bytes do not match the seed's checksum" "$WORK/err" ||
 	fail "no checksum line: $(cat "$WORK/err")"
-ok "corrupt seed: $(grep 'seedfs pull:' "$WORK/err")"
+# A failed pull leaves no file that looks complete: the file that failed
+# is removed, every file left is byte-identical to the seed's.
+left_exact() {
+	local f n=0
+	[ ! -e "$1/$F" ] || fail "$1/$F left after the failure: $(stat -c '%s bytes, mode %a' "$1/$F")"
+	while IFS= read -r f; do
+		cmp -s "$MODEL/${f#"$1"/}" "$f" || fail "$f left after the failure, not the seed's bytes"
+		n=$((n + 1))
+	done < <(find "$1" -type f)
+	left=$n
+}
+left_exact "$WORK/bad"
+ok "corrupt seed: $(grep 'seedfs pull:' "$WORK/err"); $F removed, the $left files left byte-exact"
 st=0
 "$SEEDFS" pull --seed "$HOST:$SEED_PORT" --in-place m "$WORK/bad2" 2>"$WORK/err" || st=$?
 [ $st -ne 0 ] && grep -q "seedfs pull: $F: bytes do not match the seed's checksum" "$WORK/err" ||
 	fail "--in-place from a corrupt seed: $(cat "$WORK/err")"
-ok "--in-place, corrupt seed: refused the same way"
+left_exact "$WORK/bad2"
+ok "--in-place, corrupt seed: refused the same way; $F removed, the $left files left byte-exact"
 sanitizers_clean

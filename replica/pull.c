@@ -190,8 +190,10 @@ out:
 		pthread_join(th, NULL);
 	}
 	if (sfs_cache_dst_free(dst) == -EBUSY) {
-		/* A timed-out pull may still land: the mapping stays until
-		 * the transport is closed (the process ends soon). */
+		/* A timed-out pull may still land: the mapping stays, and
+		 * its registration until the transport's reads are ended
+		 * (the process ends soon). */
+		sfs_replica_keep_mr(p->r, mr);
 		return rc ? rc : -ETIMEDOUT;
 	}
 	sfs_xport_mr_dereg(mr);

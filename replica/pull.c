@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <fcntl.h>
@@ -267,6 +268,23 @@ static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
 	return rc;
 }
 
+/* The seed left entries out of @m for their names: -ENOENT with them
+ * (escaped, as the manifest has them) in @err. */
+static int left_out(const struct sfs_manifest *m, char *err, size_t errlen)
+{
+	size_t l = (size_t)snprintf(err, errlen,
+				    "the seed left out %" PRIu64 " %s whose "
+				    "names it cannot publish (see its log):",
+				    m->nskipped,
+				    m->nskipped == 1 ? "entry" : "entries");
+	for (size_t i = 0; i < m->nskipped_shown && l < errlen; i++)
+		l += (size_t)snprintf(err + l, errlen - l, "%s %s",
+				      i ? "," : "", m->skipped[i]);
+	if (m->nskipped > m->nskipped_shown && l < errlen)
+		snprintf(err + l, errlen - l, ", ...");
+	return -ENOENT;
+}
+
 int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
 	     uint64_t window, int place, char *err, size_t errlen)
 {
@@ -309,6 +327,8 @@ int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
 	if (!rc && (rc = dir_times(&p, dest)))
 		snprintf(err, errlen, "setting directory times: %s",
 			 strerror(-rc));
+	if (!rc && m->nskipped)
+		rc = left_out(m, err, errlen);
 	sfs_progress_end(&p.prog, rc == 0);
 	if (rc) {
 		size_t l = strlen(err);

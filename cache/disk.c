@@ -500,9 +500,11 @@ void sfs_disk_close(struct sfs_disk *d)
 	free(d);
 }
 
-/* Write the about file in directory @fd (d->lock held): first line the
- * key.  A link planted as the temporary file's name goes first. */
-static int write_about(int fd, const char *key, const char *about)
+/* A new about file holding @text replaces the old one in directory @fd:
+ * written beside it and renamed over it.  A link planted as the
+ * temporary file's name goes first; the temporary file goes when it
+ * cannot be written (a full filesystem). */
+static int replace_about(int fd, const char *text, size_t len)
 {
 	if (unlinkat(fd, ABOUT_TMP, 0) && errno != ENOENT)
 		return -errno;
@@ -510,15 +512,87 @@ static int write_about(int fd, const char *key, const char *about)
 			 0600);
 	if (tfd < 0)
 		return -errno;
-	FILE *f = fdopen(tfd, "w");
-	if (!f) {
-		close(tfd);
-		return -ENOMEM;
+	int rc = 0;
+	for (size_t put = 0; put < len && !rc;) {
+		ssize_t n = write(tfd, text + put, len - put);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			rc = n < 0 ? -errno : -EIO;
+		else
+			put += (size_t)n;
 	}
-	fprintf(f, "key: %s\n%s\n", key, about);
-	if (fclose(f) || renameat(fd, ABOUT_TMP, fd, ABOUT))
-		return -errno;
-	return 0;
+	if (close(tfd) && !rc)
+		rc = -errno;
+	if (!rc && renameat(fd, ABOUT_TMP, fd, ABOUT))
+		rc = -errno;
+	if (rc)
+		unlinkat(fd, ABOUT_TMP, 0);
+	return rc;
+}
+
+/*
+ * The about file @afd (open, of this key: src_dir checked) could not be
+ * replaced (@why, -errno; a full filesystem): rewritten in place, which
+ * takes no new block where the text still fits in the file's own, else
+ * kept as it was.  Its first line, the key, is the same bytes either
+ * way, so even a write cut short leaves it valid; the rest is for
+ * humans.  Its time, the directory's last use, is set.  Reading what
+ * the directory holds needs no free space: never fails.
+ */
+static void keep_about(const struct sfs_disk *d, const char *name, int afd,
+		       const char *text, size_t len, int why)
+{
+	ssize_t n = pwrite(afd, text, len, 0);
+	int in_place = n == (ssize_t)len && !ftruncate(afd, (off_t)len);
+	futimens(afd, NULL);
+	SFS_LOG(SFS_INFO, "disk",
+		"%s/%s: about file %s (%s): what it holds is used", d->dir,
+		name, in_place ? "rewritten in place" : "kept as it was",
+		strerror(-why));
+}
+
+/*
+ * The about file in directory @fd of source @name (d->lock held): first
+ * line the key, then @about.  When it already says that, only its time
+ * (the directory's last use) is set, nothing written; otherwise it is
+ * replaced, and where that fails but there is an about file of this
+ * key (a full filesystem) that one is kept (keep_about).  0, or -errno
+ * when there is no about file of this key and none can be written.
+ */
+static int write_about(const struct sfs_disk *d, int fd, const char *name,
+		       const char *key, const char *about)
+{
+	int len = snprintf(NULL, 0, "key: %s\n%s\n", key, about);
+	char *text = len > 0 ? malloc((size_t)len + 1) : NULL, *old = NULL;
+	struct stat st;
+	int rc = 0;
+
+	if (!text)
+		return -ENOMEM;
+	snprintf(text, (size_t)len + 1, "key: %s\n%s\n", key, about);
+	int afd = openat(fd, ABOUT, O_RDWR | OPEN_FILE);
+	if (afd >= 0 && (fstat(afd, &st) || !file_ok(d, &st))) {
+		close(afd);
+		afd = -1;
+	}
+	if (afd >= 0 && st.st_size == len && (old = malloc((size_t)len)) &&
+	    pread(afd, old, (size_t)len, 0) == len &&
+	    !memcmp(old, text, (size_t)len)) {
+		futimens(afd, NULL);
+		goto out;
+	}
+	rc = replace_about(fd, text, (size_t)len);
+	if (rc && afd >= 0) {
+		keep_about(d, name, afd, text, (size_t)len, rc);
+		rc = 0;
+	}
+out:
+	if (afd >= 0)
+		close(afd);
+	free(old);
+	free(text);
+	return rc;
 }
 
 /* 1 when the about file in directory @fd (a regular file of ours)
@@ -606,7 +680,7 @@ int sfs_disk_attach(struct sfs_disk *d, const char *key, const char *about,
 	rc = src_dir(d, s->name, key);
 	if (rc >= 0) {
 		s->dfd = rc;
-		rc = write_about(s->dfd, key, about); /* and its mtime */
+		rc = write_about(d, s->dfd, s->name, key, about);
 	}
 	if (!rc) {
 		s->next = d->srcs;

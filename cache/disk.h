@@ -19,7 +19,9 @@
  *
  * The directory is locked (flock) by one mount at a time.  Its size is
  * bounded: directories of other sources are removed oldest first to
- * make room; when nothing else can go, new chunks are not stored.
+ * make room; when nothing else can go, new chunks are not stored.  A
+ * full filesystem stops writes only: attaching a source whose directory
+ * exists takes no free space, so what it holds is still read.
  *
  * All functions are thread safe.
  */

@@ -130,9 +130,14 @@ int sfs_slab_new(struct sfs_cache *c, char *err, size_t errlen)
 
 	size_t seg = SFS_MAX((size_t)SFS_SLAB_SEG / c->chunk_size, (size_t)1) *
 		     c->chunk_size;
-	c->nsegs = (c->slab_len + seg - 1) / seg;
-	if (!(c->segs = calloc(c->nsegs, sizeof(*c->segs))))
+	size_t nsegs = (c->slab_len + seg - 1) / seg;
+	/* nsegs only with its array: sfs_slab_free walks what it counts. */
+	if (!(c->segs = calloc(nsegs, sizeof(*c->segs)))) {
+		snprintf(err, errlen, "cache: out of memory for %zu segments",
+			 nsegs);
 		return -ENOMEM;
+	}
+	c->nsegs = nsegs;
 	for (size_t k = 0; k < c->nsegs; k++) {
 		c->segs[k].base = c->slab + k * seg;
 		c->segs[k].len = SFS_MIN(seg, c->slab_len - k * seg);

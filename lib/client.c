@@ -456,6 +456,7 @@ int sfs_client_dereg(struct sfs_client_mr *m)
 		SFS_LOG(SFS_WARN, "client",
 			"a timed-out read may still write into a registration: "
 			"kept until sfs_client_close");
+		sfs_replica_keep_mr(m->c->r, m->mr);
 		free(m);
 		return -EBUSY;
 	}

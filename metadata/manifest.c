@@ -215,6 +215,14 @@ char *sfs_manifest_protocols(const struct sfs_manifest *m, char *buf,
 	return buf;
 }
 
+void sfs_manifest_add_skipped(struct sfs_manifest *m, const char *path)
+{
+	if (m->nskipped_shown < SFS_MF_SKIPPED_SHOWN)
+		snprintf(m->skipped[m->nskipped_shown++], sizeof(m->skipped[0]),
+			 "%s", path);
+	m->nskipped++;
+}
+
 int sfs_manifest_add_dir(struct sfs_manifest *m, const char *path)
 {
 	char *p;
@@ -594,6 +602,19 @@ int sfs_manifest_encode(const struct sfs_manifest *m, char **out, size_t *len)
 	return sfs_manifest_encode_with(m, 0, out, len);
 }
 
+/* "skipped": {"count": N, "paths": [...]}; 0 or -1. */
+static int encode_skipped(const struct sfs_manifest *m, json_t *root)
+{
+	json_t *paths = json_array();
+	for (size_t i = 0; paths && i < m->nskipped_shown; i++)
+		if (json_array_append_new(paths, json_string(m->skipped[i])))
+			break;
+	return json_object_set_new(root, "skipped",
+				   json_pack("{s:I,s:o*}", "count",
+					     (json_int_t)m->nskipped, "paths",
+					     paths));
+}
+
 int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 			     char **out, size_t *len)
 {
@@ -639,7 +660,8 @@ int sfs_manifest_encode_with(const struct sfs_manifest *m, unsigned flags,
 	    (m->signer[0] &&
 	     json_object_set_new(root, "signer", json_string(m->signer))) ||
 	    (m->signer_run &&
-	     json_object_set_new(root, "signer_run", hex_u64(m->signer_run))))
+	     json_object_set_new(root, "signer_run", hex_u64(m->signer_run))) ||
+	    (m->nskipped && encode_skipped(m, root)))
 		goto out;
 	for (size_t i = 0; i < m->neps; i++)
 		if (json_array_append_new(eps,
@@ -1631,6 +1653,43 @@ static int decode_signed_extras(struct sfs_manifest *m, json_t *root, char *err,
 	return 0;
 }
 
+/* "skipped", if there: a count in [1, 2^32] and at most
+ * SFS_MF_SKIPPED_SHOWN (and count) paths of at most
+ * SFS_MF_SKIPPED_PATH_MAX bytes without NUL (any other bytes: whoever
+ * shows them escapes them). */
+static int decode_skipped(struct sfs_manifest *m, json_t *root, char *err,
+			  size_t errlen)
+{
+	json_t *s = json_object_get(root, "skipped"), *paths, *v;
+	size_t i;
+	if (!s)
+		return 0;
+	if (!json_is_object(s) ||
+	    get_u64(s, "count", 1ull << 32, &m->nskipped) || !m->nskipped)
+		return sfs_fail(err, errlen,
+				"skipped.count: not an integer in [1, 2^32]");
+	paths = json_object_get(s, "paths");
+	if (!json_is_array(paths) ||
+	    json_array_size(paths) > SFS_MF_SKIPPED_SHOWN ||
+	    json_array_size(paths) > m->nskipped)
+		return sfs_fail(err, errlen,
+				"skipped.paths: not an array of at most %d "
+				"and at most skipped.count",
+				SFS_MF_SKIPPED_SHOWN);
+	json_array_foreach (paths, i, v) {
+		const char *p = json_string_value(v);
+		size_t n = p ? json_string_length(v) : 0;
+		if (!p || n > SFS_MF_SKIPPED_PATH_MAX || strlen(p) != n)
+			return sfs_fail(err, errlen,
+					"skipped.paths[%zu]: not a string of "
+					"at most %d bytes without NUL",
+					i, SFS_MF_SKIPPED_PATH_MAX);
+		memcpy(m->skipped[i], p, n + 1);
+	}
+	m->nskipped_shown = json_array_size(paths);
+	return 0;
+}
+
 int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 			char *err, size_t errlen)
 {
@@ -1724,6 +1783,8 @@ int sfs_manifest_decode(const char *json, size_t len, struct sfs_manifest **out,
 	}
 	m->signed_at = v ? (int64_t)json_integer_value(v) : 0;
 	if ((rc = decode_signed_extras(m, root, err, errlen)))
+		goto out;
+	if ((rc = decode_skipped(m, root, err, errlen)))
 		goto out;
 	if ((rc = decode_identity(m, root, err, errlen)))
 		goto out;

@@ -40,6 +40,10 @@
 #define SFS_MF_MAX_ENDPOINTS 8	  /* protocols one seed serves at once */
 #define SFS_MF_RESERVED ".seedfs" /* never a top-level entry */
 #define SFS_MF_LAYOUT_MAX 64
+/* Entries left out for their names: how many paths a manifest shows,
+ * and bytes of each. */
+#define SFS_MF_SKIPPED_SHOWN 4
+#define SFS_MF_SKIPPED_PATH_MAX 200
 
 enum sfs_extent_kind {
 	SFS_EXT_INLINE = 1,
@@ -153,6 +157,15 @@ struct sfs_manifest {
 	char **dirs; /* every directory, parents before children */
 	struct sfs_mmeta *dir_meta; /* [i]: of dirs[i] */
 	struct sfs_mmeta root_meta; /* of the model's own directory */
+	/* Entries of the model directory the seed left out because it
+	 * cannot publish their names (sfs_path_check: a control character,
+	 * a byte that is not UTF-8, too long): how many, and the first
+	 * SFS_MF_SKIPPED_SHOWN paths, cut to SFS_MF_SKIPPED_PATH_MAX
+	 * bytes (raw: escape them to show them).  A pull fails naming
+	 * them.  Signed. */
+	uint64_t nskipped;
+	size_t nskipped_shown;
+	char skipped[SFS_MF_SKIPPED_SHOWN][SFS_MF_SKIPPED_PATH_MAX + 1];
 	size_t nfiles, cap_files;
 	struct sfs_mfile *files;
 	size_t ntensors, cap_tensors;
@@ -235,6 +248,9 @@ static inline uint64_t sfs_csum_count(uint64_t len, uint32_t shift)
 int sfs_manifest_set_remote_raw(struct sfs_manifest *m, uint32_t id, size_t ep,
 				uint64_t raddr, const uint8_t *raw, size_t len);
 int sfs_manifest_add_dir(struct sfs_manifest *m, const char *path);
+/* An entry left out for its name, @path (any bytes): counted, and
+ * kept while fewer than SFS_MF_SKIPPED_SHOWN are. */
+void sfs_manifest_add_skipped(struct sfs_manifest *m, const char *path);
 /* sfs_mmeta_set - @mm holds @mtime_ns and @mode (its permission bits). */
 void sfs_mmeta_set(struct sfs_mmeta *mm, int64_t mtime_ns, uint32_t mode);
 int sfs_manifest_add_file(struct sfs_manifest *m, const char *path,

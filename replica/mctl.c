@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -31,10 +33,15 @@
  * the wake pipe, which sfs_mctl_stop fills.
  *   REQ_TIMEOUT_MS  the whole request must arrive within this; a client
  *                   that sends less is told so and closed
- *   SEND_TIMEOUT_MS one line the client does not take within this (its
- *                   socket full: about 280 progress lines, 28 s, unread)
- *                   drops it: one log line names it, its socket is shut
- *                   down and its prefetch stops, as when it goes away
+ *   SEND_TIMEOUT_MS a client that leaves what it was sent unread this
+ *                   long (SIOCOUTQ: its socket's unread bytes, not 0
+ *                   and not shrinking), or that does not take one line
+ *                   within this (its socket full), is dropped: one log
+ *                   line names it, its socket is shut down and its
+ *                   prefetch stops, as when it goes away.  A stopped
+ *                   client goes this long after it stopped, plus a
+ *                   line's interval, however many lines its socket
+ *                   could hold (about 280 here: 28 s of progress)
  *   STOP_SEND_MS    once the mount is being unmounted, a line waits at
  *                   most this long more, then drops its client the same
  *                   way: a stopped client holds an unmount up for 1 s
@@ -64,10 +71,14 @@ struct sfs_mctl {
 
 struct job {
 	struct sfs_mctl *ctl;
-	int fd;	      /* the client; -1 for --prefetch */
-	pid_t pid;    /* the client's (SO_PEERCRED), for the log */
-	int dropped;  /* it took no line in time (say): no more lines;
+	int fd;	     /* the client; -1 for --prefetch */
+	pid_t pid;   /* the client's (SO_PEERCRED), for the log */
+	int dropped; /* it took no line in time (say): no more lines;
 		      * the job's thread only */
+	/* Its socket's unread bytes after the last line, and when it was
+	 * last seen to read (unread_too_long); the job's thread only. */
+	int outq;
+	uint64_t taken_ms;
 	int identify; /* the request is "identify" */
 	char *paths[PATHS_MAX];
 	size_t npaths;
@@ -162,6 +173,37 @@ static int say_fd(struct sfs_mctl *c, int fd, const char *fmt, ...)
 }
 
 /*
+ * Whether @j's client has left what it was sent unread SEND_TIMEOUT_MS:
+ * its socket's unread bytes (SIOCOUTQ) are not 0 and have not shrunk
+ * since the last line, ever since it was last seen to read.  Checked
+ * before each line.  The job's thread only.
+ */
+static int unread_too_long(struct job *j)
+{
+	uint64_t now = sfs_now_ms();
+	int q;
+	if (ioctl(j->fd, SIOCOUTQ, &q) || q <= 0 || q < j->outq ||
+	    !j->taken_ms) {
+		j->taken_ms = now;
+		return 0;
+	}
+	return now - j->taken_ms >= SEND_TIMEOUT_MS;
+}
+
+/* Drop @j's client: it took no reply for @ms (said once, in the log),
+ * its socket shut down both ways (it reads what was queued, then the
+ * end), no more lines.  The job's thread only. */
+static void drop(struct job *j, int ms, int stop)
+{
+	SFS_LOG(SFS_WARN, "mctl",
+		"prefetch client pid %d: took no reply for %d ms%s (it does "
+		"not read): dropped",
+		(int)j->pid, ms, stop ? " of the unmount" : "");
+	shutdown(j->fd, SHUT_RDWR);
+	j->dropped = 1;
+}
+
+/*
  * One line to @j's client (@fmt ends in a newline); 0, or -1 when it is
  * gone or dropped.  A client that does not take the line within the
  * bound (send_bounded) is dropped: one log line names it, its socket is
@@ -182,17 +224,17 @@ static int say(struct job *j, const char *fmt, ...)
 	va_end(ap);
 	if (n < 0)
 		return -1;
+	if (unread_too_long(j)) {
+		drop(j, SEND_TIMEOUT_MS, 0);
+		return -1;
+	}
 	int rc = send_bounded(j->ctl, j->fd, buf, (size_t)n);
 	if (rc == -ETIMEDOUT) {
 		int stop = stopping(j->ctl);
-		SFS_LOG(SFS_WARN, "mctl",
-			"prefetch client pid %d: took no reply for %d ms%s "
-			"(it does not read): dropped",
-			(int)j->pid, stop ? STOP_SEND_MS : SEND_TIMEOUT_MS,
-			stop ? " of the unmount" : "");
-		shutdown(j->fd, SHUT_RDWR);
-		j->dropped = 1;
+		drop(j, stop ? STOP_SEND_MS : SEND_TIMEOUT_MS, stop);
 	}
+	if (!rc && ioctl(j->fd, SIOCOUTQ, &j->outq))
+		j->outq = 0;
 	return rc ? -1 : 0;
 }
 

@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <fcntl.h>
@@ -190,8 +191,10 @@ out:
 		pthread_join(th, NULL);
 	}
 	if (sfs_cache_dst_free(dst) == -EBUSY) {
-		/* A timed-out pull may still land: the mapping stays until
-		 * the transport is closed (the process ends soon). */
+		/* A timed-out pull may still land: the mapping stays, and
+		 * its registration until the transport's reads are ended
+		 * (the process ends soon). */
+		sfs_replica_keep_mr(p->r, mr);
 		return rc ? rc : -ETIMEDOUT;
 	}
 	sfs_xport_mr_dereg(mr);
@@ -252,12 +255,34 @@ static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
 	}
 	if (close(fd) && !rc)
 		rc = -errno;
-	if (rc)
-		snprintf(err, errlen, "%s: %s", f->path,
-			 rc == -EBADMSG ? "bytes do not match the seed's "
-					  "checksum"
-					: strerror(-rc));
+	if (!rc)
+		return 0;
+	/* No file by the target's name that looks complete: the one that
+	 * failed goes (in place it had its full size from the start). */
+	if (unlink(path) && errno != ENOENT)
+		SFS_LOG(SFS_WARN, "pull", "cannot remove %s: %s", path,
+			strerror(errno));
+	snprintf(err, errlen, "%s: %s", f->path,
+		 rc == -EBADMSG ? "bytes do not match the seed's checksum"
+				: strerror(-rc));
 	return rc;
+}
+
+/* The seed left entries out of @m for their names: -ENOENT with them
+ * (escaped, as the manifest has them) in @err. */
+static int left_out(const struct sfs_manifest *m, char *err, size_t errlen)
+{
+	size_t l = (size_t)snprintf(err, errlen,
+				    "the seed left out %" PRIu64 " %s whose "
+				    "names it cannot publish (see its log):",
+				    m->nskipped,
+				    m->nskipped == 1 ? "entry" : "entries");
+	for (size_t i = 0; i < m->nskipped_shown && l < errlen; i++)
+		l += (size_t)snprintf(err + l, errlen - l, "%s %s",
+				      i ? "," : "", m->skipped[i]);
+	if (m->nskipped > m->nskipped_shown && l < errlen)
+		snprintf(err + l, errlen - l, ", ...");
+	return -ENOENT;
 }
 
 int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
@@ -302,6 +327,8 @@ int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
 	if (!rc && (rc = dir_times(&p, dest)))
 		snprintf(err, errlen, "setting directory times: %s",
 			 strerror(-rc));
+	if (!rc && m->nskipped)
+		rc = left_out(m, err, errlen);
 	sfs_progress_end(&p.prog, rc == 0);
 	if (rc) {
 		size_t l = strlen(err);

@@ -31,8 +31,9 @@ struct sfs_replica;
  * (set-id and sticky bits dropped, the process's umask applied);
  * @window bytes are kept in flight ahead of what is written.  A
  * progress display on stderr.  Returns 0 or -errno with one line in
- * @err (what failed, and that @dest is incomplete).  Runs in the
- * caller's thread.
+ * @err (what failed, and that @dest is incomplete); the file that
+ * failed is removed, so every file left in @dest is complete and
+ * verified.  Runs in the caller's thread.
  */
 int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
 	     uint64_t window, int place, char *err, size_t errlen);

@@ -42,6 +42,22 @@ struct sfs_xport *sfs_replica_xport(struct sfs_replica *r)
 	return r->x;
 }
 
+void sfs_replica_keep_mr(struct sfs_replica *r, struct sfs_xport_mr *mr)
+{
+	if (!mr)
+		return;
+	pthread_mutex_lock(&r->lock);
+	int rc = sfs_grow((void **)&r->kept_mrs, &r->cap_kept_mrs,
+			  r->nkept_mrs + 1, sizeof(*r->kept_mrs));
+	if (!rc)
+		r->kept_mrs[r->nkept_mrs++] = mr;
+	pthread_mutex_unlock(&r->lock);
+	if (rc)
+		SFS_LOG(SFS_WARN, "replica",
+			"out of memory: a registration stays until the "
+			"process ends");
+}
+
 const char *sfs_replica_protocol(struct sfs_replica *r)
 {
 	return r->proto;

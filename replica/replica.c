@@ -448,6 +448,14 @@ void sfs_replica_close(struct sfs_replica *r)
 	sfs_cache_stop(r->cache);
 	size_t left = r->x ? sfs_xport_quiesce(r->x) : 0;
 	sfs_cache_free_quiesced(r->cache, left);
+	/* The reads that gave up into them have ended now, unless some
+	 * could not be (their memory is the transport's until it ends). */
+	for (size_t i = 0; i < r->nkept_mrs && !left; i++)
+		sfs_xport_mr_dereg(r->kept_mrs[i]);
+	if (left && r->kept_mrs)
+		sfs_keep_forever(r->kept_mrs); /* as the transport is */
+	else
+		free(r->kept_mrs);
 	for (size_t i = 0; i < r->nmodels; i++)
 		model_free(r->models[i]);
 	free(r->models);

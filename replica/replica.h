@@ -27,6 +27,7 @@
 
 struct sfs_cache;
 struct sfs_xport;
+struct sfs_xport_mr;
 struct sfs_chunk;
 struct sfs_mfile;
 struct sfs_require;
@@ -165,6 +166,16 @@ struct sfs_cache *sfs_replica_cache(struct sfs_replica *r);
 /* The transport [borrowed], for registering a reader's own memory (the
  * engine API), and the protocol it reads through. */
 struct sfs_xport *sfs_replica_xport(struct sfs_replica *r);
+
+/*
+ * sfs_replica_keep_mr - @mr [taken] is done with, but a read that gave
+ * up may still be written into its memory by the transport (its
+ * sfs_cache_dst_free said -EBUSY): deregistered by sfs_replica_close
+ * once the transport's reads are ended, before the transport closes
+ * (kept, with a warning, if some could not be).  Out of memory: left
+ * registered, logged.  NULL is fine.  Thread safe.
+ */
+void sfs_replica_keep_mr(struct sfs_replica *r, struct sfs_xport_mr *mr);
 const char *sfs_replica_protocol(struct sfs_replica *r);
 
 /* sfs_replica_seeds - the seeds given, "HOST:PORT,HOST:PORT" into

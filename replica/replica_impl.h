@@ -298,6 +298,11 @@ struct sfs_replica {
 	} gone[RSRC_MAX];
 	size_t gone_next;
 	size_t nmodels, cap_models; /* protected by lock */
+	/* Registrations a read that gave up may still write into
+	 * (sfs_replica_keep_mr): deregistered at close.  Protected by
+	 * lock. */
+	struct sfs_xport_mr **kept_mrs;
+	size_t nkept_mrs, cap_kept_mrs;
 	struct sfs_model **models;
 	size_t max_models;	 /* at most this many; a source a quarter */
 	uint64_t models_refused; /* protected by lock: at the caps */

@@ -692,6 +692,9 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 		return 0;
 	}
 	sfs_mmeta_set(&s->m->root_meta, s->w->root_mtime_ns, s->w->root_mode);
+	for (size_t i = 0; i < SFS_WALK_SKIPPED_KEPT && s->w->skipped[i]; i++)
+		sfs_manifest_add_skipped(s->m, s->w->skipped[i]);
+	s->m->nskipped = s->w->nskipped;
 	if (!(s->files = calloc(s->w->n ? s->w->n : 1, sizeof(s->files[0]))))
 		goto err_msg;
 	for (size_t i = 0; i < s->w->n; i++) {

@@ -196,6 +196,12 @@ static int visit(struct walk_ctx *c, int dfd, unsigned int base,
 
 	if (sfs_path_check(rel, &why)) {
 		SFS_LOG(SFS_WARN, "seed", "skipping %s: path %s", rel, why);
+		/* Said in the manifest: a pull must not pass without it. */
+		struct sfs_walk *w = c->w;
+		if (w->nskipped < SFS_WALK_SKIPPED_KEPT &&
+		    !(w->skipped[w->nskipped] = strdup(rel)))
+			return -ENOMEM;
+		w->nskipped++;
 		return 0;
 	}
 	if (asprintf(&cabs, "%s%s%s", dir_abs, strcmp(dir_abs, "/") ? "/" : "",
@@ -467,6 +473,8 @@ void sfs_walk_free(struct sfs_walk *w)
 		free(w->e[i].abs);
 	}
 	free(w->e);
+	for (size_t i = 0; i < SFS_WALK_SKIPPED_KEPT; i++)
+		free(w->skipped[i]);
 	for (int b = 0; b < SFS_WALK_BASES; b++) {
 		if (w->base_fd[b] >= 0)
 			close(w->base_fd[b]);

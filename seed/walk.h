@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #define SFS_WALK_BASES 2 /* the model directory; an HF snapshot's blobs */
+#define SFS_WALK_SKIPPED_KEPT 4 /* names of entries left out, kept */
 
 enum sfs_walk_type {
 	SFS_WALK_DIR,
@@ -48,6 +49,11 @@ struct sfs_walk {
 	struct sfs_walk_entry *e;
 	int64_t root_mtime_ns; /* of the directory walked */
 	uint32_t root_mode;
+	/* Entries left out because their paths cannot be published
+	 * (sfs_path_check): how many, and the first paths (raw bytes;
+	 * owned). */
+	uint64_t nskipped;
+	char *skipped[SFS_WALK_SKIPPED_KEPT];
 	/* Where entries are found: [0] the model directory, [1] the blobs of
 	 * the Hugging Face repository it is a snapshot of (-1, NULL: it is
 	 * not one).  Open until sfs_walk_free. */

@@ -2,7 +2,9 @@
 # seedfs pull: a byte-identical copy (empty files and directories too),
 # verified against the seed's checksums (and with --in-place pulled
 # straight into the files' mappings and verified there), with progress on stderr; clear
-# refusals for a wrong name, a non-empty destination, a corrupt seed.
+# refusals for a wrong name, a non-empty destination, a corrupt seed (the
+# failed file removed), a model whose seed left files out for their
+# names.
 source "$(dirname "$0")/lib.sh" "$1"
 
 MODEL=$WORK/m
@@ -62,10 +64,41 @@ st=0
 [ $st -ne 0 ] || fail "a corrupt seed was pulled"
 grep -q "seedfs pull: $F: bytes do not match the seed's checksum" "$WORK/err" ||
 	fail "no checksum line: $(cat "$WORK/err")"
-ok "corrupt seed: $(grep 'seedfs pull:' "$WORK/err")"
+# A failed pull leaves no file that looks complete: the file that failed
+# is removed, every file left is byte-identical to the seed's.
+left_exact() {
+	local f n=0
+	[ ! -e "$1/$F" ] || fail "$1/$F left after the failure: $(stat -c '%s bytes, mode %a' "$1/$F")"
+	while IFS= read -r f; do
+		cmp -s "$MODEL/${f#"$1"/}" "$f" || fail "$f left after the failure, not the seed's bytes"
+		n=$((n + 1))
+	done < <(find "$1" -type f)
+	left=$n
+}
+left_exact "$WORK/bad"
+ok "corrupt seed: $(grep 'seedfs pull:' "$WORK/err"); $F removed, the $left files left byte-exact"
 st=0
 "$SEEDFS" pull --seed "$HOST:$SEED_PORT" --in-place m "$WORK/bad2" 2>"$WORK/err" || st=$?
 [ $st -ne 0 ] && grep -q "seedfs pull: $F: bytes do not match the seed's checksum" "$WORK/err" ||
 	fail "--in-place from a corrupt seed: $(cat "$WORK/err")"
-ok "--in-place, corrupt seed: refused the same way"
+left_exact "$WORK/bad2"
+ok "--in-place, corrupt seed: refused the same way; $F removed, the $left files left byte-exact"
+kill "$SEED_PID"
+
+# Names the seed cannot publish (a newline, a tab): it leaves them out,
+# the manifest says so, and pull fails naming them (escaped) once every
+# other file is in place.
+M2=$WORK/m2
+"$GENMODEL" "$M2" --size 2M --shards 1
+printf 'newline\n' >"$M2/a
+b.txt"
+printf 'tab\n' >"$M2/c	d.txt"
+start_seed "$M2"
+st=0
+"$SEEDFS" pull --seed "$HOST:$SEED_PORT" m2 "$WORK/names" 2>"$WORK/err" || st=$?
+[ $st -ne 0 ] || fail "pull exited 0 without 2 files: $(cat "$WORK/err")"
+want="seedfs pull: the seed left out 2 entries whose names it cannot publish (see its log): a\\nb.txt, c\\td.txt ($WORK/names is incomplete)"
+[ "$(tail -n 1 "$WORK/err")" = "$want" ] || fail "names left out: $(tail -n 1 "$WORK/err"), want $want"
+diff -r -x 'a?b.txt' -x 'c?d.txt' "$M2" "$WORK/names" >"$WORK/diff" || fail "the rest differs: $(head "$WORK/diff")"
+ok "names with a newline and a tab: exit $st, $(tail -n 1 "$WORK/err"); every other file identical"
 sanitizers_clean

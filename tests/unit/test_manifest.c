@@ -341,6 +341,33 @@ START_TEST(signature_lapses)
 }
 END_TEST
 
+/* Entries left out for their names: counted, the first four kept
+ * (raw, cut to 200 bytes), through encode and decode. */
+START_TEST(skipped_round_trip)
+{
+	struct sfs_manifest *m = sample(), *d;
+	char *a, long_name[300];
+	size_t al;
+
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	sfs_manifest_add_skipped(m, "a\nb.txt");
+	sfs_manifest_add_skipped(m, long_name);
+	for (int i = 0; i < 5; i++)
+		sfs_manifest_add_skipped(m, "c\td.txt");
+	ck_assert_int_eq(sfs_manifest_encode(m, &a, &al), 0);
+	ck_assert_int_eq(sfs_manifest_decode(a, al, &d, err, sizeof(err)), 0);
+	ck_assert_uint_eq(d->nskipped, 7);
+	ck_assert_uint_eq(d->nskipped_shown, 4);
+	ck_assert_str_eq(d->skipped[0], "a\nb.txt");
+	ck_assert_uint_eq(strlen(d->skipped[1]), 200);
+	ck_assert_str_eq(d->skipped[3], "c\td.txt");
+	free(a);
+	sfs_manifest_free(d);
+	sfs_manifest_free(m);
+}
+END_TEST
+
 START_TEST(round_trip)
 {
 	struct sfs_manifest *m = sample(), *d;
@@ -488,6 +515,25 @@ REJECT(signer_run_zero, "signer_run: not a non-zero 64-bit hex string",
        SET(r, "signer_run", json_string("0x0")))
 REJECT(signer_run_number, "signer_run: not a non-zero 64-bit hex string",
        SET(r, "signer_run", json_integer(5)))
+REJECT(skipped_not_object, "skipped.count: not an integer",
+       SET(r, "skipped", json_integer(2)))
+REJECT(skipped_count_zero, "skipped.count: not an integer",
+       SET(r, "skipped", json_pack("{s:i,s:[]}", "count", 0, "paths")))
+REJECT(skipped_more_paths_than_count,
+       "skipped.paths: not an array of at most 4 and at most skipped.count",
+       SET(r, "skipped",
+	   json_pack("{s:i,s:[s,s]}", "count", 1, "paths", "a", "b")))
+REJECT(skipped_too_many_paths, "skipped.paths: not an array of at most 4",
+       SET(r, "skipped",
+	   json_pack("{s:i,s:[s,s,s,s,s]}", "count", 9, "paths", "a", "b", "c",
+		     "d", "e")))
+REJECT(skipped_path_long, "skipped.paths[1]: not a string of at most 200",
+       SET(r, "skipped",
+	   json_pack("{s:i,s:[s,s]}", "count", 2, "paths", "a",
+		     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxy")))
 REJECT(version_missing, "seedfs_manifest",
        json_object_del(r, "seedfs_manifest"))
 REJECT(version_unknown, "version 5, this build reads 4 (the seed is newer",
@@ -873,6 +919,12 @@ static Suite *suite(void)
 	tcase_add_test(b, compat_number);
 	tcase_add_test(b, compat_control_char);
 	tcase_add_test(b, compat_too_long);
+	tcase_add_test(b, skipped_not_object);
+	tcase_add_test(b, skipped_count_zero);
+	tcase_add_test(b, skipped_more_paths_than_count);
+	tcase_add_test(b, skipped_too_many_paths);
+	tcase_add_test(b, skipped_path_long);
+	tcase_add_test(t, skipped_round_trip);
 	tcase_add_test(b, regions_not_array);
 	tcase_add_test(b, region_id_mismatch);
 	tcase_add_test(b, region_length_zero);

@@ -810,9 +810,10 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		pthread_mutex_unlock(&mo->lock);
 		return 0;
 	}
-	if (!v && h->m->holdings && (mo->current || !leader)) {
+	if (!v && h->m->holdings && !leader) {
 		/* A re-seeder serves a content the replica has, never a new
-		 * one (unless it is all the replica was given). */
+		 * one, unless it leads: no seed lists the model (it is all
+		 * the replica was given: rsrc_leader). */
 		snprintf(why, whylen,
 			 "a re-seeder of content %016" PRIx64
 			 ", not a generation this mount follows",

@@ -396,7 +396,8 @@ void rsrc_revalidate(struct rsrc *s, unsigned int ask_ms, uint64_t fresh_ms);
 int rsrc_start(struct rsrc *s); /* the thread that asks behind */
 void rsrc_stop(struct rsrc *s);
 /* The first seed that publishes @model and answers (else the first
- * that publishes it; NULL: none), referenced (rsrc_put). */
+ * that publishes it; NULL: none), referenced (rsrc_put).  A re-seeder
+ * given as a --seed leads only when no seed publishes @model. */
 struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model);
 /* rsrc_lists - 1 when the last answer of some source lists @name. */
 int rsrc_lists(struct sfs_replica *r, const char *name);

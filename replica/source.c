@@ -346,29 +346,43 @@ int rsrc_lists(struct sfs_replica *r, const char *name)
 	return yes;
 }
 
-struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model)
+/* Among @all, the first source that lists @model and is reachable
+ * (*@best), else the first that lists it (*@first); re-seeders given as
+ * a --seed (their manifest says holdings) only if @holdings_too. */
+static void leader_among(struct rsrc **all, size_t n, const char *model,
+			 int holdings_too, struct rsrc **first,
+			 struct rsrc **best)
 {
-	struct rsrc *first = NULL, *best = NULL, **all;
-	size_t n = rsrc_all(r, &all);
-	for (size_t i = 0; i < n && !best; i++) {
+	for (size_t i = 0; i < n && !*best; i++) {
 		struct rsrc *s = all[i];
 		if (s->reseeder)
 			continue;
 		pthread_mutex_lock(&s->lock);
 		int lists = 0;
-		if (s->dropped) {
+		if (s->dropped || (s->holdings && !holdings_too)) {
 			pthread_mutex_unlock(&s->lock);
 			continue;
 		}
 		for (size_t k = 0; k < s->nknown && !lists; k++)
 			lists = s->known[k].listed &&
 				!strcmp(s->known[k].name, model);
-		if (lists && !first)
-			first = s;
+		if (lists && !*first)
+			*first = s;
 		if (lists && !s->unreachable)
-			best = s;
+			*best = s;
 		pthread_mutex_unlock(&s->lock);
 	}
+}
+
+struct rsrc *rsrc_leader(struct sfs_replica *r, const char *model)
+{
+	struct rsrc *first = NULL, *best = NULL, **all;
+	size_t n = rsrc_all(r, &all);
+	/* Seeds first; a re-seeder given as a --seed only when no seed
+	 * lists the model: it is then all the replica was given. */
+	leader_among(all, n, model, 0, &first, &best);
+	if (!first)
+		leader_among(all, n, model, 1, &first, &best);
 	struct rsrc *lead = best ? best : first;
 	if (lead) {
 		pthread_mutex_lock(&r->lock);

@@ -47,20 +47,23 @@ el=$(($(now_ms) - t0))
 [ "$drc" = 0 ] && [ "$brc" = 0 ] ||
 	fail "-o direct_io readers: exit $drc, $(wc -l <"$WORK/dio.err") threads failed: $(head -n 2 "$WORK/dio.err" | tr '\n' ' '); buffered readers: exit $brc, $(wc -l <"$WORK/buf.err") failed: $(head -n 2 "$WORK/buf.err" | tr '\n' ' ')"
 
-for m in "$D" "$B"; do
-	S=$m/.seedfs/status
-	[ "$(status_val "$S" cache_size)" = $((16 << 20)) ] || fail "$m: cache_size $(status_val "$S" cache_size)"
+# checked MNT: no error counted, the cache refilled; prints bytes pulled
+checked() {
+	local S=$1/.seedfs/status k pulled
+	[ "$(status_val "$S" cache_size)" = $((16 << 20)) ] || fail "$1: cache_size $(status_val "$S" cache_size)"
 	for k in errors_transport errors_timeout errors_checksum errors_unavailable errors_no_chunk; do
-		[ "$(status_val "$S" $k)" = 0 ] || fail "$m: $k $(status_val "$S" $k)"
+		[ "$(status_val "$S" $k)" = 0 ] || fail "$1: $k $(status_val "$S" $k)"
 	done
 	pulled=$(status_val "$S" bytes_pulled)
 	# 8 readers, each at its own place: the cache holds a quarter of
 	# the model, so most of it is pulled again and again.
 	[ "$pulled" -ge $((model * 3)) ] ||
-		fail "$m: $pulled bytes pulled for 16 reads of $model: the cache was not under pressure"
-	eval "pulled_${m##*/}=$pulled"
-done
-ok "16 MiB caches, 8 -o direct_io and 8 buffered readers, $ROUNDS rounds of a $((model >> 20)) MiB model each: byte-exact in $el ms, no error (pulled: direct_io $((pulled_dio >> 20)) MiB, buffered $((pulled_buf >> 20)) MiB)"
+		fail "$1: $pulled bytes pulled for $((8 * ROUNDS)) reads of $model: the cache was not under pressure"
+	echo "$pulled"
+}
+pd=$(checked "$D") || exit 1
+pb=$(checked "$B") || exit 1
+ok "16 MiB caches, 8 -o direct_io and 8 buffered readers, $ROUNDS rounds of a $((model >> 20)) MiB model each: byte-exact in $el ms, no error (pulled: direct_io $((pd >> 20)) MiB, buffered $((pb >> 20)) MiB)"
 unmount_check "$D" "$DIO_PID"
 unmount_check "$B" "$BUF_PID"
 sanitizers_clean

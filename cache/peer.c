@@ -1693,8 +1693,12 @@ static void repair(struct sfs_cache *c, uint32_t pi)
 		SFS_LOG(SFS_INFO, "cache",
 			"%s: connected again (%s) in %" PRIu64 " ms", p->label,
 			why, sfs_now_ms() - t0);
+		/* Down after a stall: its hold runs out first (a source
+		 * that stalls may well take a connection), then the next
+		 * pull probes (peer_usable). */
 		if (p->state == SFS_PEER_RECONNECTING ||
-		    p->state == SFS_PEER_DOWN) {
+		    (p->state == SFS_PEER_DOWN &&
+		     sfs_now_ms() >= p->down_until_ms)) {
 			p->state = SFS_PEER_UP;
 			p->since_ms = sfs_now_ms();
 		}

@@ -2,7 +2,8 @@
 # New generations: the seed republishes (SIGHUP, --watch); a new open
 # sees the new bytes (close-to-open); a handle opened before keeps
 # reading its own generation while the seed serves it, then gets ESTALE
-# (cached pages included); unchanged files keep their inode; a bad
+# (cached pages included; a shard's and an inline file's, config.json,
+# whose bytes are in the manifest, not the cache); unchanged files keep their inode; a bad
 # republish leaves the current generation served.
 source "$(dirname "$0")/lib.sh" "$1"
 
@@ -28,6 +29,20 @@ hold() { echo "$1" >&"${HOLD[1]}"; read -r reply <&"${HOLD[0]}"; echo "$reply"; 
 
 want1=$(hash_of "$WORK/orig/$F" 0 100000)
 [ "$(hold 'R 0 100000')" = "$want1" ] || fail "first read through the handle"
+# A second handle, on config.json: inline (its bytes are in the
+# manifest), so nothing but the generation's expiry refuses its reads.
+mkfifo "$WORK/cfg.in" "$WORK/cfg.out"
+"$HOLDFILE" "$M/config.json" <"$WORK/cfg.in" >"$WORK/cfg.out" &
+PIDS+=("$!")
+cfg_pid=$!
+exec {CFG_W}>"$WORK/cfg.in" {CFG_R}<"$WORK/cfg.out"
+read -r line <&"$CFG_R"
+[ "$line" = OPEN ] || fail "holdfile config.json: $line"
+cfg() { echo "$1" >&"$CFG_W"; read -r reply <&"$CFG_R"; echo "$reply"; }
+jq -e '[.files[] | select(.path == "config.json") | .extents[] | has("inline")] == [true]' \
+	"$M/.seedfs/manifest.json" >/dev/null || fail "config.json is not inline in the manifest"
+want_cfg=$(hash_of "$WORK/orig/config.json" 0 4096)
+[ "$(cfg 'R 0 4096')" = "$want_cfg" ] || fail "first read of config.json through the handle"
 ino_tok=$(stat -c %i "$M/tokenizer.json")
 ino_f=$(stat -c %i "$M/$F")
 cat "$M/extra/notes.txt" >/dev/null
@@ -53,8 +68,10 @@ r=$(hold 'R 0 100000')
 [ "$r" = "$want1" ] || fail "old handle, cached range: $r ($(($(now_ms) - hup_at)) ms after the SIGHUP)"
 r=$(hold 'R 3000000 100000')
 [ "$r" = "$want2" ] || fail "old handle, range not read before: $r ($(($(now_ms) - hup_at)) ms after the SIGHUP)"
+r=$(cfg 'R 0 4096')
+[ "$r" = "$want_cfg" ] || fail "old handle on config.json (inline): $r ($(($(now_ms) - hup_at)) ms after the SIGHUP)"
 grep -q "^older_generations_served: 1$" "$MNT/.seedfs/status" || fail "status older generations"
-ok "the handle opened in generation 1 still reads generation 1"
+ok "the handles opened in generation 1 (a shard, the inline config.json) still read generation 1"
 
 cmp "$WORK/new/$F" "$M/$F" || fail "a new open did not see the new shard"
 cmp "$MODEL/config.json" "$M/config.json" || fail "new config.json"
@@ -87,9 +104,14 @@ grep -q "$gone" "$WORK/mount.log" || fail "generation 1 not retired ${ended} ms 
 # freed, and a retired generation gives no new reference.
 [ "$(hold 'G user.seedfs.generation')" = "ERR ESTALE" ] ||
 	fail "getxattr through the old handle after grace: $(hold 'G user.seedfs.generation')"
-ok "after the grace period ($ended ms) the old handle gets ESTALE, cached pages and xattrs included"
+r=$(cfg 'R 0 4096')
+[ "$r" = "ERR ESTALE" ] || fail "old handle on config.json (inline) after grace: $r, not ESTALE"
+ok "after the grace period ($ended ms) the old handles get ESTALE, cached pages, xattrs and an inline file included"
 echo Q >&"${HOLD[1]}"
 wait "$hold_pid" 2>/dev/null || true
+echo Q >&"$CFG_W"
+exec {CFG_W}>&- {CFG_R}<&-
+wait "$cfg_pid" 2>/dev/null || true
 
 # A republish that fails keeps generation 2 served.
 printf 'not a safetensors file' >"$MODEL/broken.safetensors"

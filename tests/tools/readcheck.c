@@ -6,9 +6,12 @@
  *                                               offsets and lengths
  *   readcheck mmap   ORIG COPY                  mmap both, compare
  *   readcheck stream ORIG COPY [BLOCK]          sequential read, compare
- *   readcheck threads N ORIG COPY [ORIG COPY]...
+ *   readcheck threads N [-u] [-r ROUNDS] ORIG COPY [ORIG COPY]...
  *                     N threads, each streaming every pair with its own
- *                     block size, starting at a different pair
+ *                     block size, starting at a different pair, ROUNDS
+ *                     times (1); -u: each block read is dropped from the
+ *                     page cache (POSIX_FADV_DONTNEED) at once, so that
+ *                     every read of a buffered mount reaches it
  *   readcheck gens [-b B,...] STOPFILE N MNTDIR GENDIR... -- MARKER FILE...
  *                     files that change while they are read: GENDIR K
  *                     (from 1) holds generation K of every file.  N
@@ -179,7 +182,7 @@ static int cmd_mmap(const char *a, const char *b)
 	return rc;
 }
 
-static int stream(const char *a, const char *b, size_t block)
+static int stream(const char *a, const char *b, size_t block, int uncached)
 {
 	int fa, fb;
 	off_t size, off = 0;
@@ -206,6 +209,8 @@ static int stream(const char *a, const char *b, size_t block)
 			rc = 1;
 			break;
 		}
+		if (uncached)
+			posix_fadvise(fb, off, rb, POSIX_FADV_DONTNEED);
 		off += rb;
 	}
 	free(x);
@@ -216,7 +221,7 @@ static int stream(const char *a, const char *b, size_t block)
 }
 
 struct job {
-	int id, npairs;
+	int id, npairs, rounds, uncached;
 	char **pairs;
 	int rc;
 };
@@ -225,24 +230,37 @@ static void *run_job(void *arg)
 {
 	static const size_t blocks[] = {4096, 65536 + 13, 1 << 20, 333333};
 	struct job *j = arg;
-	for (int k = 0; k < j->npairs && !j->rc; k++) {
+	for (int k = 0; k < j->npairs * j->rounds && !j->rc; k++) {
 		int p = (j->id + k) % j->npairs;
 		j->rc = stream(j->pairs[2 * p], j->pairs[2 * p + 1],
-			       blocks[j->id % 4]);
+			       blocks[j->id % 4], j->uncached);
 	}
 	return NULL;
 }
 
-static int cmd_threads(int n, int npairs, char **pairs)
+static int cmd_threads(int argc, char **argv)
 {
 	pthread_t th[64];
 	struct job jobs[64];
-	int rc = 0;
-	if (n < 1 || n > 64)
+	int rc = 0, n = atoi(argv[2]), rounds = 1, uncached = 0, a = 3;
+	for (; a < argc && argv[a][0] == '-'; a++) {
+		if (!strcmp(argv[a], "-u"))
+			uncached = 1;
+		else if (!strcmp(argv[a], "-r") && a + 1 < argc)
+			rounds = atoi(argv[++a]);
+		else
+			return 2;
+	}
+	int npairs = (argc - a) / 2;
+	char **pairs = argv + a;
+	if (n < 1 || n > 64 || rounds < 1 || npairs < 1 || (argc - a) % 2)
 		return 2;
 	for (int i = 0; i < n; i++) {
-		jobs[i] =
-			(struct job){.id = i, .npairs = npairs, .pairs = pairs};
+		jobs[i] = (struct job){.id = i,
+				       .npairs = npairs,
+				       .rounds = rounds,
+				       .uncached = uncached,
+				       .pairs = pairs};
 		pthread_create(&th[i], NULL, run_job, &jobs[i]);
 	}
 	for (int i = 0; i < n; i++) {
@@ -557,9 +575,12 @@ int main(int argc, char **argv)
 		return cmd_mmap(argv[2], argv[3]);
 	if (argc >= 4 && !strcmp(argv[1], "stream"))
 		return stream(argv[2], argv[3],
-			      argc > 4 ? (size_t)atol(argv[4]) : 1 << 20);
-	if (argc >= 5 && !strcmp(argv[1], "threads") && (argc - 3) % 2 == 0)
-		return cmd_threads(atoi(argv[2]), (argc - 3) / 2, argv + 3);
+			      argc > 4 ? (size_t)atol(argv[4]) : 1 << 20, 0);
+	if (argc >= 5 && !strcmp(argv[1], "threads")) {
+		int rc = cmd_threads(argc, argv);
+		if (rc != 2)
+			return rc;
+	}
 	if (argc >= 2 && !strcmp(argv[1], "gens")) {
 		int rc = cmd_gens(argc, argv);
 		if (rc != 2)

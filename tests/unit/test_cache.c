@@ -921,6 +921,113 @@ START_TEST(stalled_holders_bounded)
 END_TEST
 
 /*
+ * The hold after a stall: the only holder (a tcp seed, then stopped with
+ * SIGSTOP; connecting again to it still succeeds) makes no progress for
+ * --timeout: the read fails with -ETIMEDOUT, the peer is down for its
+ * hold (1 s the first time), and a read within the hold fails at once
+ * (counted as unavailable), however soon the connection was made anew,
+ * instead of waiting --timeout again.  After the hold a read is posted
+ * again (it waits, and the next hold is 2 s); the seed back (SIGCONT),
+ * a read after that hold gets its bytes.
+ */
+START_TEST(stall_hold_fails_fast)
+{
+	if (TEST_TSAN)
+		return; /* forked seeds: see stalled_holders_bounded */
+	const uint32_t timeout = 2000;
+	size_t len = 8 * CHUNK;
+	struct stall_seed s1;
+	stall_seed_start(&s1, len);
+	char err[SFS_XPORT_ERR_MAX];
+	struct sfs_xport_cfg rc = {.protocol = "tcp",
+				   .role = SFS_XPORT_REPLICA,
+				   .timeout_ms = timeout};
+	struct sfs_xport *r;
+	ck_assert_msg(sfs_xport_open(&rc, &r, err, sizeof(err)) == 0, "%s",
+		      err);
+	uint64_t x1;
+	ck_assert_int_eq(sfs_xport_peer_add(r, s1.addr, s1.addr_len, &x1), 0);
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = r,
+				    .size = (uint64_t)CHUNK * 32,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = timeout};
+	uint32_t set, c1, h1;
+	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(seed_peer(c, x1, "one", &c1), 0);
+	struct sfs_cache_obj o = {.len = len};
+	struct sfs_cache_hobj ha = {&s1.pc, 1};
+	ck_assert_int_eq(sfs_cache_add_set(c, "hold", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, c1, &ha, 1, 0, &h1), 0);
+	struct sfs_chunk *ch;
+	const uint8_t *p;
+	size_t avail;
+	struct sfs_cache_stats st;
+	ck_assert_int_eq(sfs_cache_get(c, set, 0, 100, &ch, &p, &avail), 0);
+	ck_assert_mem_eq(p, data + 100, 1000);
+	sfs_cache_put(c, ch);
+
+	kill(s1.pid, SIGSTOP);
+	/* Stopped for sure before the read is posted. */
+	int wst;
+	ck_assert_int_eq(waitpid(s1.pid, &wst, WUNTRACED), s1.pid);
+	ck_assert(WIFSTOPPED(wst));
+	uint64_t t0 = sfs_now_ms();
+	int rc1 = sfs_cache_get(c, set, 0, 1 * CHUNK, &ch, &p, &avail);
+	uint64_t down = sfs_now_ms(), el1 = down - t0;
+	ck_assert_msg(rc1 == -ETIMEDOUT, "read of a stalled seed: %d", rc1);
+	ck_assert_msg(el1 >= timeout - 100 && el1 <= timeout + 1500,
+		      "first read failed after %" PRIu64 " ms, --timeout %u",
+		      el1, timeout);
+	/* Let the connection be made anew (the worker does at once). */
+	usleep(200000);
+	sfs_cache_stats(c, &st);
+	uint64_t unavailable = st.unavailable;
+	t0 = sfs_now_ms();
+	int rc2 = sfs_cache_get(c, set, 0, 2 * CHUNK, &ch, &p, &avail);
+	uint64_t el2 = sfs_now_ms() - t0;
+	ck_assert_msg(rc2 != 0, "read within the hold served");
+	ck_assert_msg(el2 < 500,
+		      "read %" PRIu64 " ms after the stall, within its "
+		      "hold (1 s), failed (%d) after %" PRIu64
+		      " ms: not at once",
+		      t0 - down, rc2, el2);
+	sfs_cache_stats(c, &st);
+	ck_assert_uint_eq(st.unavailable, unavailable + 1);
+
+	/* The hold over: a read is posted again, and waits. */
+	while (sfs_now_ms() < down + 1200)
+		usleep(20000);
+	t0 = sfs_now_ms();
+	int rc3 = sfs_cache_get(c, set, 0, 3 * CHUNK, &ch, &p, &avail);
+	uint64_t el3 = sfs_now_ms() - t0;
+	down = sfs_now_ms();
+	ck_assert_msg(rc3 == -ETIMEDOUT && el3 >= timeout - 100,
+		      "read after the hold: %d after %" PRIu64
+		      " ms (not posted again?)",
+		      rc3, el3);
+
+	/* Back, and after the second hold (2 s), read again. */
+	kill(s1.pid, SIGCONT);
+	while (sfs_now_ms() < down + 2200)
+		usleep(20000);
+	t0 = sfs_now_ms();
+	ck_assert_int_eq(
+		sfs_cache_get(c, set, 0, 4 * CHUNK + 5, &ch, &p, &avail), 0);
+	ck_assert_mem_eq(p, data + 4 * CHUNK + 5, 1000);
+	sfs_cache_put(c, ch);
+	ck_assert_msg(sfs_now_ms() - t0 < 1000,
+		      "read after the seed came back took %" PRIu64 " ms",
+		      sfs_now_ms() - t0);
+	kill(s1.pid, SIGKILL);
+	waitpid(s1.pid, NULL, 0);
+	sfs_cache_stop(c);
+	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
+	sfs_xport_close(r);
+}
+END_TEST
+
+/*
  * Two shm seeds and a cache reading them: the first serves a mapping of
  * a file that the test can truncate (its pulls are then lost: the
  * transport never completes them), the second serves data itself.
@@ -2908,5 +3015,11 @@ int main(void)
 	tcase_add_test(fl, read_into_uses_members);
 	tcase_add_test(fl, failed_chunk_next_to_seed);
 	suite_add_tcase(s, fl);
+	/* A source down after a stall: reads fail at once for its hold. */
+	TCase *ho = tcase_create("hold");
+	tcase_add_checked_fixture(ho, setup, teardown);
+	tcase_set_timeout(ho, 60);
+	tcase_add_test(ho, stall_hold_fails_fast);
+	suite_add_tcase(s, ho);
 	return sfs_check_run(s);
 }

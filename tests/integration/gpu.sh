@@ -138,6 +138,7 @@ check_case "no page lock (copies from pageable memory)" 0 "exact" FAKECUDA_FAIL=
 mkdir -p "$WORK/small"
 "$GENMODEL" "$WORK/small/m" --size 4M --shards 1 >/dev/null
 SEED_LOG=small start_seed "$WORK/small/m" --protocol tcp
+SMALL_PORT=$SEED_PORT
 BIG_PORT=$(seed_port "$WORK/seed.out")
 MODEL_BIG=$MODEL
 MODEL=$WORK/small/m
@@ -155,6 +156,24 @@ ok "a device that hangs: answered within $ms ms (timeout 1500 ms, then its stage
 	fail "4 threads: $(cat "$WORK/out" "$WORK/err")"
 [ "$(grep -c '^gpuread: thread [0-3]: rc 0, ' "$WORK/out")" = 4 ] || fail "4 threads: $(cat "$WORK/out")"
 ok "4 threads at once: $(grep -c 'rc 0' "$WORK/out") of 4 read every file exact"
+
+# Sixteen threads through one device's stage while reads set stages
+# aside under the others (every event wait fails, and the stream's wait
+# too for a few: those reads answer -EIO and set their stage aside).  A
+# read that waited on a stage set aside takes its successor: it answers
+# 0 with exact bytes, never fails because of another read.  10 rounds.
+races=0
+for round in $(seq 10); do
+	FAKECUDA_FAIL=cuEventQuery:1:0,cuStreamQuery:1:8 "$GPUREAD" "$HOST:$SMALL_PORT" m "$WORK/small/m" check 16 \
+		>"$WORK/race.out" 2>"$WORK/race.err" || fail "16 threads, round $round: $(cat "$WORK/race.out" "$WORK/race.err")"
+	good=$(grep -c '^gpuread: thread [0-9]*: rc 0, \([0-9]*\) of \1 reads exact$' "$WORK/race.out" || true)
+	lost=$(grep -c '^gpuread: thread [0-9]*: rc -5, .*CUDA device 0: cuStreamQuery: unknown error' "$WORK/race.out" || true)
+	aside=$(grep -c 'its stage is set aside (a driver error)' "$WORK/race.err" || true)
+	[ $((good + lost)) = 16 ] && [ "$lost" -ge 1 ] && [ "$lost" -le 8 ] && [ "$good" -ge 8 ] && [ "$aside" = "$lost" ] ||
+		fail "16 threads, round $round: $good exact, $lost -EIO, $aside set aside: $(grep -v -E 'rc (0|-5),' "$WORK/race.out" | head -n 3)"
+	races=$((races + lost))
+done
+ok "16 threads through one stage, 10 rounds: $races reads set their stage aside while others waited on it; every other read exact, none failed for it"
 
 # Two threads whose reads time out together (the seed stopped after
 # the client opened): both answer -ETIMEDOUT, the stage is set aside

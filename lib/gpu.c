@@ -375,11 +375,11 @@ static struct timespec deadline_of(struct sfs_gpu *g)
 	return ts;
 }
 
-/* Device @dev's stage, locked, by @deadline: one that is set aside
- * while this read waits for it is let go and its successor taken, as
- * often as that happens before @deadline.  NULL, @rc and a line in @e
- * when there is none (stage_of's errors) or the wait outlasted the
- * timeout (-ETIMEDOUT). */
+/* Device @dev's stage, locked, within the timeout from now: one that is
+ * set aside while this read waits for it is let go and its successor
+ * taken, as often as that happens within the timeout.  NULL, @rc and a
+ * line in @e when there is none (stage_of's errors) or the wait
+ * outlasted the timeout (-ETIMEDOUT). */
 static struct gpu_stage *stage_lock(struct sfs_gpu *g, int dev, int *rc,
 				    char *e, size_t elen)
 {
@@ -389,7 +389,15 @@ static struct gpu_stage *stage_lock(struct sfs_gpu *g, int dev, int *rc,
 	for (;;) {
 		if (!(s = stage_of(g, dev, rc, e, elen)))
 			return NULL;
-		if ((*rc = -pthread_mutex_timedlock(&s->lock, &deadline))) {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		int late = now.tv_sec > deadline.tv_sec ||
+			   (now.tv_sec == deadline.tv_sec &&
+			    now.tv_nsec >= deadline.tv_nsec);
+		/* (A free mutex is taken past the deadline too.) */
+		if (late ||
+		    (*rc = -pthread_mutex_timedlock(&s->lock, &deadline))) {
+			*rc = -ETIMEDOUT;
 			snprintf(e, elen,
 				 "CUDA device %d: other reads held its stage "
 				 "for the timeout (%u ms)",

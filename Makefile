@@ -5,7 +5,8 @@
 #                 and a concurrency stress in a ThreadSanitizer build)
 #   make test-full  make test, then the long forms of the churn tests and
 #                 the VM tier, the slow tests under ASan+UBSan and every
-#                 integration test under ThreadSanitizer (CI runs it)
+#                 integration test under ThreadSanitizer, and the CUDA
+#                 build with its MOCK driver under each (CI runs it)
 #   make demo     install, build, publish a generated model, mount it
 #   make test-rdma  the soft-RoCE VM tier alone: raw verbs and libfabric
 #                 verbs on a real kernel RDMA stack (qemu, TCG)

@@ -904,6 +904,14 @@ static int post(struct sfs_cache *c, uint32_t pi, struct sfs_chunk *ch,
 		 * pull, was orphaned then). */
 		p->pins--;
 		sfs_peer_unpin(c, pi);
+		if (ch->dst && ch->abandoned) {
+			/* A direct chunk whose reader gave up while it was
+			 * being posted: no callback will free it, nor may it
+			 * be posted again (the memory is the caller's). */
+			sfs_cache_dst_release(c, ch);
+			pthread_cond_broadcast(&c->cond); /* c->loading */
+			return 1;
+		}
 		if (ch->orphan) {
 			ch->orphan = 0;
 			ch->state = CH_FAILED;

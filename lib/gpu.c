@@ -11,8 +11,15 @@
  * timed out (the transport may still write into it) or when the driver
  * failed a copy, a mark or a wait (its copies are in an unknown state);
  * every read of that call not known to be on the device then fails.  It
- * is freed once the transport has let go of it, at the latest when the
- * client closes; at most GPU_RETIRED_MAX wait so.
+ * is taken off its device (a new one takes its place) before its lock
+ * is let go, so a read that waited on that lock finds it set aside and
+ * takes the new stage; such a read never fails because of another's
+ * setting aside, only when its own wait for a stage outlasts the
+ * timeout.  A stage set aside is freed once the transport has let go
+ * of it and no read holds it, at the latest when the client closes; at
+ * most GPU_RETIRED_MAX wait for the transport so.
+ *
+ * Lock order: a stage's lock, then g->lock.
  */
 #include "lib/gpu.h"
 
@@ -32,7 +39,7 @@
 #define GPU_PART (16u << 20)
 #define GPU_PARTS 2
 #define GPU_PIECES 256	  /* pieces in one part at most */
-#define GPU_RETIRED_MAX 4 /* stages set aside and not yet freed */
+#define GPU_RETIRED_MAX 4 /* stages set aside the transport still holds */
 
 struct gpu_stage {
 	int dev;
@@ -57,8 +64,7 @@ struct sfs_gpu {
 	/* Stages set aside: freed when no read holds them and the
 	 * transport has let go.  protected by g->lock */
 	struct gpu_stage *retired;
-	int nretired; /* protected by g->lock */
-	int stopped;  /* protected by g->lock */
+	int stopped; /* protected by g->lock */
 };
 
 int sfs_gpu_new(struct sfs_cache *cache, struct sfs_xport *x, uint64_t align,
@@ -152,7 +158,6 @@ static void reclaim(struct sfs_gpu *g, struct gpu_stage **out)
 		if (s->dst && !s->users && !sfs_cache_dst_busy(s->dst)) {
 			*pp = s->next;
 			s->listed = 0;
-			g->nretired--;
 			s->next = *out;
 			*out = s;
 		} else {
@@ -171,12 +176,22 @@ static void free_list(struct gpu_stage *s)
 	}
 }
 
+/* Set-aside stages the transport still writes into (g->lock held). */
+static int held_by_transport(struct sfs_gpu *g)
+{
+	int n = 0;
+	for (struct gpu_stage *s = g->retired; s; s = s->next)
+		n += s->dst && sfs_cache_dst_busy(s->dst);
+	return n;
+}
+
 /* Device @dev's stage, made if needed, held (users) until stage_put;
  * NULL and a line in @err. */
 static struct gpu_stage *stage_of(struct sfs_gpu *g, int dev, int *rc,
 				  char *err, size_t errlen)
 {
 	struct gpu_stage *s = NULL, *gone = NULL;
+	int held;
 
 	if (dev < 0 || dev >= GPU_DEVICES_MAX) {
 		snprintf(err, errlen, "CUDA device %d: at most %d devices", dev,
@@ -189,11 +204,12 @@ static struct gpu_stage *stage_of(struct sfs_gpu *g, int dev, int *rc,
 	if (g->stopped) {
 		snprintf(err, errlen, "the client is closing");
 		*rc = -ESHUTDOWN;
-	} else if (!(s = g->st[dev]) && g->nretired >= GPU_RETIRED_MAX) {
+	} else if (!(s = g->st[dev]) &&
+		   (held = held_by_transport(g)) >= GPU_RETIRED_MAX) {
 		snprintf(err, errlen,
 			 "CUDA device %d: %d stages set aside after timed-out "
 			 "reads are still held by the transport",
-			 dev, g->nretired);
+			 dev, held);
 		*rc = -EBUSY;
 	} else if (!s && !(*rc = stage_new(g, dev, &s, err, errlen))) {
 		g->st[dev] = s;
@@ -221,7 +237,9 @@ int sfs_gpu_prepare(struct sfs_gpu *g, int dev, char *err, size_t errlen)
 	return s ? 0 : rc;
 }
 
-/* @s (retired under its lock) is used no more: listed once. */
+/* @s is used no more: taken off its device and listed once.  Called
+ * with s->lock held, so that a read waiting on that lock finds another
+ * stage in its place. */
 static void stage_retire(struct sfs_gpu *g, struct gpu_stage *s, int rc)
 {
 	int first = 0;
@@ -232,7 +250,6 @@ static void stage_retire(struct sfs_gpu *g, struct gpu_stage *s, int rc)
 		s->listed = first = 1;
 		s->next = g->retired;
 		g->retired = s;
-		g->nretired++;
 	}
 	pthread_mutex_unlock(&g->lock);
 	if (first)
@@ -344,8 +361,8 @@ static int wait_part(struct gpu_stage *s, unsigned int part, char *e,
 	return rc;
 }
 
-/* Lock @s's mutex within the timeout: 0 or -ETIMEDOUT. */
-static int lock_within(struct sfs_gpu *g, struct gpu_stage *s)
+/* The timeout from now, on CLOCK_REALTIME (pthread_mutex_timedlock's). */
+static struct timespec deadline_of(struct sfs_gpu *g)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -355,7 +372,46 @@ static int lock_within(struct sfs_gpu *g, struct gpu_stage *s)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
 	}
-	return -pthread_mutex_timedlock(&s->lock, &ts);
+	return ts;
+}
+
+/* Device @dev's stage, locked, within the timeout from now: one that is
+ * set aside while this read waits for it is let go and its successor
+ * taken, as often as that happens within the timeout.  NULL, @rc and a
+ * line in @e when there is none (stage_of's errors) or the wait
+ * outlasted the timeout (-ETIMEDOUT). */
+static struct gpu_stage *stage_lock(struct sfs_gpu *g, int dev, int *rc,
+				    char *e, size_t elen)
+{
+	struct timespec deadline = deadline_of(g);
+	struct gpu_stage *s;
+
+	for (;;) {
+		if (!(s = stage_of(g, dev, rc, e, elen)))
+			return NULL;
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		int late = now.tv_sec > deadline.tv_sec ||
+			   (now.tv_sec == deadline.tv_sec &&
+			    now.tv_nsec >= deadline.tv_nsec);
+		/* (A free mutex is taken past the deadline too.) */
+		if (late ||
+		    (*rc = -pthread_mutex_timedlock(&s->lock, &deadline))) {
+			*rc = -ETIMEDOUT;
+			snprintf(e, elen,
+				 "CUDA device %d: other reads held its stage "
+				 "for the timeout (%u ms)",
+				 dev, g->timeout_ms);
+			stage_put(g, s);
+			return NULL;
+		}
+		if (!s->retired)
+			return s;
+		/* Set aside while this read waited: it is off the device
+		 * already, so stage_of gives its successor. */
+		pthread_mutex_unlock(&s->lock);
+		stage_put(g, s);
+	}
 }
 
 /* Every read of device @dev, through its stage. */
@@ -370,27 +426,8 @@ static void read_dev(struct sfs_gpu *g, int dev, struct sfs_cache_rd *rds,
 	int rc = 0, lost = 0; /* lost: copies in an unknown state */
 	char e[256] = "";
 
-	for (int tries = 0; b && tries < 4; tries++) {
-		if (!(s = stage_of(g, dev, &rc, e, sizeof(e))))
-			break;
-		if ((rc = lock_within(g, s))) {
-			snprintf(e, sizeof(e),
-				 "CUDA device %d: another read held its stage "
-				 "for the timeout (%u ms)",
-				 dev, g->timeout_ms);
-			stage_put(g, s);
-			s = NULL;
-			break;
-		}
-		if (!s->retired)
-			break;
-		/* Set aside while this read waited: take the new one. */
-		pthread_mutex_unlock(&s->lock);
-		stage_put(g, s);
-		s = NULL;
-		rc = -EAGAIN;
-		snprintf(e, sizeof(e), "CUDA device %d: no stage", dev);
-	}
+	if (b)
+		s = stage_lock(g, dev, &rc, e, sizeof(e));
 	if (!s) {
 		if (!b) {
 			rc = -ENOMEM;
@@ -428,8 +465,10 @@ static void read_dev(struct sfs_gpu *g, int dev, struct sfs_cache_rd *rds,
 			rc = wrc;
 		}
 	}
-	if (rc == -ETIMEDOUT || lost)
+	if (rc == -ETIMEDOUT || lost) {
 		s->retired = 1;
+		stage_retire(g, s, rc);
+	}
 	pthread_mutex_unlock(&s->lock);
 	if (rc) {
 		if (err[0] == '\0' && e[0])
@@ -440,8 +479,6 @@ static void read_dev(struct sfs_gpu *g, int dev, struct sfs_cache_rd *rds,
 			if (devs[k] == dev && !rds[k].status &&
 			    (lost || k > i || (k == i && o < rds[k].len)))
 				rds[k].status = rc;
-		if (s->retired)
-			stage_retire(g, s, rc);
 	}
 	stage_put(g, s);
 	free(b);
@@ -493,7 +530,6 @@ void sfs_gpu_stop(struct sfs_gpu *g)
 			s->listed = 1;
 			s->next = g->retired;
 			g->retired = s;
-			g->nretired++;
 		}
 	}
 	reclaim(g, &gone);

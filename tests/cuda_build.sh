@@ -8,6 +8,10 @@
 # on CI (not from packaging/deps.sh): a missing cuda.h is a failure, not
 # a skip.  The tree stays in BUILD_DIR/cuda: copy it to a GPU host and
 # run its gpu/run.sh there.
+# In an ASan+UBSan or a ThreadSanitizer build (BUILD_DIR's CMakeCache
+# says which; make test-full runs this in both), the CUDA build is made
+# with the same sanitizer, of what the two tests need only: the CUDA
+# half of lib/gpu.c and transports/hmem.c then runs under it.
 #   cuda_build.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 SRC=$1
@@ -16,11 +20,35 @@ if [ ! -e /usr/local/cuda/include/cuda.h ] && [ ! -e /usr/include/cuda.h ]; then
 	echo "FAIL: no cuda.h (/usr/local/cuda/include or /usr/include): the CUDA toolkit is expected at /usr/local/cuda" >&2
 	exit 1
 fi
-cmake -S "$SRC" -B "$OUT" -DSEEDFS_CUDA=ON >"$OUT.configure.log" 2>&1 ||
-	{ echo "FAIL: configure -DSEEDFS_CUDA=ON:" >&2; tail -n 30 "$OUT.configure.log" >&2; exit 1; }
-cmake --build "$OUT" -j "$(nproc)" >"$OUT.build.log" 2>&1 ||
-	{ echo "FAIL: build with CUDA:" >&2; tail -n 30 "$OUT.build.log" >&2; exit 1; }
+KIND=normal
+FLAGS=()
+TARGETS=()
+if grep -q '^SEEDFS_SANITIZE:BOOL=ON' "$2/CMakeCache.txt"; then
+	KIND=asan
+	FLAGS=(-DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON)
+elif grep -q '^SEEDFS_TSAN:BOOL=ON' "$2/CMakeCache.txt"; then
+	KIND=tsan
+	FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDFS_TSAN=ON)
+fi
+[ $KIND = normal ] ||
+	TARGETS=(--target seedfs libseedfs genmodel gpuread fakecuda gpu_kit test_hmem)
+cmake -S "$SRC" -B "$OUT" -DSEEDFS_CUDA=ON "${FLAGS[@]}" >"$OUT.configure.log" 2>&1 ||
+	{ echo "FAIL: configure -DSEEDFS_CUDA=ON ${FLAGS[*]}:" >&2; tail -n 30 "$OUT.configure.log" >&2; exit 1; }
+cmake --build "$OUT" -j "$(nproc)" "${TARGETS[@]}" >"$OUT.build.log" 2>&1 ||
+	{ echo "FAIL: build with CUDA ($KIND):" >&2; tail -n 30 "$OUT.build.log" >&2; exit 1; }
 grep -q '^SEEDFS_CUDA:BOOL=ON' "$OUT/CMakeCache.txt" || { echo "FAIL: SEEDFS_CUDA is not ON in $OUT" >&2; exit 1; }
+# The sanitizer is in what the tests run.
+case $KIND in
+asan) want=libasan ;;
+tsan) want=libtsan ;;
+*) want= ;;
+esac
+for bin in "$OUT/libseedfs.so" "$OUT/tests/gpuread" "$OUT/tests/fakecuda/libcuda.so.1"; do
+	if [ -n "$want" ]; then
+		# (Not ldd | grep -q: grep's early exit fails the pipe.)
+		[[ $(ldd "$bin") == *"$want"* ]] || { echo "FAIL: $bin is not built with $want" >&2; exit 1; }
+	fi
+done
 # Built with CUDA for real: the driver calls are there.
 for lib in "$OUT/libseedfs.so"; do
 	strings "$lib" | grep -c '^cuMemcpyHtoDAsync_v2$' >/dev/null ||
@@ -32,4 +60,4 @@ ctest -R '^(unit_hmem|gpu)$' -V >"$OUT.test.log" 2>&1 || st=$?
 grep -E '^[0-9]+: (ok|FAIL)' "$OUT.test.log" | sed 's/^[0-9]*: //' || true
 grep -q '100% tests passed, 0 tests failed out of 2$' "$OUT.test.log" && [ $st = 0 ] ||
 	{ echo "FAIL: the CUDA build's tests (status $st):" >&2; tail -n 40 "$OUT.test.log" >&2; exit 1; }
-echo "ok: -DSEEDFS_CUDA=ON built in $OUT, unit_hmem and gpu passed in it"
+echo "ok: -DSEEDFS_CUDA=ON ($KIND build) built in $OUT, unit_hmem and gpu passed in it"

@@ -4,8 +4,8 @@
 # and reads it into GPU memory with the engine API (gpuread: every file,
 # every tensor, bad reads; each byte copied back and compared with the
 # file) and with the Python loader (seedfs.load_model and safe_open,
-# device="cuda"), each tensor compared with torch's own load of the
-# same file (safetensors.torch.load_file onto the same device).
+# device="cuda"), each tensor, copied back, compared with torch's own
+# load of the same file (safetensors.torch.load_file on the CPU).
 #
 # Run it from a -DSEEDFS_CUDA=ON build tree, or a copy of one (make
 # test builds one in build/cuda; copy that directory to the GPU host):
@@ -14,8 +14,11 @@
 #
 # Needs: the NVIDIA driver (libcuda.so.1) and a GPU; a python3 with
 # torch (built with CUDA) and safetensors ($PYTHON names another, e.g.
-# a venv's).  $GPU_RUN_DEVICE: the device to compare on (default
-# cuda:0; make test runs this script with cpu under a MOCK driver).
+# a venv's; words, so that it may name a launcher too).
+# $GPU_RUN_DEVICE: the device to read into (default cuda:0).  make test
+# runs this script from a copy of the build tree with the build and
+# source trees hidden, under the MOCK driver, with PYTHON naming
+# tests/tools/fakecuda_torch.py (torch's CUDA half stood in for).
 # Exit 0: every byte and tensor equal.  1: the first difference or
 # failure, in one line starting "run.sh: FAIL".
 set -euo pipefail

@@ -54,7 +54,7 @@ struct CUevent_st {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int ndev = -1; /* after cuInit */
+static int ndev = -1; /* after cuInit; atomic (devices()) */
 static struct {
 	uintptr_t base;
 	size_t len, maplen;
@@ -185,9 +185,15 @@ static void run_until(struct CUstream_st *s, size_t pos)
 		run(&s->ops[s->done++]);
 }
 
+/* The devices cuInit found, -1 before it: read on any thread. */
+static int devices(void)
+{
+	return __atomic_load_n(&ndev, __ATOMIC_ACQUIRE);
+}
+
 static CUresult need_ctx(void)
 {
-	if (ndev < 0)
+	if (devices() < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	return depth > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
@@ -195,18 +201,17 @@ static CUresult need_ctx(void)
 CUresult cuInit(unsigned int flags)
 {
 	const char *e = getenv("FAKECUDA_DEVICES");
-	pthread_mutex_lock(&mu);
-	ndev = e ? atoi(e) : 1;
-	pthread_mutex_unlock(&mu);
+	int n = e ? atoi(e) : 1;
+	__atomic_store_n(&ndev, n, __ATOMIC_RELEASE);
 	(void)flags;
-	return ndev > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+	return n > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
 CUresult cuDeviceGetCount(int *n)
 {
-	if (ndev < 0)
+	if (devices() < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	*n = ndev;
+	*n = devices();
 	return CUDA_SUCCESS;
 }
 
@@ -242,9 +247,9 @@ CUresult cuGetErrorString(CUresult r, const char **s)
 
 CUresult cuDeviceGet(CUdevice *d, int ordinal)
 {
-	if (ndev < 0)
+	if (devices() < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (ordinal < 0 || ordinal >= ndev)
+	if (ordinal < 0 || ordinal >= devices())
 		return CUDA_ERROR_INVALID_DEVICE;
 	*d = ordinal;
 	return CUDA_SUCCESS;
@@ -252,9 +257,9 @@ CUresult cuDeviceGet(CUdevice *d, int ordinal)
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
-	if (ndev < 0)
+	if (devices() < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (d < 0 || d >= ndev)
+	if (d < 0 || d >= devices())
 		return CUDA_ERROR_INVALID_DEVICE;
 	pthread_mutex_lock(&mu);
 	st_retained++;
@@ -423,7 +428,7 @@ CUresult cuStreamQuery(CUstream s)
 CUresult cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 {
 	CUresult r = CUDA_ERROR_NOT_FOUND;
-	if (ndev < 0)
+	if (devices() < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	pthread_mutex_lock(&mu);
 	int a = alloc_of((uintptr_t)p, 0);
@@ -600,7 +605,7 @@ CUresult cuMemsetD8(CUdeviceptr dptr, unsigned char uc, size_t n)
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr,
 			       CUdeviceptr ptr)
 {
-	if (ndev < 0)
+	if (devices() < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	pthread_mutex_lock(&mu);
 	int dev = alloc_of((uintptr_t)ptr, 0) >= 0;

@@ -456,7 +456,11 @@ static uint64_t read_corrupt(const char *path, uint64_t off)
 	if (sfs_client_file(cl, file, &f) || off >= f.size)
 		die("corrupt: no such file or offset", 0);
 	uint8_t *want = local_bytes(file, 0, f.size);
-	unsigned char fill = (unsigned char)~want[off];
+	/* What was there before the read: neither the file's byte at
+	 * OFFSET nor the seed's corruption of it (the seed flips every bit:
+	 * ^ 0xff), so that either reaching the device shows. */
+	unsigned char fill = (unsigned char)(want[off] ^ 0x5a),
+		      flipped = (unsigned char)(want[off] ^ 0xff);
 	/* The whole file (refused), and beside it, its bytes before the
 	 * flipped block's megabyte (served). */
 	uint64_t good = off & ~((1ull << 20) - 1);
@@ -494,8 +498,10 @@ static uint64_t read_corrupt(const char *path, uint64_t off)
 		}
 		placed += got[i] == want[i] && want[i] != fill;
 	}
-	if (got[off] != fill)
+	if (got[off] == flipped)
 		die("corrupt: the flipped byte reached the device", 0);
+	if (got[off] != fill)
+		die("corrupt: byte OFFSET is not what was there before", 0);
 	printf("gpuread: corrupt: %" PRIu64 " of %" PRIu64
 	       " bytes of the refused read placed, none of the flipped "
 	       "block; the %" PRIu64 " bytes before it, read beside it, "

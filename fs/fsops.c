@@ -440,10 +440,11 @@ static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
 	} else if (rc) {
 		SFS_LOG(SFS_WARN, "fs", "read %s [%jd, +%zu): %s", h->path,
 			(intmax_t)off, size,
-			rc == -EBADMSG	   ? "bytes do not match the seed's "
-					     "checksum (refused)"
-			: rc == -ESHUTDOWN ? "the mount is stopping"
-					   : strerror(-rc));
+			rc == -EBADMSG ? "bytes do not match the seed's "
+					 "checksum (refused)"
+			: rc == -ESHUTDOWN && atomic_load(&fs->stopping)
+				? "the mount is stopping"
+				: strerror(-rc));
 		/* Whatever went wrong below, the reader sees an I/O error;
 		 * the cause is in the log above. */
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
@@ -510,17 +511,15 @@ static void run_read(struct sfs_readq_job *job, int stopping)
 	free(j);
 }
 
-/* A read of @h that may wait for a source: some of its bytes are not in
- * the cache now (the generated files' bytes are in memory). */
-static int may_wait(struct sfs_fs *fs, struct open_file *h, size_t size,
-		    off_t off)
+/* A read of @h's bytes from the cache or a source, which may wait for
+ * one: even bytes in the cache now may be gone when the read pins them
+ * (its own read-ahead may take their slots).  The generated files'
+ * bytes are in memory. */
+static int may_wait(const struct open_file *h, size_t size, off_t off)
 {
 	if (h->kind != SFS_NODE_FILE && h->kind != SFS_NODE_TENSOR)
 		return 0;
-	if (off < 0 || (uint64_t)off >= h->size || size == 0)
-		return 0;
-	uint64_t n = SFS_MIN((uint64_t)size, h->size - (uint64_t)off);
-	return sfs_replica_resident(fs->r, &h->rf, (uint64_t)off, n) < n;
+	return off >= 0 && (uint64_t)off < h->size && size > 0;
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -535,11 +534,20 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	SFS_TSAN_PLANT(); /* tsan_sees only: common/plant.h */
 	hold(h);
-	/* One that may wait goes to a read thread: libfuse's workers stay
-	 * free for the status file, lookups, listings and attributes
-	 * however many reads wait on a stalled source.  The queue full
-	 * (fs->readq's cap) or no thread: answered here. */
-	if (fs->readq && may_wait(fs, h, size, off)) {
+	/* One that may wait runs here while fewer than SFS_FS_WORKER_READS
+	 * do, else on a read thread: libfuse's workers stay free for the
+	 * status file, lookups, listings and attributes however many reads
+	 * wait on a stalled source.  The queue full (fs->readq's cap) or
+	 * no thread: answered here. */
+	if (fs->readq && may_wait(h, size, off)) {
+		if (atomic_fetch_add(&fs->worker_reads, 1) <
+		    SFS_FS_WORKER_READS) {
+			reply_read(req, fs, h, size, off);
+			atomic_fetch_sub(&fs->worker_reads, 1);
+			drop(fs, h);
+			return;
+		}
+		atomic_fetch_sub(&fs->worker_reads, 1);
 		struct read_job *j = malloc(sizeof(*j));
 		if (j) {
 			*j = (struct read_job){.job.run = run_read,

@@ -11,6 +11,7 @@
 #include <fuse_lowlevel.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -18,6 +19,13 @@ struct sfs_tree;
 struct sfs_replica;
 struct open_file;
 struct sfs_readq;
+
+/* At most this many data reads run on libfuse's workers at once, the
+ * rest on the read threads (fs/readq.h): a lone reader's requests are
+ * not handed from thread to thread, and however many reads wait on a
+ * source, the workers but these stay free for status, lookups and
+ * attributes. */
+#define SFS_FS_WORKER_READS 2
 
 struct sfs_fs {
 	struct sfs_replica *r;	 /* borrowed */
@@ -37,6 +45,10 @@ struct sfs_fs {
 	 * libfuse's workers [borrowed]; NULL: every read is answered on
 	 * the worker that took it. */
 	struct sfs_readq *readq;
+	/* Data reads running on libfuse's workers now: at most
+	 * SFS_FS_WORKER_READS (the others go to @readq). */
+	atomic_uint worker_reads;
+	atomic_int stopping; /* the session is ending (serve.c sets it) */
 	pthread_mutex_t handles_lock;
 	struct open_file *handles; /* protected by handles_lock */
 };

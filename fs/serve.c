@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -150,6 +151,35 @@ static void *ready_thread(void *p)
 	return NULL;
 }
 
+/* The stop watch: once the session is told to end (a signal), the
+ * waits of requests still on libfuse's workers end at once (reads
+ * waiting on a source, opens asking one for its generation), not as
+ * each times out: the loop joins those workers before it returns. */
+#define STOP_WATCH_MS 100
+
+struct stop_watch {
+	struct fuse_session *se;
+	struct sfs_fs *fs;
+	int fd; /* readable: the loop has ended, stop watching */
+};
+
+static void *stop_watch(void *p)
+{
+	struct stop_watch *w = p;
+	struct pollfd pf = {.fd = w->fd, .events = POLLIN};
+
+	for (;;) {
+		int n = poll(&pf, 1, STOP_WATCH_MS);
+		if (n > 0 || (n < 0 && errno != EINTR))
+			return NULL;
+		if (fuse_session_exited(w->se)) {
+			atomic_store(&w->fs->stopping, 1);
+			sfs_replica_end_waits(w->fs->r);
+			return NULL;
+		}
+	}
+}
+
 /* The sweeper's way to drop the page cache of a generation that is no
  * longer served (not from a request: no deadlock with the kernel). */
 static void drop_page_cache(void *arg, uint64_t ino)
@@ -249,6 +279,19 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 		goto out_unmount;
 	}
 	ready_fd = -1; /* the ready thread owns it now */
+	int stop_pipe[2] = {-1, -1};
+	pthread_t stop_tid;
+	struct stop_watch sw = {.se = se, .fs = &fs};
+	int stop_started = !pipe2(stop_pipe, O_CLOEXEC);
+	if (stop_started) {
+		sw.fd = stop_pipe[0];
+		stop_started =
+			!pthread_create(&stop_tid, NULL, stop_watch, &sw);
+	}
+	if (!stop_started)
+		SFS_LOG(SFS_WARN, "mount",
+			"cannot start the stop watch: a stop waits for the "
+			"requests under way (up to --timeout)");
 
 	if (cmd->singlethread) {
 		rc = fuse_session_loop(se);
@@ -272,6 +315,18 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 	else
 		SFS_LOG(SFS_INFO, "mount", "unmounting %s", cmd->mountpoint);
 	rc = rc < 0 ? 1 : 0;
+	atomic_store(&fs.stopping, 1);
+	if (stop_started) {
+		if (write(stop_pipe[1], "x", 1) != 1)
+			SFS_LOG(SFS_WARN, "mount",
+				"cannot end the stop watch: %s",
+				strerror(errno));
+		pthread_join(stop_tid, NULL);
+	}
+	if (stop_pipe[0] >= 0) {
+		close(stop_pipe[0]);
+		close(stop_pipe[1]);
+	}
 	sfs_notify_stopping();
 	/* Reads still waiting for a source end now, with EIO (never with
 	 * bytes not verified), and so do those queued: the read threads

@@ -198,6 +198,14 @@ done
 at=$(($(date -d "${line%% *}" +%s%3N) + 1200))
 while [ "$at" -lt $(($(now_ms) + 50)) ]; do at=$((at + 4000)); done
 while [ "$(now_ms)" -lt "$at" ]; do sleep 0.02; done
+# And opens under way too: each asks the stopped seed for its
+# generation (3 s), on a libfuse worker; SIGTERM ends those waits at
+# once, as it does the reads'.
+for i in 1 2 3 4; do
+	(exec 3<"$MNT/m/${SHARDS[$i]}") 2>/dev/null &
+	PIDS+=("$!")
+done
+sleep 0.3
 t0=$(now_ms)
 kill -TERM "$MOUNT_PID"
 took=$(gone_within "$MOUNT_PID" "$t0")

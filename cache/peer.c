@@ -82,10 +82,10 @@
 #define HEDGE_LATENCIES 8
 #define HEDGE_OWN 4
 #define HEDGE_MIN_MS 1000
-#define PROBE_MAX_MS 30000 /* an unproven peer's next try, at most */
-#define XFAILS_MAX 3	   /* failures beside others before a pull fails */
-#define REFUSE_MS 1000	   /* an object whose pull failed alone: its reads */
-#define REFUSE_MAX_MS 5000 /* fail unpulled this long, doubling, at most */
+#define PROBE_MAX_MS 30000  /* an unproven peer's next try, at most */
+#define XFAILS_MAX 3	    /* failures beside others before a pull fails */
+#define REFUSE_MS 1000	    /* an object whose pull failed alone: its reads */
+#define REFUSE_MAX_MS 30000 /* fail unpulled this long, doubling, at most */
 
 static int seed_next_of(struct sfs_cache *c, const struct sfs_chunk *ch);
 static uint64_t hedge_ms(const struct sfs_cache *c, const struct cache_peer *p);
@@ -745,7 +745,8 @@ static struct sfs_refused *refused_of(struct sfs_cache *c, uint64_t born,
 /*
  * A pull of @ch failed alone on its connection with @err: its object's
  * reads fail unpulled for a while (1 s, doubling while it fails again,
- * at most 5 s), each pull of it would break the connection again under
+ * at most 30 s: a file withdrawn on a seed stays so for its generation),
+ * each pull of it would break the connection again under
  * the others' (c->lock held).
  */
 static void refuse(struct sfs_cache *c, const struct sfs_chunk *ch, int err)
@@ -1274,6 +1275,12 @@ static void pull_failed(struct sfs_cache *c, struct sfs_chunk *ch,
 		}
 		ch->state = CH_FAILED;
 		ch->err = status;
+		/* Its object's read-ahead is not pulled: the bytes past a
+		 * bad chunk are likely bad too (a file withdrawn on the seed
+		 * reads zeros), and a reader that reads it again and again
+		 * would pull them at full speed for nothing. */
+		if (p)
+			drop_ahead(c, pi, ch->set, ch->obj);
 		return;
 	}
 	SFS_LOG(SFS_WARN, "cache",

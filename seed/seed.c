@@ -531,7 +531,11 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 			struct seed_gen *g = mo->gens[k];
 			for (size_t i = 0; !rc && i < g->nfiles; i++) {
 				struct seed_file *f = &g->files[i];
-				if (!f->nmr || f->withdrawn)
+				/* A withdrawn file's too: its keys read the
+				 * zero pages now, and must not outlive a
+				 * revocation (on verbs they still pin the
+				 * pages they were made on). */
+				if (!f->nmr)
 					continue;
 				if ((rc = sfs_grow((void **)&todo, &cap, n + 1,
 						   sizeof(*todo))))

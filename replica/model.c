@@ -241,21 +241,31 @@ static void holders_drop(struct sfs_replica *r, struct sfs_vholder *gone)
 	}
 }
 
-/* The grace @v's seed announced, in ms. */
-static uint64_t view_grace_ms(const struct sfs_view *v)
+/* A seed's grace past its holder, from the manifest it gave (@h's
+ * own: a view's may be a re-seeder's), at most a day. */
+#define SEED_GRACE_MAX_MS (24ull * 3600 * 1000)
+/* A seed that still serves a superseded generation as its current says
+ * so within this (its next answer: every second, every 10 s for one a
+ * registry listed), before the bound adopt puts on its holder ends. */
+#define SEED_RELIST_MS 15000
+
+static uint64_t holder_grace_ms(const struct sfs_vholder *h)
 {
-	return v->m->grace_seconds * 1000;
+	return SFS_MIN(h->m->grace_seconds * 1000, SEED_GRACE_MAX_MS);
 }
 
 /* Seed holder @h of @v leaves it at @now (mo->lock held): the grace it
  * gave @v outlives it (a seed's current generation: the grace it
- * announced, from now). */
+ * announced, from now).  Only for a run that went (a restart, a record
+ * that lapsed, a source dropped): a run that stops listing @v has ended
+ * it itself. */
 static void note_seed_gone(struct sfs_view *v, const struct sfs_vholder *h,
 			   uint64_t now)
 {
 	if (h->partial)
 		return;
-	uint64_t until = h->expires_ms ? h->expires_ms : now + view_grace_ms(v);
+	uint64_t until =
+		h->expires_ms ? h->expires_ms : now + holder_grace_ms(h);
 	if (until > v->seed_until_ms)
 		v->seed_until_ms = until;
 }
@@ -607,7 +617,9 @@ static void adopt(struct sfs_replica *r, struct sfs_model *mo,
 		uint64_t now = sfs_now_ms();
 		for (struct sfs_vholder *h = old->holders; h; h = h->next)
 			if (!h->partial && !h->expires_ms)
-				h->expires_ms = now + view_grace_ms(old);
+				h->expires_ms =
+					now + SFS_MAX(holder_grace_ms(h),
+						      (uint64_t)SEED_RELIST_MS);
 	}
 	mo->hidden = !show;
 	snprintf(mo->why, sizeof(mo->why), "%s", show ? "" : why);
@@ -810,10 +822,14 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 		pthread_mutex_unlock(&mo->lock);
 		return 0;
 	}
-	if (!v && h->m->holdings && !leader) {
+	if (!v && h->m->holdings &&
+	    (!leader || (mo->current &&
+			 model_view_seeded(mo->current, sfs_now_ms(), NULL)))) {
 		/* A re-seeder serves a content the replica has, never a new
 		 * one, unless it leads: no seed lists the model (it is all
-		 * the replica was given: rsrc_leader). */
+		 * the replica was given: rsrc_leader), nor serves (or gave
+		 * its grace to) the generation shown, so that a seed's
+		 * record lapsing a moment does not hand the model over. */
 		snprintf(why, whylen,
 			 "a re-seeder of content %016" PRIx64
 			 ", not a generation this mount follows",
@@ -1519,7 +1535,8 @@ size_t model_prune(struct sfs_model *mo, struct rsrc *src, uint64_t instance,
 				continue;
 			}
 			if (k == n) { /* no longer served: it goes */
-				note_seed_gone(v, h, now);
+				if (h->instance != instance)
+					note_seed_gone(v, h, now);
 				*ph = h->next;
 				h->next = gone;
 				gone = h;
@@ -1787,6 +1804,9 @@ void model_retire(struct sfs_model *mo, const char *why)
 	pthread_mutex_lock(&mo->lock);
 	int had = mo->current != NULL;
 	mo->current = NULL;
+	/* No source lists it: no seed's grace keeps a view of it. */
+	for (struct sfs_view *v = mo->views; v; v = v->next)
+		v->seed_until_ms = 0;
 	snprintf(mo->why, sizeof(mo->why), "gone: %s", why);
 	pthread_mutex_unlock(&mo->lock);
 	if (had) {

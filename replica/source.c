@@ -575,6 +575,11 @@ static void offer(struct rsrc *s, const struct rsrc_ans_model *am,
 		snprintf(err, sizeof(err), "bad manifest: %s", why);
 		goto done;
 	}
+	/* What it says it is counts for who leads from now on, connected
+	 * or not (rsrc_leader: a re-seeder leads only where no seed does). */
+	pthread_mutex_lock(&s->lock);
+	s->holdings = m->holdings;
+	pthread_mutex_unlock(&s->lock);
 	const struct sfs_trust *trust = sfs_control_cred_trust(r->cfg.cred);
 	if (trust && (rc = trusted(trust, m, why, sizeof(why)))) {
 		snprintf(err, sizeof(err), "%s", why);

@@ -89,6 +89,8 @@ struct seed_retired {
  * from now on. */
 static void mrs_free(struct sfs_xport_mr **mr, size_t n)
 {
+	if (!mr)
+		return;
 	for (size_t i = 0; i < n; i++)
 		sfs_xport_mr_dereg(mr[i]);
 	free(mr);
@@ -507,7 +509,10 @@ static void retired_drop(struct sfs_seed *s, const struct seed_gen *g,
 	}
 }
 
-/* One file's new registrations, between sfs_seed_rekey's two steps. */
+/* One file's new registrations, between sfs_seed_rekey's two steps;
+ * @mr NULL: a withdrawn file that cannot be registered again (its zero
+ * pages are read-only, and a transport wants writable memory): its
+ * keys are retired all the same, none made in their place. */
 struct rekey_one {
 	struct seed_gen *g;
 	struct seed_file *f;
@@ -541,8 +546,20 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 						   sizeof(*todo))))
 					break;
 				todo[n] = (struct rekey_one){.g = g, .f = f};
-				if ((rc = seed_file_rekey(g, f, s->cfg.mr_max,
-							  &todo[n].mr)))
+				rc = seed_file_rekey(g, f, s->cfg.mr_max,
+						     &todo[n].mr);
+				if (rc && f->withdrawn && rc != -ENOMEM) {
+					SFS_LOG(SFS_WARN, "seed",
+						"%s: %s (withdrawn) cannot be "
+						"registered again (%s): its "
+						"keys are retired with the "
+						"others, none in their place",
+						mo->name,
+						g->m->files[f->fidx].path,
+						strerror(-rc));
+					todo[n++].mr = NULL;
+					rc = 0;
+				} else if (rc)
 					snprintf(err, errlen,
 						 "%s: cannot register %s "
 						 "again: %s",
@@ -571,6 +588,19 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 	for (size_t i = 0; i < n; i++) {
 		struct seed_file *f = todo[i].f;
 		struct seed_retired *r = calloc(1, sizeof(*r));
+		if (r && !todo[i].mr) { /* retired, none in their place */
+			*r = (struct seed_retired){.g = todo[i].g,
+						   .f = f,
+						   .mr = f->mr,
+						   .n = f->nmr,
+						   .epoch = epoch - 1,
+						   .expires_ms = expires,
+						   .next = s->retired};
+			s->retired = r;
+			f->mr = NULL;
+			f->nmr = 0;
+			continue;
+		}
 		if (!r || seed_file_rekey_publish(todo[i].g, f, todo[i].mr)) {
 			/* Cannot happen for a file already published (its
 			 * regions and keys have their places); keep the

@@ -29,6 +29,9 @@ static void *readq_thread(void *p)
 {
 	struct sfs_readq *q = p;
 
+	/* By name in /proc/PID/task/TID/comm: a pool that grows as reads
+	 * wait, to its bound, told apart from threads that would leak. */
+	pthread_setname_np(pthread_self(), SFS_READQ_THREAD_NAME);
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
 		while (!q->head && !q->stopping) {

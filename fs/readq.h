@@ -18,6 +18,10 @@
 
 struct sfs_readq;
 
+/* What the read threads are called (pthread_setname_np; tests count
+ * the mount's other threads apart from them). */
+#define SFS_READQ_THREAD_NAME "seedfs-read"
+
 struct sfs_readq_job {
 	struct sfs_readq_job *next; /* protected by the queue's lock */
 	/*

@@ -25,8 +25,10 @@ MNT=$WORK/mnt
 # every pass pulls again, from both.
 MOUNT_SEEDS="$HOST:$PA,$HOST:$PB" mount_seed "$MNT" --cache-size 64M --ahead 8M -o direct_io
 MPID=$MOUNT_PID
+# threads (the read threads, a pool bounded by fs/readq.h, not counted)
+# and fds of PID
 usage() {
-	echo "$(awk '$1 == "Threads:" { print $2 }' "/proc/$1/status")" \
+	echo "$(cat /proc/"$1"/task/*/comm 2>/dev/null | grep -cvx 'seedfs-read')" \
 		"$(find "/proc/$1/fd" -mindepth 1 2>/dev/null | wc -l)"
 }
 mapfile -t FILES < <(cd "$MODEL" && find . -type f | sed 's|^\./||' | sort)

@@ -588,20 +588,11 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 	for (size_t i = 0; i < n; i++) {
 		struct seed_file *f = todo[i].f;
 		struct seed_retired *r = calloc(1, sizeof(*r));
-		if (r && !todo[i].mr) { /* retired, none in their place */
-			*r = (struct seed_retired){.g = todo[i].g,
-						   .f = f,
-						   .mr = f->mr,
-						   .n = f->nmr,
-						   .epoch = epoch - 1,
-						   .expires_ms = expires,
-						   .next = s->retired};
-			s->retired = r;
-			f->mr = NULL;
-			f->nmr = 0;
-			continue;
-		}
-		if (!r || seed_file_rekey_publish(todo[i].g, f, todo[i].mr)) {
+		/* No new registration (todo[i].mr NULL): a withdrawn file
+		 * that could not be registered again; its keys retire with
+		 * none in their place. */
+		if (!r || (todo[i].mr &&
+			   seed_file_rekey_publish(todo[i].g, f, todo[i].mr))) {
 			/* Cannot happen for a file already published (its
 			 * regions and keys have their places); keep the
 			 * old keys rather than publish half of the new. */
@@ -619,6 +610,8 @@ int sfs_seed_rekey(struct sfs_seed *s, uint32_t grace_s, char *err,
 					   .next = s->retired};
 		s->retired = r;
 		f->mr = todo[i].mr;
+		if (!f->mr)
+			f->nmr = 0;
 	}
 	for (size_t mi = 0; mi < s->nmodels; mi++) {
 		struct seed_model *mo = &s->models[mi];

@@ -82,9 +82,9 @@ for args in "" "--token-file $WORK/wrong.tok"; do
 		MOUNTS+=("$MNT")
 		fail "mounted with '$args'"
 	fi
-	[ "$(wc -l <"$WORK/m.err")" = 1 ] || fail "not one line: $(cat "$WORK/m.err")"
+	bound refusal_lines = 1 "$(wc -l <"$WORK/m.err")" "a mount refused the token ('$args'): lines: $(cat "$WORK/m.err")"
 	grep -q " $MNT fuse" /proc/mounts && fail "mounted"
-	[ $(($(now_ms) - t0)) -lt 5000 ] || fail "refusal took $(($(now_ms) - t0)) ms"
+	bound refusal_ms "<" 5000 $(($(now_ms) - t0)) "a mount refused the token ('$args'), ms"
 	echo "  $(cat "$WORK/m.err")"
 done
 grep -q "HTTP status 401: the seed needs a token; give --token-file FILE (or SEEDFS_TOKEN_FILE)" \
@@ -137,7 +137,8 @@ chmod 644 "$WORK/open.tok"
 for f in short two missing; do
 	"$SEEDFS" mount --seed "$HOST:$SEED_PORT" --token-file "$WORK/$f.tok" "$WORK/nomnt" \
 		2>"$WORK/bad.err" && fail "mounted with $f.tok"
-	[ "$(wc -l <"$WORK/bad.err")" = 1 ] && grep -q "^seedfs mount: --token-file $WORK/$f.tok: " "$WORK/bad.err" ||
+	bound bad_token_file_lines = 1 "$(wc -l <"$WORK/bad.err")" "$f.tok: lines: $(cat "$WORK/bad.err")"
+	grep -q "^seedfs mount: --token-file $WORK/$f.tok: " "$WORK/bad.err" ||
 		fail "$f.tok: $(cat "$WORK/bad.err")"
 	echo "  $(cat "$WORK/bad.err")"
 	"$SEEDFS" seed --model-dir "$MODEL" --token-file "$WORK/$f.tok" >/dev/null 2>"$WORK/bad.err" &&

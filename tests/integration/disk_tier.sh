@@ -36,7 +36,7 @@ gen_dirs() { find "$CD" -mindepth 1 -maxdepth 1 -type d | wc -l; }
 # --cache-dir "-size").
 mount_seed "$MNT" --cache-dir "$CD" --cache-dir-size 1G
 [ "$(val disk_dir)" = "$CD" ] || fail "disk_dir: $(val disk_dir)"
-[ "$(val disk_size)" = $((1 << 30)) ] || fail "disk_size: $(val disk_size)"
+bound disk_size_bytes = $((1 << 30)) "$(val disk_size)" "status disk_size with --cache-dir-size 1G"
 read_all "$WORK/orig"
 drain
 pulled=$(val bytes_pulled)
@@ -60,7 +60,7 @@ unmount_check "$MNT" "$MOUNT_PID"
 
 mount_seed "$MNT" --cache-dir "$CD"
 read_all "$WORK/orig"
-[ "$(val bytes_pulled)" = 0 ] || fail "remount pulled $(val bytes_pulled) bytes"
+bound remount_pulled = 0 "$(val bytes_pulled)" "the remount pulled, bytes"
 [ "$(val disk_bytes_read)" = "$pulled" ] || fail "remount read $(val disk_bytes_read) from disk"
 ok "remount: every byte from disk ($(val disk_hits) chunks), none pulled"
 unmount_check "$MNT" "$MOUNT_PID"
@@ -71,8 +71,7 @@ region=$(find "$CD" -name 'r*' -size +2M | head -n 1)
 printf 'garbage' | dd of="$region" bs=1 seek=$((1 << 20)) conv=notrunc status=none
 mount_seed "$MNT" --cache-dir "$CD"
 read_all "$WORK/orig"
-[ "$(val bytes_pulled)" = $((1 << 20)) ] ||
-	fail "damaged chunk: pulled $(val bytes_pulled), want one chunk"
+bound damaged_pulled = $((1 << 20)) "$(val bytes_pulled)" "one damaged chunk on disk: pulled again (one chunk), bytes"
 [ "$(val errors_checksum)" = 0 ] || fail "a disk miss counted as a checksum error"
 drain
 ok "a damaged chunk on disk is a miss: one chunk pulled again, bytes exact"
@@ -98,15 +97,16 @@ drain
 # within 2 s after (a loaded machine's margin).
 for _ in $(seq 200); do [ "$(gen_dirs)" = 1 ] && break; sleep 0.05; done
 gone=$(($(now_ms) - hup_at))
-[ "$(gen_dirs)" = 1 ] || fail "generation 1 kept on disk ${gone} ms after the SIGHUP: $(gen_dirs) directories"
-[ $gone -ge 4000 ] && [ $gone -le 6000 ] || fail "generation 1's copy removed ${gone} ms after the SIGHUP, --grace 4"
+bound gen_dirs_after_grace = 1 "$(gen_dirs)" "generation directories ${gone} ms after the SIGHUP"
+bound gen_removed_ms ">=" 4000 "$gone" "generation 1's copy removed after the SIGHUP, --grace 4, ms"
+bound gen_removed_most_ms "<=" 6000 "$gone" "generation 1's copy removed after the SIGHUP, --grace 4, ms"
 grep -q "^generation: 2$" "$CD"/*/about || fail "the one left is not generation 2"
 ok "generation 2 pulled afresh ($got bytes); generation 1's copy removed when its grace ended ($gone ms)"
 unmount_check "$MNT" "$MOUNT_PID"
 
 mount_seed "$MNT" --cache-dir "$CD"
 cmp "$MODEL/$F" "$MNT/m/$F" || fail "generation 2 after remount"
-[ "$(val bytes_pulled)" = 0 ] || fail "generation 2 remount pulled $(val bytes_pulled)"
+bound gen2_remount_pulled = 0 "$(val bytes_pulled)" "the remount in generation 2 pulled, bytes"
 ok "remount in generation 2: the new shard comes from disk"
 unmount_check "$MNT" "$MOUNT_PID"
 sanitizers_clean

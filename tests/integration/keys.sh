@@ -22,19 +22,19 @@ curl -fsS "http://$HOST:$P2/v1/manifest" >"$WORK/m2.json"
 jq -r '.. | objects | select(has("key")) | .key' "$WORK/m1.json" | sort -u >"$WORK/k1"
 jq -r '.. | objects | select(has("key")) | .key' "$WORK/m2.json" | sort -u >"$WORK/k2"
 [ -s "$WORK/k1" ] && [ -s "$WORK/k2" ] || fail "no keys in the manifests"
-[ -z "$(comm -12 "$WORK/k1" "$WORK/k2")" ] || fail "two seeds share keys: $(comm -12 "$WORK/k1" "$WORK/k2")"
+bound shared_keys = 0 "$(comm -12 "$WORK/k1" "$WORK/k2" | wc -l)" "keys the two seeds share: $(comm -12 "$WORK/k1" "$WORK/k2" | tr '\n' ' ')"
 # 0x and at most 16 hex digits, no leading zero; 11 digits or more is
 # 2^40 or more (a 64-bit random key is below 2^40 with odds 2^-24), and
 # among this many keys one has 16 digits, 2^60 or more (all below:
 # odds 16^-n).
 bad=$(grep -Ev '^0x[1-9a-f][0-9a-f]{0,15}$' "$WORK/k1" "$WORK/k2" || true)
-[ -z "$bad" ] || fail "keys not 0x and 1-16 hex digits: $bad"
+bound malformed_keys = 0 "$(echo -n "$bad" | grep -c . || true)" "keys not 0x and 1-16 hex digits: $bad"
 small=$(awk '{ if (length($1) - 2 < 11) print }' "$WORK/k1" "$WORK/k2")
-[ -z "$small" ] || fail "keys below 2^40: $small"
+bound keys_below_2_40 = 0 "$(echo -n "$small" | grep -c . || true)" "keys below 2^40: $small"
 n=$(cat "$WORK/k1" "$WORK/k2" | wc -l)
-[ "$n" -ge 8 ] || fail "only $n keys"
+bound keys ">=" 8 "$n" "keys in the two manifests"
 big=$(awk '{ if (length($1) - 2 == 16) n++ } END { print n + 0 }' "$WORK/k1" "$WORK/k2")
-[ "$big" -ge 1 ] || fail "no key of $n at 2^60 or more: $(cat "$WORK/k1" "$WORK/k2" | tr '\n' ' ')"
+bound keys_at_2_60 ">=" 1 "$big" "keys of $n at 2^60 or more: $(cat "$WORK/k1" "$WORK/k2" | tr '\n' ' ')"
 ok "$n keys, none shared by the two seeds, none below 2^40, $big at 2^60 or more ($(head -n 2 "$WORK/k1" | tr '\n' ' '))"
 
 for p in tcp sockets; do

@@ -82,18 +82,28 @@ ok ".seedfs/manifest.json is the served manifest without addresses and keys"
 if [ ${#SEED_ARGS[@]} -eq 0 ]; then
 	# The seed's defaults, as the manifest shows them: --grace 60,
 	# --checksum-chunk 1 MiB, --inline-max 64 KiB (--mr-max: below).
-	python3 - "$WORK/manifest.json" <<'PY' || fail "seed defaults"
+	# grace_seconds, the smallest and largest checksum chunk, and for
+	# the 64 KiB and 64 KiB + 1 files: one extent, inline (1) or a
+	# region (0); anything else -1.
+	python3 - "$WORK/manifest.json" >"$WORK/defaults" <<'PY' || fail "seed defaults"
 import json, sys
 m = json.load(open(sys.argv[1]))
-assert m["grace_seconds"] == 60, f"grace_seconds {m['grace_seconds']}"
 f = {e["path"]: e for e in m["files"]}
-sizes = {e["checksum"]["chunk_size"] for e in m["files"]}
-assert sizes == {1048576}, f"checksum chunk sizes {sizes}"
-ext = f["extra/inline-64k.bin"]["extents"]
-assert len(ext) == 1 and "inline" in ext[0], f"64 KiB file not inline: {ext}"
-ext = f["extra/region-64k1.bin"]["extents"]
-assert len(ext) == 1 and "region" in ext[0], f"64 KiB + 1 inline: {ext}"
+sizes = [e["checksum"]["chunk_size"] for e in m["files"]]
+def inline(p):
+    ext = f[p]["extents"]
+    if len(ext) == 1 and "inline" in ext[0]:
+        return 1
+    return 0 if len(ext) == 1 and "region" in ext[0] else -1
+print(m["grace_seconds"], min(sizes), max(sizes),
+      inline("extra/inline-64k.bin"), inline("extra/region-64k1.bin"))
 PY
+	read -r grace cmin cmax in64 in64k1 <"$WORK/defaults"
+	bound grace_seconds = 60 "$grace" "the manifest's grace_seconds with no --grace"
+	bound checksum_chunk_min = 1048576 "$cmin" "the smallest checksum chunk_size with no --checksum-chunk"
+	bound checksum_chunk_max = 1048576 "$cmax" "the largest checksum chunk_size with no --checksum-chunk"
+	bound inline_64k = 1 "$in64" "a 64 KiB file one inline extent (1; 0 a region, -1 other)"
+	bound inline_64k1 = 0 "$in64k1" "a 64 KiB + 1 file one region extent (0; 1 inline, -1 other)"
 	ok "seed defaults: grace_seconds 60, checksum chunk 1 MiB, 64 KiB inline and 64 KiB + 1 not"
 fi
 
@@ -106,12 +116,12 @@ for _ in $(seq 100); do
 	[ "$(cat "$bdi")" = 16384 ] && break
 	sleep 0.05
 done
-[ "$(cat "$bdi")" = 16384 ] || fail "read_ahead_kb $(cat "$bdi"), not 16384 after 5 s"
+bound read_ahead_kb = 16384 "$(cat "$bdi")" "$bdi 5 s after the mount was ready"
 cs=$(awk '$1 == "cache_size:" { print $2 }' "$MNT/.seedfs/status")
 ra=$(awk '$1 == "read_ahead_max:" { print $2 }' "$MNT/.seedfs/status")
 [ -n "$cs" ] && [ -n "$ra" ] || fail "no cache_size or read_ahead_max in status"
 want=$((cs / 4 < 64 << 20 ? cs / 4 : 64 << 20))
-[ "$ra" = "$want" ] || fail "read_ahead_max $ra, not min(64 MiB, $cs / 4) = $want"
+bound read_ahead_max_off = 0 $((ra - want)) "read_ahead_max $ra less min(64 MiB, cache $cs / 4) = $want, bytes"
 ok "read_ahead_kb 16384; read_ahead_max $ra (cache $((cs >> 20)) MiB)"
 
 # Read-only.
@@ -137,8 +147,8 @@ ok "sha256 of every file matches"
 # requests, not the kernel's default 128 KiB.
 big=$(grep -c 'fs: read .*, +1048576)' "$WORK/mount.log" || true)
 small=$(grep -c 'fs: read .*, +131072)' "$WORK/mount.log" || true)
-[ "$big" -ge 1 ] && [ "$big" -gt "$small" ] ||
-	fail "read requests: $big of 1 MiB, $small of 128 KiB"
+bound mib_requests ">=" 1 "$big" "read requests of 1 MiB ($small of 128 KiB)"
+bound mib_requests_over_small ">" 0 $((big - small)) "read requests of 1 MiB ($big) less those of 128 KiB ($small)"
 ok "read requests: $big of 1 MiB, $small of 128 KiB"
 unmount_check "$MNT" "$MOUNT_PID"
 
@@ -156,13 +166,20 @@ if [ "$PROTO" = tcp ] && [ ${#SEED_ARGS[@]} -eq 0 ]; then
 	SEED_LOG=bigseed start_seed "$WORK/big" --protocol tcp
 	curl -sf "http://$HOST:$SEED_PORT/v1/manifest" >"$WORK/big.json" ||
 		fail "curl big manifest"
-	python3 - "$WORK/big.json" <<'PY' || fail "--mr-max default"
+	# The extents' count and lengths, and whether the regions' lengths
+	# are the same (1) or not (0).
+	python3 - "$WORK/big.json" >"$WORK/big.lens" <<'PY' || fail "--mr-max default"
 import json, sys
 m = json.load(open(sys.argv[1]))
 lens = [e["length"] for e in m["files"][0]["extents"]]
-assert lens == [1 << 30, 4096], f"extents {lens}"
-assert [r["length"] for r in m["regions"]] == lens, m["regions"]
+print(len(lens), lens[0], lens[-1],
+      int([r["length"] for r in m["regions"]] == lens))
 PY
+	read -r npieces first last same <"$WORK/big.lens"
+	bound mr_pieces = 2 "$npieces" "extents of a 1 GiB + 4 KiB file with no --mr-max"
+	bound mr_first_piece = 1073741824 "$first" "the first extent of a 1 GiB + 4 KiB file, bytes"
+	bound mr_last_piece = 4096 "$last" "the last extent of a 1 GiB + 4 KiB file, bytes"
+	bound mr_regions_same = 1 "$same" "regions of the same lengths as the extents ($(cat "$WORK/big.lens"))"
 	kill -TERM "$SEED_PID"
 	wait "$SEED_PID" || fail "big seed exit status $?"
 	ok "--mr-max default: 1 GiB + 4 KiB registered as 1 GiB and 4 KiB"

@@ -22,7 +22,7 @@ refused() {
 	before=$(grep -c " $MNT fuse" /proc/mounts || true)
 	"$SEEDFS" mount --seed "$HOST:$SEED_PORT" "${@:1:$#-1}" 2>"$WORK/err" || st=$?
 	[ "$st" -ne 0 ] || { MOUNTS+=("$MNT"); fail "mount succeeded: ${*:1:$#-1}"; }
-	[ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "not one line: $(cat "$WORK/err")"
+	bound refusal_lines = 1 "$(wc -l <"$WORK/err")" "refused mount (${*:1:$#-1}): lines: $(cat "$WORK/err")"
 	grep -qF -- "$pat" "$WORK/err" || fail "'$pat' not in: $(cat "$WORK/err")"
 	[ "$(grep -c " $MNT fuse" /proc/mounts || true)" = "$before" ] ||
 		fail "something got mounted"
@@ -57,7 +57,7 @@ grep -q "Transport endpoint is not connected" "$WORK/ls.err" || fail "not ENOTCO
 	2>"$WORK/err" || fail "mount over a dead mount: $(cat "$WORK/err")"
 grep -q "detached a seedfs mount (seedfs@$HOST:$SEED_PORT) whose daemon was gone; removed its control socket" \
 	"$WORK/err" || fail "not said: $(cat "$WORK/err")"
-[ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "more than one line: $(cat "$WORK/err")"
+bound detached_lines = 1 "$(wc -l <"$WORK/err")" "a mount over a dead one: lines: $(cat "$WORK/err")"
 [ ! -e "$sock" ] || fail "the dead daemon's socket $sock is still there"
 MOUNT_PID=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' "$WORK/mount2.log" | tail -n 1)
 PIDS+=("$MOUNT_PID")
@@ -89,8 +89,8 @@ for cs in 64M 2G; do
 		# It grows only as it needs: unused, at most 64 MiB of it.
 		sleep 0.3
 		ready=$(awk '$1 == "cache_ready:" { print $2 }' "$MNT/.seedfs/status")
-		[ "${ready:-$size}" -le $((64 << 20)) ] ||
-			fail "cache $cs: ${ready:-$size} bytes ready, nothing used"
+		bound unused_ready_mib "<=" 64 $(((${ready:-$size} + (1 << 20) - 1) >> 20)) \
+			"cache $cs: ready with nothing used (${ready:-$size} bytes), MiB"
 		cmp "$MODEL/config.json" "$MNT/m/config.json" || fail "read"
 		unmount_check "$MNT" "$MOUNT_PID"
 		best+="${best:+, }$rest"
@@ -146,7 +146,7 @@ if [ -n "$CG" ]; then
 	st=0
 	in_cg "$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$MNT" --cache-size 3G 2>"$WORK/err" || st=$?
 	[ $st -ne 0 ] || { MOUNTS+=("$MNT"); fail "3G cache mounted in a 1 GiB cgroup"; }
-	[ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "not one line: $(cat "$WORK/err")"
+	bound cgroup_refusal_lines = 1 "$(wc -l <"$WORK/err")" "3G cache in a 1 GiB cgroup refused: lines: $(cat "$WORK/err")"
 	grep -q "is more than this mount can have: its cgroup /$CGNAME allows 1.0 GiB" \
 		"$WORK/err" || fail "said: $(cat "$WORK/err")"
 	ok "cgroup: $(cat "$WORK/err")"

@@ -25,9 +25,9 @@ grep -q "^control: /.*/mount-$MOUNT_PID.sock$" "$S" || fail "no control line: $(
 "$SEEDFS" prefetch "$MNT/m" 2>"$WORK/pf.err" || fail "prefetch: $(cat "$WORK/pf.err")"
 grep -q "^prefetch m: done, " "$WORK/pf.err" || fail "prefetch said: $(cat "$WORK/pf.err")"
 pulled=$(val bytes_pulled)
-[ "$pulled" -ge $((shards - (1 << 20))) ] || fail "prefetch pulled $pulled of $shards"
+bound short_kib "<=" 1024 $(((shards - pulled + 1023) / 1024)) "prefetch pulled $pulled of the shards' $shards bytes: short by, KiB"
 read_all
-[ "$(val bytes_pulled)" = "$pulled" ] || fail "reads after prefetch pulled $(($(val bytes_pulled) - pulled)) more bytes"
+bound after_pulled = 0 $(($(val bytes_pulled) - pulled)) "reads after the prefetch pulled, bytes"
 ok "prefetch: $(tail -n 1 "$WORK/pf.err"); reads after it pulled nothing"
 
 # Errors: one line each, exit status 1.
@@ -44,7 +44,8 @@ mount_seed "$MNT" --cache-size 256M
 "$SEEDFS" prefetch "$MNT/m" "$F" 2>"$WORK/pf.err" || fail "prefetch $F: $(cat "$WORK/pf.err")"
 fsize=$(stat -c %s "$MODEL/$F")
 p=$(val bytes_pulled)
-[ "$p" -le "$fsize" ] && [ "$p" -ge $((fsize - (1 << 20))) ] || fail "prefetch of $F pulled $p (file $fsize)"
+bound file_over "<=" 0 $((p - fsize)) "prefetch of $F pulled $p bytes, past the file's $fsize by, bytes"
+bound file_short_kib "<=" 1024 $(((fsize - p + 1023) / 1024)) "prefetch of $F pulled $p bytes of $fsize: short by, KiB"
 ok "prefetch of one file pulled $p bytes (the file: $fsize)"
 unmount_check "$MNT" "$MOUNT_PID"
 
@@ -54,7 +55,8 @@ mount_seed "$MNT" --cache-size 32M
 grep -q "^seedfs prefetch: the cache holds 32.0 MiB: warming the first 24.0 MiB" "$WORK/pf.err" ||
 	fail "no note: $(cat "$WORK/pf.err")"
 p=$(val bytes_pulled)
-[ "$p" -ge $((24 << 20)) ] && [ "$p" -le $((32 << 20)) ] || fail "small cache: pulled $p"
+bound small_cache_pulled_mib ">=" 24 $((p >> 20)) "a 32 MiB cache: prefetch pulled $p bytes, whole MiB"
+bound small_cache_pulled_most_mib "<=" 32 $(((p + (1 << 20) - 1) >> 20)) "a 32 MiB cache: prefetch pulled $p bytes, MiB rounded up"
 ok "small cache: $(head -n 1 "$WORK/pf.err") (pulled $((p >> 20)) MiB)"
 unmount_check "$MNT" "$MOUNT_PID"
 
@@ -115,6 +117,6 @@ waited=$(($(now_ms) - t0))
 kill -CONT "$SEED_PID"
 wait "$PF" && fail "the interrupted prefetch reported success"
 grep -q "^seedfs prefetch: stopped: the mount is being unmounted$" "$WORK/pf.err" || fail "prefetch said: $(cat "$WORK/pf.err")"
-[ "$waited" -le 5000 ] || fail "unmount took $waited ms with a prefetch in flight"
+bound unmount_ms "<=" 5000 "$waited" "the daemon gone after an unmount with a prefetch in flight, ms"
 ok "unmount during a stalled prefetch: daemon gone in $waited ms; client: $(tail -n 1 "$WORK/pf.err")"
 sanitizers_clean

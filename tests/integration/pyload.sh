@@ -18,7 +18,10 @@ start_seed "$WORK/d/m" --protocol tcp
 for fw in numpy torch; do
 	$PY "$SRC/tests/tools/loadtest.py" check "$HOST:$SEED_PORT" "$WORK/d/m" $fw \
 		>"$WORK/check.out" 2>&1 || fail "$fw: $(cat "$WORK/check.out")"
-	while read -r l; do ok "$l"; done <"$WORK/check.out"
+	while read -r l; do
+		# loadtest.py's bounds, as lib.sh's bound prints them
+		case $l in "bound: "*) echo "$l" ;; *) ok "$l" ;; esac
+	done <"$WORK/check.out"
 done
 
 EX=$SRC/python/examples/load_torch.py

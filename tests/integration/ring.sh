@@ -142,7 +142,7 @@ for _ in $(seq 100); do
 	[ "$(plain)" -ge 8 ] && break
 	sleep 0.1
 done
-[ "$(plain)" = 8 ] || fail "the mount took $(plain) of 20 re-seeders, not 8: $(cat "$WORK/plain.log")"
+bound plain_reseeders = 8 "$(plain)" "re-seeders the mount took of 20 announced without a ring ($(cat "$WORK/plain.log"))"
 
 # The ring: 1,003 fakes with their runs, and the mount.
 python3 "$WORK/ring.py" "$HOST" "$SP" 1003 "$WORK/ring.out" >"$WORK/ring.log" 2>&1 &
@@ -154,14 +154,16 @@ for _ in $(seq 600); do
 	sleep 0.1
 done
 grep -q '^ready' "$WORK/ring.out" || fail "ring.py not ready in 60 s: $(cat "$WORK/ring.log")"
-grep -q '^sizes \[1004\] places 1004$' "$WORK/ring.out" ||
-	fail "not one ring of 1004, every place taken: $(cat "$WORK/ring.out")"
-grep -q '^members 0 wrong$' "$WORK/ring.out" || fail "$(cat "$WORK/ring.out")"
+grep -q '^sizes \[1004\] ' "$WORK/ring.out" || fail "not one ring of 1004: $(cat "$WORK/ring.out")"
+bound ring_places = 1004 "$(sed -n 's/^sizes .* places \([0-9]*\)$/\1/p' "$WORK/ring.out")" \
+	"places of the ring taken ($(cat "$WORK/ring.out"))"
+bound members_wrong = 0 "$(sed -n 's/^members \([0-9]*\) wrong$/\1/p' "$WORK/ring.out")" \
+	"fakes whose members or listing are not their places -1 .. -512 ($(cat "$WORK/ring.out"))"
 st=$(python3 "$WORK/ring.py" "$HOST" "$SP" 1003 /dev/null extra)
-[ "$st" = 503 ] || fail "the 1,025th announcement got $st, not 503"
+bound announce_1025_status = 503 "$st" "the 1,025th announcement's HTTP status"
 curl -sf "http://$HOST:$SP/metrics" >"$WORK/seed.metrics" || fail "seed metrics"
-grep -q '^seedfs_seed_reseeders 1024$' "$WORK/seed.metrics" ||
-	fail "seed metrics: $(grep reseeders "$WORK/seed.metrics")"
+bound seed_reseeders = 1024 "$(awk '$1 == "seedfs_seed_reseeders" { print $2 }' "$WORK/seed.metrics")" \
+	"seedfs_seed_reseeders in the seed's metrics"
 ok "the seed lists 1024 re-seeders, one ring of 1004, each fake's members at -1 .. -512, the 1025th refused (503)"
 
 # The mount's place: asked every second, the lanes set once it has it.
@@ -182,7 +184,7 @@ for _ in $(seq 50); do
 	[ "$max" -ge 10 ] && break
 	sleep 0.1
 done
-[ "$max" -eq 10 ] || fail "$max of its 10 members became sources in 5 s: $(grep -E '^(reseeder|sources_)' "$A/.seedfs/status")"
+bound member_sources = 10 "$max" "of its 10 members, sources in 5 s: $(grep -E '^(reseeder|sources_)' "$A/.seedfs/status" | tr '\n' ' ')"
 grep -q "is no longer a source: a member of this re-seeder's place in the fleet's ring comes" "$WORK/a.log" ||
 	fail "no earlier peer left for a member: $(grep -c 'is a source from now on' "$WORK/a.log") added"
 kill "$PPID_" 2>/dev/null || true

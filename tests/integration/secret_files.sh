@@ -36,7 +36,7 @@ refused() {
 		fail "$what: took $file at mode $mode"
 	fi
 	local want="$file: mode 0$mode gives its group or others access (0600 or 0400 wanted); chmod 600 $file"
-	[ "$(wc -l <"$WORK/r.err")" = 1 ] || fail "$what ($mode): not one line: $(cat "$WORK/r.err")"
+	bound refusal_lines = 1 "$(wc -l <"$WORK/r.err")" "$what ($mode): lines of the refusal: $(cat "$WORK/r.err")"
 	grep -qF -- "$prefix" "$WORK/r.err" && grep -qF -- "$want" "$WORK/r.err" ||
 		fail "$what ($mode): $(cat "$WORK/r.err")"
 }
@@ -84,7 +84,8 @@ U=http://127.0.0.1:$SEED_PORT
 for h in evil.example "evil.example:$SEED_PORT" 127.0.0.1.evil.example localhost.evil.example; do
 	[ "$(code -H "Host: $h" "$U/v1/models")" = 421 ] || fail "Host: $h got $(cat "$WORK/body")"
 done
-[ "$(wc -l <"$WORK/body")" = 1 ] && grep -q "^this control port has no token and answers only requests for its own host names" "$WORK/body" ||
+bound body_lines_421 = 1 "$(wc -l <"$WORK/body")" "lines of the 421 body: $(cat "$WORK/body")"
+grep -q "^this control port has no token and answers only requests for its own host names" "$WORK/body" ||
 	fail "421 body: $(cat "$WORK/body")"
 [ "$(code -H "Host: evil.example" "$U/v1/manifest")" = 421 ] || fail "/v1/manifest"
 [ "$(code -H "Host: evil.example" -X POST --data '{"address":"1.2.3.4:5"}' "$U/v1/announce")" = 421 ] ||

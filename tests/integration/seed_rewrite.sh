@@ -77,7 +77,7 @@ rewrite_during() {
 		await_answer "$before"
 		met=$(($(grep -c "$pat" "$WORK/seed.err" || true) - base))
 	done
-	[ "$met" -ge 2 ] || fail "$way: in $tries tries, $met republishes met the rewrite"
+	bound rewrites_met ">=" 2 "$met" "$way: republishes that met the rewrite, in $tries tries"
 	ok "$way: $met of $tries republishes met the rewrite: refused in one line each, the seed alive"
 	grep "$pat" "$WORK/seed.err" | tail -n 1
 }

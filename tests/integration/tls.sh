@@ -90,7 +90,7 @@ refused() { # WHAT PATTERN MOUNT-ARGS...
 		MOUNTS+=("$WORK/nomnt")
 		fail "$what: mounted"
 	fi
-	[ "$(wc -l <"$WORK/r.err")" = 1 ] || fail "$what: not one line: $(cat "$WORK/r.err")"
+	bound refusal_lines = 1 "$(wc -l <"$WORK/r.err")" "$what: lines of the refusal: $(cat "$WORK/r.err")"
 	grep -q -- "$pat" "$WORK/r.err" || fail "$what: $(cat "$WORK/r.err")"
 	grep -q " $WORK/nomnt fuse" /proc/mounts && fail "$what: mounted"
 	echo "  $what: $(cat "$WORK/r.err")"

@@ -8,16 +8,35 @@
 #include <check.h>
 #include <stdio.h>
 
-/* SFS_TEST_BOUND_LE(KEY, LIMIT, VALUE): assert VALUE <= LIMIT (integers),
- * printing the line first (flushed: a failed assertion ends the forked
- * test at once). */
-#define SFS_TEST_BOUND_LE(key, limit, value)                                   \
+/* SFS_TEST_BOUND(KEY, OP, LIMIT, VALUE): assert VALUE OP LIMIT (integers;
+ * OP one of <= >= < > ==, printed "=" for ==, as docs/claims.md writes
+ * it), printing the line first (flushed: a failed assertion ends the
+ * forked test at once). */
+#define SFS_TEST_BOUND(key, op, limit, value)                                  \
 	do {                                                                   \
 		long long l_ = (long long)(limit), v_ = (long long)(value);    \
-		printf("bound: %s <= %lld: %lld\n", key, l_, v_);              \
+		printf("bound: %s %s %lld: %lld\n", key,                       \
+		       sfs_test_bound_op(#op), l_, v_);                        \
 		fflush(stdout);                                                \
-		ck_assert_msg(v_ <= l_, "%s: %lld, bound <= %lld", key, v_,    \
-			      l_);                                             \
+		ck_assert_msg(v_ op l_, "%s: %lld, bound %s %lld", key, v_,    \
+			      sfs_test_bound_op(#op), l_);                     \
 	} while (0)
+
+#define SFS_TEST_BOUND_LE(key, limit, value)                                   \
+	SFS_TEST_BOUND(key, <=, limit, value)
+#define SFS_TEST_BOUND_GE(key, limit, value)                                   \
+	SFS_TEST_BOUND(key, >=, limit, value)
+#define SFS_TEST_BOUND_LT(key, limit, value)                                   \
+	SFS_TEST_BOUND(key, <, limit, value)
+#define SFS_TEST_BOUND_GT(key, limit, value)                                   \
+	SFS_TEST_BOUND(key, >, limit, value)
+#define SFS_TEST_BOUND_EQ(key, limit, value)                                   \
+	SFS_TEST_BOUND(key, ==, limit, value)
+
+/* The comparison as docs/claims.md writes it ("==" is "="). */
+static inline const char *sfs_test_bound_op(const char *op)
+{
+	return op[0] == '=' ? "=" : op;
+}
 
 #endif /* SFS_TEST_BOUND_H */

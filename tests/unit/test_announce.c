@@ -11,6 +11,7 @@
  * that rank first for it, together covering the table), and the
  * announce route's parser and refusal log limiter.
  */
+#include "bound.h"
 #include "check_run.h"
 
 #include "control/run.h"
@@ -201,7 +202,8 @@ START_TEST(cap_1024)
 	struct sfs_announced *a = table(1, 0);
 	for (size_t i = 0; i < SFS_ANNOUNCED_MAX; i++)
 		ck_assert_int_eq(add(a, i, 0, T0), 0);
-	ck_assert_uint_eq(sfs_announced_live(a, T0), SFS_ANNOUNCED_MAX);
+	SFS_TEST_BOUND_EQ("cap_live", SFS_ANNOUNCED_MAX,
+			  sfs_announced_live(a, T0));
 	ck_assert_int_eq(add(a, SFS_ANNOUNCED_MAX, 0, T0 + 1), -ENOSPC);
 	/* One already listed renews itself at the cap. */
 	ck_assert_int_eq(add(a, 7, 0, T0 + 2), 0);
@@ -514,7 +516,7 @@ START_TEST(rendezvous_subsets)
 		json_decref(o);
 	}
 	/* 200 askers x 16 of 1,024: about 980 of them listed to someone. */
-	ck_assert_uint_ge(covered, 900);
+	SFS_TEST_BOUND_GE("askers_cover", 900, covered);
 	sfs_announced_free(a);
 }
 END_TEST

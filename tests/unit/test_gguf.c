@@ -2,6 +2,7 @@
 /* Unit tests: GGUF header validation (metadata/gguf), one per rule. */
 #include "metadata/gguf.h"
 
+#include "bound.h"
 #include "check_run.h"
 
 #include <check.h>
@@ -288,10 +289,11 @@ static const struct bad {
 	{"data past end", "run past the end of the file", {.drop_data = 1}},
 };
 
-START_TEST(rejects)
+/* Whether @b is refused (-EINVAL, nothing returned) with a line naming
+ * its rule; says why not. */
+static int refused_naming_rule(const struct bad *b)
 {
 	static struct w w;
-	const struct bad *b = &bads[_i];
 	struct opt o = b->o;
 	if (!o.off1)
 		o.off1 = ~0ull;
@@ -310,11 +312,29 @@ START_TEST(rejects)
 		sample(&w, &o);
 	}
 	err[0] = '\0';
-	ck_assert_int_eq(sfs_gguf_parse(w.buf, w.n, &g, err, sizeof(err)),
-			 -EINVAL);
-	ck_assert_ptr_null(g);
-	ck_assert_msg(strstr(err, b->needle), "%s: '%s' lacks '%s'", b->what,
-		      err, b->needle);
+	int rc = sfs_gguf_parse(w.buf, w.n, &g, err, sizeof(err));
+	if (rc != -EINVAL || g) {
+		printf("%s: parse returned %d, %s\n", b->what, rc,
+		       g ? "a header" : "nothing");
+		sfs_gguf_free(g);
+		return 0;
+	}
+	if (!strstr(err, b->needle)) {
+		printf("%s: '%s' lacks '%s'\n", b->what, err, b->needle);
+		return 0;
+	}
+	return 1;
+}
+
+/* Every bad header of the list refused naming its rule: as many as the
+ * list holds, 29 (docs/claims.md). */
+START_TEST(rejects)
+{
+	int n = 0;
+	for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++)
+		n += refused_naming_rule(&bads[i]);
+	SFS_TEST_BOUND_EQ("refused_naming_rule", 29, n);
+	ck_assert_int_eq(n, (int)(sizeof(bads) / sizeof(bads[0])));
 }
 END_TEST
 
@@ -325,7 +345,7 @@ int main(void)
 	tcase_add_test(t, valid);
 	tcase_add_test(t, parse_head);
 	tcase_add_test(t, ggml_sizes);
-	tcase_add_loop_test(t, rejects, 0, sizeof(bads) / sizeof(bads[0]));
+	tcase_add_test(t, rejects);
 	suite_add_tcase(s, t);
 	return sfs_check_run(s);
 }

@@ -3,6 +3,7 @@
 #include "common/mem.h"
 #include "common/util.h"
 
+#include "bound.h"
 #include "check_run.h"
 
 #include <check.h>
@@ -195,23 +196,34 @@ END_TEST
 
 /* The mount's default cache: 1/16 of the RAM within [64 MiB, 4 GiB], at
  * most half of the room, in whole MiB (README, "The mount"). */
+/* @b in MiB, or -1 when it is not a whole number of MiB. */
+static long long whole_mib(uint64_t b)
+{
+	return b % (1ull << 20) ? -1 : (long long)(b >> 20);
+}
+
 START_TEST(default_cache)
 {
 	const uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
 	struct sfs_mem_room r = {.available = UINT64_MAX};
-	ck_assert_uint_eq(sfs_mem_default_cache(16 * GiB, &r), GiB);
+	SFS_TEST_BOUND_EQ("default_cache_16g_mib", 1024,
+			  whole_mib(sfs_mem_default_cache(16 * GiB, &r)));
 	ck_assert_uint_eq(sfs_mem_default_cache(24 * GiB, &r), 1536 * MiB);
-	ck_assert_uint_eq(sfs_mem_default_cache(512 * MiB, &r), 64 * MiB);
+	SFS_TEST_BOUND_EQ("default_cache_512m_mib", 64,
+			  whole_mib(sfs_mem_default_cache(512 * MiB, &r)));
 	ck_assert_uint_eq(sfs_mem_default_cache(1088 * MiB, &r), 68 * MiB);
-	ck_assert_uint_eq(sfs_mem_default_cache(256 * GiB, &r), 4 * GiB);
+	SFS_TEST_BOUND_EQ("default_cache_256g_mib", 4096,
+			  whole_mib(sfs_mem_default_cache(256 * GiB, &r)));
 	ck_assert_uint_eq(sfs_mem_default_cache(60 * GiB, &r), 3840 * MiB);
 	ck_assert_uint_eq(sfs_mem_default_cache(16 * GiB + 24 * MiB, &r),
 			  GiB + MiB); /* 1 GiB + 1.5 MiB, in whole MiB */
 	ck_assert_uint_eq(sfs_mem_default_cache(0, &r), 256 * MiB);
 	r.available = GiB; /* half of the room */
-	ck_assert_uint_eq(sfs_mem_default_cache(16 * GiB, &r), 512 * MiB);
+	SFS_TEST_BOUND_EQ("default_cache_1g_room_mib", 512,
+			  whole_mib(sfs_mem_default_cache(16 * GiB, &r)));
 	r.available = 100 * MiB; /* never below 64 MiB */
-	ck_assert_uint_eq(sfs_mem_default_cache(16 * GiB, &r), 64 * MiB);
+	SFS_TEST_BOUND_EQ("default_cache_100m_room_mib", 64,
+			  whole_mib(sfs_mem_default_cache(16 * GiB, &r)));
 }
 END_TEST
 

@@ -181,26 +181,30 @@ read -r a b why < <(python3 "$WORK/flood.py" "$HOST" "$SP" "$TOKEN" squat 127.0.
 get "/v1/sources?me=$VINST" >"$WORK/me.json"
 grep -qF '"127.0.0.30:9"' "$WORK/me.json" && fail "the squatter is listed: $(cat "$WORK/me.json")"
 get /v1/sources | grep -qF "\"$VADDR\"" || fail "the victim left the list"
-# The victim still announces (every 5 s) and is answered 200.
-sleep 6
-grep -q "announcing to .*: " "$WORK/v.log" && fail "the victim's announcements refused: $(grep 'announcing to' "$WORK/v.log" | tail -n 2)"
-ok "squatting the live run $VINST: 403 without a proof and with a wrong one; $VADDR stays listed"
-
-# --- ... and of the same run once it lapsed. ----------------------------
-unmount_check "$V" "$VPID"
-for _ in $(seq 250); do
-	get /v1/sources | grep -qF "\"$VADDR\"" || break
+# The victim still announces (every 5 s) and is answered 200: the seed
+# renews its listing (expires_in_ms goes up again) within 10 s.
+expires() {
+	get /v1/sources | jq -r --arg a "$VADDR" '.reseeders[] | select(.address == $a) | .expires_in_ms'
+}
+e0=$(expires)
+[ -n "$e0" ] || fail "the victim left the list: $(get /v1/sources)"
+t_end=$(($(now_ms) + 10000))
+renewed=0
+while [ "$(now_ms)" -lt "$t_end" ]; do
 	sleep 0.1
+	e=$(expires)
+	[ -n "$e" ] || fail "the victim left the list: $(get /v1/sources)"
+	[ "$e" -gt "$e0" ] && renewed=1 && break
+	e0=$e
 done
-get /v1/sources | grep -qF "\"$VADDR\"" && fail "$VADDR listed 25 s after it unmounted"
-read -r a b why < <(python3 "$WORK/flood.py" "$HOST" "$SP" "$TOKEN" squat 127.0.0.30:9 "$VINST")
-[ "$a" = 403 ] && [ "$b" = 403 ] || fail "squatting $VINST (lapsed): $a, $b: $why"
-get /v1/sources | grep -qF '"127.0.0.30:9"' && fail "the squatter is listed"
-[ "$(metric 'seedfs_seed_announce_refused_total{reason="proof"}')" = 4 ] ||
-	fail "proof refusals: $(get /metrics | grep announce_refused)"
-grep -q " W seed: refused an announcement from 127.0.0.30: announce: instance $VINST16: no proof of that run " \
-	"$WORK/seed.err" || fail "no warn line for the squatter"
-ok "squatting the lapsed run: 403 both ways, nothing listed"
+[ $renewed = 1 ] || fail "the seed did not renew $VADDR's listing in 10 s (it announces every 5 s): $(get /v1/sources)"
+grep -q "announcing to .*: " "$WORK/v.log" && fail "the victim's announcements refused: $(grep 'announcing to' "$WORK/v.log" | tail -n 2)"
+ok "squatting the live run $VINST: 403 without a proof and with a wrong one; $VADDR stays listed, its next announcement taken"
+
+# --- The victim unmounts; its listing lapses 15 s after its last
+# announcement (SFS_ANNOUNCED_TTL_MS), meanwhile the next two parts. -----
+unmount_check "$V" "$VPID"
+t_unmount=$(now_ms)
 
 # --- A genuine re-seeder started afterwards serves a new replica. -------
 G=$WORK/g
@@ -261,4 +265,19 @@ other=$(awk '$1 != $3' "$WORK/ring.out" | wc -l)
 [ "$same" = 16 ] && [ "$other" -ge 8 ] ||
 	fail "places at seeds with one secret, and at one with its own: $(cat "$WORK/ring.out")"
 ok "the token refused as a ring secret; two seeds with one --ring-key-file place 16 runs alike, a third with its own moves $other of them"
+
+# --- ... and the victim's run squatted once it lapsed. ----------------
+while [ "$(now_ms)" -lt $((t_unmount + 25000)) ]; do
+	get /v1/sources | grep -qF "\"$VADDR\"" || break
+	sleep 0.1
+done
+get /v1/sources | grep -qF "\"$VADDR\"" && fail "$VADDR listed 25 s after it unmounted"
+read -r a b why < <(python3 "$WORK/flood.py" "$HOST" "$SP" "$TOKEN" squat 127.0.0.30:9 "$VINST")
+[ "$a" = 403 ] && [ "$b" = 403 ] || fail "squatting $VINST (lapsed): $a, $b: $why"
+get /v1/sources | grep -qF '"127.0.0.30:9"' && fail "the squatter is listed"
+[ "$(metric 'seedfs_seed_announce_refused_total{reason="proof"}')" = 4 ] ||
+	fail "proof refusals: $(get /metrics | grep announce_refused)"
+grep -q " W seed: refused an announcement from 127.0.0.30: announce: instance $VINST16: no proof of that run " \
+	"$WORK/seed.err" || fail "no warn line for the squatter"
+ok "squatting the lapsed run: 403 both ways, nothing listed"
 sanitizers_clean

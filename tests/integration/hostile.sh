@@ -14,12 +14,25 @@ MODEL=$WORK/model
 start_seed "$MODEL" --name m
 ST=$WORK/hostile
 mkdir -p "$ST"
-python3 "$(dirname "$0")/../tools/hostile.py" "$HOST:$SEED_PORT" "$ST" \
-	>"$WORK/hostile.out" 2>"$WORK/hostile.err" &
-PIDS+=($!)
-for _ in $(seq 100); do grep -q port "$WORK/hostile.out" && break; sleep 0.05; done
-HP=$(sed -n 's/port //p' "$WORK/hostile.out")
-[ -n "$HP" ] || fail "hostile.py did not start: $(cat "$WORK/hostile.err")"
+# The hostile source, and three more hostile.py on the same state (the
+# fat re-seeders below, asked nothing until a /v1/sources lists them),
+# started together.
+for i in "" 1 2 3; do
+	python3 "$(dirname "$0")/../tools/hostile.py" "$HOST:$SEED_PORT" "$ST" \
+		>"$WORK/hostile$i.out" 2>"$WORK/hostile$i.err" &
+	PIDS+=($!)
+done
+# hostile_port I: the port hostile.py I (""; 1, 2, 3) listens on
+hostile_port() {
+	local p
+	for _ in $(seq 200); do
+		p=$(sed -n 's/^port //p' "$WORK/hostile$1.out")
+		[ -n "$p" ] && echo "$p" && return 0
+		sleep 0.05
+	done
+	fail "hostile.py $1 did not start: $(cat "$WORK/hostile$1.err")"
+}
+HP=$(hostile_port "")
 H=$HOST:$HP
 
 MNT=$WORK/mnt
@@ -95,11 +108,7 @@ rm -f "$ST/names"
 HWMF=$(hwm)
 FAT=()
 for i in 1 2 3; do
-	python3 "$(dirname "$0")/../tools/hostile.py" "$HOST:$SEED_PORT" "$ST" \
-		>"$WORK/fat$i.out" 2>"$WORK/fat$i.err" &
-	PIDS+=($!)
-	for _ in $(seq 100); do grep -q port "$WORK/fat$i.out" && break; sleep 0.05; done
-	FAT+=("$(sed -n 's/port //p' "$WORK/fat$i.out")")
+	FAT+=("$(hostile_port $i)")
 done
 echo fat >"$ST/holdings"
 echo "reseeder ${FAT[*]}" >"$ST/sources"

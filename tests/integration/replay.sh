@@ -15,10 +15,11 @@
 #    1) it refuses the old run's generation.
 #  - Lapsed: a manifest signed 2 h ago, valid 1 h, is refused by a
 #    fresh mount in one line saying how long ago it expired.
-#  - Signed again: a seed with --sign-validity 20s signs every 10 s; a
-#    running re-seeding mount takes each new signature while a reader
-#    reads every file byte-exact without an error, and passes the new
-#    one on.
+#  - Signed again: a seed with --sign-validity 10s (the least it takes)
+#    signs every 5 s; a running re-seeding mount takes two new
+#    signatures within 2.6 such intervals while a reader reads every
+#    file byte-exact without an error, and passes the new one on.  (It
+#    starts first and is checked last: the other parts run meanwhile.)
 source "$(dirname "$0")/lib.sh" "$1"
 REPLAY=$(dirname "$0")/../tools/replay.py
 
@@ -61,6 +62,61 @@ api_refused() {
 	fi
 	grep -qF -- "$2" "$WORK/api.out" || fail "engine API: $(cat "$WORK/api.out")"
 }
+
+# --- Signed again while served: started here, checked at the end (the
+# parts between run while the seed signs again). ---------------------------
+refused "$SEEDFS" seed --model-dir "$MODEL" --sign-key "$WORK/sign.key" --sign-validity 5s \
+	"seedfs seed: invalid value '5s' for --sign-validity (10s to 366d)"
+# The least validity a seed takes: signed again at half of it, every
+# EVERY_S.  Two new signatures, seen signed and taken, are wanted within
+# 2.6 such intervals of the reader's start.  Its own copies of the model
+# (the play-back below changes $MODEL) and of the public key (the anchor
+# checks below change its mode).
+VALID_S=10
+EVERY_S=$((VALID_S / 2))
+cp -r "$MODEL" "$WORK/d"
+install -m 644 "$PUB" "$WORK/d.pub"
+SEED_LOG=d
+start_seed "$WORK/d" --name m "${SIGN[@]}" --sign-validity ${VALID_S}s
+D=$HOST:$SEED_PORT
+D_PID=$SEED_PID
+MOUNT_LOG=rs
+SEEDFS_STATE_DIR=$WORK/s3 MOUNT_SEEDS=$D mount_seed "$WORK/rs" --trust-key "$WORK/d.pub" --reseed -o direct_io
+RS_PID=$MOUNT_PID
+until0=$(awk '$1 == "signature:" { print $NF }' "$WORK/rs/.seedfs/status")
+[ -n "$until0" ] || fail "no signature line in status"
+resigned() { grep -c "m: generation 1 signed again, valid until" "$WORK/d.err" || true; }
+took() { grep -c "m: generation 1 signed again (from $D), valid" "$WORK/rs.log" || true; }
+t0=$(now_ms)
+t_end=$((t0 + EVERY_S * 2600))
+# A watcher writes the ms from t0 at which both were signed and taken.
+(
+	while [ "$(now_ms)" -lt "$t_end" ]; do
+		if [ "$(resigned)" -ge 2 ] && [ "$(took)" -ge 2 ]; then
+			echo $(($(now_ms) - t0)) >"$WORK/resigned.tmp"
+			mv "$WORK/resigned.tmp" "$WORK/resigned.ms"
+			exit 0
+		fi
+		sleep 0.1
+	done
+) &
+WATCHER=$!
+PIDS+=("$WATCHER")
+# A reader of every file, byte-exact, the whole time (direct_io: each
+# read goes through the mount), until both signatures were taken, and
+# then every file once more.
+(
+	while [ ! -e "$WORK/resigned.ms" ] && [ "$(now_ms)" -lt "$t_end" ]; do
+		for f in $FILES; do
+			cmp "$WORK/d/$f" "$WORK/rs/m/$f" || exit 1
+		done
+	done
+	for f in $FILES; do
+		cmp "$WORK/d/$f" "$WORK/rs/m/$f" || exit 1
+	done
+) 2>"$WORK/reader.err" &
+READER=$!
+PIDS+=("$READER")
 
 # --- Trust anchors. -------------------------------------------------------
 SEED_LOG=a
@@ -200,42 +256,22 @@ refused "$SEEDFS" pull --seed "$R" --trust-key "$PUB" m "$WORK/p" "~seedfs pull:
 ok "a manifest whose signature lapsed an hour ago: refused in one line by a fresh mount and pull, played back or from its seed"
 kill "$SEED_PID"
 
-# --- Signed again while served. -------------------------------------------
-refused "$SEEDFS" seed --model-dir "$MODEL" --sign-key "$WORK/sign.key" --sign-validity 5s \
-	"seedfs seed: invalid value '5s' for --sign-validity (10s to 366d)"
-SEED_LOG=d
-start_seed "$MODEL" --name m "${SIGN[@]}" --sign-validity 20s
-D=$HOST:$SEED_PORT
-export SEEDFS_STATE_DIR=$WORK/s3
-MOUNT_LOG=r
-MOUNT_SEEDS=$D mount_seed "$WORK/rs" --trust-key "$PUB" --reseed -o direct_io
-until0=$(awk '$1 == "signature:" { print $NF }' "$WORK/rs/.seedfs/status")
-[ -n "$until0" ] || fail "no signature line in status"
-# A reader of every file, byte-exact, the whole time (direct_io: each
-# read goes through the mount).
-t_end=$(($(now_ms) + 26000))
-(
-	while [ "$(now_ms)" -lt "$t_end" ]; do
-		for f in $FILES; do
-			cmp "$MODEL/$f" "$WORK/rs/m/$f" || exit 1
-		done
-	done
-) 2>"$WORK/reader.err" &
-READER=$!
-PIDS+=("$READER")
+# --- Signed again while served: the checks. -------------------------------
 wait "$READER" || fail "a reader saw an error or other bytes while the seed signed again: $(cat "$WORK/reader.err")"
-n=$(grep -c "m: generation 1 signed again, valid until" "$WORK/d.err" || true)
-[ "$n" -ge 2 ] || fail "the seed signed again $n times in 26 s (every 10 s wanted)"
-taken=$(grep -c "m: generation 1 signed again (from $D), valid" "$WORK/r.log" || true)
-[ "$taken" -ge 2 ] || fail "the mount took $taken new signatures: $(grep -i sign "$WORK/r.log" | tail -n 3)"
+wait "$WATCHER" || true
+n=$(resigned)
+taken=$(took)
+[ -s "$WORK/resigned.ms" ] ||
+	fail "in $((EVERY_S * 26 / 10)) s the seed signed again $n times and the mount took $taken (2 each wanted, every $EVERY_S s): $(grep -i sign "$WORK/rs.log" | tail -n 3)"
+waited=$(cat "$WORK/resigned.ms")
 until1=$(awk '$1 == "signature:" { print $NF }' "$WORK/rs/.seedfs/status")
 [ "$until1" != "$until0" ] || fail "status still says valid_until $until0"
 # The re-seeder passes on the new signature.
 RS=$(awk '$1 == "reseed:" { print $2 }' "$WORK/rs/.seedfs/status")
 seed_at=$(curl -fsS "http://$D/v1/manifest" | python3 -c 'import json, sys; print(json.load(sys.stdin)["signed_at"])')
 rs_at=$(curl -fsS "http://$RS/v1/manifest?model=m" | python3 -c 'import json, sys; print(json.load(sys.stdin)["signed_at"])')
-[ "$rs_at" -ge $((seed_at - 10000000000)) ] || fail "the re-seeder passes on a signature made at $rs_at, the seed's is $seed_at"
-unmount_check "$WORK/rs" "$MOUNT_PID"
-ok "signed again every 10 s (validity 20 s): taken $taken times by a running re-seeding mount (valid until $until0 -> $until1), a reader byte-exact throughout, the re-seeder passing the new signature on"
-kill "$SEED_PID"
+[ "$rs_at" -ge $((seed_at - EVERY_S * 1000000000)) ] || fail "the re-seeder passes on a signature made at $rs_at, the seed's is $seed_at"
+unmount_check "$WORK/rs" "$RS_PID"
+ok "signed again every $EVERY_S s (validity $VALID_S s): signed and taken twice in $waited ms by a running re-seeding mount (valid until $until0 -> $until1), a reader byte-exact throughout, the re-seeder passing the new signature on"
+kill "$D_PID"
 sanitizers_clean

@@ -296,8 +296,9 @@ START_TEST(single_flight)
 	struct sfs_cache_stats st;
 	sfs_cache_stats(c, &st);
 	/* 8 readers of 48 chunks: 48 pulls, every byte exactly once. */
-	ck_assert_uint_eq(st.pulls, NCHUNKS);
-	ck_assert_uint_eq(st.bytes_pulled, data_len);
+	SFS_TEST_BOUND_EQ("single_flight_pulls", NCHUNKS, st.pulls);
+	SFS_TEST_BOUND_EQ("single_flight_bytes_beyond_data", 0,
+			  (long long)st.bytes_pulled - (long long)data_len);
 	ck_assert_uint_eq(st.hits + st.misses, 8 * NCHUNKS);
 	ck_assert_uint_eq(st.errors_transport, 0);
 	sfs_cache_free(c);
@@ -312,10 +313,11 @@ START_TEST(eviction_within_bound)
 		ck_assert_int_eq(read_check(c, src, 0, data_len), 0);
 	struct sfs_cache_stats st;
 	sfs_cache_stats(c, &st);
-	ck_assert_uint_le(st.used, st.size);
 	ck_assert_uint_eq(st.size, 16ull * CHUNK);
+	SFS_TEST_BOUND_LE("evict_used_kib", 16 * CHUNK / 1024,
+			  (st.used + 1023) / 1024);
 	/* Nothing survives a pass over three times the cache: 2 x 48. */
-	ck_assert_uint_eq(st.pulls, 2 * NCHUNKS);
+	SFS_TEST_BOUND_EQ("evict_pulls_two_passes", 2 * NCHUNKS, st.pulls);
 	/* Ranges outside the region are refused. */
 	struct sfs_chunk *ch;
 	const uint8_t *p;
@@ -653,8 +655,10 @@ START_TEST(sha256_refuses_what_xxh3_passes)
 				sfs_cache_get(c, set, 0, 100, &ch, &b, &avail),
 				-EBADMSG);
 			sfs_cache_stats(c, &st);
-			ck_assert_uint_eq(st.checksum_errors, 2);
-			ck_assert_uint_ge(st.strong_checks, 2);
+			SFS_TEST_BOUND_EQ("member_forgery_mismatches", 2,
+					  st.checksum_errors);
+			SFS_TEST_BOUND_GE("member_forgery_sha256_checks", 2,
+					  st.strong_checks);
 		} else {
 			/* Read-ahead and reads of all of it: every chunk the
 			 * seed's, the member never posted to. */
@@ -663,8 +667,9 @@ START_TEST(sha256_refuses_what_xxh3_passes)
 				0);
 			ck_assert_int_eq(read_check(c, set, 0, 8 * CHUNK), 0);
 			ck_assert_int_eq(sfs_cache_peer(c, p, &pi), 0);
-			ck_assert_uint_eq(
-				pi.pulls + pi.errors + pi.checksum_errors, 0);
+			SFS_TEST_BOUND_EQ("no_sha256_member_posts", 0,
+					  pi.pulls + pi.errors +
+						  pi.checksum_errors);
 		}
 		sfs_cache_free(c);
 	}
@@ -1455,8 +1460,8 @@ START_TEST(member_proves_itself)
 	ck_assert_int_eq(read_check(c, set, 0, 100), 0);
 	ck_assert_int_eq(sfs_cache_peer(c, ps, &a), 0);
 	ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
-	ck_assert_uint_eq(a.pulls, 1);
-	ck_assert_uint_eq(b.pulls, 0);
+	SFS_TEST_BOUND_EQ("unproven_seed_pulls", 1, a.pulls);
+	SFS_TEST_BOUND_EQ("unproven_member_pulls", 0, b.pulls);
 	/* Read-ahead: the member probes, one at a time, and serves. */
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, CHUNK, 8 * CHUNK, 0), 0);
 	wait_peer_pulls(c, pm, 1);
@@ -1468,8 +1473,8 @@ START_TEST(member_proves_itself)
 	ck_assert_int_eq(read_check(c, set, 20 * CHUNK, 100), 0);
 	ck_assert_int_eq(sfs_cache_peer(c, ps, &a), 0);
 	ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
-	ck_assert_uint_eq(a.pulls, a0);
-	ck_assert_uint_eq(b.pulls, b0 + 1);
+	SFS_TEST_BOUND_EQ("proven_seed_pulls_more", 0, a.pulls - a0);
+	SFS_TEST_BOUND_EQ("proven_member_pulls_more", 1, b.pulls - b0);
 	struct sfs_cache_stats st;
 	sfs_cache_stats(c, &st);
 	ck_assert_uint_eq(st.strong_checks, b.pulls);
@@ -1657,8 +1662,8 @@ START_TEST(lanes_equal_shares)
 	ck_assert_int_eq(sfs_cache_set_lanes(c, set, l, 3), 0);
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, data_len, 0), 0);
 	own_pulled(c, NCHUNKS / 3, &st);
-	ck_assert_uint_eq(st.lane_own, NCHUNKS / 3);
-	ck_assert_uint_eq(st.lane_others, 0);
+	SFS_TEST_BOUND_EQ("lanes_own_of_48", NCHUNKS / 3, st.lane_own);
+	SFS_TEST_BOUND_EQ("lanes_others_first", 0, st.lane_others);
 	/* Ours are chunks 0, 3, 6, ...: served without a pull. */
 	uint64_t pulls = st.pulls;
 	for (size_t g = 0; g < NCHUNKS; g += 3)
@@ -1668,7 +1673,8 @@ START_TEST(lanes_equal_shares)
 	/* The rest once the members were waited for, byte-exact. */
 	ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
 	sfs_cache_stats(c, &st);
-	ck_assert_uint_eq(st.lane_others, NCHUNKS - NCHUNKS / 3);
+	SFS_TEST_BOUND_EQ("lanes_others_of_48", NCHUNKS - NCHUNKS / 3,
+			  st.lane_others);
 	sfs_cache_free(c);
 }
 END_TEST
@@ -2042,14 +2048,14 @@ START_TEST(lru_order)
 	ck_assert_int_eq(read_check(c, src, 0, 100), 0);
 	ck_assert_int_eq(read_check(c, src, 16ull * CHUNK, 100), 0);
 	sfs_cache_stats(c, &st);
-	ck_assert_uint_eq(st.pulls, 17);
+	SFS_TEST_BOUND_EQ("lru_pulls_17_chunks", 17, st.pulls);
 	ck_assert_int_eq(read_check(c, src, 0, 100), 0); /* kept */
 	ck_assert_int_eq(read_check(c, src, 2ull * CHUNK, 100), 0);
 	sfs_cache_stats(c, &st);
-	ck_assert_uint_eq(st.pulls, 17);
+	SFS_TEST_BOUND_EQ("lru_pulls_recent_kept", 17, st.pulls);
 	ck_assert_int_eq(read_check(c, src, CHUNK, 100), 0); /* evicted */
 	sfs_cache_stats(c, &st);
-	ck_assert_uint_eq(st.pulls, 18);
+	SFS_TEST_BOUND_EQ("lru_pulls_oldest_evicted", 18, st.pulls);
 	sfs_cache_free(c);
 }
 END_TEST

@@ -16,6 +16,27 @@ MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 12M --shards 2 >/dev/null
 FILES=$(cd "$MODEL" && find . -type f | sed "s|^\./||")
 F1=model-00001-of-00002.safetensors
+# Signing keys (verified mode, below; the unsigned seed of the SHA-256
+# part is refused with them too).
+openssl genpkey -algorithm ed25519 -out "$WORK/sign.key" 2>/dev/null
+chmod 600 "$WORK/sign.key"
+openssl pkey -in "$WORK/sign.key" -pubout -out "$WORK/sign.pub"
+openssl genpkey -algorithm ed25519 -out "$WORK/other.key" 2>/dev/null
+openssl pkey -in "$WORK/other.key" -pubout -out "$WORK/other.pub"
+cat "$WORK/other.pub" "$WORK/sign.pub" >"$WORK/both.pub"
+
+# refused MNT-ARGS... EXPECTED: the mount fails with exactly that line
+refused() {
+	local want=${*: -1} mnt=$WORK/r
+	mkdir -p "$mnt"
+	if "$SEEDFS" mount "${@:1:$#-1}" "$mnt" --log-file "$WORK/r.log" \
+		2>"$WORK/r.err"; then
+		MOUNTS+=("$mnt")
+		fail "mounted: ${*:1:$#-1}"
+	fi
+	[ "$(wc -l <"$WORK/r.err")" = 1 ] || fail "not one line: $(cat "$WORK/r.err")"
+	grep -qF -- "$want" "$WORK/r.err" || fail "expected '$want', got: $(cat "$WORK/r.err")"
+}
 
 # hostile SEEDARGS...: a seed, a hostile re-seeder that holds all of
 # it (read through), and a replica that finds it through the seed.
@@ -182,6 +203,9 @@ ok "SHA-256 (the default): two re-seeders serving wrong bytes refused, byte-exac
 unmount_check "$V" "$MOUNT_PID"
 unmount_check "$WORK/h${N}b" "$H2_PID"
 unmount_check "$H" "$H_PID"
+# This seed signs nothing: a mount that asks for signatures is refused.
+refused --seed "$HOST:$SEED_PORT" --trust-key "$WORK/sign.pub" \
+	"manifest not signed, and --trust-key $WORK/sign.pub asks for a signature"
 kill "$SEED_PID"
 
 # --- --digest xxh3, the fast-only mode: XXH3 has a closed-form second
@@ -201,14 +225,9 @@ unmount_check "$H" "$H_PID"
 kill "$SEED_PID"
 
 # --- Verified: signed manifests, SHA-256 of every chunk. ----------------
-openssl genpkey -algorithm ed25519 -out "$WORK/sign.key" 2>/dev/null
-chmod 600 "$WORK/sign.key"
-openssl pkey -in "$WORK/sign.key" -pubout -out "$WORK/sign.pub"
-openssl genpkey -algorithm ed25519 -out "$WORK/other.key" 2>/dev/null
-openssl pkey -in "$WORK/other.key" -pubout -out "$WORK/other.pub"
-cat "$WORK/other.pub" "$WORK/sign.pub" >"$WORK/both.pub"
 TRUST=$WORK/sign.pub hostile --digest sha256 --sign-key "$WORK/sign.key"
 SIGNED=$HOST:$SEED_PORT
+SIGNED_PID=$SEED_PID
 mount_seed "$V" --trust-key "$WORK/both.pub"
 holdings "$V" 1
 readall "$V"
@@ -220,18 +239,6 @@ grep -qx "manifest_trust: signed by a key in $WORK/both.pub, every chunk checked
 ok "verified: signed manifest, SHA-256 checked, the hostile re-seeder refused, byte-exact (a key file of two keys)"
 unmount_check "$V" "$MOUNT_PID"
 
-# refused MNT-ARGS... EXPECTED: the mount fails with exactly that line
-refused() {
-	local want=${*: -1} mnt=$WORK/r
-	mkdir -p "$mnt"
-	if "$SEEDFS" mount "${@:1:$#-1}" "$mnt" --log-file "$WORK/r.log" \
-		2>"$WORK/r.err"; then
-		MOUNTS+=("$mnt")
-		fail "mounted: ${*:1:$#-1}"
-	fi
-	[ "$(wc -l <"$WORK/r.err")" = 1 ] || fail "not one line: $(cat "$WORK/r.err")"
-	grep -qF -- "$want" "$WORK/r.err" || fail "expected '$want', got: $(cat "$WORK/r.err")"
-}
 refused --seed "$SIGNED" --trust-key "$WORK/other.pub" \
 	"which --trust-key $WORK/other.pub does not hold"
 # The engine API: $SEEDFS_TRUST_KEY_FILE.
@@ -244,12 +251,6 @@ fi
 grep -q "which --trust-key $WORK/other.pub does not hold" "$WORK/api.out" ||
 	fail "engine API: $(cat "$WORK/api.out")"
 unmount_check "$H" "$H_PID"
-kill "$SEED_PID"
-SEED_LOG=unsigned
-start_seed "$MODEL" --digest sha256
-refused --seed "$HOST:$SEED_PORT" --trust-key "$WORK/sign.pub" \
-	"manifest not signed, and --trust-key $WORK/sign.pub asks for a signature"
-kill "$SEED_PID"
 SEED_LOG=nosha
 start_seed "$MODEL" --digest xxh3 --sign-key "$WORK/sign.key"
 refused --seed "$HOST:$SEED_PORT" --trust-key "$WORK/sign.pub" \
@@ -257,11 +258,10 @@ refused --seed "$HOST:$SEED_PORT" --trust-key "$WORK/sign.pub" \
 kill "$SEED_PID"
 
 # A signed manifest altered on the way: one bit of what is signed (a
-# file's mode), and then only what is not signed (an address).
-SEED_LOG=served
-start_seed "$MODEL" --digest sha256 --sign-key "$WORK/sign.key"
-curl -fsS "http://$HOST:$SEED_PORT/v1/manifest" >"$WORK/signed.json"
-curl -fsS "http://$HOST:$SEED_PORT/v1/models" >"$WORK/models.json"
+# file's mode), and then only what is not signed (an address).  Served
+# by the verified part's seed (--digest sha256 --sign-key).
+curl -fsS "http://$SIGNED/v1/manifest" >"$WORK/signed.json"
+curl -fsS "http://$SIGNED/v1/models" >"$WORK/models.json"
 python3 - "$WORK/signed.json" "$WORK/mode.json" "$WORK/addr.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -291,7 +291,7 @@ MOUNT_SEEDS=127.0.0.1:$HTTP_PORT mount_seed "$WORK/a" --trust-key "$WORK/sign.pu
 cmp "$MODEL/$F1" "$WORK/a/m/$F1" || fail "$F1 differs"
 ok "refused in one line: another key, no signature, no SHA-256, a signed field changed; a field outside the signature changed reads byte-exact"
 unmount_check "$WORK/a" "$MOUNT_PID"
-kill "$HTTP_PID" "$SEED_PID"
+kill "$HTTP_PID" "$SIGNED_PID"
 
 # Played back: an older generation's signed manifest, served again by
 # whoever sits on a control channel without TLS, is not taken.

@@ -3,8 +3,8 @@
 # replica goes on with that list: every "unchanged" answer keeps them
 # keep_ms again (and says so). Played here by asking its /v1/holdings
 # as a replica does, every 250 ms with since=, while the re-seeder's
-# cache fills with another model's chunks, long after the first list's
-# keep_ms: it evicts those, never a listed one, and the list stays
+# cache fills with another model's chunks once the first list's keep_ms
+# has passed: it evicts those, never a listed one, and the list stays
 # "unchanged". (Before, only a full answer kept its chunks: keep_ms
 # after it, they were evicted and their slots reused while replicas
 # still read them at the slots the list named.)
@@ -34,6 +34,9 @@ C=$(jget "$(curl -sf "http://$RADDR/v1/models")" \
 	'[m["content"] for m in o["models"] if m["model"] == "a"][0]')
 full=$(curl -sf "http://$RADDR/v1/holdings?model=a&content=$C") ||
 	fail "holdings of a: $(curl -s "http://$RADDR/v1/holdings?model=a&content=$C")"
+# The re-seeder answered before this: what that list named is kept
+# until keep_ms after it, no later than keep_ms after LISTED.
+LISTED=$(now_ms)
 V=$(jget "$full" 'o["version"]')
 K=$(jget "$full" 'o["keep_ms"]')
 held=$(jget "$full" 'sum(1 for f in o["files"] for s in f if s >= 0)')
@@ -50,9 +53,15 @@ ask() { curl -sf "http://$RADDR/v1/holdings?model=a&content=$C&since=$V"; }
 ) &
 POLLER=$!
 PIDS+=("$POLLER")
+# past_keep T: wait until the keep of a list answered before T (ms)
+# has ended (a margin of one poll, 250 ms, past T + keep_ms)
+past_keep() {
+	while [ "$(now_ms)" -lt $(($1 + K + 250)) ]; do sleep 0.05; done
+	echo "$(($(now_ms) - $1)) ms after the list (keep_ms $K)"
+}
 # Past the first list's keep, then another model through the same
 # cache: 25 MiB through 16 slots, 4 of them listed.
-sleep $(((K + 2000) / 1000))
+past_keep "$LISTED"
 for f in $(cd "$B" && find . -type f | sort); do
 	cmp "$B/$f" "$R/b/$f" || fail "re-seeder: b/$f"
 done
@@ -60,12 +69,12 @@ kill "$POLLER"
 wait "$POLLER" 2>/dev/null || true
 now=$(ask) || fail "holdings of a since $V: $(curl -s "http://$RADDR/v1/holdings?model=a&content=$C&since=$V")"
 [ "$(jget "$now" 'o.get("unchanged", False)')" = True ] ||
-	fail "$((K / 1000 + 2)) s past keep_ms, with a replica still asking since $V, the listed chunks of a were evicted for b's: $(echo "$now" | cut -c1-300)"
+	fail "past keep_ms, with a replica still asking since $V, the listed chunks of a were evicted for b's: $(echo "$now" | cut -c1-300)"
 ev=$(status_val "$R/.seedfs/status" export_evictions)
 [ "${ev:-0}" -eq 0 ] || fail "$ev exported chunks evicted early"
 [ "$(jget "$now" 'o.get("keep_ms")')" = "$K" ] ||
 	fail "an unchanged answer does not say it kept them keep_ms again: $now"
-ok "$((K / 1000 + 2)) s past keep_ms, and b read through the same cache: a's list unchanged, none of its chunks evicted"
+ok "past keep_ms, and b read through the same cache: a's list unchanged, none of its chunks evicted"
 RPID=$MOUNT_PID
 
 # A replica that reads from the re-seeder: it reads a list's slots only
@@ -81,11 +90,13 @@ for _ in $(seq 200); do
 		END { exit !f }' "$M/.seedfs/status" && break
 	sleep 0.05
 done
+# Its first list of a came before this.
+LISTED=$(now_ms)
 # It proves itself to this replica first (docs/security.md: until a
 # pull from it verified, a re-seeder keeps no seed off a chunk a reader
 # waits for): a prefetch of one small file, read-ahead it probes with.
 "$SEEDFS" prefetch "$M/a" tokenizer.json >/dev/null 2>&1 || fail "prefetch of a/tokenizer.json"
-sleep $(((K + 2000) / 1000))
+past_keep "$LISTED"
 for f in $(cd "$A" && find . -type f | sort); do
 	cmp "$A/$f" "$M/a/$f" || fail "replica: a/$f"
 done
@@ -93,9 +104,9 @@ got=$(awk -v s="reseeder: $RADDR " 'index($0, s) == 1 { on = 1; next }
 	/^(seed|reseeder): / { on = 0 }
 	on && $1 == "seed_bytes:" { n += $2 } END { print n + 0 }' "$M/.seedfs/status")
 [ "$got" -ge $((2 << 20)) ] ||
-	fail "$((K / 1000 + 2)) s past keep_ms the replica read $got bytes of a from the re-seeder: $(grep -E '^(seed|reseeder)|seed_' "$M/.seedfs/status" | head -20)"
+	fail "past keep_ms the replica read $got bytes of a from the re-seeder: $(grep -E '^(seed|reseeder)|seed_' "$M/.seedfs/status" | head -20)"
 ! grep -q "not renewed within their keep" "$WORK/m.log" ||
 	fail "the replica's list expired: $(grep "not renewed" "$WORK/m.log" | head -3)"
-ok "$((K / 1000 + 2)) s past keep_ms a replica reads a from the re-seeder ($got bytes): its list renewed by every unchanged answer"
+ok "past keep_ms a replica reads a from the re-seeder ($got bytes): its list renewed by every unchanged answer"
 unmount_check "$M" "$MOUNT_PID"
 unmount_check "$R" "$RPID"

@@ -21,7 +21,10 @@ openssl rand -hex 32 >"$WORK/a.tok"
 openssl rand -hex 32 >"$WORK/b.tok"
 for f in seed seedb mnt rs seed2; do cp "$WORK/a.tok" "$WORK/$f.tok"; done
 umask 022
-GRACE=4
+# The seeds' --grace and the re-seeder's (s): each is checked to read
+# within it and to be refused 1.5 s after it.
+GRACE=3
+RS_GRACE=2
 H() { echo "Authorization: Bearer $(cat "$WORK/$1.tok")"; }
 
 start_seed "$MODEL" --token-file "$WORK/seed.tok" --grace $GRACE
@@ -46,7 +49,7 @@ SEED_PID=$SEED_A_PID
 R=$WORK/rs
 MOUNT_LOG=rs
 MOUNT_SEEDS=$HOST:$(seed_port "$WORK/seedb.out") \
-	mount_seed "$R" --token-file "$WORK/rs.tok" --reseed --grace 3
+	mount_seed "$R" --token-file "$WORK/rs.tok" --reseed --grace $RS_GRACE
 MOUNT_LOG=mount
 RS_PID=$MOUNT_PID
 for f in $FILES; do cmp -s "$MODEL/$f" "$R/m/$f" || fail "re-seeder: $f differs"; done
@@ -136,12 +139,12 @@ done
 grep -q "a new token: the cache is registered again" "$WORK/rs.log" ||
 	fail "the re-seeder did not register its cache again in 10 s"
 T1=$(now_ms)
-# Within its --grace 3 the old key still reads.
+# Within its --grace the old key still reads.
 set +e
 out=$("$GUESSKEY" --keys "$WORK/rs-old.json" --seed "$RS" 2>&1)
 rc=$?
 set -e
-[ $(($(now_ms) - T1)) -lt 3000 ] || fail "too slow to check the re-seeder's grace period"
+[ $(($(now_ms) - T1)) -lt $((RS_GRACE * 1000)) ] || fail "too slow to check the re-seeder's grace period"
 [ $rc = 0 ] && [ "$out" = "guesskey: keys read" ] ||
 	fail "the re-seeder's old key stopped before its --grace ended (exit $rc): $out"
 slab_keys b "$WORK/rs-new.json" || fail "re-seeder's new keys"
@@ -154,7 +157,7 @@ assert a.get("key") != b.get("key"), (a, b)
 PY
 # After the grace period: refused by the provider.
 # A time that must pass (the bound under test): --grace, plus 1.5 s.
-while [ $(($(now_ms) - T0)) -lt $((GRACE * 1000 + 1500)) ]; do sleep 0.2; done
+while [ $(($(now_ms) - T0)) -lt $((GRACE * 1000 + 1500)) ]; do sleep 0.05; done
 grep -q "keys of epoch 1 revoked" "$WORK/seed.err" || fail "no revocation logged"
 set +e
 out=$("$GUESSKEY" --keys "$WORK/old.json" --seed "$SEED")
@@ -167,8 +170,8 @@ case $out in
 esac
 ok "after --grace: the kept manifest's keys are refused ($out)"
 
-# A time that must pass (the bound under test): its --grace 3, plus 1.5 s.
-while [ $(($(now_ms) - T1)) -lt 4500 ]; do sleep 0.2; done
+# A time that must pass (the bound under test): its --grace, plus 1.5 s.
+while [ $(($(now_ms) - T1)) -lt $((RS_GRACE * 1000 + 1500)) ]; do sleep 0.05; done
 set +e
 out=$("$GUESSKEY" --keys "$WORK/rs-old.json" --seed "$RS")
 rc=$?
@@ -176,7 +179,7 @@ set -e
 [ $rc = 3 ] || fail "the re-seeder's old key still reads after its --grace: $out"
 "$GUESSKEY" --keys "$WORK/rs-new.json" --seed "$RS" | grep -qx "guesskey: keys read" ||
 	fail "the re-seeder's new key does not read"
-ok "re-seeder: a new token in its file gives its cache a new key; the old one reads within --grace 3, refused after it ($out)"
+ok "re-seeder: a new token in its file gives its cache a new key; the old one reads within --grace $RS_GRACE, refused after it ($out)"
 
 touch "$WORK/stop"
 wait "$LOOP"

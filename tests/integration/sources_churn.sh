@@ -15,7 +15,14 @@ N=${CHURN_N:-20}
 MODEL=$WORK/m
 "$GENMODEL" "$MODEL" --size 8M --shards 2
 F1=model-00001-of-00002.safetensors
-start_seed "$MODEL"
+MFILES=$(cd "$MODEL" && find . -type f | sed 's|^\./||')
+# No fleet lanes (--fleet-from 1024; by default from 9 re-seeders
+# listed): each re-seeder here is killed before the next starts, and in
+# the lanes a new one's reads waited on members already dead (3-6 s
+# each from the ninth on).  A re-seeds nothing, so it is in no ring
+# either way: what the seed lists it, and all asserted of it, is the
+# same.
+start_seed "$MODEL" --fleet-from 1024
 SP=$SEED_PORT
 
 A=$WORK/a
@@ -33,7 +40,8 @@ sleep 1 # its poller and connections settled
 read -r t0 f0 _ < <(usage "$APID")
 # live_reseeders: how many re-seeders A's status lists now
 live_reseeders() { grep -c '^reseeder: ' "$A/.seedfs/status" || true; }
-# start_reseeder I: a re-seeding mount, prefetched; sets RADDR, RPID.
+# start_reseeder I: a re-seeding mount that holds the model (each file
+# read through it, byte-exact); sets RADDR, RPID.
 # Each listens on an address of its own, 127.0.0.(10 + I) (9: "live"),
 # as a fleet's re-seeders are each on a host of their own: a seed lists
 # only a few announced from one address (--announce-per-host), and the
@@ -43,8 +51,13 @@ start_reseeder() {
 	[ "$1" = live ] || ip=127.0.0.$((10 + $1 % 240))
 	MOUNT_LOG=r$1 mount_seed "$mnt" --reseed --listen "$ip:0" --cache-size 32M
 	RPID=$MOUNT_PID
-	"$SEEDFS" prefetch "$mnt/m" >/dev/null 2>"$WORK/pf.err" ||
-		fail "prefetch $1: $(cat "$WORK/pf.err")"
+	# (Read, not `seedfs prefetch`: a re-seeder's prefetch first waits
+	# until it sees itself listed, and one whose 8 peer slots are
+	# taken by dead re-seeders refuses itself its slot: 3 s lost on
+	# each from the ninth on; A, not the re-seeders, is under test.)
+	for f in $MFILES; do
+		cmp "$MODEL/$f" "$mnt/m/$f" || fail "re-seeder $1: $f"
+	done
 	RADDR=$(awk '$1 == "reseed:" { print $2 }' "$mnt/.seedfs/status")
 	[ -n "$RADDR" ] || fail "re-seeder $1: no reseed line"
 }

@@ -90,9 +90,16 @@ if [ "${1:-}" = --replica ]; then
 	local_t=$(date +%s%3N)
 	cp "$mnt/.seedfs/status" "$out/$name.status" 2>/dev/null || true
 	echo "$local_t $res" >"$out/$name.done"
-	for _ in $(seq 1200); do [ -e "$out/stop" ] && break; sleep 0.5; done
+	for _ in $(seq 6000); do [ -e "$out/stop" ] && break; sleep 0.1; done
 	fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" 2>/dev/null || true
-	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+	# Until it exited: gone, or a zombie (kill -0 would wait for its
+	# reaping too, up to 2 s here).
+	for _ in $(seq 100); do
+		case $(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null) in
+		"" | Z | X) break ;;
+		esac
+		sleep 0.05
+	done
 	exit 0
 fi
 

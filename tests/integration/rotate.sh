@@ -131,7 +131,7 @@ out=$("$GUESSKEY" --keys "$WORK/old.json" --seed "$SEED")
 ok "rotation: every key new (epoch 2, same generation and content), the old token refused, the old keys still read within --grace $GRACE"
 
 # The re-seeder follows its token file within its announce period (5 s),
-# and its grace starts then: checked within it, while the seed's runs.
+# and its grace starts then: checked within it.
 for _ in $(seq 200); do
 	grep -q "a new token: the cache is registered again" "$WORK/rs.log" && break
 	sleep 0.05

@@ -54,8 +54,8 @@ st=$(ip netns exec "$NS" tc -s qdisc show dev "$NS_VETH")
 pkts=$(echo "$st" | sed -n 's/.* \([0-9]*\) pkt (dropped \([0-9]*\),.*/\1/p')
 drops=$(echo "$st" | sed -n 's/.* pkt (dropped \([0-9]*\),.*/\1/p')
 pct=$(awk -v d="$drops" -v p="$pkts" 'BEGIN { printf "%.1f", 100 * d / (p + d) }')
-bound drops_permille ">=" 5 "$(awk -v d="$drops" -v p="$pkts" 'BEGIN { printf "%d", 1000 * d / (p + d) }')" \
-	"packets dropped at 200 Mbit/s ($pct %: $st), per mille"
+bound drops_permille ">=" 5 "$(awk -v d="$drops" -v p="$pkts" 'BEGIN { printf "%d", 1000 * d / (p + d) + 0.5 }')" \
+	"packets dropped at 200 Mbit/s ($pct %: $st), per mille, rounded"
 no_errors "200 Mbit/s with drops"
 ok "200 Mbit/s with $pct % of packets dropped ($drops of $((pkts + drops))): byte-exact"
 unmount_check "$MNT" "$MOUNT_PID"

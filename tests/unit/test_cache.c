@@ -1534,26 +1534,31 @@ START_TEST(stalling_members_hedged)
 			ck_assert_int_eq(
 				sfs_cache_prefetch(c, set, 0, 0, 16 * CHUNK, 0),
 				0);
+			/* Another chunk not yet asked for every 0.2 s
+			 * while a member has served none: 16-39, below
+			 * the reads' 40; each member within 5 s. */
+			uint64_t next = 16;
 			for (int i = 0; i < NM; i++) {
-				for (int k = 0; k < 200; k++) {
-					struct sfs_cache_peer_info pi;
+				struct sfs_cache_peer_info pi;
+				for (int k = 0; k < 500; k++) {
 					ck_assert_int_eq(
 						sfs_cache_peer(c, pm[i], &pi),
 						0);
 					if (pi.pulls)
 						break;
-					/* Another chunk every 0.2 s, of
-					 * 16-25: below the reads' 40. */
-					if (k % 20 == 19)
+					if (k % 20 == 19 && next < 40)
 						ck_assert_int_eq(
 							sfs_cache_prefetch(
 								c, set, 0,
-								(16 + k / 20) *
-									CHUNK,
+								next++ * CHUNK,
 								CHUNK, 0),
 							0);
 					usleep(10000);
 				}
+				ck_assert_msg(pi.pulls > 0,
+					      "member %d served no read-ahead "
+					      "in 5 s",
+					      i);
 			}
 			from = 40 * CHUNK;
 		}

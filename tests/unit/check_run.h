@@ -61,19 +61,23 @@ static __attribute__((unused)) int sfs_check_shard_k, sfs_check_shard_n = 1,
 	} while (0)
 
 /*
- * sfs_check_run_shards - build the suite with @build in each of
- * SFS_CHECK_SHARDS child processes, each keeping its shard, run them at
- * once, then the tests added to run alone.  Returns the exit status: 1
- * if any shard failed or did not exit by itself, or a test run alone
- * failed.  The shards' lines interleave (each line stays whole).  With
- * CK_FORK=no, CK_RUN_CASE or CK_RUN_SUITE set (one test, under a
- * debugger) or SFS_CHECK_SHARDS=1 in the environment: one process,
- * every test, as sfs_check_run().
+ * sfs_check_run_shards - run the suite with @build as SFS_CHECK_SHARDS
+ * processes at once, each keeping its shard, then the tests added to
+ * run alone.  Each shard is this program executed again (fork, then
+ * exec of /proc/self/exe with SFS_CHECK_SHARD=K in its environment),
+ * not a bare fork: a forked copy of a process that ThreadSanitizer runs
+ * may not start threads reliably (its tests' transports start some).
+ * Returns the exit status: 1 if any shard failed or did not exit by
+ * itself, or a test run alone failed.  The shards' lines interleave
+ * (each line stays whole).  With CK_FORK=no, CK_RUN_CASE or
+ * CK_RUN_SUITE set (one test, under a debugger) or SFS_CHECK_SHARDS=1
+ * in the environment: one process, every test, as sfs_check_run().
  */
 static inline int sfs_check_run_shards(Suite *(*build)(void))
 {
 	const char *fork_env = getenv("CK_FORK");
 	const char *n_env = getenv("SFS_CHECK_SHARDS");
+	const char *k_env = getenv("SFS_CHECK_SHARD");
 	int n = SFS_CHECK_SHARDS;
 	pid_t pids[64];
 	int failed = 0;
@@ -83,7 +87,15 @@ static inline int sfs_check_run_shards(Suite *(*build)(void))
 	if ((fork_env && strcmp(fork_env, "no") == 0) ||
 	    getenv("CK_RUN_CASE") || getenv("CK_RUN_SUITE") || n == 1)
 		return sfs_check_run(build());
+	if (k_env) { /* one shard, executed by the run below */
+		sfs_check_mode = SFS_CHECK_SHARD;
+		sfs_check_shard_k = atoi(k_env);
+		sfs_check_shard_n = n;
+		return sfs_check_run(build());
+	}
 
+	char nbuf[16];
+	snprintf(nbuf, sizeof(nbuf), "%d", n);
 	fflush(NULL);
 	for (int k = 0; k < n; k++) {
 		pids[k] = fork();
@@ -93,10 +105,13 @@ static inline int sfs_check_run_shards(Suite *(*build)(void))
 			continue;
 		}
 		if (pids[k] == 0) {
-			sfs_check_mode = SFS_CHECK_SHARD;
-			sfs_check_shard_k = k;
-			sfs_check_shard_n = n;
-			_exit(sfs_check_run(build()));
+			char kbuf[16];
+			snprintf(kbuf, sizeof(kbuf), "%d", k);
+			setenv("SFS_CHECK_SHARD", kbuf, 1);
+			setenv("SFS_CHECK_SHARDS", nbuf, 1);
+			execl("/proc/self/exe", "check-shard", (char *)NULL);
+			perror("exec /proc/self/exe");
+			_exit(127);
 		}
 	}
 	for (int k = 0; k < n; k++) {

@@ -66,19 +66,11 @@
 # CHAOS_RESULTS=FILE (key value lines for tests), CHAOS_KEEP=1.
 set -euo pipefail
 now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
-# held KEY OP LIMIT VALUE: whether VALUE OP LIMIT (integers; OP one of
-# = <= >), printing "bound: KEY OP LIMIT: VALUE" as
-# tests/integration/lib.sh's bound does (docs/claims.md states the bound
-# for the chaos test, which passes these lines on).
-held() {
-	echo "bound: $1 $2 $3: $4"
-	case $2 in
-	"=") [ "$4" -eq "$3" ] ;;
-	"<=") [ "$4" -le "$3" ] ;;
-	">") [ "$4" -gt "$3" ] ;;
-	*) return 1 ;;
-	esac
-}
+# bound_held KEY OP LIMIT VALUE: whether VALUE OP LIMIT, printing
+# "bound: KEY OP LIMIT: VALUE" (docs/claims.md states the bounds for the
+# chaos test, which passes these lines on).
+# shellcheck source=tests/bound.sh
+source "$(dirname "$0")/../tests/bound.sh"
 alive() { # PID: running (not gone, not a zombie: kill -0 says yes to those)
 	local st
 	st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
@@ -733,9 +725,9 @@ for i in $(seq "$N"); do
 		echo "r$i: its last mount ($ep) not sampled after a whole exact pass and at the end" >>"$WORK/why"
 	elif ! {
 		# both checked (and printed), RSS in MiB rounded up
-		held rss_grow_mib "<=" "$RSS_GROW" $(((erss - srss + 1023) / 1024))
+		bound_held rss_grow_mib "<=" "$RSS_GROW" $(((erss - srss + 1023) / 1024))
 		rss_held=$?
-		held fds_grow "<=" 16 $((efd - (sfd > fd_top ? sfd : fd_top))) && [ "$rss_held" = 0 ]
+		bound_held fds_grow "<=" 16 $((efd - (sfd > fd_top ? sfd : fd_top))) && [ "$rss_held" = 0 ]
 	}; then
 		grown=$((grown + 1))
 		echo "r$i grew: RSS $srss -> $erss KiB, fds $sfd -> $efd (the most any mount had after its first exact pass: $fd_top)" >>"$WORK/why"
@@ -771,7 +763,7 @@ verdict=0
 for b in "wrong $wrong" "crashes $crashes" "hangs $hangs" "late_eio $late" \
 	"other $others" "grown $grown" "after $after"; do
 	# shellcheck disable=SC2086
-	held ${b% *} = 0 ${b#* } || verdict=1
+	bound_held ${b% *} = 0 ${b#* } || verdict=1
 done
 [ "$verdict" = 0 ] && [ "$exact" -gt 0 ] ||
 	die "wrong $wrong, crashes $crashes, hangs $hangs, late EIO $late, other errors $others, grown or unsampled $grown, not exact after the faults $after, byte-exact $exact"

@@ -22,19 +22,9 @@ milli() {
 		m = p[1] * 1000 + substr(f, 1, 3); if (d == "ceil" && substr(f, 4) ~ /[1-9]/) m++
 		printf "%d", m }'
 }
-# bound KEY OP LIMIT VALUE WHAT...: tests/integration/lib.sh's bound
-# (that file sets up a seed's test; this one runs the simulator alone).
-bound() {
-	local key=$1 op=$2 limit=$3 value=$4 held
-	shift 4
-	case $op in
-	"<=") held=$((value <= limit)) ;;
-	">=") held=$((value >= limit)) ;;
-	*) fail "bound $key: unknown comparison '$op'" ;;
-	esac
-	echo "bound: $key $op $limit: $value"
-	[ "$held" = 1 ] || fail "$*: $value, bound $op $limit ($key)"
-}
+# bound KEY OP LIMIT VALUE WHAT...: as in the integration tests.
+# shellcheck source=tests/bound.sh
+source "$(dirname "$0")/bound.sh"
 
 set -- $(row -n 1 --size 69.1M --gbit 0.1 --lat-us 300)
 bound alone_permille ">=" 950 "$(milli floor "$5")" "one replica alone: $3 s against $4 s over its link, per mille"

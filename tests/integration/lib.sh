@@ -157,23 +157,9 @@ ok() { echo "ok: $*"; }
 # bound KEY OP LIMIT VALUE WHAT...: assert VALUE OP LIMIT (integers; OP
 # one of <= >= < > =), and print "bound: KEY OP LIMIT: VALUE", which
 # tests/claims_bounds.py compares with the bound docs/claims.md states
-# for this test; fail naming WHAT otherwise.
-bound() {
-	local key=$1 op=$2 limit=$3 value=$4 held
-	shift 4
-	[[ "$limit" =~ ^-?[0-9]+$ && "$value" =~ ^-?[0-9]+$ ]] ||
-		fail "bound $key: '$value' $op '$limit' is not a comparison of integers ($*)"
-	case $op in
-	"<=") held=$((value <= limit)) ;;
-	">=") held=$((value >= limit)) ;;
-	"<") held=$((value < limit)) ;;
-	">") held=$((value > limit)) ;;
-	"=") held=$((value == limit)) ;;
-	*) fail "bound $key: unknown comparison '$op'" ;;
-	esac
-	echo "bound: $key $op $limit: $value"
-	[ "$held" = 1 ] || fail "$*: $value, bound $op $limit ($key)"
-}
+# for this test; fail naming WHAT otherwise (tests/bound.sh).
+# shellcheck source=tests/bound.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../bound.sh"
 
 # python_for_build [PYTHON]: the command (words, to be used unquoted)
 # that runs PYTHON (default Debian's python3) against this build's

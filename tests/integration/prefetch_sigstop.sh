@@ -47,10 +47,9 @@ die() {
 # bound_or_die: lib.sh's bound, its failure through die (the stopped
 # clients released first).
 bound_or_die() {
-	(
-		fail() { echo "FAIL: $*" >&2; exit 1; }
-		bound "$@"
-	) || die "bound $1 (above)"
+	local key=$1 op=$2 limit=$3 value=$4
+	shift 4
+	bound_held "$key" "$op" "$limit" "$value" || die "$*: $value, bound $op $limit ($key)"
 }
 
 declare -A MPID MNTOF CPID STOPPED

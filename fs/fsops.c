@@ -358,25 +358,15 @@ static uint64_t tensor_cached(struct sfs_fs *fs, const struct open_file *h)
 	return sfs_replica_resident(fs->r, &f, 0, h->tensor->len);
 }
 
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* Open @ino: close-to-open first when @ask (the seed's current
+ * generation, before binding), then bind a handle and answer. */
+static void open_node(fuse_req_t req, struct sfs_fs *fs, fuse_ino_t ino,
+		      struct fuse_file_info *fi, int ask)
 {
-	struct sfs_fs *fs = fs_of(req);
 	struct open_file *h;
 	int err;
 
-	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	/* Close-to-open: the seed's current generation, before binding
-	 * (not for the status file: it is the mount's, and it must answer
-	 * while the seed does not). */
-	pthread_rwlock_rdlock(fs->lock);
-	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
-	int status = n && (n->kind == SFS_NODE_STATUS ||
-			   n->kind == SFS_NODE_METRICS);
-	pthread_rwlock_unlock(fs->lock);
-	if (!status)
+	if (ask)
 		sfs_replica_revalidate(fs->r, ino);
 	if (!(h = calloc(1, sizeof(*h)))) {
 		fuse_reply_err(req, ENOMEM);
@@ -423,6 +413,85 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = !fi->direct_io;
 	fi->noflush = 1;
 	fuse_reply_open(req, fi);
+}
+
+/* May an operation that can wait on a source run on this libfuse
+ * worker?  Yes (1) while fewer than SFS_FS_WORKER_WAITS do: call
+ * worker_done after it.  No (0): hand it to fs->readq. */
+static int worker_take(struct sfs_fs *fs)
+{
+	if (atomic_fetch_add(&fs->worker_waits, 1) < SFS_FS_WORKER_WAITS)
+		return 1;
+	atomic_fetch_sub(&fs->worker_waits, 1);
+	return 0;
+}
+
+static void worker_done(struct sfs_fs *fs)
+{
+	atomic_fetch_sub(&fs->worker_waits, 1);
+}
+
+/* An open handed to a read thread: its close-to-open question may wait
+ * on a stalled source (open_node). */
+struct open_job {
+	struct sfs_readq_job job;
+	fuse_req_t req;
+	struct sfs_fs *fs;
+	fuse_ino_t ino;
+	struct fuse_file_info fi; /* a copy of the request's */
+};
+
+static void run_open(struct sfs_readq_job *job, int stopping)
+{
+	struct open_job *j = (struct open_job *)job;
+
+	if (stopping) /* the mount is going */
+		fuse_reply_err(j->req, EIO);
+	else
+		open_node(j->req, j->fs, j->ino, &j->fi, 1);
+	free(j);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs_fs *fs = fs_of(req);
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	/* Close-to-open (open_node), not for the status file: it is the
+	 * mount's, and it must answer while the seed does not. */
+	pthread_rwlock_rdlock(fs->lock);
+	const struct sfs_node *n = sfs_tree_get(fs->tree, ino);
+	int status = n && (n->kind == SFS_NODE_STATUS ||
+			   n->kind == SFS_NODE_METRICS);
+	pthread_rwlock_unlock(fs->lock);
+	if (status || !fs->readq) {
+		open_node(req, fs, ino, fi, !status);
+		return;
+	}
+	/* Here while fewer than SFS_FS_WORKER_WAITS operations that may
+	 * wait run on workers, else on a read thread: opens waiting on a
+	 * stalled source leave the workers free for the status file (the
+	 * queue full or no memory: here). */
+	if (worker_take(fs)) {
+		open_node(req, fs, ino, fi, 1);
+		worker_done(fs);
+		return;
+	}
+	struct open_job *j = malloc(sizeof(*j));
+	if (j) {
+		*j = (struct open_job){.job.run = run_open,
+				       .req = req,
+				       .fs = fs,
+				       .ino = ino,
+				       .fi = *fi};
+		if (!sfs_readq_push(fs->readq, &j->job))
+			return;
+		free(j);
+	}
+	open_node(req, fs, ino, fi, 1);
 }
 
 static void read_file(fuse_req_t req, struct sfs_fs *fs, struct open_file *h,
@@ -534,20 +603,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	SFS_TSAN_PLANT(); /* tsan_sees only: common/plant.h */
 	hold(h);
-	/* One that may wait runs here while fewer than SFS_FS_WORKER_READS
-	 * do, else on a read thread: libfuse's workers stay free for the
-	 * status file, lookups, listings and attributes however many reads
-	 * wait on a stalled source.  The queue full (fs->readq's cap) or
-	 * no thread: answered here. */
+	/* One that may wait runs here while fewer than SFS_FS_WORKER_WAITS
+	 * operations that may wait do, else on a read thread: libfuse's
+	 * workers stay free for the status file, lookups, listings and
+	 * attributes however many reads wait on a stalled source.  The
+	 * queue full (fs->readq's cap) or no thread: answered here. */
 	if (fs->readq && may_wait(h, size, off)) {
-		if (atomic_fetch_add(&fs->worker_reads, 1) <
-		    SFS_FS_WORKER_READS) {
+		if (worker_take(fs)) {
 			reply_read(req, fs, h, size, off);
-			atomic_fetch_sub(&fs->worker_reads, 1);
+			worker_done(fs);
 			drop(fs, h);
 			return;
 		}
-		atomic_fetch_sub(&fs->worker_reads, 1);
 		struct read_job *j = malloc(sizeof(*j));
 		if (j) {
 			*j = (struct read_job){.job.run = run_read,

@@ -20,12 +20,13 @@ struct sfs_replica;
 struct open_file;
 struct sfs_readq;
 
-/* At most this many data reads run on libfuse's workers at once, the
- * rest on the read threads (fs/readq.h): a lone reader's requests are
- * not handed from thread to thread, and however many reads wait on a
- * source, the workers but these stay free for status, lookups and
- * attributes. */
-#define SFS_FS_WORKER_READS 2
+/* At most this many operations that may wait on a source (data reads,
+ * and opens, which ask it for its generation) run on libfuse's workers
+ * at once, the rest on the read threads (fs/readq.h): a lone reader's
+ * requests are not handed from thread to thread, and however many wait
+ * on a stalled source, the workers but these stay free for status,
+ * lookups and attributes. */
+#define SFS_FS_WORKER_WAITS 2
 
 struct sfs_fs {
 	struct sfs_replica *r;	 /* borrowed */
@@ -41,13 +42,13 @@ struct sfs_fs {
 	gid_t gid;
 	struct timespec mtime; /* of every inode: when mounted */
 	uint64_t total_bytes;  /* for statfs */
-	/* Reads that may wait for a source are answered there, not on
-	 * libfuse's workers [borrowed]; NULL: every read is answered on
-	 * the worker that took it. */
+	/* Operations that may wait for a source are answered there, not
+	 * on libfuse's workers [borrowed]; NULL: each is answered on the
+	 * worker that took it. */
 	struct sfs_readq *readq;
-	/* Data reads running on libfuse's workers now: at most
-	 * SFS_FS_WORKER_READS (the others go to @readq). */
-	atomic_uint worker_reads;
+	/* Those running on libfuse's workers now: at most
+	 * SFS_FS_WORKER_WAITS (the others go to @readq). */
+	atomic_uint worker_waits;
 	atomic_int stopping; /* the session is ending (serve.c sets it) */
 	pthread_mutex_t handles_lock;
 	struct open_file *handles; /* protected by handles_lock */

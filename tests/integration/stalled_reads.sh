@@ -16,6 +16,8 @@
 # and then
 #   B: umount -l (the mount leaves the mount table; files open there are
 #   still served, the waiting reads end at --timeout)
+# Before those (O): opens waiting on the stopped seed (each asks it for
+# its generation) leave status, ls and stat as quick.
 #   stalled_reads.sh BUILD_DIR
 source "$(dirname "$0")/lib.sh" "$1"
 
@@ -145,6 +147,42 @@ errors_only() {
 	n=$(grep -cE "^[0-9]+ err (5|107|103)$" "$WORK/$tag.out" || true)
 	[ "$n" = $NREADERS ] || fail "$tag: $n of $NREADERS readers ended with EIO or ENOTCONN: $(grep -E '^[0-9]+ ' "$WORK/$tag.out" | sort | uniq -c -f1 | head)"
 }
+
+# --- O: opens waiting on the stopped seed hold nothing up either ---
+# Each open of a model file asks the seed for its generation first
+# (close-to-open), up to 3 s while the seed has not yet failed to
+# answer.  NOPENS opens at once, more than libfuse's 10 workers, then
+# status, ls and stat, each within BOUND_MS; once the seed runs again
+# every open succeeds.  (Their own mount: part A times its SIGTERM
+# from its mount's first unanswered question.)
+NOPENS=16
+MNTO=$WORK/mnto
+MOUNT_LOG=mounto mount_seed "$MNTO"
+kill -STOP "$SPID"
+OPIDS=()
+for i in $(seq 0 $((NOPENS - 1))); do
+	(exec 3<"$MNTO/m/${SHARDS[$i]}") 2>"$WORK/open$i.err" &
+	OPIDS+=("$!")
+done
+PIDS+=("${OPIDS[@]}")
+sleep 0.3
+waiting=0
+for p in "${OPIDS[@]}"; do running "$p" && waiting=$((waiting + 1)); done
+ms_status=$(ms_of cat "$MNTO/.seedfs/status")
+grep -q "^seed: " "$WORK/cmd.out" || fail "O: status: $(cat "$WORK/cmd.out")"
+ms_ls=$(ms_of ls "$MNTO/m")
+grep -qx config.json "$WORK/cmd.out" || fail "O: ls: $(cat "$WORK/cmd.out")"
+ms_stat=$(ms_of stat -c %s "$MNTO/m/config.json")
+kill -CONT "$SPID"
+[ $waiting = $NOPENS ] || fail "O: $waiting of $NOPENS opens waiting when status, ls and stat were timed (the test timed nothing)"
+for x in status:$ms_status ls:$ms_ls stat:$ms_stat; do
+	bound "opens_${x%%:*}_ms" "<=" $BOUND_MS "${x#*:}" "${x%%:*} with $NOPENS opens waiting on a stopped seed, ms"
+done
+for i in $(seq 0 $((NOPENS - 1))); do
+	wait "${OPIDS[$i]}" || fail "O: open of ${SHARDS[$i]} failed once the seed ran: $(cat "$WORK/open$i.err")"
+done
+fusermount3 -u "$MNTO" || fail "O: fusermount3 -u $MNTO"
+ok "with $NOPENS opens waiting on a stopped seed: status $ms_status ms, ls $ms_ls ms, stat $ms_stat ms (bound $BOUND_MS ms); each open succeeded once the seed ran"
 
 # --- A: the answers while every read waits, then SIGTERM ---
 MNT=$WORK/mnt

@@ -60,17 +60,19 @@ deps:
 # file; tests/summary.sh prints what ran, failed and was skipped (and
 # why), per pass, at the end.  docs/testing.md says which test runs in
 # which pass.
+# The CUDA, ASan and TSan trees build in the background, on cores no test
+# wants, while the normal pass runs (tests/bgbuild.sh); their foreground
+# builds (tests/build.sh, cuda_build.sh) wait for those.
 test: deps check-format
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+	@tests/bgbuild.sh $(JOBS) $(BUILD) $(ASAN) $(TSAN)
 	cd $(BUILD) && ctest $(CTEST_FLAGS) -LE '^long$$' --test-output-size-passed 1048576 \
 		--output-junit ctest-normal.xml
 	@tests/claims_bounds.py --absent-ok docs/claims.md $(BUILD)/ctest-normal.xml
-	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON >/dev/null
-	@cmake --build $(ASAN) -j $(JOBS)
+	@tests/build.sh $(ASAN) $(JOBS) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON
 	cd $(ASAN) && ctest $(CTEST_FLAGS) -L '^asan$$' --output-junit ctest-asan.xml
-	@cmake -S . -B $(TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDFS_TSAN=ON >/dev/null
-	@cmake --build $(TSAN) -j $(JOBS)
+	@tests/build.sh $(TSAN) $(JOBS) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDFS_TSAN=ON
 	cd $(TSAN) && ctest $(CTEST_FLAGS) -L '^tsan$$' --output-junit ctest-tsan.xml
 	@tests/summary.sh normal=$(BUILD)/ctest-normal.xml asan=$(ASAN)/ctest-asan.xml \
 		tsan=$(TSAN)/ctest-tsan.xml

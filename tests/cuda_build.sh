@@ -12,8 +12,14 @@
 # says which; make test-full runs this in both), the CUDA build is made
 # with the same sanitizer, of what the two tests need only: the CUDA
 # half of lib/gpu.c and transports/hmem.c then runs under it.
-#   cuda_build.sh SOURCE_DIR BUILD_DIR
+# With --build-only: the build alone, no test (tests/bgbuild.sh makes it
+# in the background while make test's normal pass runs; the build holds
+# BUILD_DIR/cuda.lock, so this test's build waits for that one and
+# finds nothing left to do).
+#   cuda_build.sh [--build-only] SOURCE_DIR BUILD_DIR
 set -euo pipefail
+ONLY=0
+[ "${1:-}" != --build-only ] || { ONLY=1; shift; }
 SRC=$1
 OUT=$(cd "$2" && pwd)/cuda
 if [ ! -e /usr/local/cuda/include/cuda.h ] && [ ! -e /usr/include/cuda.h ]; then
@@ -35,10 +41,14 @@ fi
 # compiles the same either way), so the binaries that link them, not
 # the whole tree (make test's 20 minutes).
 TARGETS=(--target seedfs libseedfs genmodel gpuread fakecuda gpu_kit test_hmem)
+exec 9>"$OUT.lock"
+flock 9
 cmake -S "$SRC" -B "$OUT" -DSEEDFS_CUDA=ON "${FLAGS[@]}" >"$OUT.configure.log" 2>&1 ||
 	{ echo "FAIL: configure -DSEEDFS_CUDA=ON ${FLAGS[*]}:" >&2; tail -n 30 "$OUT.configure.log" >&2; exit 1; }
 cmake --build "$OUT" -j "$(nproc)" "${TARGETS[@]}" >"$OUT.build.log" 2>&1 ||
 	{ echo "FAIL: build with CUDA ($KIND):" >&2; tail -n 30 "$OUT.build.log" >&2; exit 1; }
+flock -u 9
+[ $ONLY = 0 ] || { echo "ok: -DSEEDFS_CUDA=ON ($KIND build) built in $OUT"; exit 0; }
 grep -q '^SEEDFS_CUDA:BOOL=ON' "$OUT/CMakeCache.txt" || { echo "FAIL: SEEDFS_CUDA is not ON in $OUT" >&2; exit 1; }
 # The sanitizer is in what the tests run.
 case $KIND in

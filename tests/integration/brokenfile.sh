@@ -106,11 +106,19 @@ ok "overwritten in place: the handle opened before gets EIO ($eio ranges) or the
 echo Q >&"${HOLD[1]}"
 wait "$hold_pid" 2>/dev/null || true
 
+# The overwrite's own attempt at the next generation first (refused: the
+# shard is still cut), so that nothing but the repair below can bring
+# generation 2.
+for _ in $(seq 200); do [ "$(grep -c "not republished" "$WORK/seed.err")" -ge 2 ] && break; sleep 0.05; done
+[ "$(grep -c "not republished" "$WORK/seed.err")" -ge 2 ] ||
+	fail "the overwrite's attempt at the next generation not made in 10 s: $(grep seed: "$WORK/seed.err" | tail -n 2)"
+grep -q "published .*generation 2" "$WORK/seed.out" && fail "generation 2 published before the repair"
+
 # The directory whole again, the truncated shard repaired in place (cp
 # onto the same name; no SIGHUP): the seed notices it, says so once, and
 # the next generation serves both within 5 s (a quiet second from the
-# repair's first write, or sooner when the overwrite above still has one
-# pending; the attempt itself on a loaded machine and the sanitizers).
+# repair's first write; the attempt itself on a loaded machine and the
+# sanitizers).
 t_fix=$(now_ms)
 cp "$WORK/orig/$F2" "$MODEL/$F2"
 for _ in $(seq 200); do grep -q "published .*generation 2" "$WORK/seed.out" && break; sleep 0.05; done

@@ -2914,6 +2914,92 @@ START_TEST(direct_after_member_came)
 }
 END_TEST
 
+/* A direct read's pieces queued behind a seed's window (never handed to
+ * the transport: the seed is stopped, its first two pulls wait on it)
+ * when a member comes and the seed leaves: those pieces no seed can
+ * serve now go through a slot, which the member fills, and the read gets
+ * its bytes.  (They failed with EIO before: queued for no one.)  The two
+ * pulls on the stopped seed end at --timeout and move to a slot too. */
+START_TEST(direct_queued_seed_left)
+{
+	const uint32_t timeout = 2000;
+	uint64_t *sums = data_sums(14);
+	uint8_t *shas = data_shas(14);
+	char err[256];
+	struct stall_seed s1;
+	stall_seed_start(&s1, data_len);
+	uint64_t x1;
+	ck_assert_int_eq(sfs_xport_peer_add(replica, s1.addr, s1.addr_len, &x1),
+			 0);
+	struct sfs_cache *c;
+	struct sfs_cache_cfg cfg = {.xport = replica,
+				    .size = (uint64_t)CHUNK * 64,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = timeout};
+	uint32_t set, ps, pm, hs;
+	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(seed_peer(c, x1, "seed", &ps), 0);
+	ck_assert_int_eq(sfs_cache_add_peer(c, peer2, "member", &pm), 0);
+	struct sfs_cache_obj o = {.len = data_len,
+				  .csum_shift = 14,
+				  .xxh3 = sums,
+				  .sha256 = shas};
+	struct sfs_cache_hobj hseed = {&s1.pc, 1}, hmem = {&copy_piece, 1};
+	ck_assert_int_eq(sfs_cache_add_set(c, "queued", &o, 1, &set), 0);
+	ck_assert_int_eq(sfs_cache_add_holder(c, set, ps, &hseed, 1, 0, &hs),
+			 0);
+	size_t len = 6 * CHUNK;
+	uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct sfs_xport_mr *mr;
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(replica, buf, len, SFS_XPORT_LOCAL_DST, &mr),
+		0);
+	struct sfs_cache_dst *d;
+	ck_assert_int_eq(sfs_cache_dst_new(c, buf, len, mr, &d), 0);
+	struct sfs_cache_rd rd = {.set = set,
+				  .obj = 0,
+				  .off = 0,
+				  .len = len,
+				  .to = buf,
+				  .dst = d};
+	kill(s1.pid, SIGSTOP);
+	int wst;
+	ck_assert_int_eq(waitpid(s1.pid, &wst, WUNTRACED), s1.pid);
+	struct swap_arg sa = {c, set, pm, hs, &hmem};
+	pthread_t th;
+	pthread_create(&th, NULL, swap_holders, &sa);
+	uint64_t t0 = sfs_now_ms();
+	/* Every piece started at once (read-ahead of the whole read). */
+	int rc = sfs_cache_read_into(c, &rd, 1, len);
+	uint64_t el = sfs_now_ms() - t0;
+	pthread_join(th, NULL);
+	struct sfs_cache_peer_info b;
+	ck_assert_int_eq(sfs_cache_peer(c, pm, &b), 0);
+	printf("direct_queued_seed_left: rc %d after %" PRIu64
+	       " ms; member pulls %" PRIu64 "\n",
+	       rc, el, b.pulls);
+	fflush(stdout);
+	int same = rc == 0 && memcmp(buf, data, len) == 0;
+	sfs_cache_stop(c);
+	while (sfs_cache_dst_busy(d))
+		usleep(10000);
+	sfs_cache_dst_free(d);
+	sfs_cache_free(c);
+	sfs_xport_mr_dereg(mr);
+	munmap(buf, len);
+	kill(s1.pid, SIGKILL);
+	waitpid(s1.pid, &wst, 0);
+	free(sums);
+	free(shas);
+	ck_assert_msg(same, "read failed: %d after %" PRIu64 " ms", rc, el);
+	/* The queued pieces went to the member at once, the two on the
+	 * stopped seed after --timeout: not a second timeout after that. */
+	SFS_TEST_BOUND_LE("direct_queued_seed_left_ms", 2 * timeout, el);
+}
+END_TEST
+
 /* The engine API's and seedfs pull's reads (sfs_cache_read_into) queue
  * what they are not at yet as read-ahead: a member that has not served
  * probes with it, proves itself and serves them.  (All of it was demand:
@@ -3019,6 +3105,8 @@ static Suite *cache_suite(void)
 	sfs_check_add(fl, fleet_parent_grows_forever);
 	sfs_check_add(fl, coming_forever);
 	sfs_check_add(fl, direct_after_member_came);
+	if (!TEST_TSAN) /* a forked seed: see stalled_holders_bounded */
+		sfs_check_add(fl, direct_queued_seed_left);
 	sfs_check_add(fl, read_into_uses_members);
 	sfs_check_add(fl, failed_chunk_next_to_seed);
 	suite_add_tcase(s, fl);

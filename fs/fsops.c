@@ -431,8 +431,8 @@ static void worker_done(struct sfs_fs *fs)
 	atomic_fetch_sub(&fs->worker_waits, 1);
 }
 
-/* An open handed to a read thread: its close-to-open question may wait
- * on a stalled source (open_node). */
+/* An open handed to an open thread (fs->openq): its close-to-open
+ * question may wait on a stalled source (open_node). */
 struct open_job {
 	struct sfs_readq_job job;
 	fuse_req_t req;
@@ -467,14 +467,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int status = n && (n->kind == SFS_NODE_STATUS ||
 			   n->kind == SFS_NODE_METRICS);
 	pthread_rwlock_unlock(fs->lock);
-	if (status || !fs->readq) {
+	if (status || !fs->openq) {
 		open_node(req, fs, ino, fi, !status);
 		return;
 	}
 	/* Here while fewer than SFS_FS_WORKER_WAITS operations that may
-	 * wait run on workers, else on a read thread: opens waiting on a
-	 * stalled source leave the workers free for the status file (the
-	 * queue full or no memory: here). */
+	 * wait run on workers, else on an open thread (never behind the
+	 * reads queued for the read threads): opens waiting on a stalled
+	 * source leave the workers free for the status file (the queue
+	 * full or no memory: here). */
 	if (worker_take(fs)) {
 		open_node(req, fs, ino, fi, 1);
 		worker_done(fs);
@@ -487,7 +488,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 				       .fs = fs,
 				       .ino = ino,
 				       .fi = *fi};
-		if (!sfs_readq_push(fs->readq, &j->job))
+		if (!sfs_readq_push(fs->openq, &j->job))
 			return;
 		free(j);
 	}
@@ -591,6 +592,15 @@ static int may_wait(const struct open_file *h, size_t size, off_t off)
 	return off >= 0 && (uint64_t)off < h->size && size > 0;
 }
 
+/* Are the bytes a read of @size at @off in @h would answer all in
+ * memory now (the cache's, or inline)?  For a read may_wait passed. */
+static int resident(struct sfs_fs *fs, struct open_file *h, size_t size,
+		    off_t off)
+{
+	uint64_t n = SFS_MIN((uint64_t)size, h->size - (uint64_t)off);
+	return sfs_replica_resident(fs->r, &h->rf, (uint64_t)off, n) == n;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -615,7 +625,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			drop(fs, h);
 			return;
 		}
-		struct read_job *j = malloc(sizeof(*j));
+		/* Its bytes all in the cache now (an inline file's always
+		 * are): here, never queued behind reads that wait. */
+		struct read_job *j =
+			resident(fs, h, size, off) ? NULL : malloc(sizeof(*j));
 		if (j) {
 			*j = (struct read_job){.job.run = run_read,
 					       .req = req,

@@ -22,7 +22,8 @@ struct sfs_readq;
 
 /* At most this many operations that may wait on a source (data reads,
  * and opens, which ask it for its generation) run on libfuse's workers
- * at once, the rest on the read threads (fs/readq.h): a lone reader's
+ * at once, the rest on the mount's read or open threads (fs/readq.h,
+ * @readq and @openq below): a lone reader's
  * requests are not handed from thread to thread, and however many wait
  * on a stalled source, the workers but these stay free for status,
  * lookups and attributes. */
@@ -46,6 +47,9 @@ struct sfs_fs {
 	 * on libfuse's workers [borrowed]; NULL: each is answered on the
 	 * worker that took it. */
 	struct sfs_readq *readq;
+	/* The same for opens [borrowed]: threads of their own, never
+	 * queued behind reads; NULL: answered on the worker. */
+	struct sfs_readq *openq;
 	/* Those running on libfuse's workers now: at most
 	 * SFS_FS_WORKER_WAITS (the others go to @readq). */
 	atomic_uint worker_waits;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * readq.h - read threads of the mount's own, apart from libfuse's
- * workers.  A read that may wait for a source is queued here and
- * answered from one of these threads, so libfuse's workers stay free
- * for status, lookups, listings and attributes however many reads
- * wait (FUSE low-level replies may come from any thread).
+ * readq.h - threads of the mount's own, apart from libfuse's workers.
+ * A read that may wait for a source is queued in one such queue (the
+ * read threads), an open that may in another (the open threads), and
+ * answered from one of its threads, so libfuse's workers stay free for
+ * status, lookups, listings and attributes however many wait (FUSE
+ * low-level replies may come from any thread).
  *
  * At most @nthreads threads, started as reads need them (none for a
  * mount whose reads all hit the cache); at most @cap jobs queued.  A

@@ -3,8 +3,8 @@
  * serve.c - a replica served as a FUSE filesystem.  The session loop
  * runs in the caller's thread; a ready thread waits for the kernel's
  * INIT, raises the mount's read-ahead and tells the waiting parent.
- * Reads that may wait for a source are answered by read threads of the
- * mount's own (readq.h).
+ * Reads and opens that may wait for a source are answered by threads of
+ * the mount's own (readq.h: the read threads, the open threads).
  */
 #include "fs/serve.h"
 
@@ -262,8 +262,9 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 	if (cmd->max_threads && cmd->max_threads != UINT_MAX &&
 	    cmd->max_threads > nreaders)
 		nreaders = cmd->max_threads;
-	if (sfs_readq_new(nreaders, SFS_FS_READ_QUEUE, &fs.readq)) {
-		SFS_LOG(SFS_ERR, "mount", "cannot make the read queue");
+	if (sfs_readq_new(nreaders, SFS_FS_READ_QUEUE, &fs.readq) ||
+	    sfs_readq_new(SFS_FS_OPEN_THREADS, SFS_FS_OPEN_QUEUE, &fs.openq)) {
+		SFS_LOG(SFS_ERR, "mount", "cannot make the read queues");
 		goto out_unmount;
 	}
 	struct ready_arg ra = {.se = se,
@@ -329,12 +330,15 @@ int sfs_fs_serve(struct sfs_replica *r, struct fuse_args *args,
 	}
 	sfs_notify_stopping();
 	/* Reads still waiting for a source end now, with EIO (never with
-	 * bytes not verified), and so do those queued: the read threads
-	 * then end.  (libfuse's workers have returned: the loop joined
-	 * them.) */
+	 * bytes not verified), and so do those queued, and the opens
+	 * queued: the read and open threads then end (an open's question
+	 * under way ends with sfs_control_abort).  (libfuse's workers have
+	 * returned: the loop joined them.) */
 	sfs_replica_end_waits(r);
 	sfs_readq_free(fs.readq);
 	fs.readq = NULL;
+	sfs_readq_free(fs.openq);
+	fs.openq = NULL;
 	/* No page cache invalidation writes to the session's fd once
 	 * the unmount closes it (the sweeper sends them). */
 	sfs_replica_set_inval(r, NULL, NULL);
@@ -351,6 +355,8 @@ out_signals:
 out_destroy:
 	sfs_readq_free(fs.readq); /* (nothing queued before the loop) */
 	fs.readq = NULL;
+	sfs_readq_free(fs.openq);
+	fs.openq = NULL;
 	/* No prefetch, no invalidation of a session gone. */
 	sfs_replica_stop(r);
 	fuse_session_destroy(se);

@@ -19,6 +19,11 @@ struct sfs_replica;
  * answered on libfuse's worker that took it). */
 #define SFS_FS_READ_THREADS 64
 #define SFS_FS_READ_QUEUE 65536
+/* Threads of their own for opens that may wait (a close-to-open question
+ * to a stalled seed, 3 s at most): never queued behind reads, which wait
+ * up to --timeout.  At most this many, and SFS_FS_OPEN_QUEUE queued. */
+#define SFS_FS_OPEN_THREADS 16
+#define SFS_FS_OPEN_QUEUE 65536
 
 struct sfs_serve_cfg {
 	unsigned int read_ahead_kb;  /* 0: the kernel's */

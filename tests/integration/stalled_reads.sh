@@ -161,7 +161,7 @@ MOUNT_LOG=mounto mount_seed "$MNTO"
 kill -STOP "$SPID"
 OPIDS=()
 for i in $(seq 0 $((NOPENS - 1))); do
-	(exec 3<"$MNTO/m/${SHARDS[$i]}") 2>"$WORK/open$i.err" &
+	head -c 4096 "$MNTO/m/${SHARDS[$i]}" >"$WORK/open$i.out" 2>"$WORK/open$i.err" &
 	OPIDS+=("$!")
 done
 PIDS+=("${OPIDS[@]}")
@@ -178,11 +178,17 @@ kill -CONT "$SPID"
 for x in status:$ms_status ls:$ms_ls stat:$ms_stat; do
 	bound "opens_${x%%:*}_ms" "<=" $BOUND_MS "${x#*:}" "${x%%:*} with $NOPENS opens waiting on a stopped seed, ms"
 done
+# Once the seed runs, each open is answered (its question, 3 s at most)
+# and reads through its handle (opened on an open thread) byte-exact.
 for i in $(seq 0 $((NOPENS - 1))); do
+	for _ in $(seq 200); do running "${OPIDS[$i]}" || break; sleep 0.05; done
+	running "${OPIDS[$i]}" && fail "O: open of ${SHARDS[$i]} not answered 10 s after the seed ran again"
 	wait "${OPIDS[$i]}" || fail "O: open of ${SHARDS[$i]} failed once the seed ran: $(cat "$WORK/open$i.err")"
+	cmp -s "$WORK/open$i.out" <(head -c 4096 "$MODEL/${SHARDS[$i]}") ||
+		fail "O: ${SHARDS[$i]} read through the handle opened on an open thread: not the model's first 4096 bytes"
 done
 fusermount3 -u "$MNTO" || fail "O: fusermount3 -u $MNTO"
-ok "with $NOPENS opens waiting on a stopped seed: status $ms_status ms, ls $ms_ls ms, stat $ms_stat ms (bound $BOUND_MS ms); each open succeeded once the seed ran"
+ok "with $NOPENS opens waiting on a stopped seed: status $ms_status ms, ls $ms_ls ms, stat $ms_stat ms (bound $BOUND_MS ms); each open answered once the seed ran, and read byte-exact"
 
 # --- A: the answers while every read waits, then SIGTERM ---
 MNT=$WORK/mnt
@@ -233,12 +239,20 @@ for _ in $(seq 200); do
 	sleep 0.05
 done
 [ -n "${line:-}" ] || fail "A: no unanswered question to the stopped seed logged in 10 s"
+# The seed counts as unreachable now: an open asks it nothing and is
+# answered at once, however many reads wait (opens have threads of
+# their own, never queued behind the 32 reads queued here), and a read
+# of bytes in memory (config.json is inline) is answered at once too
+# (never queued behind them).
+ms_open=$(ms_of cat "$MNT/m/config.json")
+cmp -s "$WORK/cmd.out" "$MODEL/config.json" || fail "A: config.json read wrong while the reads wait"
+bound open_unreachable_ms "<=" $BOUND_MS "$ms_open" "open and read of config.json with $NREADERS reads waiting on a seed counted unreachable, ms"
 at=$(($(date -d "${line%% *}" +%s%3N) + 1200))
 while [ "$at" -lt $(($(now_ms) + 50)) ]; do at=$((at + 4000)); done
 while [ "$(now_ms)" -lt "$at" ]; do sleep 0.02; done
 # And opens under way too: each asks the stopped seed for its
-# generation (3 s), on a libfuse worker; SIGTERM ends those waits at
-# once, as it does the reads'.
+# generation (3 s; on a libfuse worker or an open thread); SIGTERM ends
+# those waits at once, as it does the reads'.
 for i in 1 2 3 4; do
 	(exec 3<"$MNT/m/${SHARDS[$i]}") 2>/dev/null &
 	PIDS+=("$!")

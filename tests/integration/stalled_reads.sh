@@ -232,24 +232,27 @@ ok "with $NREADERS reads waiting on a stopped seed: status $ms_status ms, ls $ms
 # SIGTERM while the daemon also waits on the seed's control port: its
 # first unanswered question is logged once it times out (3 s); the
 # next one goes 1 s later and would wait 3 s (replica/source.c), and so
-# on every 4 s, so SIGTERM 1.2 s (mod 4 s) after that line finds one
-# under way for 2.8 s more.
+# on every 4 s, so SIGTERM about 1.25 s (mod 4 s) after that line
+# finds one under way for 2.75 s more (the opens below start at 1.05 s,
+# SIGTERM 0.2 s after them).
 for _ in $(seq 200); do
 	line=$(grep -m1 "W source: cannot ask .* what it publishes" "$WORK/mount.log") && break
 	sleep 0.05
 done
 [ -n "${line:-}" ] || fail "A: no unanswered question to the stopped seed logged in 10 s"
+at=$(($(date -d "${line%% *}" +%s%3N) + 1050))
+while [ "$at" -lt $(($(now_ms) + 50)) ]; do at=$((at + 4000)); done
+while [ "$(now_ms)" -lt "$at" ]; do sleep 0.02; done
 # The seed counts as unreachable now: an open asks it nothing and is
 # answered at once, however many reads wait (opens have threads of
 # their own, never queued behind the 32 reads queued here), and a read
 # of bytes in memory (config.json is inline) is answered at once too
-# (never queued behind them).
+# (never queued behind them).  (Here, with the poller's question under
+# way: an open while none is may start one, and move the cadence the
+# SIGTERM below is timed by.)
 ms_open=$(ms_of cat "$MNT/m/config.json")
 cmp -s "$WORK/cmd.out" "$MODEL/config.json" || fail "A: config.json read wrong while the reads wait"
 bound open_unreachable_ms "<=" $BOUND_MS "$ms_open" "open and read of config.json with $NREADERS reads waiting on a seed counted unreachable, ms"
-at=$(($(date -d "${line%% *}" +%s%3N) + 1200))
-while [ "$at" -lt $(($(now_ms) + 50)) ]; do at=$((at + 4000)); done
-while [ "$(now_ms)" -lt "$at" ]; do sleep 0.02; done
 # And opens under way too: each asks the stopped seed for its
 # generation (3 s; on a libfuse worker or an open thread); SIGTERM ends
 # those waits at once, as it does the reads'.
@@ -257,7 +260,7 @@ for i in 1 2 3 4; do
 	(exec 3<"$MNT/m/${SHARDS[$i]}") 2>/dev/null &
 	PIDS+=("$!")
 done
-sleep 0.3
+sleep 0.2
 t0=$(now_ms)
 kill -TERM "$MOUNT_PID"
 took=$(gone_within "$MOUNT_PID" "$t0")

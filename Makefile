@@ -102,9 +102,11 @@ demo: all
 deb: deps
 	@packaging/deb.sh $(BUILD)/deb
 
+# (Under the tree's lock, as make test's builds of it: tests/build.sh.)
 fuzz: deps
-	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON >/dev/null
-	@cmake --build $(ASAN) -j $(JOBS) --target test_fuzz
+	@mkdir -p $(ASAN) && flock $(ASAN)/.build.lock sh -c \
+		'cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON >/dev/null && \
+		 cmake --build $(ASAN) -j $(JOBS) --target test_fuzz'
 	SEEDFS_FUZZ_ITERS=$(FUZZ_ITERS) $(ASAN)/tests/test_fuzz
 
 bench: all

@@ -23,10 +23,9 @@ struct sfs_readq;
 /* At most this many operations that may wait on a source (data reads,
  * and opens, which ask it for its generation) run on libfuse's workers
  * at once, the rest on the mount's read or open threads (fs/readq.h,
- * @readq and @openq below): a lone reader's
- * requests are not handed from thread to thread, and however many wait
- * on a stalled source, the workers but these stay free for status,
- * lookups and attributes. */
+ * @readq and @openq below): a lone reader's requests are not handed
+ * from thread to thread, and however many wait on a stalled source, the
+ * workers but these stay free for status, lookups and attributes. */
 #define SFS_FS_WORKER_WAITS 2
 
 struct sfs_fs {
@@ -43,15 +42,16 @@ struct sfs_fs {
 	gid_t gid;
 	struct timespec mtime; /* of every inode: when mounted */
 	uint64_t total_bytes;  /* for statfs */
-	/* Operations that may wait for a source are answered there, not
-	 * on libfuse's workers [borrowed]; NULL: each is answered on the
+	/* Reads that may wait for a source are answered there, not on
+	 * libfuse's workers [borrowed]; NULL: each is answered on the
 	 * worker that took it. */
 	struct sfs_readq *readq;
 	/* The same for opens [borrowed]: threads of their own, never
 	 * queued behind reads; NULL: answered on the worker. */
 	struct sfs_readq *openq;
-	/* Those running on libfuse's workers now: at most
-	 * SFS_FS_WORKER_WAITS (the others go to @readq). */
+	/* Reads and opens that may wait running on libfuse's workers
+	 * now: at most SFS_FS_WORKER_WAITS (the others go to @readq or
+	 * @openq). */
 	atomic_uint worker_waits;
 	atomic_int stopping; /* the session is ending (serve.c sets it) */
 	pthread_mutex_t handles_lock;

@@ -2831,6 +2831,43 @@ END_TEST
  * direct piece already queued that no seed can serve goes through a
  * slot too.  (It was decided once, when the read was cut: the later
  * direct pieces waited, queued where no peer would take them.) */
+/* Memory of the caller's for direct reads (sfs_cache_read_into): @len
+ * bytes registered with the replica's transport, its cache dst.
+ * direct_buf_end (before the cache is freed) waits for the transport's
+ * last write into it; direct_buf_free (after) unregisters and unmaps. */
+struct direct_buf {
+	uint8_t *buf;
+	size_t len;
+	struct sfs_xport_mr *mr;
+	struct sfs_cache_dst *d;
+};
+
+static void direct_buf_new(struct sfs_cache *c, size_t len,
+			   struct direct_buf *b)
+{
+	b->len = len;
+	b->buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(b->buf, MAP_FAILED);
+	ck_assert_int_eq(sfs_xport_mr_reg(replica, b->buf, len,
+					  SFS_XPORT_LOCAL_DST, &b->mr),
+			 0);
+	ck_assert_int_eq(sfs_cache_dst_new(c, b->buf, len, b->mr, &b->d), 0);
+}
+
+static void direct_buf_end(struct direct_buf *b)
+{
+	while (sfs_cache_dst_busy(b->d))
+		usleep(10000);
+	sfs_cache_dst_free(b->d);
+}
+
+static void direct_buf_free(struct direct_buf *b)
+{
+	sfs_xport_mr_dereg(b->mr);
+	munmap(b->buf, b->len);
+}
+
 struct swap_arg {
 	struct sfs_cache *c;
 	uint32_t set, pm, hs;
@@ -2873,20 +2910,15 @@ START_TEST(direct_after_member_came)
 	ck_assert_int_eq(sfs_cache_add_holder(c, set, ps, &hseed, 1, 0, &hs),
 			 0);
 	size_t len = 3 * CHUNK;
-	uint8_t *buf = mmap(NULL, len + 4096, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct sfs_xport_mr *mr;
-	ck_assert_int_eq(sfs_xport_mr_reg(replica, buf, len + 4096,
-					  SFS_XPORT_LOCAL_DST, &mr),
-			 0);
-	struct sfs_cache_dst *d;
-	ck_assert_int_eq(sfs_cache_dst_new(c, buf, len + 4096, mr, &d), 0);
+	struct direct_buf db;
+	direct_buf_new(c, len + 4096, &db);
+	uint8_t *buf = db.buf;
 	struct sfs_cache_rd rd = {.set = set,
 				  .obj = 0,
 				  .off = 100,
 				  .len = len,
 				  .to = buf + 100,
-				  .dst = d};
+				  .dst = db.d};
 	struct swap_arg sa = {c, set, pm, hs, &hmem};
 	pthread_t th;
 	pthread_create(&th, NULL, swap_holders, &sa);
@@ -2902,12 +2934,9 @@ START_TEST(direct_after_member_came)
 	fflush(stdout);
 	int same = rc == 0 && memcmp(buf + 100, data + 100, len) == 0;
 	sfs_cache_stop(c);
-	while (sfs_cache_dst_busy(d))
-		usleep(10000);
-	sfs_cache_dst_free(d);
+	direct_buf_end(&db);
 	sfs_cache_free(c);
-	sfs_xport_mr_dereg(mr);
-	munmap(buf, len + 4096);
+	direct_buf_free(&db);
 	free(sums);
 	free(shas);
 	ck_assert_msg(same, "read failed: %d after %" PRIu64 " ms", rc, el);
@@ -2950,20 +2979,15 @@ START_TEST(direct_queued_seed_left)
 	ck_assert_int_eq(sfs_cache_add_holder(c, set, ps, &hseed, 1, 0, &hs),
 			 0);
 	size_t len = 6 * CHUNK;
-	uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct sfs_xport_mr *mr;
-	ck_assert_int_eq(
-		sfs_xport_mr_reg(replica, buf, len, SFS_XPORT_LOCAL_DST, &mr),
-		0);
-	struct sfs_cache_dst *d;
-	ck_assert_int_eq(sfs_cache_dst_new(c, buf, len, mr, &d), 0);
+	struct direct_buf db;
+	direct_buf_new(c, len, &db);
+	uint8_t *buf = db.buf;
 	struct sfs_cache_rd rd = {.set = set,
 				  .obj = 0,
 				  .off = 0,
 				  .len = len,
 				  .to = buf,
-				  .dst = d};
+				  .dst = db.d};
 	kill(s1.pid, SIGSTOP);
 	int wst;
 	ck_assert_int_eq(waitpid(s1.pid, &wst, WUNTRACED), s1.pid);
@@ -2983,12 +3007,9 @@ START_TEST(direct_queued_seed_left)
 	fflush(stdout);
 	int same = rc == 0 && memcmp(buf, data, len) == 0;
 	sfs_cache_stop(c);
-	while (sfs_cache_dst_busy(d))
-		usleep(10000);
-	sfs_cache_dst_free(d);
+	direct_buf_end(&db);
 	sfs_cache_free(c);
-	sfs_xport_mr_dereg(mr);
-	munmap(buf, len);
+	direct_buf_free(&db);
 	kill(s1.pid, SIGKILL);
 	waitpid(s1.pid, &wst, 0);
 	free(sums);
@@ -3013,21 +3034,16 @@ START_TEST(read_into_uses_members)
 		seed_with_sha(replica, peer, 4000, 64, sums, shas, &set, &ps);
 	add_member(c, set, &pm, &hm);
 	size_t len = data_len;
-	uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct sfs_xport_mr *mr;
-	ck_assert_int_eq(
-		sfs_xport_mr_reg(replica, buf, len, SFS_XPORT_LOCAL_DST, &mr),
-		0);
-	struct sfs_cache_dst *d;
-	ck_assert_int_eq(sfs_cache_dst_new(c, buf, len, mr, &d), 0);
+	struct direct_buf db;
+	direct_buf_new(c, len, &db);
+	uint8_t *buf = db.buf;
 	for (int round = 0; round < 3; round++) {
 		struct sfs_cache_rd rd = {.set = set,
 					  .obj = 0,
 					  .off = 0,
 					  .len = len,
 					  .to = buf,
-					  .dst = d};
+					  .dst = db.d};
 		ck_assert_int_eq(sfs_cache_read_into(c, &rd, 1, 0), 0);
 		ck_assert_int_eq(memcmp(buf, data, len), 0);
 	}
@@ -3038,10 +3054,9 @@ START_TEST(read_into_uses_members)
 	       ", member pulls %" PRIu64 "\n",
 	       a.pulls, b.pulls);
 	fflush(stdout);
-	sfs_cache_dst_free(d);
+	direct_buf_end(&db);
 	sfs_cache_free(c);
-	sfs_xport_mr_dereg(mr);
-	munmap(buf, len);
+	direct_buf_free(&db);
 	free(sums);
 	free(shas);
 	ck_assert_uint_gt(b.pulls, 0);

@@ -66,7 +66,7 @@ deps:
 test: deps check-format
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
-	@tests/bgbuild.sh $(JOBS) $(BUILD) $(ASAN) $(TSAN)
+	@SFS_BG_OWNER=$$PPID tests/bgbuild.sh $(JOBS) $(BUILD) $(ASAN) $(TSAN)
 	cd $(BUILD) && ctest $(CTEST_FLAGS) -LE '^long$$' --test-output-size-passed 1048576 \
 		--output-junit ctest-normal.xml
 	@tests/claims_bounds.py --absent-ok docs/claims.md $(BUILD)/ctest-normal.xml
@@ -104,7 +104,7 @@ deb: deps
 
 # (Under the tree's lock, as make test's builds of it: tests/build.sh.)
 fuzz: deps
-	@mkdir -p $(ASAN) && flock $(ASAN)/.build.lock sh -c \
+	@mkdir -p $(ASAN) && flock $(ASAN).lock sh -c \
 		'cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON >/dev/null && \
 		 cmake --build $(ASAN) -j $(JOBS) --target test_fuzz'
 	SEEDFS_FUZZ_ITERS=$(FUZZ_ITERS) $(ASAN)/tests/test_fuzz

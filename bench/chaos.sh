@@ -758,6 +758,13 @@ if [ -s "$WORK/why" ] || [ -s "$WORK/crashes" ]; then
 	head -n 40 "$WORK/why" "$WORK/crashes" 2>/dev/null
 	# What the hosts' scripts said, but bash's notes of our own kills.
 	grep -hv 'Killed' "$OUT"/*.sh.err 2>/dev/null | head -n 20 || true
+	# A host whose mount crashed: what its mounts said last (stderr:
+	# a refusal's line; the log's errors and warnings).
+	for h in $(awk '{ print $1 }' "$WORK/crashes" | grep '^r[0-9]*$' | sort -u); do
+		echo "--- $h: its mounts' last lines"
+		grep -hv 'Killed\|without --token-file' "$OUT/$h.err" 2>/dev/null | tail -n 5 || true
+		grep -hE ' [EW] |unmounting|signal' "$OUT/$h.log" 2>/dev/null | tail -n 12 || true
+	done
 fi
 verdict=0
 for b in "wrong $wrong" "crashes $crashes" "hangs $hangs" "late_eio $late" \

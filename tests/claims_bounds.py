@@ -41,10 +41,16 @@ def fail(errors):
     sys.exit(1)
 
 
+NO_BOUND = []  # lines of rows that say why they have no token
+
+
 def read_claims(path):
-    """[(lineno, test, key, op, limit)], rows, errors."""
+    """[(lineno, test, key, op, limit)], rows with a token, errors.
+
+    A row without a token must say why: its "bound asserted" cell
+    begins "no bound:"."""
     tokens, errors, rows = [], [], 0
-    col = None
+    col = bcol = None
     seen = {}
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -54,12 +60,21 @@ def read_claims(path):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if col is None:
                 col = cells.index("test") if "test" in cells else -1
+                bcol = cells.index("bound asserted") \
+                    if "bound asserted" in cells else -1
                 continue
             if re.match(r"^\|[-|: ]+\|$", line.strip()):
                 continue
             found = TOKEN.findall(line)
             if found:
                 rows += 1
+            elif bcol >= 0 and bcol < len(cells) and \
+                    cells[bcol].startswith("no bound:"):
+                NO_BOUND.append(n)
+            elif bcol >= 0:
+                errors.append("line %d: no `bound TEST KEY OP LIMIT` token, "
+                              "and the bound cell does not begin 'no bound:' "
+                              "with the reason" % n)
             names = set(TEST_NAME.findall(cells[col])) if col >= 0 and \
                 col < len(cells) else set()
             for t in found:
@@ -95,8 +110,10 @@ def main(argv):
         tokens, rows, errors = read_claims(argv[2])
         if errors:
             fail(errors)
-        print("claims_bounds: %d bounds stated on %d rows" %
-              (len(tokens), rows))
+        print("claims_bounds: %d bounds stated on %d rows; %d rows say "
+              "why they have none (lines %s)" %
+              (len(tokens), rows, len(NO_BOUND),
+               ", ".join(map(str, NO_BOUND))))
         return
     args = argv[1:]
     absent_ok = bool(args) and args[0] == "--absent-ok"

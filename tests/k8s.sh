@@ -50,6 +50,12 @@ def container(spec, name):
     assert len(c) == 1, name
     return c[0]
 
+def bound(key, op, limit, value):
+    """Print the bound line tests/claims_bounds.py reads; assert it."""
+    print("bound: %s %s %d: %d" % (key, op, limit, value), flush=True)
+    held = {"=": value == limit, ">=": value >= limit, "<=": value <= limit}[op]
+    assert held, "%s: %d, bound %s %d" % (key, value, op, limit)
+
 def probe_cmd(p):
     return " ".join(p["exec"]["command"]) if "exec" in p else ""
 
@@ -157,14 +163,23 @@ pub = source_of(dspec, dc, opt(dcmd, "--trust-key"))
 assert ca[0] in ("configMap", "secret") and pub[0] in ("configMap", "secret"), (ca, pub)
 assert "--no-verify" not in dcmd and "http://" not in dcmd, dcmd
 # Every seed's control port has TLS, every mount checks signatures.
+insecure, secured = [], 0
 for name, d in docs:
     pod = d.get("spec", {}).get("template", {}).get("spec")
     for c in (pod or {}).get("containers", []):
         cmd = " ".join(c.get("command", []) + c.get("args", []))
         if "exec seedfs seed" in cmd:
-            assert "--tls-cert" in cmd and "--sign-key" in cmd, (name, cmd)
+            secured += 1
+            if not ("--tls-cert" in cmd and "--sign-key" in cmd):
+                insecure.append((name, cmd))
         if "exec seedfs mount" in cmd:
-            assert "--tls-ca" in cmd and "--trust-key" in cmd, (name, cmd)
+            secured += 1
+            if not ("--tls-ca" in cmd and "--trust-key" in cmd):
+                insecure.append((name, cmd))
+for i in insecure:
+    print("without TLS or signatures: %s: %s" % i)
+bound("insecure_command_lines", "=", 0, len(insecure))
+assert secured >= 2, secured
 checked += 1
 
 # Scraped off loopback: a scrape token of its own (never the fleet
@@ -183,6 +198,7 @@ assert env["SEEDFS_SEEDS"].startswith("llm-seed.seedfs.svc"), env
 # Every seedfs command line: only options the command takes; no token in
 # the clear anywhere.
 lines = 0
+unknown = []
 for name, d in docs:
     text = yaml.safe_dump(d)
     assert not re.search(r"Bearer [A-Za-z0-9]", text), name
@@ -194,8 +210,12 @@ for name, d in docs:
             help = subprocess.run([seedfs, sub, "--help"], capture_output=True, text=True).stdout
             for o in re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-o \w+)", args):
                 key = o if o.startswith("--") else o.split()[1]
-                assert re.search(r"(^|\s|,)" + re.escape(key) + r"\b", help), (name, sub, o)
+                if not re.search(r"(^|\s|,)" + re.escape(key) + r"\b", help):
+                    unknown.append((name, sub, o))
             lines += 1
-assert lines >= 2, lines
+for u in unknown:
+    print("not an option of its command: %s: seedfs %s %s" % u)
+bound("unknown_options", "=", 0, len(unknown))
+bound("command_lines_checked", ">=", 2, lines)
 print("ok: %d YAML documents parse; DaemonSet, engine and seed sidecar checked; TLS and signed manifests end to end; %d seedfs command lines use only options their commands take" % (len(docs), lines))
 PY

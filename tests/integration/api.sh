@@ -151,7 +151,8 @@ F=model-00002-of-00003.safetensors
 SEED_LOG=seed3 start_seed "$MODEL" --protocol tcp --test-corrupt "$F:5000000"
 st=0
 "$APIREAD" "$HOST:$SEED_PORT" m "$MODEL" files >/dev/null 2>"$WORK/err" || st=$?
-[ $st = 1 ] && grep -q "$F bytes \[0, +[0-9]*): bytes do not match the seed's checksum" "$WORK/err" ||
+bound corrupt_exit_status = 1 "$st" "apiread from a corrupt seed: $(cat "$WORK/err")"
+grep -q "$F bytes \[0, +[0-9]*): bytes do not match the seed's checksum" "$WORK/err" ||
 	fail "corrupt seed: $(cat "$WORK/err")"
 ok "corrupt seed: $(grep -v ' W ' "$WORK/err" | head -n 1)"
 
@@ -206,7 +207,7 @@ api_refused "apiread: require_signed: no trust key (neither trust_key nor \$SEED
 	-u SEEDFS_TRUST_KEY_FILE APIREAD_REQUIRE_SIGNED=1 "$APIREAD" "127.0.0.1:$LPORT" m "$MODEL" files
 api_refused "apiread: require_signed: no trust key (neither trust_key nor \$SEEDFS_TRUST_KEY_FILE): unsigned manifests are not read" \
 	SEEDFS_TRUST_KEY_FILE= APIREAD_REQUIRE_SIGNED=1 "$APIREAD" "127.0.0.1:$LPORT" m "$MODEL" files
-[ ! -s "$WORK/heard" ] || fail "require_signed without a key asked the seed: $(cat "$WORK/heard")"
+bound unkeyed_connections = 0 "$(grep -c . "$WORK/heard")" "require_signed without a key asked the seed: $(cat "$WORK/heard")"
 ok "require_signed without a trust key: refused in one line, no source asked"
 "$BUILD/tests/apicompat" "$UNSIGNED" m >"$WORK/api.out" 2>&1 ||
 	fail "a SEEDFS_0.1 program: $(cat "$WORK/api.out")"

@@ -27,7 +27,11 @@ PIDS+=("$LO_PID")
 for _ in $(seq 200); do seed_ready "$WORK/lo.out" && break; sleep 0.05; done
 grep -q "ready on 127.0.0.1:7070: .*; unauthenticated$" "$WORK/lo.out" ||
 	fail "ready line: $(cat "$WORK/lo.out" "$WORK/lo.err")"
-ip netns exec "$NS" ss -Hltn | grep -q "127.0.0.1:7070 " || fail "not on loopback"
+ip netns exec "$NS" ss -Hltn >"$WORK/lo.ss"
+bound control_on_loopback = 1 "$(awk '$4 == "127.0.0.1:7070"' "$WORK/lo.ss" | wc -l)" \
+	"listeners on 127.0.0.1:7070: $(cat "$WORK/lo.ss")"
+bound listeners_off_loopback = 0 "$(awk '$4 !~ /^127\.0\.0\.1:/' "$WORK/lo.ss" | wc -l)" \
+	"the seed's listeners off 127.0.0.1: $(cat "$WORK/lo.ss")"
 if curl -s -m 2 "http://$NS_IP:7070/v1/models" >/dev/null; then
 	fail "a seed without a token answered another network namespace"
 fi
@@ -35,8 +39,8 @@ refute --empty-ok --why "warned on loopback" warning "$WORK/lo.err"
 kill "$LO_PID"
 SEED_LOG=any
 start_seed "$MODEL" --listen 0.0.0.0:0
-grep -q "^seedfs seed: warning: --listen 0.0.0.0:0 without --token-file: whoever reaches it reads the models" \
-	"$WORK/any.err" || fail "no warning: $(cat "$WORK/any.err")"
+bound warning_lines = 1 "$(grep -c "^seedfs seed: warning: --listen 0.0.0.0:0 without --token-file: whoever reaches it reads the models" \
+	"$WORK/any.err")" "the warning for 0.0.0.0: $(cat "$WORK/any.err")"
 kill "$SEED_PID"
 ok "no token: 127.0.0.1:7070 by default, 'unauthenticated' in the ready line, unreachable from another namespace, a warning for 0.0.0.0"
 

@@ -83,6 +83,12 @@ damage() {
 	done
 	echo "$d"
 }
+# damaged WHAT: assert that nothing happened to the victims
+damaged() {
+	local d
+	d=$(damage)
+	bound victims_damaged = 0 "$(tr -cd ';' <<<"$d" | wc -c)" "$1:$d"
+}
 
 # 1. The directory itself.
 refused() { # DIR MESSAGE
@@ -93,6 +99,7 @@ refused() { # DIR MESSAGE
 		MOUNTS+=("$WORK/mnt1")
 		fail "--cache-dir $1 was used"
 	fi
+	bound refusal_lines = 1 "$(grep -c . "$WORK/refused.err")" "--cache-dir $1: said $(cat "$WORK/refused.err")"
 	[ "$(cat "$WORK/refused.err")" = "seedfs mount: --cache-dir $1: $2" ] ||
 		fail "--cache-dir $1: said $(cat "$WORK/refused.err")"
 	ok "refused: $(cat "$WORK/refused.err")"
@@ -140,7 +147,7 @@ if [ $st = 0 ]; then
 fi
 [ "$(cat "$WORK/ww.err")" = "seedfs mount: --cache-dir $CD: group or others can write it (mode 777): chmod go-w it" ] ||
 	fail "world-writable: $(cat "$WORK/ww.err")"
-[ -z "$(damage)" ] || fail "refused, but:$(damage)"
+damaged "refused, but"
 ok "uid 65534's world-writable directory is refused; victim file, victim directory untouched, nothing created"
 
 # 3. A directory that passes, with what others could have left in it.
@@ -171,7 +178,7 @@ drain
 stored=$(val disk_bytes_written)
 [ "$stored" -gt $((4 << 20)) ] || fail "chunks not stored: $(grep ^disk "$S")"
 unmount_check "$MNT" "$MOUNT_PID"
-[ -z "$(damage)" ] || fail "planted links were followed:$(damage)"
+damaged "planted links were followed"
 for r in $REGIONS; do
 	[ "$(stat -c '%F %U %h' "$CD/$NAME_b/$r")" = "regular file root 1" ] ||
 		fail "$NAME_b/$r: $(stat -c '%F %U %h' "$CD/$NAME_b/$r")"
@@ -190,6 +197,6 @@ mount_seed "$MNT" --cache-dir "$CD"
 read_all
 [ "$(val bytes_pulled)" = 0 ] || fail "remount pulled $(val bytes_pulled) bytes"
 unmount_check "$MNT" "$MOUNT_PID"
-[ -z "$(damage)" ] || fail "remount:$(damage)"
+damaged "remount"
 ok "remount: every byte from the disk tier"
 sanitizers_clean

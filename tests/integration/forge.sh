@@ -34,7 +34,7 @@ refused() {
 		MOUNTS+=("$mnt")
 		fail "mounted: ${*:1:$#-1}"
 	fi
-	[ "$(wc -l <"$WORK/r.err")" = 1 ] || fail "not one line: $(cat "$WORK/r.err")"
+	bound refusal_lines = 1 "$(wc -l <"$WORK/r.err")" "a refused mount's lines: $(cat "$WORK/r.err")"
 	grep -qF -- "$want" "$WORK/r.err" || fail "expected '$want', got: $(cat "$WORK/r.err")"
 }
 
@@ -123,8 +123,8 @@ if "$SEEDFS" mount --seed "$HOST:$SEED_PORT" "$WORK/nv" --no-verify --reseed --l
 	MOUNTS+=("$WORK/nv")
 	fail "--no-verify --reseed mounted"
 fi
-[ "$(wc -l <"$WORK/nv.err")" = 1 ] &&
-	grep -qx "seedfs mount: --no-verify cannot go with --reseed: a re-seeder's bytes are always checked" \
+bound refusal_lines = 1 "$(wc -l <"$WORK/nv.err")" "--no-verify --reseed: $(cat "$WORK/nv.err")"
+grep -qx "seedfs mount: --no-verify cannot go with --reseed: a re-seeder's bytes are always checked" \
 		"$WORK/nv.err" || fail "--no-verify --reseed: $(cat "$WORK/nv.err")"
 ok "--no-verify: byte-exact from the seed alone (the re-seeder refused); with --reseed refused in one line"
 unmount_check "$H" "$H_PID"
@@ -180,8 +180,8 @@ if "$SEEDFS" mount --seed "$HOST:$TP" "$WORK/t" --log-file "$WORK/thin.log" 2>"$
 	MOUNTS+=("$WORK/t")
 	fail "a thin manifest's content was taken: $(ls "$WORK/t/m" 2>&1 | head -n 3)"
 fi
-[ "$(wc -l <"$WORK/t.err")" = 1 ] &&
-	grep -qE "^seedfs mount: m from $HOST:$TP: a thin manifest of content [0-9a-f]{16}, which this mount no longer has: asked whole next$" \
+bound refusal_lines = 1 "$(wc -l <"$WORK/t.err")" "thin: $(cat "$WORK/t.err")"
+grep -qE "^seedfs mount: m from $HOST:$TP: a thin manifest of content [0-9a-f]{16}, which this mount no longer has: asked whole next$" \
 		"$WORK/t.err" || fail "thin: $(cat "$WORK/t.err")"
 ok "a thin manifest of a content the mount does not hold (checksums left out): refused in one line, nothing mounted"
 kill "$SEED_A_PID" "$SEED_PID"
@@ -231,8 +231,8 @@ SIGNED_PID=$SEED_PID
 mount_seed "$V" --trust-key "$WORK/both.pub"
 holdings "$V" 1
 readall "$V"
-grep -q "mismatch: .* from re-seeder 127.0.0.1:" "$WORK/v$N.log" ||
-	fail "verified: the re-seeder's wrong bytes were never pulled"
+bound reseeder_chunks_refused ">=" 1 "$(grep -c "mismatch: .* from re-seeder 127.0.0.1:" "$WORK/v$N.log")" \
+	"verified: the re-seeder's wrong bytes pulled and refused"
 grep -qx "manifest_trust: signed by a key in $WORK/both.pub, every chunk checked with its SHA-256" \
 	"$V/.seedfs/status" ||
 	fail "status does not say manifests are checked"

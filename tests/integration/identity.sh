@@ -23,7 +23,7 @@ bad_seed() { # EXPECTED-LINE ARGS...
 		fail "seed accepted $*"
 	fi
 	grep -qF -- "$want" "$WORK/bad.err" || fail "seed $*: $(cat "$WORK/bad.err")"
-	[ "$(grep -c . "$WORK/bad.err")" = 1 ] || fail "seed $*: more than one line: $(cat "$WORK/bad.err")"
+	bound bad_identity_lines = 1 "$(grep -c . "$WORK/bad.err")" "seed $*: lines: $(cat "$WORK/bad.err")"
 }
 bad_seed "unknown identity key 'colour'" --identity colour=red
 bad_seed "identity.tp_rank: 4 is not below tp_size 4" --identity tp_size=4,tp_rank=4
@@ -51,6 +51,7 @@ PY
 ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["identity_id"])' "$WORK/manifest.json")
 grep -q "identity $ID (quant fp8, layout checkpoint)" "$WORK/seed.out" ||
 	fail "seed ready line: $(cat "$WORK/seed.out")"
+bound id_hex_digits = 12 "$(tr -cd 0-9a-f <<<"$ID" | wc -c)" "the identity id '$ID'"
 ok "identity from config.json and --identity: id $ID in manifest and ready line"
 
 MNT=$WORK/mnt
@@ -61,6 +62,7 @@ for spec in qaunt=fp8 tp_rank=x quant; do
 		fail "--require $spec mounted"
 	fi
 	grep -q "^seedfs mount: --require: " "$WORK/req.err" || fail "--require $spec: $(cat "$WORK/req.err")"
+	bound require_refusal_lines = 1 "$(grep -c . "$WORK/req.err")" "--require $spec: $(cat "$WORK/req.err")"
 	grep -q " $MNT fuse" /proc/mounts && fail "--require $spec left a mount"
 done
 ok "--require: unknown key and bad values refused at mount time"
@@ -73,6 +75,11 @@ grep -q "^model: m generation 1 .* identity $ID$" "$MNT/.seedfs/status" ||
 refute --why "hidden while matching" "^hidden:" "$MNT/.seedfs/status"
 grep -qx "identity: model=m revision=abc123 dtype=bfloat16 quant=fp8 layout=checkpoint layout_version=0 tp=3/4 pp=0/1 ep=0/1 framework=sglang" \
 	"$MNT/.seedfs/status" || fail "status identity: $(grep identity "$MNT/.seedfs/status")"
+# The id in the three places: the manifest, the seed's ready line, status.
+bound id_places = 3 "$( (grep -c "\"$ID\"" "$WORK/manifest.json"
+	grep -c "identity $ID " "$WORK/seed.out"
+	grep -c " identity $ID$" "$MNT/.seedfs/status") | awk '$1 > 0 { n++ } END { print n + 0 }')" \
+	"places holding the identity id $ID"
 ok "--require quant=fp8,layout=checkpoint,tp_rank=3: shown, status names identity $ID"
 
 # The seed republishes with quant awq: the next open finds it gone.
@@ -111,7 +118,7 @@ MOUNT_PID=$(sed -n 's/.*seedfs-mount\[\([0-9]*\)\] I mount: mounted.*/\1/p' "$WO
 PIDS+=("$MOUNT_PID")
 grep -q "^seedfs mount: model m from $HOST:$SEED_PORT is hidden: layout is 'checkpoint', required 'processed'" \
 	"$WORK/mount.err" || fail "stderr: $(cat "$WORK/mount.err")"
-[ "$(ls "$MNT")" = "" ] || fail "a hidden model is listed: $(ls "$MNT")"
+bound listed_while_hidden = 0 "$(find "$MNT" -mindepth 1 -maxdepth 1 | wc -l)" "a hidden model is listed: $(ls "$MNT")"
 grep -q "^hidden: m: layout is 'checkpoint', required 'processed'$" "$MNT/.seedfs/status" ||
 	fail "status: $(cat "$MNT/.seedfs/status")"
 grep -q "^require: layout=processed$" "$MNT/.seedfs/status" || fail "no require line"

@@ -353,20 +353,22 @@ unmount_check() {
 # sanitizers_quiet: print every sanitizer report any process wrote;
 # true when there is none
 sanitizers_quiet() {
-	local f found=0
+	local f
+	SAN_REPORTS=0
 	for f in "$SAN"/asan.* "$SAN"/ubsan.* "$SAN"/tsan.*; do
 		[ -e "$f" ] || continue
 		echo "--- sanitizer report $f" >&2
 		head -n 80 "$f" >&2
-		found=1
+		SAN_REPORTS=$((SAN_REPORTS + 1))
 	done
-	[ $found -eq 0 ]
+	[ $SAN_REPORTS -eq 0 ]
 }
 
 # sanitizers_clean: fail if any process wrote a sanitizer report (the
 # exit trap checks again once every daemon has stopped)
 sanitizers_clean() {
-	sanitizers_quiet || fail "sanitizer reports"
+	sanitizers_quiet || true
+	bound sanitizer_reports = 0 "$SAN_REPORTS" "sanitizer reports (above)"
 }
 
 # netns_setup: a network namespace for the seed, joined to this one by

@@ -34,7 +34,10 @@ for p in ${PROTOS//,/ }; do
 	readers+=($!)
 	i=$((i + 1))
 done
-for r in "${readers[@]}"; do wait "$r" || fail "a replica read wrong bytes"; done
+wrong=0
+for r in "${readers[@]}"; do wait "$r" || wrong=$((wrong + 1)); done
+bound replicas_at_once ">=" 3 "$i" "replicas reading at once, one per protocol"
+bound replicas_wrong = 0 "$wrong" "replicas that read wrong bytes"
 ok "$i replicas, one per protocol, read every file byte-exact at once"
 i=0
 for p in ${PROTOS//,/ }; do

@@ -46,7 +46,8 @@ paused_seed() {
 # last on stderr; if it gets ready instead, what it published is pulled
 # to show it.
 exits_with() {
-	local i st=0
+	local i st=0 t0
+	t0=$(now_ms)
 	touch "$GO"
 	for i in $(seq 100); do
 		running "$SEED_PID" || break
@@ -59,9 +60,11 @@ exits_with() {
 		fail "the seed published it: $T is $(stat -c %s "$WORK/leak/$T" 2>/dev/null) bytes$(cmp -s "$WORK/leak/$T" "$WORK/secret" && echo ", the secret's bytes")"
 	fi
 	running "$SEED_PID" && fail "the seed hangs after its walk: $(stuck_threads "$SEED_PID")"
+	bound exit_ms "<=" 5000 $(($(now_ms) - t0)) "the seed's exit after the swap, ms"
 	wait "$SEED_PID" || st=$?
 	[ $st = 1 ] || fail "exit status $st"
 	[ "$(tail -n 1 "$WORK/seed.err")" = "$1" ] || fail "said: $(tail -n 3 "$WORK/seed.err")"
+	bound refusal_lines = 1 "$(grep -c "refusing $T" "$WORK/seed.err")" "lines refusing $T: $(cat "$WORK/seed.err")"
 	rm -rf "$MODEL" && cp -a "$WORK/orig" "$MODEL"
 }
 
@@ -108,6 +111,7 @@ touch "$GO"
 line="E seed: SIGHUP: not republished, the current generation is still served: refusing $T: a symbolic link where the walk saw a file: it changed since the directory was walked"
 for _ in $(seq 100); do grep -qF "$line" "$WORK/seed.err" && break; sleep 0.05; done
 grep -qF "$line" "$WORK/seed.err" || fail "SIGHUP: $(tail -n 3 "$WORK/seed.err")"
+bound refusal_lines = 1 "$(grep -c "refusing $T" "$WORK/seed.err")" "SIGHUP: lines refusing $T: $(cat "$WORK/seed.err")"
 refute --why republished "^seedfs seed: published" "$WORK/seed.out"
 gen=$(curl -s "http://$HOST:$SEED_PORT/v1/generation")
 grep -q '"generation": *1[,}]' <<<"$gen" || fail "generation: $gen"
@@ -139,10 +143,12 @@ for l in "skipping symlink evil.bin: it points outside the model directory ($WOR
 	"skipping symlink secret.bin: it points outside the model directory ($WORK/secret)"; do
 	grep -qF "W seed: $l" "$WORK/seed.err" || fail "no line '$l': $(cat "$WORK/seed.err")"
 done
+bound snapshot_links_skipped = 3 "$(grep -c "W seed: skipping" "$WORK/seed.err")" "links skipped: $(cat "$WORK/seed.err")"
 mount_seed "$MNT"
 want=$(cd "$WORK/orig" && find . -mindepth 1 -printf '%y %P\n' | sort)
 got=$(cd "$MNT/m" && find . -mindepth 1 ! -path './.seedfs*' -printf '%y %P\n' | sort)
-[ "$want" = "$got" ] || fail "tree differs:$(diff <(echo "$want") <(echo "$got"))"
+bound snapshot_tree_differences = 0 "$(diff <(echo "$want") <(echo "$got") | grep -c '^[<>]')" \
+	"the snapshot's tree through the mount:$(diff <(echo "$want") <(echo "$got"))"
 (cd "$WORK/orig" && find . -type f | sed 's|^\./||') | while read -r f; do
 	cmp "$WORK/orig/$f" "$MNT/m/$f" || exit 1
 done || fail "bytes differ"

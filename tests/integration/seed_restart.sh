@@ -119,7 +119,6 @@ for i in $(seq "$ROUNDS"); do
 	[ "$(a_pulled_ms)" -lt $(($(now_ms) - t)) ] && served=$((served + 1))
 	running "$MPID" || fail "round $i: the mount daemon exited: $(tail -n 20 "$WORK/mount.log")"
 	grep -q " $MNT fuse" /proc/mounts || fail "round $i: $MNT no longer mounted"
-	[ -s "$WORK/bad" ] && fail "round $i: wrong bytes or a failed read: $(head -n 5 "$WORK/bad"; head -n 5 "$WORK/cmp.out")"
 	# After a few rounds libfuse's worker pool has grown to what the
 	# reader needs (it keeps up to 10 idle): from then on nothing may
 	# grow with the restarts.
@@ -129,12 +128,12 @@ touch "$WORK/stop"
 STOP_S=60 await_exit "$READER"
 [ ${#stuck[@]} -eq 0 ] || fail "the reader did not finish its pass in 60 s"
 passes=$(wc -l <"$WORK/passes")
-[ -s "$WORK/bad" ] && fail "wrong bytes or a failed read: $(head -n 5 "$WORK/bad"; head -n 5 "$WORK/cmp.out")"
 [ "$passes" -ge "$ROUNDS" ] || fail "only $passes file reads in $ROUNDS rounds"
 # A serves again after a restart, in nearly every round (a round where
 # the reader was in cached bytes may see none in its 2 s).
-[ $((served * 10)) -ge $((ROUNDS * 8)) ] ||
-	fail "A served again in only $served of $ROUNDS rounds"
+bound served_again_pct ">=" 80 $((served * 100 / ROUNDS)) "rounds where A served again ($served of $ROUNDS)"
+bound reachable_ms "<=" 16000 "$worst_ms" "A reachable again after its ready line, the slowest round, ms"
+bound reads_failed = 0 "$(grep -c . "$WORK/bad" || true)" "reads failed or wrong: $(head -n 5 "$WORK/bad"; head -n 5 "$WORK/cmp.out")"
 ok "seed A killed -9 and restarted on port $PA $ROUNDS times: $passes file reads byte-exact, none failed; A reachable again within ${worst_ms} ms of its ready line and serving again in $served of $ROUNDS rounds"
 
 # Threads that end (a reconnect's, a request's) take a moment, more
@@ -144,9 +143,8 @@ for _ in $(seq 100); do
 	[ "$t1" -le $((t5 + 5)) ] && [ "$f1" -le $((f5 + 4)) ] && break
 	sleep 0.1
 done
-[ "$t1" -le $((t5 + 5)) ] ||
-	fail "threads $t0 at the start, $t5 after 5 rounds, $t1 after $ROUNDS"
-[ "$f1" -le $((f5 + 4)) ] || fail "fds $f0 at the start, $f5 after 5 rounds, $f1 after $ROUNDS"
+bound thread_growth "<=" 5 $((t1 - t5)) "threads $t0 at the start, $t5 after 5 rounds, $t1 after $ROUNDS"
+bound fd_growth "<=" 4 $((f1 - f5)) "fds $f0 at the start, $f5 after 5 rounds, $f1 after $ROUNDS"
 ok "the mount: threads $t0 at the start, $t5 after 5 rounds, $t1 after $ROUNDS; fds $f0, $f5, $f1"
 for f in "${FILES[@]}"; do
 	cmp "$MODEL/$f" "$MNT/m/$f" || fail "last read of $f"

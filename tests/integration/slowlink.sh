@@ -40,6 +40,14 @@ cmp "$MODEL/$F" "$WORK/copy" || fail "20 Mbit/s: bytes differ"
 rm "$WORK/copy"
 no_errors "20 Mbit/s"
 bound slow_read_ms ">" 3000 "$el" "20 Mbit/s: the read was not longer than --timeout: the link is not slow"
+# The seed's window follows its measured throughput: a quarter second
+# of it in 1 MiB chunks, 2 at least (docs/cache.md): 2.5 MB/s, 2.
+rate=$(awk '$1 == "seed_rate:" { print $2 }' "$S")
+win=$(sed -n 's/^seed_pulls: [0-9]* in flight (at most \([0-9]*\)),.*/\1/p' "$S")
+bound seed_rate_kbps "<=" 3000 "$(awk -v r="$rate" 'BEGIN { printf "%d", r * 1000 }')" \
+	"20 Mbit/s: the seed's measured rate, kB/s ($(grep -E '^seed_(rate|pulls)' "$S" | tr '\n' ' '))"
+want=$(awk -v r="$rate" 'BEGIN { w = int(r * 1e6 * 0.25 / 1048576); print (w < 2 ? 2 : (w > 32 ? 32 : w)) }')
+bound window_off_its_rate = 0 $((win - want)) "20 Mbit/s: window $win, $rate MB/s gives $want"
 size=$(stat -c %s "$MODEL/$F")
 ok "20 Mbit/s, --timeout 3: dd of $((size >> 20)) MiB byte-exact in $el ms ($(awk -v b=$size -v t=$el 'BEGIN { printf "%.1f", b / t / 1000 }') MB/s), no error counted"
 unmount_check "$MNT" "$MOUNT_PID"

@@ -148,6 +148,24 @@ errors_only() {
 	[ "$n" = $NREADERS ] || fail "$tag: $n of $NREADERS readers ended with EIO or ENOTCONN: $(grep -E '^[0-9]+ ' "$WORK/$tag.out" | sort | uniq -c -f1 | head)"
 }
 
+# opens_waiting MNT FIRST LAST TAG: the seed stopped, each of the shards
+# FIRST..LAST opened and its first 4096 bytes read at once (TAG$i.out,
+# TAG$i.err), in the background (OPIDS); 0.3 s later, how many still
+# wait (waiting)
+opens_waiting() {
+	local mnt=$1 tag=$4 i p
+	kill -STOP "$SPID"
+	OPIDS=()
+	for i in $(seq "$2" "$3"); do
+		head -c 4096 "$mnt/m/${SHARDS[$i]}" >"$WORK/$tag$i.out" 2>"$WORK/$tag$i.err" &
+		OPIDS+=("$!")
+	done
+	PIDS+=("${OPIDS[@]}")
+	sleep 0.3
+	waiting=0
+	for p in "${OPIDS[@]}"; do running "$p" && waiting=$((waiting + 1)); done
+}
+
 # --- O: opens waiting on the stopped seed hold nothing up either ---
 # Each open of a model file asks the seed for its generation first
 # (close-to-open), up to 3 s while the seed has not yet failed to
@@ -158,16 +176,7 @@ errors_only() {
 NOPENS=16
 MNTO=$WORK/mnto
 MOUNT_LOG=mounto mount_seed "$MNTO"
-kill -STOP "$SPID"
-OPIDS=()
-for i in $(seq 0 $((NOPENS - 1))); do
-	head -c 4096 "$MNTO/m/${SHARDS[$i]}" >"$WORK/open$i.out" 2>"$WORK/open$i.err" &
-	OPIDS+=("$!")
-done
-PIDS+=("${OPIDS[@]}")
-sleep 0.3
-waiting=0
-for p in "${OPIDS[@]}"; do running "$p" && waiting=$((waiting + 1)); done
+opens_waiting "$MNTO" 0 $((NOPENS - 1)) open
 ms_status=$(ms_of cat "$MNTO/.seedfs/status")
 grep -q "^seed: " "$WORK/cmd.out" || fail "O: status: $(cat "$WORK/cmd.out")"
 ms_ls=$(ms_of ls "$MNTO/m")
@@ -189,6 +198,35 @@ for i in $(seq 0 $((NOPENS - 1))); do
 done
 fusermount3 -u "$MNTO" || fail "O: fusermount3 -u $MNTO"
 ok "with $NOPENS opens waiting on a stopped seed: status $ms_status ms, ls $ms_ls ms, stat $ms_stat ms (bound $BOUND_MS ms); each open answered once the seed ran, and read byte-exact"
+
+# --- Q: SIGTERM while opens wait on a question to the stopped seed ---
+# A fresh mount, the seed stopped: four opens each wait for its answer
+# (3 s at most), on open threads and workers; SIGTERM ends those waits
+# at once, as it does the reads' (the stop watch): the daemon is gone
+# within EXIT_MS (+ the margin), and every open has its answer (the
+# daemon answers those it can from what it has: seen succeed) and its
+# read an error, none hangs.
+MNTQ=$WORK/mntq
+MOUNT_LOG=mountq mount_seed "$MNTQ"
+opens_waiting "$MNTQ" 1 4 q
+QPIDS=("${OPIDS[@]}")
+t0=$(now_ms)
+kill -TERM "$MOUNT_PID"
+took=$(gone_within "$MOUNT_PID" "$t0")
+kill -CONT "$SPID"
+# (counted before the SIGTERM, asserted after it: what is timed comes
+# first)
+bound opens_waiting_at_sigterm = 4 "$waiting" "Q: opens waiting on the stopped seed when SIGTERM came"
+bound opens_sigterm_exit_ms "<=" $((EXIT_MS + EXIT_MARGIN_MS)) "$took" "Q: the daemon's exit after SIGTERM with 4 opens waiting, ms"
+ended=0 failed=0
+for p in "${QPIDS[@]}"; do
+	for _ in $(seq 20); do running "$p" || break; sleep 0.05; done
+	running "$p" && continue
+	ended=$((ended + 1))
+	wait "$p" || failed=$((failed + 1))
+done
+bound opens_ended_at_sigterm = 4 "$ended" "Q: opens (and their reads) ended within 1 s of the daemon's exit"
+ok "Q: SIGTERM with 4 opens waiting on the stopped seed: exited in $took ms, every opener ended ($failed with an error$(cat "$WORK"/q*.err | sort -u | sed 's/^/: /' | tr '\n' ' '))"
 
 # --- A: the answers while every read waits, then SIGTERM ---
 MNT=$WORK/mnt
@@ -253,13 +291,10 @@ while [ "$(now_ms)" -lt "$at" ]; do sleep 0.02; done
 ms_open=$(ms_of cat "$MNT/m/config.json")
 cmp -s "$WORK/cmd.out" "$MODEL/config.json" || fail "A: config.json read wrong while the reads wait"
 bound open_unreachable_ms "<=" $BOUND_MS "$ms_open" "open and read of config.json with $NREADERS reads waiting on a seed counted unreachable, ms"
-# And opens under way too: each asks the stopped seed for its
-# generation (3 s; on a libfuse worker or an open thread); SIGTERM ends
-# those waits at once, as it does the reads'.
-for i in 1 2 3 4; do
-	(exec 3<"$MNT/m/${SHARDS[$i]}") 2>/dev/null &
-	PIDS+=("$!")
-done
+# (Opens here are answered at once, the seed counted unreachable: a
+# CI-like check found four opens started here all answered before the
+# SIGTERM.  Opens waiting on a question to the seed when SIGTERM comes
+# are part Q, before this.)
 sleep 0.2
 t0=$(now_ms)
 kill -TERM "$MOUNT_PID"

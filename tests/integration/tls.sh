@@ -126,14 +126,16 @@ handshake() { # S_CLIENT-ARGS...: "PROTOCOL CIPHER" of the handshake, or "refuse
 	}
 	sed -n 's/^New, \([^,]*\), Cipher is \(.*\)$/\1 \2/p' "$WORK/sc.out" | head -n 1
 }
+taken=0
 for v in -tls1 -tls1_1; do
 	got=$(handshake $v -cipher 'DEFAULT:@SECLEVEL=0')
-	[ "$got" = refused ] || fail "the seed took $v: $got"
+	[ "$got" = refused ] || { echo "  the seed took $v: $got"; taken=$((taken + 1)); }
 done
 for c in ECDHE-ECDSA-AES128-SHA ECDHE-ECDSA-AES256-SHA384; do
 	got=$(handshake -tls1_2 -cipher "$c:@SECLEVEL=0")
-	[ "$got" = refused ] || fail "the seed took $c in TLS 1.2: $got"
+	[ "$got" = refused ] || { echo "  the seed took $c in TLS 1.2: $got"; taken=$((taken + 1)); }
 done
+bound weak_handshakes_taken = 0 "$taken" "TLS 1.0, 1.1 and CBC suites the seed took (above)"
 got12=$(handshake -tls1_2)
 [ "$got12" = "TLSv1.2 ECDHE-ECDSA-AES256-GCM-SHA384" ] || fail "TLS 1.2: $got12: $(tail -n 5 "$WORK/sc.out")"
 got13=$(handshake -tls1_3)

@@ -26,7 +26,7 @@ for _ in $(seq 600); do grep -q '^ok' "$WORK/h.out" && break; sleep 0.1; done
 grep -q '^ok 32 refused 8$' "$WORK/h.out" || fail "one client: $(cat "$WORK/h.out")"
 grep -q "too many connections from this client" "$WORK/h.out" || fail "reason: $(cat "$WORK/h.out")"
 n=$(qps_of "$H")
-[ "$n" = 32 ] || fail "the client holds $n queue pairs after 8 refusals (32 wanted)"
+bound client_queue_pairs = 32 "$n" "the client's queue pairs after 8 refusals"
 ok "one client: 32 queue pairs, 8 hellos refused ($(tail -n 1 "$WORK/h.out")), none left over"
 kill "$H"
 wait "$H" 2>/dev/null || true
@@ -43,6 +43,7 @@ for round in $(seq 6); do
 	want=$((want + 30))
 done
 for _ in $(seq 200); do [ "$(gone)" -ge "$want" ] && break; sleep 0.1; done
+bound queue_pairs_unreleased "<=" 0 $((want - $(gone))) "queue pairs of the vanished replicas not released ($(gone) of $want)"
 ok "$((want - 32)) replicas came and went; the seed released $(gone) queue pairs"
 MNT=$WORK/mnt
 mount_seed "$MNT" --protocol rdma

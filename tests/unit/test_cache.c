@@ -28,6 +28,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -220,7 +221,8 @@ static uint32_t add_two(struct sfs_cache *c, uint32_t p1, uint32_t p2,
 	return set;
 }
 
-static struct sfs_cache *new_cache(size_t nchunks, uint32_t *set)
+static struct sfs_cache *new_cache_peer(size_t nchunks, uint32_t *set,
+					uint32_t *p)
 {
 	char err[256];
 	struct sfs_cache *c;
@@ -228,12 +230,19 @@ static struct sfs_cache *new_cache(size_t nchunks, uint32_t *set)
 				    .size = (uint64_t)CHUNK * nchunks,
 				    .chunk_size = CHUNK,
 				    .timeout_ms = 5000};
-	uint32_t p;
 	ck_assert_msg(sfs_cache_new(&cfg, &c, err, sizeof(err)) == 0, "%s",
 		      err);
-	ck_assert_int_eq(seed_peer(c, peer, "test seed", &p), 0);
-	*set = add_one(c, p, NULL, 0, 0, NULL, NULL);
+	ck_assert_int_eq(seed_peer(c, peer, "test seed", p), 0);
+	*set = add_one(c, *p, NULL, 0, 0, NULL, NULL);
 	return c;
+}
+
+/* A cache of @nchunks chunks reading the fixture's seed; *set its set
+ * of one object, data (new_cache_peer: and *p its peer). */
+static struct sfs_cache *new_cache(size_t nchunks, uint32_t *set)
+{
+	uint32_t p;
+	return new_cache_peer(nchunks, set, &p);
 }
 
 /* Read [off, off+len) through the cache and compare. */
@@ -803,10 +812,15 @@ struct stall_seed {
 static void stall_seed_start(struct stall_seed *ss, size_t len)
 {
 	int fds[2];
+	pid_t parent = getpid();
 	ck_assert_int_eq(pipe(fds), 0);
 	ss->pid = fork();
 	ck_assert_int_ge(ss->pid, 0);
 	if (ss->pid == 0) {
+		/* Killed with the test: a failed assertion leaves no seed
+		 * behind (stopped ones included), forked (CK_FORK) or not. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+			_exit(1);
 		char err[SFS_XPORT_ERR_MAX];
 		struct sfs_xport_cfg sc = {.protocol = "tcp",
 					   .role = SFS_XPORT_SEED,
@@ -834,6 +848,56 @@ static void stall_seed_start(struct stall_seed *ss, size_t len)
 	ck_assert_int_eq(read(fds[0], ss, sizeof(*ss)), (ssize_t)sizeof(*ss));
 	ss->pid = pid;
 	close(fds[0]);
+}
+
+/* A forked seed of @len bytes (stall_seed_start) and a replica's cache
+ * reading it: its transport (timeout @timeout ms), a cache of @nchunks
+ * chunks with the seed as its one peer, and a set @label of one object
+ * of @len bytes that the seed holds.  stall_cache_end kills the seed
+ * and frees the rest. */
+struct stall_cache {
+	struct stall_seed s1;
+	struct sfs_xport *r;
+	struct sfs_cache *c;
+	uint32_t set;
+};
+
+static void stall_cache_start(struct stall_cache *sc, size_t len,
+			      uint32_t timeout, size_t nchunks,
+			      const char *label)
+{
+	stall_seed_start(&sc->s1, len);
+	char err[SFS_XPORT_ERR_MAX];
+	struct sfs_xport_cfg rc = {.protocol = "tcp",
+				   .role = SFS_XPORT_REPLICA,
+				   .timeout_ms = timeout};
+	ck_assert_msg(sfs_xport_open(&rc, &sc->r, err, sizeof(err)) == 0, "%s",
+		      err);
+	uint64_t x1;
+	ck_assert_int_eq(
+		sfs_xport_peer_add(sc->r, sc->s1.addr, sc->s1.addr_len, &x1),
+		0);
+	struct sfs_cache_cfg cfg = {.xport = sc->r,
+				    .size = (uint64_t)CHUNK * nchunks,
+				    .chunk_size = CHUNK,
+				    .timeout_ms = timeout};
+	uint32_t c1, h1;
+	ck_assert_int_eq(sfs_cache_new(&cfg, &sc->c, err, sizeof(err)), 0);
+	ck_assert_int_eq(seed_peer(sc->c, x1, "one", &c1), 0);
+	struct sfs_cache_obj o = {.len = len};
+	struct sfs_cache_hobj ha = {&sc->s1.pc, 1};
+	ck_assert_int_eq(sfs_cache_add_set(sc->c, label, &o, 1, &sc->set), 0);
+	ck_assert_int_eq(
+		sfs_cache_add_holder(sc->c, sc->set, c1, &ha, 1, 0, &h1), 0);
+}
+
+static void stall_cache_end(struct stall_cache *sc)
+{
+	kill(sc->s1.pid, SIGKILL);
+	waitpid(sc->s1.pid, NULL, 0);
+	sfs_cache_stop(sc->c);
+	sfs_cache_free_quiesced(sc->c, sfs_xport_quiesce(sc->r));
+	sfs_xport_close(sc->r);
 }
 
 /* Two holders that both stall: a read moves between them (each taken
@@ -940,30 +1004,11 @@ START_TEST(stall_hold_fails_fast)
 	if (TEST_TSAN)
 		return; /* forked seeds: see stalled_holders_bounded */
 	const uint32_t timeout = 2000;
-	size_t len = 8 * CHUNK;
-	struct stall_seed s1;
-	stall_seed_start(&s1, len);
-	char err[SFS_XPORT_ERR_MAX];
-	struct sfs_xport_cfg rc = {.protocol = "tcp",
-				   .role = SFS_XPORT_REPLICA,
-				   .timeout_ms = timeout};
-	struct sfs_xport *r;
-	ck_assert_msg(sfs_xport_open(&rc, &r, err, sizeof(err)) == 0, "%s",
-		      err);
-	uint64_t x1;
-	ck_assert_int_eq(sfs_xport_peer_add(r, s1.addr, s1.addr_len, &x1), 0);
-	struct sfs_cache *c;
-	struct sfs_cache_cfg cfg = {.xport = r,
-				    .size = (uint64_t)CHUNK * 32,
-				    .chunk_size = CHUNK,
-				    .timeout_ms = timeout};
-	uint32_t set, c1, h1;
-	ck_assert_int_eq(sfs_cache_new(&cfg, &c, err, sizeof(err)), 0);
-	ck_assert_int_eq(seed_peer(c, x1, "one", &c1), 0);
-	struct sfs_cache_obj o = {.len = len};
-	struct sfs_cache_hobj ha = {&s1.pc, 1};
-	ck_assert_int_eq(sfs_cache_add_set(c, "hold", &o, 1, &set), 0);
-	ck_assert_int_eq(sfs_cache_add_holder(c, set, c1, &ha, 1, 0, &h1), 0);
+	struct stall_cache sc;
+	stall_cache_start(&sc, 8 * CHUNK, timeout, 32, "hold");
+	struct stall_seed s1 = sc.s1;
+	struct sfs_cache *c = sc.c;
+	uint32_t set = sc.set;
 	struct sfs_chunk *ch;
 	const uint8_t *p;
 	size_t avail;
@@ -1017,11 +1062,7 @@ START_TEST(stall_hold_fails_fast)
 	ck_assert_mem_eq(p, data + 4 * CHUNK + 5, 1000);
 	sfs_cache_put(c, ch);
 	SFS_TEST_BOUND_LT("hold_back_read_ms", 1000, sfs_now_ms() - t0);
-	kill(s1.pid, SIGKILL);
-	waitpid(s1.pid, NULL, 0);
-	sfs_cache_stop(c);
-	sfs_cache_free_quiesced(c, sfs_xport_quiesce(r));
-	sfs_xport_close(r);
+	stall_cache_end(&sc);
 }
 END_TEST
 
@@ -3063,6 +3104,117 @@ START_TEST(read_into_uses_members)
 }
 END_TEST
 
+/*
+ * A peer's window follows its measured throughput: 4 pulls in flight
+ * until a rate is measured, then a quarter second of that rate in
+ * chunks, 2 to 32 (a seed; docs/cache.md).  Over loopback the rate is
+ * far above 32 chunks a quarter second: the window is the cap.  The
+ * slow end (2 at 20 Mbit/s) is asserted by the slowlink test.
+ */
+START_TEST(window_follows_rate)
+{
+	uint32_t p, set;
+	struct sfs_cache *c = new_cache_peer(16, &set, &p);
+	struct sfs_cache_peer_info pi;
+	ck_assert_int_eq(sfs_cache_peer(c, p, &pi), 0);
+	SFS_TEST_BOUND_EQ("window_unmeasured", 4, pi.window);
+	/* A cache of a third of the data: every pass pulls again, until
+	 * 200 ms of busy time gave a rate (10 s at most). */
+	uint64_t t0 = sfs_now_ms();
+	do {
+		ck_assert_int_eq(read_check(c, set, 0, data_len), 0);
+		ck_assert_int_eq(sfs_cache_peer(c, p, &pi), 0);
+	} while (pi.rate <= 0 && sfs_now_ms() < t0 + 10000);
+	ck_assert_msg(pi.rate > 0, "no rate measured in 10 s");
+	double w = pi.rate * 0.25 / CHUNK;
+	unsigned int want = w < 2 ? 2 : w > 32 ? 32 : (unsigned int)w;
+	printf("window_follows_rate: %.1f MB/s, %.1f chunks a quarter "
+	       "second, window %u\n",
+	       pi.rate / 1e6, w, pi.window);
+	SFS_TEST_BOUND_EQ("window_off_its_rate", 0,
+			  (long long)pi.window - (long long)want);
+	sfs_cache_free(c);
+}
+END_TEST
+
+/*
+ * Chunks a reader waits for go before read-ahead: 40 chunks of
+ * read-ahead queued behind a stopped seed (its window of 4 in flight),
+ * then a read of a chunk past them.  Once the seed runs again, that
+ * read is served within the next window or two, not after the 40: at
+ * its answer at most 16 pulls have completed (a queue in order would
+ * have completed 41).
+ */
+struct waited_read {
+	struct sfs_cache *c;
+	uint32_t set;
+	uint64_t off;
+	int rc;
+	uint64_t pulls_at_answer;
+};
+
+static void *waited_read_run(void *arg)
+{
+	struct waited_read *w = arg;
+	struct sfs_chunk *ch;
+	const uint8_t *p;
+	size_t avail;
+	w->rc = sfs_cache_get(w->c, w->set, 0, w->off, &ch, &p, &avail);
+	struct sfs_cache_stats st;
+	sfs_cache_stats(w->c, &st);
+	w->pulls_at_answer = st.pulls;
+	if (!w->rc) {
+		if (memcmp(p, data + w->off, SFS_MIN(avail, 4096)))
+			w->rc = -EBADMSG;
+		sfs_cache_put(w->c, ch);
+	}
+	return NULL;
+}
+
+START_TEST(demand_before_read_ahead)
+{
+	/* Not registered under ThreadSanitizer (a forked seed: see
+	 * stalled_holders_bounded). */
+	struct stall_cache sc;
+	/* 46 chunks: within data's mapping */
+	stall_cache_start(&sc, 46 * CHUNK, 5000, 64, "order");
+	struct stall_seed s1 = sc.s1;
+	struct sfs_cache *c = sc.c;
+	uint32_t set = sc.set;
+	struct sfs_chunk *ch;
+	const uint8_t *p;
+	size_t avail;
+	/* Connected, one pull done (its rate not measured yet). */
+	ck_assert_int_eq(sfs_cache_get(c, set, 0, 0, &ch, &p, &avail), 0);
+	sfs_cache_put(c, ch);
+
+	kill(s1.pid, SIGSTOP);
+	int wst;
+	ck_assert_int_eq(waitpid(s1.pid, &wst, WUNTRACED), s1.pid);
+	ck_assert(WIFSTOPPED(wst));
+	ck_assert_int_eq(
+		sfs_cache_prefetch(c, set, 0, 1 * CHUNK, 40 * CHUNK, 0), 0);
+	struct sfs_cache_stats st;
+	sfs_cache_stats(c, &st);
+	uint64_t misses = st.misses;
+	struct waited_read w = {.c = c, .set = set, .off = 45 * CHUNK + 17};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, waited_read_run, &w), 0);
+	/* The read queued behind the read-ahead: its miss is counted once
+	 * its chunk is queued (5 s at most). */
+	for (uint64_t t0 = sfs_now_ms();
+	     st.misses == misses && sfs_now_ms() < t0 + 5000; usleep(10000))
+		sfs_cache_stats(c, &st);
+	ck_assert_msg(st.misses > misses, "the read did not queue in 5 s");
+	ck_assert_uint_eq(st.pulls, 1); /* nothing got through meanwhile */
+	kill(s1.pid, SIGCONT);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(w.rc, 0);
+	SFS_TEST_BOUND_LE("pulls_before_waited_chunk", 16, w.pulls_at_answer);
+	stall_cache_end(&sc);
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -3111,6 +3263,9 @@ static Suite *cache_suite(void)
 	sfs_check_add(t, export_since_tells_changes);
 	sfs_check_add(t, removed_peers_reclaimed);
 	sfs_check_add(t, peer_slot_waits_for_pulls);
+	sfs_check_add(t, window_follows_rate);
+	if (!TEST_TSAN) /* a forked seed: see stalled_holders_bounded */
+		sfs_check_add(t, demand_before_read_ahead);
 	suite_add_tcase(s, t);
 	/* What a member that has not served, or that lies, leaves others. */
 	TCase *fl = tcase_create("members");

@@ -34,6 +34,7 @@
 #include "transports/transport.h"
 
 #include "check_run.h"
+#include "bound.h"
 
 #include <check.h>
 #include <errno.h>
@@ -206,6 +207,8 @@ START_TEST(gguf)
 		free(b);
 	}
 	printf("gguf: %ld of %ld mutants accepted\n", ok, iters());
+	/* every parser is given iters() mutants: 20,000 by default */
+	SFS_TEST_BOUND_GE("mutants_per_parser", 20000, iters());
 }
 END_TEST
 

@@ -334,6 +334,8 @@ START_TEST(rejects)
 	for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++)
 		n += refused_naming_rule(&bads[i]);
 	SFS_TEST_BOUND_EQ("refused_naming_rule", 29, n);
+	SFS_TEST_BOUND_EQ("bad_headers_listed", 29,
+			  sizeof(bads) / sizeof(bads[0]));
 	ck_assert_int_eq(n, (int)(sizeof(bads) / sizeof(bads[0])));
 }
 END_TEST

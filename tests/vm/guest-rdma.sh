@@ -10,6 +10,8 @@ set -euo pipefail
 BUILD=$1
 shift
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/bound.sh
+source "$HERE/../bound.sh"
 
 ip link set lo up
 ip link add veth0 type veth peer name veth1
@@ -21,43 +23,38 @@ echo "vm: $(uname -r), $(ibv_devices | awk 'NR > 2 { print $1 }' | tr '\n' ' ')"
 
 export SEEDFS_TEST_HOST=10.0.0.1
 export SEEDFS_TEST_MODEL_SIZE=${SEEDFS_TEST_MODEL_SIZE:-4M}
-status=0
+status=0 passed=0 failed=0
+# run NAME SCRIPT ARGS...: one suite, counted
+run() {
+	local name=$1 t0
+	shift
+	echo "vm: $name"
+	t0=$(date +%s)
+	if bash "$@"; then
+		echo "vm: $name passed in $(($(date +%s) - t0)) s"
+		passed=$((passed + 1))
+	else
+		echo "vm: $name FAILED"
+		failed=$((failed + 1))
+		status=1
+	fi
+}
 for p in "$@"; do
 	tests="mount seed_death"
 	[ "${SEEDFS_VM_FORM:-long}" != short ] || tests=mount
 	for t in $tests; do
-		echo "vm: $t over $p"
-		t0=$(date +%s)
-		if bash "$HERE/../integration/$t.sh" "$BUILD" "$p"; then
-			echo "vm: $t over $p passed in $(($(date +%s) - t0)) s"
-		else
-			echo "vm: $t over $p FAILED"
-			status=1
-		fi
+		run "$t over $p" "$HERE/../integration/$t.sh" "$BUILD" "$p"
 	done
 done
 # Raw verbs queue pairs: limits and reclaim.
 case "${SEEDFS_VM_FORM:-long} $* " in
 short*) ;;
-*" rdma "*)
-	echo "vm: verbs_peers"
-	t0=$(date +%s)
-	if bash "$HERE/../integration/verbs_peers.sh" "$BUILD"; then
-		echo "vm: verbs_peers passed in $(($(date +%s) - t0)) s"
-	else
-		echo "vm: verbs_peers FAILED"
-		status=1
-	fi
-	;;
+*" rdma "*) run verbs_peers "$HERE/../integration/verbs_peers.sh" "$BUILD" ;;
 esac
 # One seed serving every RDMA protocol given and tcp at once.
 all=$(IFS=,; echo "$*"),tcp
-echo "vm: multi over $all"
-t0=$(date +%s)
-if bash "$HERE/../integration/multi.sh" "$BUILD" "$all"; then
-	echo "vm: multi over $all passed in $(($(date +%s) - t0)) s"
-else
-	echo "vm: multi over $all FAILED"
-	status=1
-fi
+run "multi over $all" "$HERE/../integration/multi.sh" "$BUILD" "$all"
+bound_held suites_failed = 0 "$failed" || status=1
+# the mount suite over each protocol given and the one seed at least
+bound_held suites_passed ">=" $(($# + 1)) "$passed" || status=1
 exit $status

@@ -271,8 +271,8 @@ ok "with $NREADERS reads waiting on a stopped seed: status $ms_status ms, ls $ms
 # first unanswered question is logged once it times out (3 s); the
 # next one goes 1 s later and would wait 3 s (replica/source.c), and so
 # on every 4 s, so SIGTERM about 1.25 s (mod 4 s) after that line
-# finds one under way for 2.75 s more (the opens below start at 1.05 s,
-# SIGTERM 0.2 s after them).
+# finds one under way for 2.75 s more (the open of config.json below
+# comes at 1.05 s, SIGTERM 0.2 s after it).
 for _ in $(seq 200); do
 	line=$(grep -m1 "W source: cannot ask .* what it publishes" "$WORK/mount.log") && break
 	sleep 0.05
@@ -291,10 +291,10 @@ while [ "$(now_ms)" -lt "$at" ]; do sleep 0.02; done
 ms_open=$(ms_of cat "$MNT/m/config.json")
 cmp -s "$WORK/cmd.out" "$MODEL/config.json" || fail "A: config.json read wrong while the reads wait"
 bound open_unreachable_ms "<=" $BOUND_MS "$ms_open" "open and read of config.json with $NREADERS reads waiting on a seed counted unreachable, ms"
-# (Opens here are answered at once, the seed counted unreachable: a
-# CI-like check found four opens started here all answered before the
-# SIGTERM.  Opens waiting on a question to the seed when SIGTERM comes
-# are part Q, before this.)
+# (Opens here are answered at once, the seed counted unreachable: four
+# opens started here were all answered before the SIGTERM, which then
+# showed nothing of them.  Opens waiting on a question to the seed when
+# SIGTERM comes are part Q, before this.)
 sleep 0.2
 t0=$(now_ms)
 kill -TERM "$MOUNT_PID"

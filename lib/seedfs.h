@@ -189,7 +189,10 @@ int sfs_client_open(const struct sfs_client_cfg *cfg, const char *model,
 		    struct sfs_client **out, char *err, size_t errlen);
 
 /* sfs_client_close - end every read (after any in flight ends or is
- * cancelled), deregister what is left, free.  NULL is fine. */
+ * cancelled), deregister what is left, free.  A read that gave up and
+ * whose source still has not answered cannot be ended: its connection
+ * and registration are kept, with one log line (see
+ * sfs_client_dereg).  NULL is fine. */
 void sfs_client_close(struct sfs_client *c);
 
 struct sfs_client_info {
@@ -248,8 +251,10 @@ int sfs_client_find(struct sfs_client *c, const char *name, size_t *i);
  * line in @err.
  * sfs_client_dereg - done with it.  Returns 0, or -EBUSY when a read
  * that gave up (-ETIMEDOUT) may still be written into it by the
- * transport: keep the memory valid until sfs_client_close then.  NULL
- * is fine.
+ * transport: keep the memory valid until sfs_client_close then, and
+ * for the life of the process if sfs_client_close logs reads "left
+ * open" (their source never answered: the transport keeps the
+ * registration and may still write into it).  NULL is fine.
  */
 int sfs_client_reg(struct sfs_client *c, void *buf, size_t len,
 		   struct sfs_client_mr **out, char *err, size_t errlen);

@@ -16,9 +16,14 @@
  * stalled: the largest file whole into its registration once the file
  *          $APIREAD_GO exists (10 s at most; the test has stopped the
  *          seed): the read must fail, and sfs_client_dereg say -EBUSY
- *          (the transport still holds the read); the registration is
- *          then released by sfs_client_close (the buffer unmapped only
- *          after it).  Prints "apiread: stalled ok read RC dereg RC"
+ *          (the transport still holds the read).  With $APIREAD_GO2
+ *          set: prints "apiread: dereg done", waits for that file (the
+ *          test has let the seed go on), then reads the file whole
+ *          again into a new registration until it is served (10 s at
+ *          most) and compares it.  Then sfs_client_close.  The first
+ *          buffer is never unmapped: the transport may keep it (see
+ *          sfs_client_dereg).  Prints "apiread: stalled ok read RC
+ *          dereg RC" (and "again ok after N tries")
  * Prints "apiread: MODE ok BYTES bytes in S s (R GB/s), pulled P" and
  * exits 0, or names the first difference and exits 1.  Uses only the
  * public header: it is also an example of the API.  $APIREAD_STATUS
@@ -327,6 +332,46 @@ static void write_status(const char *path)
 		rename(tmp, path);
 }
 
+/* Once @go2 exists, file @file (@size bytes) whole into a new
+ * registration until it is served, 10 s at most, and compared. */
+static void read_again(const char *go2, size_t file, uint64_t size)
+{
+	struct sfs_client_mr *mr;
+	char err[512] = "";
+	int rc = -1, tries = 0;
+
+	printf("apiread: dereg done\n");
+	fflush(stdout);
+	for (int i = 0; i < 1000 && access(go2, F_OK); i++)
+		usleep(10000);
+	uint8_t *buf = alloc(size);
+	if (!buf || sfs_client_reg(cl, buf, size, &mr, err, sizeof(err))) {
+		fprintf(stderr, "apiread: again: %s\n",
+			buf ? err : "out of memory");
+		failed = 1;
+		return;
+	}
+	struct sfs_client_rd rd = {
+		.file = file, .off = 0, .len = size, .dst = buf, .mr = mr};
+	for (double t0 = now(); rc && now() < t0 + 10; tries++) {
+		rc = sfs_client_read(cl, &rd, 1, err, sizeof(err));
+		if (rc)
+			usleep(100000); /* the stalled seed's hold */
+	}
+	if (rc || !same(file, 0, buf, size)) {
+		fprintf(stderr, "apiread: again: %s\n",
+			rc ? err : "bytes differ");
+		failed = 1;
+	} else {
+		printf("apiread: again ok after %d tries\n", tries);
+	}
+	if (sfs_client_dereg(mr)) {
+		fprintf(stderr, "apiread: again: dereg busy\n");
+		failed = 1;
+	}
+	munmap(buf, size);
+}
+
 /* A read that the transport keeps past its timeout: the seed stopped
  * once $APIREAD_GO exists.  *read_rc and *dereg_rc: what the API said. */
 static void read_stalled(int *read_rc, int *dereg_rc)
@@ -351,7 +396,9 @@ static void read_stalled(int *read_rc, int *dereg_rc)
 	if (!go || !buf ||
 	    sfs_client_reg(cl, buf, size, &mr, err, sizeof(err))) {
 		fprintf(stderr, "apiread: stalled: %s\n",
-			!go ? "no $APIREAD_GO" : err);
+			!go    ? "no $APIREAD_GO"
+			: !buf ? "out of memory"
+			       : err);
 		failed = 1;
 		return;
 	}
@@ -365,9 +412,12 @@ static void read_stalled(int *read_rc, int *dereg_rc)
 	if (*read_rc)
 		fprintf(stderr, "apiread: stalled read: %s\n", err);
 	*dereg_rc = sfs_client_dereg(mr);
-	sfs_client_close(cl); /* releases what dereg kept */
+	const char *go2 = getenv("APIREAD_GO2");
+	if (go2)
+		read_again(go2, big, size);
+	sfs_client_close(cl); /* releases what dereg kept, or keeps it */
 	cl = NULL;
-	munmap(buf, size);
+	/* buf stays mapped: the transport may still own it. */
 }
 
 int main(int argc, char **argv)

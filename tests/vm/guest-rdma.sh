@@ -40,7 +40,7 @@ run() {
 		status=1
 	fi
 }
-first=$1
+first=${1:-}
 for p in "$@"; do
 	tests="mount seed_death"
 	if [ "${SEEDFS_VM_FORM:-long}" = short ]; then

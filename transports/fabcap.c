@@ -52,6 +52,12 @@
  *     take the waiting connection and reset it, so the provider does not
  *     spin.
  *
+ * What admit() needs (connections kept and not reset, in all and per
+ * host) is kept as the table changes, and a connection is found by its
+ * number in an index: a flood's accept() and every close() cost the
+ * same however many are kept (a scan of them in each accept() made a
+ * 20,000-connection flood hold a mount's reads for seconds under ASan).
+ *
  * It defines close() too: a connection kept is found again by its number
  * (checked by its inode), and the provider closes it on its own threads;
  * a close of a number in the table runs under cap.lock, so no sweep, cut
@@ -86,6 +92,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -113,6 +120,13 @@ struct cap_conn {
 	uint8_t host[16]; /* IPv4 mapped, or an IPv6 /64 */
 };
 
+/* Connections kept and not reset, per host (open addressing, linear
+ * probing; a host whose count falls to 0 leaves the table). */
+struct cap_host {
+	uint8_t h[16];
+	uint32_t n; /* 0: a free place */
+};
+
 struct cap_listener {
 	struct sockaddr_storage a;
 	socklen_t len;
@@ -128,6 +142,15 @@ static struct {
 	size_t nls, cap_ls;
 	struct cap_conn *cs;
 	size_t ncs, cap_cs;
+	/* What admit() and close() look up once per call, kept as the
+	 * table changes (no scan of cs: a flood of n connections costs
+	 * O(n), not O(n^2)): */
+	int32_t *slot;		/* index in cs of each descriptor, or -1 */
+	size_t nslot, cap_slot; /* slot[0..nslot) set */
+	struct cap_host *hs;	/* live connections of each host */
+	size_t hmask, nhs;	/* hs has hmask + 1 places (or none) */
+	uint64_t hkey;		/* the hash's key, random per process */
+	size_t live;		/* kept and not reset */
 	uint64_t swept_ms;
 	/* Counted since the start, and since the last line. */
 	uint64_t refused[CAP_NREASONS], cut[CUT_NREASONS];
@@ -181,6 +204,11 @@ static void cap_fork_parent(void)
  * it shares with it). */
 static void cap_fork_child(void)
 {
+	for (size_t i = 0; i < cap.ncs; i++)
+		cap.slot[cap.cs[i].fd] = -1;
+	if (cap.hs)
+		memset(cap.hs, 0, (cap.hmask + 1) * sizeof(*cap.hs));
+	cap.nhs = cap.live = 0;
 	cap.ncs = 0;
 	atomic_store(&cap_ncs, 0);
 	pthread_mutex_unlock(&cap.lock);
@@ -195,6 +223,10 @@ static void cap_init(void)
 				     CAP_MAX_PER_HOST, 1, 1000000);
 	cap.connreq_ms = env_limit("SEEDFS_FABRIC_CONNREQ_MS", CAP_CONNREQ_MS,
 				   100, 600000);
+	/* Hosts are a peer's choice (any /64 of its own): a key it cannot
+	 * know, so it cannot pick hosts that collide in cap.hs. */
+	if (getrandom(&cap.hkey, sizeof(cap.hkey), 0) != sizeof(cap.hkey))
+		cap.hkey = sfs_now_ms() ^ (uint64_t)(uintptr_t)&cap;
 }
 
 /* The soft limit of open files, and the reserve kept of it. */
@@ -383,10 +415,98 @@ static void host_txt(const uint8_t h[16], char *txt, size_t len)
 	snprintf(txt, len, "%s/64", b);
 }
 
+/* The place of @h in cap.hs: its own, or the free one it would take
+ * (cap.lock held; cap.hs allocated). */
+static size_t host_place(const uint8_t h[16])
+{
+	uint64_t a, b;
+	memcpy(&a, h, 8);
+	memcpy(&b, h + 8, 8);
+	uint64_t x = (a ^ cap.hkey) * 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 29) ^ b) * 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 32;
+	size_t i = (size_t)x & cap.hmask;
+	while (cap.hs[i].n && memcmp(cap.hs[i].h, h, 16))
+		i = (i + 1) & cap.hmask;
+	return i;
+}
+
+/* Connections of @h kept and not reset (cap.lock held). */
+static size_t host_count(const uint8_t h[16])
+{
+	return cap.hs ? cap.hs[host_place(h)].n : 0;
+}
+
+/* One more connection of @h (cap.lock held).  0 or -ENOMEM. */
+static int host_add(const uint8_t h[16])
+{
+	size_t size = cap.hs ? cap.hmask + 1 : 0;
+	if (cap.hs) {
+		struct cap_host *e = &cap.hs[host_place(h)];
+		if (e->n) {
+			e->n++;
+			return 0;
+		}
+	}
+	if ((cap.nhs + 1) * 2 > size) { /* at most half full */
+		size_t nsize = size ? size * 2 : 64;
+		struct cap_host *old = cap.hs, *hs = calloc(nsize, sizeof(*hs));
+		if (!hs)
+			return -ENOMEM;
+		cap.hs = hs;
+		cap.hmask = nsize - 1;
+		for (size_t i = 0; i < size; i++)
+			if (old[i].n)
+				cap.hs[host_place(old[i].h)] = old[i];
+		free(old);
+	}
+	struct cap_host *e = &cap.hs[host_place(h)];
+	memcpy(e->h, h, 16);
+	e->n = 1;
+	cap.nhs++;
+	return 0;
+}
+
+/* One fewer connection of @h (cap.lock held; it has one): at 0 it
+ * leaves the table, and those after it in its run move back. */
+static void host_sub(const uint8_t h[16])
+{
+	size_t i = host_place(h);
+	if (!cap.hs[i].n || --cap.hs[i].n)
+		return;
+	cap.nhs--;
+	for (size_t j = (i + 1) & cap.hmask; cap.hs[j].n;
+	     j = (j + 1) & cap.hmask) {
+		struct cap_host e = cap.hs[j];
+		cap.hs[j].n = 0;
+		cap.hs[host_place(e.h)] = e; /* i's place, or its own */
+	}
+}
+
+/* @c no longer counts against the caps: reset, or dropped (cap.lock
+ * held). */
+static void uncount(const struct cap_conn *c)
+{
+	cap.live--;
+	host_sub(c->host);
+}
+
+/* The index in cap.cs of the connection kept as @fd, or -1 (cap.lock
+ * held). */
+static ssize_t find_fd(int fd)
+{
+	return fd >= 0 && (size_t)fd < cap.nslot ? cap.slot[fd] : -1;
+}
+
 /* Drop the connection at @i (cap.lock held). */
 static void drop(size_t i)
 {
+	if (!cap.cs[i].cut)
+		uncount(&cap.cs[i]);
+	cap.slot[cap.cs[i].fd] = -1;
 	cap.cs[i] = cap.cs[--cap.ncs];
+	if (i < cap.ncs)
+		cap.slot[cap.cs[i].fd] = (int32_t)i;
 	atomic_store(&cap_ncs, cap.ncs);
 }
 
@@ -423,6 +543,7 @@ static int cut_if_waiting(struct cap_conn *c, int why)
 		struct sockaddr un = {.sa_family = AF_UNSPEC};
 		if (!connect(d, &un, sizeof(un))) {
 			c->cut = cut = 1;
+			uncount(c);
 			cap.cut[why]++;
 			cap.unl_cut[why]++;
 			host_txt(c->host, cap.last_cut, sizeof(cap.last_cut));
@@ -491,19 +612,13 @@ static int admit(int fd, const uint8_t host[16], int tcp, uint64_t now)
 	uint64_t reserve, lim = files_limit(&reserve);
 	size_t from = 0, live = 0;
 	/* A number the kernel gave again: its last holder is closed. */
-	for (size_t i = 0; i < cap.ncs;)
-		if (cap.cs[i].fd == fd)
-			drop(i);
-		else
-			i++;
+	ssize_t old = find_fd(fd);
+	if (old >= 0)
+		drop((size_t)old);
 	/* Those reset are on their way out: not counted. */
 	for (int pass = 0; pass < 2; pass++) {
-		from = live = 0;
-		for (size_t i = 0; i < cap.ncs; i++) {
-			live += !cap.cs[i].cut;
-			from += !cap.cs[i].cut &&
-				!memcmp(cap.cs[i].host, host, 16);
-		}
+		from = host_count(host);
+		live = cap.live;
 		if ((from < cap.max_per_host && live < cap.max_conns) || pass ||
 		    now - cap.swept_ms < CAP_RECHECK_MS)
 			break;
@@ -523,9 +638,17 @@ static int admit(int fd, const uint8_t host[16], int tcp, uint64_t now)
 	if ((files || live >= cap.max_conns) && (!talking(fd) || !make_room()))
 		return files ? CAP_FILES : CAP_TOTAL;
 	struct stat st;
-	if (fstat(fd, &st) || sfs_grow((void **)&cap.cs, &cap.cap_cs,
-				       cap.ncs + 1, sizeof(*cap.cs)))
+	if (fstat(fd, &st) ||
+	    sfs_grow((void **)&cap.cs, &cap.cap_cs, cap.ncs + 1,
+		     sizeof(*cap.cs)) ||
+	    sfs_grow((void **)&cap.slot, &cap.cap_slot, (size_t)fd + 1,
+		     sizeof(*cap.slot)) ||
+	    host_add(host))
 		return CAP_FILES; /* cannot be tracked: not kept */
+	while (cap.nslot <= (size_t)fd)
+		cap.slot[cap.nslot++] = -1;
+	cap.live++;
+	cap.slot[fd] = (int32_t)cap.ncs;
 	struct cap_conn *c = &cap.cs[cap.ncs++];
 	atomic_store(&cap_ncs, cap.ncs);
 	*c = (struct cap_conn){.fd = fd,
@@ -738,12 +861,11 @@ int close(int fd)
 	int old, found = 0;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
 	pthread_mutex_lock(&cap.lock);
-	for (size_t i = 0; i < cap.ncs; i++)
-		if (cap.cs[i].fd == fd) {
-			drop(i);
-			found = 1;
-			break;
-		}
+	ssize_t i = find_fd(fd);
+	if (i >= 0) {
+		drop((size_t)i);
+		found = 1;
+	}
 	/* A number not kept is closed without the lock (a close that
 	 * blocks, on a network file, holds up no one else): it cannot
 	 * be one admit() adds meanwhile, which is fresh from accept4(). */
@@ -777,8 +899,7 @@ void sfs_xport_listen_stats(struct sfs_xport_listen_stats *st)
 	memset(st, 0, sizeof(*st));
 	st->capped = cap_active();
 	pthread_mutex_lock(&cap.lock);
-	for (size_t i = 0; i < cap.ncs; i++)
-		st->open += !cap.cs[i].cut;
+	st->open = cap.live;
 	st->refused_files = cap.refused[CAP_FILES];
 	st->refused_total = cap.refused[CAP_TOTAL];
 	st->refused_host = cap.refused[CAP_HOST];

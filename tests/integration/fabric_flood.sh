@@ -179,6 +179,7 @@ bound flood_settled_rounds = 2 "$quiet" "rounds with the flood's handshakes all 
 room0=$(metric "$WORK/s2.prom" 'seedfs_fabric_conns_dropped_total{why="room"}')
 late0=$(metric "$WORK/s2.prom" 'seedfs_fabric_conns_dropped_total{why="late"}')
 open0=$(metric "$WORK/s2.prom" seedfs_fabric_conns_open)
+t20=$(now_ms)
 flood hdr "$SFP" 20 "$NET.4.1" header
 flooded hdr
 # The read once the 20 are in, or 3 s on.  Each is kept: it takes a
@@ -199,7 +200,7 @@ free=$((4096 - open0 + late - late0))
 # The seed was at its cap when the 20 came (the wait above did not last
 # until the flood's connections were reset late): some of the 20 had
 # to make room.
-bound half_sent_free_places "<" 20 "$free" "places free for the 20 half-sent requests ($open0 open before, $((late - late0)) reset late since, the wait $settle ms)"
+bound half_sent_free_places "<" 20 "$free" "places free for the 20 half-sent requests ($open0 open before, $late0 reset late before and $((late - late0)) since, the wait $settle ms, the 20 came $((t20 - T0)) ms after the flood began)"
 bound half_sent_kept = 20 "$(fl hdr open)" "half-sent connection requests kept ($(tail -n 1 "$WORK/hdr.flood"))"
 bound half_sent_refused = 0 $(($(refused_sum "$WORK/s2.prom") - ref0)) "connections refused at a cap since the 20 half-sent requests came"
 bound half_sent_room_short "<=" 0 $((20 - free - (room - room0))) \

@@ -42,6 +42,10 @@ ASAN    ?= build-asan
 TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure
+# make test's passes run two tests at a time: those marked RUN_SERIAL
+# alone, the rest (tests/CMakeLists.txt: SIDE_BY_SIDE, the unit tests)
+# two side by side.  TEST_LANES=1 runs every test alone.
+TEST_LANES ?= 2
 
 .PHONY: all deps test test-full test-fast test-rdma demo bench bench-fanout profile chaos sim fuzz mutants format check-format clean deb
 FUZZ_ITERS ?= 1000000
@@ -55,8 +59,10 @@ all:
 deps:
 	@packaging/deps.sh
 
-# Tests run serially: integration tests mount real FUSE filesystems and
-# start real seeds, and 2 cores are what CI has.  Each pass writes a JUnit
+# Tests run two at a time (TEST_LANES): integration tests mount real FUSE
+# filesystems and start real seeds, and 2 cores are what CI has; most of
+# them wait, and those whose bounds a neighbour could move run alone
+# (RUN_SERIAL).  Each pass writes a JUnit
 # file; tests/summary.sh prints what ran, failed and was skipped (and
 # why), per pass, at the end.  docs/testing.md says which test runs in
 # which pass.
@@ -67,13 +73,13 @@ test: deps check-format
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 	@SFS_BG_OWNER=$$PPID tests/bgbuild.sh $(JOBS) $(BUILD) $(ASAN) $(TSAN)
-	cd $(BUILD) && ctest $(CTEST_FLAGS) -LE '^long$$' --test-output-size-passed 1048576 \
+	cd $(BUILD) && ctest $(CTEST_FLAGS) -j $(TEST_LANES) -LE '^long$$' --test-output-size-passed 1048576 \
 		--output-junit ctest-normal.xml
 	@tests/claims_bounds.py --absent-ok docs/claims.md $(BUILD)/ctest-normal.xml
 	@tests/build.sh $(ASAN) $(JOBS) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON
-	cd $(ASAN) && ctest $(CTEST_FLAGS) -L '^asan$$' --output-junit ctest-asan.xml
+	cd $(ASAN) && ctest $(CTEST_FLAGS) -j $(TEST_LANES) -L '^asan$$' --output-junit ctest-asan.xml
 	@tests/build.sh $(TSAN) $(JOBS) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDFS_TSAN=ON
-	cd $(TSAN) && ctest $(CTEST_FLAGS) -L '^tsan$$' --output-junit ctest-tsan.xml
+	cd $(TSAN) && ctest $(CTEST_FLAGS) -j $(TEST_LANES) -L '^tsan$$' --output-junit ctest-tsan.xml
 	@tests/summary.sh normal=$(BUILD)/ctest-normal.xml asan=$(ASAN)/ctest-asan.xml \
 		tsan=$(TSAN)/ctest-tsan.xml
 

@@ -96,6 +96,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CAP_MAX_CONNS 4096   /* connections kept in all */
@@ -149,7 +150,7 @@ static struct {
 	size_t nslot, cap_slot; /* slot[0..nslot) set */
 	struct cap_host *hs;	/* live connections of each host */
 	size_t hmask, nhs;	/* hs has hmask + 1 places (or none) */
-	uint64_t hkey;		/* the hash's key, random per process */
+	uint64_t hkey[2];	/* the hash's key, random per process */
 	size_t live;		/* kept and not reset */
 	uint64_t swept_ms;
 	/* Counted since the start, and since the last line. */
@@ -214,6 +215,14 @@ static void cap_fork_child(void)
 	pthread_mutex_unlock(&cap.lock);
 }
 
+/* splitmix64's finalizer: every bit of @x moves every bit out. */
+static uint64_t mix64(uint64_t x)
+{
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
 static void cap_init(void)
 {
 	pthread_atfork(cap_fork_prepare, cap_fork_parent, cap_fork_child);
@@ -225,8 +234,16 @@ static void cap_init(void)
 				   100, 600000);
 	/* Hosts are a peer's choice (any /64 of its own): a key it cannot
 	 * know, so it cannot pick hosts that collide in cap.hs. */
-	if (getrandom(&cap.hkey, sizeof(cap.hkey), 0) != sizeof(cap.hkey))
-		cap.hkey = sfs_now_ms() ^ (uint64_t)(uintptr_t)&cap;
+	ssize_t got;
+	do /* not blocking: a mount may start before the pool is ready */
+		got = getrandom(cap.hkey, sizeof(cap.hkey), GRND_NONBLOCK);
+	while (got < 0 && errno == EINTR);
+	if (got != (ssize_t)sizeof(cap.hkey)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		cap.hkey[0] = mix64((uint64_t)ts.tv_nsec ^ (uint64_t)getpid());
+		cap.hkey[1] = mix64(cap.hkey[0] ^ (uint64_t)(uintptr_t)&cap);
+	}
 }
 
 /* The soft limit of open files, and the reserve kept of it. */
@@ -415,17 +432,22 @@ static void host_txt(const uint8_t h[16], char *txt, size_t len)
 	snprintf(txt, len, "%s/64", b);
 }
 
-/* The place of @h in cap.hs: its own, or the free one it would take
- * (cap.lock held; cap.hs allocated). */
-static size_t host_place(const uint8_t h[16])
+/* Where @h's run starts in cap.hs: both halves mixed with the key (an
+ * IPv4 host is all in its second half). */
+static size_t host_home(const uint8_t h[16])
 {
 	uint64_t a, b;
 	memcpy(&a, h, 8);
 	memcpy(&b, h + 8, 8);
-	uint64_t x = (a ^ cap.hkey) * 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 29) ^ b) * 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 32;
-	size_t i = (size_t)x & cap.hmask;
+	return (size_t)mix64(mix64(a ^ cap.hkey[0]) ^ b ^ cap.hkey[1]) &
+	       cap.hmask;
+}
+
+/* The place of @h in cap.hs: its own, or the free one it would take
+ * (cap.lock held; cap.hs allocated). */
+static size_t host_place(const uint8_t h[16])
+{
+	size_t i = host_home(h);
 	while (cap.hs[i].n && memcmp(cap.hs[i].h, h, 16))
 		i = (i + 1) & cap.hmask;
 	return i;
@@ -468,7 +490,9 @@ static int host_add(const uint8_t h[16])
 }
 
 /* One fewer connection of @h (cap.lock held; it has one): at 0 it
- * leaves the table, and those after it in its run move back. */
+ * leaves the table, and each later one of the run whose home is not
+ * between the hole and itself moves back into the hole (one pass over
+ * the run). */
 static void host_sub(const uint8_t h[16])
 {
 	size_t i = host_place(h);
@@ -477,9 +501,13 @@ static void host_sub(const uint8_t h[16])
 	cap.nhs--;
 	for (size_t j = (i + 1) & cap.hmask; cap.hs[j].n;
 	     j = (j + 1) & cap.hmask) {
-		struct cap_host e = cap.hs[j];
+		size_t k = host_home(cap.hs[j].h);
+		int stays = i <= j ? i < k && k <= j : i < k || k <= j;
+		if (stays)
+			continue;
+		cap.hs[i] = cap.hs[j];
 		cap.hs[j].n = 0;
-		cap.hs[host_place(e.h)] = e; /* i's place, or its own */
+		i = j;
 	}
 }
 
@@ -580,6 +608,8 @@ static int make_room(void)
 			return 0;
 		if (cut_if_waiting(old, CUT_ROOM))
 			return 1;
+		if (old->tcp)
+			return 0; /* no file to reset it with: not now */
 	}
 	return 0;
 }

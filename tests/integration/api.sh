@@ -170,6 +170,16 @@ ok "corrupt seed: $(grep -v ' W ' "$WORK/err" | head -n 1)"
 #     a read keeps it and its memory, with a "left open" line:
 #     seedfs.h.)
 # Each within 1 s timeout + 4 s (resumed: + the seed's hold, 10 s).
+# wait_line NAME PID LINE: apiread (PID, output $WORK/NAME.out) printed
+# LINE, 10 s at most
+wait_line() {
+	for _ in $(seq 200); do
+		grep -q "^$3\$" "$WORK/$1.out" && return 0
+		kill -0 "$2" 2>/dev/null || fail "$1: apiread ended: $(cat "$WORK/$1.out" "$WORK/$1.err")"
+		sleep 0.05
+	done
+	fail "$1: apiread did not say '$3' in 10 s: $(cat "$WORK/$1.out" "$WORK/$1.err")"
+}
 # stalled_read NAME: one run, apiread's output in $WORK/NAME.out, .err
 stalled_read() {
 	local n=$1 spid st t0 ms
@@ -182,21 +192,12 @@ stalled_read() {
 		timeout 60 "$APIREAD" "$HOST:$SEED_PORT" m "$MODEL" stalled >"$WORK/$n.out" 2>"$WORK/$n.err" &
 	spid=$!
 	PIDS+=("$spid")
-	# wait_line LINE: apiread printed it (10 s at most)
-	wait_line() {
-		for _ in $(seq 200); do
-			grep -q "^$1\$" "$WORK/$n.out" && return 0
-			kill -0 "$spid" 2>/dev/null || fail "$n: apiread ended: $(cat "$WORK/$n.out" "$WORK/$n.err")"
-			sleep 0.05
-		done
-		fail "$n: apiread did not say '$1' in 10 s: $(cat "$WORK/$n.out" "$WORK/$n.err")"
-	}
-	wait_line "apiread: registered"
+	wait_line "$n" "$spid" "apiread: registered"
 	kill -STOP "$pid"
 	t0=$(now_ms)
 	touch "$WORK/go"
 	if [ "$n" = resumed ]; then
-		wait_line "apiread: dereg done"
+		wait_line "$n" "$spid" "apiread: dereg done"
 		kill -CONT "$pid"
 		touch "$WORK/go2"
 	fi

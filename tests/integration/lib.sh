@@ -379,7 +379,17 @@ netns_setup() {
 	NS=sfs$$
 	VETH=sfsa$$
 	NS_VETH=sfsb$$
-	local net="10.$((200 + $$ % 50)).$(($$ % 250))"
+	# A /24 of its own: 15 bits of the PID (tests run side by side; two
+	# at once never share them where pid_max is 32768), moved on while
+	# a route reaches it already (this host's network, or a test's
+	# beside this one where pid_max is larger).
+	local net k
+	for k in $(seq 0 31); do
+		net="10.$((128 + (($$ >> 8) + k * 4) % 128)).$(($$ % 256))"
+		[ -z "$(ip -4 route show match "$net.1" | grep -v '^default ')" ] && break
+	done
+	[ -z "$(ip -4 route show match "$net.1" | grep -v '^default ')" ] ||
+		fail "netns_setup: no 10.128-255.x.0/24 free of routes here: $(ip -4 route)"
 	HOST_IP=$net.1
 	NS_IP=$net.2
 	ip netns add "$NS" || fail "ip netns add"
@@ -415,10 +425,42 @@ link() {
 	ip netns exec "$NS" tc qdisc add dev "$NS_VETH" root "$@" || fail "tc $* (ns)"
 }
 
-# free_port: a TCP port free on 127.0.0.1 now (another process may take
-# it before we bind it: start_etcd retries when that happens).
+# free_port [ADDR]: a TCP port free on ADDR (127.0.0.1) now (another
+# process may take it before we bind it: start_etcd retries when that
+# happens), outside
+# the kernel's range for ports bound to 0 (ip_local_port_range): a
+# process of a test running beside this one that binds port 0 never
+# gets it, so a daemon restarted on the port it had (etcd, a seed)
+# finds it free.  (From 21000 up: announce_flood names 20000-20003 as
+# dead re-seeders.)
 free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+	python3 - "${1:-127.0.0.1}" <<'PY'
+import random, socket, sys
+lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+pool = list(range(21000, lo)) + list(range(max(hi + 1, 21000), 65536))
+for p in random.sample(pool, min(len(pool), 200)):
+    s = socket.socket()
+    try:
+        s.bind((sys.argv[1], p))
+    except OSError:
+        continue
+    print(p)
+    sys.exit(0)
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+print("free_port: no port outside %d-%d free: %d, which a bind to 0 "
+      "elsewhere could take" % (lo, hi, s.getsockname()[1]), file=sys.stderr)
+print(s.getsockname()[1])
+PY
+}
+
+# drop_cached FILE...: the kernel's cached pages of FILEs (under a
+# mount: the next read goes to the daemon), and no one else's
+drop_cached() {
+	local f
+	for f in "$@"; do
+		dd if="$f" iflag=nocache count=0 status=none || fail "drop the cache of $f"
+	done
 }
 
 # closed_port: sets CLOSED_PORT, a loopback port that refuses

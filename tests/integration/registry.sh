@@ -114,7 +114,7 @@ ok "SIGHUP: generation 2 seen through the watch in $took ms, $((t_got - t_pub)) 
 # goes within TTL (3 s) + 1 s, the read completes byte-exact.
 F=big.bin
 size=$(stat -c %s "$M1/$F")
-echo 3 >/proc/sys/vm/drop_caches
+drop_cached "$MNT/m1/$F"
 (
 	for ((i = 0; i * 1048576 < size; i++)); do
 		dd if="$MNT/m1/$F" bs=1M skip=$i count=1 status=none || exit 1
@@ -227,7 +227,8 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 st | grep -q "^registry: .*not watching" || fail "status with etcd down: $(st | grep ^registry)"
-echo 3 >/proc/sys/vm/drop_caches
+mapfile -t files < <(find "$MNT/m1" -type f)
+drop_cached "${files[@]}"
 bound etcd_down_diff_lines "=" 0 "$(diff -r "$M1" "$MNT/m1" 2>&1 | wc -l)" "m1 differs with etcd down: diff -r lines"
 mkdir -p "$WORK/mnt3"
 if "$SEEDFS" mount --registry "$REG" "$WORK/mnt3" 2>"$WORK/mnt3.err"; then

@@ -43,7 +43,8 @@ for _ in $(seq 200); do
 done
 grep -q "^model: m generation 2 " <(st) || fail "no generation 2 with a member down: $(st | grep -E '^(model|registry)')"
 st | grep -q "^registry: .*watching" || fail "not watching: $(st | grep ^registry)"
-echo 3 >/proc/sys/vm/drop_caches
+mapfile -t files < <(find "$MNT/m" -type f)
+drop_cached "${files[@]}"
 diff -r "$M" "$MNT/m" >/dev/null || fail "m differs with a member down"
 ok "one member killed: the lease renewed, generation 2 by watch, reads byte-exact"
 unmount_check "$MNT" "$MOUNT_PID"

@@ -13,7 +13,11 @@ chmod 0640 "$MODEL/tokenizer.json"
 chmod 0750 "$MODEL/extra"
 touch -d '2021-03-04 05:06:07.123456789' "$MODEL/config.json"
 cp -a "$MODEL" "$WORK/copy"
-start_seed "$MODEL" --grace 2
+# On a port below the range of ports bound to 0 (free_port): it comes
+# back on it after a kill -9 below, and a test beside this one cannot
+# take it meanwhile.
+SFP=$(free_port "$HOST")
+start_seed "$MODEL" --grace 2 --listen "$HOST:$SFP"
 MNT=$WORK/mnt
 mount_seed "$MNT" --timeout 2
 M=$MNT/m

@@ -332,6 +332,13 @@ static void write_status(const char *path)
 		rename(tmp, path);
 }
 
+/* Wait until @path exists, 10 s at most (the test makes it). */
+static void wait_file(const char *path)
+{
+	for (int i = 0; i < 1000 && access(path, F_OK); i++)
+		usleep(10000);
+}
+
 /* Once @go2 exists, file @file (@size bytes) whole into a new
  * registration until it is served, 10 s at most, and compared. */
 static void read_again(const char *go2, size_t file, uint64_t size)
@@ -342,8 +349,7 @@ static void read_again(const char *go2, size_t file, uint64_t size)
 
 	printf("apiread: dereg done\n");
 	fflush(stdout);
-	for (int i = 0; i < 1000 && access(go2, F_OK); i++)
-		usleep(10000);
+	wait_file(go2);
 	uint8_t *buf = alloc(size);
 	if (!buf || sfs_client_reg(cl, buf, size, &mr, err, sizeof(err))) {
 		fprintf(stderr, "apiread: again: %s\n",
@@ -400,12 +406,13 @@ static void read_stalled(int *read_rc, int *dereg_rc)
 			: !buf ? "out of memory"
 			       : err);
 		failed = 1;
+		sfs_client_close(cl); /* nothing registered: all its own */
+		cl = NULL;
 		return;
 	}
 	printf("apiread: registered\n");
 	fflush(stdout);
-	for (int i = 0; i < 1000 && access(go, F_OK); i++)
-		usleep(10000);
+	wait_file(go);
 	struct sfs_client_rd rd = {
 		.file = big, .off = 0, .len = size, .dst = buf, .mr = mr};
 	*read_rc = sfs_client_read(cl, &rd, 1, err, sizeof(err));

@@ -26,7 +26,7 @@
 void *__real_calloc(size_t n, size_t size);
 void *__wrap_calloc(size_t n, size_t size);
 
-static atomic_size_t fail_n;	/* 0: none armed */
+static atomic_size_t fail_n; /* 0: none armed */
 static atomic_size_t failed;
 
 void *__wrap_calloc(size_t n, size_t size)

@@ -44,7 +44,10 @@ serve() { # FILE [STATUS]: sets HTTP_PORT
 	PIDS+=($!)
 	HTTP_PORT=
 	for i in $(seq 100); do
-		HTTP_PORT=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$out" 2>/dev/null)
+		# (The file may not be there yet: the background job's
+		# redirection comes when it is scheduled; set -e would end
+		# the test without a word.)
+		HTTP_PORT=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$out" 2>/dev/null || true)
 		[ -n "$HTTP_PORT" ] && break
 		sleep 0.05
 	done

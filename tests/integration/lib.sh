@@ -474,7 +474,7 @@ print(s.getsockname()[1], flush=True); sys.stdout.close(); time.sleep(600)' \
 	PIDS+=("$!")
 	local i
 	for i in $(seq 200); do
-		CLOSED_PORT=$(cat "$WORK/closed_port.out")
+		CLOSED_PORT=$(cat "$WORK/closed_port.out" 2>/dev/null || true)
 		[ -n "$CLOSED_PORT" ] && return 0
 		sleep 0.05
 	done

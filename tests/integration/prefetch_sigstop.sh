@@ -74,7 +74,7 @@ for x in A B C; do
 		sleep 0.05
 	done
 	[ -s "$WORK/pf$x.err" ] || die "client $x: no progress in 20 s"
-	kill -STOP "${CPID[$x]}"
+	kill -STOP "${CPID[$x]}" 2>/dev/null || die "client $x ended before it was stopped: $(cat "$WORK/pf$x.err")"
 	STOPPED[$x]=$(now_ms)
 done
 ok "three clients stopped (SIGSTOP) with their prefetches under way"

@@ -173,7 +173,7 @@ grep -q "^reseeder: $raddr" "$MNT_SAVE/.seedfs/status" ||
 	fail "mount 1 does not use the re-seeder: $(grep -E '^(seed|reseeder):' "$MNT_SAVE/.seedfs/status")"
 # Its record says how much it holds; once prefetched, all of it.
 for _ in $(seq 150); do
-	rv=$(etcdctl_at "$EP" get "$rkey" --print-value-only)
+	rv=$(etcdctl_at "$EP" get "$rkey" --print-value-only || true)
 	held=$(echo "$rv" | jq -r .held_bytes)
 	total=$(echo "$rv" | jq -r .bytes)
 	[ "$total" -gt 0 ] && [ "$held" = "$total" ] && break

@@ -2377,8 +2377,11 @@ static uint32_t add_summed(struct sfs_cache *c, uint32_t p,
 /* Wait (10 s at most) until @p has a pull posted, then 0.2 s for it to
  * land: its check then waits cfg.test_verify_delay_ms (1 s).  (A fixed
  * sleep alone was not enough on a loaded machine: the pull could still
- * be queued, its first post busy while the connection was made.) */
-static void wait_posted(struct sfs_cache *c, uint32_t p)
+ * be queued, its first post busy while the connection was made.)  The
+ * read-ahead of the first chunk of @set is asked again every 2 s, the
+ * peer's state said (read-ahead is best effort: twice, under load, none
+ * was posted in 10 s; which state it was in is what to look at). */
+static void wait_posted(struct sfs_cache *c, uint32_t p, uint32_t set)
 {
 	struct sfs_cache_peer_info pi;
 	for (int i = 0; i < 1000; i++) {
@@ -2386,6 +2389,15 @@ static void wait_posted(struct sfs_cache *c, uint32_t p)
 		if (pi.inflight) {
 			usleep(200 * 1000);
 			return;
+		}
+		if (i && i % 200 == 0) {
+			fprintf(stderr,
+				"wait_posted: nothing posted after %d ms: peer "
+				"state %d err %d window %u pulls %" PRIu64
+				" errors %" PRIu64 "; read-ahead asked again\n",
+				i * 10, (int)pi.state, pi.err, pi.window,
+				pi.pulls, pi.errors);
+			sfs_cache_prefetch(c, set, 0, 0, CHUNK, 0);
 		}
 		usleep(10000);
 	}
@@ -2409,7 +2421,7 @@ START_TEST(release_waits_for_verification)
 	uint32_t set = add_summed(c, p, &rel, &h);
 	/* Read-ahead: nobody pins it; pulled at once, then checked. */
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, CHUNK, 0), 0);
-	wait_posted(c, p);
+	wait_posted(c, p, set);
 	uint64_t t0 = sfs_now_ms();
 	sfs_cache_remove_holder(c, h);
 	sfs_cache_release_set(c, set, on_release, &rel);
@@ -2580,7 +2592,7 @@ START_TEST(peer_slot_waits_for_pulls)
 	ck_assert_int_eq(seed_peer(c, x1, "a source that goes", &p), 0);
 	set = add_summed(c, p, &rel, &h);
 	ck_assert_int_eq(sfs_cache_prefetch(c, set, 0, 0, CHUNK, 0), 0);
-	wait_posted(c, p); /* pulled; its check waits */
+	wait_posted(c, p, set); /* pulled; its check waits */
 	uint64_t t0 = sfs_now_ms();
 	struct remover rm = {.c = c, .peer = p};
 	pthread_t th;

@@ -17,6 +17,10 @@ HOST=${SEEDFS_TEST_HOST:-127.0.0.1}
 # Where replicas that check signatures remember the generations they
 # took (control/signstate.h): this test's, never /var/lib/seedfs.
 export SEEDFS_STATE_DIR=$WORK/state
+# Every process this test starts carries it: with pid_max at 32768 and
+# tests side by side, a PID recorded here may be another test's process
+# by the time it is signalled (running, below).
+export SFS_TEST_RUN=$WORK
 PIDS=()
 MOUNT_PIDS=() # mount daemons (in PIDS too)
 MOUNTS=()
@@ -67,9 +71,31 @@ await_exit() {
 		sleep 0.05
 	done
 }
+# A command that fails outside the test's checks ends it (set -e): say
+# which, with its status and where, rather than end without a word
+# (ERR fires where set -e would exit; -E: inside functions too).
+# (An EXIT trap of a test's own runs "trap - ERR" first, then calls
+# cleanup with the test's status: cleanup exits with the status it is
+# called with.)
+ERR_AT=
+on_err() {
+	local i where=
+	for ((i = 1; i < ${#BASH_SOURCE[@]}; i++)); do
+		where+=" ${BASH_SOURCE[i]##*/}:${BASH_LINENO[i - 1]}"
+	done
+	# The first: what an EXIT trap runs after it must not hide it.
+	[ -n "$ERR_AT" ] || ERR_AT="$2 (status $1; at$where)"
+}
+set -E
+trap 'on_err $? "$BASH_COMMAND"' ERR
 cleanup() {
 	local rc=$? m p i st left=() stuck=()
 	set +e
+	trap - ERR
+	if [ "$rc" -ne 0 ] && [ -n "$ERR_AT" ]; then
+		echo "FAIL: a command failed outside the test's checks: $ERR_AT" >&2
+		evidence
+	fi
 	for m in "${MOUNTS[@]}"; do
 		if grep -q " $m fuse" /proc/mounts; then
 			fusermount3 -u "$m" 2>/dev/null ||
@@ -129,7 +155,16 @@ cleanup() {
 trap cleanup EXIT
 
 fail() {
+	trap - ERR # its own message: none from the exit's steps
 	echo "FAIL: $*" >&2
+	evidence
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+# evidence: the last lines of the test's logs, sanitizer reports, and
+# the files it named in FAIL_LAST.
+evidence() {
 	local f
 	for f in "$WORK"/*.log "$WORK"/*.err "$WORK"/*.out; do
 		[ -s "$f" ] || continue
@@ -148,8 +183,6 @@ fail() {
 		echo "--- $f (the failure's evidence, last 40 lines)" >&2
 		tail -n 40 "$f" >&2
 	done
-	echo "FAIL: $*" >&2
-	exit 1
 }
 
 ok() { echo "ok: $*"; }
@@ -299,12 +332,16 @@ running() {
 	# State and Threads from one read: a zombie leader whose other
 	# threads still run (they hold its files) has not exited yet.
 	st=$(awk '$1 == "State:" { s = $2 } $1 == "Threads:" { t = $2 }
-		END { if (s != "") print s, t }' "/proc/$1/status" 2>/dev/null) || return 1
+		$1 == "PPid:" { p = $2 }
+		END { if (s != "") print s, t, p }' "/proc/$1/status" 2>/dev/null) || return 1
 	case $st in
 	"") return 1 ;;
-	Z\ 1 | Z\ 0 | X\ *) return 1 ;;
-	*) return 0 ;;
+	Z\ 1\ * | Z\ 0\ * | X\ *) return 1 ;;
 	esac
+	# Ours: a child of this shell, or started with this test's
+	# SFS_TEST_RUN (a PID given again to another's process is not).
+	[ "${st##* }" = "$$" ] ||
+		grep -qzxF "SFS_TEST_RUN=$WORK" "/proc/$1/environ" 2>/dev/null
 }
 
 # stuck_threads PID: where each thread of PID waits (for a failure
@@ -374,6 +411,11 @@ sanitizers_clean() {
 # netns_setup: a network namespace for the seed, joined to this one by
 # a veth pair (HOST_IP here, NS_IP there); removed on exit.  Sets NS,
 # VETH (our end), NS_VETH (its end), HOST_IP, NS_IP.
+# routed ADDR: a route other than the default reaches ADDR already.
+routed() {
+	[ -n "$(ip -4 route show match "$1" | grep -v '^default ' || true)" ]
+}
+
 netns_setup() {
 	[ "$(id -u)" = 0 ] || { echo "skip: network namespaces need root"; exit 77; }
 	NS=sfs$$
@@ -383,12 +425,13 @@ netns_setup() {
 	# at once never share them where pid_max is 32768), moved on while
 	# a route reaches it already (this host's network, or a test's
 	# beside this one where pid_max is larger).
-	local net k
+	local net= k
 	for k in $(seq 0 31); do
 		net="10.$((128 + (($$ >> 8) + k * 4) % 128)).$(($$ % 256))"
-		[ -z "$(ip -4 route show match "$net.1" | grep -v '^default ')" ] && break
+		routed "$net.1" || break
+		net=
 	done
-	[ -z "$(ip -4 route show match "$net.1" | grep -v '^default ')" ] ||
+	[ -n "$net" ] ||
 		fail "netns_setup: no 10.128-255.x.0/24 free of routes here: $(ip -4 route)"
 	HOST_IP=$net.1
 	NS_IP=$net.2
@@ -427,12 +470,11 @@ link() {
 
 # free_port [ADDR]: a TCP port free on ADDR (127.0.0.1) now (another
 # process may take it before we bind it: start_etcd retries when that
-# happens), outside
-# the kernel's range for ports bound to 0 (ip_local_port_range): a
-# process of a test running beside this one that binds port 0 never
-# gets it, so a daemon restarted on the port it had (etcd, a seed)
-# finds it free.  (From 21000 up: announce_flood names 20000-20003 as
-# dead re-seeders.)
+# happens), outside the kernel's range for ports bound to 0
+# (ip_local_port_range): a process of a test running beside this one
+# that binds port 0 never gets it, so a daemon restarted on the port it
+# had (etcd, a seed) finds it free.  (From 21000 up: announce_flood
+# names 20000-20003 as dead re-seeders.)
 free_port() {
 	python3 - "${1:-127.0.0.1}" <<'PY'
 import random, socket, sys

@@ -120,7 +120,10 @@ UID_=65534
 SQ=/tmp/seedfs-$UID_
 exec 9>/tmp/seedfs-secrets-test.lock
 flock -w 120 9 || fail "another secrets.sh holds /tmp/seedfs-secrets-test.lock"
-trap 'rm -rf "$SQ"; cleanup' EXIT
+# Once the daemons have gone (an EXIT trap of its own would lose the
+# test's status: cleanup exits with the status it is called with).
+unsquat() { rm -rf "$SQ"; }
+EXIT_HOOKS+=(unsquat)
 mkdir -p "$WORK/u" "$WORK/bin"
 chown "$UID_" "$WORK/u"
 chmod 755 "$WORK" "$WORK/bin"

@@ -44,7 +44,7 @@ SPID=$SEED_PID
 # Whatever happens, the seed runs again before the daemons are stopped
 # (cleanup's unmounts; SIGCONT by PID); cleanup sees the test's status
 # (set +e: `exit` of a failed test's status must not end the trap).
-trap 'st=$?; set +e; kill -CONT "$SPID" 2>/dev/null; (exit $st); cleanup' EXIT
+trap 'st=$?; trap - ERR; set +e; kill -CONT "$SPID" 2>/dev/null; (exit $st); cleanup' EXIT
 mapfile -t SHARDS < <(cd "$MODEL" && ls ./*.safetensors | sed 's|^\./||' | sort)
 [ ${#SHARDS[@]} = $NREADERS ] || fail "genmodel made ${#SHARDS[@]} shards, want $NREADERS"
 

@@ -14,7 +14,7 @@ PKGS="python3-seedfs libseedfs-dev seedfs libseedfs0"
 PID=
 INSTALLED=0
 cleanup() {
-	[ -n "$PID" ] && { kill "$PID" && wait "$PID"; } 2>/dev/null
+	[ -z "$PID" ] || { kill "$PID" && wait "$PID"; } 2>/dev/null || true
 	[ "$INSTALLED" = 1 ] && dpkg --purge $PKGS >/dev/null 2>&1
 	rm -rf "$WORK"
 }

@@ -11,7 +11,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$(mktemp -d /tmp/seedfs-lib.XXXXXX)
 PID=
 cleanup() {
-	[ -n "$PID" ] && { kill "$PID" && wait "$PID"; } 2>/dev/null
+	[ -z "$PID" ] || { kill "$PID" && wait "$PID"; } 2>/dev/null || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -50,7 +50,7 @@ export SEEDFS_LIB=$BUILD/libseedfs.so PYTHONPATH=$BUILD/python
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/seedfs-gpu.XXXXXX")
 SEED_PID=
 cleanup() {
-	[ -n "$SEED_PID" ] && kill "$SEED_PID" 2>/dev/null && wait "$SEED_PID" 2>/dev/null
+	[ -z "$SEED_PID" ] || { kill "$SEED_PID" && wait "$SEED_PID"; } 2>/dev/null || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT

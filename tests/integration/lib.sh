@@ -83,7 +83,10 @@ on_err() {
 	for ((i = 1; i < ${#BASH_SOURCE[@]}; i++)); do
 		where+=" ${BASH_SOURCE[i]##*/}:${BASH_LINENO[i - 1]}"
 	done
-	# The first: what an EXIT trap runs after it must not hide it.
+	# Only where set -e ends the test (not where a test turned it off
+	# to see a status), and the first: what an EXIT trap runs after it
+	# must not hide it.
+	[[ $- == *e* ]] || return 0
 	[ -n "$ERR_AT" ] || ERR_AT="$2 (status $1; at$where)"
 }
 set -E
@@ -92,7 +95,8 @@ cleanup() {
 	local rc=$? m p i st left=() stuck=()
 	set +e
 	trap - ERR
-	if [ "$rc" -ne 0 ] && [ -n "$ERR_AT" ]; then
+	# (Not after fail(): in a $(...), its caller's assignment fails.)
+	if [ "$rc" -ne 0 ] && [ -n "$ERR_AT" ] && [ ! -e "$WORK/.failed" ]; then
 		echo "FAIL: a command failed outside the test's checks: $ERR_AT" >&2
 		evidence
 	fi
@@ -134,8 +138,9 @@ cleanup() {
 	for p in "${PIDS[@]}"; do
 		wait "$p" 2>/dev/null
 		# libfabric shm keeps a 16 MiB /dev/shm/PID:... per process;
-		# one killed cannot unlink its own.
-		rm -f "/dev/shm/$p:"*
+		# one killed cannot unlink its own.  (Not those of a process
+		# that has the PID now.)
+		theirs "$p" || rm -f "/dev/shm/$p:"*
 	done
 	for p in "${NETNS[@]}"; do
 		ip netns del "$p" 2>/dev/null
@@ -156,6 +161,7 @@ trap cleanup EXIT
 
 fail() {
 	trap - ERR # its own message: none from the exit's steps
+	: >"$WORK/.failed" # (a fail in a $(...): the caller's ends too)
 	echo "FAIL: $*" >&2
 	evidence
 	echo "FAIL: $*" >&2
@@ -323,10 +329,10 @@ mount_seed() {
 	MOUNT_PIDS+=("$MOUNT_PID")
 }
 
-# running PID: the process exists and has not exited (every thread).  A daemonized
-# mount's parent is init, which may reap it seconds later (this VM's
-# init does, about every 2 s): a zombie has exited, kill -0 still
-# succeeds on it.
+# running PID: the process exists, has not exited (every thread), and
+# is this test's (not theirs, below).  A daemonized mount's parent is
+# init, which may reap it seconds later (this VM's init does, about
+# every 2 s): a zombie has exited, kill -0 still succeeds on it.
 running() {
 	local st
 	# State and Threads from one read: a zombie leader whose other
@@ -338,10 +344,20 @@ running() {
 	"") return 1 ;;
 	Z\ 1\ * | Z\ 0\ * | X\ *) return 1 ;;
 	esac
-	# Ours: a child of this shell, or started with this test's
-	# SFS_TEST_RUN (a PID given again to another's process is not).
-	[ "${st##* }" = "$$" ] ||
-		grep -qzxF "SFS_TEST_RUN=$WORK" "/proc/$1/environ" 2>/dev/null
+	[ "${st##* }" = "$$" ] || ! theirs "$1"
+}
+
+# theirs PID: a process another started has PID now: not a child of
+# this shell, and its environment (readable) lacks this test's
+# SFS_TEST_RUN.  One whose environment cannot be read (a zombie leader
+# whose threads run; a daemon that is not dumpable, to a reader other
+# than root) is not known to be another's: 1.
+theirs() {
+	local ppid m=0
+	ppid=$(awk '$1 == "PPid:" { print $2 }' "/proc/$1/status" 2>/dev/null) || return 1
+	[ -n "$ppid" ] && [ "$ppid" != "$$" ] || return 1
+	grep -qzxF "SFS_TEST_RUN=$WORK" "/proc/$1/environ" 2>/dev/null || m=$?
+	[ "$m" -eq 1 ]
 }
 
 # stuck_threads PID: where each thread of PID waits (for a failure

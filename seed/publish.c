@@ -34,9 +34,11 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-int seed_add_tensor(struct sfs_manifest *m, const char *name, const char *dtype,
-		    uint32_t ndim, const uint64_t *shape, size_t fidx,
-		    uint64_t off, uint64_t len, const void *bytes)
+/* A tensor with its XXH3-64: @known, or else of its @len @bytes. */
+static int add_tensor(struct sfs_manifest *m, const char *name,
+		      const char *dtype, uint32_t ndim, const uint64_t *shape,
+		      size_t fidx, uint64_t off, uint64_t len,
+		      const void *bytes, const uint64_t *known)
 {
 	int rc = sfs_manifest_add_tensor(m, name, dtype, ndim, shape, fidx, off,
 					 len);
@@ -44,9 +46,17 @@ int seed_add_tensor(struct sfs_manifest *m, const char *name, const char *dtype,
 		return rc;
 	/* For the tensor view: a loader can check one tensor. */
 	struct sfs_mtensor *mt = &m->tensors[m->ntensors - 1];
-	mt->xxh3 = XXH3_64bits(len ? bytes : "", (size_t)len);
+	mt->xxh3 = known ? *known : XXH3_64bits(len ? bytes : "", (size_t)len);
 	mt->has_xxh3 = 1;
 	return 0;
+}
+
+int seed_add_tensor(struct sfs_manifest *m, const char *name, const char *dtype,
+		    uint32_t ndim, const uint64_t *shape, size_t fidx,
+		    uint64_t off, uint64_t len, const void *bytes)
+{
+	return add_tensor(m, name, dtype, ndim, shape, fidx, off, len, bytes,
+			  NULL);
 }
 
 /* The error for file @rel, mapped at @map, that shrank under a read of
@@ -101,7 +111,23 @@ struct tensors_add {
 	uint64_t size;			/* of the mapping: the range guarded */
 	const struct sfs_st_header *st; /* or: */
 	const struct sfs_gguf *gg;
+	/* The file unchanged since the generation before: its tensors'
+	 * XXH3 taken from there (reuse.c), or NULL. */
+	const struct seed_reuse *r;
+	const struct seed_file *same;
 };
+
+/* Tensor @i of the file: added, its XXH3 taken or computed. */
+static int tensor_add(struct tensors_add *a, size_t i, const char *name,
+		      const char *dtype, uint32_t ndim, const uint64_t *shape,
+		      uint64_t off, uint64_t len)
+{
+	uint64_t x;
+	int known = a->same &&
+		    seed_reuse_tensor(a->r, a->same, i, name, off, len, &x);
+	return add_tensor(a->s->m, name, dtype, ndim, shape, a->fidx, off, len,
+			  a->map + off, known ? &x : NULL);
+}
 
 static int tensors_add(void *arg)
 {
@@ -109,16 +135,13 @@ static int tensors_add(void *arg)
 	int rc = 0;
 	for (size_t i = 0; a->st && i < a->st->ntensors && !rc; i++) {
 		const struct sfs_st_tensor *t = &a->st->tensors[i];
-		uint64_t off = a->st->data_off + t->begin;
-		rc = seed_add_tensor(a->s->m, t->name, t->dtype, t->ndim,
-				     t->shape, a->fidx, off, t->end - t->begin,
-				     a->map + off);
+		rc = tensor_add(a, i, t->name, t->dtype, t->ndim, t->shape,
+				a->st->data_off + t->begin, t->end - t->begin);
 	}
 	for (size_t i = 0; a->gg && i < a->gg->ntensors && !rc; i++) {
 		const struct sfs_gguf_tensor *t = &a->gg->tensors[i];
-		rc = seed_add_tensor(a->s->m, t->name, t->dtype, t->ndim,
-				     t->shape, a->fidx, t->off, t->len,
-				     a->map + t->off);
+		rc = tensor_add(a, i, t->name, t->dtype, t->ndim, t->shape,
+				t->off, t->len);
 	}
 	return rc;
 }
@@ -127,7 +150,9 @@ static int tensors_add(void *arg)
  * header is parsed from a copy: the file may change under the mapping. */
 static int add_safetensors(struct seed_gen *s, size_t fidx, const char *rel,
 			   const uint8_t *map, uint64_t size,
-			   uint64_t *data_off, char *err, size_t errlen)
+			   const struct seed_reuse *r,
+			   const struct seed_file *same, uint64_t *data_off,
+			   char *err, size_t errlen)
 {
 	struct sfs_st_header *h = NULL;
 	uint8_t *first8 = NULL, *json = NULL;
@@ -149,7 +174,7 @@ static int add_safetensors(struct seed_gen *s, size_t fidx, const char *rel,
 		snprintf(err, errlen, "refusing %s: %s", rel, why);
 		return rc;
 	}
-	struct tensors_add a = {s, fidx, map, size, h, NULL};
+	struct tensors_add a = {s, fidx, map, size, h, NULL, r, same};
 	const void *at = NULL;
 	rc = sfs_guard_run(tensors_add, &a, map, (size_t)size, &at);
 	if (rc == -EFAULT)
@@ -165,8 +190,9 @@ static int add_safetensors(struct seed_gen *s, size_t fidx, const char *rel,
 /* Validate a GGUF file; add its tensors to the manifest.  Its header is
  * parsed from a copy, as above. */
 static int add_gguf(struct seed_gen *s, size_t fidx, const char *rel,
-		    const uint8_t *map, uint64_t size, uint64_t *data_off,
-		    char *err, size_t errlen)
+		    const uint8_t *map, uint64_t size,
+		    const struct seed_reuse *r, const struct seed_file *same,
+		    uint64_t *data_off, char *err, size_t errlen)
 {
 	struct sfs_gguf *g = NULL;
 	char why[400];
@@ -189,7 +215,7 @@ static int add_gguf(struct seed_gen *s, size_t fidx, const char *rel,
 			snprintf(err, errlen, "refusing %s: %s", rel, why);
 		return rc == -EAGAIN ? -EINVAL : rc;
 	}
-	struct tensors_add a = {s, fidx, map, size, NULL, g};
+	struct tensors_add a = {s, fidx, map, size, NULL, g, r, same};
 	const void *at = NULL;
 	rc = sfs_guard_run(tensors_add, &a, map, (size_t)size, &at);
 	if (rc == -EFAULT)
@@ -347,8 +373,10 @@ int seed_piece_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 
 /* Pass 1: map the file, validate it, list it and its tensors. */
 static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
-		    struct seed_file *f, char *err, size_t errlen)
+		    struct seed_file *f, const struct seed_reuse *r, char *err,
+		    size_t errlen)
 {
+	const struct seed_file *same = NULL;
 	struct stat st;
 	int fd, rc;
 
@@ -359,6 +387,7 @@ static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 	 * would block) or another file put in its place since. */
 	if ((rc = sfs_walk_open(s->w, e, &fd, err, errlen)))
 		return rc;
+	f->read_ns = seed_reuse_now_ns(); /* before the stat: see reuse.c */
 	if (fstat(fd, &st)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot open %s: %s", e->rel,
@@ -376,6 +405,13 @@ static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 	f->mtime_ns = sfs_timespec_ns(st.st_mtim);
 	f->ctime_ns = sfs_timespec_ns(st.st_ctim);
 	f->wd = -1;
+	if ((same = seed_reuse_find(r, e->rel, f))) {
+		/* Unchanged since it was read: when it was, and what. */
+		f->read_ns = same->read_ns;
+		f->same = seed_reuse_mfile(r, same);
+		s->nsame++;
+		s->same_bytes += f->size;
+	}
 	if (!(f->abs = strdup(e->abs))) {
 		close(fd);
 		return -ENOMEM;
@@ -398,11 +434,11 @@ static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 	s->total_bytes += f->size;
 	if (ends_with(e->rel, ".safetensors") || ends_with(e->rel, ".gguf")) {
 		rc = ends_with(e->rel, ".gguf")
-			     ? add_gguf(s, f->fidx, e->rel, f->map, f->size,
-					&f->data_off, err, errlen)
+			     ? add_gguf(s, f->fidx, e->rel, f->map, f->size, r,
+					same, &f->data_off, err, errlen)
 			     : add_safetensors(s, f->fidx, e->rel, f->map,
-					       f->size, &f->data_off, err,
-					       errlen);
+					       f->size, r, same, &f->data_off,
+					       err, errlen);
 		if (f->data_off > SEED_INLINE_HDR_MAX)
 			f->data_off = 0;
 	}
@@ -462,7 +498,8 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 			rc = still_same(f, e->rel, err, errlen);
 		goto out;
 	}
-	rc = seed_sums_add(&ss, f->size ? f->map : "", f->size);
+	/* Unchanged since the generation before read it: not read. */
+	rc = f->same ? 0 : seed_sums_add(&ss, f->size ? f->map : "", f->size);
 	if (rc == -EFAULT)
 		shrank(e->rel, f->map, ss.fault, err, errlen);
 	if (rc || f->size == 0)
@@ -503,7 +540,8 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 		rc = still_same(f, e->rel, err, errlen);
 out:
 	if (!rc)
-		rc = seed_sums_finish(&ss, s->m, f->fidx);
+		rc = f->same ? seed_reuse_take(s->m, f->fidx, f->same)
+			     : seed_sums_finish(&ss, s->m, f->fidx);
 	seed_sums_free(&ss);
 	return rc;
 }
@@ -662,8 +700,10 @@ static void test_wait(const char *flag, const char *dir)
 
 int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 		     uint64_t number, uint64_t instance, uint64_t grace_s,
-		     struct seed_gen **out, char *err, size_t errlen)
+		     const struct seed_gen *prev, struct seed_gen **out,
+		     char *err, size_t errlen)
 {
+	struct seed_reuse *r = NULL;
 	struct seed_gen *s;
 	int rc;
 
@@ -697,6 +737,9 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 	s->m->nskipped = s->w->nskipped;
 	if (!(s->files = calloc(s->w->n ? s->w->n : 1, sizeof(s->files[0]))))
 		goto err_msg;
+	if ((rc = seed_reuse_new(prev, cfg, &r)))
+		goto err_msg;
+	s->same_from = prev ? prev->number : 0;
 	for (size_t i = 0; i < s->w->n; i++) {
 		const struct sfs_walk_entry *e = &s->w->e[i];
 		if (e->type == SFS_WALK_DIR) {
@@ -705,7 +748,8 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 				sfs_mmeta_set(&s->m->dir_meta[s->m->ndirs - 1],
 					      e->mtime_ns, e->mode);
 		} else {
-			rc = map_file(s, e, &s->files[s->nfiles], err, errlen);
+			rc = map_file(s, e, &s->files[s->nfiles], r, err,
+				      errlen);
 			s->nfiles++;
 		}
 		if (rc)
@@ -713,12 +757,14 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 	}
 	if ((rc = gen_identity(s, cfg, err, errlen)))
 		goto err_msg;
+	seed_reuse_free(r);
 	*out = s;
 	return 0;
 err_msg:
 	if (rc == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
 err:
+	seed_reuse_free(r);
 	seed_gen_free(s);
 	return rc;
 }
@@ -857,6 +903,8 @@ int seed_gen_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 	}
 	sfs_walk_free(s->w);
 	s->w = NULL;
+	for (size_t i = 0; i < s->nfiles; i++)
+		s->files[i].same = NULL; /* the generation before's */
 	return 0;
 }
 

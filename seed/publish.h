@@ -35,6 +35,12 @@ struct seed_file {
 	uint32_t region0;  /* the region of its first piece (then one a
 			      piece, in order) */
 	uint64_t data_off; /* safetensors: bytes of header to inline */
+	/* Files: CLOCK_REALTIME of the stat before its bytes were first
+	 * read (kept by a generation that takes its checksums). */
+	int64_t read_ns;
+	/* Prepare to publish: the generation before's checksums of it,
+	 * taken (seed_reuse_find) [borrowed], or NULL: its bytes hashed. */
+	const struct sfs_mfile *same;
 	size_t nmr;
 	struct sfs_xport_mr **mr; /* piece p, transport t: [p * nx + t] */
 	/* In-memory models: @map is the caller's tensor [borrowed], one
@@ -96,6 +102,10 @@ struct seed_gen {
 	size_t nx;
 	struct sfs_xport *const *x;
 	int writable; /* map files writable before registering */
+	/* Files whose checksums were taken from generation @same_from
+	 * (unchanged since it read them), and their bytes. */
+	size_t nsame;
+	uint64_t same_bytes, same_from;
 	const char *protocols;
 };
 
@@ -113,12 +123,16 @@ int seed_file_rekey_publish(struct seed_gen *g, struct seed_file *f,
 
 /*
  * seed_gen_prepare - walk @cfg->model_dir, map and validate every file,
- * list files, dirs and tensors.  *out [new], freed with seed_gen_free.
- * Returns 0 or -errno with one line in @err.
+ * list files, dirs and tensors.  A file that did not change since
+ * @prev (the generation before [borrowed], or NULL) read it keeps its
+ * checksums (reuse.c): its bytes are not read.  *out [new], freed with
+ * seed_gen_free.  Returns 0 or -errno with one line in @err.  The
+ * publishing thread's (it is the one that withdraws @prev's files).
  */
 int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 		     uint64_t number, uint64_t instance, uint64_t grace_s,
-		     struct seed_gen **out, char *err, size_t errlen);
+		     const struct seed_gen *prev, struct seed_gen **out,
+		     char *err, size_t errlen);
 
 /*
  * seed_gen_publish - register everything with the @nx transports @x
@@ -187,6 +201,39 @@ int seed_sums_start(struct seed_sums *ss, uint32_t shift, int sha256);
 int seed_sums_add(struct seed_sums *ss, const void *data, uint64_t len);
 int seed_sums_finish(struct seed_sums *ss, struct sfs_manifest *m, size_t fidx);
 void seed_sums_free(struct seed_sums *ss);
+
+/* The files of the generation before that a republish takes the
+ * checksums of (reuse.c).  A file whose times were less than this
+ * before the stat that preceded its first read is read again. */
+#define SEED_REUSE_RACY_NS (2 * 1000000000LL)
+struct seed_reuse;
+/* seed_reuse_new - an index of @prev's files [borrowed: it must
+ * outlive *out], or *out NULL when there is nothing to take (no @prev,
+ * or an in-memory model).  0 or -ENOMEM. */
+int seed_reuse_new(const struct seed_gen *prev, const struct sfs_seed_cfg *cfg,
+		   struct seed_reuse **out);
+void seed_reuse_free(struct seed_reuse *r);
+/* seed_reuse_find - @prev's file at @rel if @f (stat filled in by
+ * map_file) is the same inode, size and times, it was neither
+ * withdrawn nor unwatched, and the checksums it has are those @cfg
+ * asks for; else NULL. */
+const struct seed_file *seed_reuse_find(const struct seed_reuse *r,
+					const char *rel,
+					const struct seed_file *f);
+/* seed_reuse_mfile - the manifest file of @p (from seed_reuse_find). */
+const struct sfs_mfile *seed_reuse_mfile(const struct seed_reuse *r,
+					 const struct seed_file *p);
+/* seed_reuse_tensor - 1 and *xxh3 when @p's tensor @i (in its file's
+ * order) has @name, @off and @len; else 0. */
+int seed_reuse_tensor(const struct seed_reuse *r, const struct seed_file *p,
+		      size_t i, const char *name, uint64_t off, uint64_t len,
+		      uint64_t *xxh3);
+/* seed_reuse_take - file @fidx of @m gets @o's digest and checksums
+ * (copied).  0 or -errno. */
+int seed_reuse_take(struct sfs_manifest *m, size_t fidx,
+		    const struct sfs_mfile *o);
+/* seed_reuse_now_ns - CLOCK_REALTIME in ns (the clock of file times). */
+int64_t seed_reuse_now_ns(void);
 
 /*
  * seed_gen_withdraw - file @i of @g changed on disk under the seed: its

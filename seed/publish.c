@@ -373,8 +373,8 @@ int seed_piece_publish(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 
 /* Pass 1: map the file, validate it, list it and its tensors. */
 static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
-		    struct seed_file *f, const struct seed_reuse *r, char *err,
-		    size_t errlen)
+		    struct seed_file *f, const struct seed_reuse *r,
+		    int republish, char *err, size_t errlen)
 {
 	const struct seed_file *same = NULL;
 	struct stat st;
@@ -387,7 +387,10 @@ static int map_file(struct seed_gen *s, const struct sfs_walk_entry *e,
 	 * would block) or another file put in its place since. */
 	if ((rc = sfs_walk_open(s->w, e, &fd, err, errlen)))
 		return rc;
-	f->read_ns = seed_reuse_now_ns(); /* before the stat: see reuse.c */
+	/* A republish's files may be taken by the next (reuse.c): their
+	 * write-out started, then the time, then the stat. */
+	f->reusable = republish && seed_reuse_ready(fd);
+	f->read_ns = seed_reuse_now_ns();
 	if (fstat(fd, &st)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot open %s: %s", e->rel,
@@ -497,6 +500,11 @@ static int publish_file(struct seed_gen *s, const struct sfs_seed_cfg *cfg,
 		if (!rc)
 			rc = still_same(f, e->rel, err, errlen);
 		goto out;
+	}
+	if (f->size) { /* registered: one a later generation may take */
+		s->nreg++;
+		s->reg_bytes += f->size;
+		s->nunfit += s->same_from && !f->reusable;
 	}
 	/* Unchanged since the generation before read it: not read. */
 	rc = f->same ? 0 : seed_sums_add(&ss, f->size ? f->map : "", f->size);
@@ -748,8 +756,8 @@ int seed_gen_prepare(const struct sfs_seed_cfg *cfg, const char *name,
 				sfs_mmeta_set(&s->m->dir_meta[s->m->ndirs - 1],
 					      e->mtime_ns, e->mode);
 		} else {
-			rc = map_file(s, e, &s->files[s->nfiles], r, err,
-				      errlen);
+			rc = map_file(s, e, &s->files[s->nfiles], r,
+				      prev != NULL, err, errlen);
 			s->nfiles++;
 		}
 		if (rc)

@@ -38,6 +38,10 @@ struct seed_file {
 	/* Files: CLOCK_REALTIME of the stat before its bytes were first
 	 * read (kept by a generation that takes its checksums). */
 	int64_t read_ns;
+	/* Files: a later generation may take its checksums (reuse.c): on
+	 * a filesystem whose times show every write, its dirty pages put
+	 * under write-out before the stat. */
+	int reusable;
 	/* Prepare to publish: the generation before's checksums of it,
 	 * taken (seed_reuse_find) [borrowed], or NULL: its bytes hashed. */
 	const struct sfs_mfile *same;
@@ -103,9 +107,11 @@ struct seed_gen {
 	struct sfs_xport *const *x;
 	int writable; /* map files writable before registering */
 	/* Files whose checksums were taken from generation @same_from
-	 * (unchanged since it read them), and their bytes. */
-	size_t nsame;
-	uint64_t same_bytes, same_from;
+	 * (unchanged since they were read), and their bytes, of @nreg
+	 * files over --inline-max and their @reg_bytes; @nunfit of them on
+	 * a filesystem whose times may not show a write (read again). */
+	size_t nsame, nreg, nunfit;
+	uint64_t same_bytes, same_from, reg_bytes;
 	const char *protocols;
 };
 
@@ -234,6 +240,14 @@ int seed_reuse_take(struct sfs_manifest *m, size_t fidx,
 		    const struct sfs_mfile *o);
 /* seed_reuse_now_ns - CLOCK_REALTIME in ns (the clock of file times). */
 int64_t seed_reuse_now_ns(void);
+/* seed_reuse_ready - before the stat of a file (@fd) that a later
+ * generation may take the checksums of: 1 when its filesystem is one
+ * whose times show every write (ext2/3/4, XFS, Btrfs: not tmpfs, whose
+ * mapped pages are never made clean, nor a network or FUSE filesystem,
+ * whose times another host's clock sets) and its dirty pages were put
+ * under write-out (write-protected: the next write through a mapping
+ * faults, and moves mtime and ctime); else 0. */
+int seed_reuse_ready(int fd);
 
 /*
  * seed_gen_withdraw - file @i of @g changed on disk under the seed: its

@@ -8,14 +8,17 @@
  *
  * What "the same" rests on: every write(2) and every first write to a
  * clean page of a shared mapping sets mtime and ctime; a rename, a copy
- * or a truncation gives another inode or size.  A write in the same
- * clock tick as the stat that preceded the first read would leave the
- * times as they were: a file whose times were less than
- * SEED_REUSE_RACY_NS before that stat is read again (git's "racily
- * clean" rule).  What stays unseen is what the seed never sees anyway:
- * a page of a shared mapping dirtied before the read and written again
- * after without a fault; replicas then refuse its chunks (checksums),
- * they never take other bytes.
+ * or a truncation gives another inode or size.  So before its stat, a
+ * file's dirty pages are put under write-out (seed_reuse_ready): a page
+ * a mapping dirtied earlier is write-protected, its next write faults.
+ * Only on local filesystems that keep times so: tmpfs never cleans a
+ * mapped page (its second write moves no time), and a network or FUSE
+ * filesystem's times come from another clock.  A write in the same
+ * clock tick as the stat would leave the times as they were: a file
+ * whose times were less than SEED_REUSE_RACY_NS before it is read again
+ * (git's "racily clean" rule).  A first generation is read without the
+ * write-out (a fresh download's pages are the kernel's to write): its
+ * files are read again once, by the next.
  */
 #include "seed/publish.h"
 
@@ -23,9 +26,12 @@
 #include "metadata/manifest.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <linux/magic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <time.h>
 
 struct seed_reuse {
@@ -42,6 +48,23 @@ int64_t seed_reuse_now_ns(void)
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	return sfs_timespec_ns(now);
+}
+
+int seed_reuse_ready(int fd)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf))
+		return 0;
+	switch ((unsigned long)sf.f_type) {
+	case EXT4_SUPER_MAGIC: /* ext2, ext3 too */
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+		break;
+	default:
+		return 0;
+	}
+	return !sync_file_range(
+		fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
 }
 
 int seed_reuse_new(const struct seed_gen *prev, const struct sfs_seed_cfg *cfg,
@@ -64,8 +87,9 @@ int seed_reuse_new(const struct seed_gen *prev, const struct sfs_seed_cfg *cfg,
 		goto err;
 	for (size_t k = 0; k < prev->nfiles; k++) {
 		size_t fi = prev->files[k].fidx;
-		if (fi >= m->nfiles ||
-		    json_object_set_new_nocheck(r->by_path, m->files[fi].path,
+		if (fi >= m->nfiles)
+			continue; /* not of its manifest: never taken */
+		if (json_object_set_new_nocheck(r->by_path, m->files[fi].path,
 						json_integer((json_int_t)k)))
 			goto err;
 	}
@@ -111,9 +135,10 @@ const struct seed_file *seed_reuse_find(const struct seed_reuse *r,
 	const struct seed_file *p = &r->g->files[json_integer_value(v)];
 	const struct sfs_mfile *o = &r->g->m->files[p->fidx];
 	int64_t touched = SFS_MAX(p->mtime_ns, p->ctime_ns);
-	if (p->withdrawn || p->wd <= 0 || !p->nmr || !p->read_ns ||
-	    p->dev != f->dev || p->ino != f->ino || p->size != f->size ||
-	    p->mtime_ns != f->mtime_ns || p->ctime_ns != f->ctime_ns ||
+	if (!p->reusable || p->withdrawn || p->wd <= 0 || !p->nmr ||
+	    !p->read_ns || p->dev != f->dev || p->ino != f->ino ||
+	    p->size != f->size || p->mtime_ns != f->mtime_ns ||
+	    p->ctime_ns != f->ctime_ns ||
 	    p->read_ns - touched < SEED_REUSE_RACY_NS)
 		return NULL;
 	if (!o->has_xxh3 || o->size != f->size ||

@@ -452,14 +452,16 @@ int sfs_seed_republish_model(struct sfs_seed *s, size_t i, char *err,
 		mo->name, number, old, s->cfg.grace_s);
 	if (!mo->cfg.mem)
 		SFS_LOG(SFS_INFO, "seed",
-			"%s: generation %" PRIu64 ": %zu of %zu files "
-			"(%" PRIu64 " of %" PRIu64
-			" MiB) unchanged since generation %" PRIu64
-			" read them (inode, size, times): their checksums "
-			"taken, not read again; ready in %" PRIu64 " ms",
-			mo->name, number, g->nsame, g->nfiles,
-			g->same_bytes >> 20, g->total_bytes >> 20, g->same_from,
-			done_ms - t0);
+			"%s: generation %" PRIu64 ": %zu of %zu registered "
+			"files (%" PRIu64 " of %" PRIu64
+			" MiB) unchanged since the seed read them (inode, "
+			"size, times): their checksums taken from generation "
+			"%" PRIu64 ", not read again; %zu on a filesystem "
+			"whose times may miss a write (read at every "
+			"republish); ready in %" PRIu64 " ms",
+			mo->name, number, g->nsame, g->nreg,
+			g->same_bytes >> 20, g->reg_bytes >> 20, g->same_from,
+			g->nunfit, done_ms - t0);
 	return 0;
 }
 

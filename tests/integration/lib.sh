@@ -179,7 +179,7 @@ evidence() {
 	done
 	for f in "$SAN"/asan.* "$SAN"/ubsan.* "$SAN"/tsan.*; do
 		[ -e "$f" ] || continue
-		echo "--- sanitizer report $f" >&2
+		echo "--- sanitizer report $f$(san_whose "$f")" >&2
 		head -n 60 "$f" >&2
 	done
 	# What the test names as its failure's evidence, last: a long
@@ -403,6 +403,16 @@ unmount_check() {
 	return 0
 }
 
+# san_whose REPORT: which of the test's logs the reporting process
+# (the PID its name ends with) wrote lines to ("seedfs-mount[PID]"): a
+# seed's, a mount's, a tool's.
+san_whose() {
+	local pid=${1##*.} logs
+	logs=$(grep -rlsF --include='*.log' --include='*.err' --include='*.out' \
+		"[$pid]" "$WORK" 2>/dev/null | head -n 3 | tr '\n' ' ' || true)
+	[ -z "$logs" ] || echo " (process $pid logged to: $logs)"
+}
+
 # sanitizers_quiet: print every sanitizer report any process wrote;
 # true when there is none
 sanitizers_quiet() {
@@ -410,7 +420,7 @@ sanitizers_quiet() {
 	SAN_REPORTS=0
 	for f in "$SAN"/asan.* "$SAN"/ubsan.* "$SAN"/tsan.*; do
 		[ -e "$f" ] || continue
-		echo "--- sanitizer report $f" >&2
+		echo "--- sanitizer report $f$(san_whose "$f")" >&2
 		head -n 80 "$f" >&2
 		SAN_REPORTS=$((SAN_REPORTS + 1))
 	done

@@ -33,7 +33,10 @@ FAIL_LAST=() # files fail() shows last, whole (their last 40 lines)
 # (sticky, like /tmp; $WORK is root's alone).
 SAN=$(mktemp -d "${TMPDIR:-/tmp}/seedfs-san.XXXXXX")
 chmod 1777 "$SAN"
-export ASAN_OPTIONS="log_path=$SAN/asan:detect_leaks=1:abort_on_error=0"
+# SFS_ASAN_EXTRA: more options for a run by hand, e.g.
+# fast_unwind_on_malloc=0 (a leak's whole stack through libraries built
+# without frame pointers, libfabric's: the fast unwinder stops there).
+export ASAN_OPTIONS="log_path=$SAN/asan:detect_leaks=1:abort_on_error=0${SFS_ASAN_EXTRA:+:$SFS_ASAN_EXTRA}"
 export UBSAN_OPTIONS="log_path=$SAN/ubsan:print_stacktrace=1"
 # The suppression files are read by every process, those run as another
 # user too: copies beside the logs (the checkout may be 0700).

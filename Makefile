@@ -69,17 +69,23 @@ deps:
 # The CUDA, ASan and TSan trees build in the background, on cores no test
 # wants, while the normal pass runs (tests/bgbuild.sh); their foreground
 # builds (tests/build.sh, cuda_build.sh) wait for those.
+# A pass that fails ends make test with its summary: the failed tests and
+# the lines that say why, last in the log (CI shows a log's end).
+failed = { tests/summary.sh $(1); exit 1; }
+
 test: deps check-format
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 	@SFS_BG_OWNER=$$PPID tests/bgbuild.sh $(JOBS) $(BUILD) $(ASAN) $(TSAN)
-	cd $(BUILD) && ctest $(CTEST_FLAGS) -j $(TEST_LANES) -LE '^long$$' --test-output-size-passed 1048576 \
-		--output-junit ctest-normal.xml
+	(cd $(BUILD) && ctest $(CTEST_FLAGS) -j $(TEST_LANES) -LE '^long$$' --test-output-size-passed 1048576 \
+		--output-junit ctest-normal.xml) || $(call failed,normal=$(BUILD)/ctest-normal.xml)
 	@tests/claims_bounds.py --absent-ok docs/claims.md $(BUILD)/ctest-normal.xml
 	@tests/build.sh $(ASAN) $(JOBS) -DCMAKE_BUILD_TYPE=Debug -DSEEDFS_SANITIZE=ON
-	cd $(ASAN) && ctest $(CTEST_FLAGS) -j $(TEST_LANES) -L '^asan$$' --output-junit ctest-asan.xml
+	(cd $(ASAN) && ctest $(CTEST_FLAGS) -j $(TEST_LANES) -L '^asan$$' --output-junit ctest-asan.xml) \
+		|| $(call failed,asan=$(ASAN)/ctest-asan.xml)
 	@tests/build.sh $(TSAN) $(JOBS) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDFS_TSAN=ON
-	cd $(TSAN) && ctest $(CTEST_FLAGS) -j $(TEST_LANES) -L '^tsan$$' --output-junit ctest-tsan.xml
+	(cd $(TSAN) && ctest $(CTEST_FLAGS) -j $(TEST_LANES) -L '^tsan$$' --output-junit ctest-tsan.xml) \
+		|| $(call failed,tsan=$(TSAN)/ctest-tsan.xml)
 	@tests/summary.sh normal=$(BUILD)/ctest-normal.xml asan=$(ASAN)/ctest-asan.xml \
 		tsan=$(TSAN)/ctest-tsan.xml
 
@@ -87,11 +93,13 @@ test: deps check-format
 # ASan+UBSan, and every integration test under ThreadSanitizer.  CI
 # (.ci/run) runs this.
 test-full: test
-	cd $(BUILD) && ctest $(CTEST_FLAGS) -L '^long$$' --test-output-size-passed 1048576 \
-		--output-junit ctest-long.xml
+	(cd $(BUILD) && ctest $(CTEST_FLAGS) -L '^long$$' --test-output-size-passed 1048576 \
+		--output-junit ctest-long.xml) || $(call failed,long=$(BUILD)/ctest-long.xml)
 	@tests/claims_bounds.py docs/claims.md $(BUILD)/ctest-normal.xml $(BUILD)/ctest-long.xml
-	cd $(ASAN) && ctest $(CTEST_FLAGS) -L '^asan-full$$' --output-junit ctest-asan-full.xml
-	cd $(TSAN) && ctest $(CTEST_FLAGS) -L '^tsan-full$$' --output-junit ctest-tsan-full.xml
+	(cd $(ASAN) && ctest $(CTEST_FLAGS) -L '^asan-full$$' --output-junit ctest-asan-full.xml) \
+		|| $(call failed,asan-full=$(ASAN)/ctest-asan-full.xml)
+	(cd $(TSAN) && ctest $(CTEST_FLAGS) -L '^tsan-full$$' --output-junit ctest-tsan-full.xml) \
+		|| $(call failed,tsan-full=$(TSAN)/ctest-tsan-full.xml)
 	@tests/summary.sh normal=$(BUILD)/ctest-normal.xml asan=$(ASAN)/ctest-asan.xml \
 		tsan=$(TSAN)/ctest-tsan.xml long=$(BUILD)/ctest-long.xml \
 		asan-full=$(ASAN)/ctest-asan-full.xml tsan-full=$(TSAN)/ctest-tsan-full.xml

@@ -187,6 +187,9 @@ struct sfs_cache_stats {
 	uint64_t disk_hits, disk_bytes_read;
 	uint64_t disk_stores, disk_bytes_written;
 	uint64_t disk_skipped, disk_errors, disk_timeouts, disk_queue;
+	/* Chunks (and their bytes) a new set took from an older one
+	 * (sfs_cache_inherit): not pulled again. */
+	uint64_t inherited, inherited_bytes;
 	/* Pulls from post to verified bytes (not inline ones). */
 	struct sfs_hist pull_latency;
 };
@@ -342,6 +345,25 @@ void sfs_cache_release_set(struct sfs_cache *c, uint32_t set,
  */
 int sfs_cache_persist_set(struct sfs_cache *c, uint32_t set, const char *key,
 			  const char *about);
+
+/*
+ * sfs_cache_inherit - set @to (new: nothing of it cached, pulled, held or
+ * exported yet) takes the chunks of set @from whose bytes it names too,
+ * wherever they sit in it (the same object and offset, or another): a
+ * READY chunk of @from that nobody pins, whose length and checksums
+ * (every checksum block's XXH3-64, and SHA-256 where both objects have
+ * it; SHA-256 only under cfg.sha256_all) equal those of a chunk of @to
+ * not cached yet becomes that chunk, without a pull; objects without
+ * checksums give and take nothing.  @from no longer has those chunks:
+ * its readers pull them again (or get -ESTALE once it is retired).
+ * *chunks and *bytes: what was taken (also counted in the stats).
+ * Returns 0, -EINVAL (a set unknown, released, the same, or @to in use)
+ * or -ENOMEM (nothing taken).  Thread-safe; the sets' checksums are read
+ * outside the lock (the caller keeps both sets), the slots walked once
+ * under it.
+ */
+int sfs_cache_inherit(struct sfs_cache *c, uint32_t to, uint32_t from,
+		      uint64_t *chunks, uint64_t *bytes);
 
 /*
  * Holders.  sfs_cache_add_holder - peer @peer serves @set: @objs has one

@@ -127,6 +127,12 @@ int sfs_replica_metrics(void *arg, char **text, size_t *len)
 		 "Chunks pulled from sources and verified.", st.pulls},
 		{"seedfs_pulled_bytes_total", "counter",
 		 "Bytes pulled from sources and verified.", st.bytes_pulled},
+		{"seedfs_inherited_chunks_total", "counter",
+		 "Chunks a new generation took from the one before: the "
+		 "same bytes, not pulled again.",
+		 st.inherited},
+		{"seedfs_inherited_bytes_total", "counter",
+		 "Bytes of those chunks.", st.inherited_bytes},
 	};
 	ones(m, cache, SFS_ARRAY_SIZE(cache));
 	sfs_metrics_family(m, "seedfs_pull_duration_seconds", "histogram",

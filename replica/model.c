@@ -510,6 +510,34 @@ static void persist(struct sfs_replica *r, const struct sfs_view *v,
  * NULL with @why on failure.  Its .seedfs/manifest.json is @m without
  * addresses and keys (SFS_MF_ENC_PUBLIC): whoever reads the mount
  * must not get what reads the seed without the token. */
+/* New view @v takes the cached chunks of @mo's current view whose bytes
+ * it names too (a generation that changed a few chunks pulls those
+ * only).  mo->adopt_lock held: the current view stays. */
+static void inherit(struct sfs_replica *r, struct sfs_model *mo,
+		    const struct sfs_view *v)
+{
+	uint64_t chunks, bytes;
+	char b[32];
+	pthread_mutex_lock(&mo->lock);
+	const struct sfs_view *cur = mo->current;
+	pthread_mutex_unlock(&mo->lock);
+	if (!cur || cur->content == v->content)
+		return;
+	int rc = sfs_cache_inherit(r->cache, v->set, cur->set, &chunks, &bytes);
+	if (rc)
+		SFS_LOG(SFS_WARN, "model",
+			"%s: generation %" PRIu64 " pulls every chunk again: "
+			"%s",
+			mo->name, v->generation, strerror(-rc));
+	else if (chunks)
+		SFS_LOG(SFS_INFO, "model",
+			"%s: generation %" PRIu64 " takes %" PRIu64
+			" cached chunks (%s) of generation %" PRIu64
+			": the same bytes, not pulled again",
+			mo->name, v->generation, chunks,
+			sfs_fmt_bytes(bytes, b, sizeof(b)), cur->generation);
+}
+
 static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
 				 struct rsrc *src, struct sfs_manifest *m,
 				 char *why, size_t whylen)
@@ -554,6 +582,7 @@ static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
 		free(v);
 		return NULL;
 	}
+	inherit(r, mo, v);
 	persist(r, v, src->addr);
 	return v;
 }

@@ -369,6 +369,9 @@ int sfs_replica_status(void *arg, char **text, size_t *len)
 	put(f, "pulls: %" PRIu64 "", st.pulls);
 	put(f, "bytes_pulled: %" PRIu64 " (%s)", st.bytes_pulled,
 	    sfs_fmt_bytes(st.bytes_pulled, b1, sizeof(b1)));
+	put(f, "inherited_chunks: %" PRIu64 "", st.inherited);
+	put(f, "inherited_bytes: %" PRIu64 " (%s)", st.inherited_bytes,
+	    sfs_fmt_bytes(st.inherited_bytes, b1, sizeof(b1)));
 	put(f, "pull_rate_now: %.1f MB/s", rate_now / 1e6);
 	put(f, "pull_rate_avg: %.1f MB/s",
 	    up > 0 ? (double)st.bytes_pulled / up / 1e6 : 0.0);

@@ -108,9 +108,9 @@ static int table_new(const struct sfs_cache *c, const struct cache_set *s,
 	t->mask = cap - 1;
 	for (uint32_t i = 0; i < s->nobjs; i++) {
 		const struct sfs_cache_obj *o = &s->objs[i];
-		uint64_t k = o->xxh3 ? (o->len + c->chunk_size - 1) >>
-						c->chunk_shift
-				     : 0;
+		uint64_t k =
+			o->xxh3 ? (o->len + c->chunk_size - 1) >> c->chunk_shift
+				: 0;
 		for (uint64_t idx = 0; idx < k; idx++) {
 			uint64_t key = chunk_key(c, o, idx);
 			size_t at = (size_t)key & t->mask;
@@ -169,8 +169,7 @@ int sfs_cache_inherit(struct sfs_cache *c, uint32_t to, uint32_t from,
 		return rc;
 	pthread_mutex_lock(&c->lock);
 	int strong = c->sha256_all;
-	for (size_t i = 0; !st->retired && !sf->retired && i < c->nslots;
-	     i++) {
+	for (size_t i = 0; !st->retired && !sf->retired && i < c->nslots; i++) {
 		struct sfs_chunk *ch = &c->slots[i];
 		if (ch->set != from || ch->state != CH_READY || ch->refs ||
 		    ch->dst || ch->orphan)
@@ -197,8 +196,9 @@ int sfs_cache_inherit(struct sfs_cache *c, uint32_t to, uint32_t from,
 	c->st.inherited_bytes += nb;
 	pthread_mutex_unlock(&c->lock);
 	free(t.e);
-	SFS_LOG(SFS_DEBUG, "cache", "%s: %" PRIu64 " chunks (%" PRIu64
-		" bytes) taken from %s", st->label, nk, nb, sf->label);
+	SFS_LOG(SFS_DEBUG, "cache",
+		"%s: %" PRIu64 " chunks (%" PRIu64 " bytes) taken from %s",
+		st->label, nk, nb, sf->label);
 	*chunks = nk;
 	*bytes = nb;
 	return 0;

@@ -670,6 +670,12 @@ static void adopt(struct sfs_replica *r, struct sfs_model *mo,
 			"model %s generation %" PRIu64 ": %zu files, %zu "
 			"tensors",
 			mo->name, v->generation, v->m->nfiles, v->m->ntensors);
+	/* The sweeper gives the new generation its lanes now, not up to a
+	 * second later: replicas that update together split its changed
+	 * chunks from their first pulls (docs/updates.md). */
+	pthread_mutex_lock(&r->lock);
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
 }
 
 static int offer_locked(struct sfs_model *mo, struct rsrc *src,

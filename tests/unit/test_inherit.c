@@ -99,12 +99,12 @@ static void setup(void)
 	       CHUNK);
 	memcpy(gen2 + (size_t)SWAP_B * CHUNK, gen1 + (size_t)SWAP_A * CHUNK,
 	       CHUNK);
-	ck_assert_int_eq(sfs_xport_mr_reg(seed, gen1, LEN,
-					  SFS_XPORT_REMOTE_READ, &mr1),
-			 0);
-	ck_assert_int_eq(sfs_xport_mr_reg(seed, gen2, LEN,
-					  SFS_XPORT_REMOTE_READ, &mr2),
-			 0);
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(seed, gen1, LEN, SFS_XPORT_REMOTE_READ, &mr1),
+		0);
+	ck_assert_int_eq(
+		sfs_xport_mr_reg(seed, gen2, LEN, SFS_XPORT_REMOTE_READ, &mr2),
+		0);
 	sfs_xport_mr_export(mr1, &piece1.raddr, &piece1.key, raw, &rl);
 	sfs_xport_mr_export(mr2, &piece2.raddr, &piece2.key, raw, &rl);
 	piece1.len = piece2.len = LEN;

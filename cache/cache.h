@@ -347,20 +347,21 @@ int sfs_cache_persist_set(struct sfs_cache *c, uint32_t set, const char *key,
 			  const char *about);
 
 /*
- * sfs_cache_inherit - set @to (new: nothing of it cached, pulled, held or
- * exported yet) takes the chunks of set @from whose bytes it names too,
- * wherever they sit in it (the same object and offset, or another): a
- * READY chunk of @from that nobody pins, whose length and checksums
- * (every checksum block's XXH3-64, and SHA-256 where both objects have
- * it; SHA-256 only under cfg.sha256_all) equal those of a chunk of @to
- * not cached yet becomes that chunk, without a pull; objects without
- * checksums give and take nothing.  @from no longer has those chunks:
- * its readers pull them again (or get -ESTALE once it is retired).
- * *chunks and *bytes: what was taken (also counted in the stats).
- * Returns 0, -EINVAL (a set unknown, released, the same, or @to in use)
- * or -ENOMEM (nothing taken).  Thread-safe; the sets' checksums are read
- * outside the lock (the caller keeps both sets), the slots walked once
- * under it.
+ * sfs_cache_inherit - set @to takes the chunks of set @from whose bytes
+ * it names too, wherever they sit in it (the same object and offset, or
+ * another): a READY chunk of @from that nobody pins, whose length and
+ * checksums (every checksum block's XXH3-64, and SHA-256 where both
+ * objects have it; SHA-256 only under cfg.sha256_all) equal those of a
+ * chunk of @to not cached yet becomes that chunk, without a pull (and
+ * is written to @to's disk tier while its queue has room); objects
+ * without checksums give and take nothing.  @from no longer has those
+ * chunks: its readers pull them again (or get -ESTALE once it is
+ * retired).  *chunks and *bytes: what was taken (also counted in the
+ * stats).  Returns 0, -EINVAL (a set unknown, released, or the same) or
+ * -ENOMEM (nothing taken).  The caller keeps both sets (neither is
+ * released meanwhile): their checksums are read outside the lock.
+ * Thread-safe; the lock is taken twice, for a walk of the slots and for
+ * the chunks taken, memory and time as the slots and @to's chunks.
  */
 int sfs_cache_inherit(struct sfs_cache *c, uint32_t to, uint32_t from,
 		      uint64_t *chunks, uint64_t *bytes);

@@ -14,6 +14,7 @@
 #include "transports/transport.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,8 @@ static void usage(FILE *out)
 		"NAME DEST [options]\n"
 		"\n"
 		"Copy the model NAME a seed publishes into the directory DEST\n"
-		"(created; it must not exist or be empty), byte-identical and\n"
+		"(created; it must not exist or be empty, unless --update),\n"
+		"byte-identical and\n"
 		"verified against the seed's checksums, at transport speed.\n"
 		"Files and directories get the seed's times and permission\n"
 		"bits, without set-id and sticky bits and minus the umask.\n"
@@ -59,6 +61,15 @@ static void usage(FILE *out)
 		"  --in-place           pull straight into the new files' pages\n"
 		"                       (no copy; faster where the NIC does the\n"
 		"                       transport's copy, slower on tmpfs here)\n"
+		"  --update             DEST may hold an earlier copy: every file\n"
+		"                       is compared with the seed's checksums,\n"
+		"                       chunk by chunk, and only the chunks that\n"
+		"                       differ are pulled and written; what the\n"
+		"                       model does not have is removed from DEST.\n"
+		"                       Files being changed are missing from\n"
+		"                       their names until all are done: after a\n"
+		"                       crash DEST is the old copy, the new one,\n"
+		"                       or visibly incomplete (run it again)\n"
 		"  --timeout SECONDS    bound on every wait (default 10)\n"
 		"  --log-level LEVEL    err, warn, info, debug (default warn)\n"
 		"  --log-format FORMAT  text (default) or json: one object a\n"
@@ -79,6 +90,7 @@ int sfs_cli_pull(int argc, char **argv)
 		{"registry-ca", required_argument, NULL, 'a'},
 		{"registry-auth-file", required_argument, NULL, 'u'},
 		{"in-place", no_argument, NULL, 'i'},
+		{"update", no_argument, NULL, 'U'},
 		{"token-file", required_argument, NULL, 'T'},
 		{"tls-ca", required_argument, NULL, 'C'},
 		{"tls-pin", required_argument, NULL, 'P'},
@@ -92,10 +104,10 @@ int sfs_cli_pull(int argc, char **argv)
 	struct sfs_control_cred *cred = NULL;
 	uint64_t cache_size = 64u << 20, v;
 	unsigned int timeout_ms = 10000;
-	char err[SFS_XPORT_ERR_MAX];
+	char err[SFS_XPORT_ERR_MAX] = "";
 	struct sfs_reg_cfg rcfg = {0};
 	struct sfs_reg *reg = NULL;
-	int c, place = 0;
+	int c, place = 0, update = 0;
 
 	sfs_log_set_level("warn");
 	optind = 1;
@@ -121,6 +133,9 @@ int sfs_cli_pull(int argc, char **argv)
 			break;
 		case 'i':
 			place = 1;
+			break;
+		case 'U':
+			update = 1;
 			break;
 		case 'T':
 			sec.token_file = optarg;
@@ -180,6 +195,12 @@ int sfs_cli_pull(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (place && update) {
+		fprintf(stderr, "seedfs pull: --in-place and --update cannot "
+				"be combined (an update builds new files)\n");
+		cli_seeds_free(&seeds);
+		return 2;
+	}
 	if ((!seeds.n && !rcfg.url) || argc - optind != 2) {
 		cli_seeds_free(&seeds);
 		usage(stderr);
@@ -219,10 +240,21 @@ int sfs_cli_pull(int argc, char **argv)
 		return 1;
 	}
 	sfs_replica_ready(r);
-	int status = sfs_pull(r, name, dest, cache_size / 2, place, err,
-			      sizeof(err));
+	struct sfs_pull_stats ps = {0};
+	struct sfs_pull_cfg pc = {.window = cache_size / 2,
+				  .place = place,
+				  .update = update,
+				  .strong = sec.trust_key != NULL,
+				  .stats = &ps};
+	int status = sfs_pull(r, name, dest, &pc, err, sizeof(err));
 	if (status)
 		cli_err("seedfs pull", err);
+	else if (update)
+		printf("seedfs pull: %s is generation %" PRIu64 " of %s: "
+		       "%" PRIu64 " files kept, %" PRIu64 " changed; %" PRIu64
+		       " bytes pulled, %" PRIu64 " kept\n",
+		       dest, ps.generation, name, ps.kept_files,
+		       ps.changed_files, ps.pulled_bytes, ps.kept_bytes);
 	sfs_replica_close(r);
 	sfs_reg_free(reg);
 	sfs_control_cred_free(cred);

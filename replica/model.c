@@ -505,14 +505,12 @@ static void persist(struct sfs_replica *r, const struct sfs_view *v,
 			m->generation, m->model, strerror(-rc));
 }
 
-/* A new view of @m (owned from here on success; freed by the caller on
- * failure) with @h (built from @m) as its first holder; not linked.
- * NULL with @why on failure.  Its .seedfs/manifest.json is @m without
- * addresses and keys (SFS_MF_ENC_PUBLIC): whoever reads the mount
- * must not get what reads the seed without the token. */
-/* New view @v takes the cached chunks of @mo's current view whose bytes
- * it names too (a generation that changed a few chunks pulls those
- * only).  mo->adopt_lock held: the current view stays. */
+/* View @v, about to be adopted, takes the cached chunks of @mo's current
+ * view whose bytes it names too (a generation that changed a few chunks
+ * pulls those only; one shown again takes back what its successor
+ * took).  Called once @v will be adopted (its holder attached): a view
+ * that fails is retired, and what it took would go with it.
+ * mo->adopt_lock held: the current view stays. */
 static void inherit(struct sfs_replica *r, struct sfs_model *mo,
 		    const struct sfs_view *v)
 {
@@ -538,6 +536,11 @@ static void inherit(struct sfs_replica *r, struct sfs_model *mo,
 			sfs_fmt_bytes(bytes, b, sizeof(b)), cur->generation);
 }
 
+/* A new view of @m (owned from here on success; freed by the caller on
+ * failure) with @h (built from @m) as its first holder; not linked.
+ * NULL with @why on failure.  Its .seedfs/manifest.json is @m without
+ * addresses and keys (SFS_MF_ENC_PUBLIC): whoever reads the mount
+ * must not get what reads the seed without the token. */
 static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
 				 struct rsrc *src, struct sfs_manifest *m,
 				 char *why, size_t whylen)
@@ -582,7 +585,6 @@ static struct sfs_view *view_new(struct sfs_replica *r, struct sfs_model *mo,
 		free(v);
 		return NULL;
 	}
-	inherit(r, mo, v);
 	persist(r, v, src->addr);
 	return v;
 }
@@ -942,8 +944,10 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 				mo->name, src->addr, epoch);
 			return 1;
 		}
-		if (again)
+		if (again) {
+			inherit(r, mo, v);
 			adopt(r, mo, v);
+		}
 		SFS_LOG(SFS_INFO, "model",
 			"%s: %s serves generation %" PRIu64 " (its %" PRIu64
 			")",
@@ -1003,6 +1007,7 @@ static int offer_locked(struct sfs_model *mo, struct rsrc *src,
 			src->addr, mo->name, why, wait);
 		return rc;
 	}
+	inherit(r, mo, v);
 	adopt(r, mo, v);
 	return 1;
 }

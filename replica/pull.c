@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* pull.c - copy a model to a local directory (pull.h). */
-#include "replica/pull.h"
+#include "replica/pull_impl.h"
 
 #include "cache/cache.h"
 #include "common/log.h"
@@ -26,21 +26,10 @@
 #define PULL_STEP (4u << 20)	 /* bytes pinned and written at once */
 #define PLACE_STEP (64ull << 20) /* in place: bytes read per batch */
 
-struct pull {
-	struct sfs_replica *r;
-	struct sfs_view *view;
-	const struct sfs_manifest *m;
-	uint64_t window;
-	struct sfs_progress prog;
-	int copy;     /* not in place (asked, or it failed once): copy through
-		     the cache */
-	mode_t umask; /* the process's: taken from the seed's modes */
-};
-
 /* What a file or directory the seed published with @mode gets here: its
  * permission bits without set-id and sticky, minus the umask (as cp
  * without -p and tar for non-root do). */
-static mode_t local_mode(const struct pull *p, uint32_t mode)
+mode_t pull_local_mode(const struct pull *p, uint32_t mode)
 {
 	return (mode_t)(mode & 0777) & ~p->umask;
 }
@@ -62,20 +51,21 @@ static int make_dest(const char *dest)
 	return empty ? 0 : -ENOTEMPTY;
 }
 
-/* Write every byte of @f to @fd, keeping the window full ahead. */
-static int copy_file(struct pull *p, int fd, const struct sfs_rfile *f)
+int pull_copy_range(struct pull *p, int fd, const struct sfs_rfile *f,
+		    uint64_t off, uint64_t len)
 {
-	uint64_t ahead = 0;
-	for (uint64_t pos = 0; pos < f->size;) {
-		uint64_t want = SFS_MIN(pos + p->window, f->size);
+	uint64_t ahead = off, end = off + len;
+	for (uint64_t pos = off; pos < end;) {
+		uint64_t want = SFS_MIN(pos + p->window, end);
 		if (ahead < want) {
 			sfs_replica_fetch(p->r, f, ahead, want - ahead);
 			ahead = want;
 		}
 		struct sfs_rvec v;
 		sfs_rvec_init(&v);
-		int rc = sfs_replica_read(p->r, (struct sfs_rfile *)f, pos,
-					  PULL_STEP, &v);
+		int rc = sfs_replica_read(
+			p->r, (struct sfs_rfile *)f, pos,
+			SFS_MIN((uint64_t)PULL_STEP, end - pos), &v);
 		uint64_t at = pos;
 		for (size_t i = 0; !rc && i < v.n; i++) {
 			const uint8_t *data = v.iov[i].iov_base;
@@ -205,7 +195,7 @@ out:
 
 /* Directories last (writing into them changed their times), deepest
  * first; DEST itself is the model's directory. */
-static int dir_times(const struct pull *p, const char *dest)
+int pull_dir_times(const struct pull *p, const char *dest)
 {
 	const struct sfs_manifest *m = p->m;
 	char path[SFS_MF_PATH_MAX * 2];
@@ -218,7 +208,7 @@ static int dir_times(const struct pull *p, const char *dest)
 			 k ? m->dirs[k - 1] : "");
 		struct timespec ts[2] = {sfs_ns_timespec(mm->mtime_ns),
 					 sfs_ns_timespec(mm->mtime_ns)};
-		if (chmod(path, local_mode(p, mm->mode)) ||
+		if (chmod(path, pull_local_mode(p, mm->mode)) ||
 		    utimensat(AT_FDCWD, path, ts, 0))
 			return -errno;
 	}
@@ -244,13 +234,14 @@ static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
 	rc = !rf.size ? 0 : p->copy ? 1 : in_place(p, fd, &rf);
 	if (rc == 1) {
 		p->copy = 1;
-		rc = copy_file(p, fd, &rf);
+		rc = pull_copy_range(p, fd, &rf, 0, rf.size);
 	}
 	/* The seed's time, and its permission bits under the umask. */
 	if (!rc && f->meta.has) {
 		struct timespec ts[2] = {sfs_ns_timespec(f->meta.mtime_ns),
 					 sfs_ns_timespec(f->meta.mtime_ns)};
-		if (fchmod(fd, local_mode(p, f->meta.mode)) || futimens(fd, ts))
+		if (fchmod(fd, pull_local_mode(p, f->meta.mode)) ||
+		    futimens(fd, ts))
 			rc = -errno;
 	}
 	if (close(fd) && !rc)
@@ -270,7 +261,7 @@ static int pull_file(struct pull *p, size_t idx, const char *dest, char *err,
 
 /* The seed left entries out of @m for their names: -ENOENT with them
  * (escaped, as the manifest has them) in @err. */
-static int left_out(const struct sfs_manifest *m, char *err, size_t errlen)
+int pull_left_out(const struct sfs_manifest *m, char *err, size_t errlen)
 {
 	size_t l = (size_t)snprintf(err, errlen,
 				    "the seed left out %" PRIu64 " %s whose "
@@ -286,11 +277,17 @@ static int left_out(const struct sfs_manifest *m, char *err, size_t errlen)
 }
 
 int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
-	     uint64_t window, int place, char *err, size_t errlen)
+	     const struct sfs_pull_cfg *cfg, char *err, size_t errlen)
 {
-	struct pull p = {
-		.r = r, .window = window, .copy = !place, .umask = sfs_umask()};
+	struct pull p = {.r = r,
+			 .window = cfg->window,
+			 .copy = !cfg->place,
+			 .strong = cfg->strong,
+			 .umask = sfs_umask()};
 	int rc = sfs_replica_current(r, name, &p.view, &p.m);
+
+	if (errlen)
+		err[0] = '\0';
 
 	if (rc) {
 		char seeds[512], models[512];
@@ -298,6 +295,18 @@ int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
 			 "%s publishes no model %s (it publishes %s)",
 			 sfs_replica_seeds(r, seeds, sizeof(seeds)), name,
 			 sfs_replica_models(r, models, sizeof(models)));
+		return rc;
+	}
+	if (cfg->update) {
+		rc = pull_update(&p, dest, err, errlen);
+		if (cfg->stats)
+			*cfg->stats = (struct sfs_pull_stats){
+				.generation = p.m->generation,
+				.kept_files = p.kept_files,
+				.changed_files = p.changed_files,
+				.kept_bytes = p.kept_bytes,
+				.pulled_bytes = p.pulled_bytes};
+		sfs_replica_unref(r, p.view);
 		return rc;
 	}
 	if ((rc = make_dest(dest))) {
@@ -324,11 +333,11 @@ int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
 	}
 	for (size_t i = 0; i < m->nfiles && !rc; i++)
 		rc = pull_file(&p, i, dest, err, errlen);
-	if (!rc && (rc = dir_times(&p, dest)))
+	if (!rc && (rc = pull_dir_times(&p, dest)))
 		snprintf(err, errlen, "setting directory times: %s",
 			 strerror(-rc));
 	if (!rc && m->nskipped)
-		rc = left_out(m, err, errlen);
+		rc = pull_left_out(m, err, errlen);
 	sfs_progress_end(&p.prog, rc == 0);
 	if (rc) {
 		size_t l = strlen(err);

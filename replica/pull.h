@@ -25,17 +25,35 @@
 
 struct sfs_replica;
 
+/* What an update did (sfs_pull_cfg.stats). */
+struct sfs_pull_stats {
+	uint64_t generation; /* what DEST is now */
+	uint64_t kept_files, changed_files;
+	uint64_t kept_bytes, pulled_bytes;
+};
+
+struct sfs_pull_cfg {
+	uint64_t window; /* bytes kept in flight ahead of what is written */
+	int place;	 /* into the new files' shared mappings */
+	/* DEST may hold an earlier copy (of any generation, or anything):
+	 * only the chunks whose bytes differ are pulled and written, and
+	 * a crash leaves it the old generation, the new one, or visibly
+	 * incomplete (replica/pull_update.c) */
+	int update;
+	int strong; /* update: a local chunk is kept on its SHA-256 only */
+	struct sfs_pull_stats *stats; /* update: filled in, or NULL */
+};
+
 /*
  * sfs_pull - copy model @name into @dest (created; it must not exist or
- * be empty), byte-identical, with the seed's times and permission bits
- * (set-id and sticky bits dropped, the process's umask applied);
- * @window bytes are kept in flight ahead of what is written.  A
- * progress display on stderr.  Returns 0 or -errno with one line in
- * @err (what failed, and that @dest is incomplete); the file that
- * failed is removed, so every file left in @dest is complete and
- * verified.  Runs in the caller's thread.
+ * be empty, unless @cfg->update), byte-identical, with the seed's times
+ * and permission bits (set-id and sticky bits dropped, the process's
+ * umask applied).  A progress display on stderr.  Returns 0 or -errno
+ * with one line in @err (what failed, and that @dest is incomplete);
+ * the file that failed is removed, so every file left in @dest is
+ * complete and verified.  Runs in the caller's thread.
  */
 int sfs_pull(struct sfs_replica *r, const char *name, const char *dest,
-	     uint64_t window, int place, char *err, size_t errlen);
+	     const struct sfs_pull_cfg *cfg, char *err, size_t errlen);
 
 #endif /* SFS_PULL_H */

@@ -7,7 +7,9 @@
 # replaced by a copy (another inode) with one byte changed; every file of
 # generation 2 reads byte for byte; .seedfs/status and the log say what
 # was taken.  Then a third generation that changed nothing but a new
-# shard's bytes pulls that shard only.
+# shard's bytes pulls that shard only; the disk tier (--cache-dir) has
+# the whole of it, what generation 3 took from memory too: a mount
+# started again on it pulls nothing.
 #   gen_inherit.sh BUILD_DIR
 source "$(dirname "$0")/lib.sh" "$1"
 
@@ -17,7 +19,7 @@ mapfile -t S < <(cd "$MODEL" && ls ./*.safetensors | sed 's|^\./||' | sort)
 [ ${#S[@]} = 3 ] || fail "genmodel made ${#S[@]} shards, want 3"
 start_seed "$MODEL" --grace 2
 MNT=$WORK/mnt
-mount_seed "$MNT" -o direct_io --cache-size 128M
+mount_seed "$MNT" -o direct_io --cache-size 128M --cache-dir "$WORK/cd"
 M=$MNT/m
 ST=$MNT/.seedfs/status
 # Every file of the model, byte for byte.
@@ -31,24 +33,12 @@ pulled() { status_val "$ST" bytes_pulled; }
 check_all 1
 p1=$(pulled)
 
-# flip FILE OFFSET: one byte of FILE changed, in place.
-flip() {
-	python3 -c 'import sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2]))
-    f.write(bytes([b[0] ^ 0xff]))' "$1" "$2"
-}
 # republish N: SIGHUP, until the seed published generation N and the
 # mount shows it.
 republish() {
 	local _
 	kill -HUP "$SEED_PID"
-	for _ in $(seq 200); do
-		grep -q "^seedfs seed: published model m generation $1 " "$WORK/seed.out" && break
-		sleep 0.05
-	done
-	grep -q "^seedfs seed: published model m generation $1 " "$WORK/seed.out" ||
-		fail "no generation $1: $(tail -3 "$WORK/seed.err")"
+	seed_published seed "$1"
 	for _ in $(seq 100); do
 		stat "$M" >/dev/null # an open looks for a new generation
 		grep -q "^model: m generation $1 " "$ST" && return 0
@@ -59,9 +49,9 @@ republish() {
 
 # Generation 2: one byte in the middle of shard 0 (in place), one in
 # shard 1's fourth chunk (a copy renamed into place).
-flip "$MODEL/${S[0]}" $((5 * 1048576 + 12345))
+flip_byte "$MODEL/${S[0]}" $((5 * 1048576 + 12345))
 cp "$MODEL/${S[1]}" "$MODEL/${S[1]}.tmp"
-flip "$MODEL/${S[1]}.tmp" $((3 * 1048576 + 7))
+flip_byte "$MODEL/${S[1]}.tmp" $((3 * 1048576 + 7))
 mv "$MODEL/${S[1]}.tmp" "$MODEL/${S[1]}"
 republish 2
 check_all 2
@@ -92,3 +82,13 @@ sz=$(stat -c %s "$MODEL/${S[2]}")
 bound gen3_pulled_bytes "<=" $((sz + 1048576)) "$moved" \
 	"bytes pulled for generation 3 (one shard of $sz bytes replaced)"
 ok "generation 3: $moved bytes pulled for a shard of $sz bytes"
+
+# The disk tier kept generation 3 whole, what it took from generation 2
+# too: a mount started again on the same --cache-dir reads it all from
+# disk.
+unmount_check "$MNT" "$MOUNT_PID"
+MOUNT_LOG=mount2 mount_seed "$MNT" -o direct_io --cache-size 128M --cache-dir "$WORK/cd"
+check_all 3
+bound gen3_remount_pulled_bytes "<=" 0 "$(pulled)" \
+	"bytes pulled by a mount started again on the --cache-dir of generation 3 (disk_hits $(status_val "$ST" disk_hits))"
+ok "started again on its --cache-dir: generation 3 read from disk ($(status_val "$ST" disk_hits) chunks)"

@@ -280,6 +280,31 @@ status_val() { awk -v k="$2:" '$1 == k { print $2; exit }' "$1"; }
 # now_ms: monotonic-enough wall clock in milliseconds
 now_ms() { date +%s%3N; }
 
+# flip_byte FILE OFFSET: the byte at OFFSET of FILE inverted, in place
+# (the same inode); a negative OFFSET counts from the end.
+flip_byte() {
+	python3 - "$1" "$2" <<'PY'
+import os, sys
+at = int(sys.argv[2])
+with open(sys.argv[1], "r+b") as f:
+    f.seek(at if at >= 0 else os.path.getsize(sys.argv[1]) + at)
+    b = f.read(1)
+    f.seek(-1, 1)
+    f.write(bytes([b[0] ^ 0xff]))
+PY
+}
+
+# seed_published LOG N [MODEL]: wait (10 s) until the seed whose output
+# is $WORK/LOG.out published generation N of MODEL (m).
+seed_published() {
+	local _ want="^seedfs seed: published model ${3:-m} generation $2 "
+	for _ in $(seq 200); do
+		grep -q "$want" "$WORK/$1.out" && return 0
+		sleep 0.05
+	done
+	fail "no generation $2 of ${3:-m} from $1 in 10 s: $(tail -3 "$WORK/$1.err")"
+}
+
 # start_seed DIR [seed args...]: sets SEED_PID and SEED_PORT.  The
 # command runs under ${SEED_WRAP[@]} (a network namespace) if set.
 # SEED_LOG names its output files ($WORK/$SEED_LOG.out and .err).

@@ -76,14 +76,7 @@ same_as_disk "generation 1"
 # mtime an hour ahead).  Nothing taken: generation 1 read its files
 # without putting their dirty pages under write-out.
 cp "$MODEL/${S[1]}" "$WORK/s2.new"
-python3 - "$WORK/s2.new" <<'PY'
-import os, sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(os.path.getsize(sys.argv[1]) - 1000)
-    b = f.read(1)
-    f.seek(-1, 1)
-    f.write(bytes([b[0] ^ 0xff]))
-PY
+flip_byte "$WORK/s2.new" -1000
 touch -d '+1 hour' "$WORK/s2.new"
 mv "$WORK/s2.new" "$MODEL/${S[1]}"
 line=$(republish seed "$SEED_PID" 2)
@@ -184,14 +177,7 @@ SEED_LOG=shm start_seed "$SHM/m"
 SPID=$SEED_PID
 flip() {
 	cp "$SHM/m/${S[0]}" "$SHM/new"
-	python3 - "$SHM/new" <<'PY'
-import os, sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(os.path.getsize(sys.argv[1]) - 1000)
-    b = f.read(1)
-    f.seek(-1, 1)
-    f.write(bytes([b[0] ^ 0xff]))
-PY
+	flip_byte "$SHM/new" -1000
 	mv "$SHM/new" "$SHM/m/${S[0]}"
 }
 flip

@@ -265,8 +265,10 @@ START_TEST(strong_needs_sha256)
 }
 END_TEST
 
-/* A set in use (a holder) takes nothing; nor from itself. */
-START_TEST(set_in_use_refused)
+/* A set already in use takes what it does not have: not a chunk it
+ * holds already, nor one a reader of the old set pins; never from
+ * itself. */
+START_TEST(held_set_takes_what_it_lacks)
 {
 	uint32_t p, s1, s2;
 	uint64_t chunks, bytes;
@@ -277,8 +279,20 @@ START_TEST(set_in_use_refused)
 	read_all(c, s1, gen1);
 	s2 = add_set(c, &b, 1);
 	add_holder(c, s2, p, &piece2);
-	ck_assert_int_eq(sfs_cache_inherit(c, s2, s1, &chunks, &bytes),
-			 -EINVAL);
+	struct sfs_chunk *ch, *pin;
+	const uint8_t *d;
+	size_t avail;
+	/* Chunk 0 of s2 pulled; chunk 1 of s1 pinned by a reader. */
+	ck_assert_int_eq(sfs_cache_get(c, s2, 0, 0, &ch, &d, &avail), 0);
+	sfs_cache_put(c, ch);
+	ck_assert_int_eq(sfs_cache_get(c, s1, 0, CHUNK, &pin, &d, &avail), 0);
+	ck_assert_int_eq(sfs_cache_inherit(c, s2, s1, &chunks, &bytes), 0);
+	SFS_TEST_BOUND_EQ("inherit_held_taken", NCHUNKS - 3, chunks);
+	ck_assert(!memcmp(d, gen1 + CHUNK, avail)); /* the pinned one */
+	sfs_cache_put(c, pin);
+	read_all(c, s2, gen2);
+	/* 16 + chunk 0 + the changed one + the pinned one. */
+	ck_assert_uint_eq(pulls(c), NCHUNKS + 3);
 	ck_assert_int_eq(sfs_cache_inherit(c, s1, s1, &chunks, &bytes),
 			 -EINVAL);
 	ck_assert_uint_eq(chunks, 0);
@@ -297,7 +311,7 @@ static Suite *inherit_suite(void)
 	tcase_add_test(t, unchanged_chunks_taken);
 	tcase_add_test(t, sha256_disagrees_pulled);
 	tcase_add_test(t, strong_needs_sha256);
-	tcase_add_test(t, set_in_use_refused);
+	tcase_add_test(t, held_set_takes_what_it_lacks);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -61,8 +61,8 @@
 
 /* One file of the generation. */
 struct ufile {
-	int changed; /* a new file goes under its name in step 3 */
-	int built;   /* f<N> is whole already: nothing to build */
+	int changed;  /* a new file goes under its name in step 3 */
+	int built;    /* f<N> is whole already: nothing to build */
 	int from_old; /* f<N> is built from the file under its name */
 	uint8_t *bad; /* per checksum block: to be pulled (NULL: all) */
 };
@@ -71,7 +71,7 @@ struct upd {
 	struct pull *p;
 	char dest[SFS_MF_PATH_MAX / 2 + 1]; /* no trailing slash */
 	size_t dest_len;
-	int updfd; /* DEST/.seedfs-pull, locked */
+	int updfd;	    /* DEST/.seedfs-pull, locked */
 	const char **names; /* the generation's files and dirs, sorted */
 	const char **files; /* its files only, sorted */
 	size_t nnames, nfiles;
@@ -106,8 +106,7 @@ static int block_matches(const struct pull *p, const struct sfs_mfile *f,
 	if (!p->strong)
 		return 1;
 	uint8_t d[32];
-	return f->sha256 &&
-	       !gnutls_hash_fast(GNUTLS_DIG_SHA256, b, len, d) &&
+	return f->sha256 && !gnutls_hash_fast(GNUTLS_DIG_SHA256, b, len, d) &&
 	       !memcmp(d, f->sha256 + 32 * k, 32);
 }
 
@@ -190,8 +189,9 @@ static int compare_at(struct upd *up, int dirfd, const char *name,
 	if (fd < 0)
 		return errno == ENOENT || errno == ELOOP || errno == ENOTDIR
 			       ? 0
-			       : (snprintf(err, errlen, "cannot read %.400s: %s",
-					   name, strerror(errno)),
+			       : (snprintf(err, errlen,
+					   "cannot read %.400s: %s", name,
+					   strerror(errno)),
 				  -errno);
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);
@@ -260,8 +260,7 @@ static uint64_t to_pull(const struct sfs_mfile *f, const struct ufile *u)
 }
 
 /* Copy [off, off+len) of @in to @out, at the same offsets. */
-static int copy_kept(int in, int out, uint64_t off, uint64_t len,
-		     uint8_t *buf)
+static int copy_kept(int in, int out, uint64_t off, uint64_t len, uint8_t *buf)
 {
 	loff_t oi = (loff_t)off, oo = (loff_t)off;
 	while (len) {
@@ -305,9 +304,9 @@ static int build(struct upd *up, size_t i, const struct ufile *u, char *err,
 
 	part_name(i, part, sizeof(part));
 	snprintf(path, sizeof(path), "%s/%s", up->dest, f->path);
-	int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW |
-		    (!u->built && (u->from_old || !u->bad) ? O_CREAT | O_TRUNC
-							   : 0);
+	int flags =
+		O_RDWR | O_CLOEXEC | O_NOFOLLOW |
+		(!u->built && (u->from_old || !u->bad) ? O_CREAT | O_TRUNC : 0);
 	int fd = openat(up->updfd, part, flags, 0600);
 	if (fd < 0 || (!u->built && ftruncate(fd, (off_t)f->size))) {
 		rc = -errno;
@@ -399,7 +398,8 @@ static int remove_one(const char *path, const struct stat *st, int type,
 	const char *rel = path + up->dest_len;
 	while (*rel == '/')
 		rel++;
-	if (!strcmp(rel, UPD_DIR) || !strncmp(rel, UPD_DIR "/", sizeof(UPD_DIR)))
+	if (!strcmp(rel, UPD_DIR) ||
+	    !strncmp(rel, UPD_DIR "/", sizeof(UPD_DIR)))
 		return 0;
 	int dir = type == FTW_DP || type == FTW_D || type == FTW_DNR;
 	if (is_in(up->names, up->nnames, rel) &&
@@ -451,7 +451,7 @@ static int write_state(const struct upd *up, char *err, size_t errlen)
 			"finish.\n",
 			m->model, m->generation, m->content);
 		rc = fflush(f) || fsync(fileno(f)) || fsync(up->updfd) ? -errno
-								      : 0;
+								       : 0;
 		if (fclose(f) && !rc)
 			rc = -errno;
 	}
@@ -462,8 +462,7 @@ static int write_state(const struct upd *up, char *err, size_t errlen)
 }
 
 /* DEST and DEST/.seedfs-pull (ours, locked): 0, or -errno with @err. */
-static int open_dest(struct upd *up, const char *dest, char *err,
-		     size_t errlen)
+static int open_dest(struct upd *up, const char *dest, char *err, size_t errlen)
 {
 	size_t l = strlen(dest);
 	while (l > 1 && dest[l - 1] == '/')
@@ -502,7 +501,7 @@ static int open_dest(struct upd *up, const char *dest, char *err,
 	close(dfd);
 	if (rc)
 		snprintf(err, errlen, "%s/" UPD_DIR ": %s", up->dest,
-			 rc == -EBUSY	? "another seedfs pull --update runs here"
+			 rc == -EBUSY ? "another seedfs pull --update runs here"
 			 : rc == -EPERM ? "not this user's directory"
 			 : rc == -ENOTDIR || rc == -ELOOP
 				 ? "not a directory (a link?)"
@@ -672,8 +671,9 @@ int pull_update(struct pull *p, const char *dest, char *err, size_t errlen)
 	/* Step 2: the changed files built aside; DEST as it was. */
 	total = 0;
 	for (size_t i = 0; i < m->nfiles; i++)
-		total += u[i].changed && !u[i].built ? to_pull(&m->files[i], &u[i])
-						     : 0;
+		total += u[i].changed && !u[i].built
+				 ? to_pull(&m->files[i], &u[i])
+				 : 0;
 	snprintf(what, sizeof(what), "update %s", m->model);
 	sfs_progress_start(&p->prog, what, total);
 	for (size_t i = 0; i < m->nfiles && !rc; i++) {
